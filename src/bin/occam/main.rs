@@ -1,0 +1,87 @@
+//! `occam`: the native command-line driver of the Occam engine.
+//!
+//! Every subcommand returns a [`CliError`] instead of panicking; `main` prints it and exits with a
+//! non-zero status (1 for bad input or a failed run; clap uses 2 for a malformed command line).
+
+mod check;
+mod generate;
+mod score;
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Bayesian causal discovery with Gaussian-process conditional density estimators.
+#[derive(Debug, Parser)]
+#[command(name = "occam", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Read and validate a CSV file; print its shape, column names, statistics and any problems.
+    Check(check::CheckArgs),
+    /// Write a synthetic data set with a known causal graph (DIR/data.csv and DIR/truth.csv).
+    Generate(generate::GenerateArgs),
+    /// Compare a predicted adjacency matrix with the true one (prints one JSON object).
+    Score(score::ScoreArgs),
+}
+
+/// A failure to report to the user: one message, already phrased for them.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Reads a whole file, refusing one larger than `limit` bytes before reading it.
+pub fn read_file_limited(path: &Path, limit: usize) -> Result<Vec<u8>, CliError> {
+    let shown = path.display();
+    let meta =
+        std::fs::metadata(path).map_err(|e| CliError(format!("cannot open {shown}: {e}")))?;
+    if meta.is_dir() {
+        return Err(CliError(format!("{shown} is a directory, not a file")));
+    }
+    if meta.len() > limit as u64 {
+        // Let the data layer phrase the refusal, so the CLI and the app say the same thing.
+        let err = occam::data::DataError::TooLarge {
+            bytes: usize::try_from(meta.len()).unwrap_or(usize::MAX),
+            limit,
+        };
+        return Err(CliError(format!("{shown}: {err}")));
+    }
+    std::fs::read(path).map_err(|e| CliError(format!("cannot read {shown}: {e}")))
+}
+
+/// Creates `dir` (and parents) for output.
+pub fn ensure_dir(dir: &PathBuf) -> Result<(), CliError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError(format!("cannot create directory {}: {e}", dir.display())))
+}
+
+/// Writes `contents` to `path`, naming the path on failure.
+pub fn write_file(path: &Path, contents: &str) -> Result<(), CliError> {
+    std::fs::write(path, contents)
+        .map_err(|e| CliError(format!("cannot write {}: {e}", path.display())))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => check::run(&args),
+        Command::Generate(args) => generate::run(&args),
+        Command::Score(args) => score::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,823 @@
+//! Reading a user's CSV file into a [`Dataset`], refusing what cannot be modelled with a message that
+//! names the line and the column, and repairing (with a report) only what the user allowed.
+//!
+//! Accepted dialect: one header row; comma, semicolon or tab delimiters (detected); fields may be
+//! quoted; `.` is the decimal point; a UTF-8 byte-order mark is ignored; blank lines are skipped.
+
+use super::dataset::{mean_sd, Dataset};
+use serde::{Deserialize, Serialize};
+
+/// Largest file accepted, in bytes (256 MiB). A CSV of 256 MiB holds ~20 million numbers, far
+/// beyond what the model can train on interactively; refusing early keeps the browser tab alive.
+pub const MAX_CSV_BYTES: usize = 256 * 1024 * 1024;
+
+/// Fewest data rows accepted: fewer cannot support even a two-variable model comparison.
+pub const MIN_ROWS: usize = 10;
+
+/// Cell contents read as a missing value (compared case-insensitively after trimming).
+const MISSING_TOKENS: [&str; 6] = ["", "na", "n/a", "null", "none", "?"];
+
+/// How to read a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CsvOptions {
+    /// Drop rows with an empty (missing) cell instead of refusing the file.
+    pub drop_rows_with_missing: bool,
+    /// Size limit in bytes; [`MAX_CSV_BYTES`] by default.
+    pub max_bytes: usize,
+}
+
+impl Default for CsvOptions {
+    fn default() -> Self {
+        Self {
+            drop_rows_with_missing: false,
+            max_bytes: MAX_CSV_BYTES,
+        }
+    }
+}
+
+/// Why a file was refused. Line numbers are 1-based lines of the file (the header is line 1 unless
+/// blank lines precede it); columns are named as in the header.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DataError {
+    #[error("the file is empty")]
+    EmptyFile,
+    #[error(
+        "the file is {} but the limit is {}; keep fewer rows or columns",
+        human_bytes(*bytes),
+        human_bytes(*limit)
+    )]
+    TooLarge { bytes: usize, limit: usize },
+    #[error("line {line}: the file is not valid UTF-8 text (is it a spreadsheet rather than a CSV?)")]
+    NotUtf8 { line: usize },
+    #[error("line {line}: {message}")]
+    Malformed { line: usize, message: String },
+    #[error(
+        "line {line}: a header row with column names is required, but the first row is all numbers ('{first_cell}', ...)"
+    )]
+    MissingHeader { line: usize, first_cell: String },
+    #[error("line {line}: column {position} has an empty name in the header")]
+    EmptyColumnName { line: usize, position: usize },
+    #[error(
+        "line {line}: the column name '{name}' appears twice (columns {first} and {second}); names must be unique"
+    )]
+    DuplicateColumnName {
+        line: usize,
+        name: String,
+        first: usize,
+        second: usize,
+    },
+    #[error("the file has {found} column(s); at least 2 are needed to discover causal relations")]
+    TooFewColumns { found: usize },
+    #[error("line {line}: expected {expected} fields as in the header, found {found}")]
+    Ragged {
+        line: usize,
+        expected: usize,
+        found: usize,
+    },
+    #[error("line {line}, column '{column}': '{value}' is not a number{}", hint_suffix(hint))]
+    NonNumeric {
+        line: usize,
+        column: String,
+        value: String,
+        hint: Option<String>,
+    },
+    #[error(
+        "line {line}, column '{column}': {} (missing values are refused; the option to drop rows with missing values removes such rows)",
+        describe_missing(token)
+    )]
+    EmptyCell {
+        line: usize,
+        column: String,
+        token: String,
+    },
+    #[error("line {line}, column '{column}': '{value}' is not a finite number")]
+    NonFinite {
+        line: usize,
+        column: String,
+        value: String,
+    },
+    #[error(
+        "only {found} data row(s){}; at least {min} are needed",
+        dropped_suffix(*dropped)
+    )]
+    TooFewRows {
+        found: usize,
+        min: usize,
+        dropped: usize,
+    },
+    #[error("column '{column}' is constant (every value is {value}); it carries no information: remove it")]
+    ConstantColumn { column: String, value: f64 },
+    #[error(
+        "column '{column}' is a copy of column '{copy_of}' (identical after standardisation{}); remove one of them",
+        if *negated { ", up to sign" } else { "" }
+    )]
+    DuplicateColumnData {
+        column: String,
+        copy_of: String,
+        negated: bool,
+    },
+}
+
+fn human_bytes(b: usize) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if b as f64 >= MIB {
+        format!("{:.1} MiB", b as f64 / MIB)
+    } else {
+        format!("{b} bytes")
+    }
+}
+
+fn hint_suffix(hint: &Option<String>) -> String {
+    hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
+}
+
+fn describe_missing(token: &str) -> String {
+    if token.is_empty() {
+        "the cell is empty".to_string()
+    } else {
+        format!("'{token}' marks a missing value")
+    }
+}
+
+fn dropped_suffix(dropped: usize) -> String {
+    if dropped > 0 {
+        format!(" after dropping {dropped} row(s) with missing values")
+    } else {
+        String::new()
+    }
+}
+
+impl DataError {
+    /// A stable machine-readable code, e.g. `non_numeric` (the serde tag).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DataError::EmptyFile => "empty_file",
+            DataError::TooLarge { .. } => "too_large",
+            DataError::NotUtf8 { .. } => "not_utf8",
+            DataError::Malformed { .. } => "malformed",
+            DataError::MissingHeader { .. } => "missing_header",
+            DataError::EmptyColumnName { .. } => "empty_column_name",
+            DataError::DuplicateColumnName { .. } => "duplicate_column_name",
+            DataError::TooFewColumns { .. } => "too_few_columns",
+            DataError::Ragged { .. } => "ragged",
+            DataError::NonNumeric { .. } => "non_numeric",
+            DataError::EmptyCell { .. } => "empty_cell",
+            DataError::NonFinite { .. } => "non_finite",
+            DataError::TooFewRows { .. } => "too_few_rows",
+            DataError::ConstantColumn { .. } => "constant_column",
+            DataError::DuplicateColumnData { .. } => "duplicate_column_data",
+        }
+    }
+
+    /// The 1-based line the error refers to, where one applies.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            DataError::NotUtf8 { line }
+            | DataError::Malformed { line, .. }
+            | DataError::MissingHeader { line, .. }
+            | DataError::EmptyColumnName { line, .. }
+            | DataError::DuplicateColumnName { line, .. }
+            | DataError::Ragged { line, .. }
+            | DataError::NonNumeric { line, .. }
+            | DataError::EmptyCell { line, .. }
+            | DataError::NonFinite { line, .. } => Some(*line),
+            _ => None,
+        }
+    }
+
+    /// The column the error refers to, where one applies.
+    pub fn column(&self) -> Option<&str> {
+        match self {
+            DataError::NonNumeric { column, .. }
+            | DataError::EmptyCell { column, .. }
+            | DataError::NonFinite { column, .. }
+            | DataError::ConstantColumn { column, .. }
+            | DataError::DuplicateColumnData { column, .. } => Some(column),
+            DataError::DuplicateColumnName { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+/// Something in the file that was accepted but that the user should know about, with what is done
+/// about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Problem {
+    /// Rows with missing values were removed (only when the user asked for it).
+    RowsDropped { count: usize, first_line: usize },
+    /// A column with very few distinct values: likely discrete, while the model assumes continuous
+    /// data.
+    FewDistinctValues { column: String, distinct: usize },
+}
+
+impl Problem {
+    /// One sentence: what was found.
+    pub fn message(&self) -> String {
+        match self {
+            Problem::RowsDropped { count, first_line } => format!(
+                "{count} row(s) had missing values (the first on line {first_line})"
+            ),
+            Problem::FewDistinctValues { column, distinct } => format!(
+                "column '{column}' has only {distinct} distinct values: it looks discrete"
+            ),
+        }
+    }
+
+    /// One sentence: what is done about it.
+    pub fn action(&self) -> String {
+        match self {
+            Problem::RowsDropped { .. } => "those rows were dropped".to_string(),
+            Problem::FewDistinctValues { .. } => {
+                "it is modelled as continuous; results for it may be less reliable".to_string()
+            }
+        }
+    }
+}
+
+/// A successfully read file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The values as read (not standardised).
+    pub dataset: Dataset,
+    /// The detected delimiter.
+    pub delimiter: char,
+    /// Accepted oddities, each with what was done about it.
+    pub problems: Vec<Problem>,
+}
+
+/// A column with at most this many distinct values is reported as probably discrete.
+const FEW_DISTINCT: usize = 5;
+
+/// Reads and validates a CSV file held in memory. See the module doc for the dialect; every
+/// refusal is a [`DataError`] naming the line and column.
+pub fn parse_csv(bytes: &[u8], options: &CsvOptions) -> Result<Parsed, DataError> {
+    if bytes.len() > options.max_bytes {
+        return Err(DataError::TooLarge {
+            bytes: bytes.len(),
+            limit: options.max_bytes,
+        });
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(DataError::EmptyFile);
+    }
+    let delimiter = detect_delimiter(bytes);
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(bytes);
+
+    let mut records = reader.records();
+    let (header, header_line) = match records.next() {
+        Some(record) => {
+            let record = record.map_err(csv_error)?;
+            let line = line_of(&record);
+            (record, line)
+        }
+        None => return Err(DataError::EmptyFile),
+    };
+    let names = read_header(&header, header_line)?;
+
+    let mut columns: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut dropped = 0usize;
+    let mut first_dropped_line = 0usize;
+    for record in records {
+        let record = record.map_err(csv_error)?;
+        let line = line_of(&record);
+        if record.len() != names.len() {
+            return Err(DataError::Ragged {
+                line,
+                expected: names.len(),
+                found: record.len(),
+            });
+        }
+        match parse_row(&record, &names, line)? {
+            Some(values) => {
+                for (column, v) in columns.iter_mut().zip(values) {
+                    column.push(v);
+                }
+            }
+            None if options.drop_rows_with_missing => {
+                if dropped == 0 {
+                    first_dropped_line = line;
+                }
+                dropped += 1;
+            }
+            None => return Err(first_missing_error(&record, &names, line)),
+        }
+    }
+
+    let rows = columns.first().map_or(0, Vec::len);
+    if rows < MIN_ROWS {
+        return Err(DataError::TooFewRows {
+            found: rows,
+            min: MIN_ROWS,
+            dropped,
+        });
+    }
+    let dataset = Dataset::new(names, columns);
+    check_columns(&dataset)?;
+
+    let mut problems = Vec::new();
+    if dropped > 0 {
+        problems.push(Problem::RowsDropped {
+            count: dropped,
+            first_line: first_dropped_line,
+        });
+    }
+    for summary in dataset.summary().column_summaries {
+        if summary.distinct <= FEW_DISTINCT {
+            problems.push(Problem::FewDistinctValues {
+                column: summary.name,
+                distinct: summary.distinct,
+            });
+        }
+    }
+    Ok(Parsed {
+        dataset,
+        delimiter: char::from(delimiter),
+        problems,
+    })
+}
+
+/// The 1-based line on which `record` starts.
+fn line_of(record: &csv::StringRecord) -> usize {
+    record.position().map_or(0, |p| p.line() as usize)
+}
+
+fn csv_error(e: csv::Error) -> DataError {
+    let line = e.position().map_or(0, |p| p.line() as usize);
+    match e.kind() {
+        csv::ErrorKind::Utf8 { .. } => DataError::NotUtf8 { line },
+        _ => DataError::Malformed {
+            line,
+            message: e.to_string(),
+        },
+    }
+}
+
+/// Picks the delimiter among `,` `;` and tab that splits the first lines into the most fields,
+/// consistently. The csv reader does the splitting, so delimiters inside quotes do not count.
+fn detect_delimiter(bytes: &[u8]) -> u8 {
+    const CANDIDATES: [u8; 3] = [b',', b';', b'\t'];
+    const SAMPLE_RECORDS: usize = 50;
+    let mut best = (b',', 0usize, false);
+    for &delimiter in &CANDIDATES {
+        let mut reader = csv::ReaderBuilder::new()
+            .delimiter(delimiter)
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(bytes);
+        let counts: Vec<usize> = reader
+            .records()
+            .take(SAMPLE_RECORDS)
+            .map_while(Result::ok)
+            .map(|r| r.len())
+            .collect();
+        let Some(&fields) = counts.first() else {
+            continue;
+        };
+        let consistent = counts.iter().all(|&c| c == fields);
+        // A consistent split beats an inconsistent one; then more fields win; ties keep the
+        // earlier candidate (comma first).
+        let better = match (consistent, best.2) {
+            (true, false) => fields >= 2,
+            (false, true) => false,
+            _ => fields > best.1,
+        };
+        if better {
+            best = (delimiter, fields, consistent);
+        }
+    }
+    best.0
+}
+
+fn read_header(header: &csv::StringRecord, line: usize) -> Result<Vec<String>, DataError> {
+    let names: Vec<String> = header.iter().map(str::to_string).collect();
+    if names.len() < 2 {
+        return Err(DataError::TooFewColumns { found: names.len() });
+    }
+    if names.iter().all(|n| n.parse::<f64>().is_ok()) {
+        return Err(DataError::MissingHeader {
+            line,
+            first_cell: names[0].clone(),
+        });
+    }
+    for (k, name) in names.iter().enumerate() {
+        if name.is_empty() {
+            return Err(DataError::EmptyColumnName {
+                line,
+                position: k + 1,
+            });
+        }
+        if let Some(first) = names[..k].iter().position(|n| n == name) {
+            return Err(DataError::DuplicateColumnName {
+                line,
+                name: name.clone(),
+                first: first + 1,
+                second: k + 1,
+            });
+        }
+    }
+    Ok(names)
+}
+
+fn is_missing(cell: &str) -> bool {
+    MISSING_TOKENS
+        .iter()
+        .any(|t| cell.eq_ignore_ascii_case(t))
+}
+
+/// Parses one row. `Ok(None)` means the row has a missing value (the caller decides whether that
+/// drops the row or refuses the file); any other bad cell is an error.
+fn parse_row(
+    record: &csv::StringRecord,
+    names: &[String],
+    line: usize,
+) -> Result<Option<Vec<f64>>, DataError> {
+    let mut values = Vec::with_capacity(names.len());
+    let mut missing = false;
+    for (cell, name) in record.iter().zip(names) {
+        if is_missing(cell) {
+            missing = true;
+            continue;
+        }
+        let value = parse_number(cell).ok_or_else(|| DataError::NonNumeric {
+            line,
+            column: name.clone(),
+            value: cell.to_string(),
+            hint: non_numeric_hint(cell),
+        })?;
+        if !value.is_finite() {
+            return Err(DataError::NonFinite {
+                line,
+                column: name.clone(),
+                value: cell.to_string(),
+            });
+        }
+        values.push(value);
+    }
+    Ok(if missing { None } else { Some(values) })
+}
+
+fn first_missing_error(record: &csv::StringRecord, names: &[String], line: usize) -> DataError {
+    let (cell, name) = record
+        .iter()
+        .zip(names)
+        .find(|(cell, _)| is_missing(cell))
+        .expect("called only for rows with a missing cell");
+    DataError::EmptyCell {
+        line,
+        column: name.clone(),
+        token: cell.to_string(),
+    }
+}
+
+/// Rust's float grammar plus a leading `+`; it also accepts `nan`/`inf`, which are then refused as
+/// non-finite with their own message.
+fn parse_number(cell: &str) -> Option<f64> {
+    cell.parse::<f64>().ok()
+}
+
+/// A guess at why a cell is not a number, for the error message.
+fn non_numeric_hint(cell: &str) -> Option<String> {
+    if cell.contains(',') && cell.replacen(',', ".", 1).parse::<f64>().is_ok() {
+        return Some("decimal commas are not supported: use '.' as the decimal point".into());
+    }
+    let no_thousands: String = cell.chars().filter(|c| *c != ',' && *c != ' ').collect();
+    if no_thousands != cell && no_thousands.parse::<f64>().is_ok() {
+        return Some("remove thousands separators".into());
+    }
+    if cell.ends_with('%') && cell[..cell.len() - 1].trim().parse::<f64>().is_ok() {
+        return Some("remove the '%' sign".into());
+    }
+    if cell.chars().any(|c| c.is_alphabetic()) {
+        return Some("categorical columns are not supported: encode them as numbers or remove them".into());
+    }
+    None
+}
+
+/// Refuses constant columns and columns that duplicate another one up to an affine map (identical
+/// after standardisation, possibly negated): both make the GP model degenerate.
+fn check_columns(dataset: &Dataset) -> Result<(), DataError> {
+    let names = dataset.names();
+    for (name, column) in names.iter().zip(dataset.columns()) {
+        let first = column[0];
+        if column.iter().all(|&v| v == first) {
+            return Err(DataError::ConstantColumn {
+                column: name.clone(),
+                value: first,
+            });
+        }
+    }
+    // Compare standardised columns; the comparison stops at the first differing row, so unrelated
+    // columns cost O(1) each and the check stays cheap for wide files.
+    const TOLERANCE: f64 = 1e-9;
+    let z: Vec<Vec<f64>> = dataset
+        .columns()
+        .iter()
+        .map(|c| {
+            let (mean, sd) = mean_sd(c);
+            c.iter().map(|v| (v - mean) / sd).collect()
+        })
+        .collect();
+    for b in 1..z.len() {
+        for a in 0..b {
+            for sign in [1.0, -1.0] {
+                if z[a]
+                    .iter()
+                    .zip(&z[b])
+                    .all(|(x, y)| (x - sign * y).abs() <= TOLERANCE)
+                {
+                    return Err(DataError::DuplicateColumnData {
+                        column: names[b].clone(),
+                        copy_of: names[a].clone(),
+                        negated: sign < 0.0,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid two-column body with `rows` rows: x = n, y = n² (neither constant nor a copy).
+    fn body(rows: usize, delimiter: &str) -> String {
+        (0..rows)
+            .map(|n| format!("{}{delimiter}{}\n", n, n * n))
+            .collect()
+    }
+
+    fn parse(text: &str) -> Result<Parsed, DataError> {
+        parse_csv(text.as_bytes(), &CsvOptions::default())
+    }
+
+    #[test]
+    fn reads_comma_semicolon_and_tab() {
+        for delimiter in [",", ";", "\t"] {
+            let text = format!("a{delimiter}b\n{}", body(12, delimiter));
+            let parsed = parse(&text).unwrap();
+            assert_eq!(parsed.delimiter.to_string(), delimiter);
+            assert_eq!(parsed.dataset.names(), ["a", "b"]);
+            assert_eq!(parsed.dataset.rows(), 12);
+            assert_eq!(parsed.dataset.column(1)[3], 9.0);
+        }
+    }
+
+    #[test]
+    fn quoted_fields_and_delimiters_inside_quotes() {
+        let text = format!("\"x, the cause\",\"y\"\n{}", body(10, ","))
+            .replace("3,9\n", "\"3\",\"9\"\n");
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed.dataset.names(), ["x, the cause", "y"]);
+        assert_eq!(parsed.dataset.column(0)[3], 3.0);
+    }
+
+    #[test]
+    fn semicolon_file_with_decimal_commas_is_detected_and_explained() {
+        let mut text = String::from("a;b\n");
+        for n in 0..12 {
+            text.push_str(&format!("{n},5;{}\n", n * n));
+        }
+        let err = parse(&text).unwrap_err();
+        match &err {
+            DataError::NonNumeric {
+                line, column, hint, ..
+            } => {
+                assert_eq!((*line, column.as_str()), (2, "a"));
+                assert!(hint.as_deref().unwrap().contains("decimal comma"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn byte_order_mark_is_ignored() {
+        let text = format!("\u{FEFF}alpha,beta\n{}", body(10, ","));
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed.dataset.names()[0], "alpha");
+    }
+
+    #[test]
+    fn scientific_notation_signs_and_whitespace() {
+        let mut text = String::from("a , b\n");
+        for n in 0..10 {
+            text.push_str(&format!(" +{n}.5e-1 , -{}E2 \n", n * n));
+        }
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed.dataset.names(), ["a", "b"]);
+        assert_eq!(parsed.dataset.column(0)[1], 0.15);
+        assert_eq!(parsed.dataset.column(1)[2], -400.0);
+    }
+
+    #[test]
+    fn non_numeric_cell_names_line_and_column() {
+        let text = format!("a,b\n{}", body(12, ",")).replace("\n4,16\n", "\n4,sixteen\n");
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.kind(), "non_numeric");
+        assert_eq!(err.line(), Some(6));
+        assert_eq!(err.column(), Some("b"));
+        let msg = err.to_string();
+        assert!(msg.contains("line 6") && msg.contains("'b'") && msg.contains("sixteen"), "{msg}");
+    }
+
+    #[test]
+    fn empty_cell_is_refused_by_default_and_dropped_on_request() {
+        let text = format!("a,b\n{}", body(14, ",")).replace("\n4,16\n", "\n4,\n");
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.kind(), "empty_cell");
+        assert_eq!((err.line(), err.column()), (Some(6), Some("b")));
+        assert!(err.to_string().contains("empty"));
+
+        let options = CsvOptions {
+            drop_rows_with_missing: true,
+            ..CsvOptions::default()
+        };
+        let text = text.replace("\n7,49\n", "\nNA,49\n");
+        let parsed = parse_csv(text.as_bytes(), &options).unwrap();
+        assert_eq!(parsed.dataset.rows(), 12);
+        assert_eq!(
+            parsed.problems[0],
+            Problem::RowsDropped {
+                count: 2,
+                first_line: 6
+            }
+        );
+    }
+
+    #[test]
+    fn non_finite_values_are_refused() {
+        for token in ["nan", "NaN", "inf", "-Infinity"] {
+            let text = format!("a,b\n{}", body(12, ",")).replace("\n4,16\n", &format!("\n{token},16\n"));
+            let err = parse(&text).unwrap_err();
+            assert_eq!(err.kind(), "non_finite", "{token}");
+            assert_eq!((err.line(), err.column()), (Some(6), Some("a")));
+        }
+    }
+
+    #[test]
+    fn ragged_row_is_refused_with_counts() {
+        let text = format!("a,b\n{}", body(12, ",")).replace("\n4,16\n", "\n4,16,3\n");
+        assert_eq!(
+            parse(&text).unwrap_err(),
+            DataError::Ragged {
+                line: 6,
+                expected: 2,
+                found: 3
+            }
+        );
+    }
+
+    #[test]
+    fn duplicate_column_names_are_refused() {
+        let text = format!("a,a\n{}", body(12, ","));
+        let err = parse(&text).unwrap_err();
+        assert_eq!(
+            err,
+            DataError::DuplicateColumnName {
+                line: 1,
+                name: "a".into(),
+                first: 1,
+                second: 2
+            }
+        );
+    }
+
+    #[test]
+    fn too_few_columns_rows_and_empty_files() {
+        let one_column: String = std::iter::once("a\n".to_string())
+            .chain((0..20).map(|n| format!("{n}\n")))
+            .collect();
+        assert_eq!(parse(&one_column).unwrap_err(), DataError::TooFewColumns { found: 1 });
+        let short = format!("a,b\n{}", body(9, ","));
+        assert_eq!(
+            parse(&short).unwrap_err(),
+            DataError::TooFewRows {
+                found: 9,
+                min: 10,
+                dropped: 0
+            }
+        );
+        assert_eq!(parse("").unwrap_err(), DataError::EmptyFile);
+        assert_eq!(parse(" \n\n").unwrap_err(), DataError::EmptyFile);
+        assert_eq!(parse("\u{FEFF}").unwrap_err(), DataError::EmptyFile);
+    }
+
+    #[test]
+    fn missing_header_is_detected() {
+        let text = body(12, ",");
+        let err = parse(&text).unwrap_err();
+        assert_eq!(err.kind(), "missing_header");
+        assert_eq!(err.line(), Some(1));
+    }
+
+    #[test]
+    fn empty_column_name_is_refused() {
+        let text = format!("a,\n{}", body(12, ","));
+        assert_eq!(
+            parse(&text).unwrap_err(),
+            DataError::EmptyColumnName {
+                line: 1,
+                position: 2
+            }
+        );
+    }
+
+    #[test]
+    fn constant_column_is_refused() {
+        let mut text = String::from("a,b,c\n");
+        for n in 0..12 {
+            text.push_str(&format!("{n},2.5,{}\n", n * n));
+        }
+        let err = parse(&text).unwrap_err();
+        assert_eq!(
+            err,
+            DataError::ConstantColumn {
+                column: "b".into(),
+                value: 2.5
+            }
+        );
+    }
+
+    #[test]
+    fn affine_copies_of_a_column_are_refused() {
+        let mut text = String::from("a,b,c\n");
+        for n in 0..12 {
+            text.push_str(&format!("{n},{},{}\n", n * n, 7.0 - 2.0 * n as f64));
+        }
+        let err = parse(&text).unwrap_err();
+        assert_eq!(
+            err,
+            DataError::DuplicateColumnData {
+                column: "c".into(),
+                copy_of: "a".into(),
+                negated: true
+            }
+        );
+    }
+
+    #[test]
+    fn oversized_file_is_refused_before_parsing() {
+        let options = CsvOptions {
+            max_bytes: 100,
+            ..CsvOptions::default()
+        };
+        let text = format!("a,b\n{}", body(40, ","));
+        let err = parse_csv(text.as_bytes(), &options).unwrap_err();
+        assert_eq!(err.kind(), "too_large");
+        assert!(err.to_string().contains("limit is 100 bytes"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_reported_with_its_line() {
+        let mut bytes = format!("a,b\n{}", body(12, ",")).into_bytes();
+        bytes.extend_from_slice(b"1,\xFF\xFE\n");
+        let err = parse_csv(&bytes, &CsvOptions::default()).unwrap_err();
+        assert_eq!(err.kind(), "not_utf8");
+        assert_eq!(err.line(), Some(14));
+    }
+
+    #[test]
+    fn blank_lines_and_crlf_are_tolerated() {
+        let text = format!("a,b\r\n\r\n{}", body(12, ",").replace('\n', "\r\n"));
+        let parsed = parse(&text).unwrap();
+        assert_eq!(parsed.dataset.rows(), 12);
+    }
+
+    #[test]
+    fn discrete_columns_are_reported_not_refused() {
+        let mut text = String::from("a,b\n");
+        for n in 0..12 {
+            text.push_str(&format!("{},{}\n", n % 2, n * n));
+        }
+        let parsed = parse(&text).unwrap();
+        assert_eq!(
+            parsed.problems,
+            vec![Problem::FewDistinctValues {
+                column: "a".into(),
+                distinct: 2
+            }]
+        );
+        assert!(parsed.problems[0].action().contains("continuous"));
+    }
+
+    #[test]
+    fn errors_serialise_with_a_kind_tag() {
+        let err = DataError::NonFinite {
+            line: 3,
+            column: "x".into(),
+            value: "inf".into(),
+        };
+        let json = serde_json::to_value(&err).unwrap();
+        assert_eq!(json["kind"], err.kind());
+        assert_eq!(json["line"], 3);
+    }
+}

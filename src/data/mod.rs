@@ -1,0 +1,13 @@
+//! Data in: reading and validating CSV files, the [`Dataset`] every other layer consumes, and
+//! synthetic data generators with known ground truth.
+//!
+//! Owns: the CSV dialect Occam accepts and every way a file can be refused ([`DataError`]), the
+//! problems that are repaired rather than refused ([`Problem`]), standardisation, and the seeded
+//! generators of [`generate`].
+
+mod csv_input;
+mod dataset;
+pub mod generate;
+
+pub use csv_input::{parse_csv, CsvOptions, DataError, Parsed, Problem, MAX_CSV_BYTES, MIN_ROWS};
+pub use dataset::{ColumnSummary, Dataset, DatasetSummary};

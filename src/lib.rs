@@ -1,0 +1,27 @@
+//! Occam: Bayesian causal discovery with Gaussian-process conditional density estimators.
+//!
+//! One engine, several drivers (see `DESIGN.md` in the shared docs). Dependencies point downwards:
+//!
+//! ```text
+//! app (wasm) ─► worker protocol ─► engine ─► discovery ─► gp / graph / data
+//! ```
+//!
+//! Modules present now:
+//! - [`data`]: CSV parsing and validation, [`data::Dataset`], standardisation, synthetic generators.
+//! - [`graph`]: directed graphs and DAGs in the one orientation convention `A[i][j] = 1 ⇔ i → j`,
+//!   DAG enumeration, CPDAGs, metrics (SHD, SID, precision/recall/F1), imports and exports.
+//! - [`protocol`]: the messages between the page and the Web Worker (plain serde types, so they are
+//!   tested natively).
+//! - `app` and `worker` (wasm32 only): the Leptos page and the Web Worker around the engine.
+//!
+//! The Gaussian-process model (`gp`), the backend trait (`backend`), the CGP-CDE/DGP-CDE search
+//! (`discovery`) and the step-wise `engine::Session` are added by the issues that build them.
+
+pub mod data;
+pub mod graph;
+pub mod protocol;
+
+#[cfg(target_arch = "wasm32")]
+pub mod app;
+#[cfg(target_arch = "wasm32")]
+pub mod worker;

@@ -1,0 +1,224 @@
+//! The messages between the page and the Web Worker.
+//!
+//! Owns the wire format: every message is one of these serde enums serialised as a JSON string
+//! (field `json` of the posted object); a large byte payload such as a CSV file travels beside it
+//! as a transferable `ArrayBuffer` (field `bytes`), so it is moved, not copied or re-encoded. The
+//! types are plain Rust so they are tested natively.
+
+use crate::data::{parse_csv, CsvOptions, DataError, DatasetSummary, Parsed};
+use serde::{Deserialize, Serialize};
+
+/// Rows of the file shown in the page's preview table.
+pub const PREVIEW_ROWS: usize = 8;
+
+/// A request from the page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToWorker {
+    /// Asks which backend the worker computes on; answered by [`FromWorker::Pong`].
+    Ping,
+    /// Parse and validate a CSV file whose bytes are attached to the message.
+    LoadCsv {
+        file_name: String,
+        options: CsvOptions,
+    },
+}
+
+/// Where the worker does its numerical work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeBackend {
+    /// A WebGPU adapter was granted to the worker.
+    WebGpu,
+    /// No adapter: the CPU (WebAssembly) path.
+    Cpu,
+}
+
+impl ComputeBackend {
+    /// Name shown to users.
+    pub fn label(self) -> &'static str {
+        match self {
+            ComputeBackend::WebGpu => "WebGPU",
+            ComputeBackend::Cpu => "CPU",
+        }
+    }
+}
+
+/// A refusal as the page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorReport {
+    /// Stable code, e.g. `non_numeric`.
+    pub kind: String,
+    /// The full sentence for the user.
+    pub message: String,
+    pub line: Option<usize>,
+    pub column: Option<String>,
+}
+
+impl From<&DataError> for ErrorReport {
+    fn from(e: &DataError) -> Self {
+        Self {
+            kind: e.kind().to_string(),
+            message: e.to_string(),
+            line: e.line(),
+            column: e.column().map(str::to_string),
+        }
+    }
+}
+
+/// An accepted oddity as the page shows it: what was found and what is done about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProblemReport {
+    pub message: String,
+    pub action: String,
+}
+
+/// A reply or notification from the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromWorker {
+    /// The worker's module has loaded and its message handler is installed.
+    Ready,
+    /// Answer to [`ToWorker::Ping`]: the backend chosen by requesting a WebGPU adapter, and the
+    /// adapter's description when one was granted.
+    Pong {
+        backend: ComputeBackend,
+        adapter: Option<String>,
+    },
+    /// The file was read and validated.
+    DataLoaded {
+        file_name: String,
+        summary: DatasetSummary,
+        delimiter: char,
+        problems: Vec<ProblemReport>,
+        /// The first rows, as read (not standardised).
+        preview: Vec<Vec<f64>>,
+    },
+    /// The file was refused.
+    DataRejected {
+        file_name: String,
+        error: ErrorReport,
+    },
+    /// Something went wrong inside the worker (a bug, reported rather than hidden).
+    Failed { message: String },
+}
+
+impl FromWorker {
+    /// The reply to a parsed (or refused) file.
+    pub fn from_parse(file_name: &str, result: Result<Parsed, DataError>) -> Self {
+        match result {
+            Ok(parsed) => {
+                let d = &parsed.dataset;
+                let preview = (0..d.rows().min(PREVIEW_ROWS)).map(|n| d.row(n)).collect();
+                FromWorker::DataLoaded {
+                    file_name: file_name.to_string(),
+                    summary: d.summary(),
+                    delimiter: parsed.delimiter,
+                    problems: parsed
+                        .problems
+                        .iter()
+                        .map(|p| ProblemReport {
+                            message: p.message(),
+                            action: p.action(),
+                        })
+                        .collect(),
+                    preview,
+                }
+            }
+            Err(e) => FromWorker::DataRejected {
+                file_name: file_name.to_string(),
+                error: ErrorReport::from(&e),
+            },
+        }
+    }
+}
+
+/// Handles a `LoadCsv` request: parse, validate, and describe the outcome.
+pub fn load_csv(file_name: &str, bytes: &[u8], options: &CsvOptions) -> FromWorker {
+    FromWorker::from_parse(file_name, parse_csv(bytes, options))
+}
+
+/// Serialises a message for `postMessage`. Our enums contain only strings, numbers and vectors,
+/// which serde_json always encodes.
+pub fn encode<T: Serialize>(message: &T) -> String {
+    serde_json::to_string(message).expect("protocol messages are always serialisable")
+}
+
+/// Parses a message received from the other side.
+pub fn decode<T: for<'de> Deserialize<'de>>(json: &str) -> Result<T, String> {
+    serde_json::from_str(json).map_err(|e| format!("malformed message {json:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_through_json() {
+        let requests = [
+            ToWorker::Ping,
+            ToWorker::LoadCsv {
+                file_name: "a.csv".into(),
+                options: CsvOptions::default(),
+            },
+        ];
+        for r in requests {
+            assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);
+        }
+        let pong = FromWorker::Pong {
+            backend: ComputeBackend::WebGpu,
+            adapter: Some("swiftshader".into()),
+        };
+        assert_eq!(decode::<FromWorker>(&encode(&pong)).unwrap(), pong);
+        assert!(encode(&pong).contains(r#""backend":"web_gpu""#));
+    }
+
+    #[test]
+    fn load_csv_reports_summary_preview_and_problems() {
+        let mut text = String::from("x,flag\n");
+        for n in 0..20 {
+            text.push_str(&format!("{n},{}\n", n % 2));
+        }
+        match load_csv("t.csv", text.as_bytes(), &CsvOptions::default()) {
+            FromWorker::DataLoaded {
+                summary,
+                preview,
+                problems,
+                delimiter,
+                ..
+            } => {
+                assert_eq!((summary.rows, summary.columns), (20, 2));
+                assert_eq!(preview.len(), PREVIEW_ROWS);
+                assert_eq!(preview[3], vec![3.0, 1.0]);
+                assert_eq!(problems.len(), 1);
+                assert!(problems[0].message.contains("flag"));
+                assert_eq!(delimiter, ',');
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn load_csv_reports_refusals_with_line_and_column() {
+        let mut text = String::from("x,y\n");
+        for n in 0..20 {
+            text.push_str(&format!("{n},{}\n", n * n));
+        }
+        let text = text.replace("\n5,25\n", "\n5,abc\n");
+        match load_csv("bad.csv", text.as_bytes(), &CsvOptions::default()) {
+            FromWorker::DataRejected { error, file_name } => {
+                assert_eq!(file_name, "bad.csv");
+                assert_eq!(error.kind, "non_numeric");
+                assert_eq!(error.line, Some(7));
+                assert_eq!(error.column.as_deref(), Some("y"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_messages_are_errors_not_panics() {
+        assert!(decode::<ToWorker>("{\"type\":\"nonsense\"}").is_err());
+        assert!(decode::<ToWorker>("not json").is_err());
+    }
+}
