@@ -1,0 +1,54 @@
+// Browser tests: Debian's headless Chromium driven by Playwright, against the release build in dist/
+// served by a plain static file server on loopback.
+import { defineConfig } from '@playwright/test';
+
+const PORT = Number(process.env.OCCAM_E2E_PORT || 4178);
+
+const chromiumArgs = [
+  '--no-sandbox',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export default defineConfig({
+  testDir: '.',
+  outputDir: '../../test-results',
+  timeout: 60_000,
+  expect: { timeout: 20_000 },
+  fullyParallel: false,
+  workers: 1,
+  reporter: [['list']],
+  use: {
+    baseURL: `http://127.0.0.1:${PORT}`,
+    browserName: 'chromium',
+    headless: true,
+  },
+  projects: [
+    {
+      name: 'webgpu',
+      metadata: { backend: 'webgpu' },
+      use: {
+        launchOptions: {
+          executablePath: '/usr/bin/chromium',
+          args: [...chromiumArgs, '--enable-unsafe-webgpu'],
+        },
+      },
+    },
+    {
+      name: 'cpu',
+      metadata: { backend: 'cpu' },
+      use: {
+        launchOptions: { executablePath: '/usr/bin/chromium', args: chromiumArgs },
+      },
+    },
+  ],
+  webServer: {
+    command: `python3 -m http.server ${PORT} --bind 127.0.0.1 --directory ../../dist`,
+    url: `http://127.0.0.1:${PORT}/index.html`,
+    reuseExistingServer: false,
+    timeout: 30_000,
+  },
+});

@@ -1,0 +1,103 @@
+// Smoke test of the page and its worker: the page loads without console errors, the worker answers
+// a ping naming its backend (WebGPU only when Chromium grants an adapter), and a CSV read through the
+// data layer shows its summary or its validation error. Screenshots go to screenshots/ (git-ignored).
+import { test, expect } from '@playwright/test';
+import path from 'node:path';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const shots = path.resolve(here, '../../screenshots');
+fs.mkdirSync(shots, { recursive: true });
+
+function chainCsv(rows = 50) {
+  let text = 'cause,mediator,effect\n';
+  for (let n = 0; n < rows; n++) {
+    const x = Math.sin(n * 0.7) * 2;
+    const m = Math.tanh(x) + 0.1 * Math.cos(n * 1.3);
+    const y = m * m + 0.05 * Math.sin(n * 2.1);
+    text += `${x.toFixed(6)},${m.toFixed(6)},${y.toFixed(6)}\n`;
+  }
+  return text;
+}
+
+// Collects console errors, page errors and every request the page makes.
+function watch(page) {
+  const seen = { errors: [], requests: [] };
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') seen.errors.push(msg.text());
+  });
+  page.on('pageerror', (err) => seen.errors.push(String(err)));
+  page.on('request', (req) => seen.requests.push(req.url()));
+  return seen;
+}
+
+test('page loads, worker answers the ping with the expected backend', async ({ page, baseURL }, info) => {
+  const seen = watch(page);
+  await page.goto('/');
+  const badge = page.getByTestId('backend-badge');
+  const expected = info.project.metadata.backend;
+  await expect(badge).toHaveAttribute('data-backend', expected);
+  await expect(badge).toContainText(expected === 'webgpu' ? 'WebGPU' : 'CPU');
+  await expect(page.getByTestId('drop-zone')).toBeVisible();
+  await page.screenshot({ path: path.join(shots, `smoke-loaded-${info.project.name}.png`), fullPage: true });
+  expect(seen.errors).toEqual([]);
+  // Only the app's own assets are requested.
+  const foreign = seen.requests.filter((u) => !u.startsWith(baseURL) && !u.startsWith('data:'));
+  expect(foreign).toEqual([]);
+});
+
+test('a CSV chosen with the file picker shows its summary', async ({ page }, info) => {
+  const seen = watch(page);
+  await page.goto('/');
+  await expect(page.getByTestId('backend-badge')).not.toHaveAttribute('data-backend', 'probing');
+  await page.getByTestId('file-input').setInputFiles({
+    name: 'chain.csv',
+    mimeType: 'text/csv',
+    buffer: Buffer.from(chainCsv()),
+  });
+  const summary = page.getByTestId('data-summary');
+  await expect(summary).toBeVisible();
+  await expect(page.getByTestId('rows')).toHaveText('50');
+  await expect(page.getByTestId('columns')).toHaveText('3');
+  await expect(summary).toContainText('mediator');
+  await expect(page.getByTestId('error')).toHaveCount(0);
+  await page.screenshot({ path: path.join(shots, `smoke-summary-${info.project.name}.png`), fullPage: true });
+  expect(seen.errors).toEqual([]);
+});
+
+test('a CSV dropped on the drop zone is read too', async ({ page }) => {
+  await page.goto('/');
+  await expect(page.getByTestId('backend-badge')).not.toHaveAttribute('data-backend', 'probing');
+  const text = chainCsv(30);
+  const dataTransfer = await page.evaluateHandle((csv) => {
+    const dt = new DataTransfer();
+    dt.items.add(new File([csv], 'dropped.csv', { type: 'text/csv' }));
+    return dt;
+  }, text);
+  await page.getByTestId('drop-zone').dispatchEvent('drop', { dataTransfer });
+  await expect(page.getByTestId('rows')).toHaveText('30');
+  await expect(page.getByTestId('data-summary')).toContainText('dropped.csv');
+});
+
+test('a malformed CSV shows an error naming the line and the column', async ({ page }, info) => {
+  const seen = watch(page);
+  await page.goto('/');
+  await expect(page.getByTestId('backend-badge')).not.toHaveAttribute('data-backend', 'probing');
+  const bad = chainCsv(20).split('\n');
+  bad[5] = bad[5].replace(/^[^,]+,/, 'oops,');
+  await page.getByTestId('file-input').setInputFiles({
+    name: 'bad.csv',
+    mimeType: 'text/csv',
+    buffer: Buffer.from(bad.join('\n')),
+  });
+  const error = page.getByTestId('error');
+  await expect(error).toBeVisible();
+  await expect(error).toContainText('line 6');
+  await expect(error).toContainText("column 'cause'");
+  await expect(error).toContainText("'oops' is not a number");
+  await expect(page.getByTestId('data-summary')).toHaveCount(0);
+  await page.screenshot({ path: path.join(shots, `smoke-error-${info.project.name}.png`), fullPage: true });
+  // A refused file is an expected outcome, not a console error.
+  expect(seen.errors).toEqual([]);
+});
