@@ -21,7 +21,7 @@ step "cargo clippy (native, all targets)"
 cargo clippy --all-targets -- -D warnings
 
 step "cargo clippy (wasm32: page and worker)"
-cargo clippy --target wasm32-unknown-unknown --lib --bins -- -D warnings
+cargo clippy --target wasm32-unknown-unknown --lib --bin app --bin worker -- -D warnings
 
 step "native tests"
 cargo test --all-targets

@@ -57,7 +57,11 @@ impl DataState {
 }
 
 /// Reads `file` and hands its bytes to the worker.
-fn submit(file: File, data: RwSignal<DataState>, worker: Option<StoredValue<WorkerClient, LocalStorage>>) {
+fn submit(
+    file: File,
+    data: RwSignal<DataState>,
+    worker: Option<StoredValue<WorkerClient, LocalStorage>>,
+) {
     let name = file.name();
     let Some(worker) = worker else {
         data.set(DataState::WorkerFailed(
@@ -70,7 +74,9 @@ fn submit(file: File, data: RwSignal<DataState>, worker: Option<StoredValue<Work
         let buffer = match JsFuture::from(file.array_buffer()).await {
             Ok(b) => b.unchecked_into::<ArrayBuffer>(),
             Err(e) => {
-                data.set(DataState::WorkerFailed(format!("the browser could not read {name}: {e:?}")));
+                data.set(DataState::WorkerFailed(format!(
+                    "the browser could not read {name}: {e:?}"
+                )));
                 return;
             }
         };
@@ -136,7 +142,9 @@ pub fn DataPanel(
 fn view_state(state: DataState) -> AnyView {
     match state {
         DataState::Empty => ().into_any(),
-        DataState::Reading(name) => view! { <p class="status">"Reading " {name} "…"</p> }.into_any(),
+        DataState::Reading(name) => {
+            view! { <p class="status">"Reading " {name} "…"</p> }.into_any()
+        }
         DataState::Rejected { file_name, error } => view! {
             <div class="error" data-testid="error" data-kind=error.kind.clone() role="alert">
                 <strong>{file_name} " was not loaded"</strong>

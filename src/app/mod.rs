@@ -23,7 +23,8 @@ pub fn start() {
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         console_error_panic_hook::hook(info);
-        let message = format!("Occam stopped on an internal error: {info}. Reload the page to start again.");
+        let message =
+            format!("Occam stopped on an internal error: {info}. Reload the page to start again.");
         if let Some(el) = web_sys::window()
             .and_then(|w| w.document())
             .and_then(|d| d.get_element_by_id("fatal"))
@@ -55,7 +56,10 @@ fn App() -> impl IntoView {
 
     let on_reply = move |reply: FromWorker| match reply {
         FromWorker::Ready => {}
-        FromWorker::Pong { backend: b, adapter } => backend.set(BackendState::Known {
+        FromWorker::Pong {
+            backend: b,
+            adapter,
+        } => backend.set(BackendState::Known {
             backend: b,
             adapter,
         }),

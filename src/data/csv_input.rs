@@ -48,7 +48,9 @@ pub enum DataError {
         human_bytes(*limit)
     )]
     TooLarge { bytes: usize, limit: usize },
-    #[error("line {line}: the file is not valid UTF-8 text (is it a spreadsheet rather than a CSV?)")]
+    #[error(
+        "line {line}: the file is not valid UTF-8 text (is it a spreadsheet rather than a CSV?)"
+    )]
     NotUtf8 { line: usize },
     #[error("line {line}: {message}")]
     Malformed { line: usize, message: String },
@@ -75,7 +77,10 @@ pub enum DataError {
         expected: usize,
         found: usize,
     },
-    #[error("line {line}, column '{column}': '{value}' is not a number{}", hint_suffix(hint))]
+    #[error(
+        "line {line}, column '{column}': '{value}' is not a number{}",
+        hint_suffix(hint)
+    )]
     NonNumeric {
         line: usize,
         column: String,
@@ -216,12 +221,12 @@ impl Problem {
     /// One sentence: what was found.
     pub fn message(&self) -> String {
         match self {
-            Problem::RowsDropped { count, first_line } => format!(
-                "{count} row(s) had missing values (the first on line {first_line})"
-            ),
-            Problem::FewDistinctValues { column, distinct } => format!(
-                "column '{column}' has only {distinct} distinct values: it looks discrete"
-            ),
+            Problem::RowsDropped { count, first_line } => {
+                format!("{count} row(s) had missing values (the first on line {first_line})")
+            }
+            Problem::FewDistinctValues { column, distinct } => {
+                format!("column '{column}' has only {distinct} distinct values: it looks discrete")
+            }
         }
     }
 
@@ -427,9 +432,7 @@ fn read_header(header: &csv::StringRecord, line: usize) -> Result<Vec<String>, D
 }
 
 fn is_missing(cell: &str) -> bool {
-    MISSING_TOKENS
-        .iter()
-        .any(|t| cell.eq_ignore_ascii_case(t))
+    MISSING_TOKENS.iter().any(|t| cell.eq_ignore_ascii_case(t))
 }
 
 /// Parses one row. `Ok(None)` means the row has a missing value (the caller decides whether that
@@ -496,7 +499,9 @@ fn non_numeric_hint(cell: &str) -> Option<String> {
         return Some("remove the '%' sign".into());
     }
     if cell.chars().any(|c| c.is_alphabetic()) {
-        return Some("categorical columns are not supported: encode them as numbers or remove them".into());
+        return Some(
+            "categorical columns are not supported: encode them as numbers or remove them".into(),
+        );
     }
     None
 }
@@ -574,8 +579,8 @@ mod tests {
 
     #[test]
     fn quoted_fields_and_delimiters_inside_quotes() {
-        let text = format!("\"x, the cause\",\"y\"\n{}", body(10, ","))
-            .replace("3,9\n", "\"3\",\"9\"\n");
+        let text =
+            format!("\"x, the cause\",\"y\"\n{}", body(10, ",")).replace("3,9\n", "\"3\",\"9\"\n");
         let parsed = parse(&text).unwrap();
         assert_eq!(parsed.dataset.names(), ["x, the cause", "y"]);
         assert_eq!(parsed.dataset.column(0)[3], 3.0);
@@ -626,7 +631,10 @@ mod tests {
         assert_eq!(err.line(), Some(6));
         assert_eq!(err.column(), Some("b"));
         let msg = err.to_string();
-        assert!(msg.contains("line 6") && msg.contains("'b'") && msg.contains("sixteen"), "{msg}");
+        assert!(
+            msg.contains("line 6") && msg.contains("'b'") && msg.contains("sixteen"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -656,7 +664,8 @@ mod tests {
     #[test]
     fn non_finite_values_are_refused() {
         for token in ["nan", "NaN", "inf", "-Infinity"] {
-            let text = format!("a,b\n{}", body(12, ",")).replace("\n4,16\n", &format!("\n{token},16\n"));
+            let text =
+                format!("a,b\n{}", body(12, ",")).replace("\n4,16\n", &format!("\n{token},16\n"));
             let err = parse(&text).unwrap_err();
             assert_eq!(err.kind(), "non_finite", "{token}");
             assert_eq!((err.line(), err.column()), (Some(6), Some("a")));
@@ -696,7 +705,10 @@ mod tests {
         let one_column: String = std::iter::once("a\n".to_string())
             .chain((0..20).map(|n| format!("{n}\n")))
             .collect();
-        assert_eq!(parse(&one_column).unwrap_err(), DataError::TooFewColumns { found: 1 });
+        assert_eq!(
+            parse(&one_column).unwrap_err(),
+            DataError::TooFewColumns { found: 1 }
+        );
         let short = format!("a,b\n{}", body(9, ","));
         assert_eq!(
             parse(&short).unwrap_err(),

@@ -54,7 +54,13 @@ pub fn run(args: &CheckArgs) -> Result<(), CliError> {
     println!("rows:      {}", summary.rows);
     println!("columns:   {} (delimiter {delimiter})", summary.columns);
     println!("names:     {}", summary.names.join(", "));
-    let width = summary.names.iter().map(|n| n.chars().count()).max().unwrap_or(4).max(6);
+    let width = summary
+        .names
+        .iter()
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(6);
     println!(
         "  {:<width$}  {:>12}  {:>12}  {:>12}  {:>12}  {:>8}",
         "column", "mean", "sd", "min", "max", "distinct"

@@ -1,0 +1,261 @@
+//! The `occam` binary end to end: exit codes, messages, files written, JSON printed.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn occam(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(args)
+        .output()
+        .expect("the occam binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write(dir: &Path, name: &str, contents: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn good_csv() -> String {
+    let mut s = String::from("height;weight;age\n");
+    for n in 0..25 {
+        let x = n as f64;
+        s.push_str(&format!(
+            "{};{};{}\n",
+            150.0 + x,
+            50.0 + 0.3 * x * x,
+            (x * 7.0) % 11.0
+        ));
+    }
+    s
+}
+
+#[test]
+fn check_summarises_a_good_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "good.csv", &good_csv());
+    let out = occam(&["check", &path]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("rows:      25"), "{stdout}");
+    assert!(stdout.contains("height, weight, age"), "{stdout}");
+    assert!(stdout.contains("delimiter ';'"), "{stdout}");
+    assert!(stdout.contains("problems:  none"), "{stdout}");
+
+    let out = occam(&["check", "--json", &path]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["rows"], 25);
+    assert_eq!(json["columns"], 3);
+    assert_eq!(json["names"][2], "age");
+    assert_eq!(json["problems"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn check_refuses_bad_files_with_a_message_and_no_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            good_csv().replace("\n155;57.5;2\n", "\n155;heavy;2\n"),
+            "line 7, column 'weight': 'heavy' is not a number",
+        ),
+        (
+            good_csv().replace("\n155;57.5;2\n", "\n155;;2\n"),
+            "line 7, column 'weight': the cell is empty",
+        ),
+        (
+            good_csv().replace("\n155;57.5;2\n", "\n155;inf;2\n"),
+            "line 7, column 'weight': 'inf' is not a finite number",
+        ),
+        (
+            good_csv().replace("\n155;57.5;2\n", "\n155;57.5\n"),
+            "line 7: expected 3 fields as in the header, found 2",
+        ),
+        (String::new(), "the file is empty"),
+    ];
+    for (contents, expected) in cases {
+        let path = write(dir.path(), "bad.csv", &contents);
+        let out = occam(&["check", &path]);
+        assert_eq!(out.status.code(), Some(1));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(expected),
+            "expected {expected:?} in {stderr:?}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let out = occam(&["check", "/definitely/not/here.csv"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("cannot open /definitely/not/here.csv"));
+}
+
+#[test]
+fn check_can_drop_rows_with_missing_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let contents = good_csv().replace("\n155;57.5;2\n", "\n155;NA;2\n");
+    let path = write(dir.path(), "missing.csv", &contents);
+    let out = occam(&["check", "--drop-missing", "--json", &path]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["rows"], 24);
+    let problem = json["problems"][0]["message"].as_str().unwrap();
+    assert!(
+        problem.contains("1 row(s) had missing values (the first on line 7)"),
+        "{problem}"
+    );
+}
+
+#[test]
+fn generate_writes_the_shared_data_layout_deterministically() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |out: &Path| {
+        let out = out.to_str().unwrap();
+        let o = occam(&[
+            "generate",
+            "--graph",
+            "er",
+            "--nodes",
+            "6",
+            "--edges-per-node",
+            "1",
+            "--samples",
+            "200",
+            "--mechanism",
+            "mlp",
+            "--seed",
+            "7",
+            "--out",
+            out,
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    };
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    run(&a);
+    run(&b);
+    let data = std::fs::read_to_string(a.join("data.csv")).unwrap();
+    let truth = std::fs::read_to_string(a.join("truth.csv")).unwrap();
+    assert_eq!(data, std::fs::read_to_string(b.join("data.csv")).unwrap());
+    assert_eq!(truth, std::fs::read_to_string(b.join("truth.csv")).unwrap());
+
+    assert!(data.starts_with("X1,X2,X3,X4,X5,X6\n"));
+    assert_eq!(data.lines().count(), 201);
+    let rows: Vec<Vec<u8>> = truth
+        .lines()
+        .map(|l| l.split(',').map(|c| c.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 6);
+    assert!(rows.iter().all(|r| r.len() == 6));
+    let graph = occam::graph::Digraph::from_matrix(&rows).unwrap();
+    assert!(graph.is_acyclic());
+
+    // The written data passes the checker.
+    let o = occam(&["check", a.join("data.csv").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn generate_rejects_invalid_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let o = occam(&[
+        "generate",
+        "--graph",
+        "sf",
+        "--nodes",
+        "0",
+        "--edges-per-node",
+        "1",
+        "--samples",
+        "10",
+        "--mechanism",
+        "linear",
+        "--out",
+        out,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("nodes"), "{}", text(&o.stderr));
+    let o = occam(&[
+        "generate",
+        "--graph",
+        "tree",
+        "--nodes",
+        "3",
+        "--edges-per-node",
+        "1",
+        "--samples",
+        "10",
+        "--mechanism",
+        "linear",
+        "--out",
+        out,
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "clap refuses an unknown graph kind"
+    );
+}
+
+#[test]
+fn score_prints_exactly_the_documented_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    // Truth: 0 → 1 → 2. Prediction: 1 → 0 (reversed) and 1 → 2 (correct).
+    let truth = write(dir.path(), "truth.csv", "0,1,0\n0,0,1\n0,0,0\n");
+    let pred = write(dir.path(), "pred.csv", "0,0,0\n1,0,1\n0,0,0\n");
+    let out = occam(&["score", "--truth", &truth, "--pred", &pred]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["f1", "precision", "recall", "shd", "shd_reversal_1", "sid"]
+    );
+    assert_eq!(json["shd"], 2);
+    assert_eq!(json["shd_reversal_1"], 1);
+    assert_eq!(json["precision"], 0.5);
+    assert_eq!(json["recall"], 0.5);
+    assert_eq!(json["f1"], 0.5);
+    // Pairs wrongly inferred by adjusting for pred's parents: (0,1), (0,2) since pred makes 1 a
+    // parent of 0 while 1 is 0's descendant in the truth, and (1,0) since 0 is a parent of 1 in
+    // the truth but pred gives 1 no parents, so p(x0 | x1) ≠ p(x0 | do x1).
+    assert_eq!(json["sid"], 3);
+
+    let out = occam(&["score", "--truth", &truth, "--pred", &truth]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (json["shd"].as_u64(), json["sid"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(json["f1"], 1.0);
+}
+
+#[test]
+fn score_reports_size_mismatch_and_cycles() {
+    let dir = tempfile::tempdir().unwrap();
+    let truth = write(dir.path(), "truth.csv", "0,1,0\n0,0,1\n0,0,0\n");
+    let small = write(dir.path(), "small.csv", "0,1\n0,0\n");
+    let out = occam(&["score", "--truth", &truth, "--pred", &small]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("3 variables but the prediction has 2"));
+
+    let cyclic = write(dir.path(), "cyclic.csv", "0,1,0\n0,0,1\n1,0,0\n");
+    let out = occam(&["score", "--truth", &truth, "--pred", &cyclic]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json["sid"].is_null());
+    assert_eq!(json["shd"], 1);
+
+    let bad = write(dir.path(), "bad.csv", "0,1,0\n0,0,2\n0,0,0\n");
+    let out = occam(&["score", "--truth", &truth, "--pred", &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!text(&out.stderr).contains("panicked"));
+}
