@@ -7,6 +7,8 @@
 //! ```
 //!
 //! Modules present now:
+//! - [`backend`]: the per-iteration numerical work behind one trait (CPU f64 now).
+//! - [`gp`]: the GP-CDE model: kernels, bounds, gradients, optimisers.
 //! - [`data`]: CSV parsing and validation, [`data::Dataset`], standardisation, synthetic generators.
 //! - [`graph`]: directed graphs and DAGs in the one orientation convention `A[i][j] = 1 ⇔ i → j`,
 //!   DAG enumeration, CPDAGs, metrics (SHD, SID, precision/recall/F1), imports and exports.
@@ -14,10 +16,12 @@
 //!   tested natively).
 //! - `app` and `worker` (wasm32 only): the Leptos page and the Web Worker around the engine.
 //!
-//! The Gaussian-process model (`gp`), the backend trait (`backend`), the CGP-CDE/DGP-CDE search
-//! (`discovery`) and the step-wise `engine::Session` are added by the issues that build them.
+//! The CGP-CDE/DGP-CDE search (`discovery`) and the step-wise `engine::Session` are added by the
+//! issues that build them.
 
+pub mod backend;
 pub mod data;
+pub mod gp;
 pub mod graph;
 pub mod protocol;
 

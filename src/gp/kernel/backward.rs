@@ -1,0 +1,175 @@
+//! Adjoints of the dense kernel matrices (GPy's `update_gradients_full` shape): given dL/dK,
+//! return dL/d(hyperparameters) and dL/d(inputs). Per stationary part the elementwise
+//! G = dL/dK ∘ s ∂κ/∂r² is formed once and then contracted with Δ² (precisions) and Δ (inputs),
+//! one pass over the n × m pairs per active dimension: O(n m D) per part.
+
+use nalgebra::{DMatrix, DVector};
+
+use super::dense::{col, scaled_sq_dist};
+use super::{unit_dvalue_dalpha, unit_value_and_dr2, Kernel, KernelGrad, StationaryKind};
+
+impl Kernel {
+    /// Adjoint of [`Kernel::cross`]: for L with dL/dK(a, b) = `dk` (n×m), returns
+    /// (dL/dθ, dL/da (n×D), dL/db (m×D)) by the chain rule through
+    /// - ∂k_lin/∂θ^lin_j = E_j a_pj b_qj, ∂k_lin/∂a_pj = θ̃^lin_j b_qj;
+    /// - ∂k_c/∂s^c = κ_c; ∂k_c/∂r² = s^c ∂κ_c/∂r² (see [`super::unit_value_and_dr2`]);
+    /// - ∂r²/∂θ^c_j = 2 E_j θ̃^c_j Δ_j², ∂r²/∂a_pj = −∂r²/∂b_qj = 2 (θ̃^c_j)² Δ_j,
+    ///   with Δ_j = a_pj − b_qj;
+    /// - ∂k_rq/∂a = s κ_rq [r²/(2a + r²) − ln(1 + r²/(2a))].
+    ///
+    /// Pairs with r² = 0 contribute exactly 0 through r²; masked dimensions get exactly 0.
+    pub fn cross_backward(
+        &self,
+        a: &DMatrix<f64>,
+        b: &DMatrix<f64>,
+        dk: &DMatrix<f64>,
+    ) -> (KernelGrad, DMatrix<f64>, DMatrix<f64>) {
+        self.check_points(a);
+        self.check_points(b);
+        let (n, m, d) = (a.nrows(), b.nrows(), self.dim());
+        assert_eq!(dk.shape(), (n, m), "dL/dK must be n × m");
+        let mut grad = self.new_zeroed_grad();
+        let mut da = DMatrix::zeros(n, d);
+        let mut db = DMatrix::zeros(m, d);
+
+        if let (Some(lin), Some(glin)) = (&self.linear, grad.linear.as_mut()) {
+            let (dk_b, dkt_a) = (dk * b, dk.tr_mul(a));
+            for (j, t) in self.masked(lin).into_iter().enumerate() {
+                if self.mask[j] == 0.0 {
+                    continue;
+                }
+                let g: f64 = col(a, j)
+                    .iter()
+                    .zip(col(&dk_b, j))
+                    .map(|(x, y)| x * y)
+                    .sum();
+                glin[j] = self.mask[j] * g;
+                da.column_mut(j).axpy(t, &dk_b.column(j), 1.0);
+                db.column_mut(j).axpy(t, &dkt_a.column(j), 1.0);
+            }
+        }
+
+        for (part, pgrad) in self.stationary.iter().zip(&mut grad.stationary) {
+            let theta = self.masked(&part.precision);
+            let r2 = scaled_sq_dist(a, b, &theta);
+            let (s, alpha) = (part.variance, self.rq_alpha);
+            let mut g = DMatrix::zeros(n, m);
+            let mut dvar = 0.0;
+            for ((gv, &r), &w) in g.iter_mut().zip(r2.iter()).zip(dk.iter()) {
+                let (kv, dkv) = unit_value_and_dr2(part.kind, r, alpha);
+                dvar += w * kv;
+                *gv = w * s * dkv;
+            }
+            pgrad.variance = dvar;
+            if part.kind == StationaryKind::RationalQuadratic {
+                let da_sum: f64 = r2
+                    .iter()
+                    .zip(dk.iter())
+                    .map(|(&r, &w)| w * unit_dvalue_dalpha(r, alpha))
+                    .sum();
+                grad.rq_alpha += s * da_sum;
+            }
+            contract(
+                &g,
+                a,
+                b,
+                &theta,
+                &self.mask,
+                &mut pgrad.precision,
+                &mut da,
+                &mut db,
+            );
+        }
+        (grad, da, db)
+    }
+
+    /// Adjoint of [`Kernel::gram`]: `dk` (n×n, need not be symmetric) is dL/dK(a, a); `a` sits in
+    /// both slots, so dL/da = dL/da|slot 1 + dL/da|slot 2 of [`Kernel::cross_backward`]. The exact
+    /// diagonal has the same derivative as the cross form (no r-dependence, ∂/∂a_pj of
+    /// θ̃^lin_j a_pj² = 2 θ̃^lin_j a_pj).
+    pub fn gram_backward(&self, a: &DMatrix<f64>, dk: &DMatrix<f64>) -> (KernelGrad, DMatrix<f64>) {
+        let (grad, da, db) = self.cross_backward(a, a, dk);
+        (grad, da + db)
+    }
+
+    /// Adjoint of [`Kernel::diag`]: with dL/dk(a_p, a_p) = `dkdiag`,
+    /// dL/dθ^lin_j = E_j Σ_p dkdiag_p a_pj², dL/da_pj = 2 θ̃^lin_j a_pj dkdiag_p,
+    /// dL/ds^c = Σ_p dkdiag_p; precisions and a get 0 (the diagonal has r = 0).
+    pub fn diag_backward(
+        &self,
+        a: &DMatrix<f64>,
+        dkdiag: &DVector<f64>,
+    ) -> (KernelGrad, DMatrix<f64>) {
+        self.check_points(a);
+        assert_eq!(
+            dkdiag.len(),
+            a.nrows(),
+            "dL/ddiag must have one entry per point"
+        );
+        let mut grad = self.new_zeroed_grad();
+        let mut da = DMatrix::zeros(a.nrows(), self.dim());
+        if let (Some(lin), Some(glin)) = (&self.linear, grad.linear.as_mut()) {
+            for (j, t) in self.masked(lin).into_iter().enumerate() {
+                if self.mask[j] == 0.0 {
+                    continue;
+                }
+                let mut g = 0.0;
+                for ((dap, &ap), &w) in da
+                    .column_mut(j)
+                    .iter_mut()
+                    .zip(col(a, j))
+                    .zip(dkdiag.iter())
+                {
+                    g += w * ap * ap;
+                    *dap = 2.0 * t * ap * w;
+                }
+                glin[j] = self.mask[j] * g;
+            }
+        }
+        let total = dkdiag.sum();
+        grad.stationary.iter_mut().for_each(|p| p.variance = total);
+        (grad, da)
+    }
+}
+
+/// Contracts G (= dL/dK ∘ ∂k/∂r²) with the distance derivatives, per active dimension j:
+/// dL/dθ_j = 2 E_j θ̃_j Σ_pq G_pq Δ_pqj², dL/da_pj += 2 θ̃_j² Σ_q G_pq Δ_pqj,
+/// dL/db_qj −= 2 θ̃_j² Σ_p G_pq Δ_pqj. Dimensions with θ̃_j = 0 contribute exactly 0.
+#[allow(clippy::too_many_arguments)]
+fn contract(
+    g: &DMatrix<f64>,
+    a: &DMatrix<f64>,
+    b: &DMatrix<f64>,
+    theta: &[f64],
+    mask: &[f64],
+    dtheta: &mut [f64],
+    da: &mut DMatrix<f64>,
+    db: &mut DMatrix<f64>,
+) {
+    let mut ga = vec![0.0; a.nrows()];
+    for (j, &t) in theta.iter().enumerate().filter(|(_, &t)| t != 0.0) {
+        let (aj, scale) = (col(a, j), 2.0 * t * t);
+        ga.fill(0.0);
+        let mut sq = 0.0;
+        for ((gcol, &bq), dbq) in g
+            .column_iter()
+            .zip(col(b, j))
+            .zip(db.column_mut(j).iter_mut())
+        {
+            let mut gb = 0.0;
+            for ((&gv, &ap), gap) in gcol.iter().zip(aj).zip(ga.iter_mut()) {
+                let delta = ap - bq;
+                let w = gv * delta;
+                sq += w * delta;
+                *gap += w;
+                gb += w;
+            }
+            *dbq -= scale * gb;
+        }
+        dtheta[j] = mask[j] * 2.0 * t * sq;
+        da.column_mut(j)
+            .iter_mut()
+            .zip(&ga)
+            .for_each(|(x, y)| *x += scale * y);
+    }
+}

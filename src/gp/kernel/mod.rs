@@ -1,0 +1,268 @@
+//! The GP-CDE kernel of MODEL.md §2.2 (form P1, "ARD / joint scaled distance") with hand-derived
+//! adjoints, GPy-style (DESIGN.md §7): a backward pass receives dL/dK and returns the gradients of
+//! every hyperparameter and of both input sets.
+//!
+//! With the edge mask E_j ∈ {0, 1} and θ̃_j = E_j θ_j,
+//!
+//! ```text
+//! k(u, u')   = k_lin + Σ_c s^c κ_c(r_c²)
+//! k_lin      = Σ_j θ̃^lin_j u_j u'_j
+//! r_c²       = Σ_j (θ̃^c_j)² (u_j − u'_j)²
+//! k(u, u)    = Σ_j θ̃^lin_j u_j² + Σ_c s^c          (exactly)
+//! ```
+//!
+//! and κ_c one of the unit shapes of [`StationaryKind`]. All values are constrained (variances and
+//! precisions ≥ 0, a > 0); gradients are with respect to the unmasked θ, so a masked dimension gets
+//! an exact 0 and its inputs never enter a value or a gradient.
+//!
+//! Layout: `scalar` holds the per-kind closed forms, `dense` the forward matrices, `backward`
+//! their adjoints; this file holds the types, constructors and the flat parameter order.
+
+mod backward;
+mod dense;
+mod scalar;
+
+pub use scalar::{
+    unit_dvalue_dalpha, unit_dvalue_dr2, unit_value, unit_value_and_dr2, StationaryKind,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// One stationary summand s · κ(r²) with its own ARD precisions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StationaryPart {
+    pub kind: StationaryKind,
+    /// The kernel variance s^c.
+    pub variance: f64,
+    /// The precisions θ^c_j (inverse lengthscales), one per input dimension.
+    pub precision: Vec<f64>,
+}
+
+/// The kernel k = k_lin + Σ stationary parts, on D-dimensional inputs (slot layout, MODEL.md §2.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// θ^lin_j, per-dimension variances of the linear part; `None` for no linear part.
+    pub linear: Option<Vec<f64>>,
+    pub stationary: Vec<StationaryPart>,
+    /// The shape a of the rational-quadratic part(s); ignored without one.
+    pub rq_alpha: f64,
+    /// E_j ∈ {0, 1}: multiplies θ^lin_j and every θ^c_j.
+    pub mask: Vec<f64>,
+}
+
+/// dL/d(hyperparameters) of a [`Kernel`], shaped like it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelGrad {
+    pub linear: Option<Vec<f64>>,
+    pub stationary: Vec<StationaryPartGrad>,
+    /// dL/da; 0 when the kernel has no RQ part.
+    pub rq_alpha: f64,
+    /// Whether the kernel has an RQ part, i.e. whether [`KernelGrad::to_vec`] appends `rq_alpha`
+    /// (the flat order of [`Kernel::params_to_vec`]). Set by [`Kernel::new_zeroed_grad`].
+    pub has_rq: bool,
+}
+
+/// dL/d(s^c) and dL/d(θ^c_j) of one stationary part.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StationaryPartGrad {
+    pub variance: f64,
+    pub precision: Vec<f64>,
+}
+
+impl Kernel {
+    /// The CGP-CDE kernel of MODEL.md §2.2: k = k_lin + k_se + k_m12 + k_m32 + k_rq on `dim`
+    /// inputs, with θ^lin_j = `linear` for every j, s^c = `variance` for every part, θ^c =
+    /// `precisions[c]` in the order of [`StationaryKind::ALL`] (se, m12, m32, rq), RQ shape
+    /// `rq_alpha`, and every mask entry 1. The §2.4 initialisation is `linear = 0.25`,
+    /// `variance = 1`, θ^c_j ~ U(0.01, 1), a ~ U(0.1, 10), drawn by the caller.
+    ///
+    /// Panics if a precision vector does not have length `dim`.
+    pub fn cgp_cde(
+        dim: usize,
+        linear: f64,
+        variance: f64,
+        precisions: [Vec<f64>; 4],
+        rq_alpha: f64,
+    ) -> Kernel {
+        let stationary = StationaryKind::ALL
+            .into_iter()
+            .zip(precisions)
+            .map(|(kind, precision)| {
+                assert_eq!(
+                    precision.len(),
+                    dim,
+                    "{kind:?} precisions must have length {dim}"
+                );
+                StationaryPart {
+                    kind,
+                    variance,
+                    precision,
+                }
+            })
+            .collect();
+        Kernel {
+            linear: Some(vec![linear; dim]),
+            stationary,
+            rq_alpha,
+            mask: vec![1.0; dim],
+        }
+    }
+
+    /// The SE-ARD + linear kernel of the collapsed bound (MODEL.md §4.1):
+    /// k = Σ_j v_j u_j u'_j + s e^{−r²/2}, r² = Σ_j θ_j² (u_j − u'_j)², with `linear` = v (pass
+    /// `vec![v; D]` for the bivariate code's single shared variance), `variance` = s,
+    /// `precision` = θ, mask all 1.
+    ///
+    /// Panics if `linear` and `precision` differ in length.
+    pub fn se_plus_linear(linear: Vec<f64>, variance: f64, precision: Vec<f64>) -> Kernel {
+        assert_eq!(
+            linear.len(),
+            precision.len(),
+            "linear and SE precisions differ in length"
+        );
+        let dim = precision.len();
+        Kernel {
+            linear: Some(linear),
+            stationary: vec![StationaryPart {
+                kind: StationaryKind::SquaredExponential,
+                variance,
+                precision,
+            }],
+            rq_alpha: 1.0,
+            mask: vec![1.0; dim],
+        }
+    }
+
+    /// D, the input dimension (the length of the mask).
+    pub fn dim(&self) -> usize {
+        self.mask.len()
+    }
+
+    /// Whether any stationary part is rational quadratic (so a is a parameter).
+    pub fn has_rq(&self) -> bool {
+        self.stationary
+            .iter()
+            .any(|p| p.kind == StationaryKind::RationalQuadratic)
+    }
+
+    /// A gradient of this kernel's shape with every entry 0 (the start of an accumulation).
+    pub fn new_zeroed_grad(&self) -> KernelGrad {
+        let d = self.dim();
+        KernelGrad {
+            linear: self.linear.as_ref().map(|_| vec![0.0; d]),
+            stationary: self
+                .stationary
+                .iter()
+                .map(|_| StationaryPartGrad {
+                    variance: 0.0,
+                    precision: vec![0.0; d],
+                })
+                .collect(),
+            rq_alpha: 0.0,
+            has_rq: self.has_rq(),
+        }
+    }
+
+    /// The number of flat parameters: D (if linear) + (1 + D) per stationary part + 1 (if RQ).
+    pub fn param_count(&self) -> usize {
+        let d = self.dim();
+        self.linear.as_ref().map_or(0, |_| d)
+            + self.stationary.len() * (1 + d)
+            + usize::from(self.has_rq())
+    }
+
+    /// The hyperparameters flattened in the one order used everywhere (optimisers, finite
+    /// differences, [`KernelGrad::to_vec`]): θ^lin[0..D] (if a linear part), then for each
+    /// stationary part in order its s^c followed by θ^c[0..D], then a if an RQ part is present.
+    /// The mask is not a parameter.
+    pub fn params_to_vec(&self) -> Vec<f64> {
+        let mut v = Vec::with_capacity(self.param_count());
+        if let Some(lin) = &self.linear {
+            v.extend_from_slice(lin);
+        }
+        for part in &self.stationary {
+            v.push(part.variance);
+            v.extend_from_slice(&part.precision);
+        }
+        if self.has_rq() {
+            v.push(self.rq_alpha);
+        }
+        v
+    }
+
+    /// Sets the hyperparameters from a flat slice in the order of [`Kernel::params_to_vec`].
+    ///
+    /// Panics if `p.len() != self.param_count()`.
+    pub fn set_params_from_slice(&mut self, p: &[f64]) {
+        assert_eq!(p.len(), self.param_count(), "flat kernel parameter length");
+        let d = self.dim();
+        let mut rest = p;
+        let mut take = |n: usize| {
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            head
+        };
+        if let Some(lin) = &mut self.linear {
+            lin.copy_from_slice(take(d));
+        }
+        for part in &mut self.stationary {
+            part.variance = take(1)[0];
+            part.precision.copy_from_slice(take(d));
+        }
+        if self.has_rq() {
+            self.rq_alpha = take(1)[0];
+        }
+    }
+
+    /// θ̃ = E ∘ θ, the precisions or linear variances as they act on the inputs.
+    fn masked(&self, theta: &[f64]) -> Vec<f64> {
+        assert_eq!(
+            theta.len(),
+            self.dim(),
+            "kernel parameter length differs from the mask's"
+        );
+        theta.iter().zip(&self.mask).map(|(t, e)| t * e).collect()
+    }
+}
+
+impl KernelGrad {
+    /// The gradient flattened in the order of [`Kernel::params_to_vec`].
+    pub fn to_vec(&self) -> Vec<f64> {
+        let mut v = Vec::new();
+        if let Some(lin) = &self.linear {
+            v.extend_from_slice(lin);
+        }
+        for part in &self.stationary {
+            v.push(part.variance);
+            v.extend_from_slice(&part.precision);
+        }
+        if self.has_rq {
+            v.push(self.rq_alpha);
+        }
+        v
+    }
+
+    /// self += other (summing the gradients of several kernel matrices of one kernel, e.g. K_ZZ,
+    /// K_Zt and diag K_tt). Panics if the shapes differ.
+    pub fn add_assign(&mut self, other: &KernelGrad) {
+        fn add(a: &mut [f64], b: &[f64]) {
+            assert_eq!(a.len(), b.len(), "kernel gradient shapes differ");
+            a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+        }
+        match (&mut self.linear, &other.linear) {
+            (Some(a), Some(b)) => add(a, b),
+            (None, None) => {}
+            _ => panic!("kernel gradient shapes differ (linear part)"),
+        }
+        assert_eq!(
+            self.stationary.len(),
+            other.stationary.len(),
+            "kernel gradient shapes differ"
+        );
+        for (a, b) in self.stationary.iter_mut().zip(&other.stationary) {
+            a.variance += b.variance;
+            add(&mut a.precision, &b.precision);
+        }
+        self.rq_alpha += other.rq_alpha;
+    }
+}

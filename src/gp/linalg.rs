@@ -1,0 +1,321 @@
+//! Dense linear algebra the bounds need and nalgebra does not offer in the form we want: a Cholesky
+//! factorisation that escalates jitter, reports how much it added and names the failing pivot, and
+//! the reverse-mode derivative of the Cholesky factorisation.
+
+use nalgebra::{DMatrix, DVector};
+use serde::{Deserialize, Serialize};
+
+/// Why a Cholesky factorisation gave up.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+pub enum CholeskyError {
+    /// The matrix holds a NaN or an infinity: no amount of jitter repairs that.
+    #[error("the {size}×{size} matrix to factorise contains a non-finite entry at ({row}, {col})")]
+    NonFinite { size: usize, row: usize, col: usize },
+    /// Still not positive definite after adding the largest jitter allowed.
+    #[error(
+        "the {size}×{size} matrix is not positive definite: pivot {pivot} stayed at {value:.3e} even with jitter {jitter:.1e} added to the diagonal"
+    )]
+    NotPositiveDefinite {
+        size: usize,
+        pivot: usize,
+        value: f64,
+        jitter: f64,
+    },
+    /// Not square.
+    #[error("cannot factorise a {rows}×{cols} matrix: it is not square")]
+    NotSquare { rows: usize, cols: usize },
+}
+
+/// How jitter escalates: start at `initial`, multiply by `factor` after each failed attempt, give
+/// up after `max_attempts` attempts. Jitter is absolute (added to every diagonal entry).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct JitterPolicy {
+    pub initial: f64,
+    pub factor: f64,
+    pub max_attempts: usize,
+}
+
+impl Default for JitterPolicy {
+    /// GPflow's default jitter 1e-6 in f64, escalated ×10 up to 1e-1 (six attempts), as the
+    /// reference code's retry loop does (MODEL.md §11.3).
+    fn default() -> Self {
+        Self {
+            initial: 1e-6,
+            factor: 10.0,
+            max_attempts: 6,
+        }
+    }
+}
+
+/// A lower-triangular factor L with L Lᵀ = A + jitter·I.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Factor {
+    pub l: DMatrix<f64>,
+    /// The jitter actually added.
+    pub jitter: f64,
+    /// Attempts that failed before this one (0 when the first jitter sufficed).
+    pub escalations: usize,
+}
+
+/// Factorises `a + jitter·I`, escalating jitter by `policy` until it succeeds.
+///
+/// Returns L (lower triangular) with L Lᵀ = A + ε I and the ε used, or a typed error naming the
+/// pivot that failed at the largest jitter. Only the lower triangle of `a` is read.
+pub fn cholesky_jittered(a: &DMatrix<f64>, policy: JitterPolicy) -> Result<Factor, CholeskyError> {
+    let n = a.nrows();
+    if a.ncols() != n {
+        return Err(CholeskyError::NotSquare {
+            rows: n,
+            cols: a.ncols(),
+        });
+    }
+    for col in 0..n {
+        for row in col..n {
+            if !a[(row, col)].is_finite() {
+                return Err(CholeskyError::NonFinite { size: n, row, col });
+            }
+        }
+    }
+    let mut jitter = policy.initial;
+    let mut last = (0, 0.0);
+    for attempt in 0..policy.max_attempts.max(1) {
+        match cholesky_in_place(a, jitter) {
+            Ok(l) => {
+                return Ok(Factor {
+                    l,
+                    jitter,
+                    escalations: attempt,
+                })
+            }
+            Err(fail) => last = fail,
+        }
+        if attempt + 1 < policy.max_attempts {
+            jitter *= policy.factor;
+        }
+    }
+    Err(CholeskyError::NotPositiveDefinite {
+        size: n,
+        pivot: last.0,
+        value: last.1,
+        jitter,
+    })
+}
+
+/// One factorisation attempt. Computes the upper factor U = Lᵀ column by column, so every inner
+/// product runs over two contiguous column slices of column-major storage:
+/// U[i,j] = (A[i,j] − Σ_{k<i} U[k,i] U[k,j]) / U[i,i],  U[j,j] = sqrt(A[j,j] + ε − Σ_{k<j} U[k,j]²).
+/// On failure returns the failing pivot and its value.
+fn cholesky_in_place(a: &DMatrix<f64>, jitter: f64) -> Result<DMatrix<f64>, (usize, f64)> {
+    let n = a.nrows();
+    let mut u = DMatrix::<f64>::zeros(n, n);
+    for j in 0..n {
+        for i in 0..j {
+            let (ci, cj) = (u.column(i), u.column(j));
+            let dot: f64 = ci.rows(0, i).dot(&cj.rows(0, i));
+            // Lower triangle of a: A[j, i] (= A[i, j] for a symmetric matrix).
+            u[(i, j)] = (a[(j, i)] - dot) / u[(i, i)];
+        }
+        let cj = u.column(j);
+        let sq: f64 = cj.rows(0, j).norm_squared();
+        let pivot = a[(j, j)] + jitter - sq;
+        if pivot.is_nan() || pivot <= 0.0 {
+            return Err((j, pivot));
+        }
+        u[(j, j)] = pivot.sqrt();
+    }
+    Ok(u.transpose())
+}
+
+/// Reverse mode of A = L Lᵀ: given L and L̄ = ∂f/∂L (only its lower triangle is used), returns the
+/// symmetric Ā = ∂f/∂A:
+///   P = Φ(Lᵀ L̄)   (Φ keeps the lower triangle and halves the diagonal),
+///   X = L⁻ᵀ P L⁻¹,   Ā = (X + Xᵀ)/2.
+/// (The same result as TensorFlow's CholeskyGrad; MODEL.md §3.4.)
+pub fn cholesky_backward(l: &DMatrix<f64>, l_bar: &DMatrix<f64>) -> DMatrix<f64> {
+    let n = l.nrows();
+    let lower_bar = l_bar.lower_triangle();
+    let mut p = l.transpose() * lower_bar;
+    for j in 0..n {
+        for i in 0..j {
+            p[(i, j)] = 0.0;
+        }
+        p[(j, j)] *= 0.5;
+    }
+    // X = L⁻ᵀ P L⁻¹ by two triangular solves: Y = L⁻ᵀ P, then X = Y L⁻¹ = (L⁻ᵀ Yᵀ)ᵀ.
+    let y = solve_upper_transposed(l, &p);
+    let x = solve_upper_transposed(l, &y.transpose()).transpose();
+    (&x + x.transpose()) * 0.5
+}
+
+/// Solves L X = B for lower-triangular L (forward substitution), column by column.
+pub fn solve_lower(l: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+    let mut x = b.clone();
+    l.solve_lower_triangular_unchecked_mut(&mut x);
+    x
+}
+
+/// Solves Lᵀ X = B for lower-triangular L (back substitution on the transpose).
+pub fn solve_upper_transposed(l: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+    let mut x = b.clone();
+    l.tr_solve_lower_triangular_unchecked_mut(&mut x);
+    x
+}
+
+/// Solves L x = b for a vector.
+pub fn solve_lower_vec(l: &DMatrix<f64>, b: &DVector<f64>) -> DVector<f64> {
+    let mut x = b.clone();
+    l.solve_lower_triangular_unchecked_mut(&mut x);
+    x
+}
+
+/// Solves Lᵀ x = b for a vector.
+pub fn solve_upper_transposed_vec(l: &DMatrix<f64>, b: &DVector<f64>) -> DVector<f64> {
+    let mut x = b.clone();
+    l.tr_solve_lower_triangular_unchecked_mut(&mut x);
+    x
+}
+
+/// L⁻¹ for lower-triangular L (lower triangular itself).
+pub fn lower_inverse(l: &DMatrix<f64>) -> DMatrix<f64> {
+    solve_lower(l, &DMatrix::identity(l.nrows(), l.nrows()))
+}
+
+/// log det(L Lᵀ) = 2 Σ log L_ii.
+pub fn logdet_from_factor(l: &DMatrix<f64>) -> f64 {
+    2.0 * l.diagonal().iter().map(|d| d.ln()).sum::<f64>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn random_spd(n: usize, rng: &mut ChaCha8Rng) -> DMatrix<f64> {
+        let b = DMatrix::from_fn(n, n, |_, _| rng.random_range(-1.0..1.0));
+        &b * b.transpose() + DMatrix::identity(n, n) * 0.5
+    }
+
+    #[test]
+    fn factor_matches_nalgebra_and_reconstructs() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for n in [1, 2, 5, 17, 40] {
+            let a = random_spd(n, &mut rng);
+            let f = cholesky_jittered(
+                &a,
+                JitterPolicy {
+                    initial: 0.0,
+                    ..JitterPolicy::default()
+                },
+            )
+            .unwrap();
+            assert_eq!((f.jitter, f.escalations), (0.0, 0));
+            let reference = a.clone().cholesky().unwrap().l();
+            assert!((&f.l - &reference).amax() < 1e-12 * a.amax());
+            assert!((&f.l * f.l.transpose() - &a).amax() < 1e-12 * a.amax());
+        }
+    }
+
+    #[test]
+    fn jitter_escalates_and_is_reported() {
+        // Rank-one 3×3 matrix: singular, so it needs jitter; eigenvalues 0, 0, 3.
+        let a = DMatrix::from_element(3, 3, 1.0);
+        let policy = JitterPolicy {
+            initial: 1e-12,
+            factor: 10.0,
+            max_attempts: 10,
+        };
+        let f = cholesky_jittered(&a, policy).unwrap();
+        assert!(f.jitter > 0.0);
+        assert_eq!(f.jitter, 1e-12 * 10f64.powi(f.escalations as i32));
+        let shifted = &a + DMatrix::identity(3, 3) * f.jitter;
+        assert!((&f.l * f.l.transpose() - shifted).amax() < 1e-10);
+
+        // Indefinite (eigenvalue −1): refused, naming a pivot and the largest jitter tried.
+        let b = DMatrix::from_row_slice(2, 2, &[1.0, 0.0, 0.0, -1.0]);
+        let err = cholesky_jittered(&b, JitterPolicy::default()).unwrap_err();
+        match err {
+            CholeskyError::NotPositiveDefinite { pivot, jitter, .. } => {
+                assert_eq!(pivot, 1);
+                assert!((jitter - 1e-1).abs() < 1e-15);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains("pivot 1"));
+    }
+
+    #[test]
+    fn non_finite_input_is_a_typed_error_not_a_nan_factor() {
+        let mut a = DMatrix::identity(3, 3);
+        a[(2, 1)] = f64::NAN;
+        assert_eq!(
+            cholesky_jittered(&a, JitterPolicy::default()).unwrap_err(),
+            CholeskyError::NonFinite {
+                size: 3,
+                row: 2,
+                col: 1
+            }
+        );
+        let rect = DMatrix::<f64>::zeros(2, 3);
+        assert!(matches!(
+            cholesky_jittered(&rect, JitterPolicy::default()),
+            Err(CholeskyError::NotSquare { .. })
+        ));
+    }
+
+    /// f(A) = Σ W ∘ chol(A) for a fixed random lower W; the backward pass must match central
+    /// differences of f under symmetric perturbations A + h(E_ij + E_ji).
+    #[test]
+    fn backward_matches_finite_differences() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for n in [1, 2, 4, 9] {
+            let a = random_spd(n, &mut rng);
+            let w = DMatrix::from_fn(n, n, |i, j| {
+                if i >= j {
+                    rng.random_range(-1.0..1.0)
+                } else {
+                    0.0
+                }
+            });
+            let f = |m: &DMatrix<f64>| -> f64 {
+                let l = m.clone().cholesky().unwrap().l();
+                l.component_mul(&w).sum()
+            };
+            let l = a.clone().cholesky().unwrap().l();
+            let a_bar = cholesky_backward(&l, &w);
+            let h = 1e-6;
+            for i in 0..n {
+                for j in 0..=i {
+                    let mut e = DMatrix::zeros(n, n);
+                    e[(i, j)] = h;
+                    e[(j, i)] = h;
+                    let fd = (f(&(&a + &e)) - f(&(&a - &e))) / (2.0 * h);
+                    // A symmetric perturbation of both (i,j) and (j,i) moves f by Ā_ij + Ā_ji.
+                    let an = if i == j {
+                        a_bar[(i, i)]
+                    } else {
+                        a_bar[(i, j)] + a_bar[(j, i)]
+                    };
+                    let err = (fd - an).abs() / fd.abs().max(an.abs()).max(1.0);
+                    assert!(err < 1e-6, "n={n} ({i},{j}): fd {fd} vs {an}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn triangular_helpers_solve_what_they_say() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let a = random_spd(6, &mut rng);
+        let l = a.clone().cholesky().unwrap().l();
+        let b = DMatrix::from_fn(6, 3, |_, _| rng.random_range(-1.0..1.0));
+        assert!((&l * solve_lower(&l, &b) - &b).amax() < 1e-12);
+        assert!((l.transpose() * solve_upper_transposed(&l, &b) - &b).amax() < 1e-12);
+        let v = b.column(0).into_owned();
+        assert!((&l * solve_lower_vec(&l, &v) - &v).amax() < 1e-12);
+        assert!((l.transpose() * solve_upper_transposed_vec(&l, &v) - &v).amax() < 1e-12);
+        assert!((&l * lower_inverse(&l) - DMatrix::identity(6, 6)).amax() < 1e-12);
+        let det = a.determinant();
+        assert!((logdet_from_factor(&l) - det.ln()).abs() < 1e-10);
+    }
+}

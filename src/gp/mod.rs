@@ -1,0 +1,17 @@
+//! The Gaussian-process conditional density estimator (GP-CDE) of MODEL.md: kernels with
+//! hand-derived adjoints, the uncollapsed (SVGP) bound with a latent input, the collapsed bound
+//! with psi-statistics, the q(w) encoder, parameter transforms, Cholesky with jitter, and the
+//! optimisers (natural gradients for q(u), Adam, L-BFGS).
+//!
+//! Conventions: matrices are nalgebra `DMatrix<f64>`; a set of points is an `n × D` matrix (one
+//! point per row) in the slot layout of MODEL.md §2.1 (column i of variable i's inputs is its
+//! latent w). Kernel hyperparameters here are constrained values (variances and precisions ≥ 0);
+//! the softplus transform to unconstrained optimiser variables lives in [`transform`].
+
+pub mod adam;
+pub mod encoder;
+pub mod kernel;
+pub mod linalg;
+pub mod natgrad;
+pub mod svgp;
+pub mod transform;
