@@ -10,4 +10,4 @@ mod dataset;
 pub mod generate;
 
 pub use csv_input::{parse_csv, CsvOptions, DataError, Parsed, Problem, MAX_CSV_BYTES, MIN_ROWS};
-pub use dataset::{ColumnSummary, Dataset, DatasetSummary};
+pub use dataset::{standardise, ColumnSummary, Dataset, DatasetSummary};

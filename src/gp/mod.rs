@@ -15,3 +15,4 @@ pub mod linalg;
 pub mod natgrad;
 pub mod svgp;
 pub mod transform;
+pub mod variable;

@@ -1,0 +1,506 @@
+//! One trainable GP-CDE variable: its parameters, their initialisation (MODEL.md §2.4–2.6) and one
+//! optimisation step (natural gradient on q(v), then Adam on everything else, §3.5–3.6).
+//!
+//! A step is split in three so a [`Backend`](crate::backend::Backend) can evaluate many variables
+//! (and restarts) in one batch: [`GpCdeVariable::prepare`] draws the minibatch noise and q(w)
+//! moments, the backend evaluates the bound, [`GpCdeVariable::apply`] updates the parameters.
+
+use super::adam::{Adam, AdamSettings};
+use super::encoder::{Encoder, EncoderTape, FreeLatents};
+use super::kernel::{Kernel, StationaryKind, StationaryPart};
+use super::linalg::JitterPolicy;
+use super::natgrad::{step_size, InducingPosterior};
+use super::svgp::{bound_and_gradient, LatentBatch, SvgpInput, SvgpOutput, SvgpTerms};
+use super::transform::{softplus, softplus_derivative, softplus_inverse};
+use nalgebra::{DMatrix, DVector};
+use rand::seq::index::sample;
+use rand::Rng;
+use rand_distr::StandardNormal;
+use serde::{Deserialize, Serialize};
+
+/// Likelihood-variance floor φ² ≥ 1e-6 (GPflow's Gaussian likelihood default, MODEL.md §2.3).
+pub const NOISE_FLOOR: f64 = 1e-6;
+
+/// How q(w) is represented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LatentKind {
+    /// The paper's amortised encoder (CGP-CDE).
+    Encoder,
+    /// Free per-row (μ_n, Σ_n), as the reference bivariate code.
+    Free,
+}
+
+/// Sizes and optimiser settings of a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VariableSettings {
+    /// Inducing points M (capped at the number of rows).
+    pub inducing: usize,
+    /// Monte Carlo samples S of w per row.
+    pub samples: usize,
+    pub latent: LatentKind,
+    /// Encoder hidden width and depth (the paper: 128 and 5).
+    pub encoder_width: usize,
+    pub encoder_depth: usize,
+    pub adam: AdamSettings,
+    pub jitter: JitterPolicy,
+}
+
+impl Default for VariableSettings {
+    /// The paper's sizes (M = 400, S = 50, encoder 5 × 128, Adam lr 0.05).
+    fn default() -> Self {
+        Self {
+            inducing: 400,
+            samples: 50,
+            latent: LatentKind::Encoder,
+            encoder_width: 128,
+            encoder_depth: 5,
+            adam: AdamSettings::default(),
+            jitter: JitterPolicy::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Latent {
+    Encoder(Encoder),
+    Free(FreeLatents),
+}
+
+/// A GP-CDE for column `slot` of a data matrix: x_slot = f(x with column `slot` replaced by w) + noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpCdeVariable {
+    slot: usize,
+    /// Kernel structure and mask; its parameter values are softplus(`kernel_raw`).
+    kernel: Kernel,
+    kernel_raw: Vec<f64>,
+    z: DMatrix<f64>,
+    q: InducingPosterior,
+    noise_raw: f64,
+    latent: Latent,
+    adam: Adam,
+    samples: usize,
+    jitter: JitterPolicy,
+    natural_steps: usize,
+}
+
+/// What [`GpCdeVariable::prepare`] drew for one step.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    rows: Vec<usize>,
+    x: DMatrix<f64>,
+    y: DVector<f64>,
+    latent: LatentBatch,
+    tape: Option<EncoderTape>,
+    total_rows: usize,
+}
+
+/// The outcome of one step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepReport {
+    pub terms: SvgpTerms,
+}
+
+/// Why a step was not applied.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StepError {
+    #[error("the bound could not be evaluated: {0}")]
+    Cholesky(#[from] super::linalg::CholeskyError),
+    #[error("the bound or its gradient is not finite (bound {0})")]
+    NonFinite(f64),
+}
+
+impl GpCdeVariable {
+    /// Initialises the variable for column `slot` of `data` (N × D, standardised), MODEL.md §2.4–2.6:
+    /// θ^c_j ~ U(0.01, 1) for every stationary kind, θ^lin_j = 0.25, s^c = 1, a ~ U(0.1, 10),
+    /// φ² = 1/κ² with κ ~ U(50, 100); Z = M random data rows with the latent column ~ N(0, 1);
+    /// q(v) = N(0, I); the encoder or free q(w) as configured. `mask` switches inputs off (1 = on);
+    /// the latent slot is always on.
+    pub fn new(
+        data: &DMatrix<f64>,
+        slot: usize,
+        mask: &[f64],
+        settings: &VariableSettings,
+        rng: &mut impl Rng,
+    ) -> Self {
+        let (n, d) = data.shape();
+        assert!(
+            slot < d && mask.len() == d,
+            "slot and mask must fit the data"
+        );
+        let mut uniform_precisions = || {
+            (0..d)
+                .map(|_| rng.random_range(0.01..1.0))
+                .collect::<Vec<f64>>()
+        };
+        let stationary = StationaryKind::ALL
+            .iter()
+            .map(|&kind| StationaryPart {
+                kind,
+                variance: 1.0,
+                precision: uniform_precisions(),
+            })
+            .collect();
+        let mut mask = mask.to_vec();
+        mask[slot] = 1.0;
+        let kernel = Kernel {
+            linear: Some(vec![0.25; d]),
+            stationary,
+            rq_alpha: rng.random_range(0.1..10.0),
+            mask,
+        };
+        let kernel_raw = kernel
+            .params_to_vec()
+            .into_iter()
+            .map(softplus_inverse)
+            .collect();
+
+        let m = settings.inducing.min(n);
+        let chosen = sample(rng, n, m).into_vec();
+        let mut z = DMatrix::from_fn(m, d, |r, c| data[(chosen[r], c)]);
+        for r in 0..m {
+            z[(r, slot)] = rng.sample(StandardNormal);
+        }
+
+        let kappa: f64 = rng.random_range(50.0..100.0);
+        let noise_raw = softplus_inverse(1.0 / (kappa * kappa) - NOISE_FLOOR);
+        let latent = match settings.latent {
+            LatentKind::Encoder => Latent::Encoder(Encoder::new(
+                d,
+                settings.encoder_width,
+                settings.encoder_depth,
+                rng,
+            )),
+            LatentKind::Free => {
+                let y: Vec<f64> = data.column(slot).iter().copied().collect();
+                Latent::Free(FreeLatents::new(&y, 0.01, rng))
+            }
+        };
+        let mut variable = Self {
+            slot,
+            kernel,
+            kernel_raw,
+            z,
+            q: InducingPosterior::prior(m),
+            noise_raw,
+            latent,
+            adam: Adam::new(0, settings.adam),
+            samples: settings.samples.max(1),
+            jitter: settings.jitter,
+            natural_steps: 0,
+        };
+        variable.adam = Adam::new(variable.adam_len(), settings.adam);
+        variable
+    }
+
+    fn latent_len(&self) -> usize {
+        match &self.latent {
+            Latent::Encoder(e) => e.param_count(),
+            Latent::Free(f) => 2 * f.mu.len(),
+        }
+    }
+
+    fn adam_len(&self) -> usize {
+        self.kernel_raw.len() + self.z.len() + 1 + self.latent_len()
+    }
+
+    /// The kernel with its current (constrained) values.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// φ² = softplus(raw) + 1e-6.
+    pub fn noise(&self) -> f64 {
+        softplus(self.noise_raw) + NOISE_FLOOR
+    }
+
+    /// The modelled column.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Switches input `j` on (1) or off (0); the latent slot cannot be switched off.
+    pub fn set_mask(&mut self, j: usize, on: bool) {
+        if j != self.slot {
+            self.kernel.mask[j] = if on { 1.0 } else { 0.0 };
+        }
+    }
+
+    fn flat_params(&self) -> Vec<f64> {
+        let mut p = Vec::with_capacity(self.adam_len());
+        p.extend(&self.kernel_raw);
+        p.extend(self.z.iter());
+        p.push(self.noise_raw);
+        match &self.latent {
+            Latent::Encoder(e) => p.extend(e.params_to_vec()),
+            Latent::Free(f) => {
+                p.extend(&f.mu);
+                p.extend(&f.raw_var);
+            }
+        }
+        p
+    }
+
+    fn set_flat_params(&mut self, p: &[f64]) {
+        let nk = self.kernel_raw.len();
+        self.kernel_raw.copy_from_slice(&p[..nk]);
+        let values: Vec<f64> = self.kernel_raw.iter().map(|&r| softplus(r)).collect();
+        self.kernel.set_params_from_slice(&values);
+        let nz = self.z.len();
+        self.z.as_mut_slice().copy_from_slice(&p[nk..nk + nz]);
+        self.noise_raw = p[nk + nz];
+        let rest = &p[nk + nz + 1..];
+        match &mut self.latent {
+            Latent::Encoder(e) => e.set_params_from_slice(rest),
+            Latent::Free(f) => {
+                let n = f.mu.len();
+                f.mu.copy_from_slice(&rest[..n]);
+                f.raw_var.copy_from_slice(&rest[n..]);
+            }
+        }
+    }
+
+    /// Draws what one step on minibatch `rows` of `data` needs: q(w) moments of those rows and
+    /// S × b standard-normal draws.
+    pub fn prepare(&self, data: &DMatrix<f64>, rows: &[usize], rng: &mut impl Rng) -> Prepared {
+        let d = data.ncols();
+        let x = DMatrix::from_fn(rows.len(), d, |r, c| data[(rows[r], c)]);
+        let y = DVector::from_fn(rows.len(), |r, _| data[(rows[r], self.slot)]);
+        let (mu, var, tape) = match &self.latent {
+            Latent::Encoder(e) => {
+                let (mu, var, tape) = e.forward(&x);
+                (mu, var, Some(tape))
+            }
+            Latent::Free(f) => {
+                let (mu, var) = f.posterior(rows);
+                (mu, var, None)
+            }
+        };
+        let eps = DMatrix::from_fn(self.samples, rows.len(), |_, _| rng.sample(StandardNormal));
+        Prepared {
+            rows: rows.to_vec(),
+            x,
+            y,
+            latent: LatentBatch {
+                slot: self.slot,
+                mu,
+                var,
+                eps,
+            },
+            tape,
+            total_rows: data.nrows(),
+        }
+    }
+
+    /// The bound evaluation request for a prepared step.
+    pub fn input<'a>(&'a self, prepared: &'a Prepared) -> SvgpInput<'a> {
+        SvgpInput {
+            kernel: &self.kernel,
+            z: &self.z,
+            q_mean: &self.q.mean,
+            q_cov: &self.q.cov,
+            noise: self.noise(),
+            x: &prepared.x,
+            y: &prepared.y,
+            latent: Some(&prepared.latent),
+            total_rows: prepared.total_rows,
+            jitter: self.jitter,
+        }
+    }
+
+    /// Applies a step: the natural-gradient update of q(v) with γ from the paper's ramp, then one
+    /// Adam step on all other parameters using the gradient at the pre-update q (MODEL.md §9
+    /// allows either; this saves a second evaluation). Extra gradient on the kernel parameters
+    /// (the graph prior and the acyclicity penalty, in constrained space) is added through
+    /// `kernel_extra`. Nothing changes when the bound or its gradient is not finite.
+    pub fn apply(
+        &mut self,
+        prepared: &Prepared,
+        output: &SvgpOutput,
+        kernel_extra: Option<&[f64]>,
+    ) -> Result<StepReport, StepError> {
+        let g = &output.grad;
+        let kernel_grad = g.kernel.to_vec();
+        let finite = output.terms.elbo.is_finite()
+            && g.noise.is_finite()
+            && kernel_grad.iter().all(|v| v.is_finite())
+            && g.z.iter().all(|v| v.is_finite())
+            && g.latent_mu
+                .iter()
+                .chain(g.latent_var.iter())
+                .all(|v| v.is_finite());
+        if !finite {
+            return Err(StepError::NonFinite(output.terms.elbo));
+        }
+        let mut q = self.q.clone();
+        q.natural_step(&output.natgrad, step_size(self.natural_steps))?;
+
+        // Loss = −bound; gradients w.r.t. raw values carry the softplus derivative.
+        let mut grad = Vec::with_capacity(self.adam_len());
+        for (k, (&raw, &gk)) in self.kernel_raw.iter().zip(&kernel_grad).enumerate() {
+            let extra = kernel_extra.map_or(0.0, |e| e[k]);
+            grad.push(-(gk + extra) * softplus_derivative(raw));
+        }
+        grad.extend(g.z.iter().map(|v| -v));
+        grad.push(-g.noise * softplus_derivative(self.noise_raw));
+        match &self.latent {
+            Latent::Encoder(e) => {
+                let tape = prepared
+                    .tape
+                    .as_ref()
+                    .expect("an encoder step keeps its tape");
+                let d = e.backward(tape, &(-&g.latent_mu), &(-&g.latent_var));
+                grad.extend(d);
+            }
+            Latent::Free(f) => {
+                let n = f.mu.len();
+                let mut d = vec![0.0; 2 * n];
+                for (k, &row) in prepared.rows.iter().enumerate() {
+                    d[row] -= g.latent_mu[k];
+                    d[n + row] -= g.latent_var[k] * softplus_derivative(f.raw_var[row]);
+                }
+                grad.extend(d);
+            }
+        }
+        let mut params = self.flat_params();
+        self.adam.step(&mut params, &grad);
+        self.set_flat_params(&params);
+        self.q = q;
+        self.natural_steps += 1;
+        Ok(StepReport {
+            terms: output.terms,
+        })
+    }
+
+    /// One complete step on the CPU (prepare, evaluate, apply).
+    pub fn step(
+        &mut self,
+        data: &DMatrix<f64>,
+        rows: &[usize],
+        rng: &mut impl Rng,
+    ) -> Result<StepReport, StepError> {
+        let prepared = self.prepare(data, rows, rng);
+        let output = bound_and_gradient(&self.input(&prepared))?;
+        self.apply(&prepared, &output, None)
+    }
+
+    /// The bound on the full data with `samples` Monte Carlo draws and no minibatch scaling,
+    /// accumulated over chunks of `chunk` rows: Σ_n [(1/S) Σ_s ELL − KLw_n] − KLu.
+    pub fn full_bound(
+        &self,
+        data: &DMatrix<f64>,
+        samples: usize,
+        chunk: usize,
+        rng: &mut impl Rng,
+    ) -> Result<f64, StepError> {
+        let n = data.nrows();
+        let mut eval = self.clone();
+        eval.samples = samples.max(1);
+        let mut total = 0.0;
+        let mut kl_inducing = 0.0;
+        for start in (0..n).step_by(chunk.max(1)) {
+            let rows: Vec<usize> = (start..(start + chunk).min(n)).collect();
+            let mut prepared = eval.prepare(data, &rows, rng);
+            // Scale N/b = 1 per chunk: every chunk contributes its own rows exactly once.
+            prepared.total_rows = rows.len();
+            let out = bound_and_gradient(&eval.input(&prepared))?;
+            total += out.terms.expected_log_lik - out.terms.kl_latent;
+            kl_inducing = out.terms.kl_inducing;
+        }
+        let bound = total - kl_inducing;
+        if bound.is_finite() {
+            Ok(bound)
+        } else {
+            Err(StepError::NonFinite(bound))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::standardise;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    fn small_settings(latent: LatentKind) -> VariableSettings {
+        VariableSettings {
+            inducing: 15,
+            samples: 3,
+            latent,
+            encoder_width: 16,
+            encoder_depth: 2,
+            ..VariableSettings::default()
+        }
+    }
+
+    /// y = sin(2x) + noise: training must raise the full-data bound well above its start.
+    fn sine_data(n: usize, rng: &mut ChaCha8Rng) -> DMatrix<f64> {
+        let x: Vec<f64> = (0..n).map(|_| rng.random_range(-2.0..2.0)).collect();
+        let y: Vec<f64> = x
+            .iter()
+            .map(|v| (2.0 * v).sin() + 0.1 * rng.sample::<f64, _>(StandardNormal))
+            .collect();
+        let (x, y) = (standardise(&x), standardise(&y));
+        DMatrix::from_fn(n, 2, |r, c| if c == 0 { x[r] } else { y[r] })
+    }
+
+    #[test]
+    fn training_improves_the_bound_for_both_latent_kinds() {
+        for latent in [LatentKind::Free, LatentKind::Encoder] {
+            let mut rng = ChaCha8Rng::seed_from_u64(4);
+            let data = sine_data(60, &mut rng);
+            let mut v =
+                GpCdeVariable::new(&data, 1, &[1.0, 1.0], &small_settings(latent), &mut rng);
+            let start = v.full_bound(&data, 10, 25, &mut rng).unwrap();
+            let rows: Vec<usize> = (0..60).collect();
+            for _ in 0..150 {
+                v.step(&data, &rows[..30], &mut rng).unwrap();
+                v.step(&data, &rows[30..], &mut rng).unwrap();
+            }
+            let end = v.full_bound(&data, 10, 25, &mut rng).unwrap();
+            assert!(end > start + 20.0, "{latent:?}: bound {start} → {end}");
+        }
+    }
+
+    #[test]
+    fn a_non_finite_gradient_changes_nothing() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let data = sine_data(20, &mut rng);
+        let mut v = GpCdeVariable::new(
+            &data,
+            1,
+            &[1.0, 1.0],
+            &small_settings(LatentKind::Free),
+            &mut rng,
+        );
+        let rows: Vec<usize> = (0..20).collect();
+        let prepared = v.prepare(&data, &rows, &mut rng);
+        let mut out = bound_and_gradient(&v.input(&prepared)).unwrap();
+        out.grad.noise = f64::NAN;
+        let before = v.clone();
+        assert!(matches!(
+            v.apply(&prepared, &out, None),
+            Err(StepError::NonFinite(_))
+        ));
+        assert_eq!(v, before);
+    }
+
+    #[test]
+    fn masked_inputs_stay_out_and_the_latent_slot_stays_in() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let data = sine_data(20, &mut rng);
+        let mut v = GpCdeVariable::new(
+            &data,
+            1,
+            &[0.0, 0.0],
+            &small_settings(LatentKind::Free),
+            &mut rng,
+        );
+        assert_eq!(v.kernel().mask, vec![0.0, 1.0]);
+        v.set_mask(1, false);
+        assert_eq!(v.kernel().mask, vec![0.0, 1.0]);
+        v.set_mask(0, true);
+        assert_eq!(v.kernel().mask, vec![1.0, 1.0]);
+    }
+}
