@@ -111,6 +111,13 @@ pub fn evaluation_points(x: &DMatrix<f64>, latent: Option<&LatentBatch>) -> DMat
     u
 }
 
+/// The S × b matrix of draws w_sn = μ_n + √Σ_n ε_sn.
+fn latent_draws(lat: &LatentBatch) -> DMatrix<f64> {
+    DMatrix::from_fn(lat.eps.nrows(), lat.eps.ncols(), |s, n| {
+        lat.mu[n] + lat.var[n].sqrt() * lat.eps[(s, n)]
+    })
+}
+
 /// KL(N(μ, Σ) ‖ N(0, 1)) = ½(Σ + μ² − 1 − log Σ).
 pub fn kl_standard_normal(mu: f64, var: f64) -> f64 {
     0.5 * (var + mu * mu - 1.0 - var.ln())
@@ -129,6 +136,26 @@ pub fn kl_standard_normal(mu: f64, var: f64) -> f64 {
 ///   then through the kernel to θ, Z and the latent column of u_t, and by reparameterisation
 ///   ∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ).
 pub fn bound_and_gradient(input: &SvgpInput) -> Result<SvgpOutput, CholeskyError> {
+    evaluate(input, KernelPath::SharedObserved)
+}
+
+/// The same computation with K_Zt and its adjoint formed point by point by the generic kernel
+/// (the dense reference the fast path is tested against).
+pub fn bound_and_gradient_reference(input: &SvgpInput) -> Result<SvgpOutput, CholeskyError> {
+    evaluate(input, KernelPath::Dense)
+}
+
+/// How K_Zt and its adjoint are computed.
+#[derive(Clone, Copy, PartialEq)]
+enum KernelPath {
+    /// Every evaluation point on its own ([`Kernel::cross`]).
+    Dense,
+    /// The observed coordinates shared by a row's S samples computed once
+    /// ([`Kernel::cross_latent`]); falls back to dense without a latent.
+    SharedObserved,
+}
+
+fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyError> {
     let SvgpInput {
         kernel,
         z,
@@ -159,7 +186,17 @@ pub fn bound_and_gradient(input: &SvgpInput) -> Result<SvgpOutput, CholeskyError
 
     // Predictions at the T evaluation points.
     let u = evaluation_points(x, latent);
-    let k_zt = kernel.cross(z, &u);
+    let fast = match (path, latent) {
+        (KernelPath::SharedObserved, Some(lat)) => Some((lat, latent_draws(lat))),
+        _ => None,
+    };
+    let cached = fast
+        .as_ref()
+        .map(|(lat, w)| kernel.cross_latent_cached(z, x, lat.slot, w));
+    let k_zt = match &cached {
+        Some(c) => c.k.clone(),
+        None => kernel.cross(z, &u),
+    };
     let k_tt = kernel.diag(&u);
     let qk = &q * &k_zt;
     let mean = k_zt.transpose() * &alpha;
@@ -219,12 +256,27 @@ pub fn bound_and_gradient(input: &SvgpInput) -> Result<SvgpOutput, CholeskyError
 
     // Through the kernel.
     let (mut k_grad, mut d_z) = kernel.gram_backward(z, &kzz_bar);
-    let (g_cross, d_z_cross, d_u_cross) = kernel.cross_backward(z, &u, &k_zt_bar);
-    let (g_diag, d_u_diag) = kernel.diag_backward(&u, &k_tt_bar);
-    k_grad.add_assign(&g_cross);
+    let (g_diag, mut d_u) = kernel.diag_backward(&u, &k_tt_bar);
     k_grad.add_assign(&g_diag);
-    d_z += d_z_cross;
-    let d_u = d_u_cross + d_u_diag;
+    match &fast {
+        Some((lat, w)) => {
+            let (g_cross, d_z_cross, d_w) =
+                kernel.cross_latent_backward(z, x, lat.slot, w, &k_zt_bar);
+            k_grad.add_assign(&g_cross);
+            d_z += d_z_cross;
+            for s in 0..samples {
+                for n in 0..b {
+                    d_u[(s * b + n, lat.slot)] += d_w[(s, n)];
+                }
+            }
+        }
+        None => {
+            let (g_cross, d_z_cross, d_u_cross) = kernel.cross_backward(z, &u, &k_zt_bar);
+            k_grad.add_assign(&g_cross);
+            d_z += d_z_cross;
+            d_u += d_u_cross;
+        }
+    }
 
     // Latent column → q(w) by reparameterisation, plus the KL of q(w).
     let (latent_mu, latent_var) = match latent {

@@ -20,6 +20,7 @@
 
 mod backward;
 mod dense;
+mod latent;
 mod scalar;
 
 pub use scalar::{

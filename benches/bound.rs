@@ -1,0 +1,133 @@
+//! Time per iteration of the uncollapsed bound + its full gradient (one variable, CPU f64, one
+//! thread), over a grid of (M, b, S, D), including DESIGN.md §6's GPflow comparison sizes.
+//!
+//! Run: `cargo bench --bench bound` (add `-- quick` for a 3-size smoke run). Prints the median of
+//! repeated runs and the minimum for the fast path, and the dense reference path's median, so a
+//! speed-up is read off one run.
+
+use nalgebra::{DMatrix, DVector};
+use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
+use occam::gp::linalg::JitterPolicy;
+use occam::gp::svgp::{
+    bound_and_gradient, bound_and_gradient_reference, LatentBatch, SvgpInput, SvgpOutput,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::StandardNormal;
+use std::time::Instant;
+
+struct Problem {
+    kernel: Kernel,
+    z: DMatrix<f64>,
+    m: DVector<f64>,
+    s: DMatrix<f64>,
+    x: DMatrix<f64>,
+    y: DVector<f64>,
+    latent: LatentBatch,
+}
+
+fn problem(m: usize, b: usize, samples: usize, d: usize, rng: &mut ChaCha8Rng) -> Problem {
+    let mut normal = || -> f64 { rng.sample(StandardNormal) };
+    let z = DMatrix::from_fn(m, d, |_, _| normal());
+    let x = DMatrix::from_fn(b, d, |_, _| normal());
+    let y = DVector::from_fn(b, |_, _| normal());
+    let a = DMatrix::from_fn(m, m, |_, _| 0.05 * normal());
+    let s = &a * a.transpose() + DMatrix::identity(m, m) * 0.5;
+    let mean = DVector::from_fn(m, |_, _| 0.1 * normal());
+    let eps = DMatrix::from_fn(samples, b, |_, _| normal());
+    let kernel = Kernel {
+        linear: Some(vec![0.25; d]),
+        stationary: StationaryKind::ALL
+            .iter()
+            .map(|&kind| StationaryPart {
+                kind,
+                variance: 1.0,
+                precision: (0..d).map(|j| 0.2 + 0.1 * j as f64).collect(),
+            })
+            .collect(),
+        rq_alpha: 2.0,
+        mask: vec![1.0; d],
+    };
+    Problem {
+        kernel,
+        z,
+        m: mean,
+        s,
+        x,
+        y,
+        latent: LatentBatch {
+            slot: 0,
+            mu: DVector::from_element(b, 0.1),
+            var: DVector::from_element(b, 0.3),
+            eps,
+        },
+    }
+}
+
+/// (median, minimum) seconds of repeated runs: one warm-up, then until 2 s or 20 runs (at least 3).
+fn time(
+    mut run: impl FnMut() -> Result<SvgpOutput, occam::gp::linalg::CholeskyError>,
+) -> (f64, f64) {
+    run().expect("benchmark problem factorises");
+    let mut times = Vec::new();
+    let started = Instant::now();
+    while times.len() < 20 && (times.len() < 3 || started.elapsed().as_secs_f64() < 2.0) {
+        let t = Instant::now();
+        let out = run().expect("benchmark problem factorises");
+        times.push(t.elapsed().as_secs_f64());
+        std::hint::black_box(out);
+    }
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], times[0])
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    // (M, b, S, D); the first five rows are the GPflow comparison sizes of DESIGN.md §6.
+    let grid: &[(usize, usize, usize, usize)] = if quick {
+        &[(50, 128, 10, 5), (100, 256, 10, 10), (200, 256, 20, 10)]
+    } else {
+        &[
+            (400, 256, 50, 10),
+            (200, 256, 20, 10),
+            (100, 256, 10, 10),
+            (50, 128, 10, 5),
+            (50, 64, 5, 3),
+            (100, 128, 10, 3),
+            (100, 256, 20, 20),
+            (200, 128, 10, 5),
+            (400, 128, 10, 10),
+        ]
+    };
+    println!("uncollapsed bound + full gradient, one variable, CPU f64, one thread");
+    println!("fast = observed part shared across samples (the default); dense = point-by-point reference");
+    println!(
+        "{:>5} {:>5} {:>4} {:>4} {:>14} {:>12} {:>15} {:>8}",
+        "M", "b", "S", "D", "fast median ms", "fast min ms", "dense median ms", "speed-up"
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    for &(m, b, s, d) in grid {
+        let p = problem(m, b, s, d, &mut rng);
+        let input = SvgpInput {
+            kernel: &p.kernel,
+            z: &p.z,
+            q_mean: &p.m,
+            q_cov: &p.s,
+            noise: 0.1,
+            x: &p.x,
+            y: &p.y,
+            latent: Some(&p.latent),
+            total_rows: 1000,
+            jitter: JitterPolicy::default(),
+        };
+        let fast = time(|| bound_and_gradient(&input));
+        let dense = time(|| bound_and_gradient_reference(&input));
+        println!(
+            "{m:>5} {b:>5} {s:>4} {d:>4} {:>14.2} {:>12.2} {:>15.2} {:>7.2}x",
+            fast.0 * 1e3,
+            fast.1 * 1e3,
+            dense.0 * 1e3,
+            dense.0 / fast.0
+        );
+    }
+}
