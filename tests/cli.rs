@@ -259,3 +259,71 @@ fn score_reports_size_mismatch_and_cycles() {
     assert_eq!(out.status.code(), Some(1));
     assert!(!text(&out.stderr).contains("panicked"));
 }
+
+#[test]
+fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two smooth non-linear pairs, one in each orientation.
+    let mut a = String::from("x,y\n");
+    let mut b = String::from("x,y\n");
+    for k in 0..60 {
+        let u = -2.0 + 4.0 * (k as f64) / 59.0;
+        let v = (1.3 * u).tanh() + 0.05 * ((k * 7 % 11) as f64 - 5.0) / 5.0;
+        a.push_str(&format!("{u},{v}\n"));
+        b.push_str(&format!("{v},{u}\n"));
+    }
+    write(dir.path(), "pair0001.csv", &a);
+    write(dir.path(), "pair0002.csv", &b);
+    write(
+        dir.path(),
+        "truth.csv",
+        "pair,direction,weight,n,dropped_extra_columns\npair0001,x->y,1,60,0\npair0002,y->x,0.5,60,0\n",
+    );
+    let out = occam(&[
+        "pairs",
+        dir.path().to_str().unwrap(),
+        "--restarts",
+        "1",
+        "--inducing",
+        "10",
+        "--adam-steps",
+        "30",
+        "--lbfgs-iterations",
+        "30",
+        "--threads",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(
+        lines[0].starts_with("pair0001  truth x->y  decided "),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].starts_with("pair0002  truth y->x  decided "),
+        "{stdout}"
+    );
+    assert!(
+        lines[0].contains(" nats") && lines[0].contains(" s"),
+        "{stdout}"
+    );
+    assert!(lines[2].starts_with("settings: "), "{stdout}");
+    let json: serde_json::Value = serde_json::from_str(lines[3]).unwrap();
+    let mut keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["accuracy", "pairs", "seconds", "weighted_accuracy"]);
+    assert_eq!(json["pairs"], 2);
+    let accuracy = json["accuracy"].as_f64().unwrap();
+    assert!([0.0, 0.5, 1.0].contains(&accuracy));
+
+    let out = occam(&["pairs", dir.path().join("missing").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("truth.csv"));
+}

@@ -3,22 +3,13 @@
 //! larger total wins. Each of the four components is fitted with restarts and its best bound kept
 //! (each component is its own model, so the best per component is a valid choice, §7.2).
 
+use crate::gp::collapsed::{CollapsedModel, FitSettings};
 use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
 use nalgebra::DMatrix;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-
-/// Which evidence bound scores a component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BoundKind {
-    /// Titsias' collapsed bound with psi-statistics, free q(w), Adam then L-BFGS (§4, §6).
-    Collapsed,
-    /// The uncollapsed SVGP bound with Monte Carlo w, natural gradients and Adam (§3).
-    Uncollapsed,
-}
 
 /// Settings of the uncollapsed fit of one component.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -110,6 +101,26 @@ pub fn fit_uncollapsed(
     }
     variable
         .full_bound(data, fit.eval_samples, 1000, rng)
+        .map_err(|e| e.to_string())
+}
+
+/// Fits one component with the collapsed bound (psi-statistics, free q(w), Adam then L-BFGS):
+/// the modelled variable is column `slot` of `data`, its parents the other columns (none for a
+/// marginal). Returns the fitted bound.
+pub fn fit_collapsed(
+    data: &DMatrix<f64>,
+    slot: usize,
+    settings: &FitSettings,
+    rng: &mut ChaCha8Rng,
+) -> Result<f64, String> {
+    let n = data.nrows();
+    let others: Vec<usize> = (0..data.ncols()).filter(|&c| c != slot).collect();
+    let parents = DMatrix::from_fn(n, others.len(), |r, k| data[(r, others[k])]);
+    let y = data.column(slot).into_owned();
+    let model = CollapsedModel::new(parents, y).map_err(|e| e.to_string())?;
+    model
+        .fit(settings, rng)
+        .map(|f| f.bound)
         .map_err(|e| e.to_string())
 }
 

@@ -9,8 +9,10 @@
 //! the softplus transform to unconstrained optimiser variables lives in [`transform`].
 
 pub mod adam;
+pub mod collapsed;
 pub mod encoder;
 pub mod kernel;
+pub mod lbfgs;
 pub mod linalg;
 pub mod natgrad;
 pub mod svgp;

@@ -5,6 +5,7 @@
 
 mod check;
 mod generate;
+mod pairs;
 mod score;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +28,8 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// Compare a predicted adjacency matrix with the true one (prints one JSON object).
     Score(score::ScoreArgs),
+    /// Decide the causal direction of every pair in a folder by comparing model evidence.
+    Pairs(pairs::PairsArgs),
 }
 
 /// A failure to report to the user: one message, already phrased for them.
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Score(args) => score::run(&args),
+        Command::Pairs(args) => pairs::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -128,10 +128,7 @@ impl Kernel {
                     let t = s * b + n;
                     let wsn = w[(s, n)];
                     let r_col = r_obs.column(n);
-                    let cells = k
-                        .column_mut(t)
-                        .into_iter()
-                        .zip(slope.column_mut(t));
+                    let cells = k.column_mut(t).into_iter().zip(slope.column_mut(t));
                     for (((kv, sv), &ro), &zm) in cells.zip(r_col.iter()).zip(z_slot) {
                         let d = wsn - zm;
                         let (v, dv) =

@@ -1,0 +1,288 @@
+//! The collapsed variational bound (Titsias 2009; Bayesian GPLVM with psi-statistics), MODEL.md
+//! §4.3, for one output column y, and its gradient by hand-derived adjoints.
+//!
+//! ```text
+//! K = K_ZZ + εI = L Lᵀ,   C2 = L⁻¹ Ψ2 L⁻ᵀ / σ²,   B = I + C2 = LB LBᵀ,   c = LB⁻¹ L⁻¹ Ψ1ᵀ y / σ²
+//! F = −(N/2) log(2πσ²) − Σ log diag LB − yᵀy/(2σ²) + ½ cᵀc − ψ0/(2σ²) + ½ tr C2 − Σ_n KL(q(w_n) ‖ N(0,1))
+//! ```
+//!
+//! Reverse mode. With ã = LB⁻ᵀ c (= B⁻¹ L⁻¹ Ψ1ᵀ y / σ²) and Ĝ = ∂F/∂C2 = ½ (I − B⁻¹ − ã ãᵀ), the
+//! adjoint chain through LB = chol(B), A = L⁻¹ Ψ1ᵀ and L = chol(K) collapses to
+//!
+//! ```text
+//! ∂F/∂Ψ2  = L⁻ᵀ Ĝ L⁻¹ / σ²
+//! ∂F/∂Ψ1  = y (L⁻ᵀ ã / σ²)ᵀ
+//! ∂F/∂ψ0  = −1/(2σ²)
+//! ∂F/∂K   = L⁻ᵀ (Ĝ − ½ C2) L⁻¹
+//! ∂F/∂σ²  = −N/(2σ²) + tr(B⁻¹C2)/(2σ²) + yᵀy/(2σ⁴) − cᵀc/σ² + ãᵀ C2 ã/(2σ²) + ψ0/(2σ⁴) − tr C2/(2σ²)
+//! ```
+//!
+//! (because F = … − ½ log det(K + Ψ2/σ²) + ½ log det K + (1/2σ⁴) bᵀ(K + Ψ2/σ²)⁻¹ b + tr(K⁻¹Ψ2)/(2σ²),
+//! b = Ψ1ᵀ y, and (K + Ψ2/σ²)⁻¹ = L⁻ᵀ B⁻¹ L⁻¹). Only the bounded matrices B⁻¹ ⪯ I, ã ãᵀ and C2
+//! are formed between the triangular solves, so no explicit K⁻¹ appears. ∂F/∂Ψ* then go through the
+//! psi-statistics' reverse mode and ∂F/∂K through the kernel's `gram_backward`.
+
+use nalgebra::{DMatrix, DVector};
+use serde::{Deserialize, Serialize};
+
+use super::psi::{
+    plain_backward, plain_forward, LatentCache, LatentPosterior, PsiStatistics, SeLinear,
+};
+use super::CollapsedError;
+use crate::gp::kernel::{Kernel, KernelGrad};
+use crate::gp::linalg::{
+    cholesky_jittered, lower_inverse, solve_lower, solve_lower_vec, solve_upper_transposed,
+    solve_upper_transposed_vec, JitterPolicy,
+};
+
+/// The jitter ε added to K_ZZ's diagonal by [`sgpr_bound`] (GPflow's default in f64).
+pub const DEFAULT_JITTER: f64 = 1e-6;
+
+/// Everything the bound depends on besides the data: the kernel on [x_O, w] (or on x alone when
+/// `latent` is `None`), σ² = φ², the inducing inputs Z (M × D, the latent column last) and q(w).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollapsedParams {
+    pub kernel: Kernel,
+    pub noise_variance: f64,
+    pub z: DMatrix<f64>,
+    pub latent: Option<LatentPosterior>,
+}
+
+/// ∂F with respect to every entry of [`CollapsedParams`] (constrained values). The latent
+/// vectors are empty when there is no latent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollapsedGrad {
+    pub kernel: KernelGrad,
+    pub noise_variance: f64,
+    pub z: DMatrix<f64>,
+    pub latent_mean: DVector<f64>,
+    pub latent_variance: DVector<f64>,
+}
+
+/// F of the module documentation for data inputs `x` (N × |O|), outputs `y` (N) and jitter ε
+/// (one attempt: a failed factorisation is an error, so F stays a smooth function of the
+/// parameters; the caller decides whether to retry with more jitter).
+pub fn collapsed_bound(
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    params: &CollapsedParams,
+    jitter: f64,
+) -> Result<f64, CollapsedError> {
+    Ok(Forward::new(x, y, params, jitter)?.value)
+}
+
+/// F and ∂F (see the module documentation for the adjoints).
+pub fn collapsed_bound_with_grad(
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    params: &CollapsedParams,
+    jitter: f64,
+) -> Result<(f64, CollapsedGrad), CollapsedError> {
+    let fwd = Forward::new(x, y, params, jitter)?;
+    let grad = fwd.gradient(x, y, params)?;
+    Ok((fwd.value, grad))
+}
+
+/// The SGPR bound of Titsias (2009), no latent input:
+/// F = log N(y | 0, Q + σ²I) − tr(K_xx − Q)/(2σ²), Q = K_xZ (K_ZZ + εI)⁻¹ K_Zx, ε =
+/// [`DEFAULT_JITTER`]; `x` is N × D, `z` M × D for the D-dimensional `kernel`.
+pub fn sgpr_bound(
+    kernel: &Kernel,
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    z: &DMatrix<f64>,
+    noise_variance: f64,
+) -> Result<f64, CollapsedError> {
+    let params = CollapsedParams {
+        kernel: kernel.clone(),
+        noise_variance,
+        z: z.clone(),
+        latent: None,
+    };
+    collapsed_bound(x, y, &params, DEFAULT_JITTER)
+}
+
+/// The posterior mean of f at the data inputs under the collapsed q(u) (no latent):
+/// E[f(x)] = Ψ1 (K + Ψ2/σ²)⁻¹ Ψ1ᵀ y / σ² = Ψ1 L⁻ᵀ ã (ã of the module documentation); with
+/// Ψ1 = K_xZ, Ψ2 = K_Zx K_xZ this is SGPR's predictive mean.
+pub(super) fn posterior_mean_at_data(
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    params: &CollapsedParams,
+    jitter: f64,
+) -> Result<DVector<f64>, CollapsedError> {
+    let fwd = Forward::new(x, y, params, jitter)?;
+    let a_tilde = solve_upper_transposed_vec(&fwd.lb, &fwd.c);
+    Ok(&fwd.psi.psi1 * solve_upper_transposed_vec(&fwd.l, &a_tilde))
+}
+
+/// The forward pass and what the reverse pass reuses.
+struct Forward {
+    value: f64,
+    psi: PsiStatistics,
+    cache: Option<LatentCache>,
+    l: DMatrix<f64>,
+    lb: DMatrix<f64>,
+    c2: DMatrix<f64>,
+    c: DVector<f64>,
+}
+
+impl Forward {
+    fn new(
+        x: &DMatrix<f64>,
+        y: &DVector<f64>,
+        params: &CollapsedParams,
+        jitter: f64,
+    ) -> Result<Self, CollapsedError> {
+        let n = x.nrows();
+        if y.len() != n {
+            return Err(CollapsedError::Shape(format!(
+                "y has {} entries for {n} input rows",
+                y.len()
+            )));
+        }
+        let sigma2 = params.noise_variance;
+        if !(sigma2 > 0.0 && sigma2.is_finite()) {
+            return Err(CollapsedError::InvalidParameter(format!(
+                "the noise variance must be positive and finite, got {sigma2}"
+            )));
+        }
+        if !(jitter >= 0.0 && jitter.is_finite()) {
+            return Err(CollapsedError::InvalidParameter(format!(
+                "the jitter must be non-negative and finite, got {jitter}"
+            )));
+        }
+        let (psi, cache) = match &params.latent {
+            None => {
+                if x.ncols() != params.kernel.dim() || params.z.ncols() != params.kernel.dim() {
+                    return Err(CollapsedError::Shape(format!(
+                        "without a latent, x ({}) and Z ({}) need the kernel's {} columns",
+                        x.ncols(),
+                        params.z.ncols(),
+                        params.kernel.dim()
+                    )));
+                }
+                (plain_forward(&params.kernel, x, &params.z), None)
+            }
+            Some(q) => {
+                if q.variance.iter().any(|&s| s.is_nan() || s <= 0.0) {
+                    return Err(CollapsedError::InvalidParameter(
+                        "every q(w) variance must be positive".into(),
+                    ));
+                }
+                let (psi, cache) = SeLinear::new(&params.kernel, x, &params.z, q)?.forward();
+                (psi, Some(cache))
+            }
+        };
+        let kzz = params.kernel.gram(&params.z);
+        let once = |initial| JitterPolicy {
+            initial,
+            factor: 10.0,
+            max_attempts: 1,
+        };
+        let l = cholesky_jittered(&kzz, once(jitter))
+            .map_err(CollapsedError::InducingCovariance)?
+            .l;
+        let m = params.z.nrows();
+        let l_inv_psi2 = solve_lower(&l, &psi.psi2);
+        let mut c2 = solve_lower(&l, &l_inv_psi2.transpose()) / sigma2;
+        c2 = (&c2 + c2.transpose()) * 0.5;
+        let b = &c2 + DMatrix::identity(m, m);
+        let lb = cholesky_jittered(&b, once(0.0))
+            .map_err(CollapsedError::InnerCovariance)?
+            .l;
+        let b_tilde = solve_lower_vec(&l, &psi.psi1.tr_mul(y));
+        let c = solve_lower_vec(&lb, &b_tilde) / sigma2;
+
+        let kl = match &params.latent {
+            None => 0.0,
+            Some(q) => q
+                .mean
+                .iter()
+                .zip(q.variance.iter())
+                .map(|(&mu, &s)| 0.5 * (s + mu * mu - 1.0 - s.ln()))
+                .sum(),
+        };
+        let value = -0.5 * n as f64 * (2.0 * std::f64::consts::PI * sigma2).ln()
+            - lb.diagonal().iter().map(|d| d.ln()).sum::<f64>()
+            - y.norm_squared() / (2.0 * sigma2)
+            + 0.5 * c.norm_squared()
+            - psi.psi0 / (2.0 * sigma2)
+            + 0.5 * c2.trace()
+            - kl;
+        if !value.is_finite() {
+            return Err(CollapsedError::NonFinite { value });
+        }
+        Ok(Self {
+            value,
+            psi,
+            cache,
+            l,
+            lb,
+            c2,
+            c,
+        })
+    }
+
+    fn gradient(
+        &self,
+        x: &DMatrix<f64>,
+        y: &DVector<f64>,
+        params: &CollapsedParams,
+    ) -> Result<CollapsedGrad, CollapsedError> {
+        let n = x.nrows();
+        let m = params.z.nrows();
+        let sigma2 = params.noise_variance;
+        let l = &self.l;
+        let a_tilde = solve_upper_transposed_vec(&self.lb, &self.c);
+        let lb_inv = lower_inverse(&self.lb);
+        let b_inv = lb_inv.tr_mul(&lb_inv);
+        let eye = DMatrix::<f64>::identity(m, m);
+        let g_hat = (&eye - &b_inv - &a_tilde * a_tilde.transpose()) * 0.5;
+        // L⁻ᵀ X L⁻¹ for symmetric X: (L⁻ᵀ (L⁻ᵀ X)ᵀ).
+        let sandwich = |xm: &DMatrix<f64>| -> DMatrix<f64> {
+            let t = solve_upper_transposed(l, xm);
+            let s = solve_upper_transposed(l, &t.transpose());
+            (&s + s.transpose()) * 0.5
+        };
+        let w = sandwich(&g_hat) / sigma2;
+        let k_bar = sandwich(&(&g_hat - &self.c2 * 0.5));
+        let beta = solve_upper_transposed_vec(l, &a_tilde) / sigma2;
+        let g1 = y * beta.transpose();
+        let g0 = -0.5 / sigma2;
+
+        let tr_c2 = self.c2.trace();
+        let tr_binv_c2 = m as f64 - b_inv.trace();
+        let g_sigma2 = -0.5 * n as f64 / sigma2
+            + tr_binv_c2 / (2.0 * sigma2)
+            + y.norm_squared() / (2.0 * sigma2 * sigma2)
+            - self.c.norm_squared() / sigma2
+            + a_tilde.dot(&(&self.c2 * &a_tilde)) / (2.0 * sigma2)
+            + self.psi.psi0 / (2.0 * sigma2 * sigma2)
+            - tr_c2 / (2.0 * sigma2);
+
+        let mut psi_grad = match (&params.latent, &self.cache) {
+            (Some(q), Some(cache)) => {
+                SeLinear::new(&params.kernel, x, &params.z, q)?.backward(cache, g0, &g1, &w)
+            }
+            _ => plain_backward(&params.kernel, x, &params.z, &self.psi.psi1, g0, &g1, &w),
+        };
+        let (k_grad, z_grad) = params.kernel.gram_backward(&params.z, &k_bar);
+        psi_grad.kernel.add_assign(&k_grad);
+        psi_grad.z += z_grad;
+        if let Some(q) = &params.latent {
+            // −KL: ∂/∂μ = −μ, ∂/∂s = −½(1 − 1/s).
+            psi_grad.mean -= &q.mean;
+            for (g, &s) in psi_grad.variance.iter_mut().zip(q.variance.iter()) {
+                *g -= 0.5 * (1.0 - 1.0 / s);
+            }
+        }
+        Ok(CollapsedGrad {
+            kernel: psi_grad.kernel,
+            noise_variance: g_sigma2,
+            z: psi_grad.z,
+            latent_mean: psi_grad.mean,
+            latent_variance: psi_grad.variance,
+        })
+    }
+}

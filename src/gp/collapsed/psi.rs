@@ -1,0 +1,741 @@
+//! Psi-statistics of the SE-ARD + linear-ARD kernel with one Gaussian latent input (MODEL.md §4.2)
+//! and their reverse mode.
+//!
+//! Inputs are u = [x_O, w]: the |O| observed coordinates are known exactly, the last one is the
+//! latent w_n ~ q(w_n) = N(μ_n, s_n). With θ the SE precisions, sf2 the SE variance, v the linear
+//! variances (θ_w, v_w the latent ones), a_n = 1 + θ_w² s_n, b_n = 1 + 2θ_w² s_n and
+//! e_nm = exp(−½ Σ_{d∈O} θ_d² (x_nd − z_md)²):
+//!
+//! ```text
+//! ψ0          = Σ_n [ sf2 + Σ_{d∈O} v_d x_nd² + v_w (μ_n² + s_n) ]
+//! Ψ1_se(n,m)  = sf2 e_nm a_n^{-1/2} exp(−θ_w² (μ_n − z_mw)² / (2 a_n))
+//! Ψ1_lin(n,m) = Σ_{d∈O} v_d x_nd z_md + v_w μ_n z_mw
+//! ψ2_se(n,m,m') = sf2² e_nm e_nm' b_n^{-1/2} exp(−θ_w² (z_mw − z_m'w)²/4 − θ_w² (μ_n − z̄)² / b_n),
+//!                 z̄ = (z_mw + z_m'w)/2
+//! ψ2_lin(n,m,m') = Ψ1_lin(n,m) Ψ1_lin(n,m') + v_w² s_n z_mw z_m'w
+//! C(n,m,m')   = Ψ1_se(n,m) [ Σ_{d∈O} v_d x_nd z_m'd + v_w z_m'w (μ_n + θ_w² s_n z_mw)/a_n ]
+//! Ψ1 = Ψ1_se + Ψ1_lin,   Ψ2 = Σ_n [ ψ2_se + ψ2_lin + C + Cᵀ ]
+//! ```
+//!
+//! Summed over n, ψ2_lin and C are matrix products (Ψ1_linᵀ Ψ1_lin, Ψ1_seᵀ G, ...); only ψ2_se needs
+//! the O(N M²) loop, which runs over the packed lower triangle with all exponents ≤ 0 (no
+//! overflow for any parameter values).
+//!
+//! Without a latent the inputs are x alone and the statistics are plain kernel values for any
+//! [`Kernel`]: ψ0 = Σ_n k(x_n, x_n), Ψ1 = K_xZ, Ψ2 = K_Zx K_xZ.
+
+use nalgebra::{DMatrix, DVector};
+
+use super::CollapsedError;
+use crate::gp::kernel::{Kernel, KernelGrad, StationaryKind};
+
+/// Exponents below this give 0: e^{-708} ≈ 3e-308 is the edge of the normal range, and libm's
+/// subnormal/underflow path is an order of magnitude slower than a normal `exp` (it dominated
+/// profiles at the reference initialisation, where most kernel values underflow).
+const EXP_FLOOR: f64 = -708.0;
+
+/// eˣ, flushed to 0 below [`EXP_FLOOR`] (an absolute change below 3e-308).
+fn exp_or_zero(x: f64) -> f64 {
+    if x < EXP_FLOOR {
+        0.0
+    } else {
+        x.exp()
+    }
+}
+
+/// q(w_n) = N(mean_n, variance_n), one entry per data row.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LatentPosterior {
+    pub mean: DVector<f64>,
+    pub variance: DVector<f64>,
+}
+
+/// ψ0 (a scalar, summed over rows), Ψ1 (N × M) and Ψ2 (M × M, summed over rows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PsiStatistics {
+    pub psi0: f64,
+    pub psi1: DMatrix<f64>,
+    pub psi2: DMatrix<f64>,
+}
+
+/// Gradients of a scalar F through the psi-statistics: with respect to the kernel's
+/// hyperparameters, the inducing inputs Z (M × D) and q(w) (empty vectors without a latent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PsiGrad {
+    pub kernel: KernelGrad,
+    pub z: DMatrix<f64>,
+    pub mean: DVector<f64>,
+    pub variance: DVector<f64>,
+}
+
+/// The psi-statistics of `kernel` for data inputs `x` (N × |O|; |O| may be 0), inducing inputs
+/// `z` (M × D) and, if given, the latent posterior (then D = |O| + 1, the latent last, and the
+/// kernel must be SE + linear); see the module documentation for the formulas.
+pub fn psi_statistics(
+    kernel: &Kernel,
+    x: &DMatrix<f64>,
+    z: &DMatrix<f64>,
+    latent: Option<&LatentPosterior>,
+) -> Result<PsiStatistics, CollapsedError> {
+    match latent {
+        None => {
+            check_plain(kernel, x, z)?;
+            Ok(plain_forward(kernel, x, z))
+        }
+        Some(q) => {
+            let p = SeLinear::new(kernel, x, z, q)?;
+            Ok(p.forward().0)
+        }
+    }
+}
+
+/// Reverse mode of [`psi_statistics`]: given ∂F/∂ψ0, ∂F/∂Ψ1 (N × M) and ∂F/∂Ψ2 (M × M; only its
+/// symmetric part matters, since Ψ2 is symmetric), returns ∂F with respect to the kernel
+/// hyperparameters (in [`KernelGrad`]'s shape: sf2, every θ_d, every v_d, latent included), Z, μ
+/// and s.
+pub fn psi_backward(
+    kernel: &Kernel,
+    x: &DMatrix<f64>,
+    z: &DMatrix<f64>,
+    latent: Option<&LatentPosterior>,
+    d_psi0: f64,
+    d_psi1: &DMatrix<f64>,
+    d_psi2: &DMatrix<f64>,
+) -> Result<PsiGrad, CollapsedError> {
+    let (n, m) = (x.nrows(), z.nrows());
+    if d_psi1.shape() != (n, m) || d_psi2.shape() != (m, m) {
+        return Err(CollapsedError::Shape(format!(
+            "psi adjoints must be {n}×{m} and {m}×{m}, got {:?} and {:?}",
+            d_psi1.shape(),
+            d_psi2.shape()
+        )));
+    }
+    let w = symmetric_part(d_psi2);
+    match latent {
+        None => {
+            check_plain(kernel, x, z)?;
+            let psi1 = kernel.cross(x, z);
+            Ok(plain_backward(kernel, x, z, &psi1, d_psi0, d_psi1, &w))
+        }
+        Some(q) => {
+            let p = SeLinear::new(kernel, x, z, q)?;
+            let (_, cache) = p.forward();
+            Ok(p.backward(&cache, d_psi0, d_psi1, &w))
+        }
+    }
+}
+
+/// (A + Aᵀ)/2.
+pub(super) fn symmetric_part(a: &DMatrix<f64>) -> DMatrix<f64> {
+    (a + a.transpose()) * 0.5
+}
+
+fn check_plain(kernel: &Kernel, x: &DMatrix<f64>, z: &DMatrix<f64>) -> Result<(), CollapsedError> {
+    if x.ncols() != kernel.dim() || z.ncols() != kernel.dim() {
+        return Err(CollapsedError::Shape(format!(
+            "without a latent, x ({} columns) and Z ({} columns) must have the kernel's {} dimensions",
+            x.ncols(),
+            z.ncols(),
+            kernel.dim()
+        )));
+    }
+    Ok(())
+}
+
+/// ψ0 = Σ_n k(x_n, x_n), Ψ1 = K(x, Z), Ψ2 = Ψ1ᵀ Ψ1.
+pub(super) fn plain_forward(kernel: &Kernel, x: &DMatrix<f64>, z: &DMatrix<f64>) -> PsiStatistics {
+    let psi1 = kernel.cross(x, z);
+    let psi2 = psi1.tr_mul(&psi1);
+    PsiStatistics {
+        psi0: kernel.diag(x).sum(),
+        psi1,
+        psi2,
+    }
+}
+
+/// Adjoint of [`plain_forward`] with a symmetric W = ∂F/∂Ψ2: ∂F/∂Ψ1 = G1 + 2 Ψ1 W, then the
+/// kernel's own adjoints of K(x, Z) and diag K(x, x).
+pub(super) fn plain_backward(
+    kernel: &Kernel,
+    x: &DMatrix<f64>,
+    z: &DMatrix<f64>,
+    psi1: &DMatrix<f64>,
+    d_psi0: f64,
+    d_psi1: &DMatrix<f64>,
+    w: &DMatrix<f64>,
+) -> PsiGrad {
+    let bar = d_psi1 + psi1 * w * 2.0;
+    let (mut grad, _, dz) = kernel.cross_backward(x, z, &bar);
+    let (gdiag, _) = kernel.diag_backward(x, &DVector::from_element(x.nrows(), d_psi0));
+    grad.add_assign(&gdiag);
+    PsiGrad {
+        kernel: grad,
+        z: dz,
+        mean: DVector::zeros(0),
+        variance: DVector::zeros(0),
+    }
+}
+
+/// The SE + linear kernel on [x_O, w] unpacked into effective (masked) values.
+pub(super) struct SeLinear<'a> {
+    kernel: &'a Kernel,
+    x: &'a DMatrix<f64>,
+    z: &'a DMatrix<f64>,
+    mu: &'a DVector<f64>,
+    s: &'a DVector<f64>,
+    sf2: f64,
+    /// θ̃_d = E_d θ_d for the observed dimensions, then the latent θ̃_w last.
+    theta: Vec<f64>,
+    /// ṽ_d = E_d v_d, latent last.
+    v: Vec<f64>,
+}
+
+/// Forward quantities the backward pass reuses.
+pub(super) struct LatentCache {
+    /// le_nm = −½ Σ_{d∈O} θ_d² (x_nd − z_md)².
+    le: DMatrix<f64>,
+    /// Ψ1_se / sf2.
+    u1: DMatrix<f64>,
+    /// Σ_{d∈O} v_d x_nd z_md.
+    lin_o: DMatrix<f64>,
+    /// Ψ1_lin.
+    psi1_lin: DMatrix<f64>,
+}
+
+impl<'a> SeLinear<'a> {
+    /// Checks shapes and the kernel's form (one SE part, a linear part).
+    pub(super) fn new(
+        kernel: &'a Kernel,
+        x: &'a DMatrix<f64>,
+        z: &'a DMatrix<f64>,
+        q: &'a LatentPosterior,
+    ) -> Result<Self, CollapsedError> {
+        let (Some(lin), [se]) = (&kernel.linear, kernel.stationary.as_slice()) else {
+            return Err(CollapsedError::UnsupportedKernel(
+                "psi-statistics with a latent input need exactly one squared-exponential part plus a linear part".into(),
+            ));
+        };
+        if se.kind != StationaryKind::SquaredExponential {
+            return Err(CollapsedError::UnsupportedKernel(format!(
+                "psi-statistics are closed-form only for the squared exponential, not {:?}",
+                se.kind
+            )));
+        }
+        let dim = x.ncols() + 1;
+        if kernel.dim() != dim || z.ncols() != dim || lin.len() != dim || se.precision.len() != dim
+        {
+            return Err(CollapsedError::Shape(format!(
+                "with a latent, the kernel (mask {}, linear {}, precisions {}) and Z ({}) need \
+                 |O| + 1 = {dim} dimensions",
+                kernel.dim(),
+                lin.len(),
+                se.precision.len(),
+                z.ncols()
+            )));
+        }
+        if q.mean.len() != x.nrows() || q.variance.len() != x.nrows() {
+            return Err(CollapsedError::Shape(format!(
+                "q(w) has {} means and {} variances for {} rows",
+                q.mean.len(),
+                q.variance.len(),
+                x.nrows()
+            )));
+        }
+        let masked =
+            |t: &[f64]| -> Vec<f64> { t.iter().zip(&kernel.mask).map(|(a, e)| a * e).collect() };
+        Ok(Self {
+            kernel,
+            x,
+            z,
+            mu: &q.mean,
+            s: &q.variance,
+            sf2: se.variance,
+            theta: masked(&se.precision),
+            v: masked(lin),
+        })
+    }
+
+    fn obs(&self) -> usize {
+        self.x.ncols()
+    }
+
+    /// The statistics and the cache for [`SeLinear::backward`].
+    pub(super) fn forward(&self) -> (PsiStatistics, LatentCache) {
+        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let (tw, vw, sf2) = (self.theta[o], self.v[o], self.sf2);
+        let tw2 = tw * tw;
+        let zw = self.z.column(o);
+
+        let mut le = DMatrix::zeros(n, m);
+        for d in (0..o).filter(|&d| self.theta[d] != 0.0) {
+            let t2 = self.theta[d] * self.theta[d];
+            let xd = self.x.column(d);
+            for (mut col, &zmd) in le.column_iter_mut().zip(self.z.column(d).iter()) {
+                col.iter_mut().zip(xd.iter()).for_each(|(l, &xn)| {
+                    let diff = xn - zmd;
+                    *l -= 0.5 * t2 * diff * diff;
+                });
+            }
+        }
+        let a: Vec<f64> = self.s.iter().map(|&s| 1.0 + tw2 * s).collect();
+        let mut u1 = le.clone();
+        for (mut col, &zm) in u1.column_iter_mut().zip(zw.iter()) {
+            for (k, u) in col.iter_mut().enumerate() {
+                let delta = self.mu[k] - zm;
+                let log_u: f64 = *u;
+                *u = exp_or_zero(log_u - tw2 * delta * delta / (2.0 * a[k])) / a[k].sqrt();
+            }
+        }
+        let lin_o = self.linear_observed();
+        let psi1_lin = &lin_o + (self.mu * vw) * zw.transpose();
+        let psi1 = &u1 * sf2 + &psi1_lin;
+
+        let mut psi0 = n as f64 * sf2;
+        for d in (0..o).filter(|&d| self.kernel.mask[d] != 0.0) {
+            psi0 += self.v[d] * self.x.column(d).norm_squared();
+        }
+        let s_total = self.s.sum();
+        psi0 += vw * (self.mu.norm_squared() + s_total);
+
+        // Ψ2 = sf2² Σ_n ψ2_se + Ψ1_linᵀΨ1_lin + v_w² Σs z_w z_wᵀ + Cs + Csᵀ.
+        let mut psi2 = self.psi2_se_unit(&le) * (sf2 * sf2);
+        psi2 += psi1_lin.tr_mul(&psi1_lin);
+        psi2 += (zw * zw.transpose()) * (vw * vw * s_total);
+        let cs = self.cross_sum(&u1, &lin_o, &a);
+        psi2 += &cs + cs.transpose();
+        (
+            PsiStatistics { psi0, psi1, psi2 },
+            LatentCache {
+                le,
+                u1,
+                lin_o,
+                psi1_lin,
+            },
+        )
+    }
+
+    /// Σ_{d∈O} ṽ_d x_nd z_md (N × M), skipping masked dimensions.
+    fn linear_observed(&self) -> DMatrix<f64> {
+        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let mut lin = DMatrix::zeros(n, m);
+        for d in (0..o).filter(|&d| self.kernel.mask[d] != 0.0) {
+            let xd = self.x.column(d) * self.v[d];
+            for (mut col, &zmd) in lin.column_iter_mut().zip(self.z.column(d).iter()) {
+                col.axpy(zmd, &xd, 1.0);
+            }
+        }
+        lin
+    }
+
+    /// Σ_n C(n, ·, ·) = sf2 [U1ᵀ G + v_w θ_w² (z_w ∘ t) z_wᵀ] with G = lin_o + v_w (μ/a) z_wᵀ and
+    /// t_m = Σ_n u1_nm s_n / a_n.
+    fn cross_sum(&self, u1: &DMatrix<f64>, lin_o: &DMatrix<f64>, a: &[f64]) -> DMatrix<f64> {
+        let o = self.obs();
+        let (tw, vw) = (self.theta[o], self.v[o]);
+        let zw = self.z.column(o);
+        let mu_over_a = DVector::from_iterator(a.len(), self.mu.iter().zip(a).map(|(m, a)| m / a));
+        let g = lin_o + (mu_over_a * vw) * zw.transpose();
+        let s_over_a = DVector::from_iterator(a.len(), self.s.iter().zip(a).map(|(s, a)| s / a));
+        let t = u1.tr_mul(&s_over_a);
+        let zt = zw.component_mul(&t);
+        (u1.tr_mul(&g) + (zt * zw.transpose()) * (vw * tw * tw)) * self.sf2
+    }
+
+    /// Σ_n ψ2_se(n, ·, ·) / sf2², by the packed lower triangle, in the factored form
+    /// ψ2_se/sf2² = b_n^{-1/2} exp(B_nm + B_nm' − h_n (z_mw − z_m'w)²) with
+    /// B_nm = le_nm − (c_n/2)(μ_n − z_mw)², c_n = θ_w²/b_n, h_n = (θ_w² − c_n)/4 ≥ 0
+    /// (the same exponent as the module formula, rearranged so that every term is ≤ 0 and a row
+    /// whose B_nm underflows can be skipped whole).
+    fn psi2_se_unit(&self, le: &DMatrix<f64>) -> DMatrix<f64> {
+        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let tw2 = self.theta[o] * self.theta[o];
+        let zw = self.z.column(o);
+        let pairs = PairTable::new(zw.as_slice());
+        let mut acc = vec![0.0; pairs.len()];
+        let mut row = vec![0.0; m];
+        for k in 0..n {
+            let lat = RowLatent::new(tw2, self.mu[k], self.s[k]);
+            lat.exponents(le, k, zw.as_slice(), &mut row);
+            let mut idx = 0;
+            for i in 0..m {
+                let bi = row[i];
+                // Every exponent in this row is ≤ B_ni.
+                if bi < EXP_FLOOR {
+                    idx += i + 1;
+                    continue;
+                }
+                let pair = idx..idx + i + 1;
+                for ((a, &bj), &dz2) in acc[pair.clone()]
+                    .iter_mut()
+                    .zip(&row[..=i])
+                    .zip(&pairs.dz2[pair])
+                {
+                    *a += lat.pref * exp_or_zero(bi + bj - lat.h * dz2);
+                }
+                idx += i + 1;
+            }
+        }
+        pairs.unpack(&acc)
+    }
+
+    /// Reverse mode given ∂F/∂ψ0 = `g0`, ∂F/∂Ψ1 = `g1` and a symmetric ∂F/∂Ψ2 = `w`.
+    pub(super) fn backward(
+        &self,
+        cache: &LatentCache,
+        g0: f64,
+        g1: &DMatrix<f64>,
+        w: &DMatrix<f64>,
+    ) -> PsiGrad {
+        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let (tw, vw, sf2) = (self.theta[o], self.v[o], self.sf2);
+        let tw2 = tw * tw;
+        let zw = self.z.column(o).into_owned();
+        let (mu, s) = (self.mu, self.s);
+        let a: Vec<f64> = s.iter().map(|&sv| 1.0 + tw2 * sv).collect();
+        let s_total = s.sum();
+
+        let mut g_sf2 = 0.0;
+        let mut g_theta = vec![0.0; o + 1];
+        let mut g_v = vec![0.0; o + 1];
+        let mut g_z = DMatrix::zeros(m, o + 1);
+        let mut g_zw = DVector::zeros(m);
+        let mut g_mu = DVector::zeros(n);
+        let mut g_s = DVector::zeros(n);
+        let w2 = w * 2.0;
+
+        // ψ0 = N sf2 + Σ v_d x_nd² + v_w Σ (μ² + s).
+        g_sf2 += g0 * n as f64;
+        for d in (0..o).filter(|&d| self.kernel.mask[d] != 0.0) {
+            g_v[d] += g0 * self.x.column(d).norm_squared();
+        }
+        g_v[o] += g0 * (mu.norm_squared() + s_total);
+        g_mu.axpy(2.0 * g0 * vw, mu, 1.0);
+        g_s.add_scalar_mut(g0 * vw);
+
+        // Ψ1 = sf2 U1 + Ψ1_lin: adjoints of Ψ1_se (bar_se) and Ψ1_lin (bar_lin).
+        let psi1_se = &cache.u1 * sf2;
+        let mut bar_se = g1.clone();
+        let mut bar_lin = g1.clone();
+
+        // Ψ1_linᵀΨ1_lin.
+        bar_lin += &cache.psi1_lin * &w2;
+        // v_w² (Σs) z_w z_wᵀ.
+        let wzw = w * &zw;
+        let lambda = zw.dot(&wzw);
+        g_v[o] += 2.0 * vw * s_total * lambda;
+        g_s.add_scalar_mut(vw * vw * lambda);
+        g_zw.axpy(2.0 * vw * vw * s_total, &wzw, 1.0);
+
+        // Cs = Ψ1_seᵀ G + κ (z_w ∘ t) z_wᵀ, κ = sf2 v_w θ_w², with adjoint W2 (it enters as Cs + Csᵀ).
+        let mu_over_a = DVector::from_iterator(n, mu.iter().zip(&a).map(|(m, a)| m / a));
+        let g_mat = &cache.lin_o + (&mu_over_a * vw) * zw.transpose();
+        bar_se += &g_mat * &w2;
+        let g_bar = &psi1_se * &w2;
+        // G = lin_o + v_w (μ/a) z_wᵀ: lin_o's adjoint joins Ψ1_lin's observed part below.
+        let gz = &g_bar * &zw;
+        g_v[o] += mu_over_a.dot(&gz);
+        g_zw.axpy(vw, &g_bar.tr_mul(&mu_over_a), 1.0);
+        for k in 0..n {
+            // ∂(μ/a)/∂μ = 1/a, ∂/∂s = −μθ_w²/a², ∂/∂θ_w = −2μθ_w s/a².
+            let phi = vw * gz[k];
+            let a2 = a[k] * a[k];
+            g_mu[k] += phi / a[k];
+            g_s[k] -= phi * mu[k] * tw2 / a2;
+            g_theta[o] -= phi * mu[k] * 2.0 * tw * s[k] / a2;
+        }
+        let s_over_a = DVector::from_iterator(n, s.iter().zip(&a).map(|(s, a)| s / a));
+        let t = cache.u1.tr_mul(&s_over_a);
+        let kappa = sf2 * vw * tw2;
+        let r = &w2 * &zw;
+        let zt = zw.component_mul(&t);
+        let kappa_bar: f64 = zt.dot(&r);
+        g_sf2 += kappa_bar * vw * tw2;
+        g_v[o] += kappa_bar * sf2 * tw2;
+        g_theta[o] += kappa_bar * sf2 * vw * 2.0 * tw;
+        g_zw.axpy(kappa, &t.component_mul(&r), 1.0);
+        g_zw.axpy(kappa, &(&w2 * &zt), 1.0);
+        let t_bar = zw.component_mul(&r) * kappa;
+        // t_m = Σ_n u1_nm s_n/a_n: u1 gets t̄_m s_n/a_n; s/a gets ρ_n = Σ_m u1_nm t̄_m with
+        // ∂(s/a)/∂s = 1/a², ∂(s/a)/∂θ_w = −2θ_w s²/a².
+        let mut bar_u1 = &s_over_a * t_bar.transpose();
+        let rho = &cache.u1 * &t_bar;
+        for k in 0..n {
+            let a2 = a[k] * a[k];
+            g_s[k] += rho[k] / a2;
+            g_theta[o] -= rho[k] * 2.0 * tw * s[k] * s[k] / a2;
+        }
+
+        // Ψ1_lin = lin_o + v_w μ z_wᵀ.
+        let bar_lin_o = &bar_lin + &g_bar;
+        let bz = &bar_lin * &zw;
+        g_v[o] += mu.dot(&bz);
+        g_zw.axpy(vw, &bar_lin.tr_mul(mu), 1.0);
+        g_mu.axpy(vw, &bz, 1.0);
+        let bar_lin_o_z = &bar_lin_o * self.z;
+        let bar_lin_o_x = bar_lin_o.tr_mul(self.x);
+        for d in (0..o).filter(|&d| self.kernel.mask[d] != 0.0) {
+            g_v[d] += self.x.column(d).dot(&bar_lin_o_z.column(d));
+            g_z.column_mut(d)
+                .axpy(self.v[d], &bar_lin_o_x.column(d), 1.0);
+        }
+
+        // Ψ1_se = sf2 U1.
+        g_sf2 += bar_se.dot(&cache.u1);
+        bar_u1 += &bar_se * sf2;
+        // log u1 = le − ½ log a − θ_w² δ²/(2a), δ = μ_n − z_mw.
+        let q = bar_u1.component_mul(&cache.u1);
+        let mut le_bar = q.clone();
+        for (j, col) in q.column_iter().enumerate() {
+            for (k, &qv) in col.iter().enumerate() {
+                if qv == 0.0 {
+                    continue;
+                }
+                let delta = mu[k] - zw[j];
+                let ak = a[k];
+                let d_a = -0.5 / ak + tw2 * delta * delta / (2.0 * ak * ak);
+                g_s[k] += qv * d_a * tw2;
+                g_theta[o] += qv * (d_a * 2.0 * tw * s[k] - tw * delta * delta / ak);
+                let d_delta = -qv * tw2 * delta / ak;
+                g_mu[k] += d_delta;
+                g_zw[j] -= d_delta;
+            }
+        }
+
+        // Σ_n ψ2_se with adjoint sf2² W.
+        let se2 = self.psi2_se_backward(&cache.le, w, &mut le_bar);
+        g_sf2 += 2.0 * sf2 * se2.total;
+        g_theta[o] += sf2 * sf2 * se2.theta_w;
+        g_zw.axpy(sf2 * sf2, &se2.zw, 1.0);
+        g_mu.axpy(sf2 * sf2, &se2.mu, 1.0);
+        g_s.axpy(sf2 * sf2, &se2.s, 1.0);
+
+        // le_nm = −½ Σ_d θ_d² (x_nd − z_md)².
+        for d in (0..o).filter(|&d| self.theta[d] != 0.0) {
+            let td = self.theta[d];
+            let xd = self.x.column(d);
+            let mut sq = 0.0;
+            for (j, col) in le_bar.column_iter().enumerate() {
+                let zmd = self.z[(j, d)];
+                let mut lin = 0.0;
+                for (&lb, &xn) in col.iter().zip(xd.iter()) {
+                    let diff = xn - zmd;
+                    sq += lb * diff * diff;
+                    lin += lb * diff;
+                }
+                g_z[(j, d)] += td * td * lin;
+            }
+            g_theta[d] -= td * sq;
+        }
+
+        g_z.set_column(o, &g_zw);
+        let mut kernel_grad = self.kernel.new_zeroed_grad();
+        let mask = &self.kernel.mask;
+        if let Some(lin) = kernel_grad.linear.as_mut() {
+            lin.iter_mut()
+                .zip(&g_v)
+                .zip(mask)
+                .for_each(|((g, v), e)| *g = v * e);
+        }
+        let part = &mut kernel_grad.stationary[0];
+        part.variance = g_sf2;
+        part.precision
+            .iter_mut()
+            .zip(&g_theta)
+            .zip(mask)
+            .for_each(|((g, t), e)| *g = t * e);
+        PsiGrad {
+            kernel: kernel_grad,
+            z: g_z,
+            mean: g_mu,
+            variance: g_s,
+        }
+    }
+
+    /// Reverse mode of Σ_n ψ2_se/sf2² against the symmetric W, in the factored form of
+    /// [`SeLinear::psi2_se_unit`]. Adds sf2²·∂/∂le to `le_bar` and returns the other gradients of
+    /// Σ_{n,m,m'} W_mm' ψ2_se(n,m,m')/sf2² (all but `total` still to be multiplied by sf2²).
+    /// With p the unit value, δ_nm = μ_n − z_mw and Δ² = (z_mw − z_m'w)²:
+    /// ∂log p/∂B_nm = ∂log p/∂B_nm' = 1, ∂log p/∂h_n = −Δ², ∂log p/∂log pref = 1;
+    /// ∂B/∂le = 1, ∂B/∂μ_n = −c δ, ∂B/∂z_mw = c δ, ∂B/∂c = −δ²/2, ∂Δ²/∂z_mw = 2(z_mw − z_m'w);
+    /// ∂c/∂s = −2θ_w⁴/b², ∂c/∂θ_w = 2θ_w/b², h = (θ_w² − c)/4, log pref = −½ log b.
+    fn psi2_se_backward(
+        &self,
+        le: &DMatrix<f64>,
+        w: &DMatrix<f64>,
+        le_bar: &mut DMatrix<f64>,
+    ) -> Se2Grad {
+        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let tw = self.theta[o];
+        let tw2 = tw * tw;
+        let zw = self.z.column(o);
+        let pairs = PairTable::new(zw.as_slice());
+        let sf4 = self.sf2 * self.sf2;
+        // Each unordered pair m > m' appears twice in Σ_{m,m'}.
+        let mut wp = Vec::with_capacity(pairs.len());
+        for i in 0..m {
+            for j in 0..=i {
+                wp.push(if i == j { w[(i, i)] } else { 2.0 * w[(i, j)] });
+            }
+        }
+        let mut out = Se2Grad {
+            total: 0.0,
+            theta_w: 0.0,
+            zw: DVector::zeros(m),
+            mu: DVector::zeros(n),
+            s: DVector::zeros(n),
+        };
+        // Σ_n q h_n per pair, for the n-independent ∂Δ²/∂z.
+        let mut qh_pair = vec![0.0; pairs.len()];
+        let mut row = vec![0.0; m];
+        let mut row_bar = vec![0.0; m];
+        for k in 0..n {
+            let (mu, s) = (self.mu[k], self.s[k]);
+            let lat = RowLatent::new(tw2, mu, s);
+            lat.exponents(le, k, zw.as_slice(), &mut row);
+            row_bar.fill(0.0);
+            let (mut q_sum, mut q_dz2) = (0.0, 0.0);
+            let mut idx = 0;
+            for i in 0..m {
+                let bi = row[i];
+                if bi < EXP_FLOOR {
+                    idx += i + 1;
+                    continue;
+                }
+                let pair = idx..idx + i + 1;
+                let mut bar_i = 0.0;
+                for (((&bj, rbj), (&dz2, &wpv)), qh) in row[..=i]
+                    .iter()
+                    .zip(row_bar[..=i].iter_mut())
+                    .zip(pairs.dz2[pair.clone()].iter().zip(&wp[pair.clone()]))
+                    .zip(qh_pair[pair].iter_mut())
+                {
+                    let q = wpv * lat.pref * exp_or_zero(bi + bj - lat.h * dz2);
+                    if q != 0.0 {
+                        q_sum += q;
+                        q_dz2 += q * dz2;
+                        bar_i += q;
+                        *rbj += q;
+                        *qh += q * lat.h;
+                    }
+                }
+                row_bar[i] += bar_i;
+                idx += i + 1;
+            }
+            out.total += q_sum;
+            // Through B_nm = le_nm − (c/2) δ².
+            let mut c_bar = 0.0;
+            for (i, &rb) in row_bar.iter().enumerate() {
+                if rb == 0.0 {
+                    continue;
+                }
+                let delta = mu - zw[i];
+                out.mu[k] -= rb * lat.c * delta;
+                out.zw[i] += rb * lat.c * delta;
+                c_bar -= 0.5 * rb * delta * delta;
+            }
+            // h = (θ² − c)/4 enters as −h Δ².
+            let h_bar = -q_dz2;
+            let c_total = c_bar - 0.25 * h_bar;
+            let b = lat.b;
+            let b2 = b * b;
+            out.s[k] += -tw2 / b * q_sum + c_total * (-2.0 * tw2 * tw2 / b2);
+            out.theta_w +=
+                -2.0 * tw * s / b * q_sum + c_total * (2.0 * tw / b2) + 0.25 * h_bar * 2.0 * tw;
+            le_bar
+                .row_mut(k)
+                .iter_mut()
+                .zip(&row_bar)
+                .for_each(|(lb, rb)| *lb += sf4 * rb);
+        }
+        // −h Δ² with ∂Δ²/∂z_mw = 2(z_mw − z_m'w) = −∂Δ²/∂z_m'w.
+        let mut idx = 0;
+        for i in 0..m {
+            for j in 0..=i {
+                let g = -2.0 * qh_pair[idx] * (zw[i] - zw[j]);
+                out.zw[i] += g;
+                out.zw[j] -= g;
+                idx += 1;
+            }
+        }
+        out
+    }
+}
+
+/// The per-row latent constants of ψ2_se: b = 1 + 2θ_w² s, c = θ_w²/b, h = (θ_w² − c)/4 and
+/// pref = b^{-1/2}.
+struct RowLatent {
+    mu: f64,
+    b: f64,
+    c: f64,
+    h: f64,
+    pref: f64,
+}
+
+impl RowLatent {
+    fn new(tw2: f64, mu: f64, s: f64) -> Self {
+        let b = 1.0 + 2.0 * tw2 * s;
+        let c = tw2 / b;
+        Self {
+            mu,
+            b,
+            c,
+            h: 0.25 * (tw2 - c),
+            pref: 1.0 / b.sqrt(),
+        }
+    }
+
+    /// B_nm = le_nm − (c/2)(μ_n − z_mw)² for every m of row `k`, into `out`.
+    fn exponents(&self, le: &DMatrix<f64>, k: usize, zw: &[f64], out: &mut [f64]) {
+        for ((o, &l), &z) in out.iter_mut().zip(le.row(k).iter()).zip(zw) {
+            let d = self.mu - z;
+            *o = l - 0.5 * self.c * d * d;
+        }
+    }
+}
+
+/// Gradients of the unit-variance Σ_n ψ2_se against W (see [`SeLinear::psi2_se_backward`]).
+struct Se2Grad {
+    total: f64,
+    theta_w: f64,
+    zw: DVector<f64>,
+    mu: DVector<f64>,
+    s: DVector<f64>,
+}
+
+/// Per inducing pair (m ≥ m', packed lower triangle, row by row): Δ² = (z_mw − z_m'w)².
+struct PairTable {
+    m: usize,
+    dz2: Vec<f64>,
+}
+
+impl PairTable {
+    fn new(zw: &[f64]) -> Self {
+        let m = zw.len();
+        let mut dz2 = Vec::with_capacity(m * (m + 1) / 2);
+        for i in 0..m {
+            for j in 0..=i {
+                let d = zw[i] - zw[j];
+                dz2.push(d * d);
+            }
+        }
+        Self { m, dz2 }
+    }
+
+    fn len(&self) -> usize {
+        self.dz2.len()
+    }
+
+    /// The symmetric M × M matrix of a packed lower triangle.
+    fn unpack(&self, packed: &[f64]) -> DMatrix<f64> {
+        let mut out = DMatrix::zeros(self.m, self.m);
+        let mut idx = 0;
+        for i in 0..self.m {
+            for j in 0..=i {
+                out[(i, j)] = packed[idx];
+                out[(j, i)] = packed[idx];
+                idx += 1;
+            }
+        }
+        out
+    }
+}
