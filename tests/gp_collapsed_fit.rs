@@ -201,16 +201,33 @@ fn initialisation_follows_the_reference() {
         let zi = p2.z.fixed_view::<1, 2>(i, 0);
         assert!((0..30).any(|r| x2.fixed_view::<1, 2>(r, 0) == zi));
     }
-    // Root: μ = 0.1 y, θ_w = λ; never GP-initialised.
+    // Root with the random start: μ = 0.1 y, θ_w = λ.
+    let never = FitSettings {
+        gp_initialisation: GpInitialisation::Never,
+        ..quick_settings()
+    };
+    let root = CollapsedModel::new(DMatrix::zeros(30, 0), y.clone()).unwrap();
+    let p3 = root.initial_params(&never, &mut rng);
+    assert!((&p3.latent.as_ref().unwrap().mean - &y * 0.1).amax() < 1e-15);
+    assert!((1.0..100.0).contains(&p3.kernel.stationary[0].precision[0]));
+    // Root with the data-dependent start: μ = normal scores of y (same order as y, symmetric
+    // around 0), variance 0.01, θ_w = 1.
     let always = FitSettings {
         gp_initialisation: GpInitialisation::Always,
         ..quick_settings()
     };
-    let p3 = CollapsedModel::new(DMatrix::zeros(30, 0), y.clone())
-        .unwrap()
-        .initial_params(&always, &mut rng);
-    assert!((&p3.latent.as_ref().unwrap().mean - &y * 0.1).amax() < 1e-15);
-    assert!((1.0..100.0).contains(&p3.kernel.stationary[0].precision[0]));
+    let p4 = root.initial_params(&always, &mut rng);
+    let q4 = p4.latent.as_ref().unwrap();
+    for a in 0..30 {
+        for b in 0..30 {
+            if y[a] < y[b] {
+                assert!(q4.mean[a] < q4.mean[b]);
+            }
+        }
+    }
+    assert!(q4.mean.sum().abs() < 1e-9 && q4.mean.max() > 1.5);
+    assert!(q4.variance.iter().all(|&v| v == 0.01));
+    assert_eq!(p4.kernel.stationary[0].precision[0], 1.0);
 
     // GP start: μ is the regression residual (small for a sine with 10% noise), θ_w = 3θ_x, and
     // the same draws otherwise (Z).
