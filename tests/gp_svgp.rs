@@ -346,6 +346,13 @@ fn natural_steps_with_small_gamma_increase_the_bound_monotonically_in_expectatio
 }
 
 #[test]
+fn an_indefinite_q_covariance_is_an_error_not_a_jittered_kl() {
+    let mut p = random_problem(2, 4, 5, 2, true, false, 6);
+    p.q_cov[(2, 2)] = -0.5;
+    assert!(bound_and_gradient(&input(&p)).is_err());
+}
+
+#[test]
 fn a_failed_factorisation_is_an_error_not_a_nan() {
     let mut p = random_problem(2, 4, 5, 2, true, false, 5);
     p.z[(1, 0)] = f64::NAN;

@@ -216,11 +216,14 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
                 .map(|n| kl_standard_normal(lat.mu[n], lat.var[n]))
                 .sum::<f64>()
     });
+    // S must be positive definite as it stands: jitter here would silently change the KL, so a
+    // failure is reported instead (one attempt, no jitter).
     let s_factor = cholesky_jittered(
         s_cov,
         JitterPolicy {
             initial: 0.0,
-            ..jitter
+            factor: 1.0,
+            max_attempts: 1,
         },
     )?;
     let kl_inducing =
