@@ -48,8 +48,8 @@ fn quick_settings() -> FitSettings {
 #[test]
 fn conditional_fit_beats_noise_and_linear_baselines() {
     let (x, y) = sine_data(40, 1);
-    let blr = linear_regression_evidence(&x, &y);
-    let root = root_noise_value(&y);
+    let blr = linear_regression_evidence(&x, &y, 1e-6);
+    let root = root_noise_value(&y, 1e-6);
     let model = CollapsedModel::new(x, y).unwrap();
     assert_eq!(model.noise_value(), blr.value);
 
@@ -145,7 +145,7 @@ fn ten_rows_fit_as_root_and_as_conditional() {
     };
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let root = CollapsedModel::new(DMatrix::zeros(10, 0), y.clone()).unwrap();
-    assert_eq!(root.noise_value(), root_noise_value(&y));
+    assert_eq!(root.noise_value(), root_noise_value(&y, 1e-6));
     let fit = root.fit(&settings, &mut rng).unwrap();
     // M = min(200, N) = 10 inducing points on the latent alone.
     assert_eq!(fit.params.z.shape(), (10, 1));
@@ -328,11 +328,46 @@ fn linear_evidence_is_the_dense_maximum() {
         let logdet = 2.0 * c.l().diagonal().iter().map(|d| d.ln()).sum::<f64>();
         -0.5 * (n as f64 * (2.0 * std::f64::consts::PI).ln() + logdet + y.dot(&c.solve(&y)))
     };
-    let e = linear_regression_evidence(&x, &y);
+    let e = linear_regression_evidence(&x, &y, 1e-6);
     let (v, s2) = (e.weight_variance, e.noise_variance);
     assert!((e.value - dense(v, s2)).abs() < 1e-9 * e.value.abs());
     for (dv, ds) in [(1.01, 1.0), (0.99, 1.0), (1.0, 1.01), (1.0, 0.99)] {
         assert!(dense(v * dv, s2 * ds) <= e.value + 1e-9, "not a maximum");
     }
-    assert!(e.value > root_noise_value(&y));
+    assert!(e.value > root_noise_value(&y, 1e-6));
+}
+
+/// A binary column: without a resolution floor a marginal model can place spikes of unbounded
+/// height on the two values; with φ² ≥ Δ²/12 (Δ = 2 for a standardised balanced binary column)
+/// its bound stays near the Gaussian baseline and the fitted φ² respects the floor.
+#[test]
+fn a_resolution_floor_bounds_the_evidence_of_a_binary_column() {
+    let n = 60;
+    let y = DVector::from_fn(n, |i, _| if i % 2 == 0 { 1.0 } else { -1.0 });
+    let floor = occam::gp::resolution::resolution_noise_floor(y.as_slice(), 1e-6);
+    assert!((floor - 1.0 / 3.0).abs() < 1e-12);
+    let settings = FitSettings {
+        gp_initialisation: GpInitialisation::Always,
+        ..quick_settings()
+    };
+    let free = CollapsedModel::new(DMatrix::zeros(n, 0), y.clone()).unwrap();
+    let floored = CollapsedModel::with_noise_floor(DMatrix::zeros(n, 0), y.clone(), floor).unwrap();
+    assert_eq!(floored.noise_floor(), floor);
+    assert_eq!(floored.noise_value(), root_noise_value(&y, floor));
+    let a = free
+        .fit(&settings, &mut ChaCha8Rng::seed_from_u64(4))
+        .unwrap();
+    let b = floored
+        .fit(&settings, &mut ChaCha8Rng::seed_from_u64(4))
+        .unwrap();
+    assert!(b.params.noise_variance >= floor);
+    // A density convolved with noise of variance ≥ 1/3 has p(1) + p(−1) ≤ N(0 | 0, 1/3)(1 + e⁻⁶),
+    // so on 30 + 30 points the log evidence is at most 60 (log ½ + log N(0 | 0, 1/3)) ≈ −63.6
+    // plus 60 · log(1 + e⁻⁶) ≈ 0.15.
+    let cap = n as f64 * (0.5f64.ln() - 0.5 * (2.0 * std::f64::consts::PI / 3.0).ln());
+    assert!(b.bound <= cap + 0.2, "{} > {cap}", b.bound);
+    // Without the floor the same data gets far more "evidence" (spikes).
+    assert!(a.bound > cap + 1.0 * n as f64, "{} vs {cap}", a.bound);
+    // A floor below GPflow's is refused.
+    assert!(CollapsedModel::with_noise_floor(DMatrix::zeros(n, 0), y, 1e-9).is_err());
 }

@@ -3,7 +3,8 @@
 //! larger total wins. Each of the four components is fitted with restarts and its best bound kept
 //! (each component is its own model, so the best per component is a valid choice, §7.2).
 
-use crate::gp::collapsed::{CollapsedModel, FitSettings};
+use crate::gp::collapsed::{CollapsedModel, FitSettings, NOISE_VARIANCE_FLOOR};
+use crate::gp::resolution::resolution_noise_floor;
 use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
 use nalgebra::DMatrix;
 use rand::seq::SliceRandom;
@@ -117,7 +118,8 @@ pub fn fit_collapsed(
     let others: Vec<usize> = (0..data.ncols()).filter(|&c| c != slot).collect();
     let parents = DMatrix::from_fn(n, others.len(), |r, k| data[(r, others[k])]);
     let y = data.column(slot).into_owned();
-    let model = CollapsedModel::new(parents, y).map_err(|e| e.to_string())?;
+    let floor = resolution_noise_floor(y.as_slice(), NOISE_VARIANCE_FLOOR);
+    let model = CollapsedModel::with_noise_floor(parents, y, floor).map_err(|e| e.to_string())?;
     model
         .fit(settings, rng)
         .map(|f| f.bound)

@@ -15,6 +15,7 @@ pub mod kernel;
 pub mod lbfgs;
 pub mod linalg;
 pub mod natgrad;
+pub mod resolution;
 pub mod svgp;
 pub mod transform;
 pub mod variable;

@@ -10,6 +10,7 @@ use super::encoder::{Encoder, EncoderTape, FreeLatents};
 use super::kernel::{Kernel, StationaryKind, StationaryPart};
 use super::linalg::JitterPolicy;
 use super::natgrad::{step_size, InducingPosterior};
+use super::resolution::resolution_noise_floor;
 use super::svgp::{bound_and_gradient, LatentBatch, SvgpInput, SvgpOutput, SvgpTerms};
 use super::transform::{softplus, softplus_derivative, softplus_inverse};
 use nalgebra::{DMatrix, DVector};
@@ -77,6 +78,9 @@ pub struct GpCdeVariable {
     z: DMatrix<f64>,
     q: InducingPosterior,
     noise_raw: f64,
+    /// φ²'s floor: 1e-6, or Δ²/12 for a column recorded at resolution Δ
+    /// ([`resolution_noise_floor`]).
+    noise_floor: f64,
     latent: Latent,
     adam: Adam,
     samples: usize,
@@ -163,7 +167,9 @@ impl GpCdeVariable {
         }
 
         let kappa: f64 = rng.random_range(50.0..100.0);
-        let noise_raw = softplus_inverse(1.0 / (kappa * kappa) - NOISE_FLOOR);
+        let column: Vec<f64> = data.column(slot).iter().copied().collect();
+        let noise_floor = resolution_noise_floor(&column, NOISE_FLOOR);
+        let noise_raw = softplus_inverse(1.0 / (kappa * kappa));
         let latent = match settings.latent {
             LatentKind::Encoder => Latent::Encoder(Encoder::new(
                 d,
@@ -171,10 +177,7 @@ impl GpCdeVariable {
                 settings.encoder_depth,
                 rng,
             )),
-            LatentKind::Free => {
-                let y: Vec<f64> = data.column(slot).iter().copied().collect();
-                Latent::Free(FreeLatents::new(&y, 0.01, rng))
-            }
+            LatentKind::Free => Latent::Free(FreeLatents::new(&column, 0.01, rng)),
         };
         let mut variable = Self {
             slot,
@@ -183,6 +186,7 @@ impl GpCdeVariable {
             z,
             q: InducingPosterior::prior(m),
             noise_raw,
+            noise_floor,
             latent,
             adam: Adam::new(0, settings.adam),
             samples: settings.samples.max(1),
@@ -209,9 +213,9 @@ impl GpCdeVariable {
         &self.kernel
     }
 
-    /// φ² = softplus(raw) + 1e-6.
+    /// φ² = softplus(raw) + floor (floor 1e-6, or Δ²/12 for data recorded at resolution Δ).
     pub fn noise(&self) -> f64 {
-        softplus(self.noise_raw) + NOISE_FLOOR
+        softplus(self.noise_raw) + self.noise_floor
     }
 
     /// The modelled column.

@@ -21,7 +21,8 @@
 //!
 //! The random draws happen in the order listed (the coin before Z) from the caller's generator.
 //! Every positive quantity is
-//! optimised as softplus(raw) + floor: floor 0 for the kernel, 1e-6 for φ², and
+//! optimised as softplus(raw) + floor: floor 0 for the kernel, the model's noise floor for φ²
+//! (1e-6 unless the caller sets one; φ² starts at floor + 1/κ²), and
 //! [`LATENT_VARIANCE_FLOOR`] for s_n; Z and μ are unconstrained.
 //!
 //! Optimisation: Adam (lr 0.05) on −F until F exceeds the noise-model value F_noise (at most
@@ -202,12 +203,31 @@ pub struct CollapsedFit {
 pub struct CollapsedModel {
     parents: DMatrix<f64>,
     y: DVector<f64>,
+    noise_floor: f64,
     noise_value: f64,
 }
 
 impl CollapsedModel {
-    /// Checks the data (N ≥ 1 rows, matching lengths, finite values) and computes F_noise.
+    /// Checks the data (N ≥ 1 rows, matching lengths, finite values) and computes F_noise, with
+    /// φ² ≥ [`NOISE_VARIANCE_FLOOR`].
     pub fn new(parents: DMatrix<f64>, y: DVector<f64>) -> Result<Self, FitError> {
+        Self::with_noise_floor(parents, y, NOISE_VARIANCE_FLOOR)
+    }
+
+    /// As [`CollapsedModel::new`] with φ² ≥ `noise_floor` (at least [`NOISE_VARIANCE_FLOOR`]; see
+    /// [`crate::gp::resolution::resolution_noise_floor`] for a floor from the data's resolution). The floor is part
+    /// of the model: F_noise and every fit use it.
+    pub fn with_noise_floor(
+        parents: DMatrix<f64>,
+        y: DVector<f64>,
+        noise_floor: f64,
+    ) -> Result<Self, FitError> {
+        if !(noise_floor >= NOISE_VARIANCE_FLOOR && noise_floor.is_finite()) {
+            return Err(FitError::InvalidData(format!(
+                "the noise-variance floor must be finite and at least {NOISE_VARIANCE_FLOOR}, \
+                 got {noise_floor}"
+            )));
+        }
         if y.is_empty() {
             return Err(FitError::InvalidData("no rows".into()));
         }
@@ -230,15 +250,21 @@ impl CollapsedModel {
             )));
         }
         let noise_value = if parents.ncols() == 0 {
-            root_noise_value(&y)
+            root_noise_value(&y, noise_floor)
         } else {
-            linear_regression_evidence(&parents, &y).value
+            linear_regression_evidence(&parents, &y, noise_floor).value
         };
         Ok(Self {
             parents,
             y,
+            noise_floor,
             noise_value,
         })
+    }
+
+    /// The floor of φ² in this model.
+    pub fn noise_floor(&self) -> f64 {
+        self.noise_floor
     }
 
     /// F_noise: for a root, max log N(y | 0, σ²I) = −(N/2)(log(2π mean(y²)) + 1); for a
@@ -286,7 +312,7 @@ impl CollapsedModel {
         }
         theta.push(if p == 0 { lambda } else { 3.0 * lambda });
         let kappa: f64 = rng.random_range(10.0..100.0);
-        let noise_variance = 1.0 / (kappa * kappa);
+        let noise_variance = self.noise_floor + 1.0 / (kappa * kappa);
         let use_gp = p > 0
             && match settings.gp_initialisation {
                 GpInitialisation::Never => false,
@@ -379,7 +405,7 @@ impl CollapsedModel {
             kernel.set_params_from_slice(&values);
             CollapsedParams {
                 kernel,
-                noise_variance: softplus(raw[kl]) + NOISE_VARIANCE_FLOOR,
+                noise_variance: softplus(raw[kl]) + self.noise_floor,
                 ..start.clone()
             }
         };
@@ -406,9 +432,7 @@ impl CollapsedModel {
             .into_iter()
             .map(softplus_inverse)
             .collect();
-        raw0.push(softplus_inverse(
-            start.noise_variance - NOISE_VARIANCE_FLOOR,
-        ));
+        raw0.push(softplus_inverse(start.noise_variance - self.noise_floor));
         let Ok(report) = minimize(negated, &raw0, &settings.lbfgs) else {
             return false;
         };
@@ -429,7 +453,7 @@ impl CollapsedModel {
         let mut v = lin.clone();
         v.push(lin[0]);
         params.kernel = Kernel::se_plus_linear(v, se.variance, theta);
-        params.noise_variance = fitted.noise_variance.max(2.0 * NOISE_VARIANCE_FLOOR);
+        params.noise_variance = fitted.noise_variance.max(2.0 * self.noise_floor);
         if let Some(q) = params.latent.as_mut() {
             q.mean = &self.y - f_mean;
         }
@@ -584,10 +608,11 @@ fn check_settings(s: &FitSettings) -> Result<(), FitError> {
 }
 
 /// The flat unconstrained vector the optimisers see:
-/// [softplus⁻¹(kernel params in `Kernel::params_to_vec` order), softplus⁻¹(φ² − 1e-6),
+/// [softplus⁻¹(kernel params in `Kernel::params_to_vec` order), softplus⁻¹(φ² − floor),
 ///  Z (column-major), μ, softplus⁻¹(s − floor)].
-struct Layout {
+pub(crate) struct Layout {
     kernel: Kernel,
+    noise_floor: f64,
     kernel_len: usize,
     m: usize,
     dim: usize,
@@ -614,10 +639,9 @@ impl Layout {
         {
             return bad("every kernel variance and precision must be positive and finite".into());
         }
-        if !(p.noise_variance > NOISE_VARIANCE_FLOOR && p.noise_variance.is_finite()) {
-            return bad(format!(
-                "the noise variance must exceed its floor {NOISE_VARIANCE_FLOOR}"
-            ));
+        let floor = model.noise_floor;
+        if !(p.noise_variance > floor && p.noise_variance.is_finite()) {
+            return bad(format!("the noise variance must exceed its floor {floor}"));
         }
         if p.z.ncols() != dim || p.z.nrows() == 0 || p.z.iter().any(|v| !v.is_finite()) {
             return bad(format!("Z must be M × {dim} (M ≥ 1) and finite"));
@@ -637,16 +661,23 @@ impl Layout {
                 "q(w) means must be finite and variances above {LATENT_VARIANCE_FLOOR}"
             ));
         }
-        Ok(Self {
-            kernel: k.clone(),
-            kernel_len: k.param_count(),
-            m: p.z.nrows(),
-            dim,
-            n,
-        })
+        Ok(Self::for_shape(k, floor, p.z.nrows(), n))
     }
 
-    fn pack(&self, p: &CollapsedParams) -> Vec<f64> {
+    /// The layout of a latent SE + linear model with `kernel`'s shape (its values are not used),
+    /// φ² ≥ `noise_floor`, M inducing points and N rows. No checks: the caller vouches for them.
+    pub(crate) fn for_shape(kernel: &Kernel, noise_floor: f64, m: usize, n: usize) -> Self {
+        Self {
+            kernel: kernel.clone(),
+            noise_floor,
+            kernel_len: kernel.param_count(),
+            m,
+            dim: kernel.dim(),
+            n,
+        }
+    }
+
+    pub(crate) fn pack(&self, p: &CollapsedParams) -> Vec<f64> {
         let q = p.latent.as_ref().expect("checked by Layout::new");
         let mut raw: Vec<f64> = p
             .kernel
@@ -654,7 +685,7 @@ impl Layout {
             .into_iter()
             .map(softplus_inverse)
             .collect();
-        raw.push(softplus_inverse(p.noise_variance - NOISE_VARIANCE_FLOOR));
+        raw.push(softplus_inverse(p.noise_variance - self.noise_floor));
         raw.extend_from_slice(p.z.as_slice());
         raw.extend(q.mean.iter());
         raw.extend(
@@ -665,12 +696,12 @@ impl Layout {
         raw
     }
 
-    fn unpack(&self, raw: &[f64]) -> CollapsedParams {
+    pub(crate) fn unpack(&self, raw: &[f64]) -> CollapsedParams {
         let (kl, mz, n) = (self.kernel_len, self.m * self.dim, self.n);
         let mut kernel = self.kernel.clone();
         let kp: Vec<f64> = raw[..kl].iter().map(|&r| softplus(r)).collect();
         kernel.set_params_from_slice(&kp);
-        let noise_variance = softplus(raw[kl]) + NOISE_VARIANCE_FLOOR;
+        let noise_variance = softplus(raw[kl]) + self.noise_floor;
         let z = DMatrix::from_column_slice(self.m, self.dim, &raw[kl + 1..kl + 1 + mz]);
         let rest = &raw[kl + 1 + mz..];
         let mean = DVector::from_column_slice(&rest[..n]);
@@ -689,7 +720,7 @@ impl Layout {
     }
 
     /// ∂F/∂raw: the constrained gradient times sigmoid(raw) for the softplus entries.
-    fn raw_gradient(&self, raw: &[f64], g: &CollapsedGrad) -> Vec<f64> {
+    pub(crate) fn raw_gradient(&self, raw: &[f64], g: &CollapsedGrad) -> Vec<f64> {
         let (kl, n) = (self.kernel_len, self.n);
         let mut out = Vec::with_capacity(raw.len());
         out.extend(

@@ -9,15 +9,14 @@ use nalgebra::{DMatrix, DVector, SymmetricEigen};
 use crate::gp::lbfgs::{minimize, LbfgsSettings};
 use crate::gp::transform::{softplus, softplus_derivative, softplus_inverse};
 
-/// The noise-variance floor of GPflow's Gaussian likelihood, used for σ² here too.
-const NOISE_FLOOR: f64 = 1e-6;
-
-/// The maximised log-likelihood of y under N(0, σ²I): −(N/2)(log(2π σ̂²) + 1) with
-/// σ̂² = mean(y²) (the closed form of [B]'s root "noise model"; σ̂² = 1 for a standardised column).
-pub fn root_noise_value(y: &DVector<f64>) -> f64 {
+/// The maximised log-likelihood of y under N(0, σ²I) with σ² ≥ `floor`:
+/// −(N/2)(log(2π σ̂²) + σ̄²/σ̂²) with σ̄² = mean(y²) and σ̂² = max(σ̄², floor) (the closed form of
+/// [B]'s root "noise model"; σ̂² = 1 for a standardised column and any floor ≤ 1).
+pub fn root_noise_value(y: &DVector<f64>, floor: f64) -> f64 {
     let n = y.len() as f64;
-    let var = (y.norm_squared() / n).max(NOISE_FLOOR);
-    -0.5 * n * ((2.0 * std::f64::consts::PI * var).ln() + 1.0)
+    let mean_square = y.norm_squared() / n;
+    let var = mean_square.max(floor);
+    -0.5 * n * ((2.0 * std::f64::consts::PI * var).ln() + mean_square / var)
 }
 
 /// The Bayesian-linear-regression evidence at its maximum over (v, σ²), and the maximiser.
@@ -27,28 +26,34 @@ pub struct LinearEvidence {
     pub value: f64,
     /// The weight variance v.
     pub weight_variance: f64,
-    /// σ² (≥ 1e-6).
+    /// σ² (≥ the floor).
     pub noise_variance: f64,
 }
 
 /// The evidence of y under y = X β + ε, β ~ N(0, v I), ε ~ N(0, σ² I), maximised over v ≥ 0 and
-/// σ² ≥ 1e-6 (v = softplus(a), σ² = softplus(b) + 1e-6, by L-BFGS from v = 1, σ² = 1/2).
+/// σ² ≥ `floor` (v = softplus(a), σ² = softplus(b) + floor, by L-BFGS from v = 1,
+/// σ² = max(1/2, 2·floor)).
 ///
 /// Uses only |pa| × |pa| algebra: with XᵀX = U Λ Uᵀ and p = Λ^{-1/2} Uᵀ Xᵀ y (the coordinates of y
 /// on X's orthonormal left singular vectors),
 /// log N(y | 0, vXXᵀ + σ²I) = −½ [N log 2π + Σ_k log(vλ_k + σ²) + (N − P) log σ²
 ///                                + Σ_k p_k²/(vλ_k + σ²) + (yᵀy − Σ_k p_k²)/σ²].
 /// With no columns (P = 0) this is the root value [`root_noise_value`] with v = 0.
-pub fn linear_regression_evidence(x: &DMatrix<f64>, y: &DVector<f64>) -> LinearEvidence {
+pub fn linear_regression_evidence(
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    floor: f64,
+) -> LinearEvidence {
     if x.ncols() == 0 {
         return LinearEvidence {
-            value: root_noise_value(y),
+            value: root_noise_value(y, floor),
             weight_variance: 0.0,
-            noise_variance: (y.norm_squared() / y.len() as f64).max(NOISE_FLOOR),
+            noise_variance: (y.norm_squared() / y.len() as f64).max(floor),
         };
     }
     let stats = SpectralStats::new(x, y);
-    let start = [softplus_inverse(1.0), softplus_inverse(0.5 - NOISE_FLOOR)];
+    let s2_start = (0.5f64).max(2.0 * floor);
+    let start = [softplus_inverse(1.0), softplus_inverse(s2_start - floor)];
     let settings = LbfgsSettings {
         max_iterations: 1000,
         gradient_tolerance: 1e-9 * (1.0 + y.len() as f64),
@@ -56,7 +61,7 @@ pub fn linear_regression_evidence(x: &DMatrix<f64>, y: &DVector<f64>) -> LinearE
         ..LbfgsSettings::default()
     };
     let objective = |raw: &[f64]| -> Result<(f64, Vec<f64>), Infallible> {
-        let (v, s2) = (softplus(raw[0]), softplus(raw[1]) + NOISE_FLOOR);
+        let (v, s2) = (softplus(raw[0]), softplus(raw[1]) + floor);
         let (f, dv, ds2) = stats.evidence(v, s2);
         Ok((
             -f,
@@ -67,9 +72,9 @@ pub fn linear_regression_evidence(x: &DMatrix<f64>, y: &DVector<f64>) -> LinearE
         ))
     };
     let (v, s2) = match minimize(objective, &start, &settings) {
-        Ok(r) => (softplus(r.x[0]), softplus(r.x[1]) + NOISE_FLOOR),
+        Ok(r) => (softplus(r.x[0]), softplus(r.x[1]) + floor),
         // The objective is finite everywhere, so this cannot happen; fall back to the start.
-        Err(_) => (1.0, 0.5),
+        Err(_) => (1.0, s2_start),
     };
     LinearEvidence {
         value: stats.evidence(v, s2).0,
