@@ -9,7 +9,11 @@
 //! Modules present now:
 //! - [`backend`]: the per-iteration numerical work behind one trait (CPU f64 now).
 //! - [`gp`]: the GP-CDE model: kernels, bounds, gradients, optimisers.
-//! - [`discovery`]: causal decisions from model evidence (the two-variable direction test).
+//! - [`discovery`]: causal decisions from model evidence: the two-variable direction test, the
+//!   CGP-CDE continuous search (restarts as step-wise state machines), prior knowledge, the
+//!   spectral acyclicity penalty.
+//! - [`engine`]: `Session`, which drivers step with a time budget and which returns snapshots and
+//!   the run record.
 //! - [`data`]: CSV parsing and validation, [`data::Dataset`], standardisation, synthetic generators.
 //! - [`graph`]: directed graphs and DAGs in the one orientation convention `A[i][j] = 1 ⇔ i → j`,
 //!   DAG enumeration, CPDAGs, metrics (SHD, SID, precision/recall/F1), imports and exports.
@@ -17,12 +21,12 @@
 //!   tested natively).
 //! - `app` and `worker` (wasm32 only): the Leptos page and the Web Worker around the engine.
 //!
-//! The CGP-CDE/DGP-CDE search and the step-wise `engine::Session` are added by the issues that
-//! build them.
+//! The exact DGP-CDE enumeration and a GPU backend are added by the issues that build them.
 
 pub mod backend;
 pub mod data;
 pub mod discovery;
+pub mod engine;
 pub mod gp;
 pub mod graph;
 pub mod protocol;

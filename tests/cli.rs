@@ -327,3 +327,150 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("truth.csv"));
 }
+
+/// A 3-variable chain x → y → z, 80 rows, deterministic.
+fn chain_csv() -> String {
+    let mut s = String::from("x,y,z\n");
+    for n in 0..80 {
+        let x = ((n * 37) % 80) as f64 / 20.0 - 2.0;
+        let e1 = (((n * 53) % 29) as f64 / 29.0 - 0.5) * 0.4;
+        let e2 = (((n * 71) % 31) as f64 / 31.0 - 0.5) * 0.4;
+        let y = (1.5 * x).sin() + e1;
+        let z = y * y + e2;
+        s.push_str(&format!("{x},{y},{z}\n"));
+    }
+    s
+}
+
+#[test]
+fn discover_writes_the_graph_files_and_the_run_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let out = dir.path().join("out");
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--seed",
+        "3",
+        "--restarts",
+        "2",
+        "--inducing",
+        "8",
+        "--max-iterations",
+        "60",
+        "--forbid",
+        "x->z",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let adjacency = std::fs::read_to_string(out.join("adjacency.csv")).unwrap();
+    assert!(adjacency.starts_with('#'), "{adjacency}");
+    assert!(
+        adjacency.contains("->"),
+        "the comment states the orientation"
+    );
+    let edges = std::fs::read_to_string(out.join("edges.csv")).unwrap();
+    assert!(edges.starts_with("from,to"), "{edges}");
+    assert!(
+        !edges.contains("x,z"),
+        "a forbidden edge was written: {edges}"
+    );
+    let dot = std::fs::read_to_string(out.join("graph.dot")).unwrap();
+    assert!(dot.trim_start().starts_with("digraph"), "{dot}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    for key in [
+        "names",
+        "edges",
+        "adjacency",
+        "restarts",
+        "seed",
+        "settings",
+        "dataset_fingerprint",
+        "seconds",
+        "backend",
+        "version",
+        "faults",
+    ] {
+        assert!(json.get(key).is_some(), "result.json lacks {key}");
+    }
+    assert_eq!(json["seed"], 3);
+    assert_eq!(json["restarts"].as_array().unwrap().len(), 2);
+    assert_eq!(json["status"], "done");
+    // The same seed gives the same record (apart from timings).
+    let out2 = dir.path().join("out2");
+    let o2 = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out2.to_str().unwrap(),
+        "--seed",
+        "3",
+        "--restarts",
+        "2",
+        "--inducing",
+        "8",
+        "--max-iterations",
+        "60",
+        "--forbid",
+        "x->z",
+        "--quiet",
+    ]);
+    assert!(o2.status.success());
+    assert_eq!(
+        std::fs::read_to_string(out2.join("edges.csv")).unwrap(),
+        edges
+    );
+}
+
+#[test]
+fn discover_refuses_bad_input_and_contradictory_knowledge() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let bad = write(dir.path(), "bad.csv", "a,b\n1,2\n3,x\n");
+    let o = occam(&["discover", &bad, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("line 3") && err.contains("'b'"), "{err}");
+
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--require",
+        "x->y",
+        "--require",
+        "y->x",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("cycle"), "{err}");
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--forbid",
+        "x->w",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("w"), "{}", text(&o.stderr));
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--preset",
+        "fast",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("unknown preset"),
+        "{}",
+        text(&o.stderr)
+    );
+}

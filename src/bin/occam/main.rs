@@ -3,7 +3,9 @@
 //! Every subcommand returns a [`CliError`] instead of panicking; `main` prints it and exits with a
 //! non-zero status (1 for bad input or a failed run; clap uses 2 for a malformed command line).
 
+mod bench;
 mod check;
+mod discover;
 mod generate;
 mod pairs;
 mod score;
@@ -28,6 +30,10 @@ enum Command {
     Generate(generate::GenerateArgs),
     /// Compare a predicted adjacency matrix with the true one (prints one JSON object).
     Score(score::ScoreArgs),
+    /// Run discovery on the shared benchmark sets and write the scores into BENCHMARKS.md.
+    Bench(bench::BenchArgs),
+    /// Learn a causal DAG from a CSV file (CGP-CDE) and write the graph and a run record.
+    Discover(discover::DiscoverArgs),
     /// Decide the causal direction of every pair in a folder by comparing model evidence.
     Pairs(pairs::PairsArgs),
 }
@@ -76,7 +82,9 @@ pub fn write_file(path: &Path, contents: &str) -> Result<(), CliError> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bench(args) => bench::run(&args),
         Command::Check(args) => check::run(&args),
+        Command::Discover(args) => discover::run(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Score(args) => score::run(&args),
         Command::Pairs(args) => pairs::run(&args),

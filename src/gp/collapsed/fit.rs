@@ -120,6 +120,9 @@ pub struct FitSettings {
     /// Whether a fit starts from data: a conditional from a GP regression fit (a coin flip, as
     /// [B]), a root from the normal scores of y (unless `Never`).
     pub gp_initialisation: GpInitialisation,
+    /// The range U(lo, hi) of the initial SE precisions λ ((1, 100) as [B]; the CGP-CDE draws
+    /// from (0.01, 1), MODEL.md §2.4).
+    pub initial_precision: (f64, f64),
 }
 
 /// When a conditional model is initialised from a GP regression of y on its parents (MODEL.md §6).
@@ -147,6 +150,7 @@ impl Default for FitSettings {
             initial_jitter: 1e-6,
             max_jitter: 1.0,
             gp_initialisation: GpInitialisation::CoinFlip,
+            initial_precision: (1.0, 100.0),
         }
     }
 }
@@ -301,13 +305,14 @@ impl CollapsedModel {
     fn initialise(&self, settings: &FitSettings, rng: &mut impl Rng) -> (CollapsedParams, bool) {
         let (n, p) = (self.parents.nrows(), self.parents.ncols());
         let m = settings.inducing_points.clamp(1, n);
-        let lambda = rng.random_range(1.0..100.0);
+        let (lo, hi) = settings.initial_precision;
+        let lambda = rng.random_range(lo..hi);
         let mut theta = Vec::with_capacity(p + 1);
         for d in 0..p {
             theta.push(if d == 0 {
                 lambda
             } else {
-                rng.random_range(1.0..100.0)
+                rng.random_range(lo..hi)
             });
         }
         theta.push(if p == 0 { lambda } else { 3.0 * lambda });
@@ -596,6 +601,12 @@ fn check_settings(s: &FitSettings) -> Result<(), FitError> {
         return bad(format!(
             "the largest jitter {} is below the initial jitter {}",
             s.max_jitter, s.initial_jitter
+        ));
+    }
+    let (lo, hi) = s.initial_precision;
+    if !(lo > 0.0 && hi > lo && hi.is_finite()) {
+        return bad(format!(
+            "the initial precision range must satisfy 0 < lo < hi, got ({lo}, {hi})"
         ));
     }
     if !(s.adam_learning_rate > 0.0 && s.adam_learning_rate.is_finite()) {

@@ -1,0 +1,263 @@
+//! One variable of the continuous search: the collapsed GP-CDE of x_i given its candidate parents
+//! (MODEL.md §4 with the CGP-CDE's graph parameters of §5.1), trained by Adam.
+//!
+//! Owns: the variable's unconstrained parameter vector (laid out as the collapsed fit's), its Adam
+//! state, the values its edge hyperparameters started from (for the re-initialisation of §5.4),
+//! and the data it sees (its own column and its candidate parents' columns).
+//!
+//! The dependence of x_i on parent j is A_ij = θ^lin_ij + θ^se_ij (the collapsed bound's kernel is
+//! SE + linear, so these are the two kinds that switch input j on).
+
+use nalgebra::{DMatrix, DVector};
+use rand::Rng;
+
+use crate::gp::adam::{Adam, AdamSettings};
+use crate::gp::collapsed::fit::Layout;
+use crate::gp::collapsed::{
+    collapsed_bound_with_grad, CollapsedError, CollapsedModel, CollapsedParams, FitError,
+    FitSettings,
+};
+use crate::gp::kernel::Kernel;
+use crate::gp::transform::{softplus, softplus_derivative, softplus_inverse};
+
+/// The Gamma(1, 10) prior's rate: log p(θ) = log 10 − 10 θ per graph hyperparameter (§5.2).
+pub const PRIOR_RATE: f64 = 10.0;
+
+/// One modelled variable x_i with its candidate parents.
+#[derive(Debug, Clone)]
+pub struct Component {
+    child: usize,
+    parents: Vec<usize>,
+    x: DMatrix<f64>,
+    y: DVector<f64>,
+    noise_floor: f64,
+    m: usize,
+    raw: Vec<f64>,
+    adam: Adam,
+    /// (θ^lin, θ^se) of each parent when this restart began.
+    initial_theta: Vec<(f64, f64)>,
+    /// N_total / N_rows: the bound of the rows used is scaled to stand for the whole data set, so
+    /// the prior and the penalty weigh against the evidence of all rows (§5.4, minibatch scaling).
+    scale: f64,
+}
+
+impl Component {
+    /// Initialises x_`child` given `parents` (columns of `data`, rows = the rows used) as the
+    /// collapsed fit does (`init`, normally with the GP-regression start), with φ² ≥ `noise_floor`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        data: &DMatrix<f64>,
+        child: usize,
+        parents: &[usize],
+        init: &FitSettings,
+        noise_floor: f64,
+        scale: f64,
+        adam: AdamSettings,
+        rng: &mut impl Rng,
+    ) -> Result<Self, FitError> {
+        let n = data.nrows();
+        let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
+        let y = data.column(child).into_owned();
+        let model = CollapsedModel::with_noise_floor(x.clone(), y.clone(), noise_floor)?;
+        let params = model.initial_params(init, rng);
+        let m = params.z.nrows();
+        let layout = Layout::for_shape(&params.kernel, noise_floor, m, n);
+        let raw = layout.pack(&params);
+        let lin = params.kernel.linear.as_ref().expect("SE + linear");
+        let se = &params.kernel.stationary[0].precision;
+        let initial_theta = (0..parents.len()).map(|k| (lin[k], se[k])).collect();
+        Ok(Self {
+            child,
+            parents: parents.to_vec(),
+            x,
+            y,
+            noise_floor,
+            m,
+            adam: Adam::new(raw.len(), adam),
+            raw,
+            initial_theta,
+            scale,
+        })
+    }
+
+    /// The modelled column i.
+    pub fn child(&self) -> usize {
+        self.child
+    }
+
+    /// The candidate parents still in the model.
+    pub fn parents(&self) -> &[usize] {
+        &self.parents
+    }
+
+    fn layout(&self) -> Layout {
+        let d = self.parents.len() + 1;
+        let template = Kernel::se_plus_linear(vec![0.0; d], 0.0, vec![0.0; d]);
+        Layout::for_shape(&template, self.noise_floor, self.m, self.y.len())
+    }
+
+    /// Flat indices of θ^lin and θ^se of the k-th parent (kernel order: v[0..d], s, θ[0..d]).
+    fn theta_indices(&self, k: usize) -> (usize, usize) {
+        let d = self.parents.len() + 1;
+        (k, d + 1 + k)
+    }
+
+    /// The current parameters in constrained form.
+    pub fn params(&self) -> CollapsedParams {
+        self.layout().unpack(&self.raw)
+    }
+
+    /// (j, A_ij = θ^lin_ij + θ^se_ij) for every candidate parent j.
+    pub fn dependence(&self) -> Vec<(usize, f64)> {
+        self.parents
+            .iter()
+            .enumerate()
+            .map(|(k, &j)| {
+                let (a, b) = self.theta_indices(k);
+                (j, softplus(self.raw[a]) + softplus(self.raw[b]))
+            })
+            .collect()
+    }
+
+    /// (j, θ^lin_ij, θ^se_ij) for every candidate parent j.
+    pub fn edge_hyperparameters(&self) -> Vec<(usize, f64, f64)> {
+        self.parents
+            .iter()
+            .enumerate()
+            .map(|(k, &j)| {
+                let (a, b) = self.theta_indices(k);
+                (j, softplus(self.raw[a]), softplus(self.raw[b]))
+            })
+            .collect()
+    }
+
+    /// Σ over candidate parents of log p(θ^lin) + log p(θ^se) = Σ (2 log 10 − 10 (θ^lin + θ^se)).
+    pub fn log_prior(&self) -> f64 {
+        self.dependence()
+            .iter()
+            .map(|(_, a)| 2.0 * PRIOR_RATE.ln() - PRIOR_RATE * a)
+            .sum()
+    }
+
+    /// The scaled bound (N_total/N)·F and its gradient with respect to the flat unconstrained
+    /// parameters, at jitter ε.
+    pub fn evaluate(&self, jitter: f64) -> Result<(f64, Vec<f64>), CollapsedError> {
+        let layout = self.layout();
+        let params = layout.unpack(&self.raw);
+        let (f, g) = collapsed_bound_with_grad(&self.x, &self.y, &params, jitter)?;
+        if !f.is_finite() {
+            return Err(CollapsedError::NonFinite { value: f });
+        }
+        let mut grad = layout.raw_gradient(&self.raw, &g);
+        grad.iter_mut().for_each(|v| *v *= self.scale);
+        Ok((f * self.scale, grad))
+    }
+
+    /// Adds ∂/∂θ_ij = `d_theta[k]` for the k-th parent, to both kinds, into the flat gradient
+    /// `grad` (chain rule through softplus).
+    pub fn add_edge_gradient(&self, grad: &mut [f64], d_theta: &[f64]) {
+        for (k, &d) in d_theta.iter().enumerate() {
+            let (a, b) = self.theta_indices(k);
+            grad[a] += d * softplus_derivative(self.raw[a]);
+            grad[b] += d * softplus_derivative(self.raw[b]);
+        }
+    }
+
+    /// One Adam step uphill on the objective whose gradient is `grad`.
+    pub fn ascend(&mut self, grad: &[f64]) {
+        let descent: Vec<f64> = grad.iter().map(|g| -g).collect();
+        self.adam.step(&mut self.raw, &descent);
+    }
+
+    /// Multiplies the Adam learning rate by `factor`.
+    pub fn scale_learning_rate(&mut self, factor: f64) {
+        self.adam.settings.learning_rate *= factor;
+    }
+
+    /// The Adam learning rate now.
+    pub fn learning_rate(&self) -> f64 {
+        self.adam.settings.learning_rate
+    }
+
+    /// Keeps only the parents in `keep` (a subset of the candidates), resets their θ^lin and θ^se
+    /// to the values this restart started from (§5.4 re-initialisation), keeps every other
+    /// parameter (latent precision and variance, s, φ², Z's remaining columns, q(w)), and starts
+    /// Adam afresh (the parameter vector changes shape, so old moments no longer line up).
+    pub fn restrict_parents(&mut self, data: &DMatrix<f64>, keep: &[usize]) {
+        let old = self.params();
+        let kept: Vec<usize> = (0..self.parents.len())
+            .filter(|&k| keep.contains(&self.parents[k]))
+            .collect();
+        let d_old = self.parents.len() + 1;
+        let mut columns: Vec<usize> = kept.clone();
+        columns.push(d_old - 1);
+        let lin_old = old.kernel.linear.as_ref().expect("SE + linear");
+        let se_old = &old.kernel.stationary[0];
+        let lin: Vec<f64> = columns
+            .iter()
+            .map(|&c| {
+                if c + 1 == d_old {
+                    lin_old[c]
+                } else {
+                    self.initial_theta[c].0
+                }
+            })
+            .collect();
+        let prec: Vec<f64> = columns
+            .iter()
+            .map(|&c| {
+                if c + 1 == d_old {
+                    se_old.precision[c]
+                } else {
+                    self.initial_theta[c].1
+                }
+            })
+            .collect();
+        let z = DMatrix::from_fn(old.z.nrows(), columns.len(), |r, k| old.z[(r, columns[k])]);
+        let params = CollapsedParams {
+            kernel: Kernel::se_plus_linear(lin, se_old.variance, prec),
+            noise_variance: old.noise_variance,
+            z,
+            latent: old.latent,
+        };
+        self.initial_theta = kept.iter().map(|&k| self.initial_theta[k]).collect();
+        self.parents = kept.iter().map(|&k| self.parents[k]).collect();
+        let n = data.nrows();
+        self.x = DMatrix::from_fn(n, self.parents.len(), |r, k| data[(r, self.parents[k])]);
+        self.raw = self.layout().pack(&params);
+        self.adam = Adam::new(self.raw.len(), self.adam.settings);
+    }
+
+    /// The flat unconstrained parameters.
+    pub fn raw(&self) -> &[f64] {
+        &self.raw
+    }
+
+    /// Replaces the flat unconstrained parameters (same length; for checks by finite differences).
+    pub fn set_raw(&mut self, raw: &[f64]) {
+        assert_eq!(raw.len(), self.raw.len(), "parameter vector length");
+        self.raw.copy_from_slice(raw);
+    }
+
+    /// The flat parameters and Adam state, to undo a step.
+    pub fn checkpoint(&self) -> (Vec<f64>, Adam) {
+        (self.raw.clone(), self.adam.clone())
+    }
+
+    /// Restores a [`Component::checkpoint`] (keeping the current learning rate).
+    pub fn restore(&mut self, (raw, adam): (Vec<f64>, Adam)) {
+        let lr = self.adam.settings.learning_rate;
+        self.raw = raw;
+        self.adam = adam;
+        self.adam.settings.learning_rate = lr;
+    }
+
+    /// Sets θ_ij of parent `j` (both kinds) to `value` (for tests and for required edges).
+    pub fn set_dependence(&mut self, j: usize, lin: f64, se: f64) {
+        if let Some(k) = self.parents.iter().position(|&p| p == j) {
+            let (a, b) = self.theta_indices(k);
+            self.raw[a] = softplus_inverse(lin);
+            self.raw[b] = softplus_inverse(se);
+        }
+    }
+}

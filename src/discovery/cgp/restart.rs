@@ -1,0 +1,514 @@
+//! One restart of the continuous search as a state machine (MODEL.md §5.4 and §9): initialise →
+//! warm-up → acyclic → threshold to a DAG → cool-down → score. Work comes in small units so a
+//! driver can interleave restarts, batch their evaluations and stop at any time:
+//! [`Restart::advance`] does one unit that needs no bound evaluation (initialising one variable,
+//! thresholding), and an iteration is split into [`Restart::components`] (evaluated by the caller,
+//! possibly in parallel with other restarts) and [`Restart::finish_iteration`].
+//!
+//! Numerical faults (a factorisation that fails at the current jitter, a non-finite bound) undo
+//! the step that led to them: the parameters return to the last evaluated point, the learning
+//! rate halves and the jitter grows ten-fold; each event is recorded.
+
+use nalgebra::DMatrix;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::component::{Component, PRIOR_RATE};
+use super::settings::SearchSettings;
+use crate::discovery::knowledge::{threshold_to_dag, Knowledge};
+use crate::discovery::spectral::PowerIteration;
+use crate::gp::adam::{Adam, AdamSettings};
+use crate::gp::collapsed::{CollapsedError, FitSettings, GpInitialisation};
+use crate::gp::lbfgs::LbfgsSettings;
+use crate::graph::Digraph;
+
+/// Where a restart is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Fitting each variable's starting point (a GP regression on its candidate parents).
+    Initialising,
+    /// γ = 0: the evidence and the prior only.
+    WarmUp,
+    /// γ rises until the graph is acyclic (h < τ).
+    Acyclic,
+    /// Removing the weakest edges until the graph is a DAG.
+    Thresholding,
+    /// The graph is fixed; the remaining hyperparameters settle.
+    CoolDown,
+    Done,
+    Failed,
+}
+
+impl Phase {
+    /// One plain sentence of what is happening in this phase.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Phase::Initialising => "Fitting a starting model for each variable from all the others.",
+            Phase::WarmUp => "Learning how strongly each variable depends on each other one, with no pressure towards a DAG yet.",
+            Phase::Acyclic => "Raising the acyclicity penalty until the weighted graph has no cycles left.",
+            Phase::Thresholding => "Removing the weakest edges until the graph is a DAG.",
+            Phase::CoolDown => "Refitting every variable on its chosen parents, with the graph fixed.",
+            Phase::Done => "Finished: this restart's graph and evidence are final.",
+            Phase::Failed => "This restart failed; the others go on.",
+        }
+    }
+}
+
+/// The objective's terms at one iteration (nats, whole-data scale).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Terms {
+    /// Σ_i of each variable's collapsed bound (scaled to all rows).
+    pub elbo: f64,
+    /// log p(θ) under Gamma(1, 10), over all D(D−1) pairs and both kernel kinds.
+    pub log_prior: f64,
+    /// h(A) = |λ_max(A)| by power iteration.
+    pub h: f64,
+    pub gamma: f64,
+    /// elbo + log_prior − γ h.
+    pub objective: f64,
+}
+
+/// A numerical fault and what was done about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultEvent {
+    pub restart: usize,
+    pub iteration: usize,
+    pub phase: Phase,
+    /// The variable (column index) whose bound failed.
+    pub variable: usize,
+    pub message: String,
+    /// What was done, in words.
+    pub action: String,
+}
+
+/// A finished restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartOutcome {
+    pub index: usize,
+    /// The final bound + log prior (γ = 0): restarts are compared by this.
+    pub score: f64,
+    pub elbo: f64,
+    pub log_prior: f64,
+    /// Edges (cause, effect) after the final thresholds.
+    pub edges: Vec<(usize, usize)>,
+    /// W[cause][effect] = θ^lin + θ^se of the edge (0 where there is none).
+    pub weights: Vec<Vec<f64>>,
+    pub iterations: usize,
+}
+
+/// The data and rules shared by all restarts of one search.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// The rows used (standardised), N × D.
+    pub data: DMatrix<f64>,
+    /// Rows in the whole data set (the bound is scaled to stand for them).
+    pub total_rows: usize,
+    /// φ²'s floor per variable.
+    pub noise_floors: Vec<f64>,
+    pub knowledge: Knowledge,
+    pub settings: SearchSettings,
+}
+
+impl Problem {
+    /// D.
+    pub fn dim(&self) -> usize {
+        self.data.ncols()
+    }
+}
+
+/// The largest jitter tried before a restart gives up.
+const MAX_JITTER: f64 = 1e-1;
+/// The most faults one restart may absorb.
+const MAX_FAULTS: usize = 30;
+
+/// One restart's state.
+#[derive(Debug, Clone)]
+pub struct Restart {
+    index: usize,
+    rng: ChaCha8Rng,
+    phase: Phase,
+    components: Vec<Component>,
+    power: PowerIteration,
+    gamma: f64,
+    phase_iterations: usize,
+    iterations: usize,
+    history: Vec<f64>,
+    checkpoints: Option<Vec<(Vec<f64>, Adam)>>,
+    jitter: f64,
+    faults: Vec<FaultEvent>,
+    last: Option<Terms>,
+    outcome: Option<RestartOutcome>,
+    failure: Option<String>,
+}
+
+impl Restart {
+    /// A restart whose random choices all come from `seed`.
+    pub fn new(index: usize, seed: u64, d: usize) -> Self {
+        Self {
+            index,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            phase: Phase::Initialising,
+            components: Vec::with_capacity(d),
+            power: PowerIteration::new(d),
+            gamma: 0.0,
+            phase_iterations: 0,
+            iterations: 0,
+            history: Vec::new(),
+            checkpoints: None,
+            jitter: 1e-6,
+            faults: Vec::new(),
+            last: None,
+            outcome: None,
+            failure: None,
+        }
+    }
+
+    pub fn index(&self) -> usize {
+        self.index
+    }
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+    pub fn iterations(&self) -> usize {
+        self.iterations
+    }
+    pub fn phase_iterations(&self) -> usize {
+        self.phase_iterations
+    }
+    pub fn gamma(&self) -> f64 {
+        self.gamma
+    }
+    pub fn last_terms(&self) -> Option<Terms> {
+        self.last
+    }
+    pub fn faults(&self) -> &[FaultEvent] {
+        &self.faults
+    }
+    pub fn outcome(&self) -> Option<&RestartOutcome> {
+        self.outcome.as_ref()
+    }
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+    /// Whether the next unit of work is an iteration (bound evaluations of every variable).
+    pub fn wants_evaluation(&self) -> bool {
+        matches!(self.phase, Phase::WarmUp | Phase::Acyclic | Phase::CoolDown)
+    }
+    /// Whether nothing is left to do.
+    pub fn finished(&self) -> bool {
+        matches!(self.phase, Phase::Done | Phase::Failed)
+    }
+    /// The variables, to be evaluated at [`Restart::jitter`].
+    pub fn components(&self) -> &[Component] {
+        &self.components
+    }
+    pub fn jitter(&self) -> f64 {
+        self.jitter
+    }
+
+    /// W[cause][effect] = A_effect,cause = θ^lin + θ^se of every candidate edge.
+    pub fn weights(&self, d: usize) -> DMatrix<f64> {
+        let mut w = DMatrix::zeros(d, d);
+        for c in &self.components {
+            for (j, a) in c.dependence() {
+                w[(j, c.child())] = a;
+            }
+        }
+        w
+    }
+
+    /// One unit of work that is not an iteration: initialise the next variable, or threshold.
+    pub fn advance(&mut self, problem: &Problem) {
+        match self.phase {
+            Phase::Initialising => self.initialise_next(problem),
+            Phase::Thresholding => self.threshold(problem),
+            _ => {}
+        }
+    }
+
+    fn initialise_next(&mut self, problem: &Problem) {
+        let d = problem.dim();
+        let i = self.components.len();
+        let s = &problem.settings;
+        let parents: Vec<usize> = (0..d)
+            .filter(|&j| problem.knowledge.allowed(j, i))
+            .collect();
+        let init = FitSettings {
+            inducing_points: s.inducing_points,
+            gp_initialisation: GpInitialisation::Always,
+            initial_precision: (0.01, 1.0),
+            lbfgs: LbfgsSettings {
+                max_iterations: s.start_iterations,
+                ..FitSettings::default().lbfgs
+            },
+            ..FitSettings::default()
+        };
+        let scale = problem.total_rows as f64 / problem.data.nrows() as f64;
+        let adam = AdamSettings {
+            learning_rate: s.learning_rate,
+            ..AdamSettings::default()
+        };
+        match Component::new(
+            &problem.data,
+            i,
+            &parents,
+            &init,
+            problem.noise_floors[i],
+            scale,
+            adam,
+            &mut self.rng,
+        ) {
+            Ok(c) => self.components.push(c),
+            Err(e) => {
+                self.fail(format!("variable {i} could not be initialised: {e}"));
+                return;
+            }
+        }
+        if self.components.len() == d {
+            self.enter(Phase::WarmUp);
+        }
+    }
+
+    fn enter(&mut self, phase: Phase) {
+        self.phase = phase;
+        self.phase_iterations = 0;
+        self.history.clear();
+    }
+
+    fn fail(&mut self, message: String) {
+        self.failure = Some(message);
+        self.phase = Phase::Failed;
+    }
+
+    /// §5.4 acyclic thresholding, then the re-initialisation of the surviving edges.
+    fn threshold(&mut self, problem: &Problem) {
+        let d = problem.dim();
+        let w = self.weights(d);
+        let active = w.map(|v| if v > 0.0 { 1.0 } else { 0.0 });
+        let dag = match threshold_to_dag(&w, &active, &problem.knowledge) {
+            Ok(dag) => dag,
+            Err(e) => return self.fail(format!("thresholding failed: {e}")),
+        };
+        for c in &mut self.components {
+            let keep = dag.parents(c.child());
+            c.restrict_parents(&problem.data, &keep);
+        }
+        self.gamma = 0.0;
+        self.checkpoints = None;
+        self.enter(Phase::CoolDown);
+    }
+
+    /// Terms of the objective at the evaluated point, with the penalty's gradient G (cause ×
+    /// effect) when γ > 0.
+    fn terms(&mut self, elbo: f64, problem: &Problem) -> (Terms, Option<DMatrix<f64>>) {
+        let d = problem.dim();
+        let w = self.weights(d);
+        let candidates: usize = self.components.iter().map(|c| c.parents().len()).sum();
+        let absent = (d * d.saturating_sub(1)).saturating_sub(candidates);
+        let log_prior = self.components.iter().map(|c| c.log_prior()).sum::<f64>()
+            + 2.0 * absent as f64 * PRIOR_RATE.ln();
+        let estimate = self.power.estimate(&w, problem.settings.power_iterations);
+        let gamma = self.gamma;
+        let terms = Terms {
+            elbo,
+            log_prior,
+            h: estimate.value,
+            gamma,
+            objective: elbo + log_prior - gamma * estimate.value,
+        };
+        let grad = (gamma > 0.0).then_some(estimate.gradient);
+        (terms, grad)
+    }
+
+    /// Completes an iteration from the bound evaluations of [`Restart::components`] (in order).
+    pub fn finish_iteration(
+        &mut self,
+        evaluations: Vec<Result<(f64, Vec<f64>), CollapsedError>>,
+        problem: &Problem,
+    ) {
+        if !self.wants_evaluation() {
+            return;
+        }
+        if let Some((variable, err)) = evaluations
+            .iter()
+            .enumerate()
+            .find_map(|(k, r)| r.as_ref().err().map(|e| (k, e.to_string())))
+        {
+            return self.handle_fault(variable, err);
+        }
+        let evaluations: Vec<(f64, Vec<f64>)> = evaluations
+            .into_iter()
+            .map(|r| r.expect("checked"))
+            .collect();
+        let elbo: f64 = evaluations.iter().map(|(f, _)| f).sum();
+        let (terms, penalty_grad) = self.terms(elbo, problem);
+        if !terms.objective.is_finite() {
+            return self.handle_fault(
+                0,
+                format!("the objective is not finite ({})", terms.objective),
+            );
+        }
+        self.last = Some(terms);
+        self.history.push(terms.objective);
+        self.iterations += 1;
+        self.phase_iterations += 1;
+
+        if self.phase_should_end(&terms, problem) {
+            match self.phase {
+                Phase::WarmUp => self.enter(Phase::Acyclic),
+                Phase::Acyclic => {
+                    self.enter(Phase::Thresholding);
+                    return;
+                }
+                Phase::CoolDown => {
+                    self.finish(&terms, problem);
+                    return;
+                }
+                _ => {}
+            }
+        }
+
+        // ∂/∂θ_ij of log p(θ) − γ h: −10 − γ G[j][i] for every candidate edge j → i.
+        self.checkpoints = Some(self.components.iter().map(|c| c.checkpoint()).collect());
+        for (c, (_, mut grad)) in self.components.iter_mut().zip(evaluations) {
+            let d_theta: Vec<f64> = c
+                .parents()
+                .iter()
+                .map(|&j| {
+                    -PRIOR_RATE
+                        - penalty_grad
+                            .as_ref()
+                            .map_or(0.0, |g| terms.gamma * g[(j, c.child())])
+                })
+                .collect();
+            c.add_edge_gradient(&mut grad, &d_theta);
+            c.ascend(&grad);
+        }
+        if self.phase == Phase::Acyclic
+            && self.phase_iterations > 0
+            && self
+                .phase_iterations
+                .is_multiple_of(problem.settings.gamma_interval)
+        {
+            self.gamma += problem.settings.rho_for(problem.dim());
+        }
+    }
+
+    fn phase_should_end(&self, terms: &Terms, problem: &Problem) -> bool {
+        let s = &problem.settings;
+        let n = problem.total_rows as f64;
+        match self.phase {
+            Phase::WarmUp => self.converged(&s.warmup, n),
+            Phase::Acyclic => {
+                terms.h < s.tau
+                    || self.phase_iterations >= s.acyclic_max
+                    || self.surviving_edges_are_acyclic(problem)
+            }
+            Phase::CoolDown => self.converged(&s.cooldown, n),
+            _ => false,
+        }
+    }
+
+    /// Whether the edges that would survive the final thresholds already form a DAG. Why this
+    /// second stopping rule next to h < τ: the power iteration runs on A + 1e-6, and for a DAG with
+    /// strong edges h stays near (1e-6 · Π weights)^(1/length) (0.09 for a 3-chain of weights 68 and
+    /// 11), above τ = 0.005, although no cycle is left to break.
+    fn surviving_edges_are_acyclic(&self, problem: &Problem) -> bool {
+        let s = &problem.settings;
+        let edges: Vec<(usize, usize)> = self
+            .components
+            .iter()
+            .flat_map(|c| {
+                c.edge_hyperparameters()
+                    .into_iter()
+                    .filter(|&(_, lin, se)| {
+                        lin >= s.linear_threshold || se >= s.stationary_threshold
+                    })
+                    .map(move |(j, _, _)| (j, c.child()))
+            })
+            .collect();
+        Digraph::from_edges(problem.dim(), &edges).is_ok_and(|g| g.is_acyclic())
+    }
+
+    fn converged(&self, length: &super::settings::PhaseLength, rows: f64) -> bool {
+        let k = self.phase_iterations;
+        if k >= length.max {
+            return true;
+        }
+        if k < length.min || length.window == 0 || self.history.len() < 2 * length.window {
+            return false;
+        }
+        let w = length.window;
+        let h = &self.history;
+        let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len() as f64;
+        let gain = mean(&h[h.len() - w..]) - mean(&h[h.len() - 2 * w..h.len() - w]);
+        gain < length.tolerance * rows
+    }
+
+    fn handle_fault(&mut self, variable: usize, message: String) {
+        let next_jitter = self.jitter * 10.0;
+        if self.faults.len() >= MAX_FAULTS || next_jitter > MAX_JITTER {
+            let msg = format!(
+                "gave up after {} numerical faults (jitter {:.0e}); last, in variable {variable}: {message}",
+                self.faults.len() + 1,
+                self.jitter
+            );
+            return self.fail(msg);
+        }
+        let action = match self.checkpoints.take() {
+            Some(saved) => {
+                for (c, cp) in self.components.iter_mut().zip(saved) {
+                    c.restore(cp);
+                    c.scale_learning_rate(0.5);
+                }
+                format!(
+                    "undid the last step, halved the learning rate to {:.2e} and raised the jitter to {next_jitter:.0e}",
+                    self.components.first().map_or(0.0, |c| c.learning_rate())
+                )
+            }
+            None => format!("raised the jitter to {next_jitter:.0e}"),
+        };
+        self.jitter = next_jitter;
+        self.faults.push(FaultEvent {
+            restart: self.index,
+            iteration: self.iterations,
+            phase: self.phase,
+            variable,
+            message,
+            action,
+        });
+    }
+
+    /// The final thresholds (§5.4): edge j → i stays if θ^lin ≥ the linear threshold or θ^se ≥
+    /// the stationary one, or if it is required.
+    fn finish(&mut self, terms: &Terms, problem: &Problem) {
+        let d = problem.dim();
+        let s = &problem.settings;
+        let mut edges = Vec::new();
+        let mut weights = vec![vec![0.0; d]; d];
+        for c in &self.components {
+            for (j, lin, se) in c.edge_hyperparameters() {
+                let keep = lin >= s.linear_threshold
+                    || se >= s.stationary_threshold
+                    || problem.knowledge.is_required(j, c.child());
+                if keep {
+                    edges.push((j, c.child()));
+                    weights[j][c.child()] = lin + se;
+                }
+            }
+        }
+        edges.sort_unstable();
+        self.outcome = Some(RestartOutcome {
+            index: self.index,
+            score: terms.elbo + terms.log_prior,
+            elbo: terms.elbo,
+            log_prior: terms.log_prior,
+            edges,
+            weights,
+            iterations: self.iterations,
+        });
+        self.phase = Phase::Done;
+    }
+}

@@ -1,0 +1,209 @@
+//! Settings of the continuous search (MODEL.md §5.4 schedule, sizes, thresholds) and the two presets
+//! of DESIGN.md §4.
+
+use serde::{Deserialize, Serialize};
+
+/// How long a phase runs: at least `min` and at most `max` iterations; in between it ends when the
+/// objective stops improving: the mean over the last `window` iterations exceeds the mean over
+/// the `window` before by less than `tolerance` nats per row of the data set.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PhaseLength {
+    pub min: usize,
+    pub max: usize,
+    pub window: usize,
+    pub tolerance: f64,
+}
+
+impl PhaseLength {
+    /// Exactly `n` iterations (no convergence test), as the paper's schedule.
+    pub fn fixed(n: usize) -> Self {
+        Self {
+            min: n,
+            max: n,
+            window: 0,
+            tolerance: 0.0,
+        }
+    }
+}
+
+/// Everything that decides the search, apart from the data, the seed and the prior knowledge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchSettings {
+    /// Rows used for fitting: a seeded random subset when the data set has more (the bound is
+    /// scaled by N/rows so the prior and penalty still weigh against the whole data set).
+    pub max_rows: usize,
+    /// Inducing points M per variable (capped at the rows used).
+    pub inducing_points: usize,
+    /// Adam's learning rate.
+    pub learning_rate: f64,
+    /// Warm-up: γ = 0.
+    pub warmup: PhaseLength,
+    /// The most acyclic-phase iterations (T_a); the phase also ends when h < τ.
+    pub acyclic_max: usize,
+    /// γ grows by ρ every `gamma_interval` iterations; `None` means ρ = 5D (MODEL.md §5.4).
+    pub rho: Option<f64>,
+    pub gamma_interval: usize,
+    /// τ: the acyclic phase ends when h(A) < τ.
+    pub tau: f64,
+    /// Cool-down after thresholding, with the graph fixed.
+    pub cooldown: PhaseLength,
+    /// Power iterations per step (50 in the paper).
+    pub power_iterations: usize,
+    /// Final thresholds: θ^lin below this is zero (1e-4).
+    pub linear_threshold: f64,
+    /// Final thresholds: a stationary precision below this is zero (0.05).
+    pub stationary_threshold: f64,
+    /// Independent restarts; the one with the highest final bound + log prior wins.
+    pub restarts: usize,
+    /// L-BFGS iterations of each variable's GP-regression start.
+    pub start_iterations: usize,
+    /// Worker threads natively (0 = all cores); the browser always uses one.
+    pub threads: usize,
+}
+
+/// A named preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// Few rows and inducing points, phases that end on convergence (DESIGN.md §4).
+    Interactive,
+    /// The paper's schedule lengths and sizes (MODEL.md §5.4–5.5), on the collapsed bound.
+    Paper,
+}
+
+impl Preset {
+    /// Parses `interactive` or `paper`.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        match name {
+            "interactive" => Ok(Self::Interactive),
+            "paper" => Ok(Self::Paper),
+            other => Err(format!(
+                "unknown preset '{other}': choose 'interactive' or 'paper'"
+            )),
+        }
+    }
+
+    /// The preset's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Interactive => "interactive",
+            Self::Paper => "paper",
+        }
+    }
+
+    /// The preset's settings.
+    pub fn settings(self) -> SearchSettings {
+        match self {
+            Self::Interactive => SearchSettings {
+                max_rows: 300,
+                inducing_points: 30,
+                learning_rate: 0.05,
+                warmup: PhaseLength {
+                    min: 100,
+                    max: 600,
+                    window: 25,
+                    tolerance: 1e-3,
+                },
+                acyclic_max: 1500,
+                rho: None,
+                gamma_interval: 4,
+                tau: 0.005,
+                cooldown: PhaseLength {
+                    min: 50,
+                    max: 400,
+                    window: 25,
+                    tolerance: 1e-3,
+                },
+                power_iterations: 50,
+                linear_threshold: 1e-4,
+                stationary_threshold: 0.05,
+                restarts: 2,
+                start_iterations: 100,
+                threads: 0,
+            },
+            Self::Paper => SearchSettings {
+                max_rows: usize::MAX,
+                inducing_points: 400,
+                learning_rate: 0.05,
+                warmup: PhaseLength::fixed(25_000),
+                acyclic_max: 50_000,
+                rho: None,
+                gamma_interval: 4,
+                tau: 0.005,
+                cooldown: PhaseLength::fixed(25_000),
+                power_iterations: 50,
+                linear_threshold: 1e-4,
+                stationary_threshold: 0.05,
+                restarts: 2,
+                start_iterations: 1000,
+                threads: 0,
+            },
+        }
+    }
+}
+
+impl SearchSettings {
+    /// Checks every field, naming the first one that is unusable.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = |name: &str, v: f64| {
+            if v > 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                Err(format!("{name} must be a positive number, got {v}"))
+            }
+        };
+        if self.max_rows < 10 {
+            return Err(format!(
+                "rows used must be at least 10, got {}",
+                self.max_rows
+            ));
+        }
+        if self.inducing_points == 0 {
+            return Err("inducing points must be at least 1".into());
+        }
+        positive("the learning rate", self.learning_rate)?;
+        positive("τ", self.tau)?;
+        if let Some(rho) = self.rho {
+            positive("ρ", rho)?;
+        }
+        for (name, p) in [("warm-up", self.warmup), ("cool-down", self.cooldown)] {
+            if p.min > p.max {
+                return Err(format!(
+                    "the {name} minimum ({}) exceeds its maximum ({})",
+                    p.min, p.max
+                ));
+            }
+            if p.tolerance < 0.0 || !p.tolerance.is_finite() {
+                return Err(format!("the {name} tolerance must be ≥ 0"));
+            }
+        }
+        if self.gamma_interval == 0 {
+            return Err("γ must be raised every 1 or more iterations".into());
+        }
+        if self.restarts == 0 {
+            return Err("at least one restart is needed".into());
+        }
+        if self.power_iterations == 0 {
+            return Err("at least one power iteration per step is needed".into());
+        }
+        if self.linear_threshold < 0.0 || self.stationary_threshold < 0.0 {
+            return Err("final thresholds must be ≥ 0".into());
+        }
+        Ok(())
+    }
+
+    /// Caps the warm-up, acyclic and cool-down phases at `cap` iterations each (their minimums
+    /// too, so the settings stay valid).
+    pub fn cap_iterations(&mut self, cap: usize) {
+        for p in [&mut self.warmup, &mut self.cooldown] {
+            p.max = p.max.min(cap);
+            p.min = p.min.min(p.max);
+        }
+        self.acyclic_max = self.acyclic_max.min(cap);
+    }
+
+    /// ρ for D variables (5D unless set).
+    pub fn rho_for(&self, d: usize) -> f64 {
+        self.rho.unwrap_or(5.0 * d as f64)
+    }
+}

@@ -1,0 +1,10 @@
+//! The engine the drivers share (DESIGN.md §2): a [`Session`] holds the settings, the data and the
+//! search's state machine; `step(budget)` does a bounded amount of work and returns a
+//! [`Snapshot`]; `result()` gives the [`RunResult`] that `result.json` records.
+
+mod clock;
+pub mod output;
+pub mod session;
+
+pub use clock::now_seconds;
+pub use session::{RestartProgress, RunResult, Session, SessionError, Snapshot, Status};

@@ -1,0 +1,476 @@
+//! [`Session`]: settings + data + the restarts' state machines. [`Session::step`] does a bounded
+//! amount of work and returns a [`Snapshot`]; the CLI, the Web Worker, tests and benchmarks all
+//! drive the same type.
+//!
+//! All restarts advance together: each iteration evaluates every variable of every running restart
+//! (on scoped threads natively, one after another in the browser), then each restart applies its
+//! own step. Every random choice flows from the session's seed: the row subset from `seed`, restart
+//! r from `seed + 1 + r`.
+
+use nalgebra::DMatrix;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::clock::now_seconds;
+use crate::data::Dataset;
+use crate::discovery::cgp::component::Component;
+use crate::discovery::cgp::{
+    FaultEvent, Phase, Preset, Problem, Restart, RestartOutcome, SearchSettings, Terms,
+};
+use crate::discovery::knowledge::{threshold_to_dag, Knowledge};
+use crate::gp::collapsed::{CollapsedError, NOISE_VARIANCE_FLOOR};
+use crate::gp::resolution::resolution_noise_floor;
+
+/// Why a session could not start.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SessionError {
+    #[error("invalid settings: {0}")]
+    Settings(String),
+    #[error("the prior knowledge is for {knowledge} variables but the data have {data}")]
+    KnowledgeSize { knowledge: usize, data: usize },
+    #[error("the data need at least 2 columns and 10 rows (got {cols} columns, {rows} rows)")]
+    TooSmall { rows: usize, cols: usize },
+}
+
+/// Where the whole session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    /// Every restart has finished (or failed, with at least one finished).
+    Done,
+    /// Stopped by the user; the result is the best graph so far.
+    Stopped,
+    /// Every restart failed.
+    Failed,
+}
+
+/// One restart's progress, as a snapshot shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartProgress {
+    pub index: usize,
+    pub phase: Phase,
+    pub iteration: usize,
+    pub terms: Option<Terms>,
+    /// The final score once finished.
+    pub score: Option<f64>,
+    pub failure: Option<String>,
+}
+
+/// What a driver shows after each step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub status: Status,
+    /// The restart shown in detail (the first still running, else the best).
+    pub restart: usize,
+    pub phase: Phase,
+    /// One plain sentence about the phase.
+    pub phase_text: String,
+    /// Iterations of the shown restart.
+    pub iteration: usize,
+    pub terms: Option<Terms>,
+    /// W[cause][effect] of the shown restart: θ^lin + θ^se of each candidate edge.
+    pub adjacency: Vec<Vec<f64>>,
+    pub restarts: Vec<RestartProgress>,
+    pub faults: Vec<FaultEvent>,
+    /// Seconds of work so far (time inside `step`).
+    pub elapsed_seconds: f64,
+    /// A rough upper estimate of the seconds left (every phase running to its maximum length).
+    pub remaining_seconds: f64,
+    /// Fraction done in [0, 1], by the same estimate.
+    pub progress: f64,
+}
+
+/// A run's result: enough to reproduce it (DESIGN.md §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub names: Vec<String>,
+    /// "adjacency[i][j] = weight of the edge names[i] -> names[j] (row = cause, column = effect)".
+    pub orientation: String,
+    /// The chosen graph's edges (cause, effect).
+    pub edges: Vec<(usize, usize)>,
+    /// Edge weights θ^lin + θ^se of the chosen graph, cause × effect.
+    pub adjacency: Vec<Vec<f64>>,
+    /// The winning restart.
+    pub chosen_restart: Option<usize>,
+    pub restarts: Vec<RestartOutcome>,
+    pub failures: Vec<String>,
+    pub faults: Vec<FaultEvent>,
+    /// Whether every restart ran to the end (false after a stop).
+    pub complete: bool,
+    pub status: Status,
+    pub seed: u64,
+    pub preset: Option<Preset>,
+    pub settings: SearchSettings,
+    pub knowledge: Knowledge,
+    /// Rows in the data set and rows used for fitting.
+    pub rows: usize,
+    pub rows_used: usize,
+    pub dataset_fingerprint: String,
+    pub seconds: f64,
+    pub backend: String,
+    pub version: String,
+}
+
+/// A discovery run in progress.
+#[derive(Debug, Clone)]
+pub struct Session {
+    names: Vec<String>,
+    fingerprint: u64,
+    seed: u64,
+    preset: Option<Preset>,
+    problem: Problem,
+    restarts: Vec<Restart>,
+    elapsed: f64,
+    iteration_seconds: Option<f64>,
+    stopped: bool,
+    threads: usize,
+}
+
+impl Session {
+    /// Prepares a run on `dataset` (standardised here; the rows used are a seeded subset when there
+    /// are more than `settings.max_rows`).
+    pub fn new(
+        dataset: &Dataset,
+        knowledge: Knowledge,
+        settings: SearchSettings,
+        seed: u64,
+        preset: Option<Preset>,
+    ) -> Result<Self, SessionError> {
+        settings.validate().map_err(SessionError::Settings)?;
+        let (rows, d) = (dataset.rows(), dataset.cols());
+        if d < 2 || rows < 10 {
+            return Err(SessionError::TooSmall { rows, cols: d });
+        }
+        if knowledge.d() != d {
+            return Err(SessionError::KnowledgeSize {
+                knowledge: knowledge.d(),
+                data: d,
+            });
+        }
+        let full = dataset.standardised().to_matrix();
+        let used = settings.max_rows.min(rows);
+        let data = if used < rows {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut picked = rand::seq::index::sample(&mut rng, rows, used).into_vec();
+            picked.sort_unstable();
+            DMatrix::from_fn(used, d, |r, c| full[(picked[r], c)])
+        } else {
+            full
+        };
+        let noise_floors = (0..d)
+            .map(|j| {
+                let col: Vec<f64> = data.column(j).iter().copied().collect();
+                resolution_noise_floor(&col, NOISE_VARIANCE_FLOOR)
+            })
+            .collect();
+        let restarts = (0..settings.restarts)
+            .map(|r| Restart::new(r, seed.wrapping_add(1 + r as u64), d))
+            .collect();
+        let threads = if settings.threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            settings.threads
+        };
+        Ok(Self {
+            names: dataset.names().to_vec(),
+            fingerprint: dataset.fingerprint(),
+            seed,
+            preset,
+            problem: Problem {
+                data,
+                total_rows: rows,
+                noise_floors,
+                knowledge,
+                settings,
+            },
+            restarts,
+            elapsed: 0.0,
+            iteration_seconds: None,
+            stopped: false,
+            threads,
+        })
+    }
+
+    /// The column names.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The settings in use.
+    pub fn settings(&self) -> &SearchSettings {
+        &self.problem.settings
+    }
+
+    /// Whether no more work is left (finished, failed or stopped).
+    pub fn is_finished(&self) -> bool {
+        self.stopped || self.restarts.iter().all(Restart::finished)
+    }
+
+    /// Works for about `budget_seconds` (at least one unit of work), then returns a snapshot.
+    pub fn step(&mut self, budget_seconds: f64) -> Snapshot {
+        let start = now_seconds();
+        loop {
+            if self.is_finished() {
+                break;
+            }
+            self.work_unit();
+            if now_seconds() - start >= budget_seconds {
+                break;
+            }
+        }
+        self.elapsed += now_seconds() - start;
+        self.snapshot()
+    }
+
+    /// One unit: the pending non-iteration work of every restart, or else one iteration of all
+    /// restarts that are iterating.
+    fn work_unit(&mut self) {
+        let problem = &self.problem;
+        let mut did_other = false;
+        for r in self.restarts.iter_mut() {
+            if !r.finished() && !r.wants_evaluation() {
+                r.advance(problem);
+                did_other = true;
+            }
+        }
+        if did_other {
+            return;
+        }
+        let t0 = now_seconds();
+        let jobs: Vec<(&Component, f64)> = self
+            .restarts
+            .iter()
+            .filter(|r| r.wants_evaluation())
+            .flat_map(|r| r.components().iter().map(move |c| (c, r.jitter())))
+            .collect();
+        let mut results = evaluate_all(&jobs, self.threads).into_iter();
+        for r in self.restarts.iter_mut().filter(|r| r.wants_evaluation()) {
+            let evals: Vec<_> = results.by_ref().take(r.components().len()).collect();
+            r.finish_iteration(evals, problem);
+        }
+        let dt = now_seconds() - t0;
+        self.iteration_seconds = Some(match self.iteration_seconds {
+            Some(s) => 0.9 * s + 0.1 * dt,
+            None => dt,
+        });
+    }
+
+    /// Stops the run; [`Session::result`] then reports the best graph so far.
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    fn status(&self) -> Status {
+        if self.stopped && !self.restarts.iter().all(Restart::finished) {
+            Status::Stopped
+        } else if self.restarts.iter().all(Restart::finished) {
+            if self.restarts.iter().any(|r| r.outcome().is_some()) {
+                Status::Done
+            } else {
+                Status::Failed
+            }
+        } else {
+            Status::Running
+        }
+    }
+
+    fn shown_restart(&self) -> &Restart {
+        if let Some(r) = self.restarts.iter().find(|r| !r.finished()) {
+            return r;
+        }
+        self.best_finished().unwrap_or(&self.restarts[0])
+    }
+
+    fn best_finished(&self) -> Option<&Restart> {
+        self.restarts
+            .iter()
+            .filter(|r| r.outcome().is_some())
+            .max_by(|a, b| {
+                let s = |r: &Restart| r.outcome().map_or(f64::NEG_INFINITY, |o| o.score);
+                s(a).total_cmp(&s(b))
+            })
+    }
+
+    /// The iterations each restart may still need (every phase at its maximum length).
+    fn remaining_iterations(&self, r: &Restart) -> usize {
+        let s = &self.problem.settings;
+        let left = |max: usize| max.saturating_sub(r.phase_iterations());
+        match r.phase() {
+            Phase::Initialising => s.warmup.max + s.acyclic_max + s.cooldown.max,
+            Phase::WarmUp => left(s.warmup.max) + s.acyclic_max + s.cooldown.max,
+            Phase::Acyclic => left(s.acyclic_max) + s.cooldown.max,
+            Phase::Thresholding => s.cooldown.max,
+            Phase::CoolDown => left(s.cooldown.max),
+            Phase::Done | Phase::Failed => 0,
+        }
+    }
+
+    /// The current state, without doing any work.
+    pub fn snapshot(&self) -> Snapshot {
+        let d = self.names.len();
+        let shown = self.shown_restart();
+        let adjacency = match shown.outcome() {
+            Some(o) if shown.finished() => o.weights.clone(),
+            _ => to_rows(&shown.weights(d)),
+        };
+        let remaining_iterations = self
+            .restarts
+            .iter()
+            .map(|r| self.remaining_iterations(r))
+            .max()
+            .unwrap_or(0);
+        let status = self.status();
+        let remaining_seconds = if status == Status::Running {
+            remaining_iterations as f64 * self.iteration_seconds.unwrap_or(0.0)
+        } else {
+            0.0
+        };
+        let progress = if status == Status::Running {
+            let total = self.elapsed + remaining_seconds;
+            if total > 0.0 {
+                (self.elapsed / total).clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        } else {
+            1.0
+        };
+        Snapshot {
+            status,
+            restart: shown.index(),
+            phase: shown.phase(),
+            phase_text: shown.phase().describe().to_string(),
+            iteration: shown.iterations(),
+            terms: shown.last_terms(),
+            adjacency,
+            restarts: self
+                .restarts
+                .iter()
+                .map(|r| RestartProgress {
+                    index: r.index(),
+                    phase: r.phase(),
+                    iteration: r.iterations(),
+                    terms: r.last_terms(),
+                    score: r.outcome().map(|o| o.score),
+                    failure: r.failure().map(str::to_string),
+                })
+                .collect(),
+            faults: self
+                .restarts
+                .iter()
+                .flat_map(|r| r.faults().iter().cloned())
+                .collect(),
+            elapsed_seconds: self.elapsed,
+            remaining_seconds,
+            progress,
+        }
+    }
+
+    /// The result: the finished restart with the highest score, or, when none has finished (after a
+    /// stop), the running restart with the highest current objective, thresholded to a DAG the way
+    /// the search would (weakest edges out until acyclic, then the final thresholds).
+    pub fn result(&self) -> RunResult {
+        let d = self.names.len();
+        let s = &self.problem.settings;
+        let (edges, adjacency, chosen) = if let Some(best) = self.best_finished() {
+            let o = best.outcome().expect("finished");
+            (o.edges.clone(), o.weights.clone(), Some(best.index()))
+        } else if let Some(r) = self
+            .restarts
+            .iter()
+            .filter(|r| r.last_terms().is_some() && !r.finished())
+            .max_by(|a, b| {
+                let o = |r: &Restart| r.last_terms().map_or(f64::NEG_INFINITY, |t| t.objective);
+                o(a).total_cmp(&o(b))
+            })
+        {
+            let w = r.weights(d);
+            let mut kept = DMatrix::zeros(d, d);
+            for c in r.components() {
+                for (j, lin, se) in c.edge_hyperparameters() {
+                    if lin >= s.linear_threshold || se >= s.stationary_threshold {
+                        kept[(j, c.child())] = 1.0;
+                    }
+                }
+            }
+            match threshold_to_dag(&w, &kept, &self.problem.knowledge) {
+                Ok(dag) => {
+                    let edges = dag.edges();
+                    let mut adj = vec![vec![0.0; d]; d];
+                    for &(a, b) in &edges {
+                        adj[a][b] = w[(a, b)];
+                    }
+                    (edges, adj, Some(r.index()))
+                }
+                Err(_) => (Vec::new(), vec![vec![0.0; d]; d], None),
+            }
+        } else {
+            (Vec::new(), vec![vec![0.0; d]; d], None)
+        };
+        RunResult {
+            names: self.names.clone(),
+            orientation: "adjacency[i][j] is the weight of the edge names[i] -> names[j] (row = cause, column = effect)".into(),
+            edges,
+            adjacency,
+            chosen_restart: chosen,
+            restarts: self
+                .restarts
+                .iter()
+                .filter_map(|r| r.outcome().cloned())
+                .collect(),
+            failures: self
+                .restarts
+                .iter()
+                .filter_map(|r| r.failure().map(|f| format!("restart {}: {f}", r.index())))
+                .collect(),
+            faults: self
+                .restarts
+                .iter()
+                .flat_map(|r| r.faults().iter().cloned())
+                .collect(),
+            complete: self.restarts.iter().all(Restart::finished),
+            status: self.status(),
+            seed: self.seed,
+            preset: self.preset,
+            settings: s.clone(),
+            knowledge: self.problem.knowledge.clone(),
+            rows: self.problem.total_rows,
+            rows_used: self.problem.data.nrows(),
+            dataset_fingerprint: format!("{:016x}", self.fingerprint),
+            seconds: self.elapsed,
+            backend: "cpu-f64".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+fn to_rows(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
+    (0..m.nrows())
+        .map(|i| m.row(i).iter().copied().collect())
+        .collect()
+}
+
+type Evaluation = Result<(f64, Vec<f64>), CollapsedError>;
+
+/// Evaluates every job's bound and gradient, in order; on several threads natively.
+fn evaluate_all(jobs: &[(&Component, f64)], threads: usize) -> Vec<Evaluation> {
+    let run = |(c, jitter): &(&Component, f64)| c.evaluate(*jitter);
+    #[cfg(not(target_arch = "wasm32"))]
+    if threads > 1 && jobs.len() > 1 {
+        let chunk = jobs.len().div_ceil(threads);
+        return std::thread::scope(|scope| {
+            let handles: Vec<_> = jobs
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().map(run).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a bound evaluation thread panicked"))
+                .collect()
+        });
+    }
+    let _ = threads;
+    jobs.iter().map(run).collect()
+}

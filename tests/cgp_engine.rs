@@ -1,0 +1,265 @@
+//! The CGP-CDE search and `engine::Session`: gradients of the per-variable objective against
+//! finite differences, determinism for a seed, the phase sequence, stopping mid-run, prior
+//! knowledge enforced inside the model, and numerical faults undone and reported.
+
+use occam::data::Dataset;
+use occam::discovery::cgp::component::Component;
+use occam::discovery::cgp::{Phase, PhaseLength, Preset, Problem, Restart, SearchSettings};
+use occam::discovery::knowledge::Knowledge;
+use occam::engine::{Session, Status};
+use occam::gp::adam::AdamSettings;
+use occam::gp::collapsed::{CollapsedError, FitSettings, GpInitialisation};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::StandardNormal;
+
+/// A 3-variable chain a → b → c with nonlinear mechanisms, `n` rows.
+fn chain(n: usize, seed: u64) -> Dataset {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut noise = || rng.sample::<f64, _>(StandardNormal);
+    let a: Vec<f64> = (0..n).map(|_| noise()).collect();
+    let b: Vec<f64> = a.iter().map(|&x| (1.5 * x).sin() + 0.3 * noise()).collect();
+    let c: Vec<f64> = b.iter().map(|&x| x * x + 0.3 * noise()).collect();
+    Dataset::new(vec!["a".into(), "b".into(), "c".into()], vec![a, b, c])
+}
+
+/// Small enough for a debug build.
+fn tiny() -> SearchSettings {
+    SearchSettings {
+        max_rows: 60,
+        inducing_points: 8,
+        warmup: PhaseLength {
+            min: 20,
+            max: 80,
+            window: 10,
+            tolerance: 1e-3,
+        },
+        acyclic_max: 150,
+        cooldown: PhaseLength {
+            min: 10,
+            max: 40,
+            window: 10,
+            tolerance: 1e-3,
+        },
+        restarts: 2,
+        start_iterations: 30,
+        threads: 2,
+        ..Preset::Interactive.settings()
+    }
+}
+
+fn run(session: &mut Session) {
+    let mut guard = 0;
+    while !session.is_finished() {
+        session.step(0.05);
+        guard += 1;
+        assert!(guard < 100_000, "the session did not finish");
+    }
+}
+
+#[test]
+fn the_objective_gradient_matches_finite_differences() {
+    let data = chain(25, 1).standardised().to_matrix();
+    let init = FitSettings {
+        inducing_points: 5,
+        gp_initialisation: GpInitialisation::Never,
+        initial_precision: (0.3, 1.0),
+        ..FitSettings::default()
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let mut c = Component::new(
+        &data,
+        2,
+        &[0, 1],
+        &init,
+        1e-6,
+        2.0,
+        AdamSettings::default(),
+        &mut rng,
+    )
+    .unwrap();
+    // F·scale + log p(θ), and its gradient with the prior's −10 per θ added through softplus.
+    let value = |c: &Component| c.evaluate(1e-6).unwrap().0 + c.log_prior();
+    let (_, mut grad) = c.evaluate(1e-6).unwrap();
+    c.add_edge_gradient(&mut grad, &[-10.0, -10.0]);
+    let raw0 = c.raw().to_vec();
+    let h = 1e-5;
+    for k in 0..raw0.len() {
+        let mut plus = raw0.clone();
+        plus[k] += h;
+        let mut minus = raw0.clone();
+        minus[k] -= h;
+        c.set_raw(&plus);
+        let fp = value(&c);
+        c.set_raw(&minus);
+        let fm = value(&c);
+        let fd = (fp - fm) / (2.0 * h);
+        assert!(
+            (fd - grad[k]).abs() <= 1e-5 * fd.abs().max(grad[k].abs()).max(1.0),
+            "parameter {k}: fd {fd} vs analytic {}",
+            grad[k]
+        );
+    }
+    c.set_raw(&raw0);
+}
+
+#[test]
+fn a_session_is_deterministic_and_passes_through_every_phase() {
+    let data = chain(100, 3);
+    let mut a = Session::new(&data, Knowledge::none(3), tiny(), 7, None).unwrap();
+    assert_eq!(a.snapshot().phase, Phase::Initialising);
+    assert_eq!(a.snapshot().status, Status::Running);
+    let mut phases = Vec::new();
+    while !a.is_finished() {
+        let s = a.step(0.01);
+        if phases.last() != Some(&s.phase) {
+            phases.push(s.phase);
+        }
+        assert_eq!(s.adjacency.len(), 3);
+        assert!((0.0..=1.0).contains(&s.progress));
+    }
+    for p in [Phase::WarmUp, Phase::Acyclic, Phase::CoolDown, Phase::Done] {
+        assert!(phases.contains(&p), "{p:?} missing from {phases:?}");
+    }
+    let ra = a.result();
+    assert_eq!(ra.status, Status::Done);
+    assert!(ra.complete);
+    assert_eq!(ra.restarts.len(), 2);
+    assert!(ra.chosen_restart.is_some());
+    let best = ra
+        .restarts
+        .iter()
+        .map(|r| r.score)
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(ra.restarts[ra.chosen_restart.unwrap()].score, best);
+    assert!(occam::engine::output::result_graph(&ra).is_acyclic());
+
+    // Same seed, different step budgets: the same result.
+    let mut b = Session::new(&data, Knowledge::none(3), tiny(), 7, None).unwrap();
+    run(&mut b);
+    let rb = b.result();
+    assert_eq!(ra.edges, rb.edges);
+    assert_eq!(ra.restarts, rb.restarts);
+    // Another seed draws other rows and starts.
+    let mut c = Session::new(&data, Knowledge::none(3), tiny(), 8, None).unwrap();
+    run(&mut c);
+    assert_ne!(c.result().restarts, ra.restarts);
+}
+
+#[test]
+fn stopping_mid_run_keeps_the_best_graph_so_far() {
+    let data = chain(100, 4);
+    let mut s = Session::new(&data, Knowledge::none(3), tiny(), 1, None).unwrap();
+    // Run until every restart is iterating, then a little more, then stop.
+    while s.snapshot().restarts.iter().any(|r| r.iteration < 30) {
+        s.step(0.01);
+    }
+    s.stop();
+    assert!(s.is_finished());
+    let r = s.result();
+    assert_eq!(r.status, Status::Stopped);
+    assert!(!r.complete);
+    assert!(r.chosen_restart.is_some());
+    assert!(occam::engine::output::result_graph(&r).is_acyclic());
+    // The four output files are written from it.
+    let files = occam::engine::output::output_files(&r);
+    let names: Vec<&str> = files.iter().map(|f| f.0).collect();
+    assert_eq!(
+        names,
+        ["adjacency.csv", "edges.csv", "graph.dot", "result.json"]
+    );
+}
+
+#[test]
+fn forbidden_and_required_edges_hold_inside_the_model() {
+    let data = chain(100, 5);
+    let names: Vec<String> = data.names().to_vec();
+    let knowledge = Knowledge::new(
+        &names,
+        &["a->b".into(), "b->a".into()],
+        &["c->a".into()],
+        None,
+    )
+    .unwrap();
+    let mut s = Session::new(&data, knowledge, tiny(), 2, None).unwrap();
+    run(&mut s);
+    let r = s.result();
+    assert!(r.edges.contains(&(2, 0)), "{:?}", r.edges);
+    assert!(
+        !r.edges.contains(&(0, 1)) && !r.edges.contains(&(1, 0)),
+        "{:?}",
+        r.edges
+    );
+    // The forbidden pair never even had a weight.
+    for o in &r.restarts {
+        assert_eq!(o.weights[0][1], 0.0);
+        assert_eq!(o.weights[1][0], 0.0);
+    }
+}
+
+#[test]
+fn contradictory_knowledge_and_bad_settings_are_errors() {
+    let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+    let err = Knowledge::new(
+        &names,
+        &[],
+        &["a->b".into(), "b->c".into(), "c->a".into()],
+        None,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("cycle"), "{err}");
+    let data = chain(100, 6);
+    let bad = SearchSettings {
+        restarts: 0,
+        ..tiny()
+    };
+    let e = Session::new(&data, Knowledge::none(3), bad, 0, None).unwrap_err();
+    assert!(e.to_string().contains("restart"), "{e}");
+    let e = Session::new(&data, Knowledge::none(4), tiny(), 0, None).unwrap_err();
+    assert!(e.to_string().contains("4 variables"), "{e}");
+}
+
+#[test]
+fn a_numerical_fault_undoes_the_step_and_is_reported() {
+    let dataset = chain(60, 7);
+    let data = dataset.standardised().to_matrix();
+    let problem = Problem {
+        data: data.clone(),
+        total_rows: 60,
+        noise_floors: vec![1e-6; 3],
+        knowledge: Knowledge::none(3),
+        settings: tiny(),
+    };
+    let mut r = Restart::new(0, 11, 3);
+    while r.phase() == Phase::Initialising {
+        r.advance(&problem);
+    }
+    assert_eq!(r.phase(), Phase::WarmUp);
+    let evaluate = |r: &Restart| -> Vec<Result<(f64, Vec<f64>), CollapsedError>> {
+        r.components()
+            .iter()
+            .map(|c| c.evaluate(r.jitter()))
+            .collect()
+    };
+    // One good iteration, remembering the parameters it started from.
+    let before: Vec<Vec<f64>> = r.components().iter().map(|c| c.raw().to_vec()).collect();
+    r.finish_iteration(evaluate(&r), &problem);
+    let after: Vec<Vec<f64>> = r.components().iter().map(|c| c.raw().to_vec()).collect();
+    assert_ne!(before, after);
+    let lr = r.components()[0].learning_rate();
+    // The next evaluation "fails" in variable 1.
+    let mut evals = evaluate(&r);
+    evals[1] = Err(CollapsedError::NonFinite { value: f64::NAN });
+    r.finish_iteration(evals, &problem);
+    let restored: Vec<Vec<f64>> = r.components().iter().map(|c| c.raw().to_vec()).collect();
+    assert_eq!(restored, before, "the step into the faulty point is undone");
+    assert_eq!(r.components()[0].learning_rate(), lr / 2.0);
+    assert!((r.jitter() - 1e-5).abs() < 1e-18);
+    let f = &r.faults()[0];
+    assert_eq!((f.variable, f.phase), (1, Phase::WarmUp));
+    assert!(f.action.contains("halved"), "{}", f.action);
+    // The run goes on from there.
+    r.finish_iteration(evaluate(&r), &problem);
+    assert_eq!(r.phase(), Phase::WarmUp);
+    assert!(r.last_terms().unwrap().objective.is_finite());
+}
