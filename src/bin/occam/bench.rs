@@ -1,7 +1,8 @@
 //! `occam bench [--preset P] [--sets GLOB]`: runs discovery on the shared benchmark sets, scores
-//! each result against its truth, and writes the tables into BENCHMARKS.md (between the markers
-//! `<!-- bench:begin -->` and `<!-- bench:end -->`, leaving the rest of the file alone) next to the
-//! peers' figures from BASELINES_summary.csv.
+//! each result against its truth, and writes the tables into BENCHMARKS.md next to the peers'
+//! figures from BASELINES_summary.csv: between the markers `<!-- bench:begin KEY -->` and
+//! `<!-- bench:end KEY -->`, KEY naming the preset and the set glob, so runs over different sets
+//! keep their own sections and the rest of the file is left alone.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,9 +16,6 @@ use occam::engine::Session;
 use occam::graph::{compare, read_adjacency, read_edge_list, Digraph};
 
 use crate::{read_file_limited, CliError};
-
-const BEGIN: &str = "<!-- bench:begin -->";
-const END: &str = "<!-- bench:end -->";
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -42,6 +40,15 @@ pub struct BenchArgs {
     /// Worker threads (0 = all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Rows used per set (default: the preset's).
+    #[arg(long)]
+    pub max_rows: Option<usize>,
+    /// Inducing points per variable (default: the preset's).
+    #[arg(long)]
+    pub inducing: Option<usize>,
+    /// Caps every phase at this many iterations.
+    #[arg(long)]
+    pub max_iterations: Option<usize>,
 }
 
 /// One benchmark set on disk.
@@ -301,12 +308,14 @@ fn render(rows: &[Row], peers: &BTreeMap<String, Vec<Peer>>, header: &str) -> St
     out
 }
 
-/// Replaces the text between the markers (or appends a marked section).
-fn splice(existing: &str, section: &str) -> String {
-    let block = format!("{BEGIN}\n{section}\n{END}");
-    match (existing.find(BEGIN), existing.find(END)) {
+/// Replaces the text between the markers of `key` (or appends a marked section).
+fn splice(existing: &str, key: &str, section: &str) -> String {
+    let begin = format!("<!-- bench:begin {key} -->");
+    let end = format!("<!-- bench:end {key} -->");
+    let block = format!("{begin}\n{section}\n{end}");
+    match (existing.find(&begin), existing.find(&end)) {
         (Some(a), Some(b)) if b > a => {
-            format!("{}{block}{}", &existing[..a], &existing[b + END.len()..])
+            format!("{}{block}{}", &existing[..a], &existing[b + end.len()..])
         }
         _ => format!("{}\n\n{block}\n", existing.trim_end()),
     }
@@ -331,6 +340,15 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     }
     if let Some(t) = args.threads {
         settings.threads = t;
+    }
+    if let Some(m) = args.max_rows {
+        settings.max_rows = m;
+    }
+    if let Some(m) = args.inducing {
+        settings.inducing_points = m;
+    }
+    if let Some(cap) = args.max_iterations {
+        settings.cap_iterations(cap);
     }
     let mut rows = Vec::new();
     for set in &sets {
@@ -376,16 +394,19 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     }
     let peers = read_baselines(&args.data);
     let header = format!(
-        "## Structure learning: `occam bench --preset {} --sets '{}'` (seed {}, {} restarts, {} threads)\n\nSHD (rev=2) counts a reversed edge twice (the paper's convention); SHD (rev=1) once. SID after Peters & Bühlmann (n/a for a cyclic truth). F1 over directed edges. Seconds are wall-clock per set on this machine.",
+        "## Structure learning: `occam bench --preset {} --sets '{}'` (seed {}, {} restarts, {} threads, at most {} rows, M = {})\n\nSHD (rev=2) counts a reversed edge twice (the paper's convention); SHD (rev=1) once. SID after Peters & Bühlmann (n/a for a cyclic truth). F1 over directed edges. Seconds are wall-clock per set on this machine.",
         preset.name(),
         args.sets,
         args.seed,
         settings.restarts,
-        if settings.threads == 0 { "all".to_string() } else { settings.threads.to_string() }
+        if settings.threads == 0 { "all".to_string() } else { settings.threads.to_string() },
+        settings.max_rows,
+        settings.inducing_points
     );
     let section = render(&rows, &peers, &header);
     let existing = std::fs::read_to_string(&args.out).unwrap_or_default();
-    crate::write_file(&args.out, &splice(&existing, &section))?;
+    let key = format!("{} {}", preset.name(), args.sets);
+    crate::write_file(&args.out, &splice(&existing, &key, &section))?;
     println!("wrote {}", args.out.display());
     Ok(())
 }
@@ -406,9 +427,11 @@ mod tests {
 
     #[test]
     fn splice_replaces_only_the_marked_section() {
-        let a = splice("# T\n\ntext", "one");
+        let a = splice("# T\n\ntext", "k1", "one");
         assert!(a.starts_with("# T\n\ntext") && a.contains("one"));
-        let b = splice(&format!("{a}\nafter"), "two");
+        let b = splice(&format!("{a}\nafter"), "k1", "two");
         assert!(b.contains("two") && !b.contains("one") && b.ends_with("after"));
+        let c = splice(&b, "k2", "three");
+        assert!(c.contains("two") && c.contains("three"));
     }
 }
