@@ -4,11 +4,13 @@
 
 use occam::data::Dataset;
 use occam::discovery::cgp::component::Component;
-use occam::discovery::cgp::{Phase, PhaseLength, Preset, Problem, Restart, SearchSettings};
+use occam::discovery::cgp::{
+    Evaluation, Phase, PhaseLength, Preset, Problem, Restart, SearchSettings, Variable,
+};
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::{Session, Status};
 use occam::gp::adam::AdamSettings;
-use occam::gp::collapsed::{CollapsedError, FitSettings, GpInitialisation};
+use occam::gp::collapsed::{FitSettings, GpInitialisation};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -235,23 +237,27 @@ fn a_numerical_fault_undoes_the_step_and_is_reported() {
         r.advance(&problem);
     }
     assert_eq!(r.phase(), Phase::WarmUp);
-    let evaluate = |r: &Restart| -> Vec<Result<(f64, Vec<f64>), CollapsedError>> {
+    let raw = |r: &Restart| -> Vec<Vec<f64>> {
         r.components()
             .iter()
-            .map(|c| c.evaluate(r.jitter()))
+            .map(|c| match c {
+                Variable::Collapsed(c) => c.raw().to_vec(),
+                Variable::Uncollapsed(_) => unreachable!("the tiny settings are collapsed"),
+            })
             .collect()
     };
     // One good iteration, remembering the parameters it started from.
-    let before: Vec<Vec<f64>> = r.components().iter().map(|c| c.raw().to_vec()).collect();
-    r.finish_iteration(evaluate(&r), &problem);
-    let after: Vec<Vec<f64>> = r.components().iter().map(|c| c.raw().to_vec()).collect();
+    let before = raw(&r);
+    let evals = r.evaluate_all(&problem);
+    r.finish_iteration(evals, &problem);
+    let after = raw(&r);
     assert_ne!(before, after);
     let lr = r.components()[0].learning_rate();
     // The next evaluation "fails" in variable 1.
-    let mut evals = evaluate(&r);
-    evals[1] = Err(CollapsedError::NonFinite { value: f64::NAN });
+    let mut evals: Vec<Result<Evaluation, String>> = r.evaluate_all(&problem);
+    evals[1] = Err("the collapsed bound is not finite (NaN)".into());
     r.finish_iteration(evals, &problem);
-    let restored: Vec<Vec<f64>> = r.components().iter().map(|c| c.raw().to_vec()).collect();
+    let restored = raw(&r);
     assert_eq!(restored, before, "the step into the faulty point is undone");
     assert_eq!(r.components()[0].learning_rate(), lr / 2.0);
     assert!((r.jitter() - 1e-5).abs() < 1e-18);
@@ -259,7 +265,46 @@ fn a_numerical_fault_undoes_the_step_and_is_reported() {
     assert_eq!((f.variable, f.phase), (1, Phase::WarmUp));
     assert!(f.action.contains("halved"), "{}", f.action);
     // The run goes on from there.
-    r.finish_iteration(evaluate(&r), &problem);
+    let evals = r.evaluate_all(&problem);
+    r.finish_iteration(evals, &problem);
     assert_eq!(r.phase(), Phase::WarmUp);
     assert!(r.last_terms().unwrap().objective.is_finite());
+}
+
+#[test]
+fn the_paper_bound_runs_the_same_schedule_deterministically() {
+    use occam::discovery::cgp::BoundKind;
+    let data = chain(60, 9);
+    let settings = SearchSettings {
+        bound: BoundKind::Uncollapsed,
+        batch_size: 16,
+        samples: 2,
+        inducing_points: 6,
+        warmup: PhaseLength::fixed(15),
+        acyclic_max: 30,
+        cooldown: PhaseLength::fixed(10),
+        ..tiny()
+    };
+    let names: Vec<String> = data.names().to_vec();
+    let knowledge = Knowledge::new(&names, &["a->c".into()], &[], None).unwrap();
+    let mut s = Session::new(
+        &data,
+        knowledge.clone(),
+        settings.clone(),
+        4,
+        Some(Preset::Paper),
+    )
+    .unwrap();
+    run(&mut s);
+    let r = s.result();
+    assert_eq!(r.status, Status::Done, "{:?}", r.failures);
+    assert!(occam::engine::output::result_graph(&r).is_acyclic());
+    assert!(!r.edges.contains(&(0, 2)));
+    for o in &r.restarts {
+        assert!(o.score.is_finite() && o.elbo.is_finite());
+        assert_eq!(o.weights[0][2], 0.0);
+    }
+    let mut again = Session::new(&data, knowledge, settings, 4, Some(Preset::Paper)).unwrap();
+    run(&mut again);
+    assert_eq!(again.result().restarts, r.restarts);
 }

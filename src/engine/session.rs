@@ -14,12 +14,12 @@ use serde::{Deserialize, Serialize};
 
 use super::clock::now_seconds;
 use crate::data::Dataset;
-use crate::discovery::cgp::component::Component;
 use crate::discovery::cgp::{
-    FaultEvent, Phase, Preset, Problem, Restart, RestartOutcome, SearchSettings, Terms,
+    Evaluation, FaultEvent, Phase, Preset, Problem, Restart, RestartOutcome, SearchSettings, Terms,
+    Variable,
 };
 use crate::discovery::knowledge::{threshold_to_dag, Knowledge};
-use crate::gp::collapsed::{CollapsedError, NOISE_VARIANCE_FLOOR};
+use crate::gp::collapsed::NOISE_VARIANCE_FLOOR;
 use crate::gp::resolution::resolution_noise_floor;
 
 /// Why a session could not start.
@@ -239,13 +239,21 @@ impl Session {
             return;
         }
         let t0 = now_seconds();
-        let jobs: Vec<(&Component, f64)> = self
+        for r in self.restarts.iter_mut().filter(|r| r.wants_evaluation()) {
+            r.draw_seeds();
+        }
+        let jobs: Vec<Job> = self
             .restarts
             .iter()
             .filter(|r| r.wants_evaluation())
-            .flat_map(|r| r.components().iter().map(move |c| (c, r.jitter())))
+            .flat_map(|r| {
+                r.components()
+                    .iter()
+                    .zip(r.seeds())
+                    .map(move |(c, &seed)| (c, r.jitter(), seed))
+            })
             .collect();
-        let mut results = evaluate_all(&jobs, self.threads).into_iter();
+        let mut results = evaluate_all(&jobs, &problem.data, self.threads).into_iter();
         for r in self.restarts.iter_mut().filter(|r| r.wants_evaluation()) {
             let evals: Vec<_> = results.by_ref().take(r.components().len()).collect();
             r.finish_iteration(evals, problem);
@@ -390,7 +398,8 @@ impl Session {
             let mut kept = DMatrix::zeros(d, d);
             for c in r.components() {
                 for (j, lin, se) in c.edge_hyperparameters() {
-                    if lin >= s.linear_threshold || se >= s.stationary_threshold {
+                    if lin >= s.linear_threshold || se.iter().any(|&t| t >= s.stationary_threshold)
+                    {
                         kept[(j, c.child())] = 1.0;
                     }
                 }
@@ -452,11 +461,16 @@ fn to_rows(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
         .collect()
 }
 
-type Evaluation = Result<(f64, Vec<f64>), CollapsedError>;
+/// A variable to evaluate, at a jitter, with the seed of its minibatch and Monte Carlo draws.
+type Job<'a> = (&'a Variable, f64, u64);
 
 /// Evaluates every job's bound and gradient, in order; on several threads natively.
-fn evaluate_all(jobs: &[(&Component, f64)], threads: usize) -> Vec<Evaluation> {
-    let run = |(c, jitter): &(&Component, f64)| c.evaluate(*jitter);
+fn evaluate_all(
+    jobs: &[Job],
+    data: &DMatrix<f64>,
+    threads: usize,
+) -> Vec<Result<Evaluation, String>> {
+    let run = |(c, jitter, seed): &Job| c.evaluate(data, *jitter, *seed);
     #[cfg(not(target_arch = "wasm32"))]
     if threads > 1 && jobs.len() > 1 {
         let chunk = jobs.len().div_ceil(threads);

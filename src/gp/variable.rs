@@ -213,6 +213,49 @@ impl GpCdeVariable {
         &self.kernel
     }
 
+    /// The kernel's unconstrained parameters (flat order of [`Kernel::params_to_vec`]).
+    pub fn kernel_raw(&self) -> &[f64] {
+        &self.kernel_raw
+    }
+
+    /// Flat kernel indices of the hyperparameters that switch input `j` on: θ^lin_j and θ^c_j of
+    /// every stationary part.
+    pub fn input_indices(&self, j: usize) -> Vec<usize> {
+        let d = self.kernel.dim();
+        let mut out = Vec::new();
+        let mut offset = 0;
+        if self.kernel.linear.is_some() {
+            out.push(j);
+            offset = d;
+        }
+        for c in 0..self.kernel.stationary.len() {
+            out.push(offset + c * (1 + d) + 1 + j);
+        }
+        out
+    }
+
+    /// Sets the kernel's unconstrained entries `indices` to `raw[k]` (same flat order) and clears
+    /// their Adam moments (the re-initialisation of MODEL.md §5.4).
+    pub fn reset_kernel_entries(&mut self, indices: &[usize], raw: &[f64]) {
+        for &k in indices {
+            self.kernel_raw[k] = raw[k];
+        }
+        let values: Vec<f64> = self.kernel_raw.iter().map(|&r| softplus(r)).collect();
+        self.kernel.set_params_from_slice(&values);
+        // The kernel entries come first in Adam's flat vector.
+        self.adam.reset(indices.iter().copied());
+    }
+
+    /// Multiplies Adam's learning rate by `factor`.
+    pub fn scale_learning_rate(&mut self, factor: f64) {
+        self.adam.settings.learning_rate *= factor;
+    }
+
+    /// Adam's learning rate.
+    pub fn learning_rate(&self) -> f64 {
+        self.adam.settings.learning_rate
+    }
+
     /// φ² = softplus(raw) + floor (floor 1e-6, or Δ²/12 for data recorded at resolution Δ).
     pub fn noise(&self) -> f64 {
         softplus(self.noise_raw) + self.noise_floor

@@ -3,19 +3,24 @@
 //! Σ_i F_i + log p(θ) − γ h(A) through the phases warm-up → acyclic → threshold → cool-down, over
 //! several restarts.
 //!
-//! Each variable's evidence is the collapsed bound of MODEL.md §4 on (a seeded subset of) the rows,
-//! with free q(w) and the SE + linear kernel, so A_ij = θ^lin_ij + θ^se_ij. This is a documented
-//! deviation from the paper, which trains the uncollapsed bound with an encoder and four
-//! stationary kinds: the collapsed bound needs no Monte Carlo and no q(u), so far fewer iterations
-//! reach a usable graph on a CPU (README and BENCHMARKS.md record what it measures).
+//! Each variable's evidence is either the paper's uncollapsed bound (MODEL.md §3: five kernel
+//! kinds, an encoder for q(w), minibatches, Monte Carlo, natural gradients; the `paper` preset) or
+//! the collapsed bound of MODEL.md §4 on (a seeded subset of) the rows, with free q(w) and the
+//! SE + linear kernel, so A_ij = θ^lin_ij + θ^se_ij (the `interactive` preset). The collapsed
+//! bound needs no Monte Carlo and no q(u), so far fewer iterations reach a usable graph on a CPU
+//! (BENCHMARKS.md records what it measures). A full-batch iteration counts as a quarter epoch for
+//! γ's schedule (γ += ρ every `gamma_interval` = 4 iterations, as N = 1000, b = 256 gives).
 //!
 //! - [`settings`]: schedule, sizes, thresholds and the presets;
 //! - [`component`]: one variable's model and optimiser state;
+//! - [`variable`]: the interface over both bounds;
 //! - [`restart`]: one restart's state machine.
 
 pub mod component;
 pub mod restart;
 pub mod settings;
+pub mod variable;
 
 pub use restart::{FaultEvent, Phase, Problem, Restart, RestartOutcome, Terms};
 pub use settings::{PhaseLength, Preset, SearchSettings};
+pub use variable::{BoundKind, Evaluation, Variable};

@@ -16,12 +16,15 @@ use serde::{Deserialize, Serialize};
 
 use super::component::{Component, PRIOR_RATE};
 use super::settings::SearchSettings;
+use super::variable::{BoundKind, Checkpoint, Evaluation, UncollapsedComponent, Variable};
 use crate::discovery::knowledge::{threshold_to_dag, Knowledge};
 use crate::discovery::spectral::PowerIteration;
-use crate::gp::adam::{Adam, AdamSettings};
-use crate::gp::collapsed::{CollapsedError, FitSettings, GpInitialisation};
+use crate::gp::adam::AdamSettings;
+use crate::gp::collapsed::{FitSettings, GpInitialisation};
 use crate::gp::lbfgs::LbfgsSettings;
+use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
 use crate::graph::Digraph;
+use rand::Rng;
 
 /// Where a restart is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,13 +132,17 @@ pub struct Restart {
     index: usize,
     rng: ChaCha8Rng,
     phase: Phase,
-    components: Vec<Component>,
+    components: Vec<Variable>,
+    /// Seeds of this iteration's minibatch and Monte Carlo draws, one per variable.
+    seeds: Vec<u64>,
     power: PowerIteration,
     gamma: f64,
     phase_iterations: usize,
     iterations: usize,
     history: Vec<f64>,
-    checkpoints: Option<Vec<(Vec<f64>, Adam)>>,
+    checkpoints: Option<Vec<Checkpoint>>,
+    /// Each variable's bound at the last evaluation.
+    last_values: Vec<f64>,
     jitter: f64,
     faults: Vec<FaultEvent>,
     last: Option<Terms>,
@@ -151,12 +158,14 @@ impl Restart {
             rng: ChaCha8Rng::seed_from_u64(seed),
             phase: Phase::Initialising,
             components: Vec::with_capacity(d),
+            seeds: Vec::new(),
             power: PowerIteration::new(d),
             gamma: 0.0,
             phase_iterations: 0,
             iterations: 0,
             history: Vec::new(),
             checkpoints: None,
+            last_values: Vec::new(),
             jitter: 1e-6,
             faults: Vec::new(),
             last: None,
@@ -200,9 +209,32 @@ impl Restart {
     pub fn finished(&self) -> bool {
         matches!(self.phase, Phase::Done | Phase::Failed)
     }
-    /// The variables, to be evaluated at [`Restart::jitter`].
-    pub fn components(&self) -> &[Component] {
+    /// The variables, to be evaluated at [`Restart::jitter`] with [`Restart::seeds`].
+    pub fn components(&self) -> &[Variable] {
         &self.components
+    }
+
+    /// Draws this iteration's seeds (one per variable) from the restart's generator; call once
+    /// before evaluating.
+    pub fn draw_seeds(&mut self) {
+        let rng = &mut self.rng;
+        self.seeds = (0..self.components.len()).map(|_| rng.random()).collect();
+    }
+
+    /// The seeds drawn by [`Restart::draw_seeds`].
+    pub fn seeds(&self) -> &[u64] {
+        &self.seeds
+    }
+
+    /// Draws seeds and evaluates every variable in turn (drivers that batch across restarts
+    /// evaluate [`Restart::components`] themselves).
+    pub fn evaluate_all(&mut self, problem: &Problem) -> Vec<Result<Evaluation, String>> {
+        self.draw_seeds();
+        self.components
+            .iter()
+            .zip(&self.seeds)
+            .map(|(c, &seed)| c.evaluate(&problem.data, self.jitter, seed))
+            .collect()
     }
     pub fn jitter(&self) -> f64 {
         self.jitter
@@ -250,16 +282,45 @@ impl Restart {
             learning_rate: s.learning_rate,
             ..AdamSettings::default()
         };
-        match Component::new(
-            &problem.data,
-            i,
-            &parents,
-            &init,
-            problem.noise_floors[i],
-            scale,
-            adam,
-            &mut self.rng,
-        ) {
+        let variable = match s.bound {
+            BoundKind::Collapsed => Component::new(
+                &problem.data,
+                i,
+                &parents,
+                &init,
+                problem.noise_floors[i],
+                scale,
+                adam,
+                &mut self.rng,
+            )
+            .map(|c| Variable::Collapsed(Box::new(c)))
+            .map_err(|e| e.to_string()),
+            BoundKind::Uncollapsed => {
+                let mask: Vec<f64> = (0..d)
+                    .map(|j| {
+                        if j == i || parents.contains(&j) {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                let settings = VariableSettings {
+                    inducing: s.inducing_points,
+                    samples: s.samples,
+                    latent: LatentKind::Encoder,
+                    adam,
+                    ..VariableSettings::default()
+                };
+                let v = GpCdeVariable::new(&problem.data, i, &mask, &settings, &mut self.rng);
+                Ok(Variable::Uncollapsed(Box::new(UncollapsedComponent::new(
+                    i,
+                    v,
+                    s.batch_size,
+                ))))
+            }
+        };
+        match variable {
             Ok(c) => self.components.push(c),
             Err(e) => {
                 self.fail(format!("variable {i} could not be initialised: {e}"));
@@ -307,8 +368,9 @@ impl Restart {
         let w = self.weights(d);
         let candidates: usize = self.components.iter().map(|c| c.parents().len()).sum();
         let absent = (d * d.saturating_sub(1)).saturating_sub(candidates);
+        let kinds = self.components.first().map_or(2, Variable::kinds) as f64;
         let log_prior = self.components.iter().map(|c| c.log_prior()).sum::<f64>()
-            + 2.0 * absent as f64 * PRIOR_RATE.ln();
+            + kinds * absent as f64 * PRIOR_RATE.ln();
         let estimate = self.power.estimate(&w, problem.settings.power_iterations);
         let gamma = self.gamma;
         let terms = Terms {
@@ -325,7 +387,7 @@ impl Restart {
     /// Completes an iteration from the bound evaluations of [`Restart::components`] (in order).
     pub fn finish_iteration(
         &mut self,
-        evaluations: Vec<Result<(f64, Vec<f64>), CollapsedError>>,
+        evaluations: Vec<Result<Evaluation, String>>,
         problem: &Problem,
     ) {
         if !self.wants_evaluation() {
@@ -334,15 +396,13 @@ impl Restart {
         if let Some((variable, err)) = evaluations
             .iter()
             .enumerate()
-            .find_map(|(k, r)| r.as_ref().err().map(|e| (k, e.to_string())))
+            .find_map(|(k, r)| r.as_ref().err().map(|e| (k, e.clone())))
         {
             return self.handle_fault(variable, err);
         }
-        let evaluations: Vec<(f64, Vec<f64>)> = evaluations
-            .into_iter()
-            .map(|r| r.expect("checked"))
-            .collect();
-        let elbo: f64 = evaluations.iter().map(|(f, _)| f).sum();
+        let evaluations: Vec<Evaluation> = evaluations.into_iter().flatten().collect();
+        let elbo: f64 = evaluations.iter().map(Evaluation::value).sum();
+        self.last_values = evaluations.iter().map(Evaluation::value).collect();
         let (terms, penalty_grad) = self.terms(elbo, problem);
         if !terms.objective.is_finite() {
             return self.handle_fault(
@@ -372,7 +432,8 @@ impl Restart {
 
         // ∂/∂θ_ij of log p(θ) − γ h: −10 − γ G[j][i] for every candidate edge j → i.
         self.checkpoints = Some(self.components.iter().map(|c| c.checkpoint()).collect());
-        for (c, (_, mut grad)) in self.components.iter_mut().zip(evaluations) {
+        let mut step_error = None;
+        for (k, (c, evaluation)) in self.components.iter_mut().zip(evaluations).enumerate() {
             let d_theta: Vec<f64> = c
                 .parents()
                 .iter()
@@ -383,8 +444,12 @@ impl Restart {
                             .map_or(0.0, |g| terms.gamma * g[(j, c.child())])
                 })
                 .collect();
-            c.add_edge_gradient(&mut grad, &d_theta);
-            c.ascend(&grad);
+            if let Err(e) = c.ascend(evaluation, &d_theta) {
+                step_error.get_or_insert((k, e));
+            }
+        }
+        if let Some((k, e)) = step_error {
+            return self.handle_fault(k, e);
         }
         if self.phase == Phase::Acyclic
             && self.phase_iterations > 0
@@ -423,8 +488,9 @@ impl Restart {
             .flat_map(|c| {
                 c.edge_hyperparameters()
                     .into_iter()
-                    .filter(|&(_, lin, se)| {
-                        lin >= s.linear_threshold || se >= s.stationary_threshold
+                    .filter(|(_, lin, st)| {
+                        *lin >= s.linear_threshold
+                            || st.iter().any(|&t| t >= s.stationary_threshold)
                     })
                     .map(move |(j, _, _)| (j, c.child()))
             })
@@ -489,21 +555,36 @@ impl Restart {
         let mut edges = Vec::new();
         let mut weights = vec![vec![0.0; d]; d];
         for c in &self.components {
-            for (j, lin, se) in c.edge_hyperparameters() {
+            for (j, lin, st) in c.edge_hyperparameters() {
                 let keep = lin >= s.linear_threshold
-                    || se >= s.stationary_threshold
+                    || st.iter().any(|&t| t >= s.stationary_threshold)
                     || problem.knowledge.is_required(j, c.child());
                 if keep {
                     edges.push((j, c.child()));
-                    weights[j][c.child()] = lin + se;
+                    weights[j][c.child()] = lin + st.iter().sum::<f64>();
                 }
             }
         }
         edges.sort_unstable();
+        // The collapsed bound is exact as evaluated; the uncollapsed one is re-estimated on every
+        // row with 100 samples per row.
+        let mut elbo = 0.0;
+        for (c, evaluated) in self.components.iter().zip(&self.last_values) {
+            let seed = self.rng.random();
+            match c.final_bound(&problem.data, *evaluated, seed) {
+                Ok(v) => elbo += v,
+                Err(e) => {
+                    return self.fail(format!(
+                        "the final bound of variable {} could not be computed: {e}",
+                        c.child()
+                    ))
+                }
+            }
+        }
         self.outcome = Some(RestartOutcome {
             index: self.index,
-            score: terms.elbo + terms.log_prior,
-            elbo: terms.elbo,
+            score: elbo + terms.log_prior,
+            elbo,
             log_prior: terms.log_prior,
             edges,
             weights,

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::variable::BoundKind;
+
 /// How long a phase runs: at least `min` and at most `max` iterations; in between it ends when the
 /// objective stops improving: the mean over the last `window` iterations exceeds the mean over
 /// the `window` before by less than `tolerance` nats per row of the data set.
@@ -29,6 +31,12 @@ impl PhaseLength {
 /// Everything that decides the search, apart from the data, the seed and the prior knowledge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchSettings {
+    /// Which bound each variable uses.
+    pub bound: BoundKind,
+    /// Minibatch size b (uncollapsed bound only).
+    pub batch_size: usize,
+    /// Monte Carlo samples S of w per row (uncollapsed bound only).
+    pub samples: usize,
     /// Rows used for fitting: a seeded random subset when the data set has more (the bound is
     /// scaled by N/rows so the prior and penalty still weigh against the whole data set).
     pub max_rows: usize,
@@ -67,7 +75,8 @@ pub struct SearchSettings {
 pub enum Preset {
     /// Few rows and inducing points, phases that end on convergence (DESIGN.md §4).
     Interactive,
-    /// The paper's schedule lengths and sizes (MODEL.md §5.4–5.5), on the collapsed bound.
+    /// The paper's bound, schedule lengths and sizes (MODEL.md §5.4–5.5): the uncollapsed
+    /// GP-CDE with an encoder, M = 400, b = 256, S = 50, 25k / ≤ 50k / 25k iterations.
     Paper,
 }
 
@@ -95,6 +104,9 @@ impl Preset {
     pub fn settings(self) -> SearchSettings {
         match self {
             Self::Interactive => SearchSettings {
+                bound: BoundKind::Collapsed,
+                batch_size: 256,
+                samples: 10,
                 max_rows: 300,
                 inducing_points: 30,
                 learning_rate: 0.05,
@@ -122,6 +134,9 @@ impl Preset {
                 threads: 0,
             },
             Self::Paper => SearchSettings {
+                bound: BoundKind::Uncollapsed,
+                batch_size: 256,
+                samples: 50,
                 max_rows: usize::MAX,
                 inducing_points: 400,
                 learning_rate: 0.05,
@@ -157,6 +172,9 @@ impl SearchSettings {
                 "rows used must be at least 10, got {}",
                 self.max_rows
             ));
+        }
+        if self.batch_size == 0 || self.samples == 0 {
+            return Err("the batch size and the Monte Carlo samples must be at least 1".into());
         }
         if self.inducing_points == 0 {
             return Err("inducing points must be at least 1".into());

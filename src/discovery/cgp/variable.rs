@@ -1,0 +1,300 @@
+//! A variable of the continuous search, on either bound: the collapsed [`Component`] (SE + linear,
+//! full batch of the rows used, Adam) or the paper's uncollapsed GP-CDE ([`GpCdeVariable`]: the
+//! five-kind kernel, an encoder for q(w), minibatches of b rows, S Monte Carlo samples, natural
+//! gradients for q(u) and Adam for the rest, MODEL.md §3).
+//!
+//! Owns: the uniform interface the restart state machine uses (dependence, prior, one evaluation,
+//! one ascent step with the graph gradient added, the re-initialisation after thresholding,
+//! checkpoints, the final score), so the schedule is written once for both.
+
+use nalgebra::DMatrix;
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use super::component::{Component, PRIOR_RATE};
+use crate::gp::svgp::{bound_and_gradient, SvgpOutput};
+use crate::gp::variable::{GpCdeVariable, Prepared};
+
+/// Which bound every variable uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundKind {
+    /// MODEL.md §4 on the rows used: SE + linear, free q(w), full batch.
+    Collapsed,
+    /// MODEL.md §3: the paper's CGP-CDE bound with minibatches and Monte Carlo.
+    Uncollapsed,
+}
+
+/// The paper's uncollapsed variable with the values its edge hyperparameters started from.
+#[derive(Debug, Clone)]
+pub struct UncollapsedComponent {
+    child: usize,
+    variable: GpCdeVariable,
+    initial_kernel_raw: Vec<f64>,
+    batch: usize,
+}
+
+/// One evaluation, ready to be applied by [`Variable::ascend`].
+#[derive(Debug, Clone)]
+pub enum Evaluation {
+    /// (N/rows)·F and its gradient in the flat unconstrained parameters.
+    Collapsed { value: f64, gradient: Vec<f64> },
+    /// The minibatch estimate of the bound with what its step needs.
+    Uncollapsed {
+        value: f64,
+        prepared: Box<Prepared>,
+        output: Box<SvgpOutput>,
+    },
+}
+
+impl Evaluation {
+    /// The (estimated) bound of the variable, scaled to all rows.
+    pub fn value(&self) -> f64 {
+        match self {
+            Evaluation::Collapsed { value, .. } | Evaluation::Uncollapsed { value, .. } => *value,
+        }
+    }
+}
+
+/// A saved state to undo a step.
+#[derive(Debug, Clone)]
+pub enum Checkpoint {
+    Collapsed(Vec<f64>, crate::gp::adam::Adam),
+    Uncollapsed(Box<GpCdeVariable>),
+}
+
+/// A variable of the search on one of the two bounds.
+#[derive(Debug, Clone)]
+pub enum Variable {
+    Collapsed(Box<Component>),
+    Uncollapsed(Box<UncollapsedComponent>),
+}
+
+impl UncollapsedComponent {
+    /// Wraps a freshly initialised variable for column `child`, trained on minibatches of
+    /// `batch` rows.
+    pub fn new(child: usize, variable: GpCdeVariable, batch: usize) -> Self {
+        let initial_kernel_raw = variable.kernel_raw().to_vec();
+        Self {
+            child,
+            variable,
+            initial_kernel_raw,
+            batch: batch.max(1),
+        }
+    }
+}
+
+impl Variable {
+    /// The modelled column.
+    pub fn child(&self) -> usize {
+        match self {
+            Variable::Collapsed(c) => c.child(),
+            Variable::Uncollapsed(u) => u.child,
+        }
+    }
+
+    /// The candidate parents still switched on.
+    pub fn parents(&self) -> Vec<usize> {
+        match self {
+            Variable::Collapsed(c) => c.parents().to_vec(),
+            Variable::Uncollapsed(u) => {
+                let mask = &u.variable.kernel().mask;
+                (0..mask.len())
+                    .filter(|&j| j != u.child && mask[j] != 0.0)
+                    .collect()
+            }
+        }
+    }
+
+    /// Graph hyperparameters per edge: 2 (θ^lin, θ^se) collapsed, 5 (θ^lin and four stationary
+    /// kinds) uncollapsed.
+    pub fn kinds(&self) -> usize {
+        match self {
+            Variable::Collapsed(_) => 2,
+            Variable::Uncollapsed(u) => u.variable.input_indices(0).len(),
+        }
+    }
+
+    /// (j, θ^lin_ij, the stationary θ^c_ij) for every candidate parent j.
+    pub fn edge_hyperparameters(&self) -> Vec<(usize, f64, Vec<f64>)> {
+        match self {
+            Variable::Collapsed(c) => c
+                .edge_hyperparameters()
+                .into_iter()
+                .map(|(j, lin, se)| (j, lin, vec![se]))
+                .collect(),
+            Variable::Uncollapsed(u) => {
+                let k = u.variable.kernel();
+                self.parents()
+                    .into_iter()
+                    .map(|j| {
+                        let lin = k.linear.as_ref().map_or(0.0, |l| l[j]);
+                        let st = k.stationary.iter().map(|p| p.precision[j]).collect();
+                        (j, lin, st)
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// (j, A_ij) with A_ij = θ^lin_ij + Σ_c θ^c_ij for every candidate parent j.
+    pub fn dependence(&self) -> Vec<(usize, f64)> {
+        self.edge_hyperparameters()
+            .into_iter()
+            .map(|(j, lin, st)| (j, lin + st.iter().sum::<f64>()))
+            .collect()
+    }
+
+    /// Σ over candidate parents and kinds of log 10 − 10 θ.
+    pub fn log_prior(&self) -> f64 {
+        let per_edge = self.kinds() as f64 * PRIOR_RATE.ln();
+        self.dependence()
+            .iter()
+            .map(|(_, a)| per_edge - PRIOR_RATE * a)
+            .sum()
+    }
+
+    /// One evaluation at jitter ε (collapsed) with the minibatch and noise drawn from `seed`
+    /// (uncollapsed).
+    pub fn evaluate(
+        &self,
+        data: &DMatrix<f64>,
+        jitter: f64,
+        seed: u64,
+    ) -> Result<Evaluation, String> {
+        match self {
+            Variable::Collapsed(c) => c
+                .evaluate(jitter)
+                .map(|(value, gradient)| Evaluation::Collapsed { value, gradient })
+                .map_err(|e| e.to_string()),
+            Variable::Uncollapsed(u) => {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                let n = data.nrows();
+                let rows = sample(&mut rng, n, u.batch.min(n)).into_vec();
+                let prepared = u.variable.prepare(data, &rows, &mut rng);
+                let output =
+                    bound_and_gradient(&u.variable.input(&prepared)).map_err(|e| e.to_string())?;
+                let value = output.terms.elbo;
+                if !value.is_finite() {
+                    return Err(format!("the bound is not finite ({value})"));
+                }
+                Ok(Evaluation::Uncollapsed {
+                    value,
+                    prepared: Box::new(prepared),
+                    output: Box::new(output),
+                })
+            }
+        }
+    }
+
+    /// One ascent step from `evaluation`, with ∂/∂θ_ij = `d_theta[k]` added for the k-th parent
+    /// of [`Variable::parents`] on every kind.
+    pub fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), String> {
+        let parents = self.parents();
+        match (self, evaluation) {
+            (Variable::Collapsed(c), Evaluation::Collapsed { mut gradient, .. }) => {
+                c.add_edge_gradient(&mut gradient, d_theta);
+                c.ascend(&gradient);
+                Ok(())
+            }
+            (
+                Variable::Uncollapsed(u),
+                Evaluation::Uncollapsed {
+                    prepared, output, ..
+                },
+            ) => {
+                let mut extra = vec![0.0; u.variable.kernel_raw().len()];
+                for (k, &j) in parents.iter().enumerate() {
+                    for idx in u.variable.input_indices(j) {
+                        extra[idx] += d_theta[k];
+                    }
+                }
+                u.variable
+                    .apply(&prepared, &output, Some(&extra))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+            _ => Err("an evaluation was applied to a variable of the other bound".into()),
+        }
+    }
+
+    /// Keeps only the parents in `keep` and resets their edge hyperparameters to this restart's
+    /// starting values (MODEL.md §5.4).
+    pub fn restrict_parents(&mut self, data: &DMatrix<f64>, keep: &[usize]) {
+        let parents = self.parents();
+        match self {
+            Variable::Collapsed(c) => c.restrict_parents(data, keep),
+            Variable::Uncollapsed(u) => {
+                let mut reset = Vec::new();
+                for j in parents {
+                    if keep.contains(&j) {
+                        reset.extend(u.variable.input_indices(j));
+                    } else {
+                        u.variable.set_mask(j, false);
+                    }
+                }
+                let initial = u.initial_kernel_raw.clone();
+                u.variable.reset_kernel_entries(&reset, &initial);
+            }
+        }
+    }
+
+    pub fn checkpoint(&self) -> Checkpoint {
+        match self {
+            Variable::Collapsed(c) => {
+                let (raw, adam) = c.checkpoint();
+                Checkpoint::Collapsed(raw, adam)
+            }
+            Variable::Uncollapsed(u) => Checkpoint::Uncollapsed(Box::new(u.variable.clone())),
+        }
+    }
+
+    /// Restores a checkpoint, keeping the current learning rate.
+    pub fn restore(&mut self, checkpoint: Checkpoint) {
+        match (self, checkpoint) {
+            (Variable::Collapsed(c), Checkpoint::Collapsed(raw, adam)) => c.restore((raw, adam)),
+            (Variable::Uncollapsed(u), Checkpoint::Uncollapsed(v)) => {
+                let lr = u.variable.learning_rate();
+                u.variable = *v;
+                let now = u.variable.learning_rate();
+                u.variable.scale_learning_rate(lr / now);
+            }
+            _ => {}
+        }
+    }
+
+    pub fn scale_learning_rate(&mut self, factor: f64) {
+        match self {
+            Variable::Collapsed(c) => c.scale_learning_rate(factor),
+            Variable::Uncollapsed(u) => u.variable.scale_learning_rate(factor),
+        }
+    }
+
+    pub fn learning_rate(&self) -> f64 {
+        match self {
+            Variable::Collapsed(c) => c.learning_rate(),
+            Variable::Uncollapsed(u) => u.variable.learning_rate(),
+        }
+    }
+
+    /// The final bound for comparing restarts: the collapsed bound itself, or the uncollapsed
+    /// bound on all rows with 100 Monte Carlo samples (MODEL.md §5.4, [B]'s final evaluation).
+    pub fn final_bound(
+        &self,
+        data: &DMatrix<f64>,
+        evaluated: f64,
+        seed: u64,
+    ) -> Result<f64, String> {
+        match self {
+            Variable::Collapsed(_) => Ok(evaluated),
+            Variable::Uncollapsed(u) => {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                u.variable
+                    .full_bound(data, 100, 500, &mut rng)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
