@@ -198,8 +198,9 @@ struct Row {
     seconds: f64,
 }
 
-/// Peer figures of one (group, method): mean SHD, SHD(rev=1), SID, F1, seconds.
-type Peer = (String, f64, f64, Option<f64>, f64, f64);
+/// Peer figures of one (group, method): mean SHD, SHD(rev=1), SID, F1, seconds, and whether the
+/// method finished every set of the group (its means are comparable only then).
+type Peer = (String, f64, f64, Option<f64>, f64, f64, bool);
 
 fn read_baselines(root: &Path) -> BTreeMap<String, Vec<Peer>> {
     let mut map: BTreeMap<String, Vec<Peer>> = BTreeMap::new();
@@ -211,6 +212,7 @@ fn read_baselines(root: &Path) -> BTreeMap<String, Vec<Peer>> {
         return map;
     };
     let col = |name: &str| headers.iter().position(|h| h == name);
+    let complete_col = (col("n_sets"), col("n_ok"));
     let (Some(g), Some(m), Some(s), Some(s1), Some(sid), Some(f1), Some(t)) = (
         col("group"),
         col("method"),
@@ -227,6 +229,10 @@ fn read_baselines(root: &Path) -> BTreeMap<String, Vec<Peer>> {
         let (Some(shd), Some(shd1), Some(f)) = (num(s), num(s1), num(f1)) else {
             continue;
         };
+        let complete = match complete_col {
+            (Some(a), Some(b)) => num(a) == num(b),
+            _ => true,
+        };
         map.entry(rec[g].to_string()).or_default().push((
             rec[m].to_string(),
             shd,
@@ -234,6 +240,7 @@ fn read_baselines(root: &Path) -> BTreeMap<String, Vec<Peer>> {
             num(sid),
             f,
             num(t).unwrap_or(f64::NAN),
+            complete,
         ));
     }
     map
@@ -280,24 +287,26 @@ fn render(rows: &[Row], peers: &BTreeMap<String, Vec<Peer>>, header: &str) -> St
             in_group.len()
         ));
         let list = peers.get(g).map(Vec::as_slice).unwrap_or(&[]);
-        for (m, s, s1, sid, f, t) in list {
+        for (m, s, s1, sid, f, t, complete) in list {
+            let partial = if *complete { "" } else { " (not every set)" };
             out.push_str(&format!(
-                "| {m} | {s:.2} | {s1:.2} | {} | {f:.3} | {t:.1} |\n",
+                "| {m}{partial} | {s:.2} | {s1:.2} | {} | {f:.3} | {t:.1} |\n",
                 sid.map_or("n/a".into(), |v| format!("{v:.2}"))
             ));
         }
         if !list.is_empty() {
-            let best_shd = list
-                .iter()
+            // Peers that did not finish every set average over the easier ones: not comparable.
+            let comparable = || list.iter().filter(|p| p.6);
+            let best_shd = comparable()
                 .filter(|p| p.0 != "Empty")
                 .map(|p| p.1)
                 .fold(f64::INFINITY, f64::min);
-            let best_f1 = list.iter().map(|p| p.4).fold(0.0, f64::max);
+            let best_f1 = comparable().map(|p| p.4).fold(0.0, f64::max);
             let verdict = if shd < best_shd && f1 > best_f1 {
-                "beats every peer on mean SHD and mean F1".to_string()
+                "beats every peer that finished every set, on mean SHD and on mean F1".to_string()
             } else {
                 format!(
-                    "does **not** beat every peer: best peer SHD {best_shd:.2} (Occam {shd:.2}), best peer F1 {best_f1:.3} (Occam {f1:.3})"
+                    "does **not** beat every peer that finished every set: best peer SHD {best_shd:.2} (Occam {shd:.2}), best peer F1 {best_f1:.3} (Occam {f1:.3})"
                 )
             };
             out.push_str(&format!("\nOccam {verdict}.\n\n"));
