@@ -1,8 +1,8 @@
 //! `occam bench [--preset P] [--sets GLOB]`: runs discovery on the shared benchmark sets, scores
 //! each result against its truth, and writes the tables into BENCHMARKS.md next to the peers'
 //! figures from BASELINES_summary.csv: between the markers `<!-- bench:begin KEY -->` and
-//! `<!-- bench:end KEY -->`, KEY naming the preset and the set glob, so runs over different sets
-//! keep their own sections and the rest of the file is left alone.
+//! `<!-- bench:end KEY -->`, KEY naming the preset, the set glob, the rows used and M, so runs over
+//! different sets or sizes keep their own sections and the rest of the file is left alone.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -414,7 +414,13 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     );
     let section = render(&rows, &peers, &header);
     let existing = std::fs::read_to_string(&args.out).unwrap_or_default();
-    let key = format!("{} {}", preset.name(), args.sets);
+    let key = format!(
+        "{} {} rows {} M {}",
+        preset.name(),
+        args.sets,
+        settings.max_rows,
+        settings.inducing_points
+    );
     crate::write_file(&args.out, &splice(&existing, &key, &section))?;
     println!("wrote {}", args.out.display());
     Ok(())
