@@ -265,6 +265,14 @@ impl Session {
         });
     }
 
+    /// Every restart's numerical faults, restart by restart.
+    pub fn faults(&self) -> Vec<FaultEvent> {
+        self.restarts
+            .iter()
+            .flat_map(|r| r.faults().iter().cloned())
+            .collect()
+    }
+
     /// Stops the run; [`Session::result`] then reports the best graph so far.
     pub fn stop(&mut self) {
         self.stopped = true;
@@ -365,11 +373,7 @@ impl Session {
                     failure: r.failure().map(str::to_string),
                 })
                 .collect(),
-            faults: self
-                .restarts
-                .iter()
-                .flat_map(|r| r.faults().iter().cloned())
-                .collect(),
+            faults: self.faults(),
             elapsed_seconds: self.elapsed,
             remaining_seconds,
             progress,
@@ -434,11 +438,7 @@ impl Session {
                 .iter()
                 .filter_map(|r| r.failure().map(|f| format!("restart {}: {f}", r.index())))
                 .collect(),
-            faults: self
-                .restarts
-                .iter()
-                .flat_map(|r| r.faults().iter().cloned())
-                .collect(),
+            faults: self.faults(),
             complete: self.restarts.iter().all(Restart::finished),
             status: self.status(),
             seed: self.seed,

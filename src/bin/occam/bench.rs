@@ -15,6 +15,7 @@ use occam::engine::output::result_graph;
 use occam::engine::Session;
 use occam::graph::{compare, read_adjacency, read_edge_list, Digraph};
 
+use crate::overrides::Overrides;
 use crate::{read_file_limited, CliError};
 
 #[derive(Debug, Args)]
@@ -34,21 +35,8 @@ pub struct BenchArgs {
     pub out: PathBuf,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Restarts (default: the preset's).
-    #[arg(long)]
-    pub restarts: Option<usize>,
-    /// Worker threads (0 = all cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Rows used per set (default: the preset's).
-    #[arg(long)]
-    pub max_rows: Option<usize>,
-    /// Inducing points per variable (default: the preset's).
-    #[arg(long)]
-    pub inducing: Option<usize>,
-    /// Caps every phase at this many iterations.
-    #[arg(long)]
-    pub max_iterations: Option<usize>,
+    #[command(flatten)]
+    pub overrides: Overrides,
 }
 
 /// One benchmark set on disk.
@@ -344,21 +332,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         )));
     }
     let mut settings = preset.settings();
-    if let Some(r) = args.restarts {
-        settings.restarts = r;
-    }
-    if let Some(t) = args.threads {
-        settings.threads = t;
-    }
-    if let Some(m) = args.max_rows {
-        settings.max_rows = m;
-    }
-    if let Some(m) = args.inducing {
-        settings.inducing_points = m;
-    }
-    if let Some(cap) = args.max_iterations {
-        settings.cap_iterations(cap);
-    }
+    args.overrides.apply(&mut settings);
     let mut rows = Vec::new();
     for set in &sets {
         let (dataset, truth) = load(set)?;

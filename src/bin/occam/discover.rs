@@ -14,6 +14,7 @@ use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::output_files;
 use occam::engine::{Session, Snapshot, Status};
 
+use crate::overrides::Overrides;
 use crate::{ensure_dir, read_file_limited, write_file, CliError};
 
 #[derive(Debug, Args)]
@@ -30,9 +31,8 @@ pub struct DiscoverArgs {
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Independent restarts (default: the preset's).
-    #[arg(long)]
-    pub restarts: Option<usize>,
+    #[command(flatten)]
+    pub overrides: Overrides,
     /// Forbid an edge, e.g. `--forbid "A->B"` (repeatable).
     #[arg(long = "forbid", value_name = "A->B")]
     pub forbid: Vec<String>,
@@ -43,18 +43,6 @@ pub struct DiscoverArgs {
     /// from a later tier to an earlier one.
     #[arg(long)]
     pub tiers: Option<PathBuf>,
-    /// Rows used for fitting (default: the preset's; a seeded random subset when there are more).
-    #[arg(long)]
-    pub max_rows: Option<usize>,
-    /// Inducing points per variable (default: the preset's).
-    #[arg(long)]
-    pub inducing: Option<usize>,
-    /// Worker threads (0 = all cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Caps every phase (warm-up, acyclic, cool-down) at this many iterations.
-    #[arg(long)]
-    pub max_iterations: Option<usize>,
     /// Drop rows that have a missing value instead of refusing the file.
     #[arg(long)]
     pub drop_missing: bool,
@@ -92,21 +80,7 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     .map_err(|e| CliError(format!("prior knowledge: {e}")))?;
 
     let mut settings = preset.settings();
-    if let Some(r) = args.restarts {
-        settings.restarts = r;
-    }
-    if let Some(m) = args.max_rows {
-        settings.max_rows = m;
-    }
-    if let Some(m) = args.inducing {
-        settings.inducing_points = m;
-    }
-    if let Some(t) = args.threads {
-        settings.threads = t;
-    }
-    if let Some(cap) = args.max_iterations {
-        settings.cap_iterations(cap);
-    }
+    args.overrides.apply(&mut settings);
     let mut session = Session::new(&dataset, knowledge, settings, args.seed, Some(preset))
         .map_err(|e| CliError(format!("{shown}: {e}")))?;
     ensure_dir(&args.out)?;

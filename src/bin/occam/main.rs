@@ -7,6 +7,7 @@ mod bench;
 mod check;
 mod discover;
 mod generate;
+mod overrides;
 mod pairs;
 mod score;
 
