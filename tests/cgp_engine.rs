@@ -308,3 +308,26 @@ fn the_paper_bound_runs_the_same_schedule_deterministically() {
     run(&mut again);
     assert_eq!(again.result().restarts, r.restarts);
 }
+
+#[test]
+fn an_epoch_is_a_pass_over_the_rows_on_minibatches() {
+    use occam::discovery::cgp::BoundKind;
+    let data = chain(1000, 10).standardised().to_matrix();
+    let mut problem = Problem {
+        data,
+        total_rows: 1000,
+        noise_floors: vec![1e-6; 3],
+        knowledge: Knowledge::none(3),
+        settings: SearchSettings {
+            bound: BoundKind::Uncollapsed,
+            batch_size: 256,
+            ..tiny()
+        },
+    };
+    assert_eq!(problem.epoch_iterations(), 4);
+    problem.settings.batch_size = 100;
+    assert_eq!(problem.epoch_iterations(), 10);
+    problem.settings.bound = BoundKind::Collapsed;
+    problem.settings.gamma_interval = 7;
+    assert_eq!(problem.epoch_iterations(), 7);
+}

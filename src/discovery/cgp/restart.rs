@@ -119,6 +119,19 @@ impl Problem {
     pub fn dim(&self) -> usize {
         self.data.ncols()
     }
+
+    /// Iterations per epoch, after each of which γ grows by ρ: ⌈N/b⌉ on minibatches (MODEL.md
+    /// §5.4), `gamma_interval` for the full-batch collapsed bound.
+    pub fn epoch_iterations(&self) -> usize {
+        match self.settings.bound {
+            BoundKind::Uncollapsed => self
+                .data
+                .nrows()
+                .div_ceil(self.settings.batch_size.max(1))
+                .max(1),
+            BoundKind::Collapsed => self.settings.gamma_interval,
+        }
+    }
 }
 
 /// The largest jitter tried before a restart gives up.
@@ -455,7 +468,7 @@ impl Restart {
             && self.phase_iterations > 0
             && self
                 .phase_iterations
-                .is_multiple_of(problem.settings.gamma_interval)
+                .is_multiple_of(problem.epoch_iterations())
         {
             self.gamma += problem.settings.rho_for(problem.dim());
         }

@@ -48,7 +48,9 @@ pub struct SearchSettings {
     pub warmup: PhaseLength,
     /// The most acyclic-phase iterations (T_a); the phase also ends when h < τ.
     pub acyclic_max: usize,
-    /// γ grows by ρ every `gamma_interval` iterations; `None` means ρ = 5D (MODEL.md §5.4).
+    /// γ grows by ρ every epoch; `None` means ρ = 5D (MODEL.md §5.4). An epoch is ⌈N/b⌉
+    /// iterations on minibatches and `gamma_interval` iterations for the full-batch collapsed
+    /// bound.
     pub rho: Option<f64>,
     pub gamma_interval: usize,
     /// τ: the acyclic phase ends when h(A) < τ.

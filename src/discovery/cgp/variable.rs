@@ -157,7 +157,9 @@ impl Variable {
     }
 
     /// One evaluation at jitter ε (collapsed) with the minibatch and noise drawn from `seed`
-    /// (uncollapsed).
+    /// (uncollapsed: b rows drawn without replacement each iteration, a choice: MODEL.md §5.4
+    /// reshuffles once per epoch, which visits every row equally often but needs state that
+    /// survives across steps; both give unbiased minibatch estimates).
     pub fn evaluate(
         &self,
         data: &DMatrix<f64>,
