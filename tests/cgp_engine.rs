@@ -331,3 +331,31 @@ fn an_epoch_is_a_pass_over_the_rows_on_minibatches() {
     problem.settings.gamma_interval = 7;
     assert_eq!(problem.epoch_iterations(), 7);
 }
+
+#[test]
+fn unusable_columns_and_an_early_stop_are_explained() {
+    let mut cols = chain(50, 11).columns().to_vec();
+    cols[1] = vec![2.0; 50];
+    let constant = Dataset::new(vec!["a".into(), "b".into(), "c".into()], cols.clone());
+    let e = Session::new(&constant, Knowledge::none(3), tiny(), 0, None).unwrap_err();
+    assert!(e.to_string().contains("'b' is constant"), "{e}");
+    cols[1][3] = f64::NAN;
+    let nan = Dataset::new(vec!["a".into(), "b".into(), "c".into()], cols);
+    let e = Session::new(&nan, Knowledge::none(3), tiny(), 0, None).unwrap_err();
+    assert!(
+        e.to_string().contains("'b'") && e.to_string().contains("finite"),
+        "{e}"
+    );
+
+    // Stopped before any work: an empty graph that says why.
+    let mut s = Session::new(&chain(50, 12), Knowledge::none(3), tiny(), 0, None).unwrap();
+    s.stop();
+    let r = s.result();
+    assert_eq!(r.status, Status::Stopped);
+    assert!(r.edges.is_empty() && r.chosen_restart.is_none());
+    assert!(
+        r.failures.iter().any(|f| f.contains("before any restart")),
+        "{:?}",
+        r.failures
+    );
+}

@@ -31,6 +31,10 @@ pub enum SessionError {
     KnowledgeSize { knowledge: usize, data: usize },
     #[error("the data need at least 2 columns and 10 rows (got {cols} columns, {rows} rows)")]
     TooSmall { rows: usize, cols: usize },
+    /// A column the model cannot use (the data layer refuses these when it reads a CSV; this
+    /// guards datasets built in code).
+    #[error("column '{name}' {problem}")]
+    UnusableColumn { name: String, problem: String },
 }
 
 /// Where the whole session is.
@@ -95,6 +99,7 @@ pub struct RunResult {
     /// The winning restart.
     pub chosen_restart: Option<usize>,
     pub restarts: Vec<RestartOutcome>,
+    /// Failed restarts, and why the graph is empty when it is empty for a reason.
     pub failures: Vec<String>,
     pub faults: Vec<FaultEvent>,
     /// Whether every restart ran to the end (false after a stop).
@@ -148,6 +153,21 @@ impl Session {
                 knowledge: knowledge.d(),
                 data: d,
             });
+        }
+        for (name, column) in dataset.names().iter().zip(dataset.columns()) {
+            let problem = if column.iter().any(|v| !v.is_finite()) {
+                Some("has a value that is not a finite number")
+            } else if column.iter().all(|&v| v == column[0]) {
+                Some("is constant, so it carries no information about causes or effects")
+            } else {
+                None
+            };
+            if let Some(p) = problem {
+                return Err(SessionError::UnusableColumn {
+                    name: name.clone(),
+                    problem: p.into(),
+                });
+            }
         }
         let full = dataset.standardised().to_matrix();
         let used = settings.max_rows.min(rows);
@@ -386,6 +406,7 @@ impl Session {
     pub fn result(&self) -> RunResult {
         let d = self.names.len();
         let s = &self.problem.settings;
+        let mut notes = Vec::new();
         let (edges, adjacency, chosen) = if let Some(best) = self.best_finished() {
             let o = best.outcome().expect("finished");
             (o.edges.clone(), o.weights.clone(), Some(best.index()))
@@ -417,11 +438,28 @@ impl Session {
                     }
                     (edges, adj, Some(r.index()))
                 }
-                Err(_) => (Vec::new(), vec![vec![0.0; d]; d], None),
+                Err(e) => {
+                    notes.push(format!(
+                        "the best unfinished restart could not be thresholded to a DAG: {e}"
+                    ));
+                    (Vec::new(), vec![vec![0.0; d]; d], None)
+                }
             }
         } else {
+            if !self.restarts.iter().all(Restart::finished) {
+                notes.push(
+                    "stopped before any restart had begun iterating, so there is no graph yet"
+                        .into(),
+                );
+            }
             (Vec::new(), vec![vec![0.0; d]; d], None)
         };
+        let mut failures: Vec<String> = self
+            .restarts
+            .iter()
+            .filter_map(|r| r.failure().map(|f| format!("restart {}: {f}", r.index())))
+            .collect();
+        failures.extend(notes);
         RunResult {
             names: self.names.clone(),
             orientation: "adjacency[i][j] is the weight of the edge names[i] -> names[j] (row = cause, column = effect)".into(),
@@ -433,11 +471,7 @@ impl Session {
                 .iter()
                 .filter_map(|r| r.outcome().cloned())
                 .collect(),
-            failures: self
-                .restarts
-                .iter()
-                .filter_map(|r| r.failure().map(|f| format!("restart {}: {f}", r.index())))
-                .collect(),
+            failures,
             faults: self.faults(),
             complete: self.restarts.iter().all(Restart::finished),
             status: self.status(),

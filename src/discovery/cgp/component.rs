@@ -18,7 +18,7 @@ use crate::gp::collapsed::{
     FitSettings,
 };
 use crate::gp::kernel::Kernel;
-use crate::gp::transform::{softplus, softplus_derivative, softplus_inverse};
+use crate::gp::transform::{softplus, softplus_derivative};
 
 /// The Gamma(1, 10) prior's rate: log p(θ) = log 10 − 10 θ per graph hyperparameter (§5.2).
 pub const PRIOR_RATE: f64 = 10.0;
@@ -250,14 +250,5 @@ impl Component {
         self.raw = raw;
         self.adam = adam;
         self.adam.settings.learning_rate = lr;
-    }
-
-    /// Sets θ_ij of parent `j` (both kinds) to `value` (for tests and for required edges).
-    pub fn set_dependence(&mut self, j: usize, lin: f64, se: f64) {
-        if let Some(k) = self.parents.iter().position(|&p| p == j) {
-            let (a, b) = self.theta_indices(k);
-            self.raw[a] = softplus_inverse(lin);
-            self.raw[b] = softplus_inverse(se);
-        }
     }
 }
