@@ -4,6 +4,7 @@
 //! Worker ([`worker_client`]) and the page renders the replies. A panic anywhere in the page is
 //! turned into a visible error message instead of a blank page.
 
+mod charts;
 mod data_panel;
 mod worker_client;
 

@@ -1,0 +1,1 @@
+//! Canvas charts drawn with plotters-canvas (being written).
