@@ -17,8 +17,12 @@
 //! - [`data`]: CSV parsing and validation, [`data::Dataset`], standardisation, synthetic generators.
 //! - [`graph`]: directed graphs and DAGs in the one orientation convention `A[i][j] = 1 ⇔ i → j`,
 //!   DAG enumeration, CPDAGs, metrics (SHD, SID, precision/recall/F1), imports and exports.
+//! - [`driver`]: what the Web Worker does with each request (load, start, pause, resume, stop,
+//!   step), natively testable.
 //! - [`protocol`]: the messages between the page and the Web Worker (plain serde types, so they are
 //!   tested natively).
+//! - [`ui`]: what the page computes that is not DOM (settings form, knowledge grid, truth
+//!   comparison, curves, formatting), natively testable.
 //! - `app` and `worker` (wasm32 only): the Leptos page and the Web Worker around the engine.
 //!
 //! The exact DGP-CDE enumeration and a GPU backend are added by the issues that build them.
@@ -26,10 +30,12 @@
 pub mod backend;
 pub mod data;
 pub mod discovery;
+pub mod driver;
 pub mod engine;
 pub mod gp;
 pub mod graph;
 pub mod protocol;
+pub mod ui;
 
 #[cfg(target_arch = "wasm32")]
 pub mod app;

@@ -5,7 +5,10 @@
 //! as a transferable `ArrayBuffer` (field `bytes`), so it is moved, not copied or re-encoded. The
 //! types are plain Rust so they are tested natively.
 
-use crate::data::{parse_csv, CsvOptions, DataError, DatasetSummary, Parsed};
+use crate::data::{parse_csv_with_progress, CsvOptions, DataError, DatasetSummary, Parsed};
+use crate::discovery::cgp::{Preset, SearchSettings};
+use crate::discovery::knowledge::Knowledge;
+use crate::engine::{RunResult, Snapshot};
 use serde::{Deserialize, Serialize};
 
 /// Rows of the file shown in the page's preview table.
@@ -22,6 +25,26 @@ pub enum ToWorker {
         file_name: String,
         options: CsvOptions,
     },
+    /// Start a discovery run on the loaded data (replacing any run in progress).
+    Start(RunRequest),
+    /// Stop working until `Resume`; the state is kept.
+    Pause,
+    Resume,
+    /// End the run now; the worker answers with `Finished` holding the best graph so far.
+    Stop,
+    /// Fault injection for the end-to-end tests: the worker panics on purpose, so the page's
+    /// recovery path (report, restart the worker) can be exercised. Sent only by a button that the
+    /// page shows when its address ends in `#test-hooks`.
+    Panic,
+}
+
+/// Everything a run needs besides the data (which the worker already holds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub preset: Preset,
+    pub settings: SearchSettings,
+    pub seed: u64,
+    pub knowledge: Knowledge,
 }
 
 /// Where the worker does its numerical work.
@@ -99,13 +122,30 @@ pub enum FromWorker {
         file_name: String,
         error: ErrorReport,
     },
+    /// How far parsing of a large file has got.
+    LoadProgress {
+        file_name: String,
+        bytes_read: usize,
+        total_bytes: usize,
+    },
+    /// A run could not start (no data, invalid settings or knowledge): nothing is running.
+    RunRefused { message: String },
+    /// A run's state after a step (several times a second while running, and once on pause).
+    Progress { snapshot: Snapshot, paused: bool },
+    /// The run has ended (done, stopped or failed): its last snapshot and its result.
+    Finished {
+        snapshot: Snapshot,
+        result: Box<RunResult>,
+    },
     /// Something went wrong inside the worker (a bug, reported rather than hidden).
     Failed { message: String },
+    /// The worker panicked: it cannot go on and must be restarted.
+    Crashed { message: String },
 }
 
 impl FromWorker {
     /// The reply to a parsed (or refused) file.
-    pub fn from_parse(file_name: &str, result: Result<Parsed, DataError>) -> Self {
+    pub fn from_parse(file_name: &str, result: &Result<Parsed, DataError>) -> Self {
         match result {
             Ok(parsed) => {
                 let d = &parsed.dataset;
@@ -127,15 +167,31 @@ impl FromWorker {
             }
             Err(e) => FromWorker::DataRejected {
                 file_name: file_name.to_string(),
-                error: ErrorReport::from(&e),
+                error: ErrorReport::from(e),
             },
         }
     }
 }
 
-/// Handles a `LoadCsv` request: parse, validate, and describe the outcome.
-pub fn load_csv(file_name: &str, bytes: &[u8], options: &CsvOptions) -> FromWorker {
-    FromWorker::from_parse(file_name, parse_csv(bytes, options))
+/// Handles a `LoadCsv` request: parse, validate, and describe the outcome; `progress` receives
+/// [`FromWorker::LoadProgress`] messages while a large file is read.
+pub fn load_csv(
+    file_name: &str,
+    bytes: &[u8],
+    options: &CsvOptions,
+    progress: &mut dyn FnMut(FromWorker),
+) -> (FromWorker, Option<Parsed>) {
+    let total_bytes = bytes.len();
+    let mut report = |bytes_read: usize| {
+        progress(FromWorker::LoadProgress {
+            file_name: file_name.to_string(),
+            bytes_read,
+            total_bytes,
+        })
+    };
+    let parsed = parse_csv_with_progress(bytes, options, &mut report);
+    let reply = FromWorker::from_parse(file_name, &parsed);
+    (reply, parsed.ok())
 }
 
 /// Serialises a message for `postMessage`. Our enums contain only strings, numbers and vectors,
@@ -165,6 +221,18 @@ mod tests {
         for r in requests {
             assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);
         }
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let start = ToWorker::Start(RunRequest {
+            preset: Preset::Interactive,
+            settings: Preset::Interactive.settings(),
+            seed: u64::MAX,
+            knowledge: Knowledge::from_indices_named(&names, vec![(0, 1)], vec![(2, 1)], None)
+                .unwrap(),
+        });
+        assert_eq!(decode::<ToWorker>(&encode(&start)).unwrap(), start);
+        for r in [ToWorker::Pause, ToWorker::Resume, ToWorker::Stop, ToWorker::Panic] {
+            assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);
+        }
         let pong = FromWorker::Pong {
             backend: ComputeBackend::WebGpu,
             adapter: Some("swiftshader".into()),
@@ -179,7 +247,7 @@ mod tests {
         for n in 0..20 {
             text.push_str(&format!("{n},{}\n", n % 2));
         }
-        match load_csv("t.csv", text.as_bytes(), &CsvOptions::default()) {
+        match load_csv("t.csv", text.as_bytes(), &CsvOptions::default(), &mut |_| {}).0 {
             FromWorker::DataLoaded {
                 summary,
                 preview,
@@ -205,7 +273,7 @@ mod tests {
             text.push_str(&format!("{n},{}\n", n * n));
         }
         let text = text.replace("\n5,25\n", "\n5,abc\n");
-        match load_csv("bad.csv", text.as_bytes(), &CsvOptions::default()) {
+        match load_csv("bad.csv", text.as_bytes(), &CsvOptions::default(), &mut |_| {}).0 {
             FromWorker::DataRejected { error, file_name } => {
                 assert_eq!(file_name, "bad.csv");
                 assert_eq!(error.kind, "non_numeric");
@@ -214,6 +282,44 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn load_csv_reports_progress_and_hands_back_the_dataset() {
+        let mut text = String::from("x,y\n");
+        let mut n = 0;
+        while text.len() < 2 * crate::data::PROGRESS_STEP_BYTES {
+            text.push_str(&format!("{n},{}\n", (n * 31) % 977));
+            n += 1;
+        }
+        let mut seen = Vec::new();
+        let (reply, parsed) = load_csv("big.csv", text.as_bytes(), &CsvOptions::default(), &mut |m| {
+            seen.push(m)
+        });
+        assert!(matches!(reply, FromWorker::DataLoaded { .. }));
+        assert_eq!(parsed.unwrap().dataset.rows(), n);
+        assert!(seen.len() >= 2);
+        match seen.last().unwrap() {
+            FromWorker::LoadProgress {
+                bytes_read,
+                total_bytes,
+                file_name,
+            } => {
+                assert_eq!((*bytes_read, *total_bytes), (text.len(), text.len()));
+                assert_eq!(file_name, "big.csv");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_knowledge_that_contradicts_itself_is_refused_when_decoded() {
+        // The worker must not trust the page: Knowledge re-validates when deserialised.
+        let json = r#"{"type":"start","preset":"interactive","settings":SETTINGS,"seed":1,
+            "knowledge":{"d":2,"forbidden":[[0,1]],"required":[[0,1]],"tiers":null}}"#
+            .replace("SETTINGS", &encode(&Preset::Interactive.settings()));
+        let err = decode::<ToWorker>(&json).unwrap_err();
+        assert!(err.contains("required"), "{err}");
     }
 
     #[test]

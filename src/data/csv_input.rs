@@ -258,12 +258,26 @@ const FEW_DISTINCT: usize = 5;
 /// Reads and validates a CSV file held in memory. See the module doc for the dialect; every
 /// refusal is a [`DataError`] naming the line and column.
 pub fn parse_csv(bytes: &[u8], options: &CsvOptions) -> Result<Parsed, DataError> {
+    parse_csv_with_progress(bytes, options, &mut |_| {})
+}
+
+/// Bytes read between two calls of the progress callback of [`parse_csv_with_progress`].
+pub const PROGRESS_STEP_BYTES: usize = 1 << 20;
+
+/// [`parse_csv`], calling `progress(bytes_read)` about every [`PROGRESS_STEP_BYTES`] bytes (and once
+/// at the end) so a driver can show how far a large file has got.
+pub fn parse_csv_with_progress(
+    bytes: &[u8],
+    options: &CsvOptions,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Parsed, DataError> {
     if bytes.len() > options.max_bytes {
         return Err(DataError::TooLarge {
             bytes: bytes.len(),
             limit: options.max_bytes,
         });
     }
+    let total_bytes = bytes.len();
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(DataError::EmptyFile);
@@ -290,9 +304,16 @@ pub fn parse_csv(bytes: &[u8], options: &CsvOptions) -> Result<Parsed, DataError
     let mut columns: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut dropped = 0usize;
     let mut first_dropped_line = 0usize;
+    let bom = total_bytes - bytes.len();
+    let mut next_report = PROGRESS_STEP_BYTES;
     for record in records {
         let record = record.map_err(csv_error)?;
         let line = line_of(&record);
+        let read = record.position().map_or(0, |p| p.byte() as usize) + bom;
+        if read >= next_report {
+            progress(read);
+            next_report = read + PROGRESS_STEP_BYTES;
+        }
         if record.len() != names.len() {
             return Err(DataError::Ragged {
                 line,
@@ -316,6 +337,7 @@ pub fn parse_csv(bytes: &[u8], options: &CsvOptions) -> Result<Parsed, DataError
         }
     }
 
+    progress(total_bytes);
     let rows = columns.first().map_or(0, Vec::len);
     if rows < MIN_ROWS {
         return Err(DataError::TooFewRows {
@@ -831,5 +853,24 @@ mod tests {
         let json = serde_json::to_value(&err).unwrap();
         assert_eq!(json["kind"], err.kind());
         assert_eq!(json["line"], 3);
+    }
+
+    #[test]
+    fn progress_is_reported_in_steps_and_reaches_the_end() {
+        let mut text = String::from("\u{feff}a,b\n");
+        let mut n = 0u64;
+        while text.len() < 3 * PROGRESS_STEP_BYTES + 1000 {
+            text.push_str(&format!("{n}.25,{}\n", n * 7 % 1000));
+            n += 1;
+        }
+        let mut seen = Vec::new();
+        let parsed =
+            parse_csv_with_progress(text.as_bytes(), &CsvOptions::default(), &mut |b| seen.push(b))
+                .unwrap();
+        assert_eq!(parsed.dataset.rows() as u64, n);
+        assert_eq!(seen.last(), Some(&text.len()));
+        assert!(seen.len() >= 4 && seen.len() <= 5, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[1] > w[0]), "{seen:?}");
+        assert!(seen[0] >= PROGRESS_STEP_BYTES && seen[0] < PROGRESS_STEP_BYTES + 100);
     }
 }

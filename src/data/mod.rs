@@ -9,5 +9,8 @@ mod csv_input;
 mod dataset;
 pub mod generate;
 
-pub use csv_input::{parse_csv, CsvOptions, DataError, Parsed, Problem, MAX_CSV_BYTES, MIN_ROWS};
+pub use csv_input::{
+    parse_csv, parse_csv_with_progress, CsvOptions, DataError, Parsed, Problem, MAX_CSV_BYTES,
+    MIN_ROWS, PROGRESS_STEP_BYTES,
+};
 pub use dataset::{standardise, ColumnSummary, Dataset, DatasetSummary};

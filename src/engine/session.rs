@@ -76,6 +76,9 @@ pub struct Snapshot {
     pub terms: Option<Terms>,
     /// W[cause][effect] of the shown restart: θ^lin + θ^se of each candidate edge.
     pub adjacency: Vec<Vec<f64>>,
+    /// The shown restart's current graph (cause, effect): the edges that pass the final
+    /// thresholds now (it may still have cycles before thresholding), or its final edges.
+    pub edges: Vec<(usize, usize)>,
     pub restarts: Vec<RestartProgress>,
     pub faults: Vec<FaultEvent>,
     /// Seconds of work so far (time inside `step`).
@@ -347,9 +350,12 @@ impl Session {
     pub fn snapshot(&self) -> Snapshot {
         let d = self.names.len();
         let shown = self.shown_restart();
-        let adjacency = match shown.outcome() {
-            Some(o) if shown.finished() => o.weights.clone(),
-            _ => to_rows(&shown.weights(d)),
+        let (adjacency, edges) = match shown.outcome() {
+            Some(o) if shown.finished() => (o.weights.clone(), o.edges.clone()),
+            _ => (
+                to_rows(&shown.weights(d)),
+                shown.surviving_edges(&self.problem),
+            ),
         };
         let remaining_iterations = self
             .restarts
@@ -381,6 +387,7 @@ impl Session {
             iteration: shown.iterations(),
             terms: shown.last_terms(),
             adjacency,
+            edges,
             restarts: self
                 .restarts
                 .iter()

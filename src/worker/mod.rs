@@ -1,15 +1,23 @@
-//! The Web Worker: owns everything heavy (parsing now, training later) so the page never blocks.
+//! The Web Worker: owns everything heavy (parsing and training) so the page never blocks.
 //!
-//! Owns the worker side of [`crate::protocol`]: it announces itself with `Ready`, answers `Ping`
-//! by requesting a WebGPU adapter, and turns `LoadCsv` into `DataLoaded` or `DataRejected`. A panic
-//! is reported to the page as `Failed` rather than dying silently.
+//! A thin shell around [`crate::driver::Driver`]: it announces itself with `Ready`, answers `Ping`
+//! by requesting a WebGPU adapter, hands file bytes and run requests to the driver, posts what the
+//! driver says, and runs the driver's steps from zero-delay timers so pause and stop requests are
+//! handled between steps. A panic is reported to the page as `Crashed` rather than dying silently.
 
 mod gpu_probe;
 
+use crate::driver::{Driver, Reaction, STEP_SECONDS};
 use crate::protocol::{self, FromWorker, ToWorker};
 use js_sys::{ArrayBuffer, Object, Reflect, Uint8Array};
+use std::cell::RefCell;
 use wasm_bindgen::prelude::*;
 use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
+
+thread_local! {
+    /// The worker's one driver (a worker has a single thread).
+    static DRIVER: RefCell<Driver> = RefCell::new(Driver::new());
+}
 
 fn scope() -> DedicatedWorkerGlobalScope {
     js_sys::global().unchecked_into()
@@ -29,7 +37,7 @@ fn post(message: &FromWorker) {
 pub fn start() {
     std::panic::set_hook(Box::new(|info| {
         web_sys::console::error_1(&format!("occam worker panicked: {info}").into());
-        post(&FromWorker::Failed {
+        post(&FromWorker::Crashed {
             message: format!("the worker stopped on an internal error: {info}"),
         });
     }));
@@ -38,6 +46,31 @@ pub fn start() {
     // The handler lives as long as the worker itself.
     on_message.forget();
     post(&FromWorker::Ready);
+}
+
+/// Posts a reaction's messages and schedules its step.
+fn react(reaction: Reaction) {
+    for m in &reaction.messages {
+        post(m);
+    }
+    if let Some(generation) = reaction.step {
+        schedule_step(generation);
+    }
+}
+
+/// Runs one driver step after the event loop has had a turn (so queued requests come first).
+fn schedule_step(generation: u64) {
+    let callback = Closure::once_into_js(move || {
+        let reaction = DRIVER.with(|d| d.borrow_mut().tick(generation, STEP_SECONDS));
+        react(reaction);
+    });
+    if let Err(e) = scope()
+        .set_timeout_with_callback_and_timeout_and_arguments_0(callback.unchecked_ref(), 0)
+    {
+        post(&FromWorker::Failed {
+            message: format!("the worker could not schedule its next step: {e:?}"),
+        });
+    }
 }
 
 fn handle_message(event: MessageEvent) {
@@ -67,16 +100,27 @@ fn handle_message(event: MessageEvent) {
             let bytes = Reflect::get(&data, &"bytes".into())
                 .ok()
                 .and_then(|b| b.dyn_into::<ArrayBuffer>().ok());
-            let reply = match bytes {
+            let reaction = match bytes {
                 Some(buffer) => {
                     let bytes = Uint8Array::new(&buffer).to_vec();
-                    protocol::load_csv(&file_name, &bytes, &options)
+                    DRIVER.with(|d| {
+                        d.borrow_mut()
+                            .load(&file_name, &bytes, &options, &mut |m| post(&m))
+                    })
                 }
-                None => FromWorker::Failed {
-                    message: format!("the file {file_name} arrived without its contents"),
+                None => Reaction {
+                    messages: vec![FromWorker::Failed {
+                        message: format!("the file {file_name} arrived without its contents"),
+                    }],
+                    step: None,
                 },
             };
-            post(&reply);
+            react(reaction);
         }
+        ToWorker::Start(request) => react(DRIVER.with(|d| d.borrow_mut().start(request))),
+        ToWorker::Pause => react(DRIVER.with(|d| d.borrow_mut().pause())),
+        ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
+        ToWorker::Stop => react(DRIVER.with(|d| d.borrow_mut().stop())),
+        ToWorker::Panic => panic!("deliberate panic requested by the page (test hook)"),
     }
 }

@@ -494,9 +494,16 @@ impl Restart {
     /// strong edges h stays near (1e-6 · Π weights)^(1/length) (0.09 for a 3-chain of weights 68 and
     /// 11), above τ = 0.005, although no cycle is left to break.
     fn surviving_edges_are_acyclic(&self, problem: &Problem) -> bool {
+        Digraph::from_edges(problem.dim(), &self.surviving_edges(problem))
+            .is_ok_and(|g| g.is_acyclic())
+    }
+
+    /// The edges (cause, effect) whose hyperparameters pass the final thresholds now: θ^lin ≥
+    /// `linear_threshold` or a stationary kernel's θ ≥ `stationary_threshold`. This is the graph
+    /// the run would report if it ended here (before breaking any cycles), which the page draws live.
+    pub fn surviving_edges(&self, problem: &Problem) -> Vec<(usize, usize)> {
         let s = &problem.settings;
-        let edges: Vec<(usize, usize)> = self
-            .components
+        self.components
             .iter()
             .flat_map(|c| {
                 c.edge_hyperparameters()
@@ -507,8 +514,7 @@ impl Restart {
                     })
                     .map(move |(j, _, _)| (j, c.child()))
             })
-            .collect();
-        Digraph::from_edges(problem.dim(), &edges).is_ok_and(|g| g.is_acyclic())
+            .collect()
     }
 
     fn converged(&self, length: &super::settings::PhaseLength, rows: f64) -> bool {

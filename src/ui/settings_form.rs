@@ -1,0 +1,236 @@
+//! The settings form: which fields it has, their values for a preset, and reading them back into
+//! [`SearchSettings`] and a seed. A value that cannot be used is explained by naming its field;
+//! nothing is silently clamped or fixed.
+
+use crate::discovery::cgp::{Preset, SearchSettings};
+
+/// One field of the form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldSpec {
+    /// Stable key (also the input's `name` and `data-field` attribute).
+    pub key: &'static str,
+    pub label: &'static str,
+    /// One sentence shown as the field's hint.
+    pub help: &'static str,
+    /// Shown in the collapsed "advanced" section.
+    pub advanced: bool,
+}
+
+const fn field(
+    key: &'static str,
+    label: &'static str,
+    help: &'static str,
+    advanced: bool,
+) -> FieldSpec {
+    FieldSpec {
+        key,
+        label,
+        help,
+        advanced,
+    }
+}
+
+/// The form's fields, in display order.
+pub const FIELDS: [FieldSpec; 18] = [
+    field("restarts", "Restarts", "Independent runs from different random starts; the one with the highest evidence wins.", false),
+    field("seed", "Seed", "Every random choice (row subset, starts, Monte Carlo draws) follows from this number.", false),
+    field("max_rows", "Rows used", "A seeded random subset of rows is fitted when the data have more (\"all\" for every row).", true),
+    field("inducing_points", "Inducing points M", "Per variable; more is more accurate and slower (capped at the rows used).", true),
+    field("batch_size", "Batch size b", "Rows per minibatch (paper preset's uncollapsed bound only).", true),
+    field("samples", "Monte Carlo samples S", "Draws of the latent input per row (uncollapsed bound only).", true),
+    field("learning_rate", "Learning rate", "Adam's step size.", true),
+    field("warmup_min", "Warm-up: min iterations", "The warm-up (no acyclicity pressure) runs at least this long.", true),
+    field("warmup_max", "Warm-up: max iterations", "…and at most this long; in between it ends when the objective stops improving.", true),
+    field("acyclic_max", "Acyclic phase: max iterations", "The penalty phase ends earlier once h(A) < τ or the graph is already a DAG.", true),
+    field("cooldown_min", "Cool-down: min iterations", "Refitting with the graph fixed runs at least this long.", true),
+    field("cooldown_max", "Cool-down: max iterations", "…and at most this long.", true),
+    field("rho", "ρ (γ growth per epoch)", "γ rises by ρ every epoch of the acyclic phase; leave empty for 5·D.", true),
+    field("gamma_interval", "Iterations per epoch (full batch)", "How often γ rises when every row is used in each iteration.", true),
+    field("tau", "τ (acyclicity tolerance)", "The acyclic phase ends when h(A) = |λ_max(A)| falls below τ.", true),
+    field("linear_threshold", "Final threshold: linear θ", "A linear-kernel weight below this counts as no edge.", true),
+    field("stationary_threshold", "Final threshold: stationary θ", "A stationary-kernel precision below this counts as no edge.", true),
+    field("start_iterations", "Start: L-BFGS iterations", "Iterations of each variable's GP-regression starting fit.", true),
+];
+
+/// The form's values (in [`FIELDS`] order) for `preset` and `seed`.
+pub fn preset_values(preset: Preset, seed: u64) -> Vec<String> {
+    let s = preset.settings();
+    let rows = if s.max_rows == usize::MAX {
+        "all".to_string()
+    } else {
+        s.max_rows.to_string()
+    };
+    let rho = s.rho.map_or(String::new(), |r| r.to_string());
+    FIELDS
+        .iter()
+        .map(|f| match f.key {
+            "restarts" => s.restarts.to_string(),
+            "seed" => seed.to_string(),
+            "max_rows" => rows.clone(),
+            "inducing_points" => s.inducing_points.to_string(),
+            "batch_size" => s.batch_size.to_string(),
+            "samples" => s.samples.to_string(),
+            "learning_rate" => s.learning_rate.to_string(),
+            "warmup_min" => s.warmup.min.to_string(),
+            "warmup_max" => s.warmup.max.to_string(),
+            "acyclic_max" => s.acyclic_max.to_string(),
+            "cooldown_min" => s.cooldown.min.to_string(),
+            "cooldown_max" => s.cooldown.max.to_string(),
+            "rho" => rho.clone(),
+            "gamma_interval" => s.gamma_interval.to_string(),
+            "tau" => s.tau.to_string(),
+            "linear_threshold" => s.linear_threshold.to_string(),
+            "stationary_threshold" => s.stationary_threshold.to_string(),
+            "start_iterations" => s.start_iterations.to_string(),
+            other => unreachable!("field {other} has no preset value"),
+        })
+        .collect()
+}
+
+/// Reads the form (values in [`FIELDS`] order) into settings based on `preset` (which fixes
+/// what the form does not show: the bound, phase-convergence windows and tolerances) and a seed.
+/// The first unusable value is explained, naming its field.
+pub fn parse_settings(
+    preset: Preset,
+    values: &[String],
+) -> Result<(SearchSettings, u64), String> {
+    if values.len() != FIELDS.len() {
+        return Err(format!(
+            "the settings form has {} values, expected {}",
+            values.len(),
+            FIELDS.len()
+        ));
+    }
+    let mut s = preset.settings();
+    let mut seed = 0u64;
+    for (f, raw) in FIELDS.iter().zip(values) {
+        let v = raw.trim();
+        let whole = || -> Result<usize, String> {
+            v.parse::<usize>()
+                .map_err(|_| format!("{}: '{v}' is not a whole number ≥ 0", f.label))
+        };
+        let real = || -> Result<f64, String> {
+            match v.parse::<f64>() {
+                Ok(x) if x.is_finite() => Ok(x),
+                _ => Err(format!("{}: '{v}' is not a finite number", f.label)),
+            }
+        };
+        match f.key {
+            "restarts" => s.restarts = whole()?,
+            "seed" => {
+                seed = v.parse::<u64>().map_err(|_| {
+                    format!("{}: '{v}' is not a whole number from 0 to 2^64 − 1", f.label)
+                })?
+            }
+            "max_rows" => {
+                s.max_rows = if v.eq_ignore_ascii_case("all") {
+                    usize::MAX
+                } else {
+                    whole()?
+                }
+            }
+            "inducing_points" => s.inducing_points = whole()?,
+            "batch_size" => s.batch_size = whole()?,
+            "samples" => s.samples = whole()?,
+            "learning_rate" => s.learning_rate = real()?,
+            "warmup_min" => s.warmup.min = whole()?,
+            "warmup_max" => s.warmup.max = whole()?,
+            "acyclic_max" => s.acyclic_max = whole()?,
+            "cooldown_min" => s.cooldown.min = whole()?,
+            "cooldown_max" => s.cooldown.max = whole()?,
+            "rho" => s.rho = if v.is_empty() { None } else { Some(real()?) },
+            "gamma_interval" => s.gamma_interval = whole()?,
+            "tau" => s.tau = real()?,
+            "linear_threshold" => s.linear_threshold = real()?,
+            "stationary_threshold" => s.stationary_threshold = real()?,
+            "start_iterations" => s.start_iterations = whole()?,
+            other => return Err(format!("unknown settings field {other}")),
+        }
+    }
+    // The browser computes on one thread.
+    s.threads = 1;
+    s.validate()?;
+    Ok((s, seed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(values: &mut [String], key: &str, value: &str) {
+        let k = FIELDS.iter().position(|f| f.key == key).unwrap();
+        values[k] = value.to_string();
+    }
+
+    #[test]
+    fn a_preset_reads_back_as_itself() {
+        for preset in [Preset::Interactive, Preset::Paper] {
+            let (settings, seed) = parse_settings(preset, &preset_values(preset, 42)).unwrap();
+            let mut expected = preset.settings();
+            expected.threads = 1;
+            assert_eq!(settings, expected, "{preset:?}");
+            assert_eq!(seed, 42);
+        }
+        assert_eq!(
+            preset_values(Preset::Paper, 0)[FIELDS.iter().position(|f| f.key == "max_rows").unwrap()],
+            "all"
+        );
+    }
+
+    #[test]
+    fn every_field_is_read_into_its_setting() {
+        let mut v = preset_values(Preset::Interactive, 0);
+        for (key, value) in [
+            ("restarts", "3"),
+            ("seed", "18446744073709551615"),
+            ("max_rows", "150"),
+            ("inducing_points", "12"),
+            ("batch_size", "64"),
+            ("samples", "7"),
+            ("learning_rate", "0.02"),
+            ("warmup_min", "10"),
+            ("warmup_max", "20"),
+            ("acyclic_max", "30"),
+            ("cooldown_min", "5"),
+            ("cooldown_max", "6"),
+            ("rho", "2.5"),
+            ("gamma_interval", "3"),
+            ("tau", "0.01"),
+            ("linear_threshold", "0.001"),
+            ("stationary_threshold", "0.1"),
+            ("start_iterations", "9"),
+        ] {
+            set(&mut v, key, value);
+        }
+        let (s, seed) = parse_settings(Preset::Interactive, &v).unwrap();
+        assert_eq!(seed, u64::MAX);
+        assert_eq!((s.restarts, s.max_rows, s.inducing_points), (3, 150, 12));
+        assert_eq!((s.batch_size, s.samples, s.learning_rate), (64, 7, 0.02));
+        assert_eq!((s.warmup.min, s.warmup.max, s.acyclic_max), (10, 20, 30));
+        assert_eq!((s.cooldown.min, s.cooldown.max), (5, 6));
+        assert_eq!((s.rho, s.gamma_interval, s.tau), (Some(2.5), 3, 0.01));
+        assert_eq!((s.linear_threshold, s.stationary_threshold), (0.001, 0.1));
+        assert_eq!(s.start_iterations, 9);
+    }
+
+    #[test]
+    fn unusable_values_are_explained_by_field_not_fixed() {
+        let cases = [
+            ("inducing_points", "abc", "Inducing points M: 'abc' is not a whole number"),
+            ("restarts", "-1", "Restarts: '-1' is not a whole number"),
+            ("restarts", "0", "at least one restart"),
+            ("tau", "inf", "τ (acyclicity tolerance): 'inf' is not a finite number"),
+            ("tau", "0", "τ must be a positive number"),
+            ("seed", "1.5", "Seed: '1.5' is not a whole number"),
+            ("warmup_min", "700", "the warm-up minimum (700) exceeds its maximum (600)"),
+            ("max_rows", "5", "rows used must be at least 10"),
+            ("rho", "-2", "ρ must be a positive number"),
+        ];
+        for (key, value, expected) in cases {
+            let mut v = preset_values(Preset::Interactive, 0);
+            set(&mut v, key, value);
+            let err = parse_settings(Preset::Interactive, &v).unwrap_err();
+            assert!(err.contains(expected), "{key}={value}: {err}");
+        }
+    }
+}
