@@ -343,7 +343,12 @@ mod tests {
     fn new_data_ends_the_run_and_a_refused_file_leaves_no_data() {
         let mut driver = loaded();
         let g = driver.start(request(40)).step.unwrap();
-        let refused = driver.load("bad.csv", b"a,b\n1,x\n", &CsvOptions::default(), &mut |_| {});
+        let refused = driver.load(
+            "bad.csv",
+            b"a,b\n1,x\n",
+            &CsvOptions::default(),
+            &mut |_| {},
+        );
         assert!(matches!(
             refused.messages[..],
             [FromWorker::DataRejected { .. }]

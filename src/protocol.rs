@@ -26,7 +26,7 @@ pub enum ToWorker {
         options: CsvOptions,
     },
     /// Start a discovery run on the loaded data (replacing any run in progress).
-    Start(RunRequest),
+    Start(Box<RunRequest>),
     /// Stop working until `Resume`; the state is kept.
     Pause,
     Resume,
@@ -51,9 +51,9 @@ pub struct RunRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ComputeBackend {
-    /// A WebGPU adapter was granted to the worker.
+    /// WebGPU compute shaders (no engine path uses them yet).
     WebGpu,
-    /// No adapter: the CPU (WebAssembly) path.
+    /// The CPU: WebAssembly in the browser, native code in the CLI.
     Cpu,
 }
 
@@ -102,8 +102,8 @@ pub struct ProblemReport {
 pub enum FromWorker {
     /// The worker's module has loaded and its message handler is installed.
     Ready,
-    /// Answer to [`ToWorker::Ping`]: the backend chosen by requesting a WebGPU adapter, and the
-    /// adapter's description when one was granted.
+    /// Answer to [`ToWorker::Ping`]: the backend the engine computes on (the CPU until a GPU
+    /// backend exists), and the WebGPU adapter the browser granted, if any (described, not used).
     Pong {
         backend: ComputeBackend,
         adapter: Option<String>,
@@ -222,15 +222,20 @@ mod tests {
             assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);
         }
         let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-        let start = ToWorker::Start(RunRequest {
+        let start = ToWorker::Start(Box::new(RunRequest {
             preset: Preset::Interactive,
             settings: Preset::Interactive.settings(),
             seed: u64::MAX,
             knowledge: Knowledge::from_indices_named(&names, vec![(0, 1)], vec![(2, 1)], None)
                 .unwrap(),
-        });
+        }));
         assert_eq!(decode::<ToWorker>(&encode(&start)).unwrap(), start);
-        for r in [ToWorker::Pause, ToWorker::Resume, ToWorker::Stop, ToWorker::Panic] {
+        for r in [
+            ToWorker::Pause,
+            ToWorker::Resume,
+            ToWorker::Stop,
+            ToWorker::Panic,
+        ] {
             assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);
         }
         let pong = FromWorker::Pong {
@@ -247,7 +252,14 @@ mod tests {
         for n in 0..20 {
             text.push_str(&format!("{n},{}\n", n % 2));
         }
-        match load_csv("t.csv", text.as_bytes(), &CsvOptions::default(), &mut |_| {}).0 {
+        match load_csv(
+            "t.csv",
+            text.as_bytes(),
+            &CsvOptions::default(),
+            &mut |_| {},
+        )
+        .0
+        {
             FromWorker::DataLoaded {
                 summary,
                 preview,
@@ -273,7 +285,14 @@ mod tests {
             text.push_str(&format!("{n},{}\n", n * n));
         }
         let text = text.replace("\n5,25\n", "\n5,abc\n");
-        match load_csv("bad.csv", text.as_bytes(), &CsvOptions::default(), &mut |_| {}).0 {
+        match load_csv(
+            "bad.csv",
+            text.as_bytes(),
+            &CsvOptions::default(),
+            &mut |_| {},
+        )
+        .0
+        {
             FromWorker::DataRejected { error, file_name } => {
                 assert_eq!(file_name, "bad.csv");
                 assert_eq!(error.kind, "non_numeric");
@@ -293,9 +312,12 @@ mod tests {
             n += 1;
         }
         let mut seen = Vec::new();
-        let (reply, parsed) = load_csv("big.csv", text.as_bytes(), &CsvOptions::default(), &mut |m| {
-            seen.push(m)
-        });
+        let (reply, parsed) = load_csv(
+            "big.csv",
+            text.as_bytes(),
+            &CsvOptions::default(),
+            &mut |m| seen.push(m),
+        );
         assert!(matches!(reply, FromWorker::DataLoaded { .. }));
         assert_eq!(parsed.unwrap().dataset.rows(), n);
         assert!(seen.len() >= 2);

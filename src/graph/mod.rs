@@ -7,7 +7,7 @@
 //!
 //! Files, one job each: `digraph` (storage), `enumerate` (all DAGs on ≤ 5 nodes), `cpdag` (Markov
 //! equivalence), `dsep` (d-separation), `sid` (structural intervention distance), `metrics` (SHD,
-//! precision/recall/F1, edge classes), `export` (writers) and `import` (readers).
+//! precision/recall/F1, edge classes), `export` (writers), `import` (readers) and `layout` (a layered drawing of a graph).
 
 mod cpdag;
 mod digraph;
@@ -15,6 +15,7 @@ mod dsep;
 mod enumerate;
 mod export;
 mod import;
+mod layout;
 mod metrics;
 mod sid;
 
@@ -27,6 +28,7 @@ pub use export::{
     ADJACENCY_ORIENTATION,
 };
 pub use import::{read_adjacency, read_edge_list, read_graph_json, GraphIoError, NamedGraph};
+pub use layout::{layered_layout, EdgeRoute, Layout, LayoutOptions, NodeBox};
 pub use metrics::{
     classify_edges, compare, f1, precision, recall, shd, shd_reversal_1, Comparison, EdgeClass,
     EdgeKind,

@@ -1,7 +1,6 @@
-//! Deciding CPU or WebGPU by actually requesting an adapter: `navigator.gpu` exists in Chromium even
+//! Finding out whether WebGPU is available by actually requesting an adapter: `navigator.gpu` exists in Chromium even
 //! when no adapter will be granted, so its presence proves nothing.
 
-use crate::protocol::ComputeBackend;
 use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -12,13 +11,10 @@ fn get(target: &JsValue, key: &str) -> Option<JsValue> {
         .filter(|v| !v.is_undefined() && !v.is_null())
 }
 
-/// Requests a WebGPU adapter; returns the backend and, when granted, a description of the adapter
-/// (vendor, architecture, description as the browser reports them).
-pub async fn probe() -> (ComputeBackend, Option<String>) {
-    match request_adapter().await {
-        Some(adapter) => (ComputeBackend::WebGpu, Some(describe(&adapter))),
-        None => (ComputeBackend::Cpu, None),
-    }
+/// Requests a WebGPU adapter; returns a description of it (vendor, architecture, description as
+/// the browser reports them) when one is granted.
+pub async fn probe() -> Option<String> {
+    request_adapter().await.map(|adapter| describe(&adapter))
 }
 
 async fn request_adapter() -> Option<JsValue> {

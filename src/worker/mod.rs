@@ -1,7 +1,7 @@
 //! The Web Worker: owns everything heavy (parsing and training) so the page never blocks.
 //!
 //! A thin shell around [`crate::driver::Driver`]: it announces itself with `Ready`, answers `Ping`
-//! by requesting a WebGPU adapter, hands file bytes and run requests to the driver, posts what the
+//! with the compute backend (the CPU) and any WebGPU adapter the browser grants, hands file bytes and run requests to the driver, posts what the
 //! driver says, and runs the driver's steps from zero-delay timers so pause and stop requests are
 //! handled between steps. A panic is reported to the page as `Crashed` rather than dying silently.
 
@@ -64,8 +64,8 @@ fn schedule_step(generation: u64) {
         let reaction = DRIVER.with(|d| d.borrow_mut().tick(generation, STEP_SECONDS));
         react(reaction);
     });
-    if let Err(e) = scope()
-        .set_timeout_with_callback_and_timeout_and_arguments_0(callback.unchecked_ref(), 0)
+    if let Err(e) =
+        scope().set_timeout_with_callback_and_timeout_and_arguments_0(callback.unchecked_ref(), 0)
     {
         post(&FromWorker::Failed {
             message: format!("the worker could not schedule its next step: {e:?}"),
@@ -93,8 +93,13 @@ fn handle_message(event: MessageEvent) {
     };
     match request {
         ToWorker::Ping => wasm_bindgen_futures::spawn_local(async {
-            let (backend, adapter) = gpu_probe::probe().await;
-            post(&FromWorker::Pong { backend, adapter });
+            let adapter = gpu_probe::probe().await;
+            // The engine computes on the CPU whatever adapter exists: no GPU backend is built yet,
+            // and the page must never claim a GPU that is not doing the work.
+            post(&FromWorker::Pong {
+                backend: crate::protocol::ComputeBackend::Cpu,
+                adapter,
+            });
         }),
         ToWorker::LoadCsv { file_name, options } => {
             let bytes = Reflect::get(&data, &"bytes".into())
@@ -117,7 +122,7 @@ fn handle_message(event: MessageEvent) {
             };
             react(reaction);
         }
-        ToWorker::Start(request) => react(DRIVER.with(|d| d.borrow_mut().start(request))),
+        ToWorker::Start(request) => react(DRIVER.with(|d| d.borrow_mut().start(*request))),
         ToWorker::Pause => react(DRIVER.with(|d| d.borrow_mut().pause())),
         ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
         ToWorker::Stop => react(DRIVER.with(|d| d.borrow_mut().stop())),
