@@ -1,123 +1,120 @@
-//! Data in: the drop zone and file picker, and the view of what the worker made of the file
-//! (summary, per-column statistics, preview, problems) or why it refused it.
+//! Data in: the drop zone, the file picker, the built-in examples and opening a saved run record;
+//! then the view of what the worker made of the file (progress while reading, summary,
+//! per-column statistics, preview, problems with what is done about each).
 
-use super::worker_client::WorkerClient;
-use crate::data::{CsvOptions, DatasetSummary};
-use crate::protocol::{ErrorReport, FromWorker, ProblemReport, ToWorker};
-use js_sys::ArrayBuffer;
+use super::{examples, AppState, DataState, RunState};
+use crate::data::DatasetSummary;
+use crate::engine::RunResult;
+use crate::protocol::ProblemReport;
+use crate::ui::{format_bytes, format_number};
 use leptos::prelude::*;
-use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::File;
 
-/// What the page shows about the current file.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DataState {
-    Empty,
-    Reading(String),
-    Loaded {
-        file_name: String,
-        summary: DatasetSummary,
-        delimiter: char,
-        problems: Vec<ProblemReport>,
-        preview: Vec<Vec<f64>>,
-    },
-    Rejected {
-        file_name: String,
-        error: ErrorReport,
-    },
-    /// The worker could not do its job (it died or reported an internal error).
-    WorkerFailed(String),
+/// Largest run record read back (they are a few kB to a few MB).
+const MAX_RECORD_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
+
+fn submit_user_file(state: AppState, file: File) {
+    // A user's own file comes without a ground truth.
+    state.truth.set(None);
+    state.submit_file(file.name(), file.into());
 }
 
-impl DataState {
-    /// The state a data reply from the worker leads to.
-    pub fn from_reply(reply: FromWorker) -> Self {
-        match reply {
-            FromWorker::DataLoaded {
-                file_name,
-                summary,
-                delimiter,
-                problems,
-                preview,
-            } => DataState::Loaded {
-                file_name,
-                summary,
-                delimiter,
-                problems,
-                preview,
-            },
-            FromWorker::DataRejected { file_name, error } => {
-                DataState::Rejected { file_name, error }
-            }
-            FromWorker::Failed { message } => DataState::WorkerFailed(message),
-            FromWorker::Ready | FromWorker::Pong { .. } => DataState::Empty,
-        }
-    }
-}
-
-/// Reads `file` and hands its bytes to the worker.
-fn submit(
-    file: File,
-    data: RwSignal<DataState>,
-    worker: Option<StoredValue<WorkerClient, LocalStorage>>,
-) {
+/// Reads a saved run record and shows its result.
+fn open_record(state: AppState, file: File) {
     let name = file.name();
-    let Some(worker) = worker else {
-        data.set(DataState::WorkerFailed(
-            "the Web Worker is not running, so the file cannot be read".into(),
-        ));
+    if file.size() > MAX_RECORD_BYTES {
+        state.error.set(Some(format!(
+            "{name} is {}: too large for a run record",
+            format_bytes(file.size() as usize)
+        )));
         return;
-    };
-    data.set(DataState::Reading(name.clone()));
+    }
     wasm_bindgen_futures::spawn_local(async move {
-        let buffer = match JsFuture::from(file.array_buffer()).await {
-            Ok(b) => b.unchecked_into::<ArrayBuffer>(),
+        let text = match JsFuture::from(file.text()).await {
+            Ok(t) => t.as_string().unwrap_or_default(),
             Err(e) => {
-                data.set(DataState::WorkerFailed(format!(
-                    "the browser could not read {name}: {e:?}"
-                )));
+                state
+                    .error
+                    .set(Some(format!("the browser could not read {name}: {e:?}")));
                 return;
             }
         };
-        let request = ToWorker::LoadCsv {
-            file_name: name,
-            options: CsvOptions::default(),
-        };
-        if let Err(message) = worker.with_value(|w| w.send(&request, Some(buffer))) {
-            data.set(DataState::WorkerFailed(message));
+        match serde_json::from_str::<RunResult>(&text) {
+            Ok(result)
+                if result
+                    .edges
+                    .iter()
+                    .all(|&(i, j)| i < result.names.len() && j < result.names.len()) =>
+            {
+                state.error.set(None);
+                state.run.set(RunState::Idle);
+                state.snapshot.set(None);
+                state.result.set(Some(result));
+                state.record_file.set(Some(name));
+            }
+            Ok(_) => state.error.set(Some(format!(
+                "{name} is not a valid run record: an edge names a variable it does not have"
+            ))),
+            Err(e) => state.error.set(Some(format!(
+                "{name} is not an Occam run record (result.json): {e}"
+            ))),
         }
     });
 }
 
 #[component]
-pub fn DataPanel(
-    data: RwSignal<DataState>,
-    worker: Option<StoredValue<WorkerClient, LocalStorage>>,
-) -> impl IntoView {
+pub fn DataPanel() -> impl IntoView {
+    let state = expect_context::<AppState>();
     let dragging = RwSignal::new(false);
+    let busy = move || {
+        matches!(
+            state.run.get(),
+            RunState::Starting | RunState::Running | RunState::Paused
+        )
+    };
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
         dragging.set(false);
+        if busy() {
+            state.error.set(Some(
+                "a run is in progress: stop it before loading other data".into(),
+            ));
+            return;
+        }
         let file = ev
             .data_transfer()
             .and_then(|dt| dt.files())
             .and_then(|files| files.get(0));
         if let Some(file) = file {
-            submit(file, data, worker);
+            submit_user_file(state, file);
         }
     };
     let on_change = move |ev: web_sys::Event| {
         let input: web_sys::HtmlInputElement = event_target(&ev);
         if let Some(file) = input.files().and_then(|files| files.get(0)) {
-            submit(file, data, worker);
+            submit_user_file(state, file);
         }
         // Allow choosing the same file again after fixing it.
         input.set_value("");
     };
+    let on_example = move |ev: web_sys::Event| {
+        let stem = event_target_value(&ev);
+        if let Some(example) = examples::EXAMPLES.iter().find(|e| e.stem == stem) {
+            examples::load(state, example.stem);
+        }
+    };
+    let on_record = move |ev: web_sys::Event| {
+        let input: web_sys::HtmlInputElement = event_target(&ev);
+        if let Some(file) = input.files().and_then(|files| files.get(0)) {
+            open_record(state, file);
+        }
+        input.set_value("");
+    };
 
     view! {
-        <section class="panel">
+        <section class="panel" aria-labelledby="data-heading">
+            <h2 id="data-heading">"1. Data"</h2>
             <label
                 class="drop-zone"
                 class:dragging=move || dragging.get()
@@ -129,33 +126,50 @@ pub fn DataPanel(
                 on:dragleave=move |_| dragging.set(false)
                 on:drop=on_drop
             >
-                <input type="file" accept=".csv,.tsv,.txt,text/csv" data-testid="file-input" on:change=on_change />
+                <input type="file" accept=".csv,.tsv,.txt,text/csv" data-testid="file-input" on:change=on_change prop:disabled=busy />
                 <strong>"Drop a CSV file here"</strong>
                 " or click to choose one."
-                <span class="hint">"One header row; comma, semicolon or tab separated; '.' decimals. Nothing is uploaded."</span>
+                <span class="hint">"One header row; comma, semicolon or tab separated; '.' decimals. Nothing is uploaded: the file is read inside this page."</span>
             </label>
-            {move || view_state(data.get())}
+            <div class="row">
+                <label class="inline">
+                    "Or try an example: "
+                    <select data-testid="example-select" on:change=on_example prop:disabled=busy>
+                        <option value="" selected>"choose…"</option>
+                        {examples::EXAMPLES.iter().map(|e| view! { <option value=e.stem>{e.title}</option> }).collect_view()}
+                    </select>
+                </label>
+                <label class="inline file-button">
+                    "Open a saved run record (.json)"
+                    <input type="file" accept=".json,application/json" data-testid="record-input" on:change=on_record />
+                </label>
+            </div>
+            {move || view_state(state.data.get())}
         </section>
     }
 }
 
-fn view_state(state: DataState) -> AnyView {
-    match state {
-        DataState::Empty => ().into_any(),
-        DataState::Reading(name) => {
-            view! { <p class="status">"Reading " {name} "…"</p> }.into_any()
+fn view_state(data: DataState) -> AnyView {
+    match data {
+        DataState::Empty | DataState::Rejected { .. } => ().into_any(),
+        DataState::Reading {
+            file_name,
+            bytes_read,
+            total_bytes,
+        } => {
+            let fraction = if total_bytes > 0 {
+                bytes_read as f64 / total_bytes as f64
+            } else {
+                0.0
+            };
+            view! {
+                <div class="reading" data-testid="load-progress">
+                    <p>"Reading " {file_name} ": " {format_bytes(bytes_read)} " of " {format_bytes(total_bytes)}</p>
+                    <progress max="1" prop:value=fraction></progress>
+                </div>
+            }
+            .into_any()
         }
-        DataState::Rejected { file_name, error } => view! {
-            <div class="error" data-testid="error" data-kind=error.kind.clone() role="alert">
-                <strong>{file_name} " was not loaded"</strong>
-                <p>{error.message}</p>
-            </div>
-        }
-        .into_any(),
-        DataState::WorkerFailed(message) => view! {
-            <div class="error" data-testid="error" role="alert"><p>{message}</p></div>
-        }
-        .into_any(),
         DataState::Loaded {
             file_name,
             summary,
@@ -181,7 +195,7 @@ fn view_summary(
     let columns = summary.column_summaries.clone();
     view! {
         <div class="summary" data-testid="data-summary">
-            <h2>{file_name}</h2>
+            <h3>{file_name}</h3>
             <p class="shape">
                 <span data-testid="rows">{summary.rows}</span> " rows × "
                 <span data-testid="columns">{summary.columns}</span> " columns, delimiter " {delimiter}
@@ -190,51 +204,47 @@ fn view_summary(
                 view! { <p class="ok">"No problems found."</p> }.into_any()
             } else {
                 view! {
-                    <ul class="problems">
+                    <ul class="problems" data-testid="problems">
                         {problems.into_iter().map(|p| view! {
                             <li>{p.message} " — " <em>{p.action}</em></li>
                         }).collect_view()}
                     </ul>
                 }.into_any()
             }}
-            <h3>"Columns"</h3>
-            <table class="stats">
-                <thead><tr><th>"column"</th><th>"mean"</th><th>"sd"</th><th>"min"</th><th>"max"</th><th>"distinct"</th></tr></thead>
-                <tbody>
-                    {columns.into_iter().map(|c| view! {
-                        <tr>
-                            <td>{c.name}</td>
-                            <td>{fmt(c.mean)}</td>
-                            <td>{fmt(c.sd)}</td>
-                            <td>{fmt(c.min)}</td>
-                            <td>{fmt(c.max)}</td>
-                            <td>{c.distinct}</td>
-                        </tr>
-                    }).collect_view()}
-                </tbody>
-            </table>
-            <h3>"First rows"</h3>
-            <div class="scroll">
-                <table class="preview">
-                    <thead><tr>{names.into_iter().map(|n| view! { <th>{n}</th> }).collect_view()}</tr></thead>
-                    <tbody>
-                        {preview.into_iter().map(|row| view! {
-                            <tr>{row.into_iter().map(|v| view! { <td>{fmt(v)}</td> }).collect_view()}</tr>
-                        }).collect_view()}
-                    </tbody>
-                </table>
-            </div>
+            <details open>
+                <summary>"Columns"</summary>
+                <div class="scroll">
+                    <table class="stats">
+                        <thead><tr><th>"column"</th><th>"mean"</th><th>"sd"</th><th>"min"</th><th>"max"</th><th>"distinct"</th></tr></thead>
+                        <tbody>
+                            {columns.into_iter().map(|c| view! {
+                                <tr>
+                                    <td class="name">{c.name}</td>
+                                    <td>{format_number(c.mean)}</td>
+                                    <td>{format_number(c.sd)}</td>
+                                    <td>{format_number(c.min)}</td>
+                                    <td>{format_number(c.max)}</td>
+                                    <td>{c.distinct}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            </details>
+            <details open>
+                <summary>"First rows"</summary>
+                <div class="scroll">
+                    <table class="preview">
+                        <thead><tr>{names.into_iter().map(|n| view! { <th>{n}</th> }).collect_view()}</tr></thead>
+                        <tbody>
+                            {preview.into_iter().map(|row| view! {
+                                <tr>{row.into_iter().map(|v| view! { <td>{format_number(v)}</td> }).collect_view()}</tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+            </details>
         </div>
     }
     .into_any()
-}
-
-/// Numbers for tables: 4 significant digits, scientific outside [1e-3, 1e5).
-fn fmt(v: f64) -> String {
-    if v == 0.0 || (1e-3..1e5).contains(&v.abs()) {
-        let s = format!("{v:.4}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        format!("{v:.3e}")
-    }
 }

@@ -1,16 +1,33 @@
 //! The page (wasm only): Leptos components that show what the worker reports.
 //!
-//! Owns the user interface. It never parses or computes anything heavy itself: files go to the Web
-//! Worker ([`worker_client`]) and the page renders the replies. A panic anywhere in the page is
-//! turned into a visible error message instead of a blank page.
+//! Owns the user interface. It never parses data or trains anything itself: files go to the Web
+//! Worker ([`worker_client`]) and the page renders the replies. The state lives in [`AppState`], a
+//! bundle of signals every component reads from context. A panic anywhere in the page is turned
+//! into a visible error message instead of a blank page; a worker that dies is reported and can be
+//! restarted with the data re-sent.
 
 mod charts;
+mod dag_view;
 mod data_panel;
+mod download;
+mod examples;
+mod knowledge_panel;
+mod results_panel;
+mod run_panel;
+mod settings_panel;
 mod worker_client;
 
-use crate::protocol::{ComputeBackend, FromWorker};
-use data_panel::{DataPanel, DataState};
+use crate::data::DatasetSummary;
+use crate::discovery::cgp::Preset;
+use crate::engine::{RunResult, Snapshot, Status};
+use crate::graph::Digraph;
+use crate::protocol::{ComputeBackend, ErrorReport, FromWorker, ProblemReport, ToWorker};
+use crate::ui::{preset_values, EdgeRule, History};
+use js_sys::ArrayBuffer;
 use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::Blob;
 use worker_client::WorkerClient;
 
 /// Entry point of the page binary.
@@ -39,7 +56,7 @@ fn install_panic_hook() {
 
 /// What the page knows about the worker's compute backend.
 #[derive(Debug, Clone, PartialEq)]
-enum BackendState {
+pub enum BackendState {
     /// The worker has not answered the ping yet.
     Probing,
     Known {
@@ -47,66 +64,420 @@ enum BackendState {
         adapter: Option<String>,
     },
     /// The worker failed to start or died.
-    Unavailable(String),
+    Unavailable,
+}
+
+/// What the page shows about the current file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataState {
+    Empty,
+    Reading {
+        file_name: String,
+        bytes_read: usize,
+        total_bytes: usize,
+    },
+    Loaded {
+        file_name: String,
+        summary: DatasetSummary,
+        delimiter: char,
+        problems: Vec<ProblemReport>,
+        preview: Vec<Vec<f64>>,
+    },
+    Rejected {
+        file_name: String,
+        error: ErrorReport,
+    },
+}
+
+impl DataState {
+    /// The loaded data's column names.
+    pub fn names(&self) -> Option<Vec<String>> {
+        match self {
+            DataState::Loaded { summary, .. } => Some(summary.names.clone()),
+            _ => None,
+        }
+    }
+
+    /// The loaded file's name without its extension, for export file names.
+    pub fn stem(&self) -> Option<String> {
+        match self {
+            DataState::Loaded { file_name, .. } => Some(
+                file_name
+                    .rsplit_once('.')
+                    .map_or(file_name.as_str(), |(s, _)| s)
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Where the run is, from the page's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    Idle,
+    /// Start was sent; the first snapshot has not arrived.
+    Starting,
+    Running,
+    Paused,
+    /// The run ended (its result says how: done, stopped or failed).
+    Ended(Status),
+}
+
+/// A ground truth the user uploaded (or an example brought along).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Truth {
+    pub file_name: String,
+    /// The raw text, kept so it can be re-read against other column names.
+    pub text: String,
+}
+
+/// The page's state, shared through context. Every field is a signal or a stored value, so the
+/// bundle is `Copy`.
+#[derive(Clone, Copy)]
+pub struct AppState {
+    pub backend: RwSignal<BackendState>,
+    pub data: RwSignal<DataState>,
+    pub run: RwSignal<RunState>,
+    pub snapshot: RwSignal<Option<Snapshot>>,
+    /// Snapshots received during the current run (the end-to-end test reads it to check the rate).
+    pub snapshots_seen: RwSignal<u64>,
+    pub history: RwSignal<History>,
+    pub result: RwSignal<Option<RunResult>>,
+    /// Set when the result shown was loaded from a saved run record (its file name).
+    pub record_file: RwSignal<Option<String>>,
+    pub truth: RwSignal<Option<Truth>>,
+    /// The one error the banner shows (worker, data, run or record problems).
+    pub error: RwSignal<Option<String>>,
+    /// Whether the worker died and must be restarted.
+    pub worker_dead: RwSignal<bool>,
+    pub preset: RwSignal<Preset>,
+    pub settings_values: RwSignal<Vec<String>>,
+    pub rules: RwSignal<Vec<EdgeRule>>,
+    pub tiers: RwSignal<Vec<String>>,
+    worker: StoredValue<Option<WorkerClient>, LocalStorage>,
+    /// The current file, kept so a restarted worker can be given it again.
+    source: StoredValue<Option<(String, Blob)>, LocalStorage>,
+}
+
+impl AppState {
+    fn new() -> Self {
+        Self {
+            backend: RwSignal::new(BackendState::Probing),
+            data: RwSignal::new(DataState::Empty),
+            run: RwSignal::new(RunState::Idle),
+            snapshot: RwSignal::new(None),
+            snapshots_seen: RwSignal::new(0),
+            history: RwSignal::new(History::default()),
+            result: RwSignal::new(None),
+            record_file: RwSignal::new(None),
+            truth: RwSignal::new(None),
+            error: RwSignal::new(None),
+            worker_dead: RwSignal::new(false),
+            preset: RwSignal::new(Preset::Interactive),
+            settings_values: RwSignal::new(preset_values(Preset::Interactive, 0)),
+            rules: RwSignal::new(Vec::new()),
+            tiers: RwSignal::new(Vec::new()),
+            worker: StoredValue::new_local(None),
+            source: StoredValue::new_local(None),
+        }
+    }
+
+    /// Sends a request to the worker; a failure is shown in the error banner.
+    pub fn send(self, request: &ToWorker) {
+        let sent = self.worker.with_value(|w| match w {
+            Some(w) => w.send(request, None),
+            None => Err("the Web Worker is not running: restart it first".into()),
+        });
+        if let Err(e) = sent {
+            self.error.set(Some(e));
+        }
+    }
+
+    /// Reads `blob` and hands its bytes to the worker as the data set `file_name`.
+    pub fn submit_file(self, file_name: String, blob: Blob) {
+        self.source
+            .set_value(Some((file_name.clone(), blob.clone())));
+        self.error.set(None);
+        self.result.set(None);
+        self.record_file.set(None);
+        self.snapshot.set(None);
+        self.run.set(RunState::Idle);
+        self.data.set(DataState::Reading {
+            file_name: file_name.clone(),
+            bytes_read: 0,
+            total_bytes: blob.size() as usize,
+        });
+        wasm_bindgen_futures::spawn_local(async move {
+            let buffer = match JsFuture::from(blob.array_buffer()).await {
+                Ok(b) => b.unchecked_into::<ArrayBuffer>(),
+                Err(e) => {
+                    self.data.set(DataState::Empty);
+                    self.error.set(Some(format!(
+                        "the browser could not read {file_name}: {e:?}"
+                    )));
+                    return;
+                }
+            };
+            let request = ToWorker::LoadCsv {
+                file_name,
+                options: Default::default(),
+            };
+            let sent = self.worker.with_value(|w| match w {
+                Some(w) => w.send(&request, Some(buffer)),
+                None => Err("the Web Worker is not running: restart it first".into()),
+            });
+            if let Err(e) = sent {
+                self.data.set(DataState::Empty);
+                self.error.set(Some(e));
+            }
+        });
+    }
+
+    /// Starts a fresh worker (dropping the old one) and gives it the current file again.
+    pub fn restart_worker(self) {
+        self.worker.set_value(None);
+        self.worker_dead.set(false);
+        self.error.set(None);
+        if matches!(
+            self.run.get_untracked(),
+            RunState::Starting | RunState::Running | RunState::Paused
+        ) {
+            self.run.set(RunState::Idle);
+        }
+        self.backend.set(BackendState::Probing);
+        spawn_worker(self);
+    }
+
+    fn worker_died(self, message: String) {
+        // Dropping the client terminates the worker and detaches its handlers.
+        self.worker.set_value(None);
+        self.worker_dead.set(true);
+        self.backend.set(BackendState::Unavailable);
+        if matches!(
+            self.run.get_untracked(),
+            RunState::Starting | RunState::Running | RunState::Paused
+        ) {
+            self.run.set(RunState::Idle);
+        }
+        if matches!(self.data.get_untracked(), DataState::Reading { .. }) {
+            self.data.set(DataState::Empty);
+        }
+        self.error.set(Some(format!(
+            "{message}. Your data and results on this page are kept: restart the worker to go on."
+        )));
+    }
+
+    fn on_reply(self, reply: FromWorker) {
+        match reply {
+            FromWorker::Ready => {
+                self.send(&ToWorker::Ping);
+                // A restarted worker gets the current file again.
+                if let Some((name, blob)) = self.source.get_value() {
+                    if !matches!(self.data.get_untracked(), DataState::Rejected { .. }) {
+                        let result = self.result.get_untracked();
+                        let record = self.record_file.get_untracked();
+                        self.submit_file(name, blob);
+                        // Re-reading the file must not throw away the result on screen.
+                        self.result.set(result);
+                        self.record_file.set(record);
+                    }
+                }
+            }
+            FromWorker::Pong { backend, adapter } => {
+                self.backend.set(BackendState::Known { backend, adapter })
+            }
+            FromWorker::LoadProgress {
+                file_name,
+                bytes_read,
+                total_bytes,
+            } => self.data.set(DataState::Reading {
+                file_name,
+                bytes_read,
+                total_bytes,
+            }),
+            FromWorker::DataLoaded {
+                file_name,
+                summary,
+                delimiter,
+                problems,
+                preview,
+            } => {
+                let d = summary.columns;
+                if self.data.with_untracked(|s| s.names()) != Some(summary.names.clone()) {
+                    self.rules.set(vec![EdgeRule::Free; d * d]);
+                    self.tiers.set(vec![String::new(); d]);
+                }
+                self.data.set(DataState::Loaded {
+                    file_name,
+                    summary,
+                    delimiter,
+                    problems,
+                    preview,
+                });
+            }
+            FromWorker::DataRejected { file_name, error } => {
+                self.error.set(Some(format!(
+                    "{file_name} was not loaded: {}",
+                    error.message
+                )));
+                self.data.set(DataState::Rejected { file_name, error });
+            }
+            FromWorker::RunRefused { message } => {
+                self.run.set(RunState::Idle);
+                self.error.set(Some(message));
+            }
+            FromWorker::Progress { snapshot, paused } => {
+                // A late snapshot after the run ended (or after the worker moved on) is ignored.
+                if matches!(
+                    self.run.get_untracked(),
+                    RunState::Idle | RunState::Ended(_)
+                ) {
+                    return;
+                }
+                self.history.update(|h| h.record(&snapshot));
+                self.snapshots_seen.update(|n| *n += 1);
+                self.snapshot.set(Some(snapshot));
+                self.run.set(if paused {
+                    RunState::Paused
+                } else {
+                    RunState::Running
+                });
+            }
+            FromWorker::Finished { snapshot, result } => {
+                self.history.update(|h| h.record(&snapshot));
+                self.snapshots_seen.update(|n| *n += 1);
+                self.snapshot.set(Some(snapshot));
+                self.run.set(RunState::Ended(result.status));
+                self.record_file.set(None);
+                self.result.set(Some(*result));
+            }
+            FromWorker::Failed { message } => self.error.set(Some(message)),
+            FromWorker::Crashed { message } => self.worker_died(message),
+        }
+    }
+
+    /// The variable names shown: the result's when a result is on screen, else the data's.
+    pub fn names(self) -> Option<Vec<String>> {
+        self.result
+            .with(|r| r.as_ref().map(|r| r.names.clone()))
+            .or_else(|| self.data.with(DataState::names))
+    }
+
+    /// The word the `status` element shows.
+    pub fn status_code(self) -> &'static str {
+        match self.run.get() {
+            RunState::Starting | RunState::Running => "running",
+            RunState::Paused => "paused",
+            RunState::Ended(Status::Done) => "done",
+            RunState::Ended(Status::Stopped) => "stopped",
+            RunState::Ended(Status::Failed) => "failed",
+            RunState::Ended(Status::Running) => "running",
+            RunState::Idle => match self.data.get() {
+                DataState::Reading { .. } => "loading",
+                DataState::Loaded { .. } => "ready",
+                _ if self.result.with(Option::is_some) => "done",
+                _ => "idle",
+            },
+        }
+    }
+}
+
+/// The chosen graph of a result.
+pub fn result_graph(result: &RunResult) -> Option<Digraph> {
+    Digraph::from_edges(result.names.len(), &result.edges).ok()
+}
+
+fn spawn_worker(state: AppState) {
+    let on_reply = move |reply: FromWorker| state.on_reply(reply);
+    let on_fatal = move |message: String| state.worker_died(message);
+    match WorkerClient::spawn(on_reply, on_fatal) {
+        Ok(w) => state.worker.set_value(Some(w)),
+        Err(message) => state.worker_died(message),
+    }
+}
+
+/// Whether the page was opened with `#test-hooks` (shows the fault-injection button).
+fn test_hooks_enabled() -> bool {
+    web_sys::window()
+        .and_then(|w| w.location().hash().ok())
+        .is_some_and(|h| h == "#test-hooks")
 }
 
 #[component]
 fn App() -> impl IntoView {
-    let backend = RwSignal::new(BackendState::Probing);
-    let data = RwSignal::new(DataState::Empty);
-
-    let on_reply = move |reply: FromWorker| match reply {
-        FromWorker::Ready => {}
-        FromWorker::Pong {
-            backend: b,
-            adapter,
-        } => backend.set(BackendState::Known {
-            backend: b,
-            adapter,
-        }),
-        FromWorker::DataLoaded { .. } | FromWorker::DataRejected { .. } => {
-            data.set(DataState::from_reply(reply));
-        }
-        FromWorker::Failed { message } => data.set(DataState::WorkerFailed(message)),
-    };
-    let on_fatal = move |message: String| {
-        backend.set(BackendState::Unavailable(message.clone()));
-        data.set(DataState::WorkerFailed(message));
-    };
-    let worker = match WorkerClient::spawn(on_reply, on_fatal) {
-        Ok(w) => Some(StoredValue::new_local(w)),
-        Err(message) => {
-            backend.set(BackendState::Unavailable(message));
-            None
-        }
-    };
+    let state = AppState::new();
+    provide_context(state);
+    spawn_worker(state);
 
     view! {
         <header class="top">
             <div class="brand">
                 <h1>"Occam"</h1>
-                <p class="tagline">"Bayesian causal discovery, in your browser. Your data never leaves this machine."</p>
+                <p class="tagline">"Bayesian causal discovery, in your browser. Your data never leave this machine."</p>
             </div>
-            <BackendBadge state=backend />
+            <BackendBadge />
         </header>
-        <main>
-            <DataPanel data=data worker=worker />
+        <ErrorBanner />
+        <main class="layout">
+            <div class="column inputs">
+                <data_panel::DataPanel />
+                <settings_panel::SettingsPanel />
+                <knowledge_panel::KnowledgePanel />
+            </div>
+            <div class="column outputs">
+                <run_panel::RunPanel />
+                <results_panel::ResultsPanel />
+            </div>
         </main>
+        {test_hooks_enabled().then(|| view! {
+            <footer class="test-hooks">
+                <button data-testid="crash-worker" on:click=move |_| state.send(&ToWorker::Panic)>
+                    "Make the worker panic (test hook)"
+                </button>
+            </footer>
+        })}
     }
 }
 
-/// The badge naming where the worker computes, with the adapter when it is a GPU.
+/// The one place errors appear, with a restart button when the worker died.
 #[component]
-fn BackendBadge(state: RwSignal<BackendState>) -> impl IntoView {
-    let text = move || match state.get() {
+fn ErrorBanner() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    move || {
+        state.error.get().map(|message| {
+            view! {
+                <div class="error" data-testid="error" role="alert">
+                    <p>{message}</p>
+                    <div class="error-actions">
+                        {move || state.worker_dead.get().then(|| view! {
+                            <button data-testid="restart-worker" on:click=move |_| state.restart_worker()>
+                                "Restart the worker"
+                            </button>
+                        })}
+                        <button class="quiet" on:click=move |_| state.error.set(None)>"Dismiss"</button>
+                    </div>
+                </div>
+            }
+        })
+    }
+}
+
+/// The badge naming where the engine computes. It names the backend the worker reports as doing
+/// the work (the CPU until a GPU backend exists); a WebGPU adapter the browser offers is mentioned
+/// only as available, never as computing.
+#[component]
+fn BackendBadge() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    let text = move || match state.backend.get() {
         BackendState::Probing => "Backend: checking…".to_string(),
-        BackendState::Known { backend, adapter } => match adapter {
-            Some(a) => format!("Backend: {} ({a})", backend.label()),
-            None => format!("Backend: {}", backend.label()),
+        BackendState::Known { backend, .. } => match backend {
+            ComputeBackend::Cpu => "Backend: CPU (WebAssembly)".to_string(),
+            ComputeBackend::WebGpu => "Backend: WebGPU".to_string(),
         },
-        BackendState::Unavailable(_) => "Backend: worker unavailable".to_string(),
+        BackendState::Unavailable => "Backend: worker unavailable".to_string(),
     };
-    let code = move || match state.get() {
+    let code = move || match state.backend.get() {
         BackendState::Probing => "probing",
         BackendState::Known {
             backend: ComputeBackend::WebGpu,
@@ -116,10 +487,32 @@ fn BackendBadge(state: RwSignal<BackendState>) -> impl IntoView {
             backend: ComputeBackend::Cpu,
             ..
         } => "cpu",
-        BackendState::Unavailable(_) => "unavailable",
+        BackendState::Unavailable => "unavailable",
+    };
+    let adapter = move || match state.backend.get() {
+        BackendState::Known {
+            adapter: Some(_), ..
+        } => "available",
+        BackendState::Known { adapter: None, .. } => "none",
+        _ => "unknown",
+    };
+    let title = move || {
+        match state.backend.get() {
+        BackendState::Known {
+            backend: ComputeBackend::Cpu,
+            adapter: Some(a),
+        } => format!(
+            "The engine computes on the CPU. A WebGPU adapter is available ({a}) but Occam has no GPU backend yet."
+        ),
+        BackendState::Known {
+            backend: ComputeBackend::Cpu,
+            adapter: None,
+        } => "The engine computes on the CPU; this browser offers no WebGPU adapter.".to_string(),
+        _ => "Where the Web Worker computes".to_string(),
+    }
     };
     view! {
-        <span class="badge" data-testid="backend-badge" data-backend=code title="Where the Web Worker computes">
+        <span class="badge" data-testid="backend-badge" data-backend=code data-gpu-adapter=adapter title=title>
             {text}
         </span>
     }

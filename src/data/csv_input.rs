@@ -864,9 +864,10 @@ mod tests {
             n += 1;
         }
         let mut seen = Vec::new();
-        let parsed =
-            parse_csv_with_progress(text.as_bytes(), &CsvOptions::default(), &mut |b| seen.push(b))
-                .unwrap();
+        let parsed = parse_csv_with_progress(text.as_bytes(), &CsvOptions::default(), &mut |b| {
+            seen.push(b)
+        })
+        .unwrap();
         assert_eq!(parsed.dataset.rows() as u64, n);
         assert_eq!(seen.last(), Some(&text.len()));
         assert!(seen.len() >= 4 && seen.len() <= 5, "{seen:?}");

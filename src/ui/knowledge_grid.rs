@@ -116,9 +116,11 @@ mod tests {
         assert_eq!(k.tier(0), Some(0));
         assert_eq!(k.tier(1), None);
         assert!(!k.allowed(2, 0), "tier 1 may not cause tier 0");
-        assert!(knowledge_from_grid(&names(), &[EdgeRule::Free; 9], &vec![String::new(); 3])
-            .unwrap()
-            .is_unconstrained());
+        assert!(
+            knowledge_from_grid(&names(), &[EdgeRule::Free; 9], &vec![String::new(); 3])
+                .unwrap()
+                .is_unconstrained()
+        );
     }
 
     #[test]
@@ -127,7 +129,10 @@ mod tests {
         rules[1] = EdgeRule::Required; // a -> b
         rules[3] = EdgeRule::Required; // b -> a
         let err = knowledge_from_grid(&names(), &rules, &vec![String::new(); 3]).unwrap_err();
-        assert!(err.contains("cycle") && err.contains('a') && err.contains('b'), "{err}");
+        assert!(
+            err.contains("cycle") && err.contains('a') && err.contains('b'),
+            "{err}"
+        );
 
         let mut rules = vec![EdgeRule::Free; 9];
         rules[1] = EdgeRule::Required; // a -> b, but b is in an earlier tier

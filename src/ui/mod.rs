@@ -3,6 +3,7 @@
 //! formatting. Plain Rust, compiled and tested natively; the Leptos components in `app` only bind
 //! these to inputs and draw the results.
 
+pub mod chart_scale;
 mod curves;
 mod format;
 mod knowledge_grid;

@@ -32,24 +32,109 @@ const fn field(
 
 /// The form's fields, in display order.
 pub const FIELDS: [FieldSpec; 18] = [
-    field("restarts", "Restarts", "Independent runs from different random starts; the one with the highest evidence wins.", false),
-    field("seed", "Seed", "Every random choice (row subset, starts, Monte Carlo draws) follows from this number.", false),
-    field("max_rows", "Rows used", "A seeded random subset of rows is fitted when the data have more (\"all\" for every row).", true),
-    field("inducing_points", "Inducing points M", "Per variable; more is more accurate and slower (capped at the rows used).", true),
-    field("batch_size", "Batch size b", "Rows per minibatch (paper preset's uncollapsed bound only).", true),
-    field("samples", "Monte Carlo samples S", "Draws of the latent input per row (uncollapsed bound only).", true),
+    field(
+        "restarts",
+        "Restarts",
+        "Independent runs from different random starts; the one with the highest evidence wins.",
+        false,
+    ),
+    field(
+        "seed",
+        "Seed",
+        "Every random choice (row subset, starts, Monte Carlo draws) follows from this number.",
+        false,
+    ),
+    field(
+        "max_rows",
+        "Rows used",
+        "A seeded random subset of rows is fitted when the data have more (\"all\" for every row).",
+        true,
+    ),
+    field(
+        "inducing_points",
+        "Inducing points M",
+        "Per variable; more is more accurate and slower (capped at the rows used).",
+        true,
+    ),
+    field(
+        "batch_size",
+        "Batch size b",
+        "Rows per minibatch (paper preset's uncollapsed bound only).",
+        true,
+    ),
+    field(
+        "samples",
+        "Monte Carlo samples S",
+        "Draws of the latent input per row (uncollapsed bound only).",
+        true,
+    ),
     field("learning_rate", "Learning rate", "Adam's step size.", true),
-    field("warmup_min", "Warm-up: min iterations", "The warm-up (no acyclicity pressure) runs at least this long.", true),
-    field("warmup_max", "Warm-up: max iterations", "…and at most this long; in between it ends when the objective stops improving.", true),
-    field("acyclic_max", "Acyclic phase: max iterations", "The penalty phase ends earlier once h(A) < τ or the graph is already a DAG.", true),
-    field("cooldown_min", "Cool-down: min iterations", "Refitting with the graph fixed runs at least this long.", true),
-    field("cooldown_max", "Cool-down: max iterations", "…and at most this long.", true),
-    field("rho", "ρ (γ growth per epoch)", "γ rises by ρ every epoch of the acyclic phase; leave empty for 5·D.", true),
-    field("gamma_interval", "Iterations per epoch (full batch)", "How often γ rises when every row is used in each iteration.", true),
-    field("tau", "τ (acyclicity tolerance)", "The acyclic phase ends when h(A) = |λ_max(A)| falls below τ.", true),
-    field("linear_threshold", "Final threshold: linear θ", "A linear-kernel weight below this counts as no edge.", true),
-    field("stationary_threshold", "Final threshold: stationary θ", "A stationary-kernel precision below this counts as no edge.", true),
-    field("start_iterations", "Start: L-BFGS iterations", "Iterations of each variable's GP-regression starting fit.", true),
+    field(
+        "warmup_min",
+        "Warm-up: min iterations",
+        "The warm-up (no acyclicity pressure) runs at least this long.",
+        true,
+    ),
+    field(
+        "warmup_max",
+        "Warm-up: max iterations",
+        "…and at most this long; in between it ends when the objective stops improving.",
+        true,
+    ),
+    field(
+        "acyclic_max",
+        "Acyclic phase: max iterations",
+        "The penalty phase ends earlier once h(A) < τ or the graph is already a DAG.",
+        true,
+    ),
+    field(
+        "cooldown_min",
+        "Cool-down: min iterations",
+        "Refitting with the graph fixed runs at least this long.",
+        true,
+    ),
+    field(
+        "cooldown_max",
+        "Cool-down: max iterations",
+        "…and at most this long.",
+        true,
+    ),
+    field(
+        "rho",
+        "ρ (γ growth per epoch)",
+        "γ rises by ρ every epoch of the acyclic phase; leave empty for 5·D.",
+        true,
+    ),
+    field(
+        "gamma_interval",
+        "Iterations per epoch (full batch)",
+        "How often γ rises when every row is used in each iteration.",
+        true,
+    ),
+    field(
+        "tau",
+        "τ (acyclicity tolerance)",
+        "The acyclic phase ends when h(A) = |λ_max(A)| falls below τ.",
+        true,
+    ),
+    field(
+        "linear_threshold",
+        "Final threshold: linear θ",
+        "A linear-kernel weight below this counts as no edge.",
+        true,
+    ),
+    field(
+        "stationary_threshold",
+        "Final threshold: stationary θ",
+        "A stationary-kernel precision below this counts as no edge.",
+        true,
+    ),
+    field(
+        "start_iterations",
+        "Start: L-BFGS iterations",
+        "Iterations of each variable's GP-regression starting fit.",
+        true,
+    ),
 ];
 
 /// The form's values (in [`FIELDS`] order) for `preset` and `seed`.
@@ -90,10 +175,7 @@ pub fn preset_values(preset: Preset, seed: u64) -> Vec<String> {
 /// Reads the form (values in [`FIELDS`] order) into settings based on `preset` (which fixes
 /// what the form does not show: the bound, phase-convergence windows and tolerances) and a seed.
 /// The first unusable value is explained, naming its field.
-pub fn parse_settings(
-    preset: Preset,
-    values: &[String],
-) -> Result<(SearchSettings, u64), String> {
+pub fn parse_settings(preset: Preset, values: &[String]) -> Result<(SearchSettings, u64), String> {
     if values.len() != FIELDS.len() {
         return Err(format!(
             "the settings form has {} values, expected {}",
@@ -119,7 +201,10 @@ pub fn parse_settings(
             "restarts" => s.restarts = whole()?,
             "seed" => {
                 seed = v.parse::<u64>().map_err(|_| {
-                    format!("{}: '{v}' is not a whole number from 0 to 2^64 − 1", f.label)
+                    format!(
+                        "{}: '{v}' is not a whole number from 0 to 2^64 − 1",
+                        f.label
+                    )
                 })?
             }
             "max_rows" => {
@@ -172,7 +257,8 @@ mod tests {
             assert_eq!(seed, 42);
         }
         assert_eq!(
-            preset_values(Preset::Paper, 0)[FIELDS.iter().position(|f| f.key == "max_rows").unwrap()],
+            preset_values(Preset::Paper, 0)
+                [FIELDS.iter().position(|f| f.key == "max_rows").unwrap()],
             "all"
         );
     }
@@ -216,13 +302,25 @@ mod tests {
     #[test]
     fn unusable_values_are_explained_by_field_not_fixed() {
         let cases = [
-            ("inducing_points", "abc", "Inducing points M: 'abc' is not a whole number"),
+            (
+                "inducing_points",
+                "abc",
+                "Inducing points M: 'abc' is not a whole number",
+            ),
             ("restarts", "-1", "Restarts: '-1' is not a whole number"),
             ("restarts", "0", "at least one restart"),
-            ("tau", "inf", "τ (acyclicity tolerance): 'inf' is not a finite number"),
+            (
+                "tau",
+                "inf",
+                "τ (acyclicity tolerance): 'inf' is not a finite number",
+            ),
             ("tau", "0", "τ must be a positive number"),
             ("seed", "1.5", "Seed: '1.5' is not a whole number"),
-            ("warmup_min", "700", "the warm-up minimum (700) exceeds its maximum (600)"),
+            (
+                "warmup_min",
+                "700",
+                "the warm-up minimum (700) exceeds its maximum (600)",
+            ),
             ("max_rows", "5", "rows used must be at least 10"),
             ("rho", "-2", "ρ must be a positive number"),
         ];

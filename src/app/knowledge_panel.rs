@@ -1,0 +1,122 @@
+//! Prior knowledge: a grid of cause × effect cells, each clicked through free → forbidden →
+//! required, and a tier per variable. A contradiction is explained (naming the variables) and
+//! blocks the run.
+
+use super::{AppState, DataState};
+use crate::discovery::knowledge::Knowledge;
+use crate::ui::{knowledge_from_grid, EdgeRule};
+use leptos::prelude::*;
+
+/// The knowledge as the run would use it, or why it cannot be used.
+pub fn current_knowledge(state: AppState) -> Option<Result<Knowledge, String>> {
+    let names = state.data.with(DataState::names)?;
+    let rules = state.rules.get();
+    let tiers = state.tiers.get();
+    Some(knowledge_from_grid(&names, &rules, &tiers))
+}
+
+#[component]
+pub fn KnowledgePanel() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    let body = move || {
+        let Some(names) = state.data.with(DataState::names) else {
+            return view! { <p class="hint">"Load data to state what you already know about its causes."</p> }
+                .into_any();
+        };
+        let d = names.len();
+        let header = names
+            .iter()
+            .map(|n| view! { <th scope="col" class="effect"><span>{n.clone()}</span></th> })
+            .collect_view();
+        let rows = names
+            .iter()
+            .enumerate()
+            .map(|(i, cause)| {
+                let cells = (0..d)
+                    .map(|j| {
+                        if i == j {
+                            return view! { <td class="diagonal"></td> }.into_any();
+                        }
+                        let rule = move || {
+                            state
+                                .rules
+                                .with(|r| r.get(i * d + j).copied().unwrap_or_default())
+                        };
+                        let title = format!("{} → {}", names[i], names[j]);
+                        let on_click = move |_| {
+                            state.rules.update(|r| {
+                                if let Some(cell) = r.get_mut(i * d + j) {
+                                    *cell = cell.next();
+                                }
+                            })
+                        };
+                        view! {
+                            <td>
+                                <button
+                                    class=move || format!("cell {}", rule().code())
+                                    data-testid="knowledge-cell"
+                                    data-from=i
+                                    data-to=j
+                                    data-rule=move || rule().code()
+                                    title=move || format!("{title}: {}", rule().code())
+                                    on:click=on_click
+                                >
+                                    {move || rule().symbol()}
+                                </button>
+                            </td>
+                        }
+                        .into_any()
+                    })
+                    .collect_view();
+                view! { <tr><th scope="row" class="cause">{cause.clone()}</th>{cells}</tr> }
+            })
+            .collect_view();
+        let tiers = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let value = move || state.tiers.with(|t| t.get(i).cloned().unwrap_or_default());
+                let on_input = move |ev: web_sys::Event| {
+                    let text = event_target_value(&ev);
+                    state.tiers.update(|t| {
+                        if let Some(slot) = t.get_mut(i) {
+                            *slot = text;
+                        }
+                    });
+                };
+                view! {
+                    <label class="tier">
+                        <span class="name">{name.clone()}</span>
+                        <input type="text" inputmode="numeric" size="3" data-testid="tier-input" data-variable=i prop:value=value on:input=on_input />
+                    </label>
+                }
+            })
+            .collect_view();
+        let reset = move |_| {
+            state.rules.set(vec![EdgeRule::Free; d * d]);
+            state.tiers.set(vec![String::new(); d]);
+        };
+        view! {
+            <p class="hint">"Click a cell to forbid (✕) or require (→) the edge row → column; click again to move on. Tiers: a variable in a later tier can never cause one in an earlier tier (leave empty for no tier)."</p>
+            <div class="scroll">
+                <table class="knowledge-grid" data-testid="knowledge-grid">
+                    <thead><tr><th class="corner">"cause ↓ effect →"</th>{header}</tr></thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </div>
+            <div class="tiers">{tiers}</div>
+            <button class="quiet" on:click=reset>"Clear all knowledge"</button>
+        }
+        .into_any()
+    };
+    let problem = move || current_knowledge(state).and_then(Result::err);
+    view! {
+        <section class="panel" aria-labelledby="knowledge-heading">
+            <h2 id="knowledge-heading">"3. Prior knowledge (optional)"</h2>
+            {body}
+            {move || problem().map(|p| view! {
+                <p class="invalid" data-testid="knowledge-error" role="alert">{p}</p>
+            })}
+        </section>
+    }
+}

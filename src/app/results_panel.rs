@@ -1,0 +1,233 @@
+//! Results: the chosen graph's summary, every restart's evidence, the comparison with an optional
+//! ground truth (SHD in both conventions, SID, precision, recall, F1), and the exports.
+
+use super::download::{download_graph_png, download_text, graph_svg_text};
+use super::{result_graph, AppState, Truth};
+use crate::engine::{RunResult, Status};
+use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad, EdgeKind};
+use crate::ui::{compare_to_truth, format_number, parse_truth, TruthReport};
+use leptos::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+/// The comparison of the result on screen with the truth, when both exist.
+pub fn truth_report(state: AppState) -> Option<Result<TruthReport, String>> {
+    let truth = state.truth.get()?;
+    state.result.with(|r| {
+        let result = r.as_ref()?;
+        let pred = result_graph(result)?;
+        Some(
+            parse_truth(&truth.text, &result.names)
+                .map_err(|e| format!("{}: {e}", truth.file_name))
+                .and_then(|t| compare_to_truth(&t, &pred)),
+        )
+    })
+}
+
+fn export_name(state: AppState, suffix: &str) -> String {
+    let stem = state
+        .data
+        .with_untracked(|d| d.stem())
+        .or_else(|| {
+            state
+                .record_file
+                .get_untracked()
+                .map(|f| f.trim_end_matches(".json").to_string())
+        })
+        .unwrap_or_else(|| "occam".into());
+    format!("{stem}-{suffix}")
+}
+
+/// One export button.
+fn export_button(
+    state: AppState,
+    testid: &'static str,
+    label: &'static str,
+    make: fn(AppState, &RunResult) -> Result<(), String>,
+) -> impl IntoView {
+    let on_click = move |_| {
+        let outcome = state.result.with_untracked(|r| match r {
+            Some(r) => make(state, r),
+            None => Err("there is no result to export".into()),
+        });
+        if let Err(e) = outcome {
+            state.error.set(Some(format!("export failed: {e}")));
+        }
+    };
+    view! { <button data-testid=testid on:click=on_click>{label}</button> }
+}
+
+fn graph_text(
+    state: AppState,
+    r: &RunResult,
+    suffix: &str,
+    mime: &str,
+    write: fn(&crate::graph::Digraph, &[String]) -> String,
+) -> Result<(), String> {
+    let graph = result_graph(r).ok_or("the result's edges do not fit its variables")?;
+    download_text(&export_name(state, suffix), mime, &write(&graph, &r.names))
+}
+
+#[component]
+pub fn ResultsPanel() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    let on_truth = move |ev: web_sys::Event| {
+        let input: web_sys::HtmlInputElement = event_target(&ev);
+        let Some(file) = input.files().and_then(|f| f.get(0)) else {
+            return;
+        };
+        input.set_value("");
+        wasm_bindgen_futures::spawn_local(async move {
+            match JsFuture::from(file.text()).await {
+                Ok(text) => state.truth.set(Some(Truth {
+                    file_name: file.name(),
+                    text: text.as_string().unwrap_or_default(),
+                })),
+                Err(e) => state.error.set(Some(format!(
+                    "the browser could not read {}: {e:?}",
+                    file.name()
+                ))),
+            }
+        });
+    };
+
+    move || {
+        let result = state.result.get()?;
+        let status = match result.status {
+            Status::Done => "finished",
+            Status::Stopped => "stopped early: the best graph so far",
+            Status::Failed => "failed",
+            Status::Running => "running",
+        };
+        let source = state
+            .record_file
+            .get()
+            .map(|f| view! { <p class="note">"Loaded from the saved run record " <strong>{f}</strong> "."</p> });
+        let chosen = result.chosen_restart;
+        let restart_rows = result
+            .restarts
+            .iter()
+            .map(|o| {
+                let mark = (Some(o.index) == chosen).then_some("✓ chosen");
+                view! {
+                    <tr class:chosen=Some(o.index) == chosen>
+                        <td>{o.index + 1}</td>
+                        <td>{format_number(o.score)}</td>
+                        <td>{format_number(o.elbo)}</td>
+                        <td>{format_number(o.log_prior)}</td>
+                        <td>{o.edges.len()}</td>
+                        <td>{o.iterations}</td>
+                        <td>{mark}</td>
+                    </tr>
+                }
+            })
+            .collect_view();
+        let failures = result
+            .failures
+            .iter()
+            .map(|f| view! { <li>{f.clone()}</li> })
+            .collect_view();
+        let edge_list = result
+            .edges
+            .iter()
+            .map(|&(i, j)| {
+                let w = result
+                    .adjacency
+                    .get(i)
+                    .and_then(|r| r.get(j))
+                    .copied()
+                    .unwrap_or(0.0);
+                view! { <li><span class="name">{result.names[i].clone()}</span> " → " <span class="name">{result.names[j].clone()}</span> " (weight " {format_number(w)} ")"</li> }
+            })
+            .collect_view();
+        let truth_name = state.truth.get().map(|t| t.file_name);
+        Some(view! {
+            <section class="panel" data-testid="results" aria-labelledby="results-heading">
+                <h2 id="results-heading">"5. Result"</h2>
+                {source}
+                <p data-testid="result-summary">
+                    "Status: " {status} " · " {result.edges.len()} " edges among " {result.names.len()}
+                    " variables · seed " {result.seed} " · " {format!("{:.1}", result.seconds)} " s on " {result.backend.clone()}
+                    " · rows used " {result.rows_used} " of " {result.rows}
+                </p>
+                <details open>
+                    <summary>"Edges"</summary>
+                    <ul class="edges" data-testid="edge-list">{edge_list}</ul>
+                </details>
+                <h3>"Restarts (evidence in nats; the highest score wins)"</h3>
+                <div class="scroll">
+                    <table class="restarts" data-testid="restarts">
+                        <thead><tr><th>"restart"</th><th>"score = bound + log prior"</th><th>"bound"</th><th>"log prior"</th><th>"edges"</th><th>"iterations"</th><th></th></tr></thead>
+                        <tbody>{restart_rows}</tbody>
+                    </table>
+                </div>
+                {(!result.failures.is_empty()).then(|| view! { <ul class="problems">{failures}</ul> })}
+                <h3>"Compare with a ground truth"</h3>
+                <label class="inline file-button">
+                    "Upload the true graph (adjacency matrix or from,to edge list)"
+                    <input type="file" accept=".csv,.txt,.tsv" data-testid="truth-input" on:change=on_truth />
+                </label>
+                {truth_name.map(|n| view! { <span class="hint">" Truth: " {n}</span> })}
+                <Metrics />
+                <h3>"Export"</h3>
+                <div class="exports">
+                    {export_button(state, "export-csv", "Adjacency CSV", |s, r| graph_text(s, r, "adjacency.csv", "text/csv", to_adjacency_csv))}
+                    {export_button(state, "export-edges", "Edge list CSV", |s, r| graph_text(s, r, "edges.csv", "text/csv", to_edge_list_csv))}
+                    {export_button(state, "export-dot", "DOT (Graphviz)", |s, r| graph_text(s, r, "graph.dot", "text/vnd.graphviz", to_dot))}
+                    {export_button(state, "export-dagitty", "DAGitty", |s, r| graph_text(s, r, "dagitty.txt", "text/plain", to_dagitty))}
+                    {export_button(state, "export-tetrad", "Tetrad", |s, r| graph_text(s, r, "tetrad.txt", "text/plain", to_tetrad))}
+                    {export_button(state, "export-json", "Run record (JSON)", |s, r| {
+                        let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+                        download_text(&export_name(s, "result.json"), "application/json", &(json + "\n"))
+                    })}
+                    {export_button(state, "export-svg", "Graph SVG", |s, _| {
+                        download_text(&export_name(s, "graph.svg"), "image/svg+xml", &graph_svg_text()?)
+                    })}
+                    {export_button(state, "export-png", "Graph PNG", |s, _| download_graph_png(export_name(s, "graph.png")))}
+                </div>
+            </section>
+        })
+    }
+}
+
+/// The metrics against the truth, with the edge-colour legend.
+#[component]
+fn Metrics() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    move || match truth_report(state)? {
+        Err(e) => Some(
+            view! { <p class="invalid" data-testid="truth-error" role="alert">{e}</p> }.into_any(),
+        ),
+        Ok(report) => {
+            let c = &report.comparison;
+            let count = |k: EdgeKind| report.classes.iter().filter(|e| e.kind == k).count();
+            let sid = match c.sid {
+                Some(s) => s.to_string(),
+                None => "undefined (a graph has a cycle)".into(),
+            };
+            Some(
+                view! {
+                    <div class="metrics" data-testid="metrics">
+                        <table>
+                            <tbody>
+                                <tr><th>"SHD (reversed edge counts 2)"</th><td data-metric="shd">{c.shd}</td></tr>
+                                <tr><th>"SHD (reversed edge counts 1)"</th><td data-metric="shd_reversal_1">{c.shd_reversal_1}</td></tr>
+                                <tr><th>"SID (Peters & Bühlmann)"</th><td data-metric="sid">{sid}</td></tr>
+                                <tr><th>"Precision (directed edges)"</th><td data-metric="precision">{format!("{:.3}", c.precision)}</td></tr>
+                                <tr><th>"Recall (directed edges)"</th><td data-metric="recall">{format!("{:.3}", c.recall)}</td></tr>
+                                <tr><th>"F1 (directed edges)"</th><td data-metric="f1">{format!("{:.3}", c.f1)}</td></tr>
+                            </tbody>
+                        </table>
+                        <ul class="legend">
+                            <li class="correct">"correct: " {count(EdgeKind::Correct)}</li>
+                            <li class="reversed">"reversed: " {count(EdgeKind::Reversed)}</li>
+                            <li class="missing">"missing (dashed): " {count(EdgeKind::Missing)}</li>
+                            <li class="extra">"extra: " {count(EdgeKind::Extra)}</li>
+                            <li>"true edges: " {report.truth_edges}</li>
+                        </ul>
+                    </div>
+                }
+                .into_any(),
+            )
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The run: start, pause/resume and stop; the status word, the phase banner, the progress bar with
+//! time left; and the live views (adjacency heatmap, DAG, objective curves) redrawn from each
+//! snapshot the worker sends.
+
+use super::charts::{draw_curves, draw_heatmap};
+use super::dag_view::DagView;
+use super::knowledge_panel::current_knowledge;
+use super::settings_panel::current_settings;
+use super::{AppState, DataState, RunState};
+use crate::protocol::{RunRequest, ToWorker};
+use crate::ui::{format_number, format_seconds_left, phase_name, History};
+use leptos::prelude::*;
+
+/// Why the Run button is disabled, or `None` when a run can start.
+fn blocker(state: AppState) -> Option<String> {
+    if state.worker_dead.get() {
+        return Some("the worker must be restarted first".into());
+    }
+    if matches!(
+        state.run.get(),
+        RunState::Starting | RunState::Running | RunState::Paused
+    ) {
+        return Some("a run is in progress".into());
+    }
+    if !matches!(state.data.get(), DataState::Loaded { .. }) {
+        return Some("load data first".into());
+    }
+    if let Err(e) = current_settings(state) {
+        return Some(format!("fix the settings: {e}"));
+    }
+    if let Some(Err(e)) = current_knowledge(state) {
+        return Some(format!("fix the prior knowledge: {e}"));
+    }
+    None
+}
+
+fn start_run(state: AppState) {
+    let (Ok((settings, seed)), Some(Ok(knowledge))) =
+        (current_settings(state), current_knowledge(state))
+    else {
+        return;
+    };
+    state.error.set(None);
+    state.result.set(None);
+    state.record_file.set(None);
+    state.snapshot.set(None);
+    state.snapshots_seen.set(0);
+    state.history.set(History::default());
+    state.run.set(RunState::Starting);
+    state.send(&ToWorker::Start(Box::new(RunRequest {
+        preset: state.preset.get_untracked(),
+        settings,
+        seed,
+        knowledge,
+    })));
+}
+
+#[component]
+pub fn RunPanel() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    let active = move || {
+        matches!(
+            state.run.get(),
+            RunState::Starting | RunState::Running | RunState::Paused
+        )
+    };
+    let on_pause = move |_| match state.run.get_untracked() {
+        RunState::Running | RunState::Starting => state.send(&ToWorker::Pause),
+        RunState::Paused => state.send(&ToWorker::Resume),
+        _ => {}
+    };
+    let pause_label = move || {
+        if state.run.get() == RunState::Paused {
+            "Resume"
+        } else {
+            "Pause"
+        }
+    };
+
+    view! {
+        <section class="panel run" aria-labelledby="run-heading">
+            <h2 id="run-heading">"4. Discover"</h2>
+            <div class="controls">
+                <button class="primary" data-testid="run-button" on:click=move |_| start_run(state)
+                    prop:disabled=move || blocker(state).is_some()
+                    title=move || blocker(state).unwrap_or_else(|| "Start a run with these settings".into())>
+                    "Run"
+                </button>
+                <button data-testid="pause-button" on:click=on_pause prop:disabled=move || !active()>
+                    {pause_label}
+                </button>
+                <button data-testid="stop-button" on:click=move |_| state.send(&ToWorker::Stop) prop:disabled=move || !active()>
+                    "Stop"
+                </button>
+                <span class="status-label">"Status: "
+                    <strong data-testid="status" data-snapshots=move || state.snapshots_seen.get()>{move || state.status_code()}</strong>
+                </span>
+            </div>
+            {move || blocker(state).filter(|_| !active()).map(|b| view! { <p class="hint">"Run is unavailable: " {b}</p> })}
+            <PhaseBanner />
+            <ProgressBar />
+            <div class="live">
+                <figure>
+                    <figcaption>"Weighted adjacency (row = cause, column = effect)"</figcaption>
+                    <Heatmap />
+                </figure>
+                <figure>
+                    <figcaption>"Graph"</figcaption>
+                    <DagView />
+                </figure>
+                <figure class="wide">
+                    <figcaption>"Objective: evidence bound, h(A) and γ"</figcaption>
+                    <LossChart />
+                </figure>
+            </div>
+        </section>
+    }
+}
+
+/// The phase and one plain sentence of what is happening now.
+#[component]
+fn PhaseBanner() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    move || {
+        state.snapshot.get().map(|s| {
+            let restarts = s.restarts.len();
+            let code = serde_json::to_value(s.phase)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            let detail = s.terms.map(|t| {
+                format!(
+                    " · bound {} nats · h(A) {} · γ {}",
+                    format_number(t.elbo),
+                    format_number(t.h),
+                    format_number(t.gamma)
+                )
+            });
+            view! {
+                <div class="phase" data-testid="phase" data-phase=code>
+                    <strong>{phase_name(s.phase)}</strong>
+                    " · restart " {s.restart + 1} " of " {restarts}
+                    " · iteration " {s.iteration}
+                    {detail}
+                    <p>{s.phase_text.clone()}</p>
+                </div>
+            }
+        })
+    }
+}
+
+/// Fraction done, and an upper estimate of the time left.
+#[component]
+fn ProgressBar() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    let fraction = move || {
+        state
+            .snapshot
+            .with(|s| s.as_ref().map_or(0.0, |s| s.progress))
+    };
+    let text = move || {
+        state.snapshot.with(|s| match s {
+            None => "not started".to_string(),
+            Some(s) if state.run.get() == RunState::Paused => {
+                format!("{:.0} % · paused", 100.0 * s.progress)
+            }
+            Some(s) if matches!(state.run.get(), RunState::Ended(_)) => {
+                format!("finished in {:.1} s of computing", s.elapsed_seconds)
+            }
+            Some(s) => format!(
+                "{:.0} % · {} · {:.1} s so far",
+                100.0 * s.progress,
+                format_seconds_left(s.remaining_seconds),
+                s.elapsed_seconds
+            ),
+        })
+    };
+    view! {
+        <div class="progress-row">
+            <progress data-testid="progress" max="1" prop:value=fraction data-fraction=move || format!("{:.3}", fraction())></progress>
+            <span data-testid="time-left">{text}</span>
+        </div>
+    }
+}
+
+/// The weighted adjacency of the restart shown, as a heatmap (the result's once a run ends).
+#[component]
+fn Heatmap() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    Effect::new(move |_| {
+        let Some(el) = canvas.get() else { return };
+        let names = state.names().unwrap_or_default();
+        let (weights, edges) = match (state.result.get(), state.snapshot.get()) {
+            (Some(r), _) => (r.adjacency.clone(), r.edges.clone()),
+            (None, Some(s)) => (s.adjacency.clone(), s.edges.clone()),
+            (None, None) => (Vec::new(), Vec::new()),
+        };
+        if let Err(e) = draw_heatmap(&el, &names, &weights, &edges) {
+            web_sys::console::warn_1(&format!("heatmap: {e}").into());
+        }
+    });
+    view! {
+        <canvas node_ref=canvas class="heatmap" data-testid="adjacency-canvas" width="420" height="400"
+            role="img" aria-label="Heatmap of the weighted adjacency matrix"></canvas>
+    }
+}
+
+/// The bound, h(A) and γ of the restart shown.
+#[component]
+fn LossChart() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    Effect::new(move |_| {
+        let Some(el) = canvas.get() else { return };
+        let shown = state.snapshot.with(|s| s.as_ref().map_or(0, |s| s.restart));
+        let result = state
+            .history
+            .with(|h| draw_curves(&el, h.points(shown), &h.phase_starts(shown)));
+        if let Err(e) = result {
+            web_sys::console::warn_1(&format!("curves: {e}").into());
+        }
+    });
+    view! {
+        <canvas node_ref=canvas class="curves" data-testid="loss-chart" width="860" height="330"
+            role="img" aria-label="Curves of the evidence bound, h(A) and gamma over iterations"></canvas>
+    }
+}

@@ -1,0 +1,89 @@
+//! Settings: the preset, restarts, seed, and the advanced section. Every value is read back on
+//! each change; an unusable one is explained next to the form and blocks the run (nothing is
+//! silently fixed).
+
+use super::AppState;
+use crate::discovery::cgp::Preset;
+use crate::ui::{parse_settings, preset_values, FIELDS};
+use leptos::prelude::*;
+
+/// The settings as the run would use them, or why they cannot be used.
+pub fn current_settings(
+    state: AppState,
+) -> Result<(crate::discovery::cgp::SearchSettings, u64), String> {
+    state
+        .settings_values
+        .with(|values| parse_settings(state.preset.get(), values))
+}
+
+#[component]
+pub fn SettingsPanel() -> impl IntoView {
+    let state = expect_context::<AppState>();
+    let on_preset = move |ev: web_sys::Event| {
+        let Ok(preset) = Preset::parse(&event_target_value(&ev)) else {
+            return;
+        };
+        // Keep the seed the user chose; everything else follows the preset.
+        let seed_index = FIELDS.iter().position(|f| f.key == "seed").unwrap_or(1);
+        let seed = state
+            .settings_values
+            .with_untracked(|v| v.get(seed_index).and_then(|s| s.trim().parse().ok()))
+            .unwrap_or(0);
+        state.preset.set(preset);
+        state.settings_values.set(preset_values(preset, seed));
+    };
+    let field_view = move |k: usize| {
+        let spec = FIELDS[k];
+        let value = move || {
+            state
+                .settings_values
+                .with(|v| v.get(k).cloned().unwrap_or_default())
+        };
+        let on_input = move |ev: web_sys::Event| {
+            let text = event_target_value(&ev);
+            state.settings_values.update(|v| {
+                if let Some(slot) = v.get_mut(k) {
+                    *slot = text;
+                }
+            });
+        };
+        let id = format!("setting-{}", spec.key);
+        view! {
+            <div class="field">
+                <label for=id.clone()>{spec.label}</label>
+                <input id=id type="text" inputmode="decimal" name=spec.key data-field=spec.key prop:value=value on:input=on_input />
+                <span class="hint">{spec.help}</span>
+            </div>
+        }
+    };
+    let basic: Vec<usize> = (0..FIELDS.len()).filter(|&k| !FIELDS[k].advanced).collect();
+    let advanced: Vec<usize> = (0..FIELDS.len()).filter(|&k| FIELDS[k].advanced).collect();
+    let problem = move || current_settings(state).err();
+    let paper_note = move || {
+        (state.preset.get() == Preset::Paper).then(|| view! {
+            <p class="note">"The paper preset runs the full GP-CDE schedule (25,000 + up to 50,000 + 25,000 iterations with M = 400): hours per data set in a browser. Use it to reproduce the paper, not to explore."</p>
+        })
+    };
+
+    view! {
+        <section class="panel" aria-labelledby="settings-heading">
+            <h2 id="settings-heading">"2. Settings"</h2>
+            <div class="field">
+                <label for="setting-preset">"Preset"</label>
+                <select id="setting-preset" data-testid="preset-select" on:change=on_preset>
+                    <option value="interactive" selected>"interactive: fast, converges early"</option>
+                    <option value="paper">"paper: the published schedule"</option>
+                </select>
+            </div>
+            {paper_note}
+            <div class="fields">{basic.into_iter().map(field_view).collect_view()}</div>
+            <details class="advanced">
+                <summary>"Advanced"</summary>
+                <div class="fields">{advanced.into_iter().map(field_view).collect_view()}</div>
+            </details>
+            {move || problem().map(|p| view! {
+                <p class="invalid" data-testid="settings-error" role="alert">{p}</p>
+            })}
+        </section>
+    }
+}

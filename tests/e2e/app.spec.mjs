@@ -1,0 +1,314 @@
+// End-to-end tests of the app in Debian's headless Chromium: a run from a dropped CSV to the
+// result, pause/resume/stop, exports, ground truth, a 50 MB file, a dying worker, invalid settings,
+// and HTML in column names. Screenshots of each state go to screenshots/ (git-ignored).
+import { test, expect } from '@playwright/test';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  chainCsv, watch, foreignRequests, recordLongTasks, takeLongTasks, shot, open, pick, drop,
+  setFields, QUICK, LONG,
+} from './helpers.mjs';
+
+/** Parses Graphviz DOT as Occam writes it: quoted node lines and `"a" -> "b";` edge lines. */
+function parseDot(text) {
+  const lines = text.trim().split('\n').map((l) => l.trim());
+  expect(lines[0]).toMatch(/^digraph\s+\w*\s*\{$/);
+  expect(lines[lines.length - 1]).toBe('}');
+  const unquote = (s) => JSON.parse(s);
+  const nodes = [];
+  const edges = [];
+  for (const line of lines.slice(1, -1)) {
+    if (line === '' || line.startsWith('//')) continue;
+    let m = line.match(/^("(?:[^"\\]|\\.)*")\s*->\s*("(?:[^"\\]|\\.)*")\s*;$/);
+    if (m) {
+      edges.push([unquote(m[1]), unquote(m[2])]);
+      continue;
+    }
+    m = line.match(/^("(?:[^"\\]|\\.)*")\s*;$/);
+    if (m) {
+      nodes.push(unquote(m[1]));
+      continue;
+    }
+    // Graph attributes such as rankdir=TB; are allowed.
+    expect(line).toMatch(/^[a-z]+\s*=\s*[^;]+;$|^(node|edge|graph)\s*\[.*\];?$/);
+  }
+  return { nodes, edges };
+}
+
+async function runToEnd(page, timeout = 120_000) {
+  await page.getByTestId('run-button').click();
+  await expect(page.getByTestId('status')).toHaveText('done', { timeout });
+}
+
+test('a dropped chain runs to completion with live views, 3 nodes, a responsive page and no foreign request', async ({ page, baseURL }, info) => {
+  test.setTimeout(180_000);
+  const seen = watch(page);
+  await recordLongTasks(page);
+  await open(page);
+  await drop(page, 'chain.csv', chainCsv(200));
+  await expect(page.getByTestId('rows')).toHaveText('200');
+  await expect(page.getByTestId('status')).toHaveText('ready');
+  await shot(page, 'app-1-loaded', info);
+  await setFields(page, QUICK);
+  await takeLongTasks(page);
+  await page.getByTestId('run-button').click();
+  await expect(page.getByTestId('phase')).toBeVisible();
+  await expect(page.getByTestId('status')).toHaveText(/running|done/);
+  await shot(page, 'app-2-running', info);
+  await expect(page.getByTestId('status')).toHaveText('done', { timeout: 150_000 });
+  const longTasks = await takeLongTasks(page);
+  expect(Math.max(0, ...longTasks), `long tasks: ${longTasks}`).toBeLessThanOrEqual(200);
+  await expect(page.getByTestId('results')).toBeVisible();
+  const dag = page.getByTestId('dag-svg');
+  await expect(dag.locator('[data-node]')).toHaveCount(3);
+  const labels = await dag.locator('[data-node] text').evaluateAll((ts) => ts.map((t) => t.textContent).sort());
+  expect(labels).toEqual(['cause', 'effect', 'mediator']);
+  await expect(page.getByTestId('phase')).toHaveAttribute('data-phase', 'done');
+  await expect(page.getByTestId('progress')).toHaveAttribute('data-fraction', '1.000');
+  await expect(page.getByTestId('restarts').locator('tbody tr')).toHaveCount(1);
+  // The canvases were drawn (not blank).
+  for (const id of ['adjacency-canvas', 'loss-chart']) {
+    const inked = await page.getByTestId(id).evaluate((c) => {
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      let n = 0;
+      for (let k = 0; k < d.length; k += 4) if (d[k + 3] > 0 && (d[k] < 200 || d[k + 1] < 200)) n++;
+      return n;
+    });
+    expect(inked, id).toBeGreaterThan(500);
+  }
+  await shot(page, 'app-3-done', info);
+  expect(seen.errors).toEqual([]);
+  expect(foreignRequests(seen, baseURL)).toEqual([]);
+});
+
+test('pause and resume work, snapshots arrive at least 4 times a second, stop keeps the best graph so far', async ({ page }, info) => {
+  test.setTimeout(120_000);
+  const seen = watch(page);
+  await recordLongTasks(page);
+  await open(page);
+  await pick(page, 'chain.csv', chainCsv(300));
+  await expect(page.getByTestId('status')).toHaveText('ready');
+  await setFields(page, LONG);
+  await page.getByTestId('run-button').click();
+  const status = page.getByTestId('status');
+  await expect(status).toHaveText('running');
+  // Wait for iterations (the starting fits come first), then measure the snapshot rate.
+  await expect(page.getByTestId('phase')).toHaveAttribute('data-phase', /warm_up|acyclic/, { timeout: 60_000 });
+  const count = async () => Number(await status.getAttribute('data-snapshots'));
+  const t0 = Date.now();
+  const n0 = await count();
+  await page.waitForTimeout(3000);
+  const rate = ((await count()) - n0) / ((Date.now() - t0) / 1000);
+  expect(rate, `snapshots per second: ${rate}`).toBeGreaterThanOrEqual(4);
+
+  await page.getByTestId('pause-button').click();
+  await expect(status).toHaveText('paused');
+  await expect(page.getByTestId('pause-button')).toHaveText('Resume');
+  const phaseText = async () => page.getByTestId('phase').textContent();
+  const held = await phaseText();
+  await page.waitForTimeout(1500);
+  expect(await phaseText(), 'no progress while paused').toBe(held);
+  await shot(page, 'app-4-paused', info);
+  await page.getByTestId('pause-button').click();
+  await expect(status).toHaveText('running');
+  await expect.poll(phaseText, { timeout: 10_000 }).not.toBe(held);
+
+  await page.getByTestId('stop-button').click();
+  await expect(status).toHaveText('stopped');
+  await expect(page.getByTestId('results')).toBeVisible();
+  await expect(page.getByTestId('result-summary')).toContainText('stopped early');
+  await expect(page.getByTestId('dag-svg').locator('[data-node]')).toHaveCount(3);
+  await expect(page.getByTestId('run-button')).toBeEnabled();
+  await shot(page, 'app-5-stopped', info);
+  const longTasks = await takeLongTasks(page);
+  expect(Math.max(0, ...longTasks), `long tasks: ${longTasks}`).toBeLessThanOrEqual(200);
+  expect(seen.errors).toEqual([]);
+});
+
+test('exports download and parse; a saved run record loads back with the same result; the truth gives metrics', async ({ page }, info) => {
+  test.setTimeout(180_000);
+  const seen = watch(page);
+  await open(page);
+  await pick(page, 'chain.csv', chainCsv(200));
+  await setFields(page, QUICK);
+  await runToEnd(page);
+
+  const save = async (testid) => {
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId(testid).click()]);
+    const file = path.join(os.tmpdir(), `occam-${Date.now()}-${download.suggestedFilename()}`);
+    await download.saveAs(file);
+    return { name: download.suggestedFilename(), text: fs.readFileSync(file, 'utf8'), file };
+  };
+  const record = await save('export-json');
+  expect(record.name).toBe('chain-result.json');
+  const result = JSON.parse(record.text);
+  expect(result.names).toEqual(['cause', 'mediator', 'effect']);
+  expect(result.status).toBe('done');
+
+  const dot = await save('export-dot');
+  expect(dot.name).toBe('chain-graph.dot');
+  const parsed = parseDot(dot.text);
+  expect(parsed.nodes).toEqual(result.names);
+  const expectedEdges = result.edges.map(([i, j]) => [result.names[i], result.names[j]]);
+  expect(parsed.edges.sort()).toEqual(expectedEdges.sort());
+
+  const csv = await save('export-csv');
+  expect(csv.text).toContain('cause');
+  for (const id of ['export-edges', 'export-dagitty', 'export-tetrad', 'export-svg']) {
+    const f = await save(id);
+    expect(f.text.length, id).toBeGreaterThan(10);
+  }
+  const svg = await save('export-svg');
+  expect(svg.text).toContain('<svg');
+  expect(svg.text).toContain('>mediator</text>');
+  const png = await save('export-png');
+  expect(fs.readFileSync(png.file).subarray(1, 4).toString()).toBe('PNG');
+
+  // The truth: the chain cause → mediator → effect, as an edge list.
+  await page.getByTestId('truth-input').setInputFiles({
+    name: 'truth.csv',
+    mimeType: 'text/csv',
+    buffer: Buffer.from('from,to\ncause,mediator\nmediator,effect\n'),
+  });
+  const metrics = page.getByTestId('metrics');
+  await expect(metrics).toBeVisible();
+  await expect(metrics).toContainText('SHD (reversed edge counts 2)');
+  await expect(metrics).toContainText('SHD (reversed edge counts 1)');
+  await expect(metrics).toContainText('SID');
+  await expect(metrics).toContainText('F1');
+  const kinds = await page.getByTestId('dag-svg').locator('path[data-kind]').evaluateAll((ps) => ps.map((p) => p.dataset.kind));
+  expect(kinds.length).toBeGreaterThanOrEqual(2);
+  for (const k of kinds) expect(['correct', 'reversed', 'missing', 'extra']).toContain(k);
+  await shot(page, 'app-6-truth', info);
+
+  // A bad truth file is explained.
+  await page.getByTestId('truth-input').setInputFiles({
+    name: 'wrong.csv', mimeType: 'text/csv', buffer: Buffer.from('from,to\ncause,nowhere\n'),
+  });
+  await expect(page.getByTestId('truth-error')).toContainText('nowhere');
+
+  // Load the record back in a fresh page: the same graph and restarts.
+  await page.reload();
+  await expect(page.getByTestId('backend-badge')).not.toHaveAttribute('data-backend', 'probing');
+  await page.getByTestId('record-input').setInputFiles(record.file);
+  await expect(page.getByTestId('results')).toBeVisible();
+  await expect(page.getByTestId('results')).toContainText('chain-result.json');
+  const edgesShown = await page.getByTestId('dag-svg').locator('path[data-edge]').evaluateAll((ps) => ps.map((p) => p.dataset.edge).sort());
+  expect(edgesShown).toEqual(result.edges.map(([i, j]) => `${i}->${j}`).sort());
+  await expect(page.getByTestId('restarts').locator('tbody tr')).toHaveCount(result.restarts.length);
+  await shot(page, 'app-7-record', info);
+  expect(seen.errors).toEqual([]);
+});
+
+test('column names with HTML stay inert text everywhere', async ({ page }, info) => {
+  test.setTimeout(180_000);
+  const seen = watch(page);
+  await open(page);
+  const evil = '<img src=x onerror=alert(1)>';
+  // Quoted in the CSV (the name has no comma, but quoting must not matter either).
+  await pick(page, 'evil.csv', chainCsv(150, [`"${evil}"`, 'b<b>old</b>', 'c']));
+  await expect(page.getByTestId('data-summary')).toContainText(evil);
+  await setFields(page, QUICK);
+  await runToEnd(page);
+  await expect(page.getByTestId('dag-svg')).toContainText(evil);
+  expect(await page.locator('img').count()).toBe(0);
+  expect(await page.locator('b').count()).toBe(0);
+  expect(seen.dialogs).toEqual([]);
+  // The only request for "x" would come from the injected image.
+  expect(seen.requests.filter((u) => u.endsWith('/x'))).toEqual([]);
+  await shot(page, 'app-8-html-names', info);
+});
+
+test('a 50 MB CSV loads in the worker with a progress indicator and the page stays responsive', async ({ page }, info) => {
+  test.setTimeout(180_000);
+  await recordLongTasks(page);
+  await open(page);
+  const file = path.join(os.tmpdir(), 'occam-50mb.csv');
+  if (!fs.existsSync(file) || fs.statSync(file).size < 50e6) {
+    const cols = 8;
+    const header = Array.from({ length: cols }, (_, k) => `v${k}`).join(',') + '\n';
+    const chunks = [header];
+    let size = header.length;
+    let n = 0;
+    while (size < 50.5e6) {
+      let row = '';
+      for (let k = 0; k < cols; k++) row += (k ? ',' : '') + (Math.sin(n * (k + 1) * 0.37) * 1000).toFixed(6);
+      row += '\n';
+      chunks.push(row);
+      size += row.length;
+      n++;
+    }
+    fs.writeFileSync(file, chunks.join(''));
+  }
+  await takeLongTasks(page);
+  await page.getByTestId('file-input').setInputFiles(file);
+  await expect(page.getByTestId('load-progress')).toBeVisible();
+  await shot(page, 'app-9-loading', info);
+  await expect(page.getByTestId('data-summary')).toBeVisible({ timeout: 120_000 });
+  await expect(page.getByTestId('columns')).toHaveText('8');
+  const longTasks = await takeLongTasks(page);
+  expect(Math.max(0, ...longTasks), `long tasks: ${longTasks}`).toBeLessThanOrEqual(200);
+  await shot(page, 'app-10-large-loaded', info);
+});
+
+test('a worker that dies is reported and can be restarted with the data kept', async ({ page }, info) => {
+  await open(page, '#test-hooks');
+  await pick(page, 'chain.csv', chainCsv(60));
+  await expect(page.getByTestId('rows')).toHaveText('60');
+  await page.getByTestId('crash-worker').click();
+  const error = page.getByTestId('error');
+  await expect(error).toContainText('internal error');
+  await expect(page.getByTestId('backend-badge')).toHaveAttribute('data-backend', 'unavailable');
+  await expect(page.getByTestId('run-button')).toBeDisabled();
+  await shot(page, 'app-11-worker-died', info);
+  await page.getByTestId('restart-worker').click();
+  await expect(page.getByTestId('error')).toHaveCount(0);
+  await expect(page.getByTestId('backend-badge')).toHaveAttribute('data-backend', 'cpu');
+  await expect(page.getByTestId('rows')).toHaveText('60');
+  await expect(page.getByTestId('run-button')).toBeEnabled();
+});
+
+test('invalid settings and contradictory knowledge are explained and block the run', async ({ page }, info) => {
+  await open(page);
+  await pick(page, 'chain.csv', chainCsv(60));
+  await expect(page.getByTestId('run-button')).toBeEnabled();
+  await setFields(page, { inducing_points: 'many' });
+  await expect(page.getByTestId('settings-error')).toContainText("Inducing points M: 'many' is not a whole number");
+  await expect(page.getByTestId('run-button')).toBeDisabled();
+  await setFields(page, { inducing_points: '10', warmup_min: '900' });
+  await expect(page.getByTestId('settings-error')).toContainText('exceeds its maximum');
+  await setFields(page, { warmup_min: '100' });
+  await expect(page.getByTestId('settings-error')).toHaveCount(0);
+  // cause -> mediator and mediator -> cause both required: a cycle.
+  const cell = (from, to) => page.locator(`[data-testid=knowledge-cell][data-from="${from}"][data-to="${to}"]`);
+  await cell(0, 1).click();
+  await expect(cell(0, 1)).toHaveAttribute('data-rule', 'forbidden');
+  await cell(0, 1).click();
+  await expect(cell(0, 1)).toHaveAttribute('data-rule', 'required');
+  await cell(1, 0).click();
+  await cell(1, 0).click();
+  await expect(page.getByTestId('knowledge-error')).toContainText('cycle');
+  await expect(page.getByTestId('run-button')).toBeDisabled();
+  await shot(page, 'app-12-invalid', info);
+  await cell(1, 0).click();
+  await expect(page.getByTestId('knowledge-error')).toHaveCount(0);
+  await page.getByTestId('tier-input').nth(1).fill('0');
+  await page.getByTestId('tier-input').nth(0).fill('1');
+  await expect(page.getByTestId('knowledge-error')).toContainText('tier');
+});
+
+test('the built-in examples load', async ({ page }, info) => {
+  const seen = watch(page);
+  await open(page);
+  await page.getByTestId('example-select').selectOption('sachs');
+  await expect(page.getByTestId('rows')).toHaveText('853');
+  await expect(page.getByTestId('columns')).toHaveText('11');
+  await expect(page.getByTestId('data-summary')).toContainText('pakts473');
+  await shot(page, 'app-13-example', info);
+  for (const stem of ['chain', 'fork', 'collider', 'altitude_temperature', 'er1_d10', 'syntren01']) {
+    await page.getByTestId('example-select').selectOption(stem);
+    await expect(page.getByTestId('data-summary')).toContainText(`${stem}.csv`);
+  }
+  expect(seen.errors).toEqual([]);
+});
