@@ -359,3 +359,32 @@ fn unusable_columns_and_an_early_stop_are_explained() {
         r.failures
     );
 }
+
+#[test]
+fn each_step_carries_the_terms_of_every_iteration_it_did() {
+    let data = chain(60, 5);
+    let mut s = Session::new(&data, Knowledge::none(3), tiny(), 3, None).unwrap();
+    let mut seen: Vec<Vec<usize>> = vec![Vec::new(); tiny().restarts];
+    let mut last = None;
+    while !s.is_finished() {
+        let snap = s.step(0.005);
+        assert!(snap.trace.len() <= occam::engine::MAX_TRACE_POINTS);
+        for p in &snap.trace {
+            seen[p.restart].push(p.iteration);
+        }
+        // The snapshot's own terms are the last traced ones of the restart it shows.
+        if let Some(p) = snap.trace.iter().rev().find(|p| p.restart == snap.restart) {
+            if snap.status == occam::engine::Status::Running {
+                assert_eq!(Some(p.terms), snap.terms);
+            }
+        }
+        last = Some(snap);
+    }
+    assert!(s.snapshot().trace.is_empty());
+    let last = last.unwrap();
+    for (r, its) in seen.iter().enumerate() {
+        // Every iteration of every restart appears once, in order (no step did over 512).
+        let expected: Vec<usize> = (1..=last.restarts[r].iteration).collect();
+        assert_eq!(its, &expected, "restart {r}");
+    }
+}

@@ -7,4 +7,7 @@ pub mod output;
 pub mod session;
 
 pub use clock::now_seconds;
-pub use session::{RestartProgress, RunResult, Session, SessionError, Snapshot, Status};
+pub use session::{
+    RestartProgress, RunResult, Session, SessionError, Snapshot, Status, TracePoint,
+    MAX_TRACE_POINTS,
+};

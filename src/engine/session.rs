@@ -62,6 +62,20 @@ pub struct RestartProgress {
     pub failure: Option<String>,
 }
 
+/// One iteration's objective terms, as recorded for the curves.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TracePoint {
+    pub restart: usize,
+    pub iteration: usize,
+    /// The restart's phase after this iteration.
+    pub phase: Phase,
+    pub terms: Terms,
+}
+
+/// Most trace points one snapshot carries: beyond this the step's points are thinned evenly, so a
+/// long step cannot make a huge message.
+pub const MAX_TRACE_POINTS: usize = 512;
+
 /// What a driver shows after each step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -83,6 +97,10 @@ pub struct Snapshot {
     pub faults: Vec<FaultEvent>,
     /// Seconds of work so far (time inside `step`).
     pub elapsed_seconds: f64,
+    /// The terms of every iteration done in the step that made this snapshot (thinned evenly to
+    /// at most [`MAX_TRACE_POINTS`]), so curves can be drawn per iteration, not per snapshot.
+    /// Empty from [`Session::snapshot`].
+    pub trace: Vec<TracePoint>,
     /// A rough upper estimate of the seconds left (every phase running to its maximum length).
     pub remaining_seconds: f64,
     /// Fraction done in [0, 1], by the same estimate.
@@ -134,6 +152,8 @@ pub struct Session {
     iteration_seconds: Option<f64>,
     stopped: bool,
     threads: usize,
+    /// Terms of the iterations done since the last `step` returned.
+    trace: Vec<TracePoint>,
 }
 
 impl Session {
@@ -213,6 +233,7 @@ impl Session {
             iteration_seconds: None,
             stopped: false,
             threads,
+            trace: Vec::new(),
         })
     }
 
@@ -244,7 +265,9 @@ impl Session {
             }
         }
         self.elapsed += now_seconds() - start;
-        self.snapshot()
+        let mut snapshot = self.snapshot();
+        snapshot.trace = thin(std::mem::take(&mut self.trace), MAX_TRACE_POINTS);
+        snapshot
     }
 
     /// One unit: the pending non-iteration work of every restart, or else one iteration of all
@@ -280,6 +303,14 @@ impl Session {
         for r in self.restarts.iter_mut().filter(|r| r.wants_evaluation()) {
             let evals: Vec<_> = results.by_ref().take(r.components().len()).collect();
             r.finish_iteration(evals, problem);
+            if let Some(terms) = r.last_terms() {
+                self.trace.push(TracePoint {
+                    restart: r.index(),
+                    iteration: r.iterations(),
+                    phase: r.phase(),
+                    terms,
+                });
+            }
         }
         let dt = now_seconds() - t0;
         self.iteration_seconds = Some(match self.iteration_seconds {
@@ -401,6 +432,7 @@ impl Session {
                 })
                 .collect(),
             faults: self.faults(),
+            trace: Vec::new(),
             elapsed_seconds: self.elapsed,
             remaining_seconds,
             progress,
@@ -506,6 +538,25 @@ fn to_rows(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
 type Job<'a> = (&'a Variable, f64, u64);
 
 /// Evaluates every job's bound and gradient, in order; on several threads natively.
+/// Keeps at most `max` of `points`, evenly spread, always keeping the last.
+fn thin<T>(points: Vec<T>, max: usize) -> Vec<T> {
+    let n = points.len();
+    if n <= max || max == 0 {
+        return points;
+    }
+    // Keep index k·n/max for k < max − 1, then the last.
+    let mut keep = vec![false; n];
+    for k in 0..max - 1 {
+        keep[k * n / max] = true;
+    }
+    keep[n - 1] = true;
+    points
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(p, k)| k.then_some(p))
+        .collect()
+}
+
 fn evaluate_all(
     jobs: &[Job],
     data: &DMatrix<f64>,
@@ -528,4 +579,22 @@ fn evaluate_all(
     }
     let _ = threads;
     jobs.iter().map(run).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thin;
+
+    #[test]
+    fn thinning_keeps_an_even_spread_and_the_last() {
+        let v: Vec<usize> = (0..10).collect();
+        assert_eq!(thin(v.clone(), 20), v);
+        assert_eq!(thin(v.clone(), 4), vec![0, 2, 5, 9]);
+        let big: Vec<usize> = (0..5000).collect();
+        let t = thin(big, 512);
+        assert_eq!(t.len(), 512);
+        assert_eq!((t[0], *t.last().unwrap()), (0, 4999));
+        // Gaps are about n / max (10), the last at most twice that.
+        assert!(t.windows(2).all(|w| w[1] > w[0] && w[1] - w[0] <= 20));
+    }
 }

@@ -1,7 +1,7 @@
 //! The objective curves' history, gathered from snapshots: one series per restart (the page draws
 //! the restart the snapshot shows) and where each phase began.
 
-use crate::discovery::cgp::Phase;
+use crate::discovery::cgp::{Phase, Terms};
 use crate::engine::Snapshot;
 
 /// One sample of the objective curves.
@@ -27,37 +27,44 @@ pub struct History {
 }
 
 impl History {
-    /// Adds what a snapshot says about every restart.
+    /// Adds what a snapshot says: every traced iteration, then each restart's current state.
     pub fn record(&mut self, snapshot: &Snapshot) {
+        for p in &snapshot.trace {
+            self.add(p.restart, p.iteration, p.phase, Some(p.terms));
+        }
         for r in &snapshot.restarts {
-            if self.series.len() <= r.index {
-                self.series.resize(r.index + 1, Vec::new());
-                self.phases.resize(r.index + 1, Vec::new());
-            }
-            let phases = &mut self.phases[r.index];
-            if phases.last().map(|&(_, p)| p) != Some(r.phase) {
-                phases.push((r.iteration, r.phase));
-            }
-            let Some(t) = r.terms else { continue };
-            let series = &mut self.series[r.index];
-            if series.last().is_some_and(|p| p.iteration >= r.iteration) {
-                continue;
-            }
-            series.push(CurvePoint {
-                iteration: r.iteration,
-                bound: t.elbo,
-                h: t.h,
-                gamma: t.gamma,
+            self.add(r.index, r.iteration, r.phase, r.terms);
+        }
+    }
+
+    fn add(&mut self, restart: usize, iteration: usize, phase: Phase, terms: Option<Terms>) {
+        if self.series.len() <= restart {
+            self.series.resize(restart + 1, Vec::new());
+            self.phases.resize(restart + 1, Vec::new());
+        }
+        let phases = &mut self.phases[restart];
+        if phases.last().map(|&(_, p)| p) != Some(phase) {
+            phases.push((iteration, phase));
+        }
+        let Some(t) = terms else { return };
+        let series = &mut self.series[restart];
+        if series.last().is_some_and(|p| p.iteration >= iteration) {
+            return;
+        }
+        series.push(CurvePoint {
+            iteration,
+            bound: t.elbo,
+            h: t.h,
+            gamma: t.gamma,
+        });
+        if series.len() > MAX_POINTS {
+            let last = series.pop();
+            let mut k = 0;
+            series.retain(|_| {
+                k += 1;
+                k % 2 == 1
             });
-            if series.len() > MAX_POINTS {
-                let last = series.pop();
-                let mut k = 0;
-                series.retain(|_| {
-                    k += 1;
-                    k % 2 == 1
-                });
-                series.extend(last);
-            }
+            series.extend(last);
         }
     }
 
@@ -93,8 +100,7 @@ pub fn phase_name(phase: Phase) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::cgp::Terms;
-    use crate::engine::{RestartProgress, Status};
+    use crate::engine::{RestartProgress, Status, TracePoint};
 
     fn snapshot(iteration: usize, phase: Phase) -> Snapshot {
         let terms = Terms {
@@ -122,6 +128,7 @@ mod tests {
                 failure: None,
             }],
             faults: vec![],
+            trace: vec![],
             elapsed_seconds: 0.0,
             remaining_seconds: 0.0,
             progress: 0.0,
@@ -156,5 +163,30 @@ mod tests {
         assert_eq!(p[0].iteration, 1);
         assert_eq!(p.last().unwrap().iteration, 3 * MAX_POINTS);
         assert!(p.windows(2).all(|w| w[1].iteration > w[0].iteration));
+    }
+
+    #[test]
+    fn traced_iterations_fill_the_curve_between_snapshots() {
+        let mut h = History::default();
+        let mut snap = snapshot(10, Phase::Acyclic);
+        let terms = snap.terms.unwrap();
+        snap.trace = (1..=10)
+            .map(|i| TracePoint {
+                restart: 1,
+                iteration: i,
+                phase: if i < 4 { Phase::WarmUp } else { Phase::Acyclic },
+                terms: Terms {
+                    gamma: i as f64,
+                    ..terms
+                },
+            })
+            .collect();
+        h.record(&snap);
+        let its: Vec<usize> = h.points(1).iter().map(|p| p.iteration).collect();
+        assert_eq!(its, (1..=10).collect::<Vec<_>>());
+        assert_eq!(
+            h.phase_starts(1),
+            vec![(1, "warm-up".to_string()), (4, "acyclic".to_string())]
+        );
     }
 }
