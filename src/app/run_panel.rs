@@ -104,7 +104,8 @@ pub fn RunPanel() -> impl IntoView {
                     <figcaption>"Weighted adjacency (row = cause, column = effect)"</figcaption>
                     <Heatmap />
                 </figure>
-                <figure>
+                // A graph of more than 8 variables gets the whole width.
+                <figure class:wide=move || state.names().is_some_and(|n| n.len() > 8)>
                     <figcaption>"Graph"</figcaption>
                     <DagView />
                 </figure>
