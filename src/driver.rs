@@ -40,6 +40,8 @@ pub struct Driver {
     dataset: Option<Dataset>,
     session: Option<Session>,
     paused: bool,
+    /// The page's id of the current run, echoed in its messages.
+    run_id: u64,
     /// Raised whenever a scheduled step must no longer run (pause, stop, a new run, new data):
     /// a tick carrying an older generation does nothing.
     generation: u64,
@@ -59,6 +61,7 @@ impl Driver {
     /// new file ends any run.
     pub fn load(
         &mut self,
+        load_id: u64,
         file_name: &str,
         bytes: &[u8],
         options: &CsvOptions,
@@ -66,7 +69,7 @@ impl Driver {
     ) -> Reaction {
         self.session = None;
         self.generation += 1;
-        let (reply, parsed) = load_csv(file_name, bytes, options, progress);
+        let (reply, parsed) = load_csv(load_id, file_name, bytes, options, progress);
         // A refused file leaves no data behind, so the worker holds what the page shows.
         self.dataset = parsed.map(|p| p.dataset);
         Reaction::message(reply)
@@ -76,8 +79,11 @@ impl Driver {
     pub fn start(&mut self, request: RunRequest) -> Reaction {
         self.generation += 1;
         self.session = None;
+        self.run_id = request.run_id;
+        let run_id = self.run_id;
         let Some(dataset) = &self.dataset else {
             return Reaction::message(FromWorker::RunRefused {
+                run_id,
                 message: "load a data set before starting a run".into(),
             });
         };
@@ -94,6 +100,7 @@ impl Driver {
                 self.paused = false;
                 Reaction {
                     messages: vec![FromWorker::Progress {
+                        run_id,
                         snapshot,
                         paused: false,
                     }],
@@ -101,6 +108,7 @@ impl Driver {
                 }
             }
             Err(e) => Reaction::message(FromWorker::RunRefused {
+                run_id,
                 message: format!("the run could not start: {e}"),
             }),
         }
@@ -113,6 +121,7 @@ impl Driver {
                 self.paused = true;
                 self.generation += 1;
                 Reaction::message(FromWorker::Progress {
+                    run_id: self.run_id,
                     snapshot: session.snapshot(),
                     paused: true,
                 })
@@ -129,6 +138,7 @@ impl Driver {
                 self.generation += 1;
                 Reaction {
                     messages: vec![FromWorker::Progress {
+                        run_id: self.run_id,
                         snapshot: session.snapshot(),
                         paused: false,
                     }],
@@ -145,7 +155,7 @@ impl Driver {
         match self.session.take() {
             Some(mut session) => {
                 session.stop();
-                Reaction::message(finished(&session))
+                Reaction::message(finished(self.run_id, &session))
             }
             None => Reaction::default(),
         }
@@ -162,12 +172,13 @@ impl Driver {
         };
         let snapshot = session.step(budget_seconds);
         if session.is_finished() {
-            let message = finished(session);
+            let message = finished(self.run_id, session);
             self.session = None;
             return Reaction::message(message);
         }
         Reaction {
             messages: vec![FromWorker::Progress {
+                run_id: self.run_id,
                 snapshot,
                 paused: false,
             }],
@@ -176,8 +187,9 @@ impl Driver {
     }
 }
 
-fn finished(session: &Session) -> FromWorker {
+fn finished(run_id: u64, session: &Session) -> FromWorker {
     FromWorker::Finished {
+        run_id,
         snapshot: session.snapshot(),
         result: Box::new(session.result()),
     }
@@ -209,6 +221,7 @@ mod tests {
         settings.inducing_points = 8;
         settings.cap_iterations(max_iterations);
         RunRequest {
+            run_id: 1,
             preset: Preset::Interactive,
             settings,
             seed: 3,
@@ -219,6 +232,7 @@ mod tests {
     fn loaded() -> Driver {
         let mut driver = Driver::new();
         let reaction = driver.load(
+            1,
             "chain.csv",
             chain_csv(80).as_bytes(),
             &CsvOptions::default(),
@@ -254,7 +268,9 @@ mod tests {
         let (ticks, last) = run_to_end(&mut driver, start.step.expect("a step is scheduled"));
         assert!(ticks > 1);
         match last {
-            FromWorker::Finished { snapshot, result } => {
+            FromWorker::Finished {
+                snapshot, result, ..
+            } => {
                 assert_eq!(snapshot.status, Status::Done);
                 assert_eq!(result.status, Status::Done);
                 assert_eq!(result.names, ["a", "b", "c"]);
@@ -274,6 +290,7 @@ mod tests {
             [FromWorker::Progress {
                 paused: true,
                 snapshot,
+                run_id: 1,
             }] => snapshot.iteration,
             other => panic!("unexpected {other:?}"),
         };
@@ -304,7 +321,9 @@ mod tests {
         }
         let stopped = driver.stop();
         match &stopped.messages[..] {
-            [FromWorker::Finished { result, snapshot }] => {
+            [FromWorker::Finished {
+                result, snapshot, ..
+            }] => {
                 assert_eq!(result.status, Status::Stopped);
                 assert_eq!(snapshot.status, Status::Stopped);
                 assert!(!result.complete);
@@ -320,20 +339,22 @@ mod tests {
     fn a_run_without_data_or_with_bad_settings_is_refused_with_a_reason() {
         let mut driver = Driver::new();
         match &driver.start(request(10)).messages[..] {
-            [FromWorker::RunRefused { message }] => assert!(message.contains("load a data set")),
+            [FromWorker::RunRefused { message, .. }] => {
+                assert!(message.contains("load a data set"))
+            }
             other => panic!("unexpected {other:?}"),
         }
         let mut driver = loaded();
         let mut bad = request(10);
         bad.settings.restarts = 0;
         match &driver.start(bad).messages[..] {
-            [FromWorker::RunRefused { message }] => assert!(message.contains("restart")),
+            [FromWorker::RunRefused { message, .. }] => assert!(message.contains("restart")),
             other => panic!("unexpected {other:?}"),
         }
         let mut wrong_size = request(10);
         wrong_size.knowledge = Knowledge::none(4);
         match &driver.start(wrong_size).messages[..] {
-            [FromWorker::RunRefused { message }] => assert!(message.contains("4 variables")),
+            [FromWorker::RunRefused { message, .. }] => assert!(message.contains("4 variables")),
             other => panic!("unexpected {other:?}"),
         }
         assert!(!driver.is_running());
@@ -344,6 +365,7 @@ mod tests {
         let mut driver = loaded();
         let g = driver.start(request(40)).step.unwrap();
         let refused = driver.load(
+            2,
             "bad.csv",
             b"a,b\n1,x\n",
             &CsvOptions::default(),

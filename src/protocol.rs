@@ -22,6 +22,8 @@ pub enum ToWorker {
     Ping,
     /// Parse and validate a CSV file whose bytes are attached to the message.
     LoadCsv {
+        /// Echoed in the replies, so the page can ignore those of a file it has replaced.
+        load_id: u64,
         file_name: String,
         options: CsvOptions,
     },
@@ -36,11 +38,16 @@ pub enum ToWorker {
     /// recovery path (report, restart the worker) can be exercised. Sent only by a button that the
     /// page shows when its address ends in `#test-hooks`.
     Panic,
+    /// Fault injection for the end-to-end tests: the worker stops answering (it loops until it is
+    /// ended), so the page's watchdog can be exercised. Sent only from the `#test-hooks` page.
+    Hang,
 }
 
 /// Everything a run needs besides the data (which the worker already holds).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRequest {
+    /// Echoed in every message about this run, so the page can ignore those of an older run.
+    pub run_id: u64,
     pub preset: Preset,
     pub settings: SearchSettings,
     pub seed: u64,
@@ -110,6 +117,7 @@ pub enum FromWorker {
     },
     /// The file was read and validated.
     DataLoaded {
+        load_id: u64,
         file_name: String,
         summary: DatasetSummary,
         delimiter: char,
@@ -119,21 +127,28 @@ pub enum FromWorker {
     },
     /// The file was refused.
     DataRejected {
+        load_id: u64,
         file_name: String,
         error: ErrorReport,
     },
     /// How far parsing of a large file has got.
     LoadProgress {
+        load_id: u64,
         file_name: String,
         bytes_read: usize,
         total_bytes: usize,
     },
     /// A run could not start (no data, invalid settings or knowledge): nothing is running.
-    RunRefused { message: String },
+    RunRefused { run_id: u64, message: String },
     /// A run's state after a step (several times a second while running, and once on pause).
-    Progress { snapshot: Snapshot, paused: bool },
+    Progress {
+        run_id: u64,
+        snapshot: Snapshot,
+        paused: bool,
+    },
     /// The run has ended (done, stopped or failed): its last snapshot and its result.
     Finished {
+        run_id: u64,
         snapshot: Snapshot,
         result: Box<RunResult>,
     },
@@ -145,12 +160,13 @@ pub enum FromWorker {
 
 impl FromWorker {
     /// The reply to a parsed (or refused) file.
-    pub fn from_parse(file_name: &str, result: &Result<Parsed, DataError>) -> Self {
+    pub fn from_parse(load_id: u64, file_name: &str, result: &Result<Parsed, DataError>) -> Self {
         match result {
             Ok(parsed) => {
                 let d = &parsed.dataset;
                 let preview = (0..d.rows().min(PREVIEW_ROWS)).map(|n| d.row(n)).collect();
                 FromWorker::DataLoaded {
+                    load_id,
                     file_name: file_name.to_string(),
                     summary: d.summary(),
                     delimiter: parsed.delimiter,
@@ -166,6 +182,7 @@ impl FromWorker {
                 }
             }
             Err(e) => FromWorker::DataRejected {
+                load_id,
                 file_name: file_name.to_string(),
                 error: ErrorReport::from(e),
             },
@@ -176,6 +193,7 @@ impl FromWorker {
 /// Handles a `LoadCsv` request: parse, validate, and describe the outcome; `progress` receives
 /// [`FromWorker::LoadProgress`] messages while a large file is read.
 pub fn load_csv(
+    load_id: u64,
     file_name: &str,
     bytes: &[u8],
     options: &CsvOptions,
@@ -184,13 +202,14 @@ pub fn load_csv(
     let total_bytes = bytes.len();
     let mut report = |bytes_read: usize| {
         progress(FromWorker::LoadProgress {
+            load_id,
             file_name: file_name.to_string(),
             bytes_read,
             total_bytes,
         })
     };
     let parsed = parse_csv_with_progress(bytes, options, &mut report);
-    let reply = FromWorker::from_parse(file_name, &parsed);
+    let reply = FromWorker::from_parse(load_id, file_name, &parsed);
     (reply, parsed.ok())
 }
 
@@ -214,6 +233,7 @@ mod tests {
         let requests = [
             ToWorker::Ping,
             ToWorker::LoadCsv {
+                load_id: 3,
                 file_name: "a.csv".into(),
                 options: CsvOptions::default(),
             },
@@ -223,6 +243,7 @@ mod tests {
         }
         let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
         let start = ToWorker::Start(Box::new(RunRequest {
+            run_id: 9,
             preset: Preset::Interactive,
             settings: Preset::Interactive.settings(),
             seed: u64::MAX,
@@ -253,6 +274,7 @@ mod tests {
             text.push_str(&format!("{n},{}\n", n % 2));
         }
         match load_csv(
+            1,
             "t.csv",
             text.as_bytes(),
             &CsvOptions::default(),
@@ -286,6 +308,7 @@ mod tests {
         }
         let text = text.replace("\n5,25\n", "\n5,abc\n");
         match load_csv(
+            1,
             "bad.csv",
             text.as_bytes(),
             &CsvOptions::default(),
@@ -293,7 +316,9 @@ mod tests {
         )
         .0
         {
-            FromWorker::DataRejected { error, file_name } => {
+            FromWorker::DataRejected {
+                error, file_name, ..
+            } => {
                 assert_eq!(file_name, "bad.csv");
                 assert_eq!(error.kind, "non_numeric");
                 assert_eq!(error.line, Some(7));
@@ -313,6 +338,7 @@ mod tests {
         }
         let mut seen = Vec::new();
         let (reply, parsed) = load_csv(
+            5,
             "big.csv",
             text.as_bytes(),
             &CsvOptions::default(),
@@ -323,10 +349,12 @@ mod tests {
         assert!(seen.len() >= 2);
         match seen.last().unwrap() {
             FromWorker::LoadProgress {
+                load_id,
                 bytes_read,
                 total_bytes,
                 file_name,
             } => {
+                assert_eq!(*load_id, 5);
                 assert_eq!((*bytes_read, *total_bytes), (text.len(), text.len()));
                 assert_eq!(file_name, "big.csv");
             }
@@ -337,9 +365,10 @@ mod tests {
     #[test]
     fn a_knowledge_that_contradicts_itself_is_refused_when_decoded() {
         // The worker must not trust the page: Knowledge re-validates when deserialised.
-        let json = r#"{"type":"start","preset":"interactive","settings":SETTINGS,"seed":1,
+        let json =
+            r#"{"type":"start","run_id":1,"preset":"interactive","settings":SETTINGS,"seed":1,
             "knowledge":{"d":2,"forbidden":[[0,1]],"required":[[0,1]],"tiers":null}}"#
-            .replace("SETTINGS", &encode(&Preset::Interactive.settings()));
+                .replace("SETTINGS", &encode(&Preset::Interactive.settings()));
         let err = decode::<ToWorker>(&json).unwrap_err();
         assert!(err.contains("required"), "{err}");
     }

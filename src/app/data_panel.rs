@@ -4,9 +4,9 @@
 
 use super::{examples, AppState, DataState, RunState};
 use crate::data::DatasetSummary;
-use crate::engine::RunResult;
+
 use crate::protocol::ProblemReport;
-use crate::ui::{format_bytes, format_number};
+use crate::ui::{format_bytes, format_number, read_record, History};
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::File;
@@ -40,25 +40,16 @@ fn open_record(state: AppState, file: File) {
                 return;
             }
         };
-        match serde_json::from_str::<RunResult>(&text) {
-            Ok(result)
-                if result
-                    .edges
-                    .iter()
-                    .all(|&(i, j)| i < result.names.len() && j < result.names.len()) =>
-            {
+        match read_record(&text) {
+            Ok(result) => {
                 state.error.set(None);
                 state.run.set(RunState::Idle);
                 state.snapshot.set(None);
+                state.history.set(History::default());
                 state.result.set(Some(result));
                 state.record_file.set(Some(name));
             }
-            Ok(_) => state.error.set(Some(format!(
-                "{name} is not a valid run record: an edge names a variable it does not have"
-            ))),
-            Err(e) => state.error.set(Some(format!(
-                "{name} is not an Occam run record (result.json): {e}"
-            ))),
+            Err(e) => state.error.set(Some(format!("{name} was not opened: {e}"))),
         }
     });
 }
@@ -67,18 +58,19 @@ fn open_record(state: AppState, file: File) {
 pub fn DataPanel() -> impl IntoView {
     let state = expect_context::<AppState>();
     let dragging = RwSignal::new(false);
+    // No new file while a run is in progress or a file is still being read.
     let busy = move || {
         matches!(
             state.run.get(),
             RunState::Starting | RunState::Running | RunState::Paused
-        )
+        ) || matches!(state.data.get(), DataState::Reading { .. })
     };
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
         dragging.set(false);
         if busy() {
             state.error.set(Some(
-                "a run is in progress: stop it before loading other data".into(),
+                "a run is in progress or a file is being read: wait or stop the run before loading other data".into(),
             ));
             return;
         }
@@ -99,10 +91,13 @@ pub fn DataPanel() -> impl IntoView {
         input.set_value("");
     };
     let on_example = move |ev: web_sys::Event| {
-        let stem = event_target_value(&ev);
+        let select: web_sys::HtmlSelectElement = event_target(&ev);
+        let stem = select.value();
         if let Some(example) = examples::EXAMPLES.iter().find(|e| e.stem == stem) {
             examples::load(state, example.stem);
         }
+        // Back to "choose…", so choosing the same example again reloads it.
+        select.set_value("");
     };
     let on_record = move |ev: web_sys::Event| {
         let input: web_sys::HtmlInputElement = event_target(&ev);
@@ -141,7 +136,7 @@ pub fn DataPanel() -> impl IntoView {
                 </label>
                 <label class="inline file-button">
                     "Open a saved run record (.json)"
-                    <input type="file" accept=".json,application/json" data-testid="record-input" on:change=on_record />
+                    <input type="file" accept=".json,application/json" data-testid="record-input" on:change=on_record prop:disabled=busy />
                 </label>
             </div>
             {move || view_state(state.data.get())}

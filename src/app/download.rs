@@ -68,6 +68,7 @@ pub fn download_graph_png(file_name: String) -> Result<(), String> {
     let image = HtmlImageElement::new().map_err(|e| format!("{e:?}"))?;
     let loaded = image.clone();
     let source_url = url.clone();
+    let url_for_error = url.clone();
     let on_load = Closure::once_into_js(move || {
         let result = (|| -> Result<(), String> {
             let _ = Url::revoke_object_url(&source_url);
@@ -111,6 +112,13 @@ pub fn download_graph_png(file_name: String) -> Result<(), String> {
         }
     });
     image.set_onload(Some(on_load.unchecked_ref()));
+    let on_error = Closure::once_into_js(move || {
+        let _ = Url::revoke_object_url(&url_for_error);
+        web_sys::console::error_1(
+            &"PNG export failed: the graph could not be drawn as an image".into(),
+        );
+    });
+    image.set_onerror(Some(on_error.unchecked_ref()));
     image.set_src(&url);
     Ok(())
 }

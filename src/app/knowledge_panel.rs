@@ -42,7 +42,8 @@ pub fn KnowledgePanel() -> impl IntoView {
                                 .rules
                                 .with(|r| r.get(i * d + j).copied().unwrap_or_default())
                         };
-                        let title = format!("{} → {}", names[i], names[j]);
+                                                let title = format!("{} → {}", names[i], names[j]);
+                        let label = title.clone();
                         let on_click = move |_| {
                             state.rules.update(|r| {
                                 if let Some(cell) = r.get_mut(i * d + j) {
@@ -58,7 +59,8 @@ pub fn KnowledgePanel() -> impl IntoView {
                                     data-from=i
                                     data-to=j
                                     data-rule=move || rule().code()
-                                    title=move || format!("{title}: {}", rule().code())
+                                                                        title=move || format!("{title}: {}", rule().code())
+                                    aria-label=move || format!("{label}: {}", rule().code())
                                     on:click=on_click
                                 >
                                     {move || rule().symbol()}

@@ -43,9 +43,11 @@ fn install_panic_hook() {
         console_error_panic_hook::hook(info);
         let message =
             format!("Occam stopped on an internal error: {info}. Reload the page to start again.");
+        // The first panic is the cause; later ones (a trapped wasm instance) only follow from it.
         if let Some(el) = web_sys::window()
             .and_then(|w| w.document())
             .and_then(|d| d.get_element_by_id("fatal"))
+            .filter(|el| el.has_attribute("hidden"))
         {
             el.set_text_content(Some(&message));
             let _ = el.set_attribute("data-testid", "error");
@@ -156,6 +158,14 @@ pub struct AppState {
     pub rules: RwSignal<Vec<EdgeRule>>,
     pub tiers: RwSignal<Vec<String>>,
     worker: StoredValue<Option<WorkerClient>, LocalStorage>,
+    /// Id of the latest file sent to the worker; replies about older files are ignored.
+    load_seq: StoredValue<u64>,
+    /// Id of the latest run started; messages about older runs are ignored.
+    run_seq: StoredValue<u64>,
+    /// The column names the knowledge grid was made for (kept when the same file is read again).
+    knowledge_names: StoredValue<Vec<String>>,
+    /// When the worker last sent anything (ms since the epoch), for the watchdog.
+    last_message_ms: StoredValue<f64>,
     /// The current file, kept so a restarted worker can be given it again.
     source: StoredValue<Option<(String, Blob)>, LocalStorage>,
 }
@@ -179,6 +189,10 @@ impl AppState {
             rules: RwSignal::new(Vec::new()),
             tiers: RwSignal::new(Vec::new()),
             worker: StoredValue::new_local(None),
+            last_message_ms: StoredValue::new(js_sys::Date::now()),
+            load_seq: StoredValue::new(0),
+            run_seq: StoredValue::new(0),
+            knowledge_names: StoredValue::new(Vec::new()),
             source: StoredValue::new_local(None),
         }
     }
@@ -194,15 +208,24 @@ impl AppState {
         }
     }
 
+    /// Restarts the watchdog's clock (when a request that expects answers is sent).
+    pub fn mark_alive(self) {
+        self.last_message_ms.set_value(js_sys::Date::now());
+    }
+
     /// Reads `blob` and hands its bytes to the worker as the data set `file_name`.
     pub fn submit_file(self, file_name: String, blob: Blob) {
+        let load_id = self.load_seq.get_value() + 1;
+        self.load_seq.set_value(load_id);
         self.source
             .set_value(Some((file_name.clone(), blob.clone())));
+        self.history.set(History::default());
         self.error.set(None);
         self.result.set(None);
         self.record_file.set(None);
         self.snapshot.set(None);
         self.run.set(RunState::Idle);
+        self.mark_alive();
         self.data.set(DataState::Reading {
             file_name: file_name.clone(),
             bytes_read: 0,
@@ -219,7 +242,12 @@ impl AppState {
                     return;
                 }
             };
+            // A newer file was chosen while this one was being read: send only the newer.
+            if self.load_seq.get_value() != load_id {
+                return;
+            }
             let request = ToWorker::LoadCsv {
+                load_id,
                 file_name,
                 options: Default::default(),
             };
@@ -246,6 +274,7 @@ impl AppState {
             self.run.set(RunState::Idle);
         }
         self.backend.set(BackendState::Probing);
+        self.last_message_ms.set_value(js_sys::Date::now());
         spawn_worker(self);
     }
 
@@ -269,6 +298,7 @@ impl AppState {
     }
 
     fn on_reply(self, reply: FromWorker) {
+        self.last_message_ms.set_value(js_sys::Date::now());
         match reply {
             FromWorker::Ready => {
                 self.send(&ToWorker::Ping);
@@ -287,10 +317,19 @@ impl AppState {
             FromWorker::Pong { backend, adapter } => {
                 self.backend.set(BackendState::Known { backend, adapter })
             }
+            FromWorker::LoadProgress { load_id, .. }
+            | FromWorker::DataLoaded { load_id, .. }
+            | FromWorker::DataRejected { load_id, .. }
+                if load_id != self.load_seq.get_value() => {}
+            FromWorker::RunRefused { run_id, .. }
+            | FromWorker::Progress { run_id, .. }
+            | FromWorker::Finished { run_id, .. }
+                if run_id != self.run_seq.get_value() => {}
             FromWorker::LoadProgress {
                 file_name,
                 bytes_read,
                 total_bytes,
+                ..
             } => self.data.set(DataState::Reading {
                 file_name,
                 bytes_read,
@@ -302,9 +341,12 @@ impl AppState {
                 delimiter,
                 problems,
                 preview,
+                ..
             } => {
                 let d = summary.columns;
-                if self.data.with_untracked(|s| s.names()) != Some(summary.names.clone()) {
+                // The grid survives reading the same columns again (a restarted worker).
+                if self.knowledge_names.get_value() != summary.names {
+                    self.knowledge_names.set_value(summary.names.clone());
                     self.rules.set(vec![EdgeRule::Free; d * d]);
                     self.tiers.set(vec![String::new(); d]);
                 }
@@ -316,18 +358,22 @@ impl AppState {
                     preview,
                 });
             }
-            FromWorker::DataRejected { file_name, error } => {
+            FromWorker::DataRejected {
+                file_name, error, ..
+            } => {
                 self.error.set(Some(format!(
                     "{file_name} was not loaded: {}",
                     error.message
                 )));
                 self.data.set(DataState::Rejected { file_name, error });
             }
-            FromWorker::RunRefused { message } => {
+            FromWorker::RunRefused { message, .. } => {
                 self.run.set(RunState::Idle);
                 self.error.set(Some(message));
             }
-            FromWorker::Progress { snapshot, paused } => {
+            FromWorker::Progress {
+                snapshot, paused, ..
+            } => {
                 // A late snapshot after the run ended (or after the worker moved on) is ignored.
                 if matches!(
                     self.run.get_untracked(),
@@ -344,7 +390,12 @@ impl AppState {
                     RunState::Running
                 });
             }
-            FromWorker::Finished { snapshot, result } => {
+            FromWorker::Finished {
+                snapshot, result, ..
+            } => {
+                if !self.run_active() {
+                    return;
+                }
                 self.history.update(|h| h.record(&snapshot));
                 self.snapshots_seen.update(|n| *n += 1);
                 self.snapshot.set(Some(snapshot));
@@ -352,9 +403,33 @@ impl AppState {
                 self.record_file.set(None);
                 self.result.set(Some(*result));
             }
-            FromWorker::Failed { message } => self.error.set(Some(message)),
+            FromWorker::Failed { message } => {
+                // Whatever was waiting for an answer will not get one.
+                if self.run_active() {
+                    self.run.set(RunState::Idle);
+                }
+                if matches!(self.data.get_untracked(), DataState::Reading { .. }) {
+                    self.data.set(DataState::Empty);
+                }
+                self.error.set(Some(message));
+            }
             FromWorker::Crashed { message } => self.worker_died(message),
         }
+    }
+
+    /// Whether a run is starting, running or paused.
+    pub fn run_active(self) -> bool {
+        matches!(
+            self.run.get_untracked(),
+            RunState::Starting | RunState::Running | RunState::Paused
+        )
+    }
+
+    /// A new run id (messages about older runs are ignored from now on).
+    pub fn next_run_id(self) -> u64 {
+        let id = self.run_seq.get_value() + 1;
+        self.run_seq.set_value(id);
+        id
     }
 
     /// The variable names shown: the result's when a result is on screen, else the data's.
@@ -397,6 +472,59 @@ fn spawn_worker(state: AppState) {
     }
 }
 
+/// Seconds without any message from a worker that should be stepping before the page calls it
+/// unresponsive. A step is 80 ms and the longest single unit of work (one variable's starting fit)
+/// takes a few seconds at most, so this only fires when the worker is stuck.
+const WATCHDOG_SECONDS: f64 = 30.0;
+/// The watchdog's limit on the `#test-hooks` page, so the end-to-end test need not wait 30 s.
+const WATCHDOG_TEST_SECONDS: f64 = 3.0;
+
+/// Checks every 2 s that a running worker still reports; a silent one is ended and reported like
+/// a dead one, so the page never waits forever.
+fn start_watchdog(state: AppState) {
+    let limit = if test_hooks_enabled() {
+        WATCHDOG_TEST_SECONDS
+    } else {
+        WATCHDOG_SECONDS
+    };
+    let check = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
+        let waiting = matches!(
+            state.run.get_untracked(),
+            RunState::Starting | RunState::Running
+        ) || matches!(state.data.get_untracked(), DataState::Reading { .. });
+        let silent = (js_sys::Date::now() - state.last_message_ms.get_value()) / 1000.0;
+        if waiting && !state.worker_dead.get_untracked() && silent > limit {
+            state.worker_died(format!(
+                "the Web Worker has not answered for {silent:.0} s and was ended"
+            ));
+        }
+    });
+    if let Some(window) = web_sys::window() {
+        let _ = window.set_interval_with_callback_and_timeout_and_arguments_0(
+            check.as_ref().unchecked_ref(),
+            2000,
+        );
+    }
+    // The watchdog runs for the page's whole life.
+    check.forget();
+}
+
+/// A file dropped outside the drop zone would make the browser open it in place of the app (and
+/// lose everything on the page): cancel the default for drags and drops on the whole window.
+fn guard_window_drops() {
+    let Some(window) = web_sys::window() else {
+        return;
+    };
+    for event in ["dragover", "drop"] {
+        let cancel = wasm_bindgen::closure::Closure::<dyn FnMut(web_sys::Event)>::new(
+            |e: web_sys::Event| e.prevent_default(),
+        );
+        let _ = window.add_event_listener_with_callback(event, cancel.as_ref().unchecked_ref());
+        // Listeners for the page's whole life.
+        cancel.forget();
+    }
+}
+
 /// Whether the page was opened with `#test-hooks` (shows the fault-injection button).
 fn test_hooks_enabled() -> bool {
     web_sys::window()
@@ -409,6 +537,8 @@ fn App() -> impl IntoView {
     let state = AppState::new();
     provide_context(state);
     spawn_worker(state);
+    start_watchdog(state);
+    guard_window_drops();
 
     view! {
         <header class="top">
@@ -434,6 +564,14 @@ fn App() -> impl IntoView {
             <footer class="test-hooks">
                 <button data-testid="crash-worker" on:click=move |_| state.send(&ToWorker::Panic)>
                     "Make the worker panic (test hook)"
+                </button>
+                <button data-testid="hang-worker" on:click=move |_| {
+                    state.mark_alive();
+                    // Pretend a run started so the watchdog expects answers.
+                    state.run.set(RunState::Starting);
+                    state.send(&ToWorker::Hang);
+                }>
+                    "Make the worker hang (test hook)"
                 </button>
             </footer>
         })}

@@ -47,7 +47,9 @@ fn start_run(state: AppState) {
     state.snapshots_seen.set(0);
     state.history.set(History::default());
     state.run.set(RunState::Starting);
+    state.mark_alive();
     state.send(&ToWorker::Start(Box::new(RunRequest {
+        run_id: state.next_run_id(),
         preset: state.preset.get_untracked(),
         settings,
         seed,
@@ -93,10 +95,16 @@ pub fn RunPanel() -> impl IntoView {
                     "Stop"
                 </button>
                 <span class="status-label">"Status: "
-                    <strong data-testid="status" data-snapshots=move || state.snapshots_seen.get()>{move || state.status_code()}</strong>
+                                        <strong data-testid="status" aria-live="polite" data-snapshots=move || state.snapshots_seen.get()>{move || state.status_code()}</strong>
                 </span>
             </div>
-            {move || blocker(state).filter(|_| !active()).map(|b| view! { <p class="hint">"Run is unavailable: " {b}</p> })}
+                        {move || blocker(state).filter(|_| !active()).map(|b| view! {
+                <p class="hint">"Run is unavailable: " {b} " "
+                    {move || state.worker_dead.get().then(|| view! {
+                        <button on:click=move |_| state.restart_worker()>"Restart the worker"</button>
+                    })}
+                </p>
+            })}
             <PhaseBanner />
             <ProgressBar />
             <div class="live">
@@ -178,7 +186,7 @@ fn ProgressBar() -> impl IntoView {
     };
     view! {
         <div class="progress-row">
-            <progress data-testid="progress" max="1" prop:value=fraction data-fraction=move || format!("{:.3}", fraction())></progress>
+                        <progress data-testid="progress" aria-label="Progress of the run" max="1" prop:value=fraction data-fraction=move || format!("{:.3}", fraction())></progress>
             <span data-testid="time-left">{text}</span>
         </div>
     }

@@ -270,18 +270,19 @@ impl Session {
         snapshot
     }
 
-    /// One unit: the pending non-iteration work of every restart, or else one iteration of all
+    /// One unit: the pending non-iteration work of one restart, or else one iteration of all
     /// restarts that are iterating.
     fn work_unit(&mut self) {
         let problem = &self.problem;
-        let mut did_other = false;
-        for r in self.restarts.iter_mut() {
-            if !r.finished() && !r.wants_evaluation() {
-                r.advance(problem);
-                did_other = true;
-            }
-        }
-        if did_other {
+        // Non-iteration work (a variable's starting fit, thresholding) for one restart per unit,
+        // so a unit stays short however many restarts there are. Each restart has its own random
+        // stream, so the order does not change any result.
+        if let Some(r) = self
+            .restarts
+            .iter_mut()
+            .find(|r| !r.finished() && !r.wants_evaluation())
+        {
+            r.advance(problem);
             return;
         }
         let t0 = now_seconds();

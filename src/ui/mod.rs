@@ -1,5 +1,5 @@
 //! What the page computes that is not DOM: reading the settings form, the prior-knowledge grid,
-//! comparing a result with an uploaded ground truth, the objective curves' history, and number
+//! comparing a result with an uploaded ground truth, checking a saved run record, the objective curves' history, and number
 //! formatting. Plain Rust, compiled and tested natively; the Leptos components in `app` only bind
 //! these to inputs and draw the results.
 
@@ -7,11 +7,13 @@ pub mod chart_scale;
 mod curves;
 mod format;
 mod knowledge_grid;
+mod record;
 mod settings_form;
 mod truth;
 
 pub use curves::{phase_name, CurvePoint, History};
 pub use format::{format_bytes, format_number, format_seconds_left};
 pub use knowledge_grid::{knowledge_from_grid, EdgeRule};
+pub use record::{read_record, MAX_RECORD_VARIABLES};
 pub use settings_form::{parse_settings, preset_values, FieldSpec, FIELDS};
 pub use truth::{compare_to_truth, parse_truth, TruthReport};

@@ -101,7 +101,11 @@ fn handle_message(event: MessageEvent) {
                 adapter,
             });
         }),
-        ToWorker::LoadCsv { file_name, options } => {
+        ToWorker::LoadCsv {
+            load_id,
+            file_name,
+            options,
+        } => {
             let bytes = Reflect::get(&data, &"bytes".into())
                 .ok()
                 .and_then(|b| b.dyn_into::<ArrayBuffer>().ok());
@@ -110,7 +114,7 @@ fn handle_message(event: MessageEvent) {
                     let bytes = Uint8Array::new(&buffer).to_vec();
                     DRIVER.with(|d| {
                         d.borrow_mut()
-                            .load(&file_name, &bytes, &options, &mut |m| post(&m))
+                            .load(load_id, &file_name, &bytes, &options, &mut |m| post(&m))
                     })
                 }
                 None => Reaction {
@@ -127,5 +131,10 @@ fn handle_message(event: MessageEvent) {
         ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
         ToWorker::Stop => react(DRIVER.with(|d| d.borrow_mut().stop())),
         ToWorker::Panic => panic!("deliberate panic requested by the page (test hook)"),
+        ToWorker::Hang => {
+            // Busy until the page's watchdog ends the worker (test hook).
+            let start = js_sys::Date::now();
+            while js_sys::Date::now() - start < 600_000.0 {}
+        }
     }
 }
