@@ -182,7 +182,10 @@ test('exports download and parse; a saved run record loads back with the same re
   const kinds = await page.getByTestId('dag-svg').locator('path[data-kind]').evaluateAll((ps) => ps.map((p) => p.dataset.kind));
   expect(kinds.length).toBeGreaterThanOrEqual(2);
   for (const k of kinds) expect(['correct', 'reversed', 'missing', 'extra']).toContain(k);
-  await shot(page, 'app-6-truth', info);
+    await shot(page, 'app-6-truth', info);
+  const metricValues = async () => page.locator('[data-metric]').evaluateAll((cells) => cells.map((c) => `${c.dataset.metric}=${c.textContent}`));
+  const metricsBefore = await metricValues();
+  expect(metricsBefore.length).toBe(6);
 
   // A bad truth file is explained.
   await page.getByTestId('truth-input').setInputFiles({
@@ -198,7 +201,15 @@ test('exports download and parse; a saved run record loads back with the same re
   await expect(page.getByTestId('results')).toContainText('chain-result.json');
   const edgesShown = await page.getByTestId('dag-svg').locator('path[data-edge]').evaluateAll((ps) => ps.map((p) => p.dataset.edge).sort());
   expect(edgesShown).toEqual(result.edges.map(([i, j]) => `${i}->${j}`).sort());
-  await expect(page.getByTestId('restarts').locator('tbody tr')).toHaveCount(result.restarts.length);
+    await expect(page.getByTestId('restarts').locator('tbody tr')).toHaveCount(result.restarts.length);
+  // The same truth gives the same metrics against the reloaded result.
+  await page.getByTestId('truth-input').setInputFiles({
+    name: 'truth.csv',
+    mimeType: 'text/csv',
+    buffer: Buffer.from('from,to\ncause,mediator\nmediator,effect\n'),
+  });
+  await expect(page.getByTestId('metrics')).toBeVisible();
+  expect(await metricValues()).toEqual(metricsBefore);
   await shot(page, 'app-7-record', info);
   expect(seen.errors).toEqual([]);
 });
