@@ -360,7 +360,7 @@ fn draw_colour_bar(
         ))
         .map_err(draw_err)?;
         root.draw_text(
-            &scale::format_number(scale::t_to_weight(t, s)),
+            &scale::format_axis_number(scale::t_to_weight(t, s)),
             &label,
             (x1 + tick_len + surface.px(3.0), y),
         )

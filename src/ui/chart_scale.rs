@@ -266,7 +266,7 @@ fn finer_nice_step(step: f64) -> f64 {
 /// neighbouring ticks apart, scientific notation for |v| ≥ 10⁶ or tiny steps.
 pub fn format_tick(v: f64, step: f64) -> String {
     if !(v.is_finite() && step.is_finite() && step > 0.0) {
-        return format_number(v);
+        return format_axis_number(v);
     }
     let v = if v.abs() < step * 1e-6 { 0.0 } else { v };
     let step_exp = (step.log10() + 1e-9).floor() as i32;
@@ -282,9 +282,10 @@ pub fn format_tick(v: f64, step: f64) -> String {
     format!("{v:.decimals$}")
 }
 
-/// A short label for a single number (about three significant digits): `0`, `0.35`, `12.3`,
+/// A short label for a number on an axis or the colour bar (about three significant digits, more
+/// compact than the tables' [`crate::ui::format_number`]): `0`, `0.35`, `12.3`,
 /// `2.5e-4`, `1.2e5`, `∞`.
-pub fn format_number(v: f64) -> String {
+pub fn format_axis_number(v: f64) -> String {
     if v.is_nan() {
         return "NaN".to_string();
     }
@@ -766,17 +767,17 @@ mod tests {
 
     #[test]
     fn numbers_are_short() {
-        assert_eq!(format_number(0.0), "0");
-        assert_eq!(format_number(0.35), "0.35");
-        assert_eq!(format_number(9.000000000000002), "9");
-        assert_eq!(format_number(12.34), "12.3");
-        assert_eq!(format_number(123.4), "123");
-        assert_eq!(format_number(2.5e-4), "2.5e-4");
-        assert_eq!(format_number(1e-3), "1e-3");
-        assert_eq!(format_number(123_456.0), "1.2e5");
-        assert_eq!(format_number(-0.5), "-0.5");
-        assert_eq!(format_number(f64::INFINITY), "∞");
-        assert_eq!(format_number(f64::NAN), "NaN");
+        assert_eq!(format_axis_number(0.0), "0");
+        assert_eq!(format_axis_number(0.35), "0.35");
+        assert_eq!(format_axis_number(9.000000000000002), "9");
+        assert_eq!(format_axis_number(12.34), "12.3");
+        assert_eq!(format_axis_number(123.4), "123");
+        assert_eq!(format_axis_number(2.5e-4), "2.5e-4");
+        assert_eq!(format_axis_number(1e-3), "1e-3");
+        assert_eq!(format_axis_number(123_456.0), "1.2e5");
+        assert_eq!(format_axis_number(-0.5), "-0.5");
+        assert_eq!(format_axis_number(f64::INFINITY), "∞");
+        assert_eq!(format_axis_number(f64::NAN), "NaN");
     }
 
     #[test]
