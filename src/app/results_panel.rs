@@ -157,9 +157,12 @@ pub fn ResultsPanel() -> impl IntoView {
                 <div class="scroll">
                     <table class="restarts" data-testid="restarts">
                         <thead><tr><th>"restart"</th><th>"score = bound + log prior"</th><th>"bound"</th><th>"log prior"</th><th>"edges"</th><th>"iterations"</th><th></th></tr></thead>
-                        <tbody>{restart_rows}</tbody>
+                                                <tbody>{restart_rows}</tbody>
                     </table>
                 </div>
+                {result.restarts.is_empty().then(|| view! {
+                    <p class="hint">"No restart ran to its end, so none has a final score. The graph shown is the best running restart's, thresholded to a DAG as the search would."</p>
+                })}
                 {(!result.failures.is_empty()).then(|| view! { <ul class="problems">{failures}</ul> })}
                 <h3>"Compare with a ground truth"</h3>
                 <label class="inline file-button">

@@ -145,13 +145,22 @@ fn PhaseBanner() -> impl IntoView {
                     format_number(t.gamma)
                 )
             });
+                        let stopped = s.status == crate::engine::Status::Stopped;
+            let sentence = if stopped {
+                format!(
+                    "You stopped the run during the {} phase: the result below is the best graph so far.",
+                    phase_name(s.phase)
+                )
+            } else {
+                s.phase_text.clone()
+            };
             view! {
-                <div class="phase" data-testid="phase" data-phase=code>
-                    <strong>{phase_name(s.phase)}</strong>
+                <div class="phase" class:stopped=stopped data-testid="phase" data-phase=code>
+                    <strong>{if stopped { "stopped".to_string() } else { phase_name(s.phase).to_string() }}</strong>
                     " · restart " {s.restart + 1} " of " {restarts}
                     " · iteration " {s.iteration}
                     {detail}
-                    <p>{s.phase_text.clone()}</p>
+                                        <p>{sentence}</p>
                 </div>
             }
         })
@@ -172,6 +181,9 @@ fn ProgressBar() -> impl IntoView {
             None => "not started".to_string(),
             Some(s) if state.run.get() == RunState::Paused => {
                 format!("{:.0} % · paused", 100.0 * s.progress)
+            }
+            Some(s) if state.run.get() == RunState::Ended(crate::engine::Status::Stopped) => {
+                format!("stopped after {:.1} s of computing", s.elapsed_seconds)
             }
             Some(s) if matches!(state.run.get(), RunState::Ended(_)) => {
                 format!("finished in {:.1} s of computing", s.elapsed_seconds)

@@ -119,7 +119,9 @@ test('pause and resume work, snapshots arrive at least 4 times a second, stop ke
   await page.getByTestId('stop-button').click();
   await expect(status).toHaveText('stopped');
   await expect(page.getByTestId('results')).toBeVisible();
-  await expect(page.getByTestId('result-summary')).toContainText('stopped early');
+    await expect(page.getByTestId('result-summary')).toContainText('stopped early');
+  await expect(page.getByTestId('phase')).toContainText('best graph so far');
+  await expect(page.getByTestId('time-left')).toContainText('stopped after');
   await expect(page.getByTestId('dag-svg').locator('[data-node]')).toHaveCount(3);
   await expect(page.getByTestId('run-button')).toBeEnabled();
   await shot(page, 'app-5-stopped', info);
