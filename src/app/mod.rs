@@ -571,7 +571,12 @@ fn App() -> impl IntoView {
                     state.run.set(RunState::Starting);
                     state.send(&ToWorker::Hang);
                 }>
-                    "Make the worker hang (test hook)"
+                                        "Make the worker hang (test hook)"
+                </button>
+                <button data-testid="crash-page" on:click=move |_| {
+                    panic!("deliberate panic in the page (test hook)")
+                }>
+                    "Make the page panic (test hook)"
                 </button>
             </footer>
         })}

@@ -316,6 +316,38 @@ test('a worker that stops answering is ended by the watchdog and can be restarte
   await expect(page.getByTestId('run-button')).toBeEnabled();
 });
 
+test('a panic in the page is a visible error, not a blank page', async ({ page }, info) => {
+  const seen = watch(page);
+  await open(page, '#test-hooks');
+  await page.getByTestId('crash-page').click();
+  const fatal = page.locator('#fatal');
+  await expect(fatal).toBeVisible();
+  await expect(fatal).toHaveAttribute('data-testid', 'error');
+  await expect(fatal).toContainText('deliberate panic in the page');
+  await expect(fatal).toContainText('Reload the page');
+  // The page around it is still there.
+  await expect(page.getByTestId('drop-zone')).toBeVisible();
+  expect(seen.errors.some((e) => e.includes('deliberate panic'))).toBe(true);
+  await shot(page, 'app-11c-page-panic', info);
+});
+
+test('a file dropped outside the drop zone does not replace the app', async ({ page }) => {
+  await open(page);
+  const dataTransfer = await page.evaluateHandle(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(['a,b\n1,2\n'], 'stray.csv', { type: 'text/csv' }));
+    return dt;
+  });
+  const prevented = await page.evaluate(() => new Promise((resolve) => {
+    window.addEventListener('drop', (e) => setTimeout(() => resolve(e.defaultPrevented)), { once: true });
+    document.querySelector('header').dispatchEvent(new DragEvent('drop', { bubbles: true, cancelable: true }));
+  }));
+  expect(prevented).toBe(true);
+  await page.locator('header').dispatchEvent('drop', { dataTransfer });
+  await expect(page.getByTestId('drop-zone')).toBeVisible();
+  await expect(page.getByTestId('data-summary')).toHaveCount(0);
+});
+
 test('invalid settings and contradictory knowledge are explained and block the run', async ({ page }, info) => {
   await open(page);
   await pick(page, 'chain.csv', chainCsv(60));
