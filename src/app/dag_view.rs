@@ -6,7 +6,7 @@
 //! markup.
 
 use super::results_panel::truth_report;
-use super::AppState;
+use super::{edge_weight, AppState};
 use crate::graph::{layered_layout, EdgeKind, LayoutOptions};
 use leptos::prelude::*;
 
@@ -53,9 +53,7 @@ struct Drawing {
 fn drawing(state: AppState) -> Option<Drawing> {
     let names = state.names()?;
     let d = names.len();
-    let weight = |adj: &[Vec<f64>], i: usize, j: usize| {
-        adj.get(i).and_then(|r| r.get(j)).copied().unwrap_or(0.0)
-    };
+
     let edges = if let Some(result) = state.result.get() {
         match truth_report(state) {
             Some(Ok(report)) => report
@@ -65,7 +63,7 @@ fn drawing(state: AppState) -> Option<Drawing> {
                     (
                         c.from,
                         c.to,
-                        weight(&result.adjacency, c.from, c.to),
+                        edge_weight(&result.adjacency, c.from, c.to),
                         Some(c.kind),
                     )
                 })
@@ -73,13 +71,13 @@ fn drawing(state: AppState) -> Option<Drawing> {
             _ => result
                 .edges
                 .iter()
-                .map(|&(i, j)| (i, j, weight(&result.adjacency, i, j), None))
+                .map(|&(i, j)| (i, j, edge_weight(&result.adjacency, i, j), None))
                 .collect(),
         }
     } else if let Some(s) = state.snapshot.get() {
         s.edges
             .iter()
-            .map(|&(i, j)| (i, j, weight(&s.adjacency, i, j), None))
+            .map(|&(i, j)| (i, j, edge_weight(&s.adjacency, i, j), None))
             .collect()
     } else {
         Vec::new()

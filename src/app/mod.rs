@@ -458,6 +458,15 @@ impl AppState {
     }
 }
 
+/// The weight of the edge i → j in a cause × effect matrix (0 where the matrix has no entry).
+pub fn edge_weight(adjacency: &[Vec<f64>], i: usize, j: usize) -> f64 {
+    adjacency
+        .get(i)
+        .and_then(|row| row.get(j))
+        .copied()
+        .unwrap_or(0.0)
+}
+
 /// The chosen graph of a result.
 pub fn result_graph(result: &RunResult) -> Option<Digraph> {
     Digraph::from_edges(result.names.len(), &result.edges).ok()

@@ -2,7 +2,7 @@
 //! ground truth (SHD in both conventions, SID, precision, recall, F1), and the exports.
 
 use super::download::{download_graph_png, download_text, graph_svg_text};
-use super::{result_graph, AppState, Truth};
+use super::{edge_weight, result_graph, AppState, Truth};
 use crate::engine::{RunResult, Status};
 use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad, EdgeKind};
 use crate::ui::{compare_to_truth, format_number, parse_truth, TruthReport};
@@ -130,12 +130,7 @@ pub fn ResultsPanel() -> impl IntoView {
             .edges
             .iter()
             .map(|&(i, j)| {
-                let w = result
-                    .adjacency
-                    .get(i)
-                    .and_then(|r| r.get(j))
-                    .copied()
-                    .unwrap_or(0.0);
+                                let w = edge_weight(&result.adjacency, i, j);
                 view! { <li><span class="name">{result.names[i].clone()}</span> " → " <span class="name">{result.names[j].clone()}</span> " (weight " {format_number(w)} ")"</li> }
             })
             .collect_view();
