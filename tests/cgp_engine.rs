@@ -388,3 +388,74 @@ fn each_step_carries_the_terms_of_every_iteration_it_did() {
         assert_eq!(its, &expected, "restart {r}");
     }
 }
+
+/// The edges of the true graph among `edges`.
+fn true_among(edges: &[(usize, usize)], truth: &occam::graph::Dag) -> usize {
+    edges
+        .iter()
+        .filter(|&&(a, b)| truth.as_digraph().has_edge(a, b))
+        .count()
+}
+
+/// Issue 10: on a 20-node graph whose warm-up keeps most true edges, the run ends with most of
+/// them (the acyclic phase and thresholding must not collapse a dense candidate graph). With the
+/// paper's prefix cut and no 2-cycle penalty the same run keeps far fewer (checked below, so the
+/// test can fail).
+#[test]
+fn a_twenty_node_run_keeps_most_true_edges_the_warm_up_found() {
+    use occam::data::generate::{generate, GeneratorSettings, GraphKind, Mechanism};
+    use occam::discovery::cgp::DagRule;
+    let generated = generate(&GeneratorSettings {
+        graph: GraphKind::Er,
+        nodes: 20,
+        edges_per_node: 1,
+        samples: 150,
+        mechanism: Mechanism::Linear,
+        seed: 3,
+    })
+    .unwrap();
+    let settings = SearchSettings {
+        max_rows: 150,
+        inducing_points: 6,
+        warmup: PhaseLength::fixed(150),
+        acyclic_max: 500,
+        cooldown: PhaseLength::fixed(40),
+        restarts: 1,
+        start_iterations: 20,
+        prune_iterations: 0,
+        threads: 2,
+        ..Preset::Interactive.settings()
+    };
+    let kept_fraction = |settings: SearchSettings| {
+        let d = generated.dataset.cols();
+        let mut s =
+            Session::new(&generated.dataset, Knowledge::none(d), settings, 1, None).unwrap();
+        run(&mut s);
+        let result = s.result();
+        let outcome = &result.restarts[0];
+        let warm = &outcome.phases[0];
+        assert_eq!(warm.phase, Phase::WarmUp);
+        let found = true_among(&warm.edges, &generated.truth);
+        let kept = true_among(&outcome.edges, &generated.truth);
+        (found, kept as f64 / found.max(1) as f64)
+    };
+    let (found, fraction) = kept_fraction(settings.clone());
+    let truth = generated.truth.edges().len();
+    assert!(
+        found * 2 > truth,
+        "the warm-up found {found} of {truth} true edges"
+    );
+    assert!(
+        fraction > 0.6,
+        "kept {fraction:.2} of the {found} true edges the warm-up found"
+    );
+    let (_, paper_rule) = kept_fraction(SearchSettings {
+        dag_rule: DagRule::Prefix,
+        two_cycle_penalty: false,
+        ..settings
+    });
+    assert!(
+        paper_rule < fraction,
+        "the prefix cut kept {paper_rule:.2}, the greedy rule {fraction:.2}"
+    );
+}

@@ -368,12 +368,17 @@ impl Session {
     fn remaining_iterations(&self, r: &Restart) -> usize {
         let s = &self.problem.settings;
         let left = |max: usize| max.saturating_sub(r.phase_iterations());
+        // Pruning refits one variable at a time, about (edges + D) refits of at most
+        // `prune_iterations` evaluations of one variable, i.e. about 2 · prune_iterations
+        // iterations of all D variables when there are about D edges.
+        let pruning = 2 * s.prune_iterations;
         match r.phase() {
-            Phase::Initialising => s.warmup.max + s.acyclic_max + s.cooldown.max,
-            Phase::WarmUp => left(s.warmup.max) + s.acyclic_max + s.cooldown.max,
-            Phase::Acyclic => left(s.acyclic_max) + s.cooldown.max,
-            Phase::Thresholding => s.cooldown.max,
-            Phase::CoolDown => left(s.cooldown.max),
+            Phase::Initialising => s.warmup.max + s.acyclic_max + s.cooldown.max + pruning,
+            Phase::WarmUp => left(s.warmup.max) + s.acyclic_max + s.cooldown.max + pruning,
+            Phase::Acyclic => left(s.acyclic_max) + s.cooldown.max + pruning,
+            Phase::Thresholding => s.cooldown.max + pruning,
+            Phase::CoolDown => left(s.cooldown.max) + pruning,
+            Phase::Pruning => pruning / 2,
             Phase::Done | Phase::Failed => 0,
         }
     }

@@ -92,6 +92,7 @@ pub fn phase_name(phase: Phase) -> &'static str {
         Phase::Acyclic => "acyclic",
         Phase::Thresholding => "thresholding",
         Phase::CoolDown => "cool-down",
+        Phase::Pruning => "pruning",
         Phase::Done => "done",
         Phase::Failed => "failed",
     }
@@ -107,6 +108,7 @@ mod tests {
             elbo: -(iteration as f64),
             log_prior: 0.0,
             h: 1.0,
+            h_pairs: 0.0,
             gamma: iteration as f64,
             objective: 0.0,
         };

@@ -18,6 +18,7 @@ use crate::gp::collapsed::{
     FitSettings,
 };
 use crate::gp::kernel::Kernel;
+use crate::gp::lbfgs::{minimize, LbfgsSettings};
 use crate::gp::transform::{softplus, softplus_derivative};
 
 /// The Gamma(1, 10) prior's rate: log p(θ) = log 10 − 10 θ per graph hyperparameter (§5.2).
@@ -184,6 +185,60 @@ impl Component {
     /// parameter (latent precision and variance, s, φ², Z's remaining columns, q(w)), and starts
     /// Adam afresh (the parameter vector changes shape, so old moments no longer line up).
     pub fn restrict_parents(&mut self, data: &DMatrix<f64>, keep: &[usize]) {
+        self.keep_parents(data, keep, true);
+    }
+
+    /// A copy of this variable without parent `j`, every other parameter at its current value
+    /// (for testing the edge j → i by evidence).
+    pub fn without_parent(&self, data: &DMatrix<f64>, j: usize) -> Self {
+        let keep: Vec<usize> = self.parents.iter().copied().filter(|&p| p != j).collect();
+        let mut copy = self.clone();
+        copy.keep_parents(data, &keep, false);
+        copy
+    }
+
+    /// This variable's own part of the objective: (N/rows)·F + Σ over its candidate parents of
+    /// log p(θ^lin) + log p(θ^se).
+    pub fn objective(&self, jitter: f64) -> Result<f64, CollapsedError> {
+        Ok(self.evaluate(jitter)?.0 + self.log_prior())
+    }
+
+    /// Maximises [`Component::objective`] over every parameter of this variable by L-BFGS from the
+    /// current point (at most `iterations` steps; a failed evaluation counts as a step too long)
+    /// and keeps the result; returns the objective reached.
+    pub fn refine(&mut self, jitter: f64, iterations: usize) -> Result<f64, CollapsedError> {
+        let negated = |raw: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
+            let mut probe = self.clone();
+            probe.raw.copy_from_slice(raw);
+            match probe.evaluate(jitter) {
+                Ok((f, mut g)) => {
+                    let d_theta = vec![-PRIOR_RATE; probe.parents.len()];
+                    probe.add_edge_gradient(&mut g, &d_theta);
+                    let value = f + probe.log_prior();
+                    Ok((-value, g.into_iter().map(|v| -v).collect()))
+                }
+                Err(_) => Ok((f64::NAN, vec![f64::NAN; raw.len()])),
+            }
+        };
+        let settings = LbfgsSettings {
+            max_iterations: iterations,
+            ..LbfgsSettings::default()
+        };
+        match minimize(negated, &self.raw, &settings) {
+            Ok(report) if report.value.is_finite() => {
+                self.raw = report.x;
+                Ok(-report.value)
+            }
+            Ok(report) => Err(CollapsedError::NonFinite {
+                value: -report.value,
+            }),
+            Err(_) => self.objective(jitter),
+        }
+    }
+
+    /// Keeps only the parents in `keep`; with `reset` their θ^lin and θ^se return to this
+    /// restart's starting values, otherwise they keep their current values.
+    fn keep_parents(&mut self, data: &DMatrix<f64>, keep: &[usize], reset: bool) {
         let old = self.params();
         let kept: Vec<usize> = (0..self.parents.len())
             .filter(|&k| keep.contains(&self.parents[k]))
@@ -196,7 +251,7 @@ impl Component {
         let lin: Vec<f64> = columns
             .iter()
             .map(|&c| {
-                if c + 1 == d_old {
+                if c + 1 == d_old || !reset {
                     lin_old[c]
                 } else {
                     self.initial_theta[c].0
@@ -206,7 +261,7 @@ impl Component {
         let prec: Vec<f64> = columns
             .iter()
             .map(|&c| {
-                if c + 1 == d_old {
+                if c + 1 == d_old || !reset {
                     se_old.precision[c]
                 } else {
                     self.initial_theta[c].1

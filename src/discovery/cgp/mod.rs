@@ -21,6 +21,8 @@ pub mod restart;
 pub mod settings;
 pub mod variable;
 
-pub use restart::{FaultEvent, Phase, Problem, Restart, RestartOutcome, Terms};
-pub use settings::{PhaseLength, Preset, SearchSettings};
+pub use restart::{
+    FaultEvent, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome, Terms,
+};
+pub use settings::{DagRule, PhaseLength, Preset, SearchSettings};
 pub use variable::{BoundKind, Evaluation, Variable};

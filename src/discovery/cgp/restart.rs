@@ -15,12 +15,13 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::component::{Component, PRIOR_RATE};
+use super::settings::DagRule;
 use super::settings::SearchSettings;
 use super::variable::{BoundKind, Checkpoint, Evaluation, UncollapsedComponent, Variable};
-use crate::discovery::knowledge::{threshold_to_dag, Knowledge};
-use crate::discovery::spectral::PowerIteration;
+use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge};
+use crate::discovery::spectral::{two_cycle_penalty, PowerIteration};
 use crate::gp::adam::AdamSettings;
-use crate::gp::collapsed::{FitSettings, GpInitialisation};
+use crate::gp::collapsed::{precision_scale, FitSettings, GpInitialisation, MIN_START_SE_VARIANCE};
 use crate::gp::lbfgs::LbfgsSettings;
 use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
 use crate::graph::Digraph;
@@ -40,6 +41,9 @@ pub enum Phase {
     Thresholding,
     /// The graph is fixed; the remaining hyperparameters settle.
     CoolDown,
+    /// Each edge is tested by evidence: refit its child without it and keep the edge only if the
+    /// objective prefers it.
+    Pruning,
     Done,
     Failed,
 }
@@ -53,6 +57,7 @@ impl Phase {
             Phase::Acyclic => "Raising the acyclicity penalty until the weighted graph has no cycles left.",
             Phase::Thresholding => "Removing the weakest edges until the graph is a DAG.",
             Phase::CoolDown => "Refitting every variable on its chosen parents, with the graph fixed.",
+            Phase::Pruning => "Testing each edge by evidence: refitting its effect without it and keeping the edge only if the evidence is higher with it.",
             Phase::Done => "Finished: this restart's graph and evidence are final.",
             Phase::Failed => "This restart failed; the others go on.",
         }
@@ -68,8 +73,11 @@ pub struct Terms {
     pub log_prior: f64,
     /// h(A) = |λ_max(A)| by power iteration.
     pub h: f64,
+    /// h₂, the 2-cycle penalty (0 unless the settings add it).
+    #[serde(default)]
+    pub h_pairs: f64,
     pub gamma: f64,
-    /// elbo + log_prior − γ h.
+    /// elbo + log_prior − γ (h + h₂).
     pub objective: f64,
 }
 
@@ -86,6 +94,39 @@ pub struct FaultEvent {
     pub action: String,
 }
 
+/// Why a phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseEnd {
+    /// The objective stopped improving (warm-up, cool-down).
+    Converged,
+    /// The phase ran to its most iterations without meeting its goal.
+    Cap,
+    /// The acyclic phase reached h(A) < τ.
+    HBelowTau,
+    /// The acyclic phase ended because the edges that pass the final thresholds form a DAG.
+    SurvivingEdgesAcyclic,
+    /// Thresholding is one step.
+    Done,
+}
+
+/// What one phase of a restart did: how long it ran, why it ended, and the graph it left.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRecord {
+    pub phase: Phase,
+    /// Iterations in this phase.
+    pub iterations: usize,
+    pub ended_by: PhaseEnd,
+    /// h(A) and γ at the phase's last iteration.
+    pub h: f64,
+    pub gamma: f64,
+    /// The edges (cause, effect) passing the final thresholds when the phase ended (after
+    /// thresholding: the DAG kept).
+    pub edges: Vec<(usize, usize)>,
+    /// 2-cycles among those edges.
+    pub two_cycles: usize,
+}
+
 /// A finished restart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RestartOutcome {
@@ -99,6 +140,9 @@ pub struct RestartOutcome {
     /// W[cause][effect] = θ^lin + θ^se of the edge (0 where there is none).
     pub weights: Vec<Vec<f64>>,
     pub iterations: usize,
+    /// One record per phase, in order (absent in records saved before it existed).
+    #[serde(default)]
+    pub phases: Vec<PhaseRecord>,
 }
 
 /// The data and rules shared by all restarts of one search.
@@ -134,6 +178,17 @@ impl Problem {
     }
 }
 
+/// The pruning phase's position: the variable being pruned, its objective after refitting (once
+/// refitted), and the parents still to test, weakest first.
+#[derive(Debug, Clone)]
+struct PruneState {
+    variable: usize,
+    objective: Option<f64>,
+    queue: Vec<usize>,
+    /// Edges (cause, effect) removed so far.
+    removed: Vec<(usize, usize)>,
+}
+
 /// The largest jitter tried before a restart gives up.
 const MAX_JITTER: f64 = 1e-1;
 /// The most faults one restart may absorb.
@@ -159,6 +214,9 @@ pub struct Restart {
     jitter: f64,
     faults: Vec<FaultEvent>,
     last: Option<Terms>,
+    /// Where the pruning phase is.
+    pruning: Option<PruneState>,
+    phases: Vec<PhaseRecord>,
     outcome: Option<RestartOutcome>,
     failure: Option<String>,
 }
@@ -182,6 +240,8 @@ impl Restart {
             jitter: 1e-6,
             faults: Vec::new(),
             last: None,
+            pruning: None,
+            phases: Vec::new(),
             outcome: None,
             failure: None,
         }
@@ -269,8 +329,93 @@ impl Restart {
         match self.phase {
             Phase::Initialising => self.initialise_next(problem),
             Phase::Thresholding => self.threshold(problem),
+            Phase::Pruning => self.prune_step(problem),
             _ => {}
         }
+    }
+
+    /// One unit of the pruning phase: refit the current variable on all its parents, or test
+    /// removing its next parent (a refit without it); moves on to the next variable, and finishes
+    /// the restart after the last. Each variable's parent set is pruned on its own: removing edges
+    /// from a DAG keeps it a DAG.
+    fn prune_step(&mut self, problem: &Problem) {
+        let iterations = problem.settings.prune_iterations;
+        let jitter = self.jitter;
+        let Some(mut state) = self.pruning.take() else {
+            return self.finish_after_pruning(problem);
+        };
+        let k = state.variable;
+        let Variable::Collapsed(component) = &mut self.components[k] else {
+            return self.finish_after_pruning(problem);
+        };
+        match state.objective {
+            None => match component.refine(jitter, iterations) {
+                Ok(value) => {
+                    let mut by_weight = component.dependence();
+                    by_weight.sort_by(|a, b| a.1.total_cmp(&b.1));
+                    state.queue = by_weight
+                        .into_iter()
+                        .map(|(j, _)| j)
+                        .filter(|&j| !problem.knowledge.is_required(j, k))
+                        .rev()
+                        .collect();
+                    state.objective = Some(value);
+                }
+                // A variable that cannot be refitted keeps its parents.
+                Err(_) => state.queue.clear(),
+            },
+            Some(with) => {
+                if let Some(j) = state.queue.pop() {
+                    let mut candidate = component.without_parent(&problem.data, j);
+                    // The prior's density at θ = 0 for the dropped edge's two kinds (log 10
+                    // each), which [`Component::objective`] counts only for candidate parents.
+                    let absent_prior = 2.0 * PRIOR_RATE.ln();
+                    let res = candidate
+                        .refine(jitter, iterations)
+                        .map(|v| v + absent_prior);
+                    if let Ok(without) = res {
+                        if without >= with {
+                            **component = candidate;
+                            state.objective = Some(without);
+                            state.removed.push((j, k));
+                        }
+                    }
+                }
+            }
+        }
+        if state.objective.is_some() && state.queue.is_empty() {
+            if k + 1 < self.components.len() {
+                state.variable = k + 1;
+                state.objective = None;
+            } else {
+                self.pruning = Some(state);
+                return self.finish_after_pruning(problem);
+            }
+        }
+        self.pruning = Some(state);
+    }
+
+    /// Rescores every variable after pruning and finishes the restart.
+    fn finish_after_pruning(&mut self, problem: &Problem) {
+        let mut values = Vec::with_capacity(self.components.len());
+        for c in &self.components {
+            match c.evaluate(&problem.data, self.jitter, 0) {
+                Ok(e) => values.push(e.value()),
+                Err(e) => return self.fail(format!("the bound after pruning failed: {e}")),
+            }
+        }
+        let elbo: f64 = values.iter().sum();
+        self.last_values = values;
+        let (terms, _) = self.terms(elbo, problem);
+        let removed = self.pruning.take().map_or(0, |p| p.removed.len());
+        let kept = self.surviving_edges(problem);
+        let mut record_terms = terms;
+        record_terms.gamma = 0.0;
+        self.record_phase(PhaseEnd::Done, &record_terms, kept);
+        if let Some(last) = self.phases.last_mut() {
+            last.iterations = removed;
+        }
+        self.finish(&terms, problem);
     }
 
     fn initialise_next(&mut self, problem: &Problem) {
@@ -280,10 +425,18 @@ impl Restart {
         let parents: Vec<usize> = (0..d)
             .filter(|&j| problem.knowledge.allowed(j, i))
             .collect();
+        // The kernel's inputs: the candidate parents and w.
+        let start_scale = if s.scale_start_precisions {
+            precision_scale(parents.len() + 1)
+        } else {
+            1.0
+        };
         let init = FitSettings {
             inducing_points: s.inducing_points,
             gp_initialisation: GpInitialisation::Always,
-            initial_precision: (0.01, 1.0),
+            initial_precision: (0.01 * start_scale, start_scale),
+            latent_start: s.latent_start,
+            min_start_se_variance: MIN_START_SE_VARIANCE,
             lbfgs: LbfgsSettings {
                 max_iterations: s.start_iterations,
                 ..FitSettings::default().lbfgs
@@ -360,14 +513,32 @@ impl Restart {
     fn threshold(&mut self, problem: &Problem) {
         let d = problem.dim();
         let w = self.weights(d);
-        let active = w.map(|v| if v > 0.0 { 1.0 } else { 0.0 });
-        let dag = match threshold_to_dag(&w, &active, &problem.knowledge) {
+        let dag = match problem.settings.dag_rule {
+            DagRule::Prefix => {
+                let active = w.map(|v| if v > 0.0 { 1.0 } else { 0.0 });
+                threshold_to_dag(&w, &active, &problem.knowledge)
+            }
+            // Only edges that pass the final thresholds are candidates: every kept edge is
+            // re-initialised, which would revive edges the warm-up had already switched off.
+            DagRule::Greedy => {
+                let mut active = DMatrix::zeros(d, d);
+                for (j, i) in self.surviving_edges(problem) {
+                    active[(j, i)] = 1.0;
+                }
+                greedy_dag(&w, &active, &problem.knowledge)
+            }
+        };
+        let dag = match dag {
             Ok(dag) => dag,
             Err(e) => return self.fail(format!("thresholding failed: {e}")),
         };
         for c in &mut self.components {
             let keep = dag.parents(c.child());
             c.restrict_parents(&problem.data, &keep);
+        }
+        if let Some(terms) = self.last {
+            let kept = dag.edges();
+            self.record_phase(PhaseEnd::Done, &terms, kept);
         }
         self.gamma = 0.0;
         self.checkpoints = None;
@@ -385,15 +556,24 @@ impl Restart {
         let log_prior = self.components.iter().map(|c| c.log_prior()).sum::<f64>()
             + kinds * absent as f64 * PRIOR_RATE.ln();
         let estimate = self.power.estimate(&w, problem.settings.power_iterations);
+        let mut gradient = estimate.gradient;
+        let h_pairs = if problem.settings.two_cycle_penalty {
+            let (value, g) = two_cycle_penalty(&w, problem.settings.tau);
+            gradient += g;
+            value
+        } else {
+            0.0
+        };
         let gamma = self.gamma;
         let terms = Terms {
             elbo,
             log_prior,
             h: estimate.value,
+            h_pairs,
             gamma,
-            objective: elbo + log_prior - gamma * estimate.value,
+            objective: elbo + log_prior - gamma * (estimate.value + h_pairs),
         };
-        let grad = (gamma > 0.0).then_some(estimate.gradient);
+        let grad = (gamma > 0.0).then_some(gradient);
         (terms, grad)
     }
 
@@ -428,7 +608,8 @@ impl Restart {
         self.iterations += 1;
         self.phase_iterations += 1;
 
-        if self.phase_should_end(&terms, problem) {
+        if let Some(ended_by) = self.phase_should_end(&terms, problem) {
+            self.record_phase(ended_by, &terms, self.surviving_edges(problem));
             match self.phase {
                 Phase::WarmUp => self.enter(Phase::Acyclic),
                 Phase::Acyclic => {
@@ -436,7 +617,19 @@ impl Restart {
                     return;
                 }
                 Phase::CoolDown => {
-                    self.finish(&terms, problem);
+                    if problem.settings.prune_iterations > 0
+                        && matches!(self.components.first(), Some(Variable::Collapsed(_)))
+                    {
+                        self.pruning = Some(PruneState {
+                            variable: 0,
+                            objective: None,
+                            queue: Vec::new(),
+                            removed: Vec::new(),
+                        });
+                        self.enter(Phase::Pruning);
+                    } else {
+                        self.finish(&terms, problem);
+                    }
                     return;
                 }
                 _ => {}
@@ -474,19 +667,48 @@ impl Restart {
         }
     }
 
-    fn phase_should_end(&self, terms: &Terms, problem: &Problem) -> bool {
+    /// Why the current phase ends after this iteration, if it does.
+    fn phase_should_end(&self, terms: &Terms, problem: &Problem) -> Option<PhaseEnd> {
         let s = &problem.settings;
         let n = problem.total_rows as f64;
         match self.phase {
             Phase::WarmUp => self.converged(&s.warmup, n),
             Phase::Acyclic => {
-                terms.h < s.tau
-                    || self.phase_iterations >= s.acyclic_max
-                    || self.surviving_edges_are_acyclic(problem)
+                if terms.h < s.tau {
+                    Some(PhaseEnd::HBelowTau)
+                } else if self.surviving_edges_are_acyclic(problem) {
+                    Some(PhaseEnd::SurvivingEdgesAcyclic)
+                } else if self.phase_iterations >= s.acyclic_max {
+                    Some(PhaseEnd::Cap)
+                } else {
+                    None
+                }
             }
             Phase::CoolDown => self.converged(&s.cooldown, n),
-            _ => false,
+            _ => None,
         }
+    }
+
+    /// Appends the record of the phase that is ending.
+    fn record_phase(&mut self, ended_by: PhaseEnd, terms: &Terms, edges: Vec<(usize, usize)>) {
+        let two_cycles = edges
+            .iter()
+            .filter(|&&(a, b)| a < b && edges.contains(&(b, a)))
+            .count();
+        self.phases.push(PhaseRecord {
+            phase: self.phase,
+            iterations: self.phase_iterations,
+            ended_by,
+            h: terms.h,
+            gamma: terms.gamma,
+            edges,
+            two_cycles,
+        });
+    }
+
+    /// The phases recorded so far.
+    pub fn phase_records(&self) -> &[PhaseRecord] {
+        &self.phases
     }
 
     /// Whether the edges that would survive the final thresholds already form a DAG. Why this
@@ -517,19 +739,19 @@ impl Restart {
             .collect()
     }
 
-    fn converged(&self, length: &super::settings::PhaseLength, rows: f64) -> bool {
+    fn converged(&self, length: &super::settings::PhaseLength, rows: f64) -> Option<PhaseEnd> {
         let k = self.phase_iterations;
         if k >= length.max {
-            return true;
+            return Some(PhaseEnd::Cap);
         }
         if k < length.min || length.window == 0 || self.history.len() < 2 * length.window {
-            return false;
+            return None;
         }
         let w = length.window;
         let h = &self.history;
         let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len() as f64;
         let gain = mean(&h[h.len() - w..]) - mean(&h[h.len() - 2 * w..h.len() - w]);
-        gain < length.tolerance * rows
+        (gain < length.tolerance * rows).then_some(PhaseEnd::Converged)
     }
 
     fn handle_fault(&mut self, variable: usize, message: String) {
@@ -608,6 +830,7 @@ impl Restart {
             edges,
             weights,
             iterations: self.iterations,
+            phases: self.phases.clone(),
         });
         self.phase = Phase::Done;
     }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use super::variable::BoundKind;
+pub use crate::gp::collapsed::LatentStart;
 
 /// How long a phase runs: at least `min` and at most `max` iterations; in between it ends when the
 /// objective stops improving: the mean over the last `window` iterations exceeds the mean over
@@ -69,6 +70,35 @@ pub struct SearchSettings {
     pub start_iterations: usize,
     /// Worker threads natively (0 = all cores); the browser always uses one.
     pub threads: usize,
+    /// How the graph left by the acyclic phase is cut to a DAG.
+    #[serde(default)]
+    pub dag_rule: DagRule,
+    /// Whether the acyclic phase also penalises every 2-cycle (γ·h₂, `spectral::two_cycle_penalty`).
+    #[serde(default)]
+    pub two_cycle_penalty: bool,
+    /// Whether the initial precisions U(0.01, 1) are scaled by `precision_scale(inputs)` so the
+    /// expected scaled squared distance between rows is about 1 whatever D is (collapsed bound).
+    #[serde(default)]
+    pub scale_start_precisions: bool,
+    /// What the latent w starts as after each variable's regression start (collapsed bound).
+    #[serde(default)]
+    pub latent_start: LatentStart,
+    /// After the cool-down, test every edge by evidence: refit its child with and without it (at
+    /// most this many L-BFGS iterations each) and drop it unless the objective is higher with it.
+    /// 0 = no pruning (the paper's schedule); collapsed bound only.
+    #[serde(default)]
+    pub prune_iterations: usize,
+}
+
+/// How the weighted graph at the end of the acyclic phase becomes a DAG.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DagRule {
+    /// The paper's rule (MODEL.md §5.4): drop the lightest edges until the rest is a DAG.
+    #[default]
+    Prefix,
+    /// Keep edges from the heaviest down, skipping each that would close a cycle.
+    Greedy,
 }
 
 /// A named preset.
@@ -137,6 +167,12 @@ impl Preset {
                 restarts: 2,
                 start_iterations: 100,
                 threads: 0,
+                dag_rule: DagRule::Greedy,
+                two_cycle_penalty: true,
+                // Measured in BENCHMARKS.md (issue 10): neither helped at this budget.
+                scale_start_precisions: false,
+                latent_start: LatentStart::Residual,
+                prune_iterations: 100,
             },
             Self::Paper => SearchSettings {
                 bound: BoundKind::Uncollapsed,
@@ -157,6 +193,11 @@ impl Preset {
                 restarts: 2,
                 start_iterations: 1000,
                 threads: 0,
+                dag_rule: DagRule::Prefix,
+                two_cycle_penalty: false,
+                scale_start_precisions: false,
+                latent_start: LatentStart::Residual,
+                prune_iterations: 0,
             },
         }
     }

@@ -121,8 +121,51 @@ pub struct FitSettings {
     /// [B]), a root from the normal scores of y (unless `Never`).
     pub gp_initialisation: GpInitialisation,
     /// The range U(lo, hi) of the initial SE precisions λ ((1, 100) as [B]; the CGP-CDE draws
-    /// from (0.01, 1), MODEL.md §2.4).
+    /// from (0.01, 1), MODEL.md §2.4, scaled by [`precision_scale`]).
     pub initial_precision: (f64, f64),
+    /// What the latent w starts as after a GP-regression start.
+    #[serde(default)]
+    pub latent_start: LatentStart,
+    /// The smallest SE variance a GP-regression start keeps (0: whatever the regression fit
+    /// found, as [B]). The CGP-CDE uses [`MIN_START_SE_VARIANCE`].
+    #[serde(default)]
+    pub min_start_se_variance: f64,
+}
+
+/// What the latent input w starts as after the GP-regression start of a conditional.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LatentStart {
+    /// [B]'s: q(w) mean = the regression residual, the latent's precision and linear variance
+    /// copied from the first parent, φ² = the regression's noise variance. w then has nothing
+    /// left to explain (the noise term already does), and in every CGP-CDE run measured it stayed
+    /// switched off (BENCHMARKS.md).
+    #[default]
+    Residual,
+    /// w explains the residual r = y − E[f(x)] and φ² starts small, as the paper's φ² ∈ [1e-4,
+    /// 4e-4] (MODEL.md §2.4): φ² = floor + 1/κ², κ ~ U(50, 100); the latent's linear variance is
+    /// v_w = mean(r²), so f(x, w) ≈ E[f(x)] + √v_w · w; q(w_n) is the exact posterior of w_n in that
+    /// linear-in-w model, mean √v_w r_n/(v_w + φ²) and variance φ²/(v_w + φ²); the latent's SE
+    /// precision keeps its drawn value.
+    Explained,
+}
+
+/// The smallest SE variance the CGP-CDE's regression start keeps: the regression fit of SE + linear
+/// on all candidate parents switches the SE part off (variances 1e-48 to 1e-12 measured on
+/// ER4_d20_s0, with or without precisions scaled to the number of inputs), which leaves the
+/// stationary precisions with no gradient for the rest of the run, so the model stays linear.
+/// Flooring it at 0.05 raised the final evidence of all 8 restarts measured (BENCHMARKS.md).
+pub const MIN_START_SE_VARIANCE: f64 = 0.05;
+
+/// The factor by which a CGP-CDE start scales precisions drawn from U(0.01, 1) for a kernel on
+/// `inputs` standardised inputs, so that the expected scaled squared distance between two rows is
+/// about 1: E[r²] = Σ_j θ_j² E[(x_j − x'_j)²] = inputs · c² · E[u²] · 2 with E[u²] = (0.01² +
+/// 0.01 + 1)/3 for u ~ U(0.01, 1), so c = 1/√(2 · inputs · E[u²]). Unscaled, 20 inputs give
+/// E[r²] ≈ 13, where the SE kernel between any two rows is e^{−6.7} ≈ 0.001: the start's regression
+/// fit then switches the SE part off (BENCHMARKS.md).
+pub fn precision_scale(inputs: usize) -> f64 {
+    let mean_square = (0.01f64 * 0.01 + 0.01 + 1.0) / 3.0;
+    1.0 / (2.0 * inputs.max(1) as f64 * mean_square).sqrt()
 }
 
 /// When a conditional model is initialised from a GP regression of y on its parents (MODEL.md §6).
@@ -151,6 +194,8 @@ impl Default for FitSettings {
             max_jitter: 1.0,
             gp_initialisation: GpInitialisation::CoinFlip,
             initial_precision: (1.0, 100.0),
+            latent_start: LatentStart::Residual,
+            min_start_se_variance: 0.0,
         }
     }
 }
@@ -362,7 +407,7 @@ impl CollapsedModel {
             settings.gp_initialisation != GpInitialisation::Never
                 && self.normal_score_start(&mut params)
         } else {
-            use_gp && self.gp_regression_start(&mut params, settings)
+            use_gp && self.gp_regression_start(&mut params, settings, rng)
         };
         (params, gp_initialised)
     }
@@ -393,7 +438,12 @@ impl CollapsedModel {
     /// φ² by L-BFGS on the SGPR bound (inducing inputs = the parent columns of `params.z`, fixed),
     /// then sets μ = y − E[f(x)], θ = [θ*, 3θ*_0], v = [v*, v*_0], sf2 = sf2*, φ² = φ²*. Returns
     /// whether it succeeded (on failure `params` is left as drawn).
-    fn gp_regression_start(&self, params: &mut CollapsedParams, settings: &FitSettings) -> bool {
+    fn gp_regression_start(
+        &self,
+        params: &mut CollapsedParams,
+        settings: &FitSettings,
+        rng: &mut impl Rng,
+    ) -> bool {
         let p = self.parents.ncols();
         let se = &params.kernel.stationary[0];
         let start = CollapsedParams {
@@ -453,14 +503,39 @@ impl CollapsedModel {
         {
             return false;
         }
-        let mut theta = se.precision.clone();
-        theta.push(3.0 * se.precision[0]);
-        let mut v = lin.clone();
-        v.push(lin[0]);
-        params.kernel = Kernel::se_plus_linear(v, se.variance, theta);
-        params.noise_variance = fitted.noise_variance.max(2.0 * self.noise_floor);
-        if let Some(q) = params.latent.as_mut() {
-            q.mean = &self.y - f_mean;
+        match settings.latent_start {
+            LatentStart::Residual => {
+                let mut theta = se.precision.clone();
+                theta.push(3.0 * se.precision[0]);
+                let mut v = lin.clone();
+                v.push(lin[0]);
+                let sf2 = se.variance.max(settings.min_start_se_variance);
+                params.kernel = Kernel::se_plus_linear(v, sf2, theta);
+                params.noise_variance = fitted.noise_variance.max(2.0 * self.noise_floor);
+                if let Some(q) = params.latent.as_mut() {
+                    q.mean = &self.y - f_mean;
+                }
+            }
+            LatentStart::Explained => {
+                let residual = &self.y - f_mean;
+                let n = residual.len() as f64;
+                let kappa: f64 = rng.random_range(50.0..100.0);
+                let phi2 = self.noise_floor + 1.0 / (kappa * kappa);
+                let v_w = (residual.norm_squared() / n).max(phi2);
+                let mut theta = se.precision.clone();
+                theta.push(params.kernel.stationary[0].precision[p]);
+                let mut v = lin.clone();
+                v.push(v_w);
+                let sf2 = se.variance.max(settings.min_start_se_variance);
+                params.kernel = Kernel::se_plus_linear(v, sf2, theta);
+                params.noise_variance = phi2;
+                let shrink = v_w.sqrt() / (v_w + phi2);
+                let variance = (phi2 / (v_w + phi2)).max(2.0 * LATENT_VARIANCE_FLOOR);
+                params.latent = Some(LatentPosterior {
+                    mean: residual * shrink,
+                    variance: DVector::from_element(self.y.len(), variance),
+                });
+            }
         }
         true
     }

@@ -18,7 +18,8 @@ pub use bound::{
     DEFAULT_JITTER,
 };
 pub use fit::{
-    CollapsedFit, CollapsedModel, FitError, FitSettings, GpInitialisation, NOISE_VARIANCE_FLOOR,
+    precision_scale, CollapsedFit, CollapsedModel, FitError, FitSettings, GpInitialisation,
+    LatentStart, MIN_START_SE_VARIANCE, NOISE_VARIANCE_FLOOR,
 };
 pub use noise::{linear_regression_evidence, root_noise_value, LinearEvidence};
 pub use psi::{psi_backward, psi_statistics, LatentPosterior, PsiGrad, PsiStatistics};
