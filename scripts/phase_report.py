@@ -46,6 +46,7 @@ def main():
                     f"    {p['phase']:<12} {p['iterations']:>5} it  {p['ended_by']:<24} h {p['h']:.4f}"
                     f"  γ {p['gamma']:>7.1f}  edges {len(e):>3}  true {tp:>3}  adj-covered {covered:>3}"
                     f"  2-cycles {p['two_cycles']}"
+                    + (f"  removed {len(p['removed'])}" if p.get("removed") else "")
                 )
             shd, f1, tp = scores([tuple(x) for x in o["edges"]], true, d)
             print(f"    final: edges {len(o['edges'])} true {tp} SHD {shd} F1 {f1:.3f}")

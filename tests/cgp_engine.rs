@@ -459,3 +459,69 @@ fn a_twenty_node_run_keeps_most_true_edges_the_warm_up_found() {
         "the prefix cut kept {paper_rule:.2}, the greedy rule {fraction:.2}"
     );
 }
+
+/// The pruning phase's decision: after refitting, dropping a parent that carries no information
+/// (an independent column) does not lower the objective once the prior's density at θ = 0 is
+/// counted, while dropping the true parent costs many nats. Also: `refine` never lowers the
+/// objective it starts from.
+#[test]
+fn pruning_by_evidence_drops_an_irrelevant_parent_and_keeps_the_cause() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let n = 80;
+    let mut noise = || rng.sample::<f64, _>(StandardNormal);
+    let x: Vec<f64> = (0..n).map(|_| noise()).collect();
+    let junk: Vec<f64> = (0..n).map(|_| noise()).collect();
+    let y: Vec<f64> = x.iter().map(|&v| (1.2 * v).sin() + 0.2 * noise()).collect();
+    let data = Dataset::new(
+        vec!["x".into(), "junk".into(), "y".into()],
+        vec![x, junk, y],
+    )
+    .standardised()
+    .to_matrix();
+    let init = FitSettings {
+        inducing_points: 10,
+        gp_initialisation: GpInitialisation::Always,
+        initial_precision: (0.3, 1.0),
+        lbfgs: occam::gp::lbfgs::LbfgsSettings {
+            max_iterations: 50,
+            ..Default::default()
+        },
+        ..FitSettings::default()
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let mut with = Component::new(
+        &data,
+        2,
+        &[0, 1],
+        &init,
+        1e-6,
+        1.0,
+        AdamSettings::default(),
+        &mut rng,
+    )
+    .unwrap();
+    let start = with.objective(1e-6).unwrap();
+    let with_value = with.refine(1e-6, 200).unwrap();
+    assert!(
+        with_value >= start - 1e-9,
+        "refine went down: {start} -> {with_value}"
+    );
+    let absent_prior = 2.0 * 10f64.ln();
+    let without = |j: usize| {
+        let mut c = with.without_parent(&data, j);
+        assert_eq!(c.parents(), &[1 - j][..]);
+        c.refine(1e-6, 200).unwrap() + absent_prior
+    };
+    let without_junk = without(1);
+    let without_cause = without(0);
+    assert!(
+        without_junk >= with_value,
+        "dropping the independent column cost {:.3} nats",
+        with_value - without_junk
+    );
+    assert!(
+        without_cause < with_value - 10.0,
+        "dropping the cause cost only {:.3} nats",
+        with_value - without_cause
+    );
+}

@@ -599,9 +599,7 @@ pub fn threshold_to_dag(
         let mut g = Digraph::empty(d);
         let kept = candidates[k..].iter().map(|&(_, i, j)| (i, j));
         for (i, j) in knowledge.required().iter().copied().chain(kept) {
-            g.add_edge(i, j).map_err(|e| KnowledgeError::Internal {
-                reason: e.to_string(),
-            })?;
+            g.add_edge(i, j).map_err(internal)?;
         }
         Ok(g)
     };
@@ -617,10 +615,14 @@ pub fn threshold_to_dag(
             lo = mid + 1;
         }
     }
-    let g = graph_keeping(lo)?;
-    Dag::try_from(g).map_err(|e| KnowledgeError::Internal {
+    Dag::try_from(graph_keeping(lo)?).map_err(internal)
+}
+
+/// A graph operation that cannot fail on validated inputs, reported instead of panicking.
+fn internal(e: crate::graph::GraphError) -> KnowledgeError {
+    KnowledgeError::Internal {
         reason: e.to_string(),
-    })
+    }
 }
 
 /// Greedy acyclic thresholding: the required edges first, then the candidate edges of
@@ -629,8 +631,8 @@ pub fn threshold_to_dag(
 ///
 /// Unlike the prefix cut of [`threshold_to_dag`], an edge is dropped only when a heavier path
 /// already runs the other way, so one strong 2-cycle cannot take every lighter edge with it
-/// (measured in BENCHMARKS.md: on the 10-node sets the prefix cut kept 10 of 21 candidate edges
-/// where most of the dropped ones lay on no cycle). The result is a maximal acyclic subgraph:
+/// (BENCHMARKS.md, issue 10: with the prefix cut SF4_d10_s0 kept 12 of the 19 true edges left by
+/// the acyclic phase, SF1_d10_s1 3 of 7). The result is a maximal acyclic subgraph:
 /// adding any dropped candidate back would close a cycle.
 ///
 /// Same guarantees and failures as [`threshold_to_dag`].
@@ -641,9 +643,6 @@ pub fn greedy_dag(
 ) -> Result<Dag, KnowledgeError> {
     let d = knowledge.d();
     let candidates = threshold_candidates(weights, active, knowledge)?;
-    let internal = |e: crate::graph::GraphError| KnowledgeError::Internal {
-        reason: e.to_string(),
-    };
     let mut g = Digraph::empty(d);
     for &(i, j) in knowledge.required() {
         g.add_edge(i, j).map_err(internal)?;

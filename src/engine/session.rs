@@ -18,7 +18,7 @@ use crate::discovery::cgp::{
     Evaluation, FaultEvent, Phase, Preset, Problem, Restart, RestartOutcome, SearchSettings, Terms,
     Variable,
 };
-use crate::discovery::knowledge::{threshold_to_dag, Knowledge};
+use crate::discovery::knowledge::Knowledge;
 use crate::gp::collapsed::NOISE_VARIANCE_FLOOR;
 use crate::gp::resolution::resolution_noise_floor;
 
@@ -474,7 +474,8 @@ impl Session {
                     }
                 }
             }
-            match threshold_to_dag(&w, &kept, &self.problem.knowledge) {
+            // The same rule a finished restart uses, so a stop never changes how cycles break.
+            match s.dag_rule.apply(&w, &kept, &self.problem.knowledge) {
                 Ok(dag) => {
                     let edges = dag.edges();
                     let mut adj = vec![vec![0.0; d]; d];

@@ -18,7 +18,7 @@ use super::component::{Component, PRIOR_RATE};
 use super::settings::DagRule;
 use super::settings::SearchSettings;
 use super::variable::{BoundKind, Checkpoint, Evaluation, UncollapsedComponent, Variable};
-use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge};
+use crate::discovery::knowledge::Knowledge;
 use crate::discovery::spectral::{two_cycle_penalty, PowerIteration};
 use crate::gp::adam::AdamSettings;
 use crate::gp::collapsed::{precision_scale, FitSettings, GpInitialisation, MIN_START_SE_VARIANCE};
@@ -114,7 +114,7 @@ pub enum PhaseEnd {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseRecord {
     pub phase: Phase,
-    /// Iterations in this phase.
+    /// Iterations in this phase (pruning: refits of one variable).
     pub iterations: usize,
     pub ended_by: PhaseEnd,
     /// h(A) and γ at the phase's last iteration.
@@ -125,6 +125,9 @@ pub struct PhaseRecord {
     pub edges: Vec<(usize, usize)>,
     /// 2-cycles among those edges.
     pub two_cycles: usize,
+    /// Edges (cause, effect) the pruning phase removed (empty for other phases).
+    #[serde(default)]
+    pub removed: Vec<(usize, usize)>,
 }
 
 /// A finished restart.
@@ -179,14 +182,16 @@ impl Problem {
 }
 
 /// The pruning phase's position: the variable being pruned, its objective after refitting (once
-/// refitted), and the parents still to test, weakest first.
-#[derive(Debug, Clone)]
+/// refitted), and the parents still to test (popped from the end, weakest first).
+#[derive(Debug, Clone, Default)]
 struct PruneState {
     variable: usize,
     objective: Option<f64>,
     queue: Vec<usize>,
     /// Edges (cause, effect) removed so far.
     removed: Vec<(usize, usize)>,
+    /// Refits done (the phase's length).
+    refits: usize,
 }
 
 /// The largest jitter tried before a restart gives up.
@@ -342,17 +347,19 @@ impl Restart {
         let iterations = problem.settings.prune_iterations;
         let jitter = self.jitter;
         let Some(mut state) = self.pruning.take() else {
-            return self.finish_after_pruning(problem);
+            return self.finish_after_pruning(problem, PruneState::default());
         };
         let k = state.variable;
         let Variable::Collapsed(component) = &mut self.components[k] else {
-            return self.finish_after_pruning(problem);
+            return self.finish_after_pruning(problem, state);
         };
-        match state.objective {
+        state.refits += 1;
+        let variable_done = match state.objective {
             None => match component.refine(jitter, iterations) {
                 Ok(value) => {
                     let mut by_weight = component.dependence();
                     by_weight.sort_by(|a, b| a.1.total_cmp(&b.1));
+                    // Popped from the end: weakest first.
                     state.queue = by_weight
                         .into_iter()
                         .map(|(j, _)| j)
@@ -360,20 +367,19 @@ impl Restart {
                         .rev()
                         .collect();
                     state.objective = Some(value);
+                    state.queue.is_empty()
                 }
                 // A variable that cannot be refitted keeps its parents.
-                Err(_) => state.queue.clear(),
+                Err(_) => true,
             },
             Some(with) => {
                 if let Some(j) = state.queue.pop() {
                     let mut candidate = component.without_parent(&problem.data, j);
                     // The prior's density at θ = 0 for the dropped edge's two kinds (log 10
-                    // each), which [`Component::objective`] counts only for candidate parents.
+                    // each), which `Component::objective` counts only for candidate parents.
                     let absent_prior = 2.0 * PRIOR_RATE.ln();
-                    let res = candidate
-                        .refine(jitter, iterations)
-                        .map(|v| v + absent_prior);
-                    if let Ok(without) = res {
+                    if let Ok(without) = candidate.refine(jitter, iterations) {
+                        let without = without + absent_prior;
                         if without >= with {
                             **component = candidate;
                             state.objective = Some(without);
@@ -381,22 +387,22 @@ impl Restart {
                         }
                     }
                 }
+                state.queue.is_empty()
             }
-        }
-        if state.objective.is_some() && state.queue.is_empty() {
-            if k + 1 < self.components.len() {
-                state.variable = k + 1;
-                state.objective = None;
-            } else {
-                self.pruning = Some(state);
-                return self.finish_after_pruning(problem);
+        };
+        if variable_done {
+            if k + 1 == self.components.len() {
+                return self.finish_after_pruning(problem, state);
             }
+            state.variable = k + 1;
+            state.objective = None;
+            state.queue.clear();
         }
         self.pruning = Some(state);
     }
 
-    /// Rescores every variable after pruning and finishes the restart.
-    fn finish_after_pruning(&mut self, problem: &Problem) {
+    /// Rescores every variable after pruning, records the phase and finishes the restart.
+    fn finish_after_pruning(&mut self, problem: &Problem, state: PruneState) {
         let mut values = Vec::with_capacity(self.components.len());
         for c in &self.components {
             match c.evaluate(&problem.data, self.jitter, 0) {
@@ -407,13 +413,10 @@ impl Restart {
         let elbo: f64 = values.iter().sum();
         self.last_values = values;
         let (terms, _) = self.terms(elbo, problem);
-        let removed = self.pruning.take().map_or(0, |p| p.removed.len());
-        let kept = self.surviving_edges(problem);
-        let mut record_terms = terms;
-        record_terms.gamma = 0.0;
-        self.record_phase(PhaseEnd::Done, &record_terms, kept);
-        if let Some(last) = self.phases.last_mut() {
-            last.iterations = removed;
+        self.phase_iterations = state.refits;
+        self.record_phase(PhaseEnd::Done, &terms, self.surviving_edges(problem));
+        if let Some(record) = self.phases.last_mut() {
+            record.removed = state.removed;
         }
         self.finish(&terms, problem);
     }
@@ -513,21 +516,23 @@ impl Restart {
     fn threshold(&mut self, problem: &Problem) {
         let d = problem.dim();
         let w = self.weights(d);
-        let dag = match problem.settings.dag_rule {
-            DagRule::Prefix => {
-                let active = w.map(|v| if v > 0.0 { 1.0 } else { 0.0 });
-                threshold_to_dag(&w, &active, &problem.knowledge)
-            }
-            // Only edges that pass the final thresholds are candidates: every kept edge is
-            // re-initialised, which would revive edges the warm-up had already switched off.
+        // The prefix rule (the paper's) sees every edge still switched on; the greedy rule only
+        // those passing the final thresholds: every kept edge is re-initialised, which would
+        // revive edges the warm-up had already switched off.
+        let active = match problem.settings.dag_rule {
+            DagRule::Prefix => w.map(|v| if v > 0.0 { 1.0 } else { 0.0 }),
             DagRule::Greedy => {
                 let mut active = DMatrix::zeros(d, d);
                 for (j, i) in self.surviving_edges(problem) {
                     active[(j, i)] = 1.0;
                 }
-                greedy_dag(&w, &active, &problem.knowledge)
+                active
             }
         };
+        let dag = problem
+            .settings
+            .dag_rule
+            .apply(&w, &active, &problem.knowledge);
         let dag = match dag {
             Ok(dag) => dag,
             Err(e) => return self.fail(format!("thresholding failed: {e}")),
@@ -620,12 +625,7 @@ impl Restart {
                     if problem.settings.prune_iterations > 0
                         && matches!(self.components.first(), Some(Variable::Collapsed(_)))
                     {
-                        self.pruning = Some(PruneState {
-                            variable: 0,
-                            objective: None,
-                            queue: Vec::new(),
-                            removed: Vec::new(),
-                        });
+                        self.pruning = Some(PruneState::default());
                         self.enter(Phase::Pruning);
                     } else {
                         self.finish(&terms, problem);
@@ -703,6 +703,7 @@ impl Restart {
             gamma: terms.gamma,
             edges,
             two_cycles,
+            removed: Vec::new(),
         });
     }
 

@@ -1,7 +1,11 @@
 //! Settings of the continuous search (MODEL.md §5.4 schedule, sizes, thresholds) and the two presets
 //! of DESIGN.md §4.
 
+use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
+
+use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge, KnowledgeError};
+use crate::graph::Dag;
 
 pub use super::variable::BoundKind;
 pub use crate::gp::collapsed::LatentStart;
@@ -99,6 +103,22 @@ pub enum DagRule {
     Prefix,
     /// Keep edges from the heaviest down, skipping each that would close a cycle.
     Greedy,
+}
+
+impl DagRule {
+    /// The DAG this rule keeps from `weights` (cause × effect) among the `active` edges, with
+    /// the required edges always in ([`threshold_to_dag`] or [`greedy_dag`]).
+    pub fn apply(
+        self,
+        weights: &DMatrix<f64>,
+        active: &DMatrix<f64>,
+        knowledge: &Knowledge,
+    ) -> Result<Dag, KnowledgeError> {
+        match self {
+            DagRule::Prefix => threshold_to_dag(weights, active, knowledge),
+            DagRule::Greedy => greedy_dag(weights, active, knowledge),
+        }
+    }
 }
 
 /// A named preset.
