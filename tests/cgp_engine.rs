@@ -5,7 +5,8 @@
 use occam::data::Dataset;
 use occam::discovery::cgp::component::Component;
 use occam::discovery::cgp::{
-    Evaluation, Phase, PhaseLength, Preset, Problem, Restart, SearchSettings, Variable,
+    Evaluation, Phase, PhaseLength, Preset, Problem, Restart, RowWeight, SearchSettings,
+    SubsetScaling, Variable,
 };
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::{Session, Status};
@@ -75,7 +76,10 @@ fn the_objective_gradient_matches_finite_differences() {
         &[0, 1],
         &init,
         1e-6,
-        2.0,
+        RowWeight {
+            factor: 2.0,
+            scaling: SubsetScaling::CountRows,
+        },
         AdamSettings::default(),
         &mut rng,
     )
@@ -495,7 +499,7 @@ fn pruning_by_evidence_drops_an_irrelevant_parent_and_keeps_the_cause() {
         &[0, 1],
         &init,
         1e-6,
-        1.0,
+        RowWeight::ONE,
         AdamSettings::default(),
         &mut rng,
     )

@@ -8,8 +8,8 @@
 
 use nalgebra::{DMatrix, DVector};
 use occam::gp::collapsed::{
-    collapsed_bound, collapsed_bound_with_grad, psi_statistics, sgpr_bound, CollapsedError,
-    CollapsedParams, LatentPosterior,
+    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_weighted, psi_statistics,
+    sgpr_bound, CollapsedError, CollapsedParams, LatentPosterior,
 };
 use occam::gp::kernel::Kernel;
 use rand::{Rng, SeedableRng};
@@ -136,8 +136,23 @@ fn analytic(g: &occam::gp::collapsed::CollapsedGrad, s: Slot) -> f64 {
 
 /// Checks every parameter's gradient; returns the largest scaled error seen.
 fn check_gradient(x: &DMatrix<f64>, y: &DVector<f64>, p: &CollapsedParams, label: &str) -> f64 {
-    let (_, g) = collapsed_bound_with_grad(x, y, p, JITTER).unwrap();
-    let f = |q: &CollapsedParams| collapsed_bound(x, y, q, JITTER).unwrap();
+    check_weighted_gradient(x, y, p, 1.0, label)
+}
+
+/// [`check_gradient`] for the bound with every row counted `copies` times.
+fn check_weighted_gradient(
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    p: &CollapsedParams,
+    copies: f64,
+    label: &str,
+) -> f64 {
+    let (_, g) = collapsed_bound_with_grad_weighted(x, y, p, JITTER, copies).unwrap();
+    let f = |q: &CollapsedParams| {
+        collapsed_bound_with_grad_weighted(x, y, q, JITTER, copies)
+            .unwrap()
+            .0
+    };
     let mut worst = 0.0f64;
     let m = p.z.nrows();
     let k = p.kernel.gram(&p.z) + DMatrix::identity(m, m) * JITTER;
@@ -201,6 +216,77 @@ fn gradient_matches_finite_differences_without_latent() {
 /// The Cholesky route of the bound against the dense identity it implements:
 /// F = −(N/2) log 2πσ² − ½ log det(K + Ψ2/σ²) + ½ log det K − yᵀy/2σ² + bᵀ(K + Ψ2/σ²)⁻¹b/(2σ⁴)
 ///     − ψ0/2σ² + tr(K⁻¹Ψ2)/2σ² − KL,  b = Ψ1ᵀy.
+/// The bound with every row counted r times, against the plain bound of the data with every row
+/// (and its q(w_n)) written out r times: values equal, gradients equal (the weighted q(w_n)
+/// gradient is the sum over the row's copies), and r·F differs (the complexity term is not
+/// multiplied).
+#[test]
+fn row_copies_equal_the_bound_of_replicated_rows() {
+    let mut rng = ChaCha8Rng::seed_from_u64(33);
+    for (latent, obs) in [(true, 1), (true, 2), (false, 2)] {
+        let (x, y, p) = random_problem(&mut rng, obs, 6, 9, latent);
+        let r = 3usize;
+        let n = x.nrows();
+        let xr = DMatrix::from_fn(n * r, x.ncols(), |i, k| x[(i % n, k)]);
+        let yr = DVector::from_fn(n * r, |i, _| y[i % n]);
+        let mut pr = p.clone();
+        if let Some(q) = &mut pr.latent {
+            q.mean = DVector::from_fn(n * r, |i, _| q.mean[i % n]);
+            q.variance = DVector::from_fn(n * r, |i, _| q.variance[i % n]);
+        }
+        let (f_rep, g_rep) = collapsed_bound_with_grad(&xr, &yr, &pr, JITTER).unwrap();
+        let (f_w, g_w) = collapsed_bound_with_grad_weighted(&x, &y, &p, JITTER, r as f64).unwrap();
+        let close = |a: f64, b: f64, what: &str| {
+            assert!(
+                (a - b).abs() <= 1e-8 * a.abs().max(b.abs()).max(1.0),
+                "latent {latent} |O| {obs}: {what}: replicated {a} vs weighted {b}"
+            )
+        };
+        close(f_rep, f_w, "F");
+        close(g_rep.noise_variance, g_w.noise_variance, "∂σ²");
+        close(
+            g_rep.kernel.stationary[0].variance,
+            g_w.kernel.stationary[0].variance,
+            "∂sf2",
+        );
+        for d in 0..p.kernel.dim() {
+            close(
+                g_rep.kernel.stationary[0].precision[d],
+                g_w.kernel.stationary[0].precision[d],
+                "∂θ",
+            );
+            close(
+                g_rep.kernel.linear.as_ref().unwrap()[d],
+                g_w.kernel.linear.as_ref().unwrap()[d],
+                "∂v",
+            );
+        }
+        for (a, b) in g_rep.z.iter().zip(g_w.z.iter()) {
+            close(*a, *b, "∂Z");
+        }
+        for k in 0..g_w.latent_mean.len() {
+            let sum = |v: &DVector<f64>| (0..r).map(|c| v[k + c * n]).sum::<f64>();
+            close(sum(&g_rep.latent_mean), g_w.latent_mean[k], "∂μ");
+            close(sum(&g_rep.latent_variance), g_w.latent_variance[k], "∂s");
+        }
+        let f_one = collapsed_bound(&x, &y, &p, JITTER).unwrap();
+        assert!(
+            (r as f64 * f_one - f_w).abs() > 1e-3,
+            "r·F should differ from the bound of r copies"
+        );
+    }
+}
+
+/// The weighted bound's gradient against finite differences, for a fractional count of copies.
+#[test]
+fn row_copies_gradient_matches_finite_differences() {
+    let mut rng = ChaCha8Rng::seed_from_u64(34);
+    for (latent, obs, m, n) in [(true, 1, 5, 8), (true, 2, 7, 5), (false, 2, 4, 6)] {
+        let (x, y, p) = random_problem(&mut rng, obs, m, n, latent);
+        check_weighted_gradient(&x, &y, &p, 2.7, &format!("r = 2.7 latent {latent} |O|={obs}"));
+    }
+}
+
 #[test]
 fn value_matches_the_dense_formula() {
     let mut rng = ChaCha8Rng::seed_from_u64(33);

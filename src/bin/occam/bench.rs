@@ -332,7 +332,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         )));
     }
     let mut settings = preset.settings();
-    args.overrides.apply(&mut settings);
+    args.overrides.apply(&mut settings)?;
     let mut rows = Vec::new();
     for set in &sets {
         let (dataset, truth) = load(set)?;

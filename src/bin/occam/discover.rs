@@ -80,7 +80,7 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     .map_err(|e| CliError(format!("prior knowledge: {e}")))?;
 
     let mut settings = preset.settings();
-    args.overrides.apply(&mut settings);
+    args.overrides.apply(&mut settings)?;
     let mut session = Session::new(&dataset, knowledge, settings, args.seed, Some(preset))
         .map_err(|e| CliError(format!("{shown}: {e}")))?;
     ensure_dir(&args.out)?;

@@ -1,7 +1,11 @@
 //! Command-line overrides of a preset's settings, shared by `discover` and `bench`.
 
+use std::path::PathBuf;
+
 use clap::Args;
 use occam::discovery::cgp::SearchSettings;
+
+use crate::{read_file_limited, CliError};
 
 #[derive(Debug, Args)]
 pub struct Overrides {
@@ -20,11 +24,18 @@ pub struct Overrides {
     /// Caps every phase (warm-up, acyclic, cool-down) at this many iterations.
     #[arg(long)]
     pub max_iterations: Option<usize>,
+    /// A JSON object of search settings (the keys of result.json's `settings`) that replace the
+    /// preset's, e.g. `{"subset_scaling": "count_rows"}`; applied before the flags above.
+    #[arg(long, value_name = "FILE.json")]
+    pub settings: Option<PathBuf>,
 }
 
 impl Overrides {
-    /// Applies every override that was given.
-    pub fn apply(&self, settings: &mut SearchSettings) {
+    /// Applies every override that was given: the settings file's keys first, then the flags.
+    pub fn apply(&self, settings: &mut SearchSettings) -> Result<(), CliError> {
+        if let Some(path) = &self.settings {
+            *settings = merge_settings_file(settings, path)?;
+        }
         if let Some(r) = self.restarts {
             settings.restarts = r;
         }
@@ -40,5 +51,36 @@ impl Overrides {
         if let Some(cap) = self.max_iterations {
             settings.cap_iterations(cap);
         }
+        Ok(())
     }
+}
+
+/// `base` with every key of the JSON object in `path` replacing its own; an unknown key or a value
+/// of the wrong type is an error that names it.
+fn merge_settings_file(base: &SearchSettings, path: &PathBuf) -> Result<SearchSettings, CliError> {
+    let shown = path.display();
+    let bytes = read_file_limited(path, 1 << 20)?;
+    let given: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| CliError(format!("{shown} is not valid JSON: {e}")))?;
+    let serde_json::Value::Object(given) = given else {
+        return Err(CliError(format!(
+            "{shown} must hold a JSON object of settings, e.g. {{\"restarts\": 4}}"
+        )));
+    };
+    let mut merged = serde_json::to_value(base)
+        .map_err(|e| CliError(format!("cannot represent the settings as JSON: {e}")))?;
+    let serde_json::Value::Object(fields) = &mut merged else {
+        return Err(CliError("the settings are not a JSON object".into()));
+    };
+    for (key, value) in given {
+        if !fields.contains_key(&key) {
+            let known: Vec<&str> = fields.keys().map(String::as_str).collect();
+            return Err(CliError(format!(
+                "{shown}: unknown setting '{key}' (known: {})",
+                known.join(", ")
+            )));
+        }
+        fields.insert(key, value);
+    }
+    serde_json::from_value(merged).map_err(|e| CliError(format!("{shown}: {e}")))
 }

@@ -13,8 +13,9 @@ use rand::Rng;
 
 use crate::gp::adam::{Adam, AdamSettings};
 use crate::gp::collapsed::fit::Layout;
+use super::settings::{RowWeight, SubsetScaling};
 use crate::gp::collapsed::{
-    collapsed_bound_with_grad, CollapsedError, CollapsedModel, CollapsedParams, FitError,
+    collapsed_bound_with_grad_weighted, CollapsedError, CollapsedModel, CollapsedParams, FitError,
     FitSettings,
 };
 use crate::gp::kernel::Kernel;
@@ -23,6 +24,28 @@ use crate::gp::transform::{softplus, softplus_derivative};
 
 /// The Gamma(1, 10) prior's rate: log p(θ) = log 10 − 10 θ per graph hyperparameter (§5.2).
 pub const PRIOR_RATE: f64 = 10.0;
+
+/// What the latent input w of one variable's model does, for the record: where q(w_n) stays at the
+/// prior N(0, 1) (posterior variance ≈ 1, mean square ≈ 0) w explains nothing and the model is
+/// the additive-noise one; the further the mean posterior variance falls below 1, the more of each
+/// row's value w accounts for.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LatentRecord {
+    /// The modelled column i.
+    pub child: usize,
+    /// φ².
+    pub noise_variance: f64,
+    /// The linear kernel's variance on w.
+    pub latent_linear: f64,
+    /// The SE kernel's precision on w.
+    pub latent_precision: f64,
+    /// The SE kernel's variance (shared by all inputs).
+    pub se_variance: f64,
+    /// (1/N) Σ_n s_n: the mean variance of q(w_n) (1 = the prior).
+    pub posterior_variance: f64,
+    /// (1/N) Σ_n μ_n².
+    pub posterior_mean_square: f64,
+}
 
 /// One modelled variable x_i with its candidate parents.
 #[derive(Debug, Clone)]
@@ -37,9 +60,9 @@ pub struct Component {
     adam: Adam,
     /// (θ^lin, θ^se) of each parent when this restart began.
     initial_theta: Vec<(f64, f64)>,
-    /// N_total / N_rows: the bound of the rows used is scaled to stand for the whole data set, so
-    /// the prior and the penalty weigh against the evidence of all rows (§5.4, minibatch scaling).
-    scale: f64,
+    /// r = N_total / N_rows and how the bound of the rows used stands for the whole data set, so
+    /// the prior and the penalty weigh against the evidence of all rows (§5.4).
+    rows: RowWeight,
 }
 
 impl Component {
@@ -52,7 +75,7 @@ impl Component {
         parents: &[usize],
         init: &FitSettings,
         noise_floor: f64,
-        scale: f64,
+        rows: RowWeight,
         adam: AdamSettings,
         rng: &mut impl Rng,
     ) -> Result<Self, FitError> {
@@ -77,7 +100,7 @@ impl Component {
             adam: Adam::new(raw.len(), adam),
             raw,
             initial_theta,
-            scale,
+            rows,
         })
     }
 
@@ -140,18 +163,24 @@ impl Component {
             .sum()
     }
 
-    /// The scaled bound (N_total/N)·F and its gradient with respect to the flat unconstrained
-    /// parameters, at jitter ε.
+    /// The bound standing for all rows and its gradient with respect to the flat unconstrained
+    /// parameters, at jitter ε: r·F (`ScaleBound`) or the bound of r copies of each row
+    /// (`CountRows`), r = N_total / N_rows.
     pub fn evaluate(&self, jitter: f64) -> Result<(f64, Vec<f64>), CollapsedError> {
         let layout = self.layout();
         let params = layout.unpack(&self.raw);
-        let (f, g) = collapsed_bound_with_grad(&self.x, &self.y, &params, jitter)?;
+        let (copies, multiplier) = match self.rows.scaling {
+            SubsetScaling::ScaleBound => (1.0, self.rows.factor),
+            SubsetScaling::CountRows => (self.rows.factor, 1.0),
+        };
+        let (f, g) =
+            collapsed_bound_with_grad_weighted(&self.x, &self.y, &params, jitter, copies)?;
         if !f.is_finite() {
             return Err(CollapsedError::NonFinite { value: f });
         }
         let mut grad = layout.raw_gradient(&self.raw, &g);
-        grad.iter_mut().for_each(|v| *v *= self.scale);
-        Ok((f * self.scale, grad))
+        grad.iter_mut().for_each(|v| *v *= multiplier);
+        Ok((f * multiplier, grad))
     }
 
     /// Adds ∂/∂θ_ij = `d_theta[k]` for the k-th parent, to both kinds, into the flat gradient
@@ -197,7 +226,7 @@ impl Component {
         copy
     }
 
-    /// This variable's own part of the objective: (N/rows)·F + Σ over its candidate parents of
+    /// This variable's own part of the objective: the bound standing for all rows + Σ over its candidate parents of
     /// log p(θ^lin) + log p(θ^se).
     pub fn objective(&self, jitter: f64) -> Result<f64, CollapsedError> {
         Ok(self.evaluate(jitter)?.0 + self.log_prior())
@@ -281,6 +310,27 @@ impl Component {
         self.x = DMatrix::from_fn(n, self.parents.len(), |r, k| data[(r, self.parents[k])]);
         self.raw = self.layout().pack(&params);
         self.adam = Adam::new(self.raw.len(), self.adam.settings);
+    }
+
+    /// What the latent input w does in this variable's model now (see [`LatentRecord`]).
+    pub fn latent_record(&self) -> LatentRecord {
+        let p = self.params();
+        let d = self.parents.len();
+        let lin = p.kernel.linear.as_ref().expect("SE + linear");
+        let se = &p.kernel.stationary[0];
+        let (mean_var, mean_sq) = p.latent.as_ref().map_or((1.0, 0.0), |q| {
+            let n = q.mean.len().max(1) as f64;
+            (q.variance.sum() / n, q.mean.norm_squared() / n)
+        });
+        LatentRecord {
+            child: self.child,
+            noise_variance: p.noise_variance,
+            latent_linear: lin[d],
+            latent_precision: se.precision[d],
+            se_variance: se.variance,
+            posterior_variance: mean_var,
+            posterior_mean_square: mean_sq,
+        }
     }
 
     /// The flat unconstrained parameters.

@@ -24,5 +24,5 @@ pub mod variable;
 pub use restart::{
     FaultEvent, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome, Terms,
 };
-pub use settings::{DagRule, PhaseLength, Preset, SearchSettings};
+pub use settings::{DagRule, PhaseLength, Preset, RowWeight, SearchSettings, SubsetScaling};
 pub use variable::{BoundKind, Evaluation, Variable};

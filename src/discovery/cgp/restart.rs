@@ -14,9 +14,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::component::{Component, PRIOR_RATE};
-use super::settings::DagRule;
-use super::settings::SearchSettings;
+use super::component::{Component, LatentRecord, PRIOR_RATE};
+use super::settings::{DagRule, RowWeight, SearchSettings};
 use super::variable::{BoundKind, Checkpoint, Evaluation, UncollapsedComponent, Variable};
 use crate::discovery::knowledge::Knowledge;
 use crate::discovery::spectral::{two_cycle_penalty, PowerIteration};
@@ -146,6 +145,9 @@ pub struct RestartOutcome {
     /// One record per phase, in order (absent in records saved before it existed).
     #[serde(default)]
     pub phases: Vec<PhaseRecord>,
+    /// What the latent w does in each variable's final model (collapsed bound; empty otherwise).
+    #[serde(default)]
+    pub latents: Vec<LatentRecord>,
 }
 
 /// The data and rules shared by all restarts of one search.
@@ -446,7 +448,10 @@ impl Restart {
             },
             ..FitSettings::default()
         };
-        let scale = problem.total_rows as f64 / problem.data.nrows() as f64;
+        let rows = RowWeight {
+            factor: problem.total_rows as f64 / problem.data.nrows() as f64,
+            scaling: s.subset_scaling,
+        };
         let adam = AdamSettings {
             learning_rate: s.learning_rate,
             ..AdamSettings::default()
@@ -458,7 +463,7 @@ impl Restart {
                 &parents,
                 &init,
                 problem.noise_floors[i],
-                scale,
+                rows,
                 adam,
                 &mut self.rng,
             )
@@ -832,6 +837,11 @@ impl Restart {
             weights,
             iterations: self.iterations,
             phases: self.phases.clone(),
+            latents: self
+                .components
+                .iter()
+                .filter_map(Variable::latent_record)
+                .collect(),
         });
         self.phase = Phase::Done;
     }

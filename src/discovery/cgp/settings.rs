@@ -92,6 +92,37 @@ pub struct SearchSettings {
     /// 0 = no pruning (the paper's schedule); collapsed bound only.
     #[serde(default)]
     pub prune_iterations: usize,
+    /// How the bound of a row subset stands for the whole data set (collapsed bound only).
+    #[serde(default)]
+    pub subset_scaling: SubsetScaling,
+}
+
+/// How the collapsed bound of the rows used stands for all N rows when only a subset is fitted
+/// (r = N / rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubsetScaling {
+    /// r·F: the whole bound, complexity term included, multiplied by r (minibatch-style).
+    #[default]
+    ScaleBound,
+    /// The bound of r copies of every row (`collapsed_bound_with_grad_weighted`): the data-fit
+    /// terms grow r-fold, the complexity term only like log r.
+    CountRows,
+}
+
+/// What the bound of a row subset is multiplied or counted by: `factor` = r = N / rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowWeight {
+    pub factor: f64,
+    pub scaling: SubsetScaling,
+}
+
+impl RowWeight {
+    /// Every row counted once (the rows used are the whole data set).
+    pub const ONE: RowWeight = RowWeight {
+        factor: 1.0,
+        scaling: SubsetScaling::ScaleBound,
+    };
 }
 
 /// How the weighted graph at the end of the acyclic phase becomes a DAG.
@@ -193,6 +224,7 @@ impl Preset {
                 scale_start_precisions: false,
                 latent_start: LatentStart::Residual,
                 prune_iterations: 100,
+                subset_scaling: SubsetScaling::ScaleBound,
             },
             Self::Paper => SearchSettings {
                 bound: BoundKind::Uncollapsed,
@@ -218,6 +250,7 @@ impl Preset {
                 scale_start_precisions: false,
                 latent_start: LatentStart::Residual,
                 prune_iterations: 0,
+                subset_scaling: SubsetScaling::ScaleBound,
             },
         }
     }

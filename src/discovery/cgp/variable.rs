@@ -117,6 +117,15 @@ impl Variable {
         }
     }
 
+    /// What the latent w does in this variable's model (collapsed bound only: the uncollapsed
+    /// bound's q(w) comes from an encoder and is not stored per row).
+    pub fn latent_record(&self) -> Option<super::component::LatentRecord> {
+        match self {
+            Variable::Collapsed(c) => Some(c.latent_record()),
+            Variable::Uncollapsed(_) => None,
+        }
+    }
+
     /// (j, θ^lin_ij, the stationary θ^c_ij) for every candidate parent j.
     pub fn edge_hyperparameters(&self) -> Vec<(usize, f64, Vec<f64>)> {
         match self {

@@ -21,6 +21,13 @@
 //! b = Ψ1ᵀ y, and (K + Ψ2/σ²)⁻¹ = L⁻ᵀ B⁻¹ L⁻¹). Only the bounded matrices B⁻¹ ⪯ I, ã ãᵀ and C2
 //! are formed between the triangular solves, so no explicit K⁻¹ appears. ∂F/∂Ψ* then go through the
 //! psi-statistics' reverse mode and ∂F/∂K through the kernel's `gram_backward`.
+//!
+//! Row copies. When the rows fitted are a subset standing for a larger data set, each row can be
+//! counted r times (r = N_total / N_rows): the bound of the data set made of r copies of every row,
+//! each copy with the same q(w_n), is F above with ψ0, Ψ2, Ψ1ᵀy, N, yᵀy and Σ KL multiplied by r
+//! ([`collapsed_bound_with_grad_weighted`]). This scales the data-fit terms by r but leaves the
+//! complexity term −Σ log diag LB of the same order (it grows like log r, not like r), unlike
+//! r·F, which would charge the model's complexity r times over.
 
 use nalgebra::{DMatrix, DVector};
 use serde::{Deserialize, Serialize};
@@ -68,7 +75,7 @@ pub fn collapsed_bound(
     params: &CollapsedParams,
     jitter: f64,
 ) -> Result<f64, CollapsedError> {
-    Ok(Forward::new(x, y, params, jitter)?.value)
+    Ok(Forward::new(x, y, params, jitter, 1.0)?.value)
 }
 
 /// F and ∂F (see the module documentation for the adjoints).
@@ -78,7 +85,21 @@ pub fn collapsed_bound_with_grad(
     params: &CollapsedParams,
     jitter: f64,
 ) -> Result<(f64, CollapsedGrad), CollapsedError> {
-    let fwd = Forward::new(x, y, params, jitter)?;
+    collapsed_bound_with_grad_weighted(x, y, params, jitter, 1.0)
+}
+
+/// F and ∂F with every row counted `row_copies` = r times (module documentation, "Row copies"):
+/// ψ0 → rψ0, Ψ2 → rΨ2, Ψ1ᵀy → rΨ1ᵀy, N → rN, yᵀy → r yᵀy, Σ KL → r Σ KL. For a whole number r
+/// this is exactly the bound of the data with each row repeated r times (and q(w) repeated with
+/// it); the gradient with respect to q(w_n) is the sum over the n-th row's copies.
+pub fn collapsed_bound_with_grad_weighted(
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    params: &CollapsedParams,
+    jitter: f64,
+    row_copies: f64,
+) -> Result<(f64, CollapsedGrad), CollapsedError> {
+    let fwd = Forward::new(x, y, params, jitter, row_copies)?;
     let grad = fwd.gradient(x, y, params)?;
     Ok((fwd.value, grad))
 }
@@ -111,7 +132,7 @@ pub(super) fn posterior_mean_at_data(
     params: &CollapsedParams,
     jitter: f64,
 ) -> Result<DVector<f64>, CollapsedError> {
-    let fwd = Forward::new(x, y, params, jitter)?;
+    let fwd = Forward::new(x, y, params, jitter, 1.0)?;
     let a_tilde = solve_upper_transposed_vec(&fwd.lb, &fwd.c);
     Ok(&fwd.psi.psi1 * solve_upper_transposed_vec(&fwd.l, &a_tilde))
 }
@@ -119,6 +140,9 @@ pub(super) fn posterior_mean_at_data(
 /// The forward pass and what the reverse pass reuses.
 struct Forward {
     value: f64,
+    /// r: how many times each row counts.
+    copies: f64,
+    /// ψ0 and Ψ2 already multiplied by r; Ψ1 as computed (r enters through Ψ1ᵀy).
     psi: PsiStatistics,
     cache: Option<LatentCache>,
     l: DMatrix<f64>,
@@ -133,8 +157,14 @@ impl Forward {
         y: &DVector<f64>,
         params: &CollapsedParams,
         jitter: f64,
+        copies: f64,
     ) -> Result<Self, CollapsedError> {
         let n = x.nrows();
+        if !(copies > 0.0 && copies.is_finite()) {
+            return Err(CollapsedError::InvalidParameter(format!(
+                "the row count r must be positive and finite, got {copies}"
+            )));
+        }
         if y.len() != n {
             return Err(CollapsedError::Shape(format!(
                 "y has {} entries for {n} input rows",
@@ -152,7 +182,7 @@ impl Forward {
                 "the jitter must be non-negative and finite, got {jitter}"
             )));
         }
-        let (psi, cache) = match &params.latent {
+        let (mut psi, cache) = match &params.latent {
             None => {
                 if x.ncols() != params.kernel.dim() || params.z.ncols() != params.kernel.dim() {
                     return Err(CollapsedError::Shape(format!(
@@ -174,6 +204,8 @@ impl Forward {
                 (psi, Some(cache))
             }
         };
+        psi.psi0 *= copies;
+        psi.psi2 *= copies;
         let kzz = params.kernel.gram(&params.z);
         let once = |initial| JitterPolicy {
             initial,
@@ -191,7 +223,7 @@ impl Forward {
         let lb = cholesky_jittered(&b, once(0.0))
             .map_err(CollapsedError::InnerCovariance)?
             .l;
-        let b_tilde = solve_lower_vec(&l, &psi.psi1.tr_mul(y));
+        let b_tilde = solve_lower_vec(&l, &(psi.psi1.tr_mul(y) * copies));
         let c = solve_lower_vec(&lb, &b_tilde) / sigma2;
 
         let kl = match &params.latent {
@@ -201,11 +233,11 @@ impl Forward {
                 .iter()
                 .zip(q.variance.iter())
                 .map(|(&mu, &s)| 0.5 * (s + mu * mu - 1.0 - s.ln()))
-                .sum(),
-        };
-        let value = -0.5 * n as f64 * (2.0 * std::f64::consts::PI * sigma2).ln()
+                .sum::<f64>(),
+        } * copies;
+        let value = -0.5 * copies * n as f64 * (2.0 * std::f64::consts::PI * sigma2).ln()
             - lb.diagonal().iter().map(|d| d.ln()).sum::<f64>()
-            - y.norm_squared() / (2.0 * sigma2)
+            - copies * y.norm_squared() / (2.0 * sigma2)
             + 0.5 * c.norm_squared()
             - psi.psi0 / (2.0 * sigma2)
             + 0.5 * c2.trace()
@@ -215,6 +247,7 @@ impl Forward {
         }
         Ok(Self {
             value,
+            copies,
             psi,
             cache,
             l,
@@ -247,15 +280,18 @@ impl Forward {
         };
         let w = sandwich(&g_hat) / sigma2;
         let k_bar = sandwich(&(&g_hat - &self.c2 * 0.5));
+        let r = self.copies;
         let beta = solve_upper_transposed_vec(l, &a_tilde) / sigma2;
-        let g1 = y * beta.transpose();
-        let g0 = -0.5 / sigma2;
+        // Adjoints of the psi-statistics as computed (before the factor r).
+        let g1 = y * beta.transpose() * r;
+        let g0 = -0.5 * r / sigma2;
+        let w_raw = &w * r;
 
         let tr_c2 = self.c2.trace();
         let tr_binv_c2 = m as f64 - b_inv.trace();
-        let g_sigma2 = -0.5 * n as f64 / sigma2
+        let g_sigma2 = -0.5 * r * n as f64 / sigma2
             + tr_binv_c2 / (2.0 * sigma2)
-            + y.norm_squared() / (2.0 * sigma2 * sigma2)
+            + r * y.norm_squared() / (2.0 * sigma2 * sigma2)
             - self.c.norm_squared() / sigma2
             + a_tilde.dot(&(&self.c2 * &a_tilde)) / (2.0 * sigma2)
             + self.psi.psi0 / (2.0 * sigma2 * sigma2)
@@ -263,18 +299,18 @@ impl Forward {
 
         let mut psi_grad = match (&params.latent, &self.cache) {
             (Some(q), Some(cache)) => {
-                SeLinear::new(&params.kernel, x, &params.z, q)?.backward(cache, g0, &g1, &w)
+                SeLinear::new(&params.kernel, x, &params.z, q)?.backward(cache, g0, &g1, &w_raw)
             }
-            _ => plain_backward(&params.kernel, x, &params.z, &self.psi.psi1, g0, &g1, &w),
+            _ => plain_backward(&params.kernel, x, &params.z, &self.psi.psi1, g0, &g1, &w_raw),
         };
         let (k_grad, z_grad) = params.kernel.gram_backward(&params.z, &k_bar);
         psi_grad.kernel.add_assign(&k_grad);
         psi_grad.z += z_grad;
         if let Some(q) = &params.latent {
-            // −KL: ∂/∂μ = −μ, ∂/∂s = −½(1 − 1/s).
-            psi_grad.mean -= &q.mean;
+            // −r·KL: ∂/∂μ = −rμ, ∂/∂s = −½r(1 − 1/s).
+            psi_grad.mean -= &q.mean * r;
             for (g, &s) in psi_grad.variance.iter_mut().zip(q.variance.iter()) {
-                *g -= 0.5 * (1.0 - 1.0 / s);
+                *g -= 0.5 * r * (1.0 - 1.0 / s);
             }
         }
         Ok(CollapsedGrad {

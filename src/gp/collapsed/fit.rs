@@ -148,7 +148,15 @@ pub enum LatentStart {
     /// linear-in-w model, mean √v_w r_n/(v_w + φ²) and variance φ²/(v_w + φ²); the latent's SE
     /// precision keeps its drawn value.
     Explained,
+    /// As `Explained`, but w takes [`SHARED_LATENT_FRACTION`] of the residual variance and φ² the
+    /// rest: φ² = (1 − f)·mean(r²), v_w = f·mean(r²). φ² stays an order of magnitude below the
+    /// regression's noise yet far above the paper's 1e-4, where the trace term
+    /// tr(K_nn − Q_nn)/(2φ²) of a few inducing points costs thousands of nats (BENCHMARKS.md).
+    Shared,
 }
+
+/// The share of the regression residual's variance that w explains in [`LatentStart::Shared`].
+pub const SHARED_LATENT_FRACTION: f64 = 0.9;
 
 /// The smallest SE variance the CGP-CDE's regression start keeps: the regression fit of SE + linear
 /// on all candidate parents switches the SE part off (variances 1e-48 to 1e-12 measured on
@@ -516,12 +524,18 @@ impl CollapsedModel {
                     q.mean = &self.y - f_mean;
                 }
             }
-            LatentStart::Explained => {
+            LatentStart::Explained | LatentStart::Shared => {
                 let residual = &self.y - f_mean;
                 let n = residual.len() as f64;
                 let kappa: f64 = rng.random_range(50.0..100.0);
-                let phi2 = self.noise_floor + 1.0 / (kappa * kappa);
-                let v_w = (residual.norm_squared() / n).max(phi2);
+                let spread = residual.norm_squared() / n;
+                let (phi2, v_w) = if settings.latent_start == LatentStart::Shared {
+                    let phi2 = ((1.0 - SHARED_LATENT_FRACTION) * spread).max(2.0 * self.noise_floor);
+                    (phi2, (SHARED_LATENT_FRACTION * spread).max(phi2))
+                } else {
+                    let phi2 = self.noise_floor + 1.0 / (kappa * kappa);
+                    (phi2, spread.max(phi2))
+                };
                 let mut theta = se.precision.clone();
                 theta.push(params.kernel.stationary[0].precision[p]);
                 let mut v = lin.clone();

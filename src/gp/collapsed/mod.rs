@@ -14,7 +14,7 @@ pub mod noise;
 pub mod psi;
 
 pub use bound::{
-    collapsed_bound, collapsed_bound_with_grad, sgpr_bound, CollapsedGrad, CollapsedParams,
+    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_weighted, sgpr_bound, CollapsedGrad, CollapsedParams,
     DEFAULT_JITTER,
 };
 pub use fit::{
