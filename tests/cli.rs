@@ -463,3 +463,69 @@ fn discover_refuses_bad_input_and_contradictory_knowledge() {
         text(&o.stderr)
     );
 }
+
+/// `--settings FILE.json` replaces the preset's values key by key (recorded in result.json, with
+/// the flags applied after it), and refuses an unknown key or a wrong type by name. The thorough
+/// preset is accepted by name.
+#[test]
+fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let out = dir.path().join("out");
+    let file = write(
+        dir.path(),
+        "s.json",
+        r#"{"prune_margin": 2.5, "latent_start": "shared", "inducing_per_input": 1}"#,
+    );
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--preset",
+        "thorough",
+        "--settings",
+        &file,
+        "--restarts",
+        "1",
+        "--inducing",
+        "6",
+        "--max-iterations",
+        "30",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let s = &json["settings"];
+    assert_eq!(json["preset"], "thorough");
+    assert_eq!(s["prune_margin"], 2.5);
+    assert_eq!(s["latent_start"], "shared");
+    assert_eq!(s["inducing_per_input"], 1);
+    assert_eq!(s["inducing_points"], 6, "the flag applies after the file");
+    let thorough = occam::discovery::cgp::Preset::Thorough.settings();
+    assert_eq!(
+        s["max_rows"], thorough.max_rows,
+        "the thorough preset's rows"
+    );
+    assert_eq!(s["start_iterations"], thorough.start_iterations);
+    for (contents, expected) in [
+        (r#"{"prune_margn": 1}"#, "unknown setting 'prune_margn'"),
+        (r#"{"restarts": "four"}"#, "s.json"),
+        ("[1, 2]", "JSON object"),
+        ("{", "not valid JSON"),
+    ] {
+        let file = write(dir.path(), "s.json", contents);
+        let o = occam(&[
+            "discover",
+            &data,
+            "--out",
+            out.to_str().unwrap(),
+            "--settings",
+            &file,
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{contents}");
+        let err = text(&o.stderr);
+        assert!(err.contains(expected), "{contents}: {err}");
+    }
+}

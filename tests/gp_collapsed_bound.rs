@@ -283,7 +283,13 @@ fn row_copies_gradient_matches_finite_differences() {
     let mut rng = ChaCha8Rng::seed_from_u64(34);
     for (latent, obs, m, n) in [(true, 1, 5, 8), (true, 2, 7, 5), (false, 2, 4, 6)] {
         let (x, y, p) = random_problem(&mut rng, obs, m, n, latent);
-        check_weighted_gradient(&x, &y, &p, 2.7, &format!("r = 2.7 latent {latent} |O|={obs}"));
+        check_weighted_gradient(
+            &x,
+            &y,
+            &p,
+            2.7,
+            &format!("r = 2.7 latent {latent} |O|={obs}"),
+        );
     }
 }
 

@@ -34,7 +34,11 @@ fn data(n: usize, multiplicative: bool, seed: u64) -> (DVector<f64>, DVector<f64
 
 fn correlation(a: &DVector<f64>, b: &DVector<f64>) -> f64 {
     let (ma, mb) = (a.mean(), b.mean());
-    let cov: f64 = a.iter().zip(b.iter()).map(|(p, q)| (p - ma) * (q - mb)).sum();
+    let cov: f64 = a
+        .iter()
+        .zip(b.iter())
+        .map(|(p, q)| (p - ma) * (q - mb))
+        .sum();
     let var = |v: &DVector<f64>, m: f64| v.iter().map(|p| (p - m).powi(2)).sum::<f64>();
     cov / (var(a, ma) * var(b, mb)).sqrt()
 }
@@ -56,8 +60,8 @@ fn start_settings() -> FitSettings {
 fn the_fitted_latent_carries_non_additive_noise_and_only_that() {
     for seed in 0..2 {
         let (x, y, e) = data(200, true, seed);
-        let model = CollapsedModel::new(DMatrix::from_column_slice(200, 1, x.as_slice()), y)
-            .unwrap();
+        let model =
+            CollapsedModel::new(DMatrix::from_column_slice(200, 1, x.as_slice()), y).unwrap();
         let fit = model
             .fit(&start_settings(), &mut ChaCha8Rng::seed_from_u64(seed))
             .unwrap();
@@ -70,8 +74,8 @@ fn the_fitted_latent_carries_non_additive_noise_and_only_that() {
         );
 
         let (x, y, _) = data(200, false, seed);
-        let model = CollapsedModel::new(DMatrix::from_column_slice(200, 1, x.as_slice()), y)
-            .unwrap();
+        let model =
+            CollapsedModel::new(DMatrix::from_column_slice(200, 1, x.as_slice()), y).unwrap();
         let fit = model
             .fit(&start_settings(), &mut ChaCha8Rng::seed_from_u64(seed))
             .unwrap();
@@ -102,8 +106,8 @@ fn the_search_keeps_the_latent_on_where_the_noise_is_not_additive() {
         learning_rate: 0.05,
         ..AdamSettings::default()
     };
-    let mut c = Component::new(&table, 1, &[0], &init, 1e-6, RowWeight::ONE, adam, &mut rng)
-        .unwrap();
+    let mut c =
+        Component::new(&table, 1, &[0], &init, 1e-6, RowWeight::ONE, adam, &mut rng).unwrap();
     for _ in 0..400 {
         let (_, mut g) = c.evaluate(1e-6).unwrap();
         c.add_edge_gradient(&mut g, &[-10.0]);

@@ -31,7 +31,7 @@ const fn field(
 }
 
 /// The form's fields, in display order.
-pub const FIELDS: [FieldSpec; 18] = [
+pub const FIELDS: [FieldSpec; 19] = [
     field(
         "restarts",
         "Restarts",
@@ -54,6 +54,12 @@ pub const FIELDS: [FieldSpec; 18] = [
         "inducing_points",
         "Inducing points M",
         "Per variable; more is more accurate and slower (capped at the rows used).",
+        true,
+    ),
+    field(
+        "inducing_per_input",
+        "Extra M per input",
+        "Inducing points added per kernel input (candidate parents + w), so M grows with the number of variables.",
         true,
     ),
     field(
@@ -153,6 +159,7 @@ pub fn preset_values(preset: Preset, seed: u64) -> Vec<String> {
             "seed" => seed.to_string(),
             "max_rows" => rows.clone(),
             "inducing_points" => s.inducing_points.to_string(),
+            "inducing_per_input" => s.inducing_per_input.to_string(),
             "batch_size" => s.batch_size.to_string(),
             "samples" => s.samples.to_string(),
             "learning_rate" => s.learning_rate.to_string(),
@@ -215,6 +222,7 @@ pub fn parse_settings(preset: Preset, values: &[String]) -> Result<(SearchSettin
                 }
             }
             "inducing_points" => s.inducing_points = whole()?,
+            "inducing_per_input" => s.inducing_per_input = whole()?,
             "batch_size" => s.batch_size = whole()?,
             "samples" => s.samples = whole()?,
             "learning_rate" => s.learning_rate = real()?,
@@ -249,7 +257,7 @@ mod tests {
 
     #[test]
     fn a_preset_reads_back_as_itself() {
-        for preset in [Preset::Interactive, Preset::Paper] {
+        for preset in Preset::ALL {
             let (settings, seed) = parse_settings(preset, &preset_values(preset, 42)).unwrap();
             let mut expected = preset.settings();
             expected.threads = 1;

@@ -391,3 +391,27 @@ test('the built-in examples load', async ({ page }, info) => {
   }
   expect(seen.errors).toEqual([]);
 });
+
+test('each preset fills the form with its own values and notes what it costs', async ({ page }, info) => {
+  const seen = watch(page);
+  await open(page);
+  const value = (key) => page.locator(`[data-field=${key}]`).inputValue();
+  await setFields(page, { seed: '7' });
+  await page.getByTestId('preset-select').selectOption('thorough');
+  await expect(page.getByTestId('preset-note')).toContainText('thorough preset');
+  expect(await value('restarts')).toBe('4');
+  expect(await value('inducing_per_input')).toBe('1');
+  expect(await value('seed')).toBe('7');
+  await shot(page, 'app-14-thorough', info);
+  await page.getByTestId('preset-select').selectOption('paper');
+  await expect(page.getByTestId('preset-note')).toContainText('paper preset');
+  expect(await value('max_rows')).toBe('all');
+  expect(await value('inducing_points')).toBe('400');
+  await page.getByTestId('preset-select').selectOption('interactive');
+  await expect(page.getByTestId('preset-note')).toHaveCount(0);
+  expect(await value('restarts')).toBe('2');
+  expect(await value('max_rows')).toBe('200');
+  expect(await value('inducing_per_input')).toBe('0');
+  expect(await value('seed')).toBe('7');
+  expect(seen.errors).toEqual([]);
+});

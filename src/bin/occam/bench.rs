@@ -20,7 +20,7 @@ use crate::{read_file_limited, CliError};
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Settings preset.
+    /// Settings preset: `interactive`, `thorough` or `paper`.
     #[arg(long, default_value = "interactive")]
     pub preset: String,
     /// Which sets, as a glob over names such as `synthetic/ER1_d10_s0`, `synthetic/3var/chain_s0`,
@@ -384,7 +384,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         settings.restarts,
         if settings.threads == 0 { "all".to_string() } else { settings.threads.to_string() },
         settings.max_rows,
-        settings.inducing_points
+        inducing_text(&settings)
     );
     let section = render(&rows, &peers, &header);
     let existing = std::fs::read_to_string(&args.out).unwrap_or_default();
@@ -393,11 +393,23 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         preset.name(),
         args.sets,
         settings.max_rows,
-        settings.inducing_points
+        inducing_text(&settings)
     );
     crate::write_file(&args.out, &splice(&existing, &key, &section))?;
     println!("wrote {}", args.out.display());
     Ok(())
+}
+
+/// M as the settings give it: "20", or "20+1/input" where it grows with the number of inputs.
+fn inducing_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
+    if settings.inducing_per_input == 0 {
+        settings.inducing_points.to_string()
+    } else {
+        format!(
+            "{}+{}/input",
+            settings.inducing_points, settings.inducing_per_input
+        )
+    }
 }
 
 #[cfg(test)]

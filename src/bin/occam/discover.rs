@@ -24,8 +24,8 @@ pub struct DiscoverArgs {
     /// Output folder (created if missing).
     #[arg(long)]
     pub out: PathBuf,
-    /// Settings preset: `interactive` (fast, convergence-tested phases) or `paper` (the paper's
-    /// schedule; hours).
+    /// Settings preset: `interactive` (fast, convergence-tested phases), `thorough` (more rows,
+    /// inducing points and restarts; minutes) or `paper` (the paper's schedule; hours).
     #[arg(long, default_value = "interactive")]
     pub preset: String,
     /// Seed of every random choice.

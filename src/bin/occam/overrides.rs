@@ -1,6 +1,6 @@
 //! Command-line overrides of a preset's settings, shared by `discover` and `bench`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use occam::discovery::cgp::SearchSettings;
@@ -57,7 +57,7 @@ impl Overrides {
 
 /// `base` with every key of the JSON object in `path` replacing its own; an unknown key or a value
 /// of the wrong type is an error that names it.
-fn merge_settings_file(base: &SearchSettings, path: &PathBuf) -> Result<SearchSettings, CliError> {
+fn merge_settings_file(base: &SearchSettings, path: &Path) -> Result<SearchSettings, CliError> {
     let shown = path.display();
     let bytes = read_file_limited(path, 1 << 20)?;
     let given: serde_json::Value = serde_json::from_slice(&bytes)

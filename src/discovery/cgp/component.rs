@@ -11,9 +11,9 @@
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
 
+use super::settings::{RowWeight, SubsetScaling};
 use crate::gp::adam::{Adam, AdamSettings};
 use crate::gp::collapsed::fit::Layout;
-use super::settings::{RowWeight, SubsetScaling};
 use crate::gp::collapsed::{
     collapsed_bound_with_grad_weighted, CollapsedError, CollapsedModel, CollapsedParams, FitError,
     FitSettings,
@@ -173,8 +173,7 @@ impl Component {
             SubsetScaling::ScaleBound => (1.0, self.rows.factor),
             SubsetScaling::CountRows => (self.rows.factor, 1.0),
         };
-        let (f, g) =
-            collapsed_bound_with_grad_weighted(&self.x, &self.y, &params, jitter, copies)?;
+        let (f, g) = collapsed_bound_with_grad_weighted(&self.x, &self.y, &params, jitter, copies)?;
         if !f.is_finite() {
             return Err(CollapsedError::NonFinite { value: f });
         }

@@ -382,7 +382,7 @@ impl Restart {
                     let absent_prior = 2.0 * PRIOR_RATE.ln();
                     if let Ok(without) = candidate.refine(jitter, iterations) {
                         let without = without + absent_prior;
-                        if without >= with {
+                        if without + problem.settings.prune_margin >= with {
                             **component = candidate;
                             state.objective = Some(without);
                             state.removed.push((j, k));
@@ -437,7 +437,7 @@ impl Restart {
             1.0
         };
         let init = FitSettings {
-            inducing_points: s.inducing_points,
+            inducing_points: s.inducing_for(parents.len() + 1),
             gp_initialisation: GpInitialisation::Always,
             initial_precision: (0.01 * start_scale, start_scale),
             latent_start: s.latent_start,
@@ -480,7 +480,7 @@ impl Restart {
                     })
                     .collect();
                 let settings = VariableSettings {
-                    inducing: s.inducing_points,
+                    inducing: s.inducing_for(parents.len() + 1),
                     samples: s.samples,
                     latent: LatentKind::Encoder,
                     adam,

@@ -45,8 +45,12 @@ pub struct SearchSettings {
     /// Rows used for fitting: a seeded random subset when the data set has more (the bound is
     /// scaled by N/rows so the prior and penalty still weigh against the whole data set).
     pub max_rows: usize,
-    /// Inducing points M per variable (capped at the rows used).
+    /// Inducing points M per variable (capped at the rows used); see also `inducing_per_input`.
     pub inducing_points: usize,
+    /// Extra inducing points per kernel input: a variable with k candidate parents (k + 1 inputs
+    /// with w) gets M = `inducing_points` + `inducing_per_input`·(k + 1), so M grows with D.
+    #[serde(default)]
+    pub inducing_per_input: usize,
     /// Adam's learning rate.
     pub learning_rate: f64,
     /// Warm-up: γ = 0.
@@ -92,6 +96,11 @@ pub struct SearchSettings {
     /// 0 = no pruning (the paper's schedule); collapsed bound only.
     #[serde(default)]
     pub prune_iterations: usize,
+    /// Pruning keeps an edge only if the objective with it exceeds the objective without it by
+    /// more than this many nats (0: any gain keeps it). A margin of m asks for a Bayes factor
+    /// above e^m in the edge's favour, as the scores are bounds on the log evidence.
+    #[serde(default)]
+    pub prune_margin: f64,
     /// How the bound of a row subset stands for the whole data set (collapsed bound only).
     #[serde(default)]
     pub subset_scaling: SubsetScaling,
@@ -158,27 +167,33 @@ impl DagRule {
 pub enum Preset {
     /// Few rows and inducing points, phases that end on convergence (DESIGN.md §4).
     Interactive,
+    /// The interactive model with more rows, inducing points that grow with D, more restarts and
+    /// longer phases: minutes per data set (BENCHMARKS.md).
+    Thorough,
     /// The paper's bound, schedule lengths and sizes (MODEL.md §5.4–5.5): the uncollapsed
     /// GP-CDE with an encoder, M = 400, b = 256, S = 50, 25k / ≤ 50k / 25k iterations.
     Paper,
 }
 
 impl Preset {
-    /// Parses `interactive` or `paper`.
+    /// Every preset, fastest first.
+    pub const ALL: [Preset; 3] = [Self::Interactive, Self::Thorough, Self::Paper];
+
+    /// Parses `interactive`, `thorough` or `paper`.
     pub fn parse(name: &str) -> Result<Self, String> {
-        match name {
-            "interactive" => Ok(Self::Interactive),
-            "paper" => Ok(Self::Paper),
-            other => Err(format!(
-                "unknown preset '{other}': choose 'interactive' or 'paper'"
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == name)
+            .ok_or_else(|| {
+                format!("unknown preset '{name}': choose 'interactive', 'thorough' or 'paper'")
+            })
     }
 
     /// The preset's name.
     pub fn name(self) -> &'static str {
         match self {
             Self::Interactive => "interactive",
+            Self::Thorough => "thorough",
             Self::Paper => "paper",
         }
     }
@@ -195,6 +210,7 @@ impl Preset {
                 // 2.5 times as long.
                 max_rows: 200,
                 inducing_points: 20,
+                inducing_per_input: 0,
                 learning_rate: 0.05,
                 warmup: PhaseLength {
                     min: 100,
@@ -220,18 +236,45 @@ impl Preset {
                 threads: 0,
                 dag_rule: DagRule::Greedy,
                 two_cycle_penalty: true,
-                // Measured in BENCHMARKS.md (issue 10): neither helped at this budget.
+                // Measured in BENCHMARKS.md (issue 10): neither helped at this budget; the shared
+                // latent start reaches far higher evidence but worse graphs on dense sets.
                 scale_start_precisions: false,
                 latent_start: LatentStart::Residual,
                 prune_iterations: 100,
+                // A Bayes factor above e³ ≈ 20 keeps an edge: 14.83 / 0.585 against 15.42 / 0.581
+                // with 0 on the 12 ten-node sets (BENCHMARKS.md, issue 10).
+                prune_margin: 3.0,
+                // Counting the rows r times gave 22.33 / 0.475 against 15.42 / 0.581 (BENCHMARKS.md).
                 subset_scaling: SubsetScaling::ScaleBound,
             },
+            Self::Thorough => {
+                let fast = Self::Interactive.settings();
+                SearchSettings {
+                    max_rows: 400,
+                    inducing_points: 20,
+                    inducing_per_input: 1,
+                    warmup: PhaseLength {
+                        max: 1000,
+                        ..fast.warmup
+                    },
+                    acyclic_max: 2500,
+                    cooldown: PhaseLength {
+                        max: 600,
+                        ..fast.cooldown
+                    },
+                    restarts: 4,
+                    start_iterations: 200,
+                    prune_iterations: 200,
+                    ..fast
+                }
+            }
             Self::Paper => SearchSettings {
                 bound: BoundKind::Uncollapsed,
                 batch_size: 256,
                 samples: 50,
                 max_rows: usize::MAX,
                 inducing_points: 400,
+                inducing_per_input: 0,
                 learning_rate: 0.05,
                 warmup: PhaseLength::fixed(25_000),
                 acyclic_max: 50_000,
@@ -250,6 +293,7 @@ impl Preset {
                 scale_start_precisions: false,
                 latent_start: LatentStart::Residual,
                 prune_iterations: 0,
+                prune_margin: 0.0,
                 subset_scaling: SubsetScaling::ScaleBound,
             },
         }
@@ -303,6 +347,12 @@ impl SearchSettings {
         if self.power_iterations == 0 {
             return Err("at least one power iteration per step is needed".into());
         }
+        if !(self.prune_margin >= 0.0 && self.prune_margin.is_finite()) {
+            return Err(format!(
+                "the pruning margin must be a finite number of nats ≥ 0, got {}",
+                self.prune_margin
+            ));
+        }
         if self.linear_threshold < 0.0 || self.stationary_threshold < 0.0 {
             return Err("final thresholds must be ≥ 0".into());
         }
@@ -317,6 +367,11 @@ impl SearchSettings {
             p.min = p.min.min(p.max);
         }
         self.acyclic_max = self.acyclic_max.min(cap);
+    }
+
+    /// M for a variable whose kernel has `inputs` inputs (candidate parents + w).
+    pub fn inducing_for(&self, inputs: usize) -> usize {
+        self.inducing_points + self.inducing_per_input * inputs
     }
 
     /// ρ for D variables (5D unless set).

@@ -301,7 +301,15 @@ impl Forward {
             (Some(q), Some(cache)) => {
                 SeLinear::new(&params.kernel, x, &params.z, q)?.backward(cache, g0, &g1, &w_raw)
             }
-            _ => plain_backward(&params.kernel, x, &params.z, &self.psi.psi1, g0, &g1, &w_raw),
+            _ => plain_backward(
+                &params.kernel,
+                x,
+                &params.z,
+                &self.psi.psi1,
+                g0,
+                &g1,
+                &w_raw,
+            ),
         };
         let (k_grad, z_grad) = params.kernel.gram_backward(&params.z, &k_bar);
         psi_grad.kernel.add_assign(&k_grad);

@@ -530,7 +530,8 @@ impl CollapsedModel {
                 let kappa: f64 = rng.random_range(50.0..100.0);
                 let spread = residual.norm_squared() / n;
                 let (phi2, v_w) = if settings.latent_start == LatentStart::Shared {
-                    let phi2 = ((1.0 - SHARED_LATENT_FRACTION) * spread).max(2.0 * self.noise_floor);
+                    let phi2 =
+                        ((1.0 - SHARED_LATENT_FRACTION) * spread).max(2.0 * self.noise_floor);
                     (phi2, (SHARED_LATENT_FRACTION * spread).max(phi2))
                 } else {
                     let phi2 = self.noise_floor + 1.0 / (kappa * kappa);

@@ -14,8 +14,8 @@ pub mod noise;
 pub mod psi;
 
 pub use bound::{
-    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_weighted, sgpr_bound, CollapsedGrad, CollapsedParams,
-    DEFAULT_JITTER,
+    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_weighted, sgpr_bound,
+    CollapsedGrad, CollapsedParams, DEFAULT_JITTER,
 };
 pub use fit::{
     precision_scale, CollapsedFit, CollapsedModel, FitError, FitSettings, GpInitialisation,
