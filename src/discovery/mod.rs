@@ -1,10 +1,12 @@
 //! Causal discovery on top of the GP-CDE model: the two-variable direction test ([`bivariate`]),
 //! the CGP-CDE continuous search ([`cgp`]) with its acyclicity penalty ([`spectral`]) and prior
-//! knowledge ([`knowledge`]). The exact DGP-CDE enumeration arrives with its issue.
+//! knowledge ([`knowledge`]), and the evidence of one family F(i | S) ([`family`]), the local score
+//! of the DGP-CDE, used to compare the search's restarts. The exact enumeration arrives with its issue.
 //!
 //! Owns: turning fitted model evidence into causal decisions.
 
 pub mod bivariate;
 pub mod cgp;
+pub mod family;
 pub mod knowledge;
 pub mod spectral;

@@ -15,9 +15,10 @@ use serde::{Deserialize, Serialize};
 use super::clock::now_seconds;
 use crate::data::Dataset;
 use crate::discovery::cgp::{
-    Evaluation, FaultEvent, Phase, Preset, Problem, Restart, RestartOutcome, SearchSettings, Terms,
-    Variable,
+    Evaluation, FaultEvent, Phase, Preset, Problem, Restart, RestartOutcome, RestartSelection,
+    SearchSettings, Terms, Variable,
 };
+use crate::discovery::family::{families, family_evidence, FamilyCache, FamilyKey};
 use crate::discovery::knowledge::Knowledge;
 use crate::gp::collapsed::NOISE_VARIANCE_FLOOR;
 use crate::gp::resolution::resolution_noise_floor;
@@ -154,6 +155,10 @@ pub struct Session {
     threads: usize,
     /// Terms of the iterations done since the last `step` returned.
     trace: Vec<TracePoint>,
+    /// Family evidences of the finished restarts' DAGs (`RestartSelection::GraphEvidence`).
+    families: FamilyCache,
+    /// Seconds per family fit so far (for the time left).
+    family_seconds: Option<f64>,
 }
 
 impl Session {
@@ -234,6 +239,8 @@ impl Session {
             stopped: false,
             threads,
             trace: Vec::new(),
+            families: FamilyCache::default(),
+            family_seconds: None,
         })
     }
 
@@ -249,7 +256,71 @@ impl Session {
 
     /// Whether no more work is left (finished, failed or stopped).
     pub fn is_finished(&self) -> bool {
-        self.stopped || self.restarts.iter().all(Restart::finished)
+        self.stopped || (self.restarts.iter().all(Restart::finished) && !self.rescoring())
+    }
+
+    /// Whether the restarts are done and their graphs' families are still being fitted.
+    fn rescoring(&self) -> bool {
+        !self.stopped
+            && self.restarts.iter().all(Restart::finished)
+            && !self.pending_families().is_empty()
+    }
+
+    /// The families of finished restarts' DAGs not fitted yet, in a fixed order, each once.
+    fn pending_families(&self) -> Vec<FamilyKey> {
+        if self.problem.settings.restart_selection != RestartSelection::GraphEvidence {
+            return Vec::new();
+        }
+        let d = self.names.len();
+        let mut pending: Vec<FamilyKey> = self
+            .restarts
+            .iter()
+            .filter_map(Restart::outcome)
+            .flat_map(|o| families(d, &o.edges))
+            .filter(|k| self.families.get(k).is_none())
+            .collect();
+        pending.sort();
+        pending.dedup();
+        pending
+    }
+
+    /// Fits up to `threads` pending families (in parallel natively), then, once none is left,
+    /// records each finished restart's graph evidence.
+    fn rescore_unit(&mut self) {
+        let t0 = now_seconds();
+        let batch: Vec<FamilyKey> = self
+            .pending_families()
+            .into_iter()
+            .take(self.threads.max(1))
+            .collect();
+        let s = &self.problem.settings;
+        let data = &self.problem.data;
+        let seed = self.seed;
+        let fit = |(child, parents): &FamilyKey| {
+            let inducing = s.inducing_for(parents.len() + 1);
+            family_evidence(data, *child, parents, inducing, seed)
+        };
+        let values = map_parallel(&batch, self.threads, fit);
+        let fitted = batch.len();
+        for (key, value) in batch.into_iter().zip(values) {
+            self.families.insert(key, value);
+        }
+        let per_family = (now_seconds() - t0) / fitted.max(1) as f64;
+        self.family_seconds = Some(
+            self.family_seconds
+                .map_or(per_family, |s| 0.8 * s + 0.2 * per_family),
+        );
+        if self.pending_families().is_empty() {
+            let d = self.names.len();
+            for r in &mut self.restarts {
+                let value = r
+                    .outcome()
+                    .and_then(|o| self.families.graph_evidence(d, &o.edges));
+                if let Some(Ok(v)) = value {
+                    r.set_graph_evidence(v);
+                }
+            }
+        }
     }
 
     /// Works for about `budget_seconds` (at least one unit of work), then returns a snapshot.
@@ -273,6 +344,9 @@ impl Session {
     /// One unit: the pending non-iteration work of one restart, or else one iteration of all
     /// restarts that are iterating.
     fn work_unit(&mut self) {
+        if self.rescoring() {
+            return self.rescore_unit();
+        }
         let problem = &self.problem;
         // Non-iteration work (a variable's starting fit, thresholding) for one restart per unit,
         // so a unit stays short however many restarts there are. Each restart has its own random
@@ -336,6 +410,8 @@ impl Session {
     fn status(&self) -> Status {
         if self.stopped && !self.restarts.iter().all(Restart::finished) {
             Status::Stopped
+        } else if self.rescoring() {
+            Status::Running
         } else if self.restarts.iter().all(Restart::finished) {
             if self.restarts.iter().any(|r| r.outcome().is_some()) {
                 Status::Done
@@ -354,14 +430,29 @@ impl Session {
         self.best_finished().unwrap_or(&self.restarts[0])
     }
 
+    /// The finished restart with the highest graph evidence when every finished restart has one
+    /// (restarts compared by `RestartSelection::GraphEvidence`), else the highest final objective.
     fn best_finished(&self) -> Option<&Restart> {
-        self.restarts
+        let finished: Vec<&Restart> = self
+            .restarts
             .iter()
             .filter(|r| r.outcome().is_some())
-            .max_by(|a, b| {
-                let s = |r: &Restart| r.outcome().map_or(f64::NEG_INFINITY, |o| o.score);
-                s(a).total_cmp(&s(b))
-            })
+            .collect();
+        let by_evidence = finished
+            .iter()
+            .all(|r| r.outcome().is_some_and(|o| o.graph_evidence.is_some()));
+        finished.into_iter().max_by(|a, b| {
+            let s = |r: &Restart| {
+                r.outcome().map_or(f64::NEG_INFINITY, |o| {
+                    if by_evidence {
+                        o.graph_evidence.unwrap_or(f64::NEG_INFINITY)
+                    } else {
+                        o.score
+                    }
+                })
+            };
+            s(a).total_cmp(&s(b))
+        })
     }
 
     /// The iterations each restart may still need (every phase at its maximum length).
@@ -401,7 +492,10 @@ impl Session {
             .max()
             .unwrap_or(0);
         let status = self.status();
-        let remaining_seconds = if status == Status::Running {
+        let remaining_seconds = if self.rescoring() {
+            self.pending_families().len() as f64 * self.family_seconds.unwrap_or(1.0)
+                / self.threads.max(1) as f64
+        } else if status == Status::Running {
             remaining_iterations as f64 * self.iteration_seconds.unwrap_or(0.0)
         } else {
             0.0
@@ -420,7 +514,14 @@ impl Session {
             status,
             restart: shown.index(),
             phase: shown.phase(),
-            phase_text: shown.phase().describe().to_string(),
+            phase_text: if self.rescoring() {
+                format!(
+                    "comparing the restarts' graphs by their evidence ({} families left)",
+                    self.pending_families().len()
+                )
+            } else {
+                shown.phase().describe().to_string()
+            },
             iteration: shown.iterations(),
             terms: shown.last_terms(),
             adjacency,
@@ -564,28 +665,39 @@ fn thin<T>(points: Vec<T>, max: usize) -> Vec<T> {
         .collect()
 }
 
+/// `f` over `items`, in order; on up to `threads` scoped threads natively.
+fn map_parallel<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    #[cfg(not(target_arch = "wasm32"))]
+    if threads > 1 && items.len() > 1 {
+        let chunk = items.len().div_ceil(threads);
+        let f = &f;
+        return std::thread::scope(|scope| {
+            let handles: Vec<_> = items
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a worker thread panicked"))
+                .collect()
+        });
+    }
+    let _ = threads;
+    items.iter().map(f).collect()
+}
+
 fn evaluate_all(
     jobs: &[Job],
     data: &DMatrix<f64>,
     threads: usize,
 ) -> Vec<Result<Evaluation, String>> {
-    let run = |(c, jitter, seed): &Job| c.evaluate(data, *jitter, *seed);
-    #[cfg(not(target_arch = "wasm32"))]
-    if threads > 1 && jobs.len() > 1 {
-        let chunk = jobs.len().div_ceil(threads);
-        return std::thread::scope(|scope| {
-            let handles: Vec<_> = jobs
-                .chunks(chunk)
-                .map(|part| scope.spawn(move || part.iter().map(run).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("a bound evaluation thread panicked"))
-                .collect()
-        });
-    }
-    let _ = threads;
-    jobs.iter().map(run).collect()
+    map_parallel(jobs, threads, |(c, jitter, seed)| {
+        c.evaluate(data, *jitter, *seed)
+    })
 }
 
 #[cfg(test)]

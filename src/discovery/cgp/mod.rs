@@ -24,5 +24,7 @@ pub mod variable;
 pub use restart::{
     FaultEvent, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome, Terms,
 };
-pub use settings::{DagRule, PhaseLength, Preset, RowWeight, SearchSettings, SubsetScaling};
+pub use settings::{
+    DagRule, PhaseLength, Preset, RestartSelection, RowWeight, SearchSettings, SubsetScaling,
+};
 pub use variable::{BoundKind, Evaluation, Variable};

@@ -148,6 +148,10 @@ pub struct RestartOutcome {
     /// What the latent w does in each variable's final model (collapsed bound; empty otherwise).
     #[serde(default)]
     pub latents: Vec<LatentRecord>,
+    /// Σ_i F(i | pa(i)) of this restart's DAG on the rows used, each family refitted from the same
+    /// start (`discovery::family`), when restarts are compared that way.
+    #[serde(default)]
+    pub graph_evidence: Option<f64>,
 }
 
 /// The data and rules shared by all restarts of one search.
@@ -277,6 +281,13 @@ impl Restart {
     }
     pub fn outcome(&self) -> Option<&RestartOutcome> {
         self.outcome.as_ref()
+    }
+
+    /// Records the evidence of this restart's DAG (after it finished).
+    pub fn set_graph_evidence(&mut self, value: f64) {
+        if let Some(o) = self.outcome.as_mut() {
+            o.graph_evidence = Some(value);
+        }
     }
     pub fn failure(&self) -> Option<&str> {
         self.failure.as_deref()
@@ -842,6 +853,7 @@ impl Restart {
                 .iter()
                 .filter_map(Variable::latent_record)
                 .collect(),
+            graph_evidence: None,
         });
         self.phase = Phase::Done;
     }
