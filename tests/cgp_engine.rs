@@ -548,7 +548,7 @@ fn restarts_are_compared_by_the_evidence_of_their_graphs() {
     let mut guard = 0;
     while !s.is_finished() {
         let snap = s.step(0.02);
-        saw_rescoring |= snap.phase_text.contains("evidence");
+        saw_rescoring |= snap.phase_text.contains("comparing the restarts' graphs");
         guard += 1;
         assert!(guard < 100_000, "the session did not finish");
     }
@@ -592,4 +592,33 @@ fn restarts_are_compared_by_the_evidence_of_their_graphs() {
         .find(|o| o.index == chosen)
         .and_then(|o| o.graph_evidence);
     assert_eq!(chosen_evidence, Some(best.0), "best is restart {}", best.1);
+
+    // A stop while the graphs are being compared keeps the objective's choice and says so.
+    let mut s = Session::new(&dataset, Knowledge::none(3), settings, 11, None).unwrap();
+    let mut guard = 0;
+    while !s
+        .step(0.001)
+        .phase_text
+        .contains("comparing the restarts' graphs")
+    {
+        guard += 1;
+        assert!(guard < 100_000, "the comparison never started");
+    }
+    s.stop();
+    assert!(s.is_finished());
+    let stopped = s.result();
+    assert!(
+        stopped
+            .failures
+            .iter()
+            .any(|f| f.contains("stopped while comparing")),
+        "{:?}",
+        stopped.failures
+    );
+    let by_objective = stopped
+        .restarts
+        .iter()
+        .max_by(|a, b| a.score.total_cmp(&b.score))
+        .map(|o| o.index);
+    assert_eq!(stopped.chosen_restart, by_objective);
 }

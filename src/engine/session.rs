@@ -601,6 +601,26 @@ impl Session {
             }
             (Vec::new(), vec![vec![0.0; d]; d], None)
         };
+        if s.restart_selection == RestartSelection::GraphEvidence
+            && self.restarts.iter().all(Restart::finished)
+        {
+            if self.rescoring() || (self.stopped && !self.pending_families().is_empty()) {
+                notes.push(
+                    "stopped while comparing the restarts' graphs by their evidence, so the \
+                     restart with the highest final objective was chosen"
+                        .into(),
+                );
+            }
+            for o in self.restarts.iter().filter_map(Restart::outcome) {
+                if let Some(Err(e)) = self.families.graph_evidence(d, &o.edges) {
+                    notes.push(format!(
+                        "restart {}: the evidence of its graph could not be computed ({e}), so the \
+                         restarts were compared by their final objectives",
+                        o.index
+                    ));
+                }
+            }
+        }
         let mut failures: Vec<String> = self
             .restarts
             .iter()
