@@ -5,7 +5,7 @@
 use occam::data::Dataset;
 use occam::discovery::cgp::component::Component;
 use occam::discovery::cgp::{
-    Evaluation, Phase, PhaseLength, Preset, Problem, Restart, RowWeight, SearchSettings,
+    Evaluation, Phase, PhaseEnd, PhaseLength, Preset, Problem, Restart, RowWeight, SearchSettings,
     SubsetScaling, Variable,
 };
 use occam::discovery::knowledge::Knowledge;
@@ -621,4 +621,54 @@ fn restarts_are_compared_by_the_evidence_of_their_graphs() {
         .max_by(|a, b| a.score.total_cmp(&b.score))
         .map(|o| o.index);
     assert_eq!(stopped.chosen_restart, by_objective);
+}
+
+#[test]
+fn a_run_whose_acyclic_phase_hits_its_cap_says_so() {
+    // Three strongly dependent variables: warm-up switches both directions of each pair on, and
+    // two acyclic iterations cannot break the cycles.
+    let data = chain(100, 5);
+    let capped = SearchSettings {
+        acyclic_max: 2,
+        restarts: 1,
+        ..tiny()
+    };
+    let mut session = Session::new(&data, Knowledge::none(3), capped, 3, None).unwrap();
+    run(&mut session);
+    let result = session.result();
+    let chosen = &result.restarts[result.chosen_restart.unwrap()];
+    let acyclic = chosen
+        .phases
+        .iter()
+        .find(|p| p.phase == Phase::Acyclic)
+        .unwrap();
+    assert_eq!(acyclic.ended_by, PhaseEnd::Cap, "{:?}", chosen.phases);
+    let note = result
+        .failures
+        .iter()
+        .find(|f| f.contains("acyclic phase did not converge"))
+        .unwrap_or_else(|| panic!("no note in {:?}", result.failures));
+    assert!(note.contains("cap of 2 iterations"), "{note}");
+    assert!(occam::engine::output::result_graph(&result).is_acyclic());
+
+    // A phase that ends on its own adds no such note.
+    let mut free = Session::new(&data, Knowledge::none(3), tiny(), 3, None).unwrap();
+    run(&mut free);
+    let result = free.result();
+    let chosen = &result.restarts[result.chosen_restart.unwrap()];
+    let ended = chosen
+        .phases
+        .iter()
+        .find(|p| p.phase == Phase::Acyclic)
+        .unwrap()
+        .ended_by;
+    assert_ne!(ended, PhaseEnd::Cap, "{:?}", chosen.phases);
+    assert!(
+        !result
+            .failures
+            .iter()
+            .any(|f| f.contains("did not converge")),
+        "{:?}",
+        result.failures
+    );
 }

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::clock::now_seconds;
 use crate::data::Dataset;
 use crate::discovery::cgp::{
-    Evaluation, FaultEvent, Phase, Preset, Problem, Restart, RestartOutcome, RestartSelection,
-    SearchSettings, Terms, Variable,
+    DagRule, Evaluation, FaultEvent, Phase, PhaseEnd, Preset, Problem, Restart, RestartOutcome,
+    RestartSelection, SearchSettings, Terms, Variable,
 };
 use crate::discovery::family::{families, family_evidence, FamilyCache, FamilyKey};
 use crate::discovery::knowledge::Knowledge;
@@ -621,6 +621,13 @@ impl Session {
                 }
             }
         }
+        if let Some(note) = chosen
+            .and_then(|k| self.restarts.get(k))
+            .and_then(Restart::outcome)
+            .and_then(|o| unconverged_acyclic_note(o, s))
+        {
+            notes.push(note);
+        }
         let mut failures: Vec<String> = self
             .restarts
             .iter()
@@ -718,6 +725,32 @@ fn evaluate_all(
     map_parallel(jobs, threads, |(c, jitter, seed)| {
         c.evaluate(data, *jitter, *seed)
     })
+}
+
+/// A plain note when the chosen restart's acyclic phase ran to its cap without h(A) < τ, so the
+/// DAG reported is the one the thresholding rule cut from a graph that still had cycles.
+fn unconverged_acyclic_note(o: &RestartOutcome, s: &SearchSettings) -> Option<String> {
+    let acyclic = o.phases.iter().find(|p| p.phase == Phase::Acyclic)?;
+    if acyclic.ended_by != PhaseEnd::Cap {
+        return None;
+    }
+    let rule = match s.dag_rule {
+        DagRule::Prefix => "dropping the lightest edges until the rest was acyclic",
+        DagRule::Greedy => {
+            "keeping edges from the heaviest down and skipping each that closed a cycle"
+        }
+    };
+    Some(format!(
+        "restart {}: the acyclic phase did not converge: it ended at its cap of {} iterations \
+         with h(A) = {:.3} ≥ τ = {} and {} edges ({} 2-cycles) still passing the thresholds; \
+         the reported DAG was cut from that graph by {rule}",
+        o.index,
+        acyclic.iterations,
+        acyclic.h,
+        s.tau,
+        acyclic.edges.len(),
+        acyclic.two_cycles
+    ))
 }
 
 #[cfg(test)]
