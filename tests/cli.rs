@@ -318,10 +318,52 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
         .map(String::as_str)
         .collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["accuracy", "pairs", "seconds", "weighted_accuracy"]);
+    assert_eq!(
+        keys,
+        [
+            "accuracy",
+            "accuracy_ties_half",
+            "pairs",
+            "seconds",
+            "ties",
+            "weighted_accuracy",
+            "weighted_accuracy_ties_half"
+        ]
+    );
     assert_eq!(json["pairs"], 2);
     let accuracy = json["accuracy"].as_f64().unwrap();
     assert!([0.0, 0.5, 1.0].contains(&accuracy));
+
+    // Every decision is a tie when the band is wider than any gap.
+    let out = occam(&[
+        "pairs",
+        dir.path().to_str().unwrap(),
+        "--restarts",
+        "1",
+        "--inducing",
+        "10",
+        "--adam-steps",
+        "30",
+        "--lbfgs-iterations",
+        "30",
+        "--threads",
+        "1",
+        "--tie-nats",
+        "1e9",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("decided tie  tie"), "{stdout}");
+    let json: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(json["ties"], 2);
+    assert_eq!(json["accuracy_ties_half"], 0.5);
+    let out = occam(&["pairs", dir.path().to_str().unwrap(), "--tie-nats=-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--tie-nats"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = occam(&["pairs", dir.path().join("missing").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));

@@ -7,6 +7,7 @@
 
 mod csv_input;
 mod dataset;
+mod dequantise;
 pub mod generate;
 
 pub use csv_input::{
@@ -14,3 +15,4 @@ pub use csv_input::{
     MIN_ROWS, PROGRESS_STEP_BYTES,
 };
 pub use dataset::{standardise, ColumnSummary, Dataset, DatasetSummary};
+pub use dequantise::dequantise;

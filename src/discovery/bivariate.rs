@@ -63,12 +63,58 @@ pub struct DirectionEvidence {
     pub conditional_x_given_y: ComponentFit,
 }
 
+/// What a direction test concludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    XToY,
+    YToX,
+    /// The evidence gap is within the tie band: the test cannot decide (MODEL.md §7.1).
+    Tie,
+}
+
 impl DirectionEvidence {
     /// log-evidence(X → Y) − log-evidence(Y → X) in nats, if all four components were fitted.
     pub fn difference(&self) -> Option<f64> {
         let forward = self.marginal_x.bound? + self.conditional_y_given_x.bound?;
         let backward = self.marginal_y.bound? + self.conditional_x_given_y.bound?;
         Some(forward - backward)
+    }
+
+    /// The decision: X → Y when the difference exceeds `tie_nats`, Y → X when it is below
+    /// −`tie_nats`, a tie in between (None when a component failed in every restart).
+    ///
+    /// Why a band and not the sign: two fits that both end at the same baseline (the Gaussian noise
+    /// model, Bayesian linear regression) give the same bound in both directions up to optimiser
+    /// noise, and a gap of 0.001 nats is not evidence of direction.
+    pub fn decide(&self, tie_nats: f64) -> Option<Direction> {
+        let d = self.difference()?;
+        Some(if d > tie_nats {
+            Direction::XToY
+        } else if d < -tie_nats {
+            Direction::YToX
+        } else {
+            Direction::Tie
+        })
+    }
+
+    /// The better of two estimates, component by component: each component is its own model, so
+    /// the highest of its bounds from different fitting procedures is a valid (tighter) bound on
+    /// its evidence (MODEL.md §7.2, and [B]'s combination of two procedures, §7.5).
+    pub fn best_with(&self, other: &DirectionEvidence) -> DirectionEvidence {
+        let best = |a: &ComponentFit, b: &ComponentFit| ComponentFit {
+            bound: match (a.bound, b.bound) {
+                (Some(x), Some(y)) => Some(x.max(y)),
+                (x, y) => x.or(y),
+            },
+            restarts_failed: a.restarts_failed + b.restarts_failed,
+        };
+        DirectionEvidence {
+            marginal_x: best(&self.marginal_x, &other.marginal_x),
+            conditional_y_given_x: best(&self.conditional_y_given_x, &other.conditional_y_given_x),
+            marginal_y: best(&self.marginal_y, &other.marginal_y),
+            conditional_x_given_y: best(&self.conditional_x_given_y, &other.conditional_x_given_y),
+        }
     }
 }
 
@@ -228,6 +274,47 @@ mod tests {
         });
         assert_eq!(fit.bound, Some(-2.0));
         assert_eq!(fit.restarts_failed, 2);
+    }
+
+    fn evidence(bounds: [Option<f64>; 4]) -> DirectionEvidence {
+        let fit = |bound| ComponentFit {
+            bound,
+            restarts_failed: usize::from(bound.is_none()),
+        };
+        DirectionEvidence {
+            marginal_x: fit(bounds[0]),
+            conditional_y_given_x: fit(bounds[1]),
+            marginal_y: fit(bounds[2]),
+            conditional_x_given_y: fit(bounds[3]),
+        }
+    }
+
+    #[test]
+    fn gaps_within_the_band_are_ties() {
+        let e = evidence([Some(-10.0), Some(-5.0), Some(-9.0), Some(-6.3)]);
+        // forward −15, backward −15.3: +0.3 nats.
+        assert!((e.difference().unwrap() - 0.3).abs() < 1e-12);
+        assert_eq!(e.decide(0.0), Some(Direction::XToY));
+        assert_eq!(e.decide(0.5), Some(Direction::Tie));
+        let r = evidence([Some(-10.0), Some(-6.0), Some(-9.0), Some(-6.3)]);
+        assert_eq!(r.decide(0.5), Some(Direction::YToX));
+        assert_eq!(
+            evidence([None, Some(-1.0), Some(-1.0), Some(-1.0)]).decide(0.5),
+            None
+        );
+    }
+
+    #[test]
+    fn combining_two_procedures_keeps_each_components_best_bound() {
+        let a = evidence([Some(-10.0), None, Some(-9.0), Some(-6.3)]);
+        let b = evidence([Some(-11.0), Some(-4.0), Some(-8.0), None]);
+        let c = a.best_with(&b);
+        assert_eq!(c.marginal_x.bound, Some(-10.0));
+        assert_eq!(c.conditional_y_given_x.bound, Some(-4.0));
+        assert_eq!(c.marginal_y.bound, Some(-8.0));
+        assert_eq!(c.conditional_x_given_y.bound, Some(-6.3));
+        assert_eq!(c.conditional_y_given_x.restarts_failed, 1);
+        assert_eq!(c.difference(), Some(-14.0 + 14.3));
     }
 
     #[test]

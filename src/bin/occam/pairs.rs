@@ -4,8 +4,13 @@
 
 use crate::{read_file_limited, CliError};
 use clap::{Args, ValueEnum};
-use occam::data::{parse_csv, standardise, CsvOptions, MAX_CSV_BYTES};
-use occam::discovery::bivariate::{direction_evidence, subsample_rows, DirectionEvidence};
+use occam::data::{dequantise, parse_csv, standardise, CsvOptions, MAX_CSV_BYTES};
+use occam::discovery::bivariate::{
+    direction_evidence, fit_collapsed, fit_uncollapsed, subsample_rows, Direction,
+    DirectionEvidence, UncollapsedFit,
+};
+use occam::gp::collapsed::FitSettings;
+use occam::gp::variable::{LatentKind, VariableSettings};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
@@ -13,12 +18,33 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+// The defaults, chosen by accuracy per second on the Tübingen pairs (BENCHMARKS.md, issue 10):
+// a typical pair is decided in seconds.
+const DEFAULT_RESTARTS: usize = 3;
+const DEFAULT_MAX_ROWS: usize = 400;
+const DEFAULT_INDUCING: usize = 40;
+const DEFAULT_ADAM_STEPS: usize = 300;
+const DEFAULT_LBFGS_ITERATIONS: usize = 300;
+const DEFAULT_TIE_NATS: f64 = 0.5;
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum BoundArg {
     /// Collapsed bound with psi-statistics (Adam then L-BFGS).
     Collapsed,
     /// Uncollapsed SVGP bound (natural gradients and Adam).
     Uncollapsed,
+    /// Both, keeping each component's higher bound (each component is its own model, so the best
+    /// of two procedures is a valid bound on its evidence).
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RepeatsArg {
+    /// Spread each repeated value uniformly over its cell (data::dequantise), so binary columns,
+    /// whole numbers and point masses are scored as binned data, not as spikes.
+    Dequantise,
+    /// Use the values as recorded (repeats only raise the noise floor to Δ²/12).
+    Keep,
 }
 
 #[derive(Debug, Args)]
@@ -26,10 +52,10 @@ pub struct PairsArgs {
     /// Folder with pairNNNN.csv files and truth.csv.
     pub dir: PathBuf,
     /// Restarts per model component; the best bound of each component is kept.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = DEFAULT_RESTARTS)]
     pub restarts: usize,
     /// Use at most this many rows of a pair (a seeded random subset, the same for x and y).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = DEFAULT_MAX_ROWS)]
     pub max_rows: usize,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
@@ -38,15 +64,25 @@ pub struct PairsArgs {
     #[arg(long, value_enum, default_value_t = BoundArg::Collapsed)]
     pub bound: BoundArg,
     /// Inducing points M of each model (capped at the rows used).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = DEFAULT_INDUCING)]
     pub inducing: usize,
     /// Collapsed bound: most Adam steps before L-BFGS (Adam stops early once the bound beats the
-    /// noise model). Uncollapsed bound: most optimisation steps.
-    #[arg(long, default_value_t = 5000)]
+    /// noise model).
+    #[arg(long, default_value_t = DEFAULT_ADAM_STEPS)]
     pub adam_steps: usize,
     /// Collapsed bound: most L-BFGS iterations.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = DEFAULT_LBFGS_ITERATIONS)]
     pub lbfgs_iterations: usize,
+    /// Uncollapsed bound: most optimisation steps (natural gradients on q(u), Adam on the rest;
+    /// fewer when the bound plateaus).
+    #[arg(long, default_value_t = 1500)]
+    pub svgp_steps: usize,
+    /// How repeated values are treated.
+    #[arg(long, value_enum, default_value_t = RepeatsArg::Dequantise)]
+    pub repeats: RepeatsArg,
+    /// An evidence gap of at most this many nats is a tie ("cannot decide"), counted apart.
+    #[arg(long, default_value_t = DEFAULT_TIE_NATS)]
+    pub tie_nats: f64,
     /// Pairs run in parallel (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -113,11 +149,12 @@ fn read_truth(dir: &Path) -> Result<Vec<PairTruth>, CliError> {
     Ok(truth)
 }
 
-/// Reads a pair's two columns through the data layer, subsamples rows, standardises.
+/// Reads a pair's two columns through the data layer, subsamples rows, treats repeated values as
+/// asked, standardises.
 fn read_pair(
     dir: &Path,
     name: &str,
-    max_rows: usize,
+    args: &PairsArgs,
     seed: u64,
 ) -> Result<(Vec<f64>, Vec<f64>, usize), CliError> {
     let path = dir.join(format!("{name}.csv"));
@@ -133,9 +170,17 @@ fn read_pair(
         )));
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let rows = subsample_rows(d.rows(), max_rows, &mut rng);
-    let pick = |c: usize| -> Vec<f64> { rows.iter().map(|&r| d.column(c)[r]).collect() };
-    Ok((standardise(&pick(0)), standardise(&pick(1)), d.rows()))
+    let rows = subsample_rows(d.rows(), args.max_rows, &mut rng);
+    let mut pick = |c: usize| -> Vec<f64> {
+        let values: Vec<f64> = rows.iter().map(|&r| d.column(c)[r]).collect();
+        match args.repeats {
+            RepeatsArg::Dequantise => standardise(&dequantise(&values, &mut rng)),
+            RepeatsArg::Keep => standardise(&values),
+        }
+    };
+    let x = pick(0);
+    let y = pick(1);
+    Ok((x, y, d.rows()))
 }
 
 struct Outcome {
@@ -150,32 +195,43 @@ fn evaluate(args: &PairsArgs, index: usize, truth: &PairTruth) -> Outcome {
     let start = Instant::now();
     // Each pair gets its own seed, so results do not depend on thread scheduling.
     let seed = args.seed.wrapping_add(1_000 * index as u64);
-    let (rows_used, rows_total, evidence) =
-        match read_pair(&args.dir, &truth.name, args.max_rows, seed) {
-            Ok((x, y, total)) => {
-                let evidence = match args.bound {
-                    BoundArg::Uncollapsed => {
-                        let fit = occam::discovery::bivariate::UncollapsedFit::default();
-                        direction_evidence(&x, &y, args.restarts, seed, |data, slot, rng| {
-                            occam::discovery::bivariate::fit_uncollapsed(data, slot, &fit, rng)
-                        })
-                    }
-                    BoundArg::Collapsed => {
-                        let mut settings = occam::gp::collapsed::FitSettings {
-                            inducing_points: args.inducing,
-                            adam_steps: args.adam_steps,
-                            ..Default::default()
-                        };
-                        settings.lbfgs.max_iterations = args.lbfgs_iterations;
-                        direction_evidence(&x, &y, args.restarts, seed, |data, slot, rng| {
-                            occam::discovery::bivariate::fit_collapsed(data, slot, &settings, rng)
-                        })
-                    }
-                };
-                (x.len(), total, Ok(evidence))
-            }
-            Err(e) => (0, 0, Err(e.0)),
-        };
+    let (rows_used, rows_total, evidence) = match read_pair(&args.dir, &truth.name, args, seed) {
+        Ok((x, y, total)) => {
+            let mut collapsed = FitSettings {
+                inducing_points: args.inducing,
+                adam_steps: args.adam_steps,
+                ..Default::default()
+            };
+            collapsed.lbfgs.max_iterations = args.lbfgs_iterations;
+            let uncollapsed = UncollapsedFit {
+                variable: VariableSettings {
+                    inducing: args.inducing,
+                    samples: 10,
+                    latent: LatentKind::Free,
+                    ..VariableSettings::default()
+                },
+                max_steps: args.svgp_steps,
+                ..UncollapsedFit::default()
+            };
+            let by_collapsed = || {
+                direction_evidence(&x, &y, args.restarts, seed, |data, slot, rng| {
+                    fit_collapsed(data, slot, &collapsed, rng)
+                })
+            };
+            let by_uncollapsed = || {
+                direction_evidence(&x, &y, args.restarts, seed, |data, slot, rng| {
+                    fit_uncollapsed(data, slot, &uncollapsed, rng)
+                })
+            };
+            let evidence = match args.bound {
+                BoundArg::Collapsed => by_collapsed(),
+                BoundArg::Uncollapsed => by_uncollapsed(),
+                BoundArg::Both => by_collapsed().best_with(&by_uncollapsed()),
+            };
+            (x.len(), total, Ok(evidence))
+        }
+        Err(e) => (0, 0, Err(e.0)),
+    };
     Outcome {
         truth: truth.clone(),
         rows_used,
@@ -185,41 +241,98 @@ fn evaluate(args: &PairsArgs, index: usize, truth: &PairTruth) -> Outcome {
     }
 }
 
-fn report_line(o: &Outcome) -> String {
+impl Outcome {
+    /// The decision, None when the pair could not be read or a component failed throughout.
+    fn decision(&self, tie_nats: f64) -> Option<Direction> {
+        self.evidence.as_ref().ok()?.decide(tie_nats)
+    }
+}
+
+fn report_line(o: &Outcome, tie_nats: f64) -> String {
     let truth = if o.truth.forward { "x->y" } else { "y->x" };
-    match &o.evidence {
-        Err(e) => format!("{}  truth {truth}  error: {e}", o.truth.name),
-        Ok(ev) => match ev.difference() {
-            None => format!(
-                "{}  truth {truth}  undecided: a model component failed in every restart  {:.1} s",
-                o.truth.name, o.seconds
-            ),
-            Some(diff) => {
-                let decided = if diff > 0.0 {
-                    "x->y"
-                } else if diff < 0.0 {
-                    "y->x"
-                } else {
-                    "tie"
-                };
-                let mark = if decided == truth {
-                    "correct"
-                } else if decided == "tie" {
-                    "tie"
-                } else {
-                    "wrong"
-                };
-                format!(
-                    "{}  truth {truth}  decided {decided}  {mark:<7}  evidence(x->y) - evidence(y->x) = {diff:+.2} nats  rows {}/{}  {:.1} s",
-                    o.truth.name, o.rows_used, o.rows_total, o.seconds
-                )
+    let diff = o
+        .evidence
+        .as_ref()
+        .ok()
+        .and_then(DirectionEvidence::difference);
+    match (&o.evidence, o.decision(tie_nats), diff) {
+        (Err(e), _, _) => format!("{}  truth {truth}  error: {e}", o.truth.name),
+        (Ok(_), Some(decision), Some(diff)) => {
+            let (decided, mark) = match decision {
+                Direction::Tie => ("tie", "tie"),
+                Direction::XToY => ("x->y", if o.truth.forward { "correct" } else { "wrong" }),
+                Direction::YToX => ("y->x", if o.truth.forward { "wrong" } else { "correct" }),
+            };
+            format!(
+                "{}  truth {truth}  decided {decided}  {mark:<7}  evidence(x->y) - evidence(y->x) = {diff:+.2} nats  rows {}/{}  {:.1} s",
+                o.truth.name, o.rows_used, o.rows_total, o.seconds
+            )
+        }
+        (Ok(_), _, _) => format!(
+            "{}  truth {truth}  undecided: a model component failed in every restart  {:.1} s",
+            o.truth.name, o.seconds
+        ),
+    }
+}
+
+/// Accuracy over the pairs decided, and with each tie scored ½ (a coin flip), plain and weighted.
+#[derive(Debug, Default, PartialEq)]
+struct Tally {
+    pairs: usize,
+    decided: usize,
+    correct: usize,
+    ties: usize,
+    failed: usize,
+    weight_decided: f64,
+    weight_correct: f64,
+    weight_ties: f64,
+    weight_all: f64,
+}
+
+impl Tally {
+    fn add(&mut self, decision: Option<Direction>, forward: bool, weight: f64) {
+        self.pairs += 1;
+        self.weight_all += weight;
+        match decision {
+            None => self.failed += 1,
+            Some(Direction::Tie) => {
+                self.ties += 1;
+                self.weight_ties += weight;
             }
-        },
+            Some(d) => {
+                self.decided += 1;
+                self.weight_decided += weight;
+                if (d == Direction::XToY) == forward {
+                    self.correct += 1;
+                    self.weight_correct += weight;
+                }
+            }
+        }
+    }
+
+    fn summary(&self, seconds: f64) -> serde_json::Value {
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        // A pair whose models failed counts as decided wrongly in the "ties as ½" figures.
+        serde_json::json!({
+            "pairs": self.pairs,
+            "accuracy": ratio(self.correct as f64, (self.decided + self.failed) as f64),
+            "weighted_accuracy": ratio(self.weight_correct, self.weight_all - self.weight_ties),
+            "ties": self.ties,
+            "accuracy_ties_half": ratio(self.correct as f64 + 0.5 * self.ties as f64, self.pairs as f64),
+            "weighted_accuracy_ties_half": ratio(self.weight_correct + 0.5 * self.weight_ties, self.weight_all),
+            "seconds": seconds,
+        })
     }
 }
 
 pub fn run(args: &PairsArgs) -> Result<(), CliError> {
     let started = Instant::now();
+    if !(args.tie_nats.is_finite() && args.tie_nats >= 0.0) {
+        return Err(CliError(format!(
+            "--tie-nats must be a number of nats ≥ 0, not {}",
+            args.tie_nats
+        )));
+    }
     let mut truth = read_truth(&args.dir)?;
     if let Some(filter) = &args.only {
         truth.retain(|t| t.name.contains(filter.as_str()));
@@ -242,7 +355,7 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(t) = truth.get(k) else { break };
                 let outcome = evaluate(args, k, t);
-                println!("{}", report_line(&outcome));
+                println!("{}", report_line(&outcome, args.tie_nats));
                 outcomes
                     .lock()
                     .expect("no thread panics while holding the lock")
@@ -253,28 +366,22 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
     let mut outcomes = outcomes.into_inner().expect("threads have finished");
     outcomes.sort_by_key(|(k, _)| *k);
 
-    // Accuracy over all pairs except exact ties ("can't decide", counted as neither right nor
-    // wrong, MODEL.md §7.1); a pair whose models failed counts as not correct.
-    let (mut correct, mut counted, mut w_correct, mut w_counted) = (0usize, 0usize, 0.0, 0.0);
+    let mut tally = Tally::default();
     for (_, o) in &outcomes {
-        let diff = o
-            .evidence
-            .as_ref()
-            .ok()
-            .and_then(DirectionEvidence::difference);
-        if diff == Some(0.0) {
-            continue;
-        }
-        counted += 1;
-        w_counted += o.truth.weight;
-        if diff.is_some_and(|d| (d > 0.0) == o.truth.forward) {
-            correct += 1;
-            w_correct += o.truth.weight;
-        }
+        tally.add(o.decision(args.tie_nats), o.truth.forward, o.truth.weight);
     }
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     let settings = serde_json::json!({
-        "bound": match args.bound { BoundArg::Collapsed => "collapsed", BoundArg::Uncollapsed => "uncollapsed" },
+        "bound": match args.bound {
+            BoundArg::Collapsed => "collapsed",
+            BoundArg::Uncollapsed => "uncollapsed",
+            BoundArg::Both => "both",
+        },
+        "repeats": match args.repeats {
+            RepeatsArg::Dequantise => "dequantise",
+            RepeatsArg::Keep => "keep",
+        },
+        "tie_nats": args.tie_nats,
+        "svgp_steps": args.svgp_steps,
         "restarts": args.restarts,
         "max_rows": args.max_rows,
         "inducing": args.inducing,
@@ -282,15 +389,30 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
         "lbfgs_iterations": args.lbfgs_iterations,
         "seed": args.seed,
         "threads": threads,
-        "counted_pairs": counted,
     });
     println!("settings: {settings}");
-    let summary = serde_json::json!({
-        "pairs": outcomes.len(),
-        "accuracy": ratio(correct as f64, counted as f64),
-        "weighted_accuracy": ratio(w_correct, w_counted),
-        "seconds": started.elapsed().as_secs_f64(),
-    });
+    let summary = tally.summary(started.elapsed().as_secs_f64());
     println!("{summary}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ties_count_apart_and_as_half_a_pair() {
+        let mut t = Tally::default();
+        t.add(Some(Direction::XToY), true, 1.0); // correct
+        t.add(Some(Direction::XToY), false, 0.5); // wrong
+        t.add(Some(Direction::Tie), true, 0.25); // tie
+        t.add(None, true, 0.25); // failed: not correct
+        let s = t.summary(1.0);
+        assert_eq!(s["ties"], 1);
+        assert_eq!(s["pairs"], 4);
+        assert!((s["accuracy"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        assert!((s["weighted_accuracy"].as_f64().unwrap() - 1.0 / 1.75).abs() < 1e-12);
+        assert!((s["accuracy_ties_half"].as_f64().unwrap() - 1.5 / 4.0).abs() < 1e-12);
+        assert!((s["weighted_accuracy_ties_half"].as_f64().unwrap() - 1.125 / 2.0).abs() < 1e-12);
+    }
 }
