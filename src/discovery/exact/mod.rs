@@ -3,11 +3,13 @@
 //! from a table of local scores by dynamic programming.
 //!
 //! Owns: which families are admissible ([`admissible_families`]) and the exact search over them
-//! ([`dp`]).
+//! ([`dp`]), and the posterior over DAGs ([`posterior`]).
 
 pub mod dp;
+pub mod posterior;
 
 pub use dp::{best_dag, DpError, ExactDag, Mask, MAX_CANDIDATES, MAX_DP_VARIABLES};
+pub use posterior::{enumerate_posterior, ClassPosterior, GraphPosterior, GraphPrior, ScoredGraph};
 
 use crate::discovery::knowledge::Knowledge;
 
