@@ -3,12 +3,15 @@
 //! from a table of local scores by dynamic programming.
 //!
 //! Owns: which families are admissible ([`admissible_families`]) and the exact search over them
-//! ([`dp`]), and the posterior over DAGs ([`posterior`]).
+//! ([`dp`]), the posterior over DAGs for D ≤ 5 ([`posterior`]) and posterior edge probabilities
+//! over orders for larger D ([`orders`]).
 
 pub mod dp;
+pub mod orders;
 pub mod posterior;
 
 pub use dp::{best_dag, DpError, ExactDag, Mask, MAX_CANDIDATES, MAX_DP_VARIABLES};
+pub use orders::order_edge_probabilities;
 pub use posterior::{enumerate_posterior, ClassPosterior, GraphPosterior, GraphPrior, ScoredGraph};
 
 use crate::discovery::knowledge::Knowledge;
