@@ -10,11 +10,15 @@
 
 use std::collections::BTreeMap;
 
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DVector};
+use serde::{Deserialize, Serialize};
 
-use super::bivariate::{best_of, fit_collapsed};
-use crate::gp::collapsed::{FitSettings, GpInitialisation, MIN_START_SE_VARIANCE};
+use super::bivariate::best_of;
+use crate::gp::collapsed::{
+    CollapsedModel, FitSettings, GpInitialisation, MIN_START_SE_VARIANCE, NOISE_VARIANCE_FLOOR,
+};
 use crate::gp::lbfgs::LbfgsSettings;
+use crate::gp::resolution::resolution_noise_floor;
 
 /// Fits per family; the best bound is kept (each family is its own model, MODEL.md §7.2).
 pub const FAMILY_RESTARTS: usize = 2;
@@ -27,13 +31,49 @@ pub const FAMILY_LBFGS_ITERATIONS: usize = 300;
 /// (child, sorted parents).
 pub type FamilyKey = (usize, Vec<usize>);
 
-/// The fit settings of a family fit with M = `inducing` inducing points.
-pub fn family_fit_settings(inducing: usize) -> FitSettings {
+/// How a family is fitted. Part of a score cache's key: scores from other settings are not reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FamilyScoreSettings {
+    /// Inducing points M (capped at the rows).
+    pub inducing: usize,
+    /// Fits from independent starts; the best bound is kept.
+    pub restarts: usize,
+    pub adam_steps: usize,
+    pub lbfgs_iterations: usize,
+}
+
+impl FamilyScoreSettings {
+    /// The measured defaults ([`FAMILY_RESTARTS`] fits of [`FAMILY_ADAM_STEPS`] Adam steps and
+    /// [`FAMILY_LBFGS_ITERATIONS`] L-BFGS iterations) with M = `inducing`.
+    pub fn with_inducing(inducing: usize) -> Self {
+        Self {
+            inducing,
+            restarts: FAMILY_RESTARTS,
+            adam_steps: FAMILY_ADAM_STEPS,
+            lbfgs_iterations: FAMILY_LBFGS_ITERATIONS,
+        }
+    }
+
+    /// Every count must be at least 1 (L-BFGS iterations may be 0: Adam only).
+    pub fn validate(self) -> Result<Self, String> {
+        if self.inducing == 0 || self.restarts == 0 {
+            return Err(format!(
+                "family fits need at least 1 inducing point and 1 restart (got M = {}, {} restarts)",
+                self.inducing, self.restarts
+            ));
+        }
+        Ok(self)
+    }
+}
+
+/// The fit settings of a family fit: the standard start (GP-regression initialisation, SE
+/// precisions U(0.01, 1), SE variance kept ≥ [`MIN_START_SE_VARIANCE`]), then Adam and L-BFGS.
+pub fn family_fit_settings(s: &FamilyScoreSettings) -> FitSettings {
     FitSettings {
-        inducing_points: inducing,
-        adam_steps: FAMILY_ADAM_STEPS,
+        inducing_points: s.inducing,
+        adam_steps: s.adam_steps,
         lbfgs: LbfgsSettings {
-            max_iterations: FAMILY_LBFGS_ITERATIONS,
+            max_iterations: s.lbfgs_iterations,
             ..LbfgsSettings::default()
         },
         gp_initialisation: GpInitialisation::Always,
@@ -56,8 +96,57 @@ pub fn family_seed(seed: u64, child: usize, parents: &[usize]) -> u64 {
     h ^ (h >> 31)
 }
 
-/// F(i | S) on the rows of `data` (N × D, standardised): the best of [`FAMILY_RESTARTS`] collapsed
-/// fits of column `child` given columns `parents`, with M = `inducing` inducing points.
+/// One family's score and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FamilyScore {
+    /// F(i | S) = max(best fitted bound, floor), nats.
+    pub value: f64,
+    /// The best collapsed bound over the fits (None when every fit failed).
+    pub best_bound: Option<f64>,
+    /// The closed-form floor (MODEL.md §6): the Gaussian noise model for S = ∅, the
+    /// Bayesian-linear-regression evidence on x_S otherwise; both are limits of the GP-CDE (SE
+    /// variance → 0, w off), so the floor is a bound on the same evidence.
+    pub floor: f64,
+    pub fits_failed: usize,
+}
+
+/// F(i | S) on the rows of `data` (N × D, standardised): the best of `settings.restarts`
+/// collapsed GP-CDE fits of column `child` given columns `parents` (SE + linear on [x_S, w], free
+/// q(w); MODEL.md §4 and §6), floored by the closed-form value, with a family-derived seed so the
+/// same family always gets the same score. Fails only when the model cannot be built from the data.
+pub fn family_score(
+    data: &DMatrix<f64>,
+    child: usize,
+    parents: &[usize],
+    settings: &FamilyScoreSettings,
+    seed: u64,
+) -> Result<FamilyScore, String> {
+    let n = data.nrows();
+    let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
+    let y = DVector::from_fn(n, |r, _| data[(r, child)]);
+    let floor = resolution_noise_floor(y.as_slice(), NOISE_VARIANCE_FLOOR);
+    let model = CollapsedModel::with_noise_floor(x, y, floor).map_err(|e| e.to_string())?;
+    let fit_settings = family_fit_settings(settings);
+    let fit = best_of(
+        settings.restarts,
+        family_seed(seed, child, parents),
+        |rng| {
+            model
+                .fit(&fit_settings, rng)
+                .map(|f| f.bound)
+                .map_err(|e| e.to_string())
+        },
+    );
+    let floor_value = model.noise_value();
+    Ok(FamilyScore {
+        value: fit.bound.map_or(floor_value, |b| b.max(floor_value)),
+        best_bound: fit.bound,
+        floor: floor_value,
+        fits_failed: fit.restarts_failed,
+    })
+}
+
+/// F(i | S) as [`family_score`]'s value, with the default settings and M = `inducing`.
 pub fn family_evidence(
     data: &DMatrix<f64>,
     child: usize,
@@ -65,20 +154,14 @@ pub fn family_evidence(
     inducing: usize,
     seed: u64,
 ) -> Result<f64, String> {
-    let n = data.nrows();
-    let mut columns = parents.to_vec();
-    columns.push(child);
-    let table = DMatrix::from_fn(n, columns.len(), |r, k| data[(r, columns[k])]);
-    let settings = family_fit_settings(inducing);
-    let fit = best_of(FAMILY_RESTARTS, family_seed(seed, child, parents), |rng| {
-        fit_collapsed(&table, columns.len() - 1, &settings, rng)
-    });
-    fit.bound.ok_or_else(|| {
-        format!(
-            "every fit of variable {child} given {parents:?} failed ({} of {})",
-            fit.restarts_failed, FAMILY_RESTARTS
-        )
-    })
+    family_score(
+        data,
+        child,
+        parents,
+        &FamilyScoreSettings::with_inducing(inducing),
+        seed,
+    )
+    .map(|s| s.value)
 }
 
 /// The families of a DAG given by its `edges` (cause, effect) over `d` variables.

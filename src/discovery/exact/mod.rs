@@ -9,10 +9,12 @@
 pub mod dp;
 pub mod orders;
 pub mod posterior;
+pub mod scores;
 
 pub use dp::{best_dag, DpError, ExactDag, Mask, MAX_CANDIDATES, MAX_DP_VARIABLES};
 pub use orders::order_edge_probabilities;
 pub use posterior::{enumerate_posterior, ClassPosterior, GraphPosterior, GraphPrior, ScoredGraph};
+pub use scores::{fit_families, CacheKey, ScoreCache};
 
 use crate::discovery::knowledge::Knowledge;
 

@@ -1,0 +1,134 @@
+//! The table of local scores F(i | S) the exact search reads, each family fitted at most once per
+//! data set and settings: a cache keyed by (variable, parent set) under a key made of the data's
+//! fingerprint and the score settings, kept in memory and (natively) written next to the output,
+//! so a second run with other knowledge or other limits fits only families it has not seen.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use nalgebra::DMatrix;
+use serde::{Deserialize, Serialize};
+
+use crate::discovery::family::{family_score, FamilyKey, FamilyScore, FamilyScoreSettings};
+
+/// What a cache file was computed from; a file whose key differs is not reused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheKey {
+    /// The data's fingerprint (names and values as used, after row selection).
+    pub data: String,
+    pub settings: FamilyScoreSettings,
+    /// The seed the family seeds derive from.
+    pub seed: u64,
+}
+
+/// Family scores computed so far for one [`CacheKey`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreCache {
+    pub key: CacheKey,
+    /// (child, sorted parents) → score; failures are kept too so they are not retried blindly.
+    entries: BTreeMap<String, (FamilyKey, Result<FamilyScore, String>)>,
+}
+
+fn entry_name(key: &FamilyKey) -> String {
+    let parents: Vec<String> = key.1.iter().map(usize::to_string).collect();
+    format!("{}|{}", key.0, parents.join(","))
+}
+
+impl ScoreCache {
+    pub fn new(key: CacheKey) -> Self {
+        Self {
+            key,
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// The stored score of a family, if any.
+    pub fn get(&self, family: &FamilyKey) -> Option<&Result<FamilyScore, String>> {
+        self.entries.get(&entry_name(family)).map(|(_, v)| v)
+    }
+
+    pub fn insert(&mut self, family: FamilyKey, value: Result<FamilyScore, String>) {
+        self.entries.insert(entry_name(&family), (family, value));
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Reads a cache written by [`ScoreCache::to_json`]; None when the text is not a cache or was
+    /// computed for another key (other data, settings or seed), so nothing stale is reused.
+    pub fn from_json_for(text: &str, key: &CacheKey) -> Option<Self> {
+        let cache: ScoreCache = serde_json::from_str(text).ok()?;
+        (cache.key == *key).then_some(cache)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a score cache serialises")
+    }
+
+    /// The families of `wanted` not in the cache yet, in order, without repeats.
+    pub fn missing(&self, wanted: &[FamilyKey]) -> Vec<FamilyKey> {
+        let mut out: Vec<FamilyKey> = Vec::new();
+        for f in wanted {
+            if self.get(f).is_none() && !out.contains(f) {
+                out.push(f.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Fits every family of `todo` on `data` (N × D, standardised) and stores the scores in `cache`,
+/// on up to `threads` threads natively (one at a time in the browser), calling `done(k, total)`
+/// after each. Families are handed out one by one, so slow and fast fits balance across threads.
+/// `stop()` is checked between families: what was fitted before it is kept.
+pub fn fit_families(
+    data: &DMatrix<f64>,
+    todo: &[FamilyKey],
+    cache: &mut ScoreCache,
+    threads: usize,
+    done: impl Fn(usize, usize) + Sync,
+    stop: impl Fn() -> bool + Sync,
+) {
+    let settings = cache.key.settings;
+    let seed = cache.key.seed;
+    let results: Mutex<Vec<(FamilyKey, Result<FamilyScore, String>)>> = Mutex::new(Vec::new());
+    let next = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let work = || loop {
+        if stop() {
+            break;
+        }
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        let Some(family) = todo.get(k) else { break };
+        let score = family_score(data, family.0, &family.1, &settings, seed);
+        results
+            .lock()
+            .expect("no thread panics while holding the lock")
+            .push((family.clone(), score));
+        done(finished.fetch_add(1, Ordering::Relaxed) + 1, todo.len());
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let threads = threads.clamp(1, todo.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                scope.spawn(work);
+            }
+            work();
+        });
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = threads;
+        work();
+    }
+    for (family, score) in results.into_inner().expect("threads have finished") {
+        cache.insert(family, score);
+    }
+}
