@@ -164,3 +164,46 @@ fn a_stop_keeps_the_families_fitted_and_searches_over_them() {
     );
     assert!(matches!(r, Err(ExactError::Settings(m)) if m.contains("candidate parents")));
 }
+
+#[test]
+fn stepping_one_family_at_a_time_gives_the_same_answer_as_the_batch_run() {
+    use occam::discovery::exact::{ExactRun, ExactStage};
+    use occam::discovery::family::family_score;
+    let data = chain();
+    let mut batch_cache = cache();
+    let batch = run_exact(
+        &data,
+        &Knowledge::none(3),
+        &settings(),
+        &mut batch_cache,
+        2,
+        |_, _, _| {},
+        || false,
+    )
+    .unwrap();
+    // As the browser drives it: one family per step, progress known per stage.
+    let mut run = ExactRun::new(3, Knowledge::none(3), settings(), cache()).unwrap();
+    let mut steps = 0;
+    assert_eq!(run.stage_progress(), (0, 9));
+    while run.stage() != ExactStage::Scored {
+        let family = run.todo()[0].clone();
+        let score = family_score(&data, family.0, &family.1, &settings().family, 0);
+        run.cache_mut().insert(family, score);
+        run.advance().unwrap();
+        steps += 1;
+    }
+    assert_eq!(steps, 12);
+    let stepped = run.outcome().unwrap();
+    assert_eq!(stepped, batch);
+    assert_eq!(run.cache(), &batch_cache);
+    // Too many required parents for K is refused before anything is fitted.
+    let k = Knowledge::from_indices(3, vec![], vec![(0, 2), (1, 2)], None).unwrap();
+    let tight = ExactSettings {
+        max_parents: 1,
+        ..settings()
+    };
+    assert!(matches!(
+        ExactRun::new(3, k, tight, cache()),
+        Err(ExactError::Family(_))
+    ));
+}

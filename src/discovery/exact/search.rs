@@ -212,10 +212,210 @@ pub enum ExactError {
     Stopped,
 }
 
+/// Which stage an exact run is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExactStage {
+    /// Scoring every variable's empty and one-parent families (to choose candidates).
+    Screening,
+    /// Scoring every admissible family within the candidates.
+    Families,
+    /// Every planned family is scored.
+    Scored,
+}
+
+/// An exact search as a state machine a driver advances a few families at a time (the browser
+/// fits one family per step; the CLI hands a stage's families to all cores): [`ExactRun::todo`]
+/// lists the families the current stage still needs, the driver stores their scores in
+/// [`ExactRun::cache_mut`], and [`ExactRun::advance`] moves on once none is left.
+#[derive(Debug, Clone)]
+pub struct ExactRun {
+    d: usize,
+    knowledge: Knowledge,
+    settings: ExactSettings,
+    cache: ScoreCache,
+    stage: ExactStage,
+    plan: Option<FamilyPlan>,
+    todo: Vec<FamilyKey>,
+    /// Families in the current stage, and how many were already cached when it began.
+    stage_total: usize,
+    hits: usize,
+    cached_at_start: usize,
+}
+
+impl ExactRun {
+    /// A run over `d` variables starting from `cache` (scores already known are not refitted).
+    pub fn new(
+        d: usize,
+        knowledge: Knowledge,
+        settings: ExactSettings,
+        cache: ScoreCache,
+    ) -> Result<Self, ExactError> {
+        let settings = Self::check(d, &knowledge, &settings)?;
+        let first = first_stage_families(&knowledge);
+        let todo = cache.missing(&first);
+        let cached_at_start = cache.len();
+        let mut run = Self {
+            d,
+            hits: first.len() - todo.len(),
+            stage_total: first.len(),
+            knowledge,
+            settings,
+            cache,
+            stage: ExactStage::Screening,
+            plan: None,
+            todo,
+            cached_at_start,
+        };
+        run.advance()?;
+        Ok(run)
+    }
+
+    /// The checks [`ExactRun::new`] makes before it takes the cache: valid settings, D within the
+    /// dynamic programme's limit, and no variable with more required parents than K.
+    pub fn check(
+        d: usize,
+        knowledge: &Knowledge,
+        settings: &ExactSettings,
+    ) -> Result<ExactSettings, ExactError> {
+        let settings = settings.validate().map_err(ExactError::Settings)?;
+        if d > MAX_DP_VARIABLES {
+            return Err(DpError::TooManyVariables {
+                d,
+                max: MAX_DP_VARIABLES,
+            }
+            .into());
+        }
+        for child in 0..d {
+            let required = (0..d).filter(|&j| knowledge.is_required(j, child)).count();
+            if required > settings.max_parents {
+                return Err(FamilyError::TooManyRequired {
+                    child,
+                    required,
+                    max_parents: settings.max_parents,
+                }
+                .into());
+            }
+        }
+        Ok(settings)
+    }
+
+    /// The cache, with every score fitted so far.
+    pub fn into_cache(self) -> ScoreCache {
+        self.cache
+    }
+
+    pub fn stage(&self) -> ExactStage {
+        self.stage
+    }
+
+    /// The families the current stage still needs, in order.
+    pub fn todo(&self) -> &[FamilyKey] {
+        &self.todo
+    }
+
+    /// (families of the current stage scored, families in the stage).
+    pub fn stage_progress(&self) -> (usize, usize) {
+        (self.stage_total - self.todo.len(), self.stage_total)
+    }
+
+    pub fn cache(&self) -> &ScoreCache {
+        &self.cache
+    }
+
+    pub fn cache_mut(&mut self) -> &mut ScoreCache {
+        &mut self.cache
+    }
+
+    /// F(i | {j}) − F(i | ∅) as far as known.
+    pub fn one_parent_gains(&self) -> Vec<Vec<Option<f64>>> {
+        one_parent_gains(&self.cache, &self.knowledge)
+    }
+
+    /// Drops the scored families from the to-do list; when none is left, plans the next stage.
+    pub fn advance(&mut self) -> Result<(), ExactError> {
+        self.todo.retain(|k| self.cache.get(k).is_none());
+        if !self.todo.is_empty() || self.stage == ExactStage::Scored {
+            return Ok(());
+        }
+        if self.stage == ExactStage::Screening {
+            let p = self.settings.candidates.min(self.d.saturating_sub(1));
+            let candidates = choose_candidates(&self.one_parent_gains(), &self.knowledge, p);
+            let plan = FamilyPlan::new(candidates, self.settings.max_parents, &self.knowledge)?;
+            let keys: Vec<FamilyKey> = plan.keys().into_iter().filter(|k| k.1.len() >= 2).collect();
+            self.todo = self.cache.missing(&keys);
+            self.hits += keys.len() - self.todo.len();
+            self.stage_total = keys.len();
+            self.plan = Some(plan);
+            self.stage = ExactStage::Families;
+            if self.todo.is_empty() {
+                self.stage = ExactStage::Scored;
+            }
+        } else {
+            self.stage = ExactStage::Scored;
+        }
+        Ok(())
+    }
+
+    /// The best DAG and the posterior over the families scored so far (all of them once the stage
+    /// is [`ExactStage::Scored`]; before that, a stopped run's answer).
+    pub fn outcome(&self) -> Result<ExactOutcome, ExactError> {
+        let complete = self.stage == ExactStage::Scored;
+        let plan = match &self.plan {
+            Some(plan) => plan.clone(),
+            None => {
+                // Stopped while screening: candidates from the gains known so far.
+                let p = self.settings.candidates.min(self.d.saturating_sub(1));
+                let candidates = choose_candidates(&self.one_parent_gains(), &self.knowledge, p);
+                FamilyPlan::new(candidates, self.settings.max_parents, &self.knowledge)?
+            }
+        };
+        let keys = plan.keys();
+        let failed = keys
+            .iter()
+            .filter(|k| matches!(self.cache.get(k), Some(Err(_))))
+            .count();
+        let table = plan.table(&self.cache);
+        // A stopped run searches over the families fitted so far; it needs one per variable.
+        let best = match best_dag(&table) {
+            Ok(b) => b,
+            Err(_) if !complete => return Err(ExactError::Stopped),
+            Err(e) => return Err(e.into()),
+        };
+        let (posterior, edge_probabilities, edge_probability_prior) =
+            if self.d <= MAX_ENUMERATION_NODES {
+                let post = enumerate_posterior(&table, self.settings.prior)
+                    .expect("D is within the enumeration limit");
+                let edges = post.edge_probabilities.clone();
+                let prior = post.prior.clone();
+                (Some(post), edges, prior)
+            } else {
+                (
+                    None,
+                    order_edge_probabilities(&table)?,
+                    "order-modular: orders uniform, each variable's parents any admissible set \
+                     of its predecessors"
+                        .to_string(),
+                )
+            };
+        Ok(ExactOutcome {
+            best,
+            posterior,
+            edge_probabilities,
+            edge_probability_prior,
+            candidates: plan.candidates,
+            families_fitted: self.cache.len() - self.cached_at_start,
+            cache_hits: self.hits,
+            families_failed: failed,
+            complete,
+        })
+    }
+}
+
 /// Runs both stages on `data` (N × D, standardised) with `cache` holding any scores already known,
 /// on up to `threads` threads; `progress(stage, done, total)` after each family fitted, with
-/// `total` known before the stage starts; `stop()` ends the run between families: the cache keeps
-/// what was fitted and the DAG is the best over those families.
+/// `total` known before the stage starts (stage 1 screening, 2 families); `stop()` ends the run
+/// between families: the cache keeps what was fitted and the DAG is the best over those families.
 pub fn run_exact(
     data: &DMatrix<f64>,
     knowledge: &Knowledge,
@@ -225,70 +425,31 @@ pub fn run_exact(
     progress: impl Fn(usize, usize, usize) + Sync,
     stop: impl Fn() -> bool + Sync,
 ) -> Result<ExactOutcome, ExactError> {
-    let settings = settings.validate().map_err(ExactError::Settings)?;
-    let d = data.ncols();
-    if d > MAX_DP_VARIABLES {
-        return Err(DpError::TooManyVariables {
-            d,
-            max: MAX_DP_VARIABLES,
+    ExactRun::check(data.ncols(), knowledge, settings)?;
+    let taken = std::mem::replace(cache, ScoreCache::new(cache.key.clone()));
+    let mut run = ExactRun::new(data.ncols(), knowledge.clone(), *settings, taken)?;
+    let mut work = || -> Result<ExactOutcome, ExactError> {
+        while run.stage() != ExactStage::Scored && !stop() {
+            let stage = if run.stage() == ExactStage::Screening {
+                1
+            } else {
+                2
+            };
+            let todo = run.todo().to_vec();
+            let (before, total) = run.stage_progress();
+            fit_families(
+                data,
+                &todo,
+                run.cache_mut(),
+                threads,
+                |k, _| progress(stage, before + k, total),
+                &stop,
+            );
+            run.advance()?;
         }
-        .into());
-    }
-    let mut fitted = 0;
-    let mut hits = 0;
-    let first = first_stage_families(knowledge);
-    let todo = cache.missing(&first);
-    hits += first.len() - todo.len();
-    fit_families(data, &todo, cache, threads, |k, n| progress(1, k, n), &stop);
-    fitted += todo.len() - cache.missing(&first).len();
-    let mut complete = cache.missing(&first).is_empty();
-    let gains = one_parent_gains(cache, knowledge);
-    let p = settings.candidates.min(d.saturating_sub(1));
-    let candidates = choose_candidates(&gains, knowledge, p);
-    let plan = FamilyPlan::new(candidates, settings.max_parents, knowledge)?;
-    let keys = plan.keys();
-    if complete {
-        let todo = cache.missing(&keys);
-        hits += keys.iter().filter(|k| k.1.len() >= 2).count() - todo.len();
-        fit_families(data, &todo, cache, threads, |k, n| progress(2, k, n), &stop);
-        fitted += todo.len() - cache.missing(&keys).len();
-        complete = cache.missing(&keys).is_empty();
-    }
-    let failed = keys
-        .iter()
-        .filter(|k| matches!(cache.get(k), Some(Err(_))))
-        .count();
-    let table = plan.table(cache);
-    // A stopped run searches over the families fitted so far; it needs one per variable.
-    let best = match best_dag(&table) {
-        Ok(b) => b,
-        Err(_) if !complete => return Err(ExactError::Stopped),
-        Err(e) => return Err(e.into()),
+        run.outcome()
     };
-    let (posterior, edge_probabilities, edge_probability_prior) = if d <= MAX_ENUMERATION_NODES {
-        let post =
-            enumerate_posterior(&table, settings.prior).expect("D is within the enumeration limit");
-        let edges = post.edge_probabilities.clone();
-        let prior = post.prior.clone();
-        (Some(post), edges, prior)
-    } else {
-        (
-            None,
-            order_edge_probabilities(&table)?,
-            "order-modular: orders uniform, each variable's parents any admissible set of its \
-             predecessors"
-                .to_string(),
-        )
-    };
-    Ok(ExactOutcome {
-        best,
-        posterior,
-        edge_probabilities,
-        edge_probability_prior,
-        candidates: plan.candidates,
-        families_fitted: fitted,
-        cache_hits: hits,
-        families_failed: failed,
-        complete,
-    })
+    let outcome = work();
+    *cache = run.into_cache();
+    outcome
 }
