@@ -203,3 +203,32 @@ fn order_probabilities_equal_enumeration_weighted_by_linear_extensions() {
         }
     }
 }
+
+#[test]
+fn the_edge_count_prior_weighs_families_as_it_weighs_graphs() {
+    // log p(G) = |E| log q + (pairs − |E|) log(1 − q) = Σ_i |pa(i)| log(q/(1−q)) + pairs log(1 − q):
+    // the best DAG over the weighed families is the enumeration's most probable graph, and their
+    // scores differ by the constant.
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let q = 0.2f64;
+    let prior = GraphPrior::EdgeCount {
+        edge_probability: q,
+    };
+    for d in 2..=5 {
+        let families: Vec<Vec<(Mask, f64)>> = table(d, &Knowledge::none(d), &mut rng)
+            .into_iter()
+            .map(|f| f.into_iter().map(|(m, s)| (m, s * 3.0)).collect())
+            .collect();
+        let post = enumerate_posterior(&families, prior).unwrap();
+        let best = best_dag(&prior.weigh_families(&families)).unwrap();
+        let pairs = (d * (d - 1) / 2) as f64;
+        assert!(
+            (post.graphs[0].log_score - (best.score + pairs * (1.0 - q).ln())).abs() < 1e-9,
+            "d {d}"
+        );
+        assert_eq!(post.graphs[0].edges, best.dag.edges());
+    }
+    // Uniform leaves the scores alone.
+    let f = vec![vec![(0, -1.0), (0b10, -0.5)], vec![(0, -2.0)]];
+    assert_eq!(GraphPrior::Uniform.weigh_families(&f), f);
+}

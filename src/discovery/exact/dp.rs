@@ -87,7 +87,8 @@ impl BestWithin {
             for c in 0..size {
                 if c & (1 << bit) != 0 {
                     let without = c ^ (1 << bit);
-                    if best[without] > best[c] {
+                    // ≥: of two families with equal scores the smaller one wins (Occam).
+                    if best[without] >= best[c] {
                         best[c] = best[without];
                         argmax[c] = argmax[without];
                     }
@@ -129,7 +130,8 @@ pub struct ExactDag {
 
 /// The highest-scoring DAG over `families.len()` variables, where `families[i]` lists the
 /// admissible parent sets of variable i (global masks) with their scores F(i | S); a family not
-/// listed, or with a non-finite score, is not admissible. Ties go to the lower sink index.
+/// listed, or with a non-finite score, is not admissible. Of families with equal scores the one with
+/// fewer parents (a subset) is kept; of equal sinks, the lower index.
 pub fn best_dag(families: &[Vec<(Mask, f64)>]) -> Result<ExactDag, DpError> {
     let d = families.len();
     if d > MAX_DP_VARIABLES {
@@ -202,6 +204,15 @@ mod tests {
         assert_eq!(best.dag.edges(), vec![(1, 0)]);
         assert_eq!(best.score, -17.0);
         assert_eq!(best.parents, vec![0b10, 0]);
+    }
+
+    #[test]
+    fn of_two_equal_families_the_smaller_wins() {
+        // An input the fit switched off scores the same as leaving it out.
+        let families = vec![vec![(0, -10.0), (0b10, -10.0)], vec![(0, -10.0)]];
+        let best = best_dag(&families).unwrap();
+        assert!(best.dag.edges().is_empty());
+        assert_eq!(best.score, -20.0);
     }
 
     #[test]

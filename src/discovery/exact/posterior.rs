@@ -39,6 +39,27 @@ impl GraphPrior {
         }
     }
 
+    /// The family scores with the prior's per-family term added: |S| log(q / (1 − q)) for the
+    /// edge-count prior (log p(G) = Σ_i |pa(i)| log(q / (1 − q)) + const), nothing for uniform.
+    pub fn weigh_families(self, families: &[Vec<(Mask, f64)>]) -> Vec<Vec<(Mask, f64)>> {
+        match self {
+            GraphPrior::Uniform => families.to_vec(),
+            GraphPrior::EdgeCount {
+                edge_probability: q,
+            } => {
+                let per_edge = (q / (1.0 - q)).ln();
+                families
+                    .iter()
+                    .map(|f| {
+                        f.iter()
+                            .map(|&(m, s)| (m, s + per_edge * m.count_ones() as f64))
+                            .collect()
+                    })
+                    .collect()
+            }
+        }
+    }
+
     /// A sentence for the output, so nobody has to guess which prior was used.
     pub fn describe(self) -> String {
         match self {

@@ -376,8 +376,12 @@ impl ExactRun {
             .filter(|k| matches!(self.cache.get(k), Some(Err(_))))
             .count();
         let table = plan.table(&self.cache);
+        // The prior enters the best DAG and the order sums family by family (an edge-count prior
+        // is modular: |S| log(q / (1 − q)) per family, up to a constant); the enumeration adds it
+        // per graph itself.
+        let with_prior = self.settings.prior.weigh_families(&table);
         // A stopped run searches over the families fitted so far; it needs one per variable.
-        let best = match best_dag(&table) {
+        let best = match best_dag(&with_prior) {
             Ok(b) => b,
             Err(_) if !complete => return Err(ExactError::Stopped),
             Err(e) => return Err(e.into()),
@@ -392,10 +396,12 @@ impl ExactRun {
             } else {
                 (
                     None,
-                    order_edge_probabilities(&table)?,
-                    "order-modular: orders uniform, each variable's parents any admissible set \
-                     of its predecessors"
-                        .to_string(),
+                    order_edge_probabilities(&with_prior)?,
+                    format!(
+                        "order-modular: orders uniform, each variable's parents any admissible \
+                         set of its predecessors, weighted {}",
+                        self.settings.prior.describe()
+                    ),
                 )
             };
         Ok(ExactOutcome {
