@@ -62,6 +62,39 @@ pub fn to_adjacency_csv(graph: &Digraph, names: &[String]) -> String {
     out
 }
 
+/// Posterior edge probabilities as CSV, laid out like [`to_adjacency_csv`]: the comment lines
+/// `# edge probabilities: P[i][j] = posterior probability of the edge row variable i -> column
+/// variable j` and `# prior: <prior>`, a header `,name1,...`, then one row per variable with the
+/// probabilities to 6 decimals.
+///
+/// # Panics
+/// If `probabilities` is not `names.len()` × `names.len()`.
+pub fn to_probability_csv(probabilities: &[Vec<f64>], names: &[String], prior: &str) -> String {
+    assert!(
+        probabilities.len() == names.len() && probabilities.iter().all(|r| r.len() == names.len()),
+        "a {n} × {n} matrix is needed for {n} names",
+        n = names.len()
+    );
+    let mut out = format!(
+        "# edge probabilities: P[i][j] = posterior probability of the edge row variable i -> \
+         column variable j\n# prior: {}\n",
+        prior.replace('\n', " ")
+    );
+    for name in names {
+        out.push(',');
+        out.push_str(&csv_field(name));
+    }
+    out.push('\n');
+    for (name, row) in names.iter().zip(probabilities) {
+        out.push_str(&csv_field(name));
+        for p in row {
+            out.push_str(&format!(",{p:.6}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// Edge list as CSV: header `from,to`, then one line per edge `from → to` in row-major order;
 /// names are quoted by the `csv` crate where RFC 4180 needs it.
 ///
@@ -294,6 +327,20 @@ mod tests {
         // a → b, a → c, and an isolated d.
         let g = Digraph::from_edges(4, &[(0, 1), (0, 2)]).unwrap();
         (g, names(&["a", "b", "c d", "e"]))
+    }
+
+    #[test]
+    fn probability_csv_exact_text() {
+        let p = vec![vec![0.0, 0.25], vec![0.7, 0.0]];
+        assert_eq!(
+            to_probability_csv(&p, &names(&["x", "y,z"]), "uniform over\nDAGs"),
+            "# edge probabilities: P[i][j] = posterior probability of the edge row variable i -> \
+             column variable j\n\
+             # prior: uniform over DAGs\n\
+             ,x,\"y,z\"\n\
+             x,0.000000,0.250000\n\
+             \"y,z\",0.700000,0.000000\n"
+        );
     }
 
     #[test]

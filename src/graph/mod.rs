@@ -24,8 +24,8 @@ pub use digraph::{Dag, Digraph, GraphError};
 pub use dsep::d_separated;
 pub use enumerate::{all_dags, dag_count, EnumerateError, MAX_ENUMERATION_NODES};
 pub use export::{
-    tetrad_names, to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_graph_json, to_tetrad,
-    ADJACENCY_ORIENTATION,
+    tetrad_names, to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_graph_json,
+    to_probability_csv, to_tetrad, ADJACENCY_ORIENTATION,
 };
 pub use import::{read_adjacency, read_edge_list, read_graph_json, GraphIoError, NamedGraph};
 pub use layout::{layered_layout, EdgeRoute, Layout, LayoutOptions, NodeBox};
