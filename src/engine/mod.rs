@@ -3,7 +3,9 @@
 //! [`Snapshot`]; `result()` gives the [`RunResult`] that `result.json` records.
 
 mod clock;
+pub mod exact_search;
 pub mod output;
+pub mod parallel;
 pub mod session;
 
 pub use clock::now_seconds;

@@ -13,11 +13,14 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::clock::now_seconds;
+use super::exact_search::{cache_key, ExactProgress, ExactSearch};
+use super::parallel::map_parallel;
 use crate::data::Dataset;
 use crate::discovery::cgp::{
-    DagRule, Evaluation, FaultEvent, Phase, PhaseEnd, Preset, Problem, Restart, RestartOutcome,
-    RestartSelection, SearchSettings, Terms, Variable,
+    DagRule, Evaluation, FaultEvent, Method, Phase, PhaseEnd, Preset, Problem, Restart,
+    RestartOutcome, RestartSelection, SearchSettings, Terms, Variable,
 };
+use crate::discovery::exact::{ExactRun, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, family_evidence, FamilyCache, FamilyKey};
 use crate::discovery::knowledge::Knowledge;
 use crate::gp::collapsed::NOISE_VARIANCE_FLOOR;
@@ -106,6 +109,9 @@ pub struct Snapshot {
     pub remaining_seconds: f64,
     /// Fraction done in [0, 1], by the same estimate.
     pub progress: f64,
+    /// The exact search's progress (`exact` and `hybrid` runs, once it has begun).
+    #[serde(default)]
+    pub exact: Option<ExactProgress>,
 }
 
 /// A run's result: enough to reproduce it (DESIGN.md §3).
@@ -138,6 +144,44 @@ pub struct RunResult {
     pub seconds: f64,
     pub backend: String,
     pub version: String,
+    /// Which search produced the graph.
+    #[serde(default)]
+    pub method: Method,
+    /// Families (variable, parent set) fitted by this run: the exact search's, or the graph
+    /// evidence of the restarts' DAGs (`restart_selection: graph_evidence`).
+    #[serde(default)]
+    pub families_fitted: usize,
+    /// Families the exact search found in its score cache instead of fitting them.
+    #[serde(default)]
+    pub cache_hits: usize,
+    /// Every DAG with its log score and posterior probability, grouped by Markov equivalence
+    /// class (exact search, D ≤ 5).
+    #[serde(default)]
+    pub posterior: Option<GraphPosterior>,
+    /// P(i → j | data) at [i][j] (row = cause, column = effect), under the prior that
+    /// `exact.edge_probability_prior` states (exact search).
+    #[serde(default)]
+    pub edge_probabilities: Option<Vec<Vec<f64>>>,
+    /// What the exact search did (exact search).
+    #[serde(default)]
+    pub exact: Option<ExactSummary>,
+}
+
+/// What an exact search did, for result.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExactSummary {
+    /// Σ_i F(i | pa(i)) of the chosen DAG, plus the graph prior's per-family terms, nats.
+    pub log_score: f64,
+    /// The graph prior, in words.
+    pub prior: String,
+    /// The prior the edge probabilities are under, in words.
+    pub edge_probability_prior: String,
+    /// Each variable's candidate parents (indices).
+    pub candidates: Vec<Vec<usize>>,
+    /// Planned families that could not be fitted (left out of the search).
+    pub families_failed: usize,
+    /// False when the run stopped before every planned family was scored.
+    pub complete: bool,
 }
 
 /// A discovery run in progress.
@@ -159,6 +203,12 @@ pub struct Session {
     families: FamilyCache,
     /// Seconds per family fit so far (for the time left).
     family_seconds: Option<f64>,
+    /// The exact search (`exact`: from the start; `hybrid`: once the restarts are done).
+    exact: Option<ExactSearch>,
+    /// Scores known before the exact search starts (a cache file); it takes them over.
+    score_cache: ScoreCache,
+    /// Why the exact search could not start, when it could not.
+    exact_failure: Option<String>,
 }
 
 impl Session {
@@ -213,9 +263,23 @@ impl Session {
                 resolution_noise_floor(&col, NOISE_VARIANCE_FLOOR)
             })
             .collect();
-        let restarts = (0..settings.restarts)
-            .map(|r| Restart::new(r, seed.wrapping_add(1 + r as u64), d))
-            .collect();
+        if settings.method.runs_exact() {
+            ExactRun::check(d, &knowledge, &settings.exact)
+                .map_err(|e| SessionError::Settings(e.to_string()))?;
+        }
+        let restarts = if settings.method.runs_cgp() {
+            (0..settings.restarts)
+                .map(|r| Restart::new(r, seed.wrapping_add(1 + r as u64), d))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let score_cache = ScoreCache::new(cache_key(
+            dataset.fingerprint(),
+            data.nrows(),
+            &settings.exact,
+            seed,
+        ));
         let threads = if settings.threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -241,7 +305,79 @@ impl Session {
             trace: Vec::new(),
             families: FamilyCache::default(),
             family_seconds: None,
+            exact: None,
+            score_cache,
+            exact_failure: None,
         })
+    }
+
+    /// The key a score cache must have to be used by this run.
+    pub fn score_cache_key(&self) -> &crate::discovery::exact::CacheKey {
+        &self.score_cache.key
+    }
+
+    /// Gives the exact search family scores known from an earlier run (a cache file), before it
+    /// starts. A cache for other data, settings or seed is refused (false) and nothing changes.
+    pub fn use_score_cache(&mut self, cache: ScoreCache) -> bool {
+        if self.exact.is_some() || cache.key != self.score_cache.key {
+            return false;
+        }
+        self.score_cache = cache;
+        true
+    }
+
+    /// Every family score known to this run (to save as a cache file).
+    pub fn score_cache(&self) -> &ScoreCache {
+        self.exact
+            .as_ref()
+            .map_or(&self.score_cache, ExactSearch::cache)
+    }
+
+    /// Whether the continuous part (restarts, then the comparison of their graphs) is over.
+    fn cgp_done(&self) -> bool {
+        self.restarts.iter().all(Restart::finished) && self.pending_families().is_empty()
+    }
+
+    /// Whether the exact search should start now.
+    fn exact_due(&self) -> bool {
+        self.problem.settings.method.runs_exact()
+            && self.exact.is_none()
+            && self.exact_failure.is_none()
+            && !self.stopped
+            && self.cgp_done()
+    }
+
+    /// Whether the exact search still has work (started or not).
+    fn exact_pending(&self) -> bool {
+        self.problem.settings.method.runs_exact()
+            && self.exact_failure.is_none()
+            && self.exact.as_ref().is_none_or(|x| !x.finished())
+    }
+
+    /// Starts the exact search; a hybrid run passes its chosen graph's parents as candidates.
+    fn start_exact(&mut self) {
+        let d = self.names.len();
+        let extra = (self.problem.settings.method == Method::Hybrid).then(|| {
+            let mut extra = vec![Vec::new(); d];
+            if let Some(o) = self.best_finished().and_then(Restart::outcome) {
+                for &(cause, effect) in &o.edges {
+                    extra[effect].push(cause);
+                }
+            }
+            extra
+        });
+        let key = self.score_cache.key.clone();
+        let cache = std::mem::replace(&mut self.score_cache, ScoreCache::new(key));
+        match ExactSearch::new(
+            d,
+            self.problem.knowledge.clone(),
+            self.problem.settings.exact,
+            cache,
+            extra,
+        ) {
+            Ok(x) => self.exact = Some(x),
+            Err(e) => self.exact_failure = Some(format!("the exact search could not start: {e}")),
+        }
     }
 
     /// The column names.
@@ -256,7 +392,10 @@ impl Session {
 
     /// Whether no more work is left (finished, failed or stopped).
     pub fn is_finished(&self) -> bool {
-        self.stopped || (self.restarts.iter().all(Restart::finished) && !self.rescoring())
+        self.stopped
+            || (self.restarts.iter().all(Restart::finished)
+                && !self.rescoring()
+                && !self.exact_pending())
     }
 
     /// Whether the restarts are done and their graphs' families are still being fitted.
@@ -347,6 +486,12 @@ impl Session {
         if self.rescoring() {
             return self.rescore_unit();
         }
+        if self.exact_due() {
+            return self.start_exact();
+        }
+        if let Some(x) = self.exact.as_mut().filter(|x| !x.finished()) {
+            return x.unit(&self.problem.data, self.threads);
+        }
         let problem = &self.problem;
         // Non-iteration work (a variable's starting fit, thresholding) for one restart per unit,
         // so a unit stays short however many restarts there are. Each restart has its own random
@@ -405,11 +550,33 @@ impl Session {
     /// Stops the run; [`Session::result`] then reports the best graph so far.
     pub fn stop(&mut self) {
         self.stopped = true;
+        if let Some(x) = &mut self.exact {
+            x.stop();
+        }
     }
 
     fn status(&self) -> Status {
-        if self.stopped && !self.restarts.iter().all(Restart::finished) {
+        let exact_incomplete = self.problem.settings.method.runs_exact()
+            && self.exact_failure.is_none()
+            && !self
+                .exact
+                .as_ref()
+                .and_then(ExactSearch::outcome)
+                .is_some_and(|o| o.as_ref().is_ok_and(|o| o.complete));
+        if self.stopped && (!self.restarts.iter().all(Restart::finished) || exact_incomplete) {
             Status::Stopped
+        } else if !self.is_finished() {
+            Status::Running
+        } else if self.problem.settings.method.runs_exact()
+            && self
+                .exact
+                .as_ref()
+                .and_then(ExactSearch::outcome)
+                .is_some_and(|o| o.is_ok())
+        {
+            Status::Done
+        } else if self.problem.settings.method == Method::Exact {
+            Status::Failed
         } else if self.rescoring() {
             Status::Running
         } else if self.restarts.iter().all(Restart::finished) {
@@ -470,13 +637,115 @@ impl Session {
             Phase::Thresholding => s.cooldown.max + pruning,
             Phase::CoolDown => left(s.cooldown.max) + pruning,
             Phase::Pruning => pruning / 2,
+            Phase::Families => 0,
             Phase::Done | Phase::Failed => 0,
         }
     }
 
+    /// The snapshot of an exact search: families scored so far, the one-parent gains as the heatmap
+    /// while it runs (cause × effect, gains below 0 shown as 0), then the edge probabilities and
+    /// the best DAG.
+    fn exact_snapshot(&self, x: &ExactSearch) -> Snapshot {
+        let d = self.names.len();
+        let progress = x.progress();
+        let status = self.status();
+        let (adjacency, edges) = match x.outcome() {
+            Some(Ok(o)) => (o.edge_probabilities.clone(), o.best.dag.edges()),
+            _ => {
+                let gains = x.one_parent_gains();
+                let adj = (0..d)
+                    .map(|cause| {
+                        (0..d)
+                            .map(|effect| gains[effect][cause].unwrap_or(0.0).max(0.0))
+                            .collect()
+                    })
+                    .collect();
+                (adj, Vec::new())
+            }
+        };
+        let remaining_seconds = x.remaining_seconds(self.threads);
+        let stage_text = match progress.stage {
+            crate::discovery::exact::ExactStage::Screening => "screening every one-parent family",
+            crate::discovery::exact::ExactStage::Families => {
+                "scoring every family within the candidate parents"
+            }
+            crate::discovery::exact::ExactStage::Scored => "every family scored",
+        };
+        Snapshot {
+            status,
+            restart: 0,
+            phase: if x.finished() {
+                Phase::Done
+            } else {
+                Phase::Families
+            },
+            phase_text: format!(
+                "Exact search: {stage_text} ({} of {} families; {} fitted, {} from the cache).",
+                progress.done, progress.total, progress.families_fitted, progress.cache_hits
+            ),
+            iteration: progress.families_fitted,
+            terms: None,
+            adjacency,
+            edges,
+            restarts: self.restart_progress(),
+            faults: self.faults(),
+            trace: Vec::new(),
+            elapsed_seconds: self.elapsed,
+            remaining_seconds,
+            progress: if status == Status::Running {
+                let total = self.elapsed + remaining_seconds;
+                if total > 0.0 {
+                    (self.elapsed / total).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                }
+            } else {
+                1.0
+            },
+            exact: Some(progress),
+        }
+    }
+
+    fn restart_progress(&self) -> Vec<RestartProgress> {
+        self.restarts
+            .iter()
+            .map(|r| RestartProgress {
+                index: r.index(),
+                phase: r.phase(),
+                iteration: r.iterations(),
+                terms: r.last_terms(),
+                score: r.outcome().map(|o| o.score),
+                failure: r.failure().map(str::to_string),
+            })
+            .collect()
+    }
+
     /// The current state, without doing any work.
     pub fn snapshot(&self) -> Snapshot {
+        if let Some(x) = &self.exact {
+            return self.exact_snapshot(x);
+        }
         let d = self.names.len();
+        if self.restarts.is_empty() {
+            // An exact run before its first unit.
+            return Snapshot {
+                status: self.status(),
+                restart: 0,
+                phase: Phase::Families,
+                phase_text: "Exact search: starting.".into(),
+                iteration: 0,
+                terms: None,
+                adjacency: vec![vec![0.0; d]; d],
+                edges: Vec::new(),
+                restarts: Vec::new(),
+                faults: Vec::new(),
+                trace: Vec::new(),
+                elapsed_seconds: self.elapsed,
+                remaining_seconds: 0.0,
+                progress: 0.0,
+                exact: None,
+            };
+        }
         let shown = self.shown_restart();
         let (adjacency, edges) = match shown.outcome() {
             Some(o) if shown.finished() => (o.weights.clone(), o.edges.clone()),
@@ -526,23 +795,13 @@ impl Session {
             terms: shown.last_terms(),
             adjacency,
             edges,
-            restarts: self
-                .restarts
-                .iter()
-                .map(|r| RestartProgress {
-                    index: r.index(),
-                    phase: r.phase(),
-                    iteration: r.iterations(),
-                    terms: r.last_terms(),
-                    score: r.outcome().map(|o| o.score),
-                    failure: r.failure().map(str::to_string),
-                })
-                .collect(),
+            restarts: self.restart_progress(),
             faults: self.faults(),
             trace: Vec::new(),
             elapsed_seconds: self.elapsed,
             remaining_seconds,
             progress,
+            exact: None,
         }
     }
 
@@ -634,9 +893,83 @@ impl Session {
             .filter_map(|r| r.failure().map(|f| format!("restart {}: {f}", r.index())))
             .collect();
         failures.extend(notes);
+        // The exact search's graph replaces the continuous one when it has one.
+        let (mut edges, mut adjacency, mut chosen) = (edges, adjacency, chosen);
+        let mut exact_parts = ExactParts::default();
+        if s.method.runs_exact() {
+            if let Some(f) = &self.exact_failure {
+                failures.push(f.clone());
+            }
+            match self.exact.as_ref().and_then(ExactSearch::outcome) {
+                Some(Ok(o)) => {
+                    edges = o.best.dag.edges();
+                    adjacency = vec![vec![0.0; d]; d];
+                    for &(a, b) in &edges {
+                        adjacency[a][b] = o.edge_probabilities[a][b];
+                    }
+                    chosen = None;
+                    if !o.complete {
+                        failures.push(format!(
+                            "stopped before every planned family was scored: the graph is the \
+                             best over the {} families scored so far",
+                            self.score_cache().len()
+                        ));
+                    }
+                    if o.families_failed > 0 {
+                        failures.push(format!(
+                            "{} families could not be fitted and were left out of the search",
+                            o.families_failed
+                        ));
+                    }
+                    exact_parts = ExactParts {
+                        fitted: o.families_fitted,
+                        hits: o.cache_hits,
+                        posterior: o.posterior.clone(),
+                        edge_probabilities: Some(o.edge_probabilities.clone()),
+                        summary: Some(ExactSummary {
+                            log_score: o.best.score,
+                            prior: s.exact.prior.describe(),
+                            edge_probability_prior: o.edge_probability_prior.clone(),
+                            candidates: o.candidates.clone(),
+                            families_failed: o.families_failed,
+                            complete: o.complete,
+                        }),
+                    };
+                }
+                Some(Err(e)) => {
+                    let fallback = if s.method == Method::Hybrid && chosen.is_some() {
+                        ", so the graph is the continuous search's"
+                    } else {
+                        ""
+                    };
+                    failures.push(format!("the exact search found no graph: {e}{fallback}"));
+                    if s.method == Method::Exact {
+                        edges = Vec::new();
+                        adjacency = vec![vec![0.0; d]; d];
+                    }
+                }
+                None => {
+                    if s.method == Method::Hybrid && chosen.is_some() {
+                        failures.push(
+                            "stopped before the exact search began, so the graph is the \
+                             continuous search's"
+                                .into(),
+                        );
+                    } else if s.method == Method::Exact {
+                        failures.push("stopped before any family was scored".into());
+                    }
+                }
+            }
+        }
+        let orientation = if exact_parts.summary.is_some() {
+            "adjacency[i][j] is the posterior probability of the chosen edge names[i] -> names[j] \
+             (row = cause, column = effect)"
+        } else {
+            "adjacency[i][j] is the weight of the edge names[i] -> names[j] (row = cause, column = effect)"
+        };
         RunResult {
             names: self.names.clone(),
-            orientation: "adjacency[i][j] is the weight of the edge names[i] -> names[j] (row = cause, column = effect)".into(),
+            orientation: orientation.into(),
             edges,
             adjacency,
             chosen_restart: chosen,
@@ -659,8 +992,24 @@ impl Session {
             seconds: self.elapsed,
             backend: "cpu-f64".into(),
             version: env!("CARGO_PKG_VERSION").into(),
+            method: s.method,
+            families_fitted: exact_parts.fitted + self.families.len(),
+            cache_hits: exact_parts.hits,
+            posterior: exact_parts.posterior,
+            edge_probabilities: exact_parts.edge_probabilities,
+            exact: exact_parts.summary,
         }
     }
+}
+
+/// The exact search's share of a result.
+#[derive(Default)]
+struct ExactParts {
+    fitted: usize,
+    hits: usize,
+    posterior: Option<GraphPosterior>,
+    edge_probabilities: Option<Vec<Vec<f64>>>,
+    summary: Option<ExactSummary>,
 }
 
 fn to_rows(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
@@ -690,31 +1039,6 @@ fn thin<T>(points: Vec<T>, max: usize) -> Vec<T> {
         .zip(keep)
         .filter_map(|(p, k)| k.then_some(p))
         .collect()
-}
-
-/// `f` over `items`, in order; on up to `threads` scoped threads natively.
-fn map_parallel<T: Sync, R: Send>(
-    items: &[T],
-    threads: usize,
-    f: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
-    #[cfg(not(target_arch = "wasm32"))]
-    if threads > 1 && items.len() > 1 {
-        let chunk = items.len().div_ceil(threads);
-        let f = &f;
-        return std::thread::scope(|scope| {
-            let handles: Vec<_> = items
-                .chunks(chunk)
-                .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("a worker thread panicked"))
-                .collect()
-        });
-    }
-    let _ = threads;
-    items.iter().map(f).collect()
 }
 
 fn evaluate_all(

@@ -93,6 +93,7 @@ pub fn phase_name(phase: Phase) -> &'static str {
         Phase::Thresholding => "thresholding",
         Phase::CoolDown => "cool-down",
         Phase::Pruning => "pruning",
+        Phase::Families => "families",
         Phase::Done => "done",
         Phase::Failed => "failed",
     }
@@ -134,6 +135,7 @@ mod tests {
             elapsed_seconds: 0.0,
             remaining_seconds: 0.0,
             progress: 0.0,
+            exact: None,
         }
     }
 

@@ -25,6 +25,7 @@ pub use restart::{
     FaultEvent, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome, Terms,
 };
 pub use settings::{
-    DagRule, PhaseLength, Preset, RestartSelection, RowWeight, SearchSettings, SubsetScaling,
+    DagRule, Method, PhaseLength, Preset, RestartSelection, RowWeight, SearchSettings,
+    SubsetScaling,
 };
 pub use variable::{BoundKind, Evaluation, Variable};

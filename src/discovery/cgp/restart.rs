@@ -43,6 +43,8 @@ pub enum Phase {
     /// Each edge is tested by evidence: refit its child without it and keep the edge only if the
     /// objective prefers it.
     Pruning,
+    /// The exact search (not a restart's phase): every family (variable, parent set) is scored.
+    Families,
     Done,
     Failed,
 }
@@ -57,6 +59,7 @@ impl Phase {
             Phase::Thresholding => "Removing the weakest edges until the graph is a DAG.",
             Phase::CoolDown => "Refitting every variable on its chosen parents, with the graph fixed.",
             Phase::Pruning => "Testing each edge by evidence: refitting its effect without it and keeping the edge only if the evidence is higher with it.",
+            Phase::Families => "Scoring each variable's evidence given each candidate parent set, once per family, for the exact search over DAGs.",
             Phase::Done => "Finished: this restart's graph and evidence are final.",
             Phase::Failed => "This restart failed; the others go on.",
         }

@@ -4,6 +4,7 @@
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+use crate::discovery::exact::ExactSettings;
 use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge, KnowledgeError};
 use crate::graph::Dag;
 
@@ -107,6 +108,57 @@ pub struct SearchSettings {
     /// How the winning restart is chosen.
     #[serde(default)]
     pub restart_selection: RestartSelection,
+    /// Which search turns the data into a DAG.
+    #[serde(default)]
+    pub method: Method,
+    /// The exact search's limits, family fits and graph prior (`exact` and `hybrid` only).
+    #[serde(default)]
+    pub exact: ExactSettings,
+}
+
+/// Which search a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// The continuous search (CGP-CDE, MODEL.md §5): restarts, phases, thresholding.
+    #[default]
+    Cgp,
+    /// Exact Bayesian model selection over DAGs (DGP-CDE, MODEL.md §6): every admissible family
+    /// scored once, the best DAG by dynamic programming, the posterior over graphs.
+    Exact,
+    /// The continuous search first; the edges its chosen graph keeps join each variable's
+    /// candidate parents for the exact search.
+    Hybrid,
+}
+
+impl Method {
+    pub const ALL: [Method; 3] = [Self::Cgp, Self::Exact, Self::Hybrid];
+
+    /// Parses `cgp`, `exact` or `hybrid`.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| format!("unknown method '{name}': choose 'cgp', 'exact' or 'hybrid'"))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cgp => "cgp",
+            Self::Exact => "exact",
+            Self::Hybrid => "hybrid",
+        }
+    }
+
+    /// Whether the continuous search's restarts run.
+    pub fn runs_cgp(self) -> bool {
+        self != Self::Exact
+    }
+
+    /// Whether the exact search runs.
+    pub fn runs_exact(self) -> bool {
+        self != Self::Cgp
+    }
 }
 
 /// How the restarts' graphs are compared.
@@ -263,6 +315,8 @@ impl Preset {
                 // Counting the rows r times gave 22.33 / 0.475 against 15.42 / 0.581 (BENCHMARKS.md).
                 subset_scaling: SubsetScaling::ScaleBound,
                 restart_selection: RestartSelection::Objective,
+                method: Method::Cgp,
+                exact: ExactSettings::default(),
             },
             Self::Thorough => {
                 let fast = Self::Interactive.settings();
@@ -316,6 +370,8 @@ impl Preset {
                 prune_margin: 0.0,
                 subset_scaling: SubsetScaling::ScaleBound,
                 restart_selection: RestartSelection::Objective,
+                method: Method::Cgp,
+                exact: ExactSettings::default(),
             },
         }
     }
@@ -376,6 +432,9 @@ impl SearchSettings {
         }
         if self.linear_threshold < 0.0 || self.stationary_threshold < 0.0 {
             return Err("final thresholds must be ≥ 0".into());
+        }
+        if self.method.runs_exact() {
+            self.exact.validate()?;
         }
         Ok(())
     }

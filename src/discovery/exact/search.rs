@@ -27,6 +27,26 @@ pub struct ExactSettings {
     pub prior: GraphPrior,
 }
 
+/// Most parents per variable by default (K).
+pub const DEFAULT_MAX_PARENTS: usize = 3;
+/// Candidate parents per variable by default (P).
+pub const DEFAULT_CANDIDATES: usize = 6;
+/// Inducing points of a family fit by default.
+pub const DEFAULT_FAMILY_INDUCING: usize = 20;
+
+impl Default for ExactSettings {
+    /// K = [`DEFAULT_MAX_PARENTS`], P = [`DEFAULT_CANDIDATES`], family fits with
+    /// M = [`DEFAULT_FAMILY_INDUCING`], and the graph prior [`GraphPrior::default`].
+    fn default() -> Self {
+        Self {
+            max_parents: DEFAULT_MAX_PARENTS,
+            candidates: DEFAULT_CANDIDATES,
+            family: FamilyScoreSettings::with_inducing(DEFAULT_FAMILY_INDUCING),
+            prior: GraphPrior::default(),
+        }
+    }
+}
+
 impl ExactSettings {
     /// Checks the ranges: 1 ≤ K ≤ P ≤ [`MAX_CANDIDATES`], valid family settings and, for the
     /// edge-count prior, 0 < q < 1.
@@ -241,6 +261,9 @@ pub struct ExactRun {
     stage_total: usize,
     hits: usize,
     cached_at_start: usize,
+    /// Parents that join each variable's candidates whatever their gains (hybrid: the edges of
+    /// the continuous search's graph).
+    extra_candidates: Vec<Vec<usize>>,
 }
 
 impl ExactRun {
@@ -266,9 +289,89 @@ impl ExactRun {
             plan: None,
             todo,
             cached_at_start,
+            extra_candidates: vec![Vec::new(); d],
         };
         run.advance()?;
         Ok(run)
+    }
+
+    /// A run whose candidate parents also include `extra[i]` for each variable i (the hybrid
+    /// search passes the parents the continuous search found). Extra parents that the knowledge
+    /// forbids are ignored; the candidates stay within [`MAX_CANDIDATES`], extra parents first.
+    pub fn with_extra_candidates(
+        d: usize,
+        knowledge: Knowledge,
+        settings: ExactSettings,
+        cache: ScoreCache,
+        extra: Vec<Vec<usize>>,
+    ) -> Result<Self, ExactError> {
+        if extra.len() != d {
+            return Err(ExactError::Settings(format!(
+                "extra candidates are given for {} variables, the data have {d}",
+                extra.len()
+            )));
+        }
+        let mut run = Self::new(d, knowledge, settings, cache)?;
+        if run.plan.is_some() {
+            return Err(ExactError::Settings(
+                "extra candidates must be set before the screening stage ends".into(),
+            ));
+        }
+        run.extra_candidates = extra;
+        Ok(run)
+    }
+
+    /// Each variable's candidate parents: the required ones, the extra ones, then the largest
+    /// one-parent gains, up to max(P, required + extra) and at most [`MAX_CANDIDATES`].
+    fn candidates(&self) -> Vec<Vec<usize>> {
+        let p = self.settings.candidates.min(self.d.saturating_sub(1));
+        let gains = self.one_parent_gains();
+        (0..self.d)
+            .map(|i| {
+                let mut chosen: Vec<usize> = (0..self.d)
+                    .filter(|&j| self.knowledge.is_required(j, i))
+                    .collect();
+                for &j in &self.extra_candidates[i] {
+                    if j < self.d && j != i && self.knowledge.allowed(j, i) && !chosen.contains(&j)
+                    {
+                        chosen.push(j);
+                    }
+                }
+                let room = p.max(chosen.len()).min(MAX_CANDIDATES);
+                chosen.truncate(room);
+                let mut ranked: Vec<(usize, f64)> = (0..self.d)
+                    .filter(|j| !chosen.contains(j))
+                    .filter_map(|j| gains[i][j].map(|g| (j, g)))
+                    .collect();
+                ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                chosen.extend(ranked.into_iter().map(|(j, _)| j).take(room - chosen.len()));
+                chosen.sort_unstable();
+                chosen
+            })
+            .collect()
+    }
+
+    /// Fits the whole run will need: (screening fits, family fits). The second number is exact
+    /// once screening is over; before, it counts Σ_i Σ_{k=2..K} C(p_i, k) with p_i = min(P,
+    /// allowed parents of i) (required and extra parents can change it).
+    pub fn planned_fits(&self) -> (usize, usize) {
+        let screening = first_stage_families(&self.knowledge).len();
+        if let Some(plan) = &self.plan {
+            let families = plan.keys().iter().filter(|k| k.1.len() >= 2).count();
+            return (screening, families);
+        }
+        let families = (0..self.d)
+            .map(|i| {
+                let allowed = (0..self.d)
+                    .filter(|&j| self.knowledge.allowed(j, i))
+                    .count();
+                let p = self.settings.candidates.min(allowed);
+                (2..=self.settings.max_parents.min(p))
+                    .map(|k| binomial(p, k))
+                    .sum::<usize>()
+            })
+            .sum();
+        (screening, families)
     }
 
     /// The checks [`ExactRun::new`] makes before it takes the cache: valid settings, D within the
@@ -323,6 +426,11 @@ impl ExactRun {
         &self.cache
     }
 
+    /// Planned families found in the cache rather than fitted, over the stages begun so far.
+    pub fn cache_hits(&self) -> usize {
+        self.hits
+    }
+
     pub fn cache_mut(&mut self) -> &mut ScoreCache {
         &mut self.cache
     }
@@ -339,8 +447,7 @@ impl ExactRun {
             return Ok(());
         }
         if self.stage == ExactStage::Screening {
-            let p = self.settings.candidates.min(self.d.saturating_sub(1));
-            let candidates = choose_candidates(&self.one_parent_gains(), &self.knowledge, p);
+            let candidates = self.candidates();
             let plan = FamilyPlan::new(candidates, self.settings.max_parents, &self.knowledge)?;
             let keys: Vec<FamilyKey> = plan.keys().into_iter().filter(|k| k.1.len() >= 2).collect();
             self.todo = self.cache.missing(&keys);
@@ -365,8 +472,7 @@ impl ExactRun {
             Some(plan) => plan.clone(),
             None => {
                 // Stopped while screening: candidates from the gains known so far.
-                let p = self.settings.candidates.min(self.d.saturating_sub(1));
-                let candidates = choose_candidates(&self.one_parent_gains(), &self.knowledge, p);
+                let candidates = self.candidates();
                 FamilyPlan::new(candidates, self.settings.max_parents, &self.knowledge)?
             }
         };
@@ -416,6 +522,14 @@ impl ExactRun {
             complete,
         })
     }
+}
+
+/// C(n, k).
+fn binomial(n: usize, k: usize) -> usize {
+    if k > n {
+        return 0;
+    }
+    (0..k).fold(1, |acc, i| acc * (n - i) / (i + 1))
 }
 
 /// Runs both stages on `data` (N × D, standardised) with `cache` holding any scores already known,
