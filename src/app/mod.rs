@@ -10,6 +10,7 @@ mod charts;
 mod dag_view;
 mod data_panel;
 mod download;
+mod exact_view;
 mod examples;
 mod knowledge_panel;
 mod results_panel;
@@ -18,7 +19,7 @@ mod settings_panel;
 mod worker_client;
 
 use crate::data::DatasetSummary;
-use crate::discovery::cgp::Preset;
+use crate::discovery::cgp::{Method, Preset};
 use crate::engine::{RunResult, Snapshot, Status};
 use crate::graph::Digraph;
 use crate::protocol::{ComputeBackend, ErrorReport, FromWorker, ProblemReport, ToWorker};
@@ -154,6 +155,8 @@ pub struct AppState {
     /// Whether the worker died and must be restarted.
     pub worker_dead: RwSignal<bool>,
     pub preset: RwSignal<Preset>,
+    /// The search the next run uses (`method-select`).
+    pub method: RwSignal<Method>,
     pub settings_values: RwSignal<Vec<String>>,
     pub rules: RwSignal<Vec<EdgeRule>>,
     pub tiers: RwSignal<Vec<String>>,
@@ -185,6 +188,7 @@ impl AppState {
             error: RwSignal::new(None),
             worker_dead: RwSignal::new(false),
             preset: RwSignal::new(Preset::Interactive),
+            method: RwSignal::new(Method::Cgp),
             settings_values: RwSignal::new(preset_values(Preset::Interactive, 0)),
             rules: RwSignal::new(Vec::new()),
             tiers: RwSignal::new(Vec::new()),

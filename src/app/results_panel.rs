@@ -2,7 +2,9 @@
 //! ground truth (SHD in both conventions, SID, precision, recall, F1), and the exports.
 
 use super::download::{download_graph_png, download_text, graph_svg_text};
+use super::exact_view::ExactResults;
 use super::{edge_weight, result_graph, AppState, Truth};
+use crate::discovery::cgp::Method;
 use crate::engine::{RunResult, Status};
 use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad, EdgeKind};
 use crate::ui::{compare_to_truth, format_number, parse_truth, TruthReport};
@@ -130,8 +132,9 @@ pub fn ResultsPanel() -> impl IntoView {
             .edges
             .iter()
             .map(|&(i, j)| {
-                                let w = edge_weight(&result.adjacency, i, j);
-                view! { <li><span class="name">{result.names[i].clone()}</span> " → " <span class="name">{result.names[j].clone()}</span> " (weight " {format_number(w)} ")"</li> }
+                let w = edge_weight(&result.adjacency, i, j);
+                let what = if result.exact.is_some() { " (posterior probability " } else { " (weight " };
+                view! { <li><span class="name">{result.names[i].clone()}</span> " → " <span class="name">{result.names[j].clone()}</span> {what} {format_number(w)} ")"</li> }
             })
             .collect_view();
         let truth_name = state.truth.get().map(|t| t.file_name);
@@ -143,20 +146,24 @@ pub fn ResultsPanel() -> impl IntoView {
                     "Status: " {status} " · " {result.edges.len()} " edges among " {result.names.len()}
                     " variables · seed " {result.seed} " · " {format!("{:.1}", result.seconds)} " s on " {result.backend.clone()}
                     " · rows used " {result.rows_used} " of " {result.rows}
+                    " · method " <span data-testid="result-method">{result.method.name()}</span>
                 </p>
                 <details open>
                     <summary>"Edges"</summary>
                     <ul class="edges" data-testid="edge-list">{edge_list}</ul>
                 </details>
-                <h3>"Restarts (evidence in nats; the highest score wins)"</h3>
-                <div class="scroll">
-                    <table class="restarts" data-testid="restarts">
-                        <thead><tr><th>"restart"</th><th>"score = bound + log prior"</th><th>"bound"</th><th>"log prior"</th><th>"edges"</th><th>"iterations"</th><th></th></tr></thead>
-                                                <tbody>{restart_rows}</tbody>
-                    </table>
-                </div>
-                {result.restarts.is_empty().then(|| view! {
-                    <p class="hint">"No restart ran to its end, so none has a final score. The graph shown is the best running restart's, thresholded to a DAG as the search would."</p>
+                <ExactResults />
+                {(result.method != Method::Exact).then(|| view! {
+                    <h3>"Restarts (evidence in nats; the highest score wins)"</h3>
+                    <div class="scroll">
+                        <table class="restarts" data-testid="restarts">
+                            <thead><tr><th>"restart"</th><th>"score = bound + log prior"</th><th>"bound"</th><th>"log prior"</th><th>"edges"</th><th>"iterations"</th><th></th></tr></thead>
+                            <tbody>{restart_rows}</tbody>
+                        </table>
+                    </div>
+                    {result.restarts.is_empty().then(|| view! {
+                        <p class="hint">"No restart ran to its end, so none has a final score. The graph shown is the best running restart's, thresholded to a DAG as the search would."</p>
+                    })}
                 })}
                 {(!result.failures.is_empty()).then(|| view! { <ul class="problems">{failures}</ul> })}
                 <h3>"Compare with a ground truth"</h3>

@@ -109,7 +109,7 @@ pub fn RunPanel() -> impl IntoView {
             <ProgressBar />
             <div class="live">
                 <figure>
-                    <figcaption>"Weighted adjacency (row = cause, column = effect)"</figcaption>
+                    <figcaption>{move || heatmap_caption(state)}</figcaption>
                     <Heatmap />
                 </figure>
                 // A graph of more than 8 variables gets the whole width.
@@ -123,6 +123,22 @@ pub fn RunPanel() -> impl IntoView {
                 </figure>
             </div>
         </section>
+    }
+}
+
+/// What the live heatmap shows now.
+fn heatmap_caption(state: AppState) -> &'static str {
+    let exact_result = state.result.with(|r| r.as_ref().map(|r| r.exact.is_some()));
+    let exact_running = state
+        .snapshot
+        .with(|s| s.as_ref().is_some_and(|s| s.exact.is_some()));
+    match exact_result {
+        Some(true) => "Posterior probabilities of the chosen edges (row = cause, column = effect)",
+        Some(false) => "Weighted adjacency (row = cause, column = effect)",
+        None if exact_running => {
+            "One-parent evidence gains F(effect | cause) − F(effect | ∅), nats (row = cause, column = effect)"
+        }
+        None => "Weighted adjacency (row = cause, column = effect)",
     }
 }
 
@@ -154,11 +170,22 @@ fn PhaseBanner() -> impl IntoView {
             } else {
                 s.phase_text.clone()
             };
+            let where_text = match &s.exact {
+                Some(x) => view! {
+                    " · families "
+                    <span data-testid="families-progress" data-done=x.done data-total=x.total>
+                        {x.done} " / " {x.total}
+                    </span>
+                    " · " {x.families_fitted} " fitted, " {x.cache_hits} " from the cache"
+                }
+                .into_any(),
+                None => view! { " · restart " {s.restart + 1} " of " {restarts} " · iteration " {s.iteration} }
+                    .into_any(),
+            };
             view! {
                 <div class="phase" class:stopped=stopped data-testid="phase" data-phase=code>
                     <strong>{if stopped { "stopped".to_string() } else { phase_name(s.phase).to_string() }}</strong>
-                    " · restart " {s.restart + 1} " of " {restarts}
-                    " · iteration " {s.iteration}
+                    {where_text}
                     {detail}
                                         <p>{sentence}</p>
                 </div>

@@ -3,7 +3,7 @@
 //! silently fixed).
 
 use super::AppState;
-use crate::discovery::cgp::Preset;
+use crate::discovery::cgp::{Method, Preset};
 use crate::ui::{parse_settings, preset_values, FIELDS};
 use leptos::prelude::*;
 
@@ -11,9 +11,12 @@ use leptos::prelude::*;
 pub fn current_settings(
     state: AppState,
 ) -> Result<(crate::discovery::cgp::SearchSettings, u64), String> {
-    state
+    let (mut settings, seed) = state
         .settings_values
-        .with(|values| parse_settings(state.preset.get(), values))
+        .with(|values| parse_settings(state.preset.get(), values))?;
+    settings.method = state.method.get();
+    settings.validate()?;
+    Ok((settings, seed))
 }
 
 #[component]
@@ -56,7 +59,27 @@ pub fn SettingsPanel() -> impl IntoView {
             </div>
         }
     };
-    let basic: Vec<usize> = (0..FIELDS.len()).filter(|&k| !FIELDS[k].advanced).collect();
+    let on_method = move |ev: web_sys::Event| {
+        if let Ok(m) = Method::parse(&event_target_value(&ev)) {
+            state.method.set(m);
+        }
+    };
+    let method_note = move || {
+        let text = match state.method.get() {
+            Method::Cgp => "The continuous search: every variable a GP-CDE of all the others, an acyclicity penalty that rises until the weighted graph is a DAG, several restarts compared by evidence.",
+            Method::Exact => "Exact Bayesian model selection: each variable's evidence is computed once for every candidate parent set (a family), and the best of all DAGs built from those families is found exactly. With 5 variables or fewer every DAG is listed with its posterior probability.",
+            Method::Hybrid => "The continuous search first; the parents it finds join each variable's candidates, then the exact search picks the best DAG over the families.",
+        };
+        view! { <p class="note" data-testid="method-note">{text}</p> }
+    };
+    // The exact search's fields sit with the basic ones only when they matter.
+    let exact_keys = ["max_parents", "candidates", "edge_prior"];
+    let basic: Vec<usize> = (0..FIELDS.len())
+        .filter(|&k| !FIELDS[k].advanced && !exact_keys.contains(&FIELDS[k].key))
+        .collect();
+    let exact_fields: Vec<usize> = (0..FIELDS.len())
+        .filter(|&k| exact_keys.contains(&FIELDS[k].key))
+        .collect();
     let advanced: Vec<usize> = (0..FIELDS.len()).filter(|&k| FIELDS[k].advanced).collect();
     let problem = move || current_settings(state).err();
     let preset_note = move || match state.preset.get() {
@@ -81,7 +104,19 @@ pub fn SettingsPanel() -> impl IntoView {
                 </select>
             </div>
             {preset_note}
+            <div class="field">
+                <label for="setting-method">"Method"</label>
+                <select id="setting-method" data-testid="method-select" on:change=on_method>
+                    <option value="cgp" selected>"continuous (CGP-CDE)"</option>
+                    <option value="exact">"exact over DAGs (DGP-CDE)"</option>
+                    <option value="hybrid">"hybrid: continuous, then exact"</option>
+                </select>
+            </div>
+            {method_note}
             <div class="fields">{basic.into_iter().map(field_view).collect_view()}</div>
+            <div class="fields" data-testid="exact-fields" class:hidden=move || state.method.get() == Method::Cgp>
+                {exact_fields.into_iter().map(field_view).collect_view()}
+            </div>
             <details class="advanced">
                 <summary>"Advanced"</summary>
                 <div class="fields">{advanced.into_iter().map(field_view).collect_view()}</div>

@@ -326,6 +326,27 @@ impl Session {
         true
     }
 
+    /// The exact search's planned fits (screening, larger families; see
+    /// `ExactRun::planned_fits`), before or while it runs; (0, 0) for the continuous method.
+    pub fn planned_exact_fits(&self) -> (usize, usize) {
+        if let Some(x) = &self.exact {
+            let p = x.progress();
+            return (p.planned_screening, p.planned_families);
+        }
+        if !self.problem.settings.method.runs_exact() {
+            return (0, 0);
+        }
+        match ExactRun::new(
+            self.names.len(),
+            self.problem.knowledge.clone(),
+            self.problem.settings.exact,
+            ScoreCache::new(self.score_cache.key.clone()),
+        ) {
+            Ok(run) => run.planned_fits(),
+            Err(_) => (0, 0),
+        }
+    }
+
     /// Every family score known to this run (to save as a cache file).
     pub fn score_cache(&self) -> &ScoreCache {
         self.exact

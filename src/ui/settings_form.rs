@@ -3,6 +3,7 @@
 //! nothing is silently clamped or fixed.
 
 use crate::discovery::cgp::{Preset, SearchSettings};
+use crate::discovery::exact::GraphPrior;
 
 /// One field of the form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +32,7 @@ const fn field(
 }
 
 /// The form's fields, in display order.
-pub const FIELDS: [FieldSpec; 19] = [
+pub const FIELDS: [FieldSpec; 22] = [
     field(
         "restarts",
         "Restarts",
@@ -141,6 +142,24 @@ pub const FIELDS: [FieldSpec; 19] = [
         "Iterations of each variable's GP-regression starting fit.",
         true,
     ),
+    field(
+        "max_parents",
+        "Exact: most parents K",
+        "Exact and hybrid searches: no variable gets more parents than this.",
+        false,
+    ),
+    field(
+        "candidates",
+        "Exact: candidate parents P",
+        "Exact and hybrid searches: each variable's parents come from the P variables that explain it best on their own.",
+        false,
+    ),
+    field(
+        "edge_prior",
+        "Exact: graph prior",
+        "\"uniform\" (every DAG equally likely), or q: each pair of variables joined with probability q.",
+        false,
+    ),
 ];
 
 /// The form's values (in [`FIELDS`] order) for `preset` and `seed`.
@@ -174,6 +193,9 @@ pub fn preset_values(preset: Preset, seed: u64) -> Vec<String> {
             "linear_threshold" => s.linear_threshold.to_string(),
             "stationary_threshold" => s.stationary_threshold.to_string(),
             "start_iterations" => s.start_iterations.to_string(),
+            "max_parents" => s.exact.max_parents.to_string(),
+            "candidates" => s.exact.candidates.to_string(),
+            "edge_prior" => s.exact.prior.as_text(),
             other => unreachable!("field {other} has no preset value"),
         })
         .collect()
@@ -237,6 +259,11 @@ pub fn parse_settings(preset: Preset, values: &[String]) -> Result<(SearchSettin
             "linear_threshold" => s.linear_threshold = real()?,
             "stationary_threshold" => s.stationary_threshold = real()?,
             "start_iterations" => s.start_iterations = whole()?,
+            "max_parents" => s.exact.max_parents = whole()?,
+            "candidates" => s.exact.candidates = whole()?,
+            "edge_prior" => {
+                s.exact.prior = GraphPrior::parse(v).map_err(|e| format!("{}: {e}", f.label))?
+            }
             other => return Err(format!("unknown settings field {other}")),
         }
     }

@@ -415,3 +415,46 @@ test('each preset fills the form with its own values and notes what it costs', a
   expect(await value('seed')).toBe('7');
   expect(seen.errors).toEqual([]);
 });
+
+test('the exact method shows families as they are fitted, then the posterior and the edge probabilities', async ({ page, baseURL }, info) => {
+  test.setTimeout(240_000);
+  const seen = watch(page);
+  await open(page);
+  await drop(page, 'chain.csv', chainCsv(150));
+  await expect(page.getByTestId('exact-fields')).toBeHidden();
+  await page.getByTestId('method-select').selectOption('exact');
+  await expect(page.getByTestId('method-note')).toContainText('Exact Bayesian model selection');
+  await expect(page.getByTestId('exact-fields')).toBeVisible();
+  await setFields(page, { max_rows: 150, edge_prior: 'uniform' });
+  await page.getByTestId('run-button').click();
+  const families = page.getByTestId('families-progress');
+  await expect(families).toBeVisible({ timeout: 60_000 });
+  expect(Number(await families.getAttribute('data-total'))).toBeGreaterThan(0);
+  await shot(page, 'app-15-exact-running', info);
+  await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
+  await expect(page.getByTestId('result-method')).toHaveText('exact');
+  const posterior = page.getByTestId('posterior');
+  await expect(posterior).toBeVisible();
+  await expect(posterior).toContainText('Every one of the 25 DAGs was scored');
+  const probs = await posterior
+    .locator('li.class')
+    .evaluateAll((ls) => ls.map((l) => Number(l.dataset.probability)));
+  expect(probs.length).toBeGreaterThan(0);
+  expect(probs.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(1 + 1e-6);
+  for (let k = 1; k < probs.length; k++) expect(probs[k]).toBeLessThanOrEqual(probs[k - 1]);
+  expect(await posterior.locator('svg').count()).toBeGreaterThan(0);
+  const edgeProbabilities = page.getByTestId('edge-probabilities');
+  await expect(edgeProbabilities).toBeVisible();
+  const inked = await page.getByTestId('edge-probabilities-canvas').evaluate((c) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let k = 0; k < d.length; k += 4) if (d[k + 3] > 0 && (d[k] < 200 || d[k + 1] < 200)) n++;
+    return n;
+  });
+  expect(inked).toBeGreaterThan(500);
+  // An exact run has no restarts to list.
+  await expect(page.getByTestId('restarts')).toHaveCount(0);
+  await shot(page, 'app-16-exact-done', info);
+  expect(seen.errors).toEqual([]);
+  expect(foreignRequests(seen, baseURL)).toEqual([]);
+});

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
 use occam::discovery::cgp::Preset;
+use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::result_graph;
 use occam::engine::Session;
@@ -35,6 +36,10 @@ pub struct BenchArgs {
     pub out: PathBuf,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Exact and hybrid runs: keep each set's family scores in this folder and reuse them, so a
+    /// rerun with another prior, K or P fits only the families it has not seen.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
     #[command(flatten)]
     pub overrides: Overrides,
 }
@@ -345,8 +350,32 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             Some(preset),
         )
         .map_err(|e| CliError(format!("{}: {e}", set.name)))?;
+        let cache_path = args
+            .cache_dir
+            .as_ref()
+            .filter(|_| settings.method.runs_exact())
+            .map(|dir| {
+                // One file per set and cache key, so runs with other rows or fit settings keep
+                // their own scores.
+                let key = serde_json::to_string(session.score_cache_key()).unwrap_or_default();
+                let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+                });
+                dir.join(format!("{}_{hash:016x}.json", set.name.replace('/', "_")))
+            });
+        if let Some(path) = &cache_path {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                if let Some(cache) = ScoreCache::from_json_for(&text, session.score_cache_key()) {
+                    session.use_score_cache(cache);
+                }
+            }
+        }
         while !session.is_finished() {
             session.step(1.0);
+        }
+        if let Some(path) = &cache_path {
+            crate::ensure_dir(&args.cache_dir.clone().expect("a cache folder was given"))?;
+            crate::write_file(path, &session.score_cache().to_json())?;
         }
         let result = session.result();
         let pred = result_graph(&result);
@@ -363,7 +392,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             seconds: result.seconds,
         };
         println!(
-            "{:<28} shd {:>3} shd1 {:>3} sid {:>4} f1 {:.3} edges {}/{} {:.1} s",
+            "{:<28} shd {:>3} shd1 {:>3} sid {:>4} f1 {:.3} edges {}/{} {:.1} s{}",
             row.name,
             row.shd,
             row.shd1,
@@ -371,14 +400,26 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             row.f1,
             row.edges,
             row.true_edges,
-            row.seconds
+            row.seconds,
+            if result.method.runs_exact() {
+                format!(
+                    " families fitted {} cached {}",
+                    result.families_fitted, result.cache_hits
+                )
+            } else {
+                String::new()
+            }
         );
+        for f in &result.failures {
+            println!("  note: {f}");
+        }
         rows.push(row);
     }
     let peers = read_baselines(&args.data);
     let header = format!(
-        "## Structure learning: `occam bench --preset {} --sets '{}'` (seed {}, {} restarts, {} threads, at most {} rows, M = {})\n\nSHD (rev=2) counts a reversed edge twice (the paper's convention); SHD (rev=1) once. SID after Peters & Bühlmann (n/a for a cyclic truth). F1 over directed edges. Seconds are wall-clock per set on this machine.",
+        "## Structure learning: `occam bench --preset {}{} --sets '{}'` (seed {}, {} restarts, {} threads, at most {} rows, M = {})\n\nSHD (rev=2) counts a reversed edge twice (the paper's convention); SHD (rev=1) once. SID after Peters & Bühlmann (n/a for a cyclic truth). F1 over directed edges. Seconds are wall-clock per set on this machine.",
         preset.name(),
+        method_text(&settings),
         args.sets,
         args.seed,
         settings.restarts,
@@ -389,8 +430,9 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let section = render(&rows, &peers, &header);
     let existing = std::fs::read_to_string(&args.out).unwrap_or_default();
     let key = format!(
-        "{} {} rows {} M {}",
+        "{}{} {} rows {} M {}",
         preset.name(),
+        method_text(&settings),
         args.sets,
         settings.max_rows,
         inducing_text(&settings)
@@ -398,6 +440,26 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     crate::write_file(&args.out, &splice(&existing, &key, &section))?;
     println!("wrote {}", args.out.display());
     Ok(())
+}
+
+/// The method and its limits as flags (nothing for the default continuous search, so the sections
+/// it wrote before keep their keys).
+fn method_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
+    if !settings.method.runs_exact() {
+        return String::new();
+    }
+    let x = &settings.exact;
+    let prior = x.prior.as_text();
+    format!(
+        " --method {} --max-parents {} --candidates {} --edge-prior {prior} (family fits: M = {}, {} restarts, {} Adam + {} L-BFGS)",
+        settings.method.name(),
+        x.max_parents,
+        x.candidates,
+        x.family.inducing,
+        x.family.restarts,
+        x.family.adam_steps,
+        x.family.lbfgs_iterations
+    )
 }
 
 /// M as the settings give it: "20", or "20+1/input" where it grows with the number of inputs.

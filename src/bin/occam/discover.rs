@@ -1,18 +1,22 @@
 //! `occam discover DATA.csv --out DIR`: learn a causal DAG by continuous Bayesian model selection
-//! (CGP-CDE), with a progress line, and write DIR/adjacency.csv, DIR/edges.csv, DIR/graph.dot and
-//! DIR/result.json. Ctrl-C stops the run and writes the best result so far.
+//! (CGP-CDE, `--method cgp`), by exact model selection over DAGs (`--method exact`) or both
+//! (`--method hybrid`), with a progress line, and write DIR/adjacency.csv, DIR/edges.csv,
+//! DIR/graph.dot and DIR/result.json (and, from the exact search, DIR/edge_probabilities.csv and
+//! the family-score cache DIR/score_cache.json, which a later run with the same data, seed and fit
+//! settings reads instead of refitting). Ctrl-C stops the run and writes the best result so far.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::Args;
-use occam::data::{parse_csv, CsvOptions, MAX_CSV_BYTES};
+use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
 use occam::discovery::cgp::Preset;
+use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::output_files;
-use occam::engine::{Session, Snapshot, Status};
+use occam::engine::{now_seconds, Session, Snapshot, Status};
 
 use crate::overrides::Overrides;
 use crate::{ensure_dir, read_file_limited, write_file, CliError};
@@ -84,6 +88,12 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     let mut session = Session::new(&dataset, knowledge, settings, args.seed, Some(preset))
         .map_err(|e| CliError(format!("{shown}: {e}")))?;
     ensure_dir(&args.out)?;
+    let cache_path = args.out.join(SCORE_CACHE_FILE);
+    let method = session.settings().method;
+    if method.runs_exact() {
+        announce_exact(&mut session, &cache_path, &dataset, args.quiet);
+    }
+    let mut cache_saved_at = now_seconds();
 
     let interrupted = Arc::new(AtomicBool::new(false));
     {
@@ -103,6 +113,14 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
         if !args.quiet {
             progress_line(&snapshot);
         }
+        // Keep the fitted families on disk as the run goes, so even a killed run loses little.
+        if method.runs_exact() && now_seconds() - cache_saved_at > CACHE_SAVE_SECONDS {
+            save_cache(&session, &cache_path)?;
+            cache_saved_at = now_seconds();
+        }
+    }
+    if method.runs_exact() {
+        save_cache(&session, &cache_path)?;
     }
     if !args.quiet {
         eprintln!();
@@ -127,13 +145,78 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     }
     if result.status == Status::Failed {
         return Err(CliError(
-            "every restart failed; see result.json for the messages".into(),
+            "no graph was found (every restart failed, or the exact search could not run); see \
+             result.json for the messages"
+                .into(),
         ));
     }
     Ok(())
 }
 
+/// The family-score cache's file name in the output folder.
+pub const SCORE_CACHE_FILE: &str = "score_cache.json";
+/// Seconds between saves of the score cache during an exact run.
+const CACHE_SAVE_SECONDS: f64 = 30.0;
+
+/// Reads DIR/score_cache.json when it was made for this data, seed and fit settings, and prints
+/// how many fits the exact search plans before the work starts.
+fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, quiet: bool) {
+    let mut cached = 0;
+    if let Ok(text) = std::fs::read_to_string(cache_path) {
+        match ScoreCache::from_json_for(&text, session.score_cache_key()) {
+            Some(cache) => {
+                cached = cache.len();
+                session.use_score_cache(cache);
+            }
+            None => eprintln!(
+                "note: {} was made for other data, settings or seed; it is not used and will be \
+                 replaced",
+                cache_path.display()
+            ),
+        }
+    }
+    if quiet {
+        return;
+    }
+    let s = &session.settings().exact;
+    let d = dataset.cols();
+    let (screening, families) = session.planned_exact_fits();
+    eprintln!(
+        "exact search over {d} variables: at most {} parents from {} candidates each; {screening} \
+         screening fits, then about {families} family fits ({} families already in {})",
+        s.max_parents,
+        s.candidates.min(d - 1),
+        cached,
+        cache_path.display()
+    );
+}
+
+fn save_cache(session: &Session, path: &Path) -> Result<(), CliError> {
+    let tmp = path.with_extension("json.tmp");
+    write_file(&tmp, &session.score_cache().to_json())?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| CliError(format!("cannot write {}: {e}", path.display())))
+}
+
 fn progress_line(s: &Snapshot) {
+    if let Some(x) = &s.exact {
+        let width = 24;
+        let filled = ((s.progress * width as f64).round() as usize).min(width);
+        let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
+        eprint!(
+            "\r[{bar}] exact {:?} families {:>5} / {:<5} fitted {:>5}  cached {:>5}  {:.0} s, about \
+             {:.0} s left   ",
+            x.stage,
+            x.done,
+            x.total,
+            x.families_fitted,
+            x.cache_hits,
+            s.elapsed_seconds,
+            s.remaining_seconds
+        );
+        let _ = std::io::stderr().flush();
+        return;
+    }
     let width = 24;
     let filled = ((s.progress * width as f64).round() as usize).min(width);
     let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);

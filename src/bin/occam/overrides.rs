@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use occam::discovery::cgp::SearchSettings;
+use occam::discovery::cgp::{Method, SearchSettings};
+use occam::discovery::exact::GraphPrior;
 
 use crate::{read_file_limited, CliError};
 
@@ -24,6 +25,21 @@ pub struct Overrides {
     /// Caps every phase (warm-up, acyclic, cool-down) at this many iterations.
     #[arg(long)]
     pub max_iterations: Option<usize>,
+    /// The search: `cgp` (the continuous search), `exact` (every family scored, the best DAG by
+    /// dynamic programming, the posterior) or `hybrid` (cgp, then exact with cgp's edges added to
+    /// the candidate parents). Default: the preset's (cgp).
+    #[arg(long, value_name = "cgp|exact|hybrid")]
+    pub method: Option<String>,
+    /// Exact search: the most parents a variable may have (K).
+    #[arg(long, value_name = "K")]
+    pub max_parents: Option<usize>,
+    /// Exact search: candidate parents per variable, chosen by one-parent evidence gain (P).
+    #[arg(long, value_name = "P")]
+    pub candidates: Option<usize>,
+    /// Exact search: the graph prior, `uniform` or an edge probability q in (0, 1) (each pair of
+    /// variables joined independently with probability q).
+    #[arg(long, value_name = "uniform|q")]
+    pub edge_prior: Option<String>,
     /// A JSON object of search settings (the keys of result.json's `settings`) that replace the
     /// preset's, e.g. `{"subset_scaling": "count_rows"}`; applied before the flags above.
     #[arg(long, value_name = "FILE.json")]
@@ -50,6 +66,19 @@ impl Overrides {
         }
         if let Some(cap) = self.max_iterations {
             settings.cap_iterations(cap);
+        }
+        if let Some(m) = &self.method {
+            settings.method = Method::parse(m).map_err(CliError)?;
+        }
+        if let Some(k) = self.max_parents {
+            settings.exact.max_parents = k;
+        }
+        if let Some(p) = self.candidates {
+            settings.exact.candidates = p;
+        }
+        if let Some(prior) = &self.edge_prior {
+            settings.exact.prior =
+                GraphPrior::parse(prior).map_err(|e| CliError(format!("--edge-prior: {e}")))?;
         }
         Ok(())
     }

@@ -60,6 +60,31 @@ impl GraphPrior {
         }
     }
 
+    /// Parses `uniform` or an edge probability q with 0 < q < 1 (the CLI's `--edge-prior`, the
+    /// page's field).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if text.eq_ignore_ascii_case("uniform") {
+            return Ok(Self::Uniform);
+        }
+        match text.parse::<f64>() {
+            Ok(q) if q > 0.0 && q < 1.0 => Ok(Self::EdgeCount {
+                edge_probability: q,
+            }),
+            _ => Err(format!(
+                "'{text}' is neither \"uniform\" nor an edge probability strictly between 0 and 1"
+            )),
+        }
+    }
+
+    /// The text [`GraphPrior::parse`] reads back.
+    pub fn as_text(self) -> String {
+        match self {
+            Self::Uniform => "uniform".into(),
+            Self::EdgeCount { edge_probability } => edge_probability.to_string(),
+        }
+    }
+
     /// A sentence for the output, so nobody has to guess which prior was used.
     pub fn describe(self) -> String {
         match self {

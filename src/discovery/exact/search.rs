@@ -175,23 +175,40 @@ impl FamilyPlan {
             .collect()
     }
 
-    /// The score table for the DP: each planned family with its cached value (families that are
-    /// missing or failed are left out, so they are not admissible).
+    /// The score table for the DP: each planned family with its cached value raised to the best
+    /// value of its planned subsets, F(i | S) = max(F_fit(i | S), max_{S' ⊂ S} F(i | S')).
+    /// The models nest: with the extra parents' linear variances and SE precisions at 0 the
+    /// kernel on [x_S, w] is the kernel on [x_S', w], so the maximised bound of S is at least
+    /// the value reached for S'; a fit that ends below a subset's only failed to find it. Ties
+    /// then go to the smaller family in the DP. Families that are missing or failed, with no
+    /// scored subset, are left out, so they are not admissible.
     pub fn table(&self, cache: &ScoreCache) -> Vec<Vec<(Mask, f64)>> {
         self.families
             .iter()
             .enumerate()
             .map(|(i, masks)| {
-                masks
-                    .iter()
-                    .filter_map(|&m| {
-                        let parents: Vec<usize> = (0..Mask::BITS as usize)
-                            .filter(|&j| m & (1 << j) != 0)
-                            .collect();
-                        let s = cache.get(&(i, parents))?.as_ref().ok()?;
-                        Some((m, s.value))
-                    })
-                    .collect()
+                // Masks are listed by size, so every proper subset is settled before its supersets.
+                let mut settled: std::collections::HashMap<Mask, f64> =
+                    std::collections::HashMap::new();
+                let mut out = Vec::new();
+                for &m in masks {
+                    let parents: Vec<usize> = (0..Mask::BITS as usize)
+                        .filter(|&j| m & (1 << j) != 0)
+                        .collect();
+                    let fitted = cache
+                        .get(&(i, parents))
+                        .and_then(|r| r.as_ref().ok())
+                        .map(|s| s.value);
+                    let Some(fitted) = fitted else { continue };
+                    let best_subset = (0..Mask::BITS)
+                        .filter(|&j| m & (1 << j) != 0)
+                        .filter_map(|j| settled.get(&(m & !(1 << j))).copied())
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let value = fitted.max(best_subset);
+                    settled.insert(m, value);
+                    out.push((m, value));
+                }
+                out
             })
             .collect()
     }
