@@ -571,3 +571,83 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
         assert!(err.contains(expected), "{contents}: {err}");
     }
 }
+
+#[test]
+fn discover_exact_writes_edge_probabilities_and_a_cache_the_next_run_reuses() {
+    let dir = tempfile::tempdir().unwrap();
+    // A small non-linear chain a → b → c, 60 rows.
+    let mut csv = String::from("a,b,c\n");
+    for n in 0..60 {
+        let a = ((n * 37) % 61) as f64 / 61.0 * 4.0 - 2.0;
+        let b = (1.5 * a).sin() + 0.1 * ((n * 13 % 7) as f64 - 3.0);
+        let c = b * b + 0.1 * ((n * 5 % 11) as f64 - 5.0);
+        csv.push_str(&format!("{a},{b},{c}\n"));
+    }
+    let data = write(dir.path(), "chain.csv", &csv);
+    let settings = write(
+        dir.path(),
+        "light.json",
+        r#"{"exact": {"max_parents": 2, "candidates": 2, "prior": {"kind": "uniform"},
+            "family": {"inducing": 8, "restarts": 1, "adam_steps": 40, "lbfgs_iterations": 40}}}"#,
+    );
+    let out = dir.path().join("out");
+    let out_s = out.to_str().unwrap();
+    let run = || {
+        occam(&[
+            "discover",
+            &data,
+            "--out",
+            out_s,
+            "--method",
+            "exact",
+            "--settings",
+            &settings,
+            "--threads",
+            "2",
+        ])
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert!(
+        text(&first.stderr).contains("9 screening fits"),
+        "{}",
+        text(&first.stderr)
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(result["method"], "exact");
+    assert_eq!(result["families_fitted"], 12);
+    assert_eq!(result["cache_hits"], 0);
+    assert_eq!(result["posterior"]["graphs"].as_array().unwrap().len(), 25);
+    let p = result["edge_probabilities"].as_array().unwrap();
+    assert_eq!(p.len(), 3);
+    let csv_text = std::fs::read_to_string(out.join("edge_probabilities.csv")).unwrap();
+    assert!(csv_text.starts_with("# edge probabilities"), "{csv_text}");
+    assert!(csv_text.contains("uniform"), "{csv_text}");
+    assert!(out.join("score_cache.json").exists());
+    // The same data, seed and fit settings: every family comes from the cache.
+    let second = run();
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    let again: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(again["families_fitted"], 0);
+    assert_eq!(again["cache_hits"], 12);
+    assert_eq!(again["edges"], result["edges"]);
+    // A bad prior is refused by name.
+    let bad = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out_s,
+        "--method",
+        "exact",
+        "--edge-prior",
+        "1.5",
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("--edge-prior"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
