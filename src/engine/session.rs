@@ -713,17 +713,21 @@ impl Session {
             trace: Vec::new(),
             elapsed_seconds: self.elapsed,
             remaining_seconds,
-            progress: if status == Status::Running {
-                let total = self.elapsed + remaining_seconds;
-                if total > 0.0 {
-                    (self.elapsed / total).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                }
-            } else {
-                1.0
-            },
+            progress: self.fraction_done(status, remaining_seconds),
             exact: Some(progress),
+        }
+    }
+
+    /// Elapsed / (elapsed + remaining) while running, 1 once ended.
+    fn fraction_done(&self, status: Status, remaining_seconds: f64) -> f64 {
+        if status != Status::Running {
+            return 1.0;
+        }
+        let total = self.elapsed + remaining_seconds;
+        if total > 0.0 {
+            (self.elapsed / total).clamp(0.0, 1.0)
+        } else {
+            0.0
         }
     }
 
@@ -790,16 +794,7 @@ impl Session {
         } else {
             0.0
         };
-        let progress = if status == Status::Running {
-            let total = self.elapsed + remaining_seconds;
-            if total > 0.0 {
-                (self.elapsed / total).clamp(0.0, 1.0)
-            } else {
-                0.0
-            }
-        } else {
-            1.0
-        };
+        let progress = self.fraction_done(status, remaining_seconds);
         Snapshot {
             status,
             restart: shown.index(),
