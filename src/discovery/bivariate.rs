@@ -2,9 +2,13 @@
 //! marginal model of X plus that of the conditional model of Y given X; the same for Y → X; the
 //! larger total wins. Each of the four components is fitted with restarts and its best bound kept
 //! (each component is its own model, so the best per component is a valid choice, §7.2).
+//!
+//! With the collapsed bound the test is the D = 2 case of the exact search (MODEL.md §6): the
+//! evidence of X → Y is F(X | ∅) + F(Y | {X}), each term computed by [`family_score`], the one
+//! implementation of "the evidence of a family" that the exact search and the continuous search's
+//! graph evidence use too.
 
-use crate::gp::collapsed::{CollapsedModel, FitSettings, NOISE_VARIANCE_FLOOR};
-use crate::gp::resolution::resolution_noise_floor;
+use super::family::{family_score, FamilyScore, FamilyScoreSettings};
 use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
 use nalgebra::DMatrix;
 use rand::seq::SliceRandom;
@@ -151,27 +155,6 @@ pub fn fit_uncollapsed(
         .map_err(|e| e.to_string())
 }
 
-/// Fits one component with the collapsed bound (psi-statistics, free q(w), Adam then L-BFGS):
-/// the modelled variable is column `slot` of `data`, its parents the other columns (none for a
-/// marginal). Returns the fitted bound.
-pub fn fit_collapsed(
-    data: &DMatrix<f64>,
-    slot: usize,
-    settings: &FitSettings,
-    rng: &mut ChaCha8Rng,
-) -> Result<f64, String> {
-    let n = data.nrows();
-    let others: Vec<usize> = (0..data.ncols()).filter(|&c| c != slot).collect();
-    let parents = DMatrix::from_fn(n, others.len(), |r, k| data[(r, others[k])]);
-    let y = data.column(slot).into_owned();
-    let floor = resolution_noise_floor(y.as_slice(), NOISE_VARIANCE_FLOOR);
-    let model = CollapsedModel::with_noise_floor(parents, y, floor).map_err(|e| e.to_string())?;
-    model
-        .fit(settings, rng)
-        .map(|f| f.bound)
-        .map_err(|e| e.to_string())
-}
-
 /// True when the mean of the last `window` values exceeds the mean of the window before it by less
 /// than `tolerance`.
 fn converged(history: &[f64], window: usize, tolerance: f64) -> bool {
@@ -231,6 +214,42 @@ pub fn direction_evidence(
         conditional_y_given_x: best_of(restarts, stream(2), |rng| fit_component(&xy, 1, rng)),
         marginal_y: best_of(restarts, stream(3), |rng| fit_component(&my, 0, rng)),
         conditional_x_given_y: best_of(restarts, stream(4), |rng| fit_component(&yx, 1, rng)),
+    }
+}
+
+/// The four components as local scores of the exact search: with the pair as the 2-column data
+/// set [x, y], marginal X = F(0 | ∅), Y given X = F(1 | {0}), marginal Y = F(1 | ∅) and X given Y
+/// = F(0 | {1}), each [`family_score`] (best of `settings.restarts` collapsed GP-CDE fits from the
+/// standard start, floored by the noise-model or Bayesian-linear evidence, family-derived seeds).
+/// So log-evidence(X → Y) − log-evidence(Y → X) = F(0|∅) + F(1|{0}) − F(1|∅) − F(0|{1}), exactly
+/// the score difference of the two one-edge DAGs in `occam discover --method exact` on the pair.
+pub fn direction_evidence_by_family(
+    x: &[f64],
+    y: &[f64],
+    settings: &FamilyScoreSettings,
+    seed: u64,
+) -> DirectionEvidence {
+    let n = x.len();
+    let data = DMatrix::from_fn(n, 2, |r, c| if c == 0 { x[r] } else { y[r] });
+    let component = |child: usize, parents: &[usize]| -> ComponentFit {
+        match family_score(&data, child, parents, settings, seed) {
+            Ok(FamilyScore {
+                value, fits_failed, ..
+            }) => ComponentFit {
+                bound: Some(value),
+                restarts_failed: fits_failed,
+            },
+            Err(_) => ComponentFit {
+                bound: None,
+                restarts_failed: settings.restarts,
+            },
+        }
+    };
+    DirectionEvidence {
+        marginal_x: component(0, &[]),
+        conditional_y_given_x: component(1, &[0]),
+        marginal_y: component(1, &[]),
+        conditional_x_given_y: component(0, &[1]),
     }
 }
 

@@ -1,15 +1,19 @@
 //! `occam pairs DIR`: the two-variable direction test on every pair of a folder laid out like the
 //! Tübingen cause-effect pairs (pairNNNN.csv with columns x,y, and truth.csv with
 //! pair,direction,weight,...).
+//!
+//! With the collapsed bound (the default) each pair is scored as the exact search scores a
+//! two-variable data set: evidence(X → Y) = F(X | ∅) + F(Y | {X}) with the family score of
+//! `discovery::family`, so `occam pairs` and `occam discover --method exact` on the pair agree.
 
 use crate::{read_file_limited, CliError};
 use clap::{Args, ValueEnum};
 use occam::data::{dequantise, parse_csv, standardise, CsvOptions, MAX_CSV_BYTES};
 use occam::discovery::bivariate::{
-    direction_evidence, fit_collapsed, fit_uncollapsed, subsample_rows, Direction,
+    direction_evidence, direction_evidence_by_family, fit_uncollapsed, subsample_rows, Direction,
     DirectionEvidence, UncollapsedFit,
 };
-use occam::gp::collapsed::FitSettings;
+use occam::discovery::family::FamilyScoreSettings;
 use occam::gp::variable::{LatentKind, VariableSettings};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -197,12 +201,14 @@ fn evaluate(args: &PairsArgs, index: usize, truth: &PairTruth) -> Outcome {
     let seed = args.seed.wrapping_add(1_000 * index as u64);
     let (rows_used, rows_total, evidence) = match read_pair(&args.dir, &truth.name, args, seed) {
         Ok((x, y, total)) => {
-            let mut collapsed = FitSettings {
-                inducing_points: args.inducing,
+            // The collapsed test is the exact search's D = 2 case: each component is a family
+            // score F(i | S) (discovery::family), floors included.
+            let family = FamilyScoreSettings {
+                inducing: args.inducing,
+                restarts: args.restarts,
                 adam_steps: args.adam_steps,
-                ..Default::default()
+                lbfgs_iterations: args.lbfgs_iterations,
             };
-            collapsed.lbfgs.max_iterations = args.lbfgs_iterations;
             let uncollapsed = UncollapsedFit {
                 variable: VariableSettings {
                     inducing: args.inducing,
@@ -213,11 +219,7 @@ fn evaluate(args: &PairsArgs, index: usize, truth: &PairTruth) -> Outcome {
                 max_steps: args.svgp_steps,
                 ..UncollapsedFit::default()
             };
-            let by_collapsed = || {
-                direction_evidence(&x, &y, args.restarts, seed, |data, slot, rng| {
-                    fit_collapsed(data, slot, &collapsed, rng)
-                })
-            };
+            let by_collapsed = || direction_evidence_by_family(&x, &y, &family, seed);
             let by_uncollapsed = || {
                 direction_evidence(&x, &y, args.restarts, seed, |data, slot, rng| {
                     fit_uncollapsed(data, slot, &uncollapsed, rng)
@@ -331,6 +333,12 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
         return Err(CliError(format!(
             "--tie-nats must be a number of nats ≥ 0, not {}",
             args.tie_nats
+        )));
+    }
+    if args.restarts == 0 || args.inducing == 0 {
+        return Err(CliError(format!(
+            "--restarts and --inducing must be at least 1 (got {} and {})",
+            args.restarts, args.inducing
         )));
     }
     let mut truth = read_truth(&args.dir)?;
