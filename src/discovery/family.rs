@@ -84,7 +84,7 @@ pub fn family_fit_settings(s: &FamilyScoreSettings, restart: usize) -> FitSettin
         gp_initialisation: GpInitialisation::Always,
         initial_precision: (0.01, 1.0),
         min_start_se_variance: MIN_START_SE_VARIANCE,
-        latent_start: if restart % 2 == 0 {
+        latent_start: if restart.is_multiple_of(2) {
             LatentStart::Residual
         } else {
             LatentStart::Off
