@@ -7,6 +7,7 @@ use super::dag_view::DagView;
 use super::knowledge_panel::current_knowledge;
 use super::settings_panel::current_settings;
 use super::{AppState, DataState, RunState};
+use crate::discovery::cgp::Method;
 use crate::protocol::{RunRequest, ToWorker};
 use crate::ui::{format_number, format_seconds_left, phase_name, History};
 use leptos::prelude::*;
@@ -117,7 +118,9 @@ pub fn RunPanel() -> impl IntoView {
                     <figcaption>"Graph"</figcaption>
                     <DagView />
                 </figure>
-                <figure class="wide">
+                // The exact search optimises no objective over iterations: nothing to plot.
+                <figure class="wide" data-testid="objective-figure"
+                    class:hidden=move || state.method.get() == Method::Exact>
                     <figcaption>"Objective: evidence bound, h(A) and γ"</figcaption>
                     <LossChart />
                 </figure>

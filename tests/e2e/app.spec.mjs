@@ -430,6 +430,8 @@ test('the exact method shows families as they are fitted, then the posterior and
   const families = page.getByTestId('families-progress');
   await expect(families).toBeVisible({ timeout: 60_000 });
   expect(Number(await families.getAttribute('data-total'))).toBeGreaterThan(0);
+  // No objective is optimised over iterations, so its chart is not shown.
+  await expect(page.getByTestId('objective-figure')).toBeHidden();
   await shot(page, 'app-15-exact-running', info);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(page.getByTestId('result-method')).toHaveText('exact');
