@@ -302,6 +302,27 @@ impl ExactRun {
         settings: ExactSettings,
         cache: ScoreCache,
     ) -> Result<Self, ExactError> {
+        Self::with_extra_candidates(d, knowledge, settings, cache, vec![Vec::new(); d])
+    }
+
+    /// A run whose candidate parents also include `extra[i]` for each variable i (the hybrid
+    /// search passes the parents the continuous search found). Extra parents that the knowledge
+    /// forbids are ignored; the candidates stay within [`MAX_CANDIDATES`], extra parents first.
+    /// They are set before the first stage is checked, because with a full cache screening ends
+    /// at once and the candidates are fixed then.
+    pub fn with_extra_candidates(
+        d: usize,
+        knowledge: Knowledge,
+        settings: ExactSettings,
+        cache: ScoreCache,
+        extra: Vec<Vec<usize>>,
+    ) -> Result<Self, ExactError> {
+        if extra.len() != d {
+            return Err(ExactError::Settings(format!(
+                "extra candidates are given for {} variables, the data have {d}",
+                extra.len()
+            )));
+        }
         let settings = Self::check(d, &knowledge, &settings)?;
         let first = first_stage_families(&knowledge);
         let todo = cache.missing(&first);
@@ -317,35 +338,9 @@ impl ExactRun {
             plan: None,
             todo,
             cached_at_start,
-            extra_candidates: vec![Vec::new(); d],
+            extra_candidates: extra,
         };
         run.advance()?;
-        Ok(run)
-    }
-
-    /// A run whose candidate parents also include `extra[i]` for each variable i (the hybrid
-    /// search passes the parents the continuous search found). Extra parents that the knowledge
-    /// forbids are ignored; the candidates stay within [`MAX_CANDIDATES`], extra parents first.
-    pub fn with_extra_candidates(
-        d: usize,
-        knowledge: Knowledge,
-        settings: ExactSettings,
-        cache: ScoreCache,
-        extra: Vec<Vec<usize>>,
-    ) -> Result<Self, ExactError> {
-        if extra.len() != d {
-            return Err(ExactError::Settings(format!(
-                "extra candidates are given for {} variables, the data have {d}",
-                extra.len()
-            )));
-        }
-        let mut run = Self::new(d, knowledge, settings, cache)?;
-        if run.plan.is_some() {
-            return Err(ExactError::Settings(
-                "extra candidates must be set before the screening stage ends".into(),
-            ));
-        }
-        run.extra_candidates = extra;
         Ok(run)
     }
 
@@ -667,5 +662,43 @@ mod tests {
         assert!(c[1].is_empty());
         assert_eq!(binomial(5, 2), 10);
         assert_eq!(binomial(2, 3), 0);
+    }
+
+    #[test]
+    fn extra_candidates_join_the_plan_when_screening_is_already_cached() {
+        // Every screening family is cached, so screening ends inside the constructor: the extra
+        // candidates must already be in place then (a hybrid rerun once failed here).
+        let mut settings = ExactSettings::default();
+        settings.candidates = 1;
+        let mut cache = ScoreCache::new(CacheKey {
+            data: "t".into(),
+            settings: settings.family,
+            seed: 0,
+        });
+        let k = Knowledge::none(4);
+        for key in first_stage_families(&k) {
+            // Variable 0's best single parent is 1; 3 gains least.
+            let gain = match key.1.first() {
+                None => 0.0,
+                Some(&j) => 4.0 - j as f64,
+            };
+            cache.insert(key, score(-10.0 + gain));
+        }
+        let run = ExactRun::with_extra_candidates(
+            4,
+            k,
+            settings,
+            cache,
+            vec![vec![3], vec![], vec![], vec![]],
+        )
+        .unwrap();
+        assert_ne!(run.stage(), ExactStage::Screening);
+        let plan = run.plan.as_ref().expect("screening is over");
+        let keys = plan.keys();
+        assert!(keys.contains(&(0, vec![3])));
+        assert!(
+            !keys.contains(&(0, vec![1])),
+            "P = 1 leaves room for the extra parent only"
+        );
     }
 }
