@@ -3,7 +3,7 @@
 //! and the closed-form floor.
 
 use nalgebra::DMatrix;
-use occam::discovery::exact::{fit_families, CacheKey, ScoreCache};
+use occam::discovery::exact::{fit_families, CacheKey, ScoreCache, FAMILY_SCORE_VERSION};
 use occam::discovery::family::{family_score, FamilyKey, FamilyScoreSettings};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -41,11 +41,7 @@ fn settings() -> FamilyScoreSettings {
 }
 
 fn key(settings: FamilyScoreSettings) -> CacheKey {
-    CacheKey {
-        data: "test".into(),
-        settings,
-        seed: 3,
-    }
+    CacheKey::new("test", settings, 3)
 }
 
 #[test]
@@ -114,6 +110,18 @@ fn the_cache_round_trips_and_refuses_other_settings_or_data() {
     let mut other_data = key(settings());
     other_data.data = "other".into();
     assert_eq!(ScoreCache::from_json_for(&text, &other_data), None);
+    // A cache written by older fitting code (no version, or another one) is refitted, not mixed in.
+    let mut older: serde_json::Value = serde_json::from_str(&text).unwrap();
+    older["key"].as_object_mut().unwrap().remove("version");
+    assert_eq!(
+        ScoreCache::from_json_for(&older.to_string(), &key(settings())),
+        None
+    );
+    older["key"]["version"] = (FAMILY_SCORE_VERSION + 1).into();
+    assert_eq!(
+        ScoreCache::from_json_for(&older.to_string(), &key(settings())),
+        None
+    );
     assert_eq!(
         ScoreCache::from_json_for("not json", &key(settings())),
         None

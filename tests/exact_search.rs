@@ -50,11 +50,7 @@ fn settings() -> ExactSettings {
 }
 
 fn cache() -> ScoreCache {
-    ScoreCache::new(CacheKey {
-        data: "chain".into(),
-        settings: settings().family,
-        seed: 0,
-    })
+    ScoreCache::new(CacheKey::new("chain", settings().family, 0))
 }
 
 #[test]

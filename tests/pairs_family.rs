@@ -47,11 +47,7 @@ fn the_pair_gap_is_the_exact_searchs_score_gap_of_the_two_one_edge_dags() {
         family: family_settings(),
         prior: GraphPrior::Uniform,
     };
-    let mut cache = ScoreCache::new(CacheKey {
-        data: "pair".into(),
-        settings: family_settings(),
-        seed,
-    });
+    let mut cache = ScoreCache::new(CacheKey::new("pair", family_settings(), seed));
     let outcome = run_exact(
         &data,
         &Knowledge::none(2),

@@ -51,11 +51,11 @@ pub fn cache_key(
     settings: &ExactSettings,
     seed: u64,
 ) -> CacheKey {
-    CacheKey {
-        data: format!("{fingerprint:016x}/{rows_used}"),
-        settings: settings.family,
+    CacheKey::new(
+        format!("{fingerprint:016x}/{rows_used}"),
+        settings.family,
         seed,
-    }
+    )
 }
 
 impl ExactSearch {

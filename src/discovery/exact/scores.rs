@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::discovery::family::{family_score, FamilyKey, FamilyScore, FamilyScoreSettings};
 
+/// The version of the family-score code a cache was written by. Raise it whenever a change to
+/// the fits (starts, optimiser, floors) changes the scores, so caches from older code are refitted
+/// instead of mixed with new scores. Files without a version read as 0.
+pub const FAMILY_SCORE_VERSION: u32 = 1;
+
 /// What a cache file was computed from; a file whose key differs is not reused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CacheKey {
@@ -20,6 +25,21 @@ pub struct CacheKey {
     pub settings: FamilyScoreSettings,
     /// The seed the family seeds derive from.
     pub seed: u64,
+    /// [`FAMILY_SCORE_VERSION`] of the code that fitted the scores.
+    #[serde(default)]
+    pub version: u32,
+}
+
+impl CacheKey {
+    /// The key for scores fitted now, by this version of the code.
+    pub fn new(data: impl Into<String>, settings: FamilyScoreSettings, seed: u64) -> Self {
+        Self {
+            data: data.into(),
+            settings,
+            seed,
+            version: FAMILY_SCORE_VERSION,
+        }
+    }
 }
 
 /// Family scores computed so far for one [`CacheKey`].

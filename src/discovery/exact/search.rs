@@ -615,11 +615,7 @@ mod tests {
     #[test]
     fn a_family_is_raised_to_its_best_subset_and_extra_candidates_join() {
         let settings = ExactSettings::default();
-        let mut cache = ScoreCache::new(CacheKey {
-            data: "t".into(),
-            settings: settings.family,
-            seed: 0,
-        });
+        let mut cache = ScoreCache::new(CacheKey::new("t", settings.family, 0));
         // Child 2 with candidates 0, 1: ∅ −10, {0} −4, {1} −8, {0,1} −6 (a fit that fell short
         // of {0}): the table gives {0,1} the value of {0}, and no family exceeds its own fit
         // otherwise.
@@ -670,11 +666,7 @@ mod tests {
         // candidates must already be in place then (a hybrid rerun once failed here).
         let mut settings = ExactSettings::default();
         settings.candidates = 1;
-        let mut cache = ScoreCache::new(CacheKey {
-            data: "t".into(),
-            settings: settings.family,
-            seed: 0,
-        });
+        let mut cache = ScoreCache::new(CacheKey::new("t", settings.family, 0));
         let k = Knowledge::none(4);
         for key in first_stage_families(&k) {
             // Variable 0's best single parent is 1; 3 gains least.
