@@ -664,8 +664,10 @@ mod tests {
     fn extra_candidates_join_the_plan_when_screening_is_already_cached() {
         // Every screening family is cached, so screening ends inside the constructor: the extra
         // candidates must already be in place then (a hybrid rerun once failed here).
-        let mut settings = ExactSettings::default();
-        settings.candidates = 1;
+        let settings = ExactSettings {
+            candidates: 1,
+            ..ExactSettings::default()
+        };
         let mut cache = ScoreCache::new(CacheKey::new("t", settings.family, 0));
         let k = Knowledge::none(4);
         for key in first_stage_families(&k) {
