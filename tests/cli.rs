@@ -260,6 +260,54 @@ fn score_reports_size_mismatch_and_cycles() {
     assert!(!text(&out.stderr).contains("panicked"));
 }
 
+/// Labelled matrices are matched by name (issue 12): the same graph written in another name order
+/// scores perfectly, graphs over other names are refused with every name that does not match,
+/// and a plain matrix against a labelled one is matched by position with a note saying so.
+#[test]
+fn score_matches_labelled_graphs_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    // a -> b -> c, written in the order a, b, c and in the order c, a, b.
+    let truth = write(
+        dir.path(),
+        "truth.csv",
+        ",a,b,c\na,0,1,0\nb,0,0,1\nc,0,0,0\n",
+    );
+    let shuffled = write(
+        dir.path(),
+        "pred.csv",
+        ",c,a,b\nc,0,0,0\na,0,0,1\nb,1,0,0\n",
+    );
+    let out = occam(&["score", "--truth", &truth, "--pred", &shuffled]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["shd"], 0, "{json}");
+    assert_eq!(json["f1"], 1.0);
+    assert!(!text(&out.stderr).contains("by position"));
+
+    let other = write(
+        dir.path(),
+        "other.csv",
+        ",a,b,d\na,0,1,0\nb,0,0,1\nd,0,0,0\n",
+    );
+    let out = occam(&["score", "--truth", &truth, "--pred", &other]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("other.csv"), "{err}");
+    assert!(err.contains("missing from the file: 'c'"), "{err}");
+    assert!(err.contains("not variables here: 'd'"), "{err}");
+
+    // a -> b -> c with its rows in the order c, a, b.
+    let plain = write(dir.path(), "plain.csv", "0,0,0\n0,0,1\n1,0,0\n");
+    let out = occam(&["score", "--truth", &plain, "--pred", &shuffled]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["shd"], 0,
+        "the plain rows are read in the labelled file's order c, a, b"
+    );
+    assert!(text(&out.stderr).contains("matched by position"));
+}
+
 #[test]
 fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
     let dir = tempfile::tempdir().unwrap();

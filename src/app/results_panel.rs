@@ -168,8 +168,8 @@ pub fn ResultsPanel() -> impl IntoView {
                 {(!result.failures.is_empty()).then(|| view! { <ul class="problems">{failures}</ul> })}
                 <h3>"Compare with a ground truth"</h3>
                 <label class="inline file-button">
-                    "Upload the true graph (adjacency matrix or from,to edge list)"
-                    <input type="file" accept=".csv,.txt,.tsv" data-testid="truth-input" on:change=on_truth />
+                    "Upload the true graph (adjacency matrix, from,to edge list or graph.json; labelled files are matched by name)"
+                    <input type="file" accept=".csv,.txt,.tsv,.json" data-testid="truth-input" on:change=on_truth />
                 </label>
                 {truth_name.map(|n| view! { <span class="hint">" Truth: " {n}</span> })}
                 <Metrics />

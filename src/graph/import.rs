@@ -2,7 +2,7 @@
 //! format of [`to_graph_json`](super::to_graph_json). Every refusal is a [`GraphIoError`] that
 //! names the 1-based line (and column where there is one) and what is wrong.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::export::{GraphJson, ADJACENCY_ORIENTATION};
 use super::Digraph;
@@ -56,6 +56,19 @@ pub enum GraphIoError {
     /// A name in the file that is not a variable of the data.
     #[error("line {line}: '{name}' is not a variable of the data")]
     UnknownName { line: usize, name: String },
+    /// A labelled file whose names are not the variables it is read against (listing them all).
+    #[error(
+        "line {line}: the file's names do not match the variables{}{}",
+        name_list("; missing from the file", missing),
+        name_list("; not variables here", unknown)
+    )]
+    NameMismatch {
+        line: usize,
+        /// Variables the file does not name.
+        missing: Vec<String>,
+        /// Names in the file that are not variables.
+        unknown: Vec<String>,
+    },
     /// A name listed twice in a header.
     #[error("line {line}: '{name}' appears twice in the header")]
     DuplicateName { line: usize, name: String },
@@ -93,6 +106,23 @@ pub enum GraphIoError {
     JsonInvalid { message: String },
 }
 
+/// `"; label: 'a', 'b'"`, or nothing for an empty list (at most 20 names, then a count).
+fn name_list(label: &str, names: &[String]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    const SHOWN: usize = 20;
+    let mut text: Vec<String> = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| format!("'{}'", n.escape_debug()))
+        .collect();
+    if names.len() > SHOWN {
+        text.push(format!("and {} more", names.len() - SHOWN));
+    }
+    format!("{label}: {}", text.join(", "))
+}
+
 /// A graph together with its node names, as read from a self-describing file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedGraph {
@@ -100,6 +130,40 @@ pub struct NamedGraph {
     pub names: Vec<String>,
     /// The graph, `A[i][j] = 1 ⇔ names[i] → names[j]`.
     pub graph: Digraph,
+}
+
+impl NamedGraph {
+    /// The same graph with its nodes in the order of `names`, matched by name: refused, listing
+    /// every name that does not match both ways, unless the two name sets are equal.
+    pub fn aligned_to(&self, names: &[String]) -> Result<Digraph, GraphIoError> {
+        let index = index_names(names)?;
+        let own: HashSet<&str> = self.names.iter().map(String::as_str).collect();
+        let missing: Vec<String> = names
+            .iter()
+            .filter(|n| !own.contains(n.as_str()))
+            .cloned()
+            .collect();
+        let unknown: Vec<String> = self
+            .names
+            .iter()
+            .filter(|n| !index.contains_key(n.as_str()))
+            .cloned()
+            .collect();
+        if !missing.is_empty() || !unknown.is_empty() || own.len() != names.len() {
+            return Err(GraphIoError::NameMismatch {
+                line: 1,
+                missing,
+                unknown,
+            });
+        }
+        let position: Vec<usize> = self.names.iter().map(|n| index[n.as_str()]).collect();
+        let mut out = Digraph::empty(names.len());
+        for (a, b) in self.graph.edges() {
+            out.add_edge(position[a], position[b])
+                .expect("positions are distinct and in range");
+        }
+        Ok(out)
+    }
 }
 
 /// One non-blank, non-comment row of a matrix file with its 1-based line number.
@@ -216,6 +280,14 @@ fn index_names(names: &[String]) -> Result<HashMap<&str, usize>, GraphIoError> {
     Ok(index)
 }
 
+/// The names of a labelled adjacency file (its header after the empty first cell), or None for a
+/// plain matrix. The file is only split into rows here; [`read_adjacency`] checks the rest.
+pub fn adjacency_labels(text: &str) -> Result<Option<Vec<String>>, GraphIoError> {
+    let rows = matrix_rows(text)?;
+    let header = &rows[0];
+    Ok((header.cells.len() > 1 && header.cells[0].is_empty()).then(|| header.cells[1..].to_vec()))
+}
+
 /// Reads an adjacency matrix, `A[i][j] = 1 ⇔ variable i → variable j`, in either of two layouts:
 /// - plain (as in `shared/data`): D lines of D entries, no header;
 /// - labelled (as written by [`to_adjacency_csv`](super::to_adjacency_csv)): a header whose first
@@ -256,6 +328,27 @@ pub fn read_adjacency(text: &str, names: Option<&[String]>) -> Result<Digraph, G
         None => (0..d).collect(),
         Some(names) => {
             let index = index_names(names)?;
+            if let Some(labels) = labels {
+                // Every name that does not match is listed at once, both ways.
+                let in_file: HashSet<&str> = labels.iter().map(String::as_str).collect();
+                let missing: Vec<String> = names
+                    .iter()
+                    .filter(|n| !in_file.contains(n.as_str()))
+                    .cloned()
+                    .collect();
+                let unknown: Vec<String> = labels
+                    .iter()
+                    .filter(|l| !index.contains_key(l.as_str()))
+                    .cloned()
+                    .collect();
+                if !missing.is_empty() || !unknown.is_empty() {
+                    return Err(GraphIoError::NameMismatch {
+                        line: header.line,
+                        missing,
+                        unknown,
+                    });
+                }
+            }
             if d != names.len() {
                 return Err(GraphIoError::NameCount {
                     line: header.line,
@@ -619,13 +712,36 @@ mod tests {
                 expected: 3
             }
         );
+        // A labelled file over other names: every name that does not match is listed, both ways,
+        // whether or not the counts agree.
+        let e = read_adjacency(",a,b,z\na,0,0,0\nb,0,0,0\nz,0,0,0\n", Some(&n)).unwrap_err();
         assert_eq!(
-            read_adjacency(",a,b,z\na,0,0,0\nb,0,0,0\nz,0,0,0\n", Some(&n)).unwrap_err(),
-            GraphIoError::UnknownName {
+            e,
+            GraphIoError::NameMismatch {
                 line: 1,
-                name: "z".into()
+                missing: vec!["c".into()],
+                unknown: vec!["z".into()]
             }
         );
+        assert_eq!(
+            e.to_string(),
+            "line 1: the file's names do not match the variables; missing from the file: 'c'; \
+             not variables here: 'z'"
+        );
+        let e = read_adjacency(",x,y\nx,0,1\ny,0,0\n", Some(&n)).unwrap_err();
+        assert_eq!(
+            e,
+            GraphIoError::NameMismatch {
+                line: 1,
+                missing: names(&["a", "b", "c"]),
+                unknown: names(&["x", "y"])
+            }
+        );
+        assert_eq!(
+            adjacency_labels(",x,y\nx,0,1\ny,0,0\n").unwrap(),
+            Some(names(&["x", "y"]))
+        );
+        assert_eq!(adjacency_labels("0,1\n0,0\n").unwrap(), None);
         assert_eq!(
             read_adjacency("0,1\n0,0\n", Some(&names(&["a", "a"]))).unwrap_err(),
             GraphIoError::DuplicateVariable { name: "a".into() }

@@ -27,7 +27,9 @@ pub use export::{
     tetrad_names, to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_graph_json,
     to_probability_csv, to_tetrad, ADJACENCY_ORIENTATION,
 };
-pub use import::{read_adjacency, read_edge_list, read_graph_json, GraphIoError, NamedGraph};
+pub use import::{
+    adjacency_labels, read_adjacency, read_edge_list, read_graph_json, GraphIoError, NamedGraph,
+};
 pub use layout::{layered_layout, EdgeRoute, Layout, LayoutOptions, NodeBox};
 pub use metrics::{
     classify_edges, compare, f1, precision, recall, shd, shd_reversal_1, Comparison, EdgeClass,

@@ -2,7 +2,8 @@
 //! and comparing the result's graph with it.
 
 use crate::graph::{
-    classify_edges, compare, read_adjacency, read_edge_list, Comparison, Digraph, EdgeClass,
+    classify_edges, compare, read_adjacency, read_edge_list, read_graph_json, Comparison, Digraph,
+    EdgeClass,
 };
 
 /// The comparison of a predicted graph with a ground truth.
@@ -14,9 +15,11 @@ pub struct TruthReport {
     pub truth_edges: usize,
 }
 
-/// Reads a ground truth for the variables `names`: an edge list when the first non-blank line
-/// has cells named `from` and `to` (any case), else an adjacency matrix (plain D × D, or labelled
-/// with names). Errors say which format was assumed and what is wrong.
+/// Reads a ground truth for the variables `names`: Occam's JSON graph when the text starts with
+/// `{`, an edge list when the first non-blank line has cells named `from` and `to` (any case),
+/// else an adjacency matrix (plain D × D, or labelled with names). Labelled formats are matched
+/// by name, in any order; other names are refused, listing every one that does not match.
+/// Errors say which format was assumed and what is wrong.
 pub fn parse_truth(text: &str, names: &[String]) -> Result<Digraph, String> {
     let header = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let cells: Vec<String> = header
@@ -24,7 +27,12 @@ pub fn parse_truth(text: &str, names: &[String]) -> Result<Digraph, String> {
         .map(|c| c.trim().trim_matches('"').to_ascii_lowercase())
         .collect();
     let is_edge_list = cells.iter().any(|c| c == "from") && cells.iter().any(|c| c == "to");
-    if is_edge_list {
+    if header.trim_start().starts_with('{') {
+        // A graph.json written by Occam: its nodes are matched to the variables by name.
+        read_graph_json(text)
+            .and_then(|g| g.aligned_to(names))
+            .map_err(|e| format!("JSON graph: {e}"))
+    } else if is_edge_list {
         read_edge_list(text, names).map_err(|e| format!("edge list (from,to): {e}"))
     } else {
         read_adjacency(text, Some(names)).map_err(|e| format!("adjacency matrix: {e}"))
@@ -70,6 +78,30 @@ mod tests {
         assert!(err.starts_with("edge list") && err.contains('w'), "{err}");
         let err = parse_truth("0,1\n0,0\n", &names()).unwrap_err();
         assert!(err.starts_with("adjacency matrix"), "{err}");
+    }
+
+    #[test]
+    fn labelled_truths_are_matched_by_name_in_any_order() {
+        let expected = Digraph::from_edges(3, &[(0, 1), (1, 2)]).unwrap();
+        // x -> y -> z as a labelled matrix in the order z, x, y.
+        let matrix = ",z,x,y\nz,0,0,0\nx,0,0,1\ny,1,0,0\n";
+        assert_eq!(parse_truth(matrix, &names()).unwrap(), expected);
+        let json = r#"{"orientation": "ORIENT", "nodes": ["y", "z", "x"],
+            "edges": [{"from": "x", "to": "y"}, {"from": "y", "to": "z"}]}"#
+            .replace("ORIENT", crate::graph::ADJACENCY_ORIENTATION);
+        assert_eq!(parse_truth(&json, &names()).unwrap(), expected);
+        // Other names: every one that does not match is listed.
+        let err = parse_truth(",x,y,w\nx,0,1,0\ny,0,0,0\nw,0,0,0\n", &names()).unwrap_err();
+        assert!(
+            err.contains("missing from the file: 'z'") && err.contains("not variables here: 'w'"),
+            "{err}"
+        );
+        let json = json.replace("\"z\"", "\"v\"");
+        let err = parse_truth(&json, &names()).unwrap_err();
+        assert!(
+            err.starts_with("JSON graph") && err.contains("'v'"),
+            "{err}"
+        );
     }
 
     #[test]

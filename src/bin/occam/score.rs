@@ -2,7 +2,7 @@
 
 use crate::{read_file_limited, CliError};
 use clap::Args;
-use occam::graph::{compare, read_adjacency};
+use occam::graph::{adjacency_labels, compare, read_adjacency, Digraph};
 use std::path::{Path, PathBuf};
 
 /// Adjacency files are small; anything larger than this is not one.
@@ -14,27 +14,53 @@ pub struct ScoreArgs {
     #[arg(long)]
     pub truth: PathBuf,
     /// Predicted adjacency matrix, same format (the labelled format `occam discover` writes is
-    /// also accepted).
+    /// also accepted). When both files are labelled, variables are matched by name.
     #[arg(long)]
     pub pred: PathBuf,
 }
 
-fn read_graph(path: &Path) -> Result<occam::graph::Digraph, CliError> {
+fn read_text(path: &Path) -> Result<String, CliError> {
     let bytes = read_file_limited(path, MAX_ADJACENCY_BYTES)?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| CliError(format!("{}: not UTF-8 text", path.display())))?;
-    read_adjacency(&text, None).map_err(|e| CliError(format!("{}: {e}", path.display())))
+    String::from_utf8(bytes).map_err(|_| CliError(format!("{}: not UTF-8 text", path.display())))
+}
+
+/// Reads both graphs in one node order: when either file is labelled, both are read against its
+/// names, so a labelled pair is matched by name (another order scores the same; other names are
+/// refused, listing them) and a plain matrix is taken in the labelled file's order. Returns
+/// whether the match was by position only.
+fn read_pair(args: &ScoreArgs) -> Result<(Digraph, Digraph, bool), CliError> {
+    let truth_text = read_text(&args.truth)?;
+    let pred_text = read_text(&args.pred)?;
+    let labels = |path: &Path, text: &str| {
+        adjacency_labels(text).map_err(|e| CliError(format!("{}: {e}", path.display())))
+    };
+    let truth_names = labels(&args.truth, &truth_text)?;
+    let pred_names = labels(&args.pred, &pred_text)?;
+    let by_position = truth_names.is_none() || pred_names.is_none();
+    let names = truth_names.or(pred_names);
+    let read = |path: &Path, text: &str| {
+        read_adjacency(text, names.as_deref())
+            .map_err(|e| CliError(format!("{}: {e}", path.display())))
+    };
+    let truth = read(&args.truth, &truth_text)?;
+    let pred = read(&args.pred, &pred_text)?;
+    Ok((truth, pred, by_position))
 }
 
 pub fn run(args: &ScoreArgs) -> Result<(), CliError> {
-    let truth = read_graph(&args.truth)?;
-    let pred = read_graph(&args.pred)?;
+    let (truth, pred, by_position) = read_pair(args)?;
     if truth.n() != pred.n() {
         return Err(CliError(format!(
             "the truth has {} variables but the prediction has {}",
             truth.n(),
             pred.n()
         )));
+    }
+    if by_position {
+        eprintln!(
+            "note: at least one file has no names, so variables are matched by position (row k of \
+             one file is row k of the other)"
+        );
     }
     if !truth.is_acyclic() || !pred.is_acyclic() {
         eprintln!("note: SID is defined only for DAGs; a graph has a cycle, so sid is null");
