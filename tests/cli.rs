@@ -453,6 +453,60 @@ fn small_discover(data: &str, out: &Path) -> Output {
     ])
 }
 
+/// Issue 12: data at any scale. Multiplied by 1e160 or 1e-170 (squares beyond the range of f64),
+/// `check` reports finite, positive spreads and `discover` finds the graph of the unscaled data;
+/// before, standardisation zeroed such columns silently. A value beyond f64 is refused by column.
+#[test]
+fn data_at_extreme_scales_gives_the_same_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let chain = chain_csv();
+    let scaled = |factor: f64| -> String {
+        let mut lines = chain.lines();
+        let mut out = format!("{}\n", lines.next().unwrap());
+        for line in lines {
+            let cells: Vec<String> = line
+                .split(',')
+                .map(|c| format!("{:e}", c.parse::<f64>().unwrap() * factor))
+                .collect();
+            out.push_str(&cells.join(","));
+            out.push('\n');
+        }
+        out
+    };
+    let edges_of = |name: &str, contents: &str| -> String {
+        let data = write(dir.path(), name, contents);
+        let out = dir.path().join(format!("out-{name}"));
+        let o = small_discover(&data, &out);
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        std::fs::read_to_string(out.join("edges.csv")).unwrap()
+    };
+    let plain = edges_of("plain.csv", &chain);
+    for factor in [1e160, 1e-170] {
+        let csv_text = scaled(factor);
+        let path = write(dir.path(), "scaled.csv", &csv_text);
+        let o = occam(&["check", "--json", &path]);
+        assert!(o.status.success(), "×{factor}: {}", text(&o.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for c in json["column_summaries"].as_array().unwrap() {
+            let sd = c["sd"].as_f64().unwrap();
+            assert!(sd.is_finite() && sd > 0.0, "×{factor}: {c}");
+        }
+        assert_eq!(
+            edges_of(&format!("x{factor:e}.csv"), &csv_text),
+            plain,
+            "×{factor}"
+        );
+    }
+    // A value beyond the largest f64 cannot be represented: refused, naming the column.
+    let mut lines: Vec<String> = chain.lines().map(String::from).collect();
+    lines[1] = format!("1e400,{}", lines[1].split_once(',').unwrap().1);
+    let huge = write(dir.path(), "huge.csv", &(lines.join("\n") + "\n"));
+    let o = occam(&["check", &huge]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(err.contains("'x'") && err.contains("line 2"), "{err}");
+}
+
 #[test]
 fn discover_writes_the_graph_files_and_the_run_record() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,7 @@
 //! Accepted dialect: one header row; comma, semicolon or tab delimiters (detected); fields may be
 //! quoted; `.` is the decimal point; a UTF-8 byte-order mark is ignored; blank lines are skipped.
 
-use super::dataset::{mean_sd, Dataset};
+use super::dataset::{standardise, Dataset};
 use serde::{Deserialize, Serialize};
 
 /// Largest file accepted, in bytes (256 MiB). A CSV of 256 MiB holds ~20 million numbers, far
@@ -544,14 +544,7 @@ fn check_columns(dataset: &Dataset) -> Result<(), DataError> {
     // Compare standardised columns; the comparison stops at the first differing row, so unrelated
     // columns cost O(1) each and the check stays cheap for wide files.
     const TOLERANCE: f64 = 1e-9;
-    let z: Vec<Vec<f64>> = dataset
-        .columns()
-        .iter()
-        .map(|c| {
-            let (mean, sd) = mean_sd(c);
-            c.iter().map(|v| (v - mean) / sd).collect()
-        })
-        .collect();
+    let z: Vec<Vec<f64>> = dataset.columns().iter().map(|c| standardise(c)).collect();
     for b in 1..z.len() {
         for a in 0..b {
             for sign in [1.0, -1.0] {

@@ -147,22 +147,68 @@ impl Dataset {
     }
 }
 
-/// Mean and population standard deviation, computed in two passes for accuracy.
+/// `v · 2^k`, in steps that neither overflow nor underflow on the way: exact whenever the result
+/// is a normal number (a power of two only moves the exponent).
+fn times_pow2(v: f64, k: i32) -> f64 {
+    let mut out = v;
+    let mut left = k;
+    while left != 0 {
+        let step = left.clamp(-1000, 1000);
+        out *= 2f64.powi(step);
+        left -= step;
+    }
+    out
+}
+
+/// The k for which the largest |x| times 2^k lies in [1, 2) (0 for an all-zero or empty input).
+/// Working in those units keeps every square and sum far from overflow (values near 1e308) and
+/// underflow (values near 1e-320), and the power of two makes the change of units exact.
+fn unit_exponent(x: &[f64]) -> i32 {
+    let largest = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    if largest > 0.0 && largest.is_finite() {
+        -(largest.log2().floor() as i32)
+    } else {
+        0
+    }
+}
+
+/// Mean and population standard deviation sd = sqrt(Σ (x − mean)² / N), computed in two passes
+/// in units where the largest |x| is about 1 (so neither 1e300 nor 1e-300 is lost), then given
+/// back in the data's units. Both are at most max |x|, so both are representable.
 pub(crate) fn mean_sd(x: &[f64]) -> (f64, f64) {
     if x.is_empty() {
         return (0.0, 0.0);
     }
-    let n = x.len() as f64;
-    let mean = x.iter().sum::<f64>() / n;
-    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    let k = unit_exponent(x);
+    let (mean, sd) = scaled_mean_sd(x, k);
+    (times_pow2(mean, -k), times_pow2(sd, -k))
+}
+
+/// Mean and population sd of x · 2^k (two passes).
+fn scaled_mean_sd(x: &[f64], k: i32) -> (f64, f64) {
+    let y: Vec<f64> = if k == 0 {
+        x.to_vec()
+    } else {
+        x.iter().map(|&v| times_pow2(v, k)).collect()
+    };
+    let n = y.len() as f64;
+    let mean = y.iter().sum::<f64>() / n;
+    let var = y.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
     (mean, var.sqrt())
 }
 
-/// z-scores of `x` with the population standard deviation; a constant input maps to zeros.
+/// z-scores of `x` with the population standard deviation, (x − mean) / sd, computed in the units
+/// of [`mean_sd`], so data multiplied by any power of two gives bit-identical z-scores and data
+/// at 1e300 or 1e-300 the same z-scores as at 1; a constant input maps to zeros.
 pub fn standardise(x: &[f64]) -> Vec<f64> {
-    let (mean, sd) = mean_sd(x);
+    if x.is_empty() {
+        return Vec::new();
+    }
+    let k = unit_exponent(x);
+    let y: Vec<f64> = x.iter().map(|&v| times_pow2(v, k)).collect();
+    let (mean, sd) = scaled_mean_sd(&y, 0);
     if sd > 0.0 {
-        x.iter().map(|v| (v - mean) / sd).collect()
+        y.iter().map(|v| (v - mean) / sd).collect()
     } else {
         vec![0.0; x.len()]
     }
@@ -186,6 +232,44 @@ fn summarise(name: &str, x: &[f64]) -> ColumnSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 12: standardisation is blind to scale. Before, squares overflowed at about 1e154
+    /// and underflowed below about 1e-162, and the column was silently zeroed.
+    #[test]
+    fn standardisation_is_the_same_at_any_scale() {
+        let x: Vec<f64> = (0..50)
+            .map(|k| (k as f64 * 0.37).sin() * 3.0 + 1.5)
+            .collect();
+        let z = standardise(&x);
+        let (m, sd) = mean_sd(&x);
+        for k in [-1070, -600, -1, 1, 600, 1000] {
+            let scaled: Vec<f64> = x.iter().map(|&v| times_pow2(v, k)).collect();
+            if k > -1000 {
+                // A power of two (results normal) changes nothing, bit for bit.
+                assert_eq!(standardise(&scaled), z, "2^{k}");
+                let (ms, sds) = mean_sd(&scaled);
+                assert_eq!((times_pow2(ms, -k), times_pow2(sds, -k)), (m, sd), "2^{k}");
+            }
+        }
+        for factor in [1e160, 1e-170, 1e300, 1e-300, -1e200] {
+            let scaled: Vec<f64> = x.iter().map(|&v| v * factor).collect();
+            let zs = standardise(&scaled);
+            let sign = factor.signum();
+            for (a, b) in zs.iter().zip(&z) {
+                assert!((a - sign * b).abs() < 1e-12, "×{factor}: {a} against {b}");
+            }
+            let (ms, sds) = mean_sd(&scaled);
+            assert!(sds.is_finite() && sds > 0.0, "×{factor}: sd {sds}");
+            assert!(((sds / factor.abs()) / sd - 1.0).abs() < 1e-12, "×{factor}");
+            assert!(((ms / factor) / m - 1.0).abs() < 1e-12, "×{factor}");
+        }
+        // Values at the top of the range: the spread of ±1.5e308 is finite.
+        let (_, sd) = mean_sd(&[1.5e308, -1.5e308]);
+        assert_eq!(sd, 1.5e308);
+        assert_eq!(standardise(&[1.5e308, -1.5e308]), vec![1.0, -1.0]);
+        assert_eq!(standardise(&[0.0, 0.0]), vec![0.0, 0.0]);
+        assert!(standardise(&[]).is_empty());
+    }
 
     #[test]
     fn standardised_columns_have_mean_zero_and_population_sd_one() {

@@ -178,7 +178,9 @@ fn read_pair(
     let mut pick = |c: usize| -> Vec<f64> {
         let values: Vec<f64> = rows.iter().map(|&r| d.column(c)[r]).collect();
         match args.repeats {
-            RepeatsArg::Dequantise => standardise(&dequantise(&values, &mut rng)),
+            // Standardised first, so the gaps between values cannot overflow at any scale
+            // (dequantising commutes with the affine map); then again, to unit spread.
+            RepeatsArg::Dequantise => standardise(&dequantise(&standardise(&values), &mut rng)),
             RepeatsArg::Keep => standardise(&values),
         }
     };
