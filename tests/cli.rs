@@ -258,6 +258,18 @@ fn score_reports_size_mismatch_and_cycles() {
     let out = occam(&["score", "--truth", &truth, "--pred", &bad]);
     assert_eq!(out.status.code(), Some(1));
     assert!(!text(&out.stderr).contains("panicked"));
+
+    // A file of delimiters only (it used to panic, issue 12).
+    for (k, contents) in [",", ";;\n", ",,\n,,\n"].into_iter().enumerate() {
+        let only = write(dir.path(), &format!("only{k}.csv"), contents);
+        let out = occam(&["score", "--truth", &only, "--pred", &truth]);
+        assert_eq!(out.status.code(), Some(1), "{contents:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("no matrix rows") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
 }
 
 /// Labelled matrices are matched by name (issue 12): the same graph written in another name order

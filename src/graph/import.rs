@@ -11,7 +11,7 @@ use super::Digraph;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GraphIoError {
     /// Nothing but blank lines and `#` comments.
-    #[error("the file holds no matrix rows (only blank lines or '#' comments)")]
+    #[error("the file holds no matrix rows (only blank lines, '#' comments or empty cells)")]
     Empty,
     /// A row with the wrong number of entries.
     #[error("line {line}: this row has {found} entries but the matrix has {expected} columns")]
@@ -223,6 +223,10 @@ fn matrix_rows(text: &str) -> Result<Vec<Row>, GraphIoError> {
                 });
             }
         }
+    }
+    // A file of delimiters only (`,` or `;;`) has lines but no cell with anything in it.
+    if rows.is_empty() {
+        return Err(GraphIoError::Empty);
     }
     Ok(rows)
 }
@@ -625,6 +629,24 @@ mod tests {
         assert_eq!(g.edges(), vec![(1, 0)]);
         // Without names the file's order is kept.
         assert_eq!(read_adjacency(text, None).unwrap().edges(), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn files_of_delimiters_only_are_empty_not_a_panic() {
+        for text in [",", ",,\n", ";\n", ", ,\n\n", "\"\",\"\"\n", ";;;\n;;\n"] {
+            assert_eq!(
+                read_adjacency(text, None),
+                Err(GraphIoError::Empty),
+                "{text:?}"
+            );
+            assert_eq!(adjacency_labels(text), Err(GraphIoError::Empty), "{text:?}");
+            let n = names(&["a", "b"]);
+            assert_eq!(
+                read_adjacency(text, Some(&n)),
+                Err(GraphIoError::Empty),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]
