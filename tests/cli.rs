@@ -92,6 +92,63 @@ fn check_refuses_bad_files_with_a_message_and_no_panic() {
     assert!(text(&out.stderr).contains("cannot open /definitely/not/here.csv"));
 }
 
+/// Issue 12: output into a closed pipe (`occam check … | head`), a 64 KiB column name and terminal
+/// escape sequences in names: no panic, and names reach the terminal escaped.
+#[test]
+fn check_survives_a_closed_pipe_long_names_and_escape_sequences() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    // Many columns, so the summary is far larger than a pipe's buffer.
+    let cols = 3000;
+    let mut csv: Vec<String> = vec![(0..cols)
+        .map(|j| format!("column_{j}"))
+        .collect::<Vec<_>>()
+        .join(",")];
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..30 {
+        let row: Vec<String> = (0..cols)
+            .map(|_| {
+                // xorshift64: distinct pseudo-random columns
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                format!("{}", (state % 1_000_003) as f64 / 1000.0)
+            })
+            .collect();
+        csv.push(row.join(","));
+    }
+    let wide = write(dir.path(), "wide.csv", &(csv.join("\n") + "\n"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(["check", &wide])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away before the output is written
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{err}");
+
+    let mut odd = format!("{},b\u{1b}[2Jc,d\u{0}e\n", "n".repeat(64 * 1024));
+    for k in 0..20 {
+        odd.push_str(&format!("{},{},{}\n", k, (k * 7) % 5, (k * k) % 11));
+    }
+    let path = write(dir.path(), "odd.csv", &odd);
+    let out = occam(&["check", &path]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{0}'),
+        "raw control characters"
+    );
+    assert!(
+        stdout.contains("b\\u{1b}[2Jc") && stdout.contains("d\\u{0}e"),
+        "{stdout}"
+    );
+    assert!(stdout.contains('…'), "the 64 KiB name is cut in the table");
+}
+
 #[test]
 fn check_can_drop_rows_with_missing_values() {
     let dir = tempfile::tempdir().unwrap();

@@ -391,7 +391,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             true_edges: truth.edge_count(),
             seconds: result.seconds,
         };
-        println!(
+        outln!(
             "{:<28} shd {:>3} shd1 {:>3} sid {:>4} f1 {:.3} edges {}/{} {:.1} s{}",
             row.name,
             row.shd,
@@ -411,7 +411,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             }
         );
         for f in &result.failures {
-            println!("  note: {f}");
+            outln!("  note: {f}");
         }
         rows.push(row);
     }
@@ -438,7 +438,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         inducing_text(&settings)
     );
     crate::write_file(&args.out, &splice(&existing, &key, &section))?;
-    println!("wrote {}", args.out.display());
+    outln!("wrote {}", args.out.display());
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! `occam check FILE`: validate a CSV and summarise it.
 
-use crate::{read_file_limited, CliError};
+use crate::{read_file_limited, terminal_safe, CliError};
 use clap::Args;
 use occam::data::{parse_csv, CsvOptions, MAX_CSV_BYTES};
 use std::path::PathBuf;
@@ -42,7 +42,7 @@ pub fn run(args: &CheckArgs) -> Result<(), CliError> {
             "column_summaries": summary.column_summaries,
             "problems": problems,
         });
-        println!("{out}");
+        outln!("{out}");
         return Ok(());
     }
 
@@ -50,34 +50,62 @@ pub fn run(args: &CheckArgs) -> Result<(), CliError> {
         '\t' => "tab".to_string(),
         c => format!("'{c}'"),
     };
-    println!("file:      {shown}");
-    println!("rows:      {}", summary.rows);
-    println!("columns:   {} (delimiter {delimiter})", summary.columns);
-    println!("names:     {}", summary.names.join(", "));
-    let width = summary
-        .names
+    outln!("file:      {shown}");
+    outln!("rows:      {}", summary.rows);
+    outln!("columns:   {} (delimiter {delimiter})", summary.columns);
+    // Names are shown with control characters escaped (no raw escape sequence reaches the
+    // terminal) and, in the table, cut to a width the formatter can pad (a 64 KiB name once
+    // overflowed its width argument and panicked).
+    let shown: Vec<String> = summary.names.iter().map(|n| terminal_safe(n)).collect();
+    outln!("names:     {}", shown.join(", "));
+    let cells: Vec<String> = shown.iter().map(|n| cut(n, MAX_NAME_WIDTH)).collect();
+    let width = cells
         .iter()
         .map(|n| n.chars().count())
         .max()
         .unwrap_or(4)
         .max(6);
-    println!(
+    outln!(
         "  {:<width$}  {:>12}  {:>12}  {:>12}  {:>12}  {:>8}",
-        "column", "mean", "sd", "min", "max", "distinct"
+        "column",
+        "mean",
+        "sd",
+        "min",
+        "max",
+        "distinct"
     );
-    for c in &summary.column_summaries {
-        println!(
+    for (c, name) in summary.column_summaries.iter().zip(&cells) {
+        outln!(
             "  {:<width$}  {:>12.5e}  {:>12.5e}  {:>12.5e}  {:>12.5e}  {:>8}",
-            c.name, c.mean, c.sd, c.min, c.max, c.distinct
+            name,
+            c.mean,
+            c.sd,
+            c.min,
+            c.max,
+            c.distinct
         );
     }
     if parsed.problems.is_empty() {
-        println!("problems:  none");
+        outln!("problems:  none");
     } else {
-        println!("problems:");
+        outln!("problems:");
         for p in &parsed.problems {
-            println!("  - {}; {}", p.message(), p.action());
+            outln!("  - {}; {}", terminal_safe(&p.message()), p.action());
         }
     }
     Ok(())
+}
+
+/// The widest name column of the statistics table, in characters.
+const MAX_NAME_WIDTH: usize = 40;
+
+/// `text` cut to `max` characters, the last one an ellipsis when anything was cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
 }

@@ -66,7 +66,7 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     let parsed = parse_csv(&bytes, &options).map_err(|e| CliError(format!("{shown}: {e}")))?;
     let dataset = parsed.dataset;
     for p in &parsed.problems {
-        eprintln!("note: {} ({})", p.message(), p.action());
+        errln!("note: {} ({})", p.message(), p.action());
     }
     let tiers_text = match &args.tiers {
         Some(path) => Some(
@@ -105,7 +105,7 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
         if interrupted.load(Ordering::SeqCst) {
             session.stop();
             if !args.quiet {
-                eprintln!("\ninterrupted: writing the best result so far");
+                errln!("\ninterrupted: writing the best result so far");
             }
             break;
         }
@@ -123,14 +123,14 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
         save_cache(&session, &cache_path)?;
     }
     if !args.quiet {
-        eprintln!();
+        errln!();
     }
     let result = session.result();
     for (name, contents) in output_files(&result) {
         write_file(&args.out.join(name), &contents)?;
     }
     let names = session.names();
-    println!(
+    outln!(
         "status: {:?}, {} edges, {:.1} s, written to {}",
         result.status,
         result.edges.len(),
@@ -138,10 +138,10 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
         args.out.display()
     );
     for &(a, b) in &result.edges {
-        println!("  {} -> {}", names[a], names[b]);
+        outln!("  {} -> {}", names[a], names[b]);
     }
     for f in &result.failures {
-        eprintln!("warning: {f}");
+        errln!("warning: {f}");
     }
     if result.status == Status::Failed {
         return Err(CliError(
@@ -168,7 +168,7 @@ fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, q
                 cached = cache.len();
                 session.use_score_cache(cache);
             }
-            None => eprintln!(
+            None => errln!(
                 "note: {} was made for other data, settings or seed; it is not used and will be \
                  replaced",
                 cache_path.display()
@@ -181,7 +181,7 @@ fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, q
     let s = &session.settings().exact;
     let d = dataset.cols();
     let (screening, families) = session.planned_exact_fits();
-    eprintln!(
+    errln!(
         "exact search over {d} variables: at most {} parents from {} candidates each; {screening} \
          screening fits, then about {families} family fits ({} families already in {})",
         s.max_parents,
@@ -203,7 +203,7 @@ fn progress_line(s: &Snapshot) {
         let width = 24;
         let filled = ((s.progress * width as f64).round() as usize).min(width);
         let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
-        eprint!(
+        err!(
             "\r[{bar}] exact {:?} families {:>5} / {:<5} fitted {:>5}  cached {:>5}  {:.0} s, about \
              {:.0} s left   ",
             x.stage,
@@ -224,7 +224,7 @@ fn progress_line(s: &Snapshot) {
         .terms
         .map(|t| format!("bound {:.1}  h {:.3}  γ {:.0}", t.elbo, t.h, t.gamma))
         .unwrap_or_default();
-    eprint!(
+    err!(
         "\r[{bar}] restart {} {:<13} it {:>5}  {terms}  {:.0} s, ≤ {:.0} s left   ",
         s.restart + 1,
         format!("{:?}", s.phase),

@@ -89,7 +89,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), CliError> {
         .map_err(|e| CliError(format!("cannot encode meta.json: {e}")))?;
     write_file(&meta_path, &(meta + "\n"))?;
 
-    println!(
+    outln!(
         "wrote {} ({} rows × {} columns), {} ({} edges, A[i][j] = 1 means Xi+1 → Xj+1) and {}",
         data_path.display(),
         generated.dataset.rows(),

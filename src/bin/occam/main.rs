@@ -3,6 +3,22 @@
 //! Every subcommand returns a [`CliError`] instead of panicking; `main` prints it and exits with a
 //! non-zero status (1 for bad input or a failed run; clap uses 2 for a malformed command line).
 
+/// Writes to stdout or stderr without ever panicking: a closed pipe (`occam check … | head`)
+/// ends the output, not the run, whose files are still written. `println!` would panic there.
+macro_rules! outln {
+    () => { $crate::emit(&mut std::io::stdout(), format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::emit(&mut std::io::stdout(), format_args!($($arg)*), true) };
+}
+/// [`outln!`] on stderr.
+macro_rules! errln {
+    () => { $crate::emit(&mut std::io::stderr(), format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::emit(&mut std::io::stderr(), format_args!($($arg)*), true) };
+}
+/// [`errln!`] without the newline (progress lines that rewrite themselves).
+macro_rules! err {
+    ($($arg:tt)*) => { $crate::emit(&mut std::io::stderr(), format_args!($($arg)*), false) };
+}
+
 mod bench;
 mod check;
 mod discover;
@@ -68,6 +84,30 @@ pub fn read_file_limited(path: &Path, limit: usize) -> Result<Vec<u8>, CliError>
     std::fs::read(path).map_err(|e| CliError(format!("cannot read {shown}: {e}")))
 }
 
+/// Writes formatted text and optionally a newline, ignoring errors: output is best effort once the
+/// reader has gone (a closed pipe), and the run's results go to files, not to this stream.
+pub fn emit(out: &mut impl std::io::Write, args: std::fmt::Arguments<'_>, newline: bool) {
+    let _ = out.write_fmt(args);
+    if newline {
+        let _ = out.write_all(b"\n");
+    }
+}
+
+/// `text` with every control character (NUL, ESC, CR, LF, tab, DEL, C1) written as a Rust-style
+/// escape such as `\u{1b}`, so a name or cell from a file cannot move the cursor, recolour or
+/// clear the user's terminal.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Creates `dir` (and parents) for output.
 pub fn ensure_dir(dir: &PathBuf) -> Result<(), CliError> {
     std::fs::create_dir_all(dir)
@@ -93,7 +133,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Messages quote names and cells from the user's files.
+            errln!("error: {}", terminal_safe(&e.0));
             ExitCode::FAILURE
         }
     }

@@ -365,7 +365,7 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(t) = truth.get(k) else { break };
                 let outcome = evaluate(args, k, t);
-                println!("{}", report_line(&outcome, args.tie_nats));
+                outln!("{}", report_line(&outcome, args.tie_nats));
                 outcomes
                     .lock()
                     .expect("no thread panics while holding the lock")
@@ -400,9 +400,9 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
         "seed": args.seed,
         "threads": threads,
     });
-    println!("settings: {settings}");
+    outln!("settings: {settings}");
     let summary = tally.summary(started.elapsed().as_secs_f64());
-    println!("{summary}");
+    outln!("{summary}");
     Ok(())
 }
 

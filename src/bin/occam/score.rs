@@ -57,17 +57,17 @@ pub fn run(args: &ScoreArgs) -> Result<(), CliError> {
         )));
     }
     if by_position {
-        eprintln!(
+        errln!(
             "note: at least one file has no names, so variables are matched by position (row k of \
              one file is row k of the other)"
         );
     }
     if !truth.is_acyclic() || !pred.is_acyclic() {
-        eprintln!("note: SID is defined only for DAGs; a graph has a cycle, so sid is null");
+        errln!("note: SID is defined only for DAGs; a graph has a cycle, so sid is null");
     }
     let comparison = compare(&truth, &pred);
     let json = serde_json::to_string(&comparison)
         .map_err(|e| CliError(format!("cannot encode the result: {e}")))?;
-    println!("{json}");
+    outln!("{json}");
     Ok(())
 }
