@@ -576,6 +576,39 @@ fn data_at_extreme_scales_gives_the_same_graph() {
     assert!(err.contains("'x'") && err.contains("line 2"), "{err}");
 }
 
+/// Issue 12: sizes no machine could hold are refused up front with the limit named (a billion
+/// restarts used to abort on a 912 GB allocation).
+#[test]
+fn discover_refuses_impossible_sizes_naming_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let out = dir.path().join("out");
+    for (flag, value, expected) in [
+        ("--restarts", "1000000000", "restarts must be at most 1000"),
+        (
+            "--inducing",
+            "100000",
+            "inducing points must be at most 10000",
+        ),
+        ("--threads", "100000", "threads must be at most 4096"),
+    ] {
+        let o = occam(&[
+            "discover",
+            &data,
+            "--out",
+            out.to_str().unwrap(),
+            flag,
+            value,
+        ]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{flag}: {err}");
+        assert!(
+            err.contains(expected) && !err.contains("panicked"),
+            "{flag}: {err}"
+        );
+    }
+}
+
 #[test]
 fn discover_writes_the_graph_files_and_the_run_record() {
     let dir = tempfile::tempdir().unwrap();

@@ -55,13 +55,37 @@ impl FamilyScoreSettings {
         }
     }
 
-    /// Every count must be at least 1 (L-BFGS iterations may be 0: Adam only).
+    /// Every count must be at least 1 (L-BFGS iterations may be 0: Adam only) and within the
+    /// limits of [`SearchSettings`](crate::discovery::cgp::SearchSettings) (named when exceeded).
     pub fn validate(self) -> Result<Self, String> {
+        use crate::discovery::cgp::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS};
         if self.inducing == 0 || self.restarts == 0 {
             return Err(format!(
                 "family fits need at least 1 inducing point and 1 restart (got M = {}, {} restarts)",
                 self.inducing, self.restarts
             ));
+        }
+        for (name, value, limit) in [
+            (
+                "family-fit inducing points",
+                self.inducing,
+                MAX_INDUCING_POINTS,
+            ),
+            ("family-fit restarts", self.restarts, MAX_RESTARTS),
+            (
+                "family-fit Adam steps",
+                self.adam_steps,
+                MAX_PHASE_ITERATIONS,
+            ),
+            (
+                "family-fit L-BFGS iterations",
+                self.lbfgs_iterations,
+                MAX_PHASE_ITERATIONS,
+            ),
+        ] {
+            if value > limit {
+                return Err(format!("{name} must be at most {limit}, got {value}"));
+            }
         }
         Ok(self)
     }

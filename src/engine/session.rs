@@ -39,6 +39,44 @@ pub enum SessionError {
     /// guards datasets built in code).
     #[error("column '{name}' {problem}")]
     UnusableColumn { name: String, problem: String },
+    /// The models would not fit in memory: refused before anything is allocated.
+    #[error(
+        "the models would need about {needed_gib:.1} GiB ({restarts} restarts × {variables} \
+         variables, M = {inducing} inducing points on {rows} rows); the limit here is \
+         {limit_gib:.0} GiB: use fewer restarts, inducing points or rows"
+    )]
+    TooLarge {
+        needed_gib: f64,
+        limit_gib: f64,
+        restarts: usize,
+        variables: usize,
+        inducing: usize,
+        rows: usize,
+    },
+}
+
+/// The most memory a run's models may need: a wasm32 page has a 4 GiB address space, of which
+/// the page needs its share; natively a generous ceiling that still refuses the absurd.
+#[cfg(target_arch = "wasm32")]
+pub const MAX_MODEL_BYTES: f64 = 2.0 * GIB;
+#[cfg(not(target_arch = "wasm32"))]
+pub const MAX_MODEL_BYTES: f64 = 64.0 * GIB;
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Bytes the models of a run hold at once, a lower estimate (so nothing that fits is refused):
+/// every restart keeps, per variable, its
+/// B × M cross-covariance and gradient (B = N for the collapsed bound, the minibatch for the
+/// uncollapsed one), a few M × M matrices and the N × D inputs, 8 bytes each, with
+/// M = min(M for D inputs, N).
+pub fn model_bytes(settings: &SearchSettings, variables: usize, rows_used: usize) -> f64 {
+    let n = rows_used as f64;
+    let batch = match settings.bound {
+        crate::discovery::cgp::BoundKind::Collapsed => n,
+        crate::discovery::cgp::BoundKind::Uncollapsed => settings.batch_size.min(rows_used) as f64,
+    };
+    let m = settings.inducing_for(variables).min(rows_used) as f64;
+    let per_variable = 8.0 * (2.0 * batch * m + 4.0 * m * m + n * variables as f64);
+    settings.restarts as f64 * variables as f64 * per_variable
 }
 
 /// Where the whole session is.
@@ -247,8 +285,19 @@ impl Session {
                 });
             }
         }
-        let full = dataset.standardised().to_matrix();
         let used = settings.max_rows.min(rows);
+        let needed = model_bytes(&settings, d, used);
+        if needed > MAX_MODEL_BYTES {
+            return Err(SessionError::TooLarge {
+                needed_gib: needed / GIB,
+                limit_gib: MAX_MODEL_BYTES / GIB,
+                restarts: settings.restarts,
+                variables: d,
+                inducing: settings.inducing_for(d).min(used),
+                rows: used,
+            });
+        }
+        let full = dataset.standardised().to_matrix();
         let data = if used < rows {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let mut picked = rand::seq::index::sample(&mut rng, rows, used).into_vec();
@@ -1095,7 +1144,44 @@ fn unconverged_acyclic_note(o: &RestartOutcome, s: &SearchSettings) -> Option<St
 
 #[cfg(test)]
 mod tests {
-    use super::thin;
+    use super::*;
+
+    /// Models too large for memory are refused before anything is allocated, with the sizes named.
+    #[test]
+    fn a_run_too_large_for_memory_is_refused_up_front() {
+        let rows = 20_000;
+        let columns: Vec<Vec<f64>> = (0..10)
+            .map(|j| {
+                (0..rows)
+                    .map(|n| ((n * (j + 3)) as f64 * 0.001).sin() + j as f64)
+                    .collect()
+            })
+            .collect();
+        let names = (0..10).map(|j| format!("x{j}")).collect();
+        let data = Dataset::new(names, columns);
+        let mut settings = Preset::Interactive.settings();
+        settings.max_rows = rows;
+        settings.inducing_points = 10_000;
+        settings.restarts = 1000;
+        let Err(err) = Session::new(&data, Knowledge::none(10), settings.clone(), 0, None) else {
+            panic!("a run of 1000 restarts at M = 10 000 on 20 000 rows was accepted");
+        };
+        let text = err.to_string();
+        assert!(matches!(err, SessionError::TooLarge { .. }), "{text}");
+        assert!(
+            text.contains("1000 restarts × 10 variables") && text.contains("GiB"),
+            "{text}"
+        );
+        // The estimate grows with every size it names.
+        let base = model_bytes(&settings, 10, rows);
+        settings.restarts = 2;
+        assert!(model_bytes(&settings, 10, rows) < base);
+        let interactive = Preset::Interactive.settings();
+        assert!(
+            model_bytes(&interactive, 10, 200) < 1e7,
+            "the default run is small"
+        );
+    }
 
     #[test]
     fn thinning_keeps_an_even_spread_and_the_last() {

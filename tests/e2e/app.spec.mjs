@@ -359,6 +359,12 @@ test('invalid settings and contradictory knowledge are explained and block the r
   await expect(page.getByTestId('settings-error')).toContainText('exceeds its maximum');
   await setFields(page, { warmup_min: '100' });
   await expect(page.getByTestId('settings-error')).toHaveCount(0);
+  // A size no machine could hold is refused up front, with the limit named (issue 12).
+  await setFields(page, { restarts: '1000000000' });
+  await expect(page.getByTestId('settings-error')).toContainText('restarts must be at most 1000');
+  await expect(page.getByTestId('run-button')).toBeDisabled();
+  await setFields(page, { restarts: '2' });
+  await expect(page.getByTestId('settings-error')).toHaveCount(0);
   // cause -> mediator and mediator -> cause both required: a cycle.
   const cell = (from, to) => page.locator(`[data-testid=knowledge-cell][data-from="${from}"][data-to="${to}"]`);
   await cell(0, 1).click();

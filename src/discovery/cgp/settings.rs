@@ -377,6 +377,22 @@ impl Preset {
     }
 }
 
+/// The most restarts a run may ask for (each holds a full model of every variable).
+pub const MAX_RESTARTS: usize = 1000;
+/// The most inducing points per variable: M² doubles per variable and restart, and M is capped by
+/// the rows used anyway.
+pub const MAX_INDUCING_POINTS: usize = 10_000;
+/// The largest minibatch (the uncollapsed bound).
+pub const MAX_BATCH_SIZE: usize = 1_000_000;
+/// The most Monte Carlo samples per step (the uncollapsed bound).
+pub const MAX_SAMPLES: usize = 10_000;
+/// The most power iterations per step.
+pub const MAX_POWER_ITERATIONS: usize = 10_000;
+/// The longest any phase may be asked to run (the paper's longest is 50 000).
+pub const MAX_PHASE_ITERATIONS: usize = 100_000_000;
+/// The most worker threads.
+pub const MAX_THREADS: usize = 4096;
+
 impl SearchSettings {
     /// Checks every field, naming the first one that is unusable.
     pub fn validate(&self) -> Result<(), String> {
@@ -420,6 +436,49 @@ impl SearchSettings {
         }
         if self.restarts == 0 {
             return Err("at least one restart is needed".into());
+        }
+        // Sizes no machine could hold or finish are refused up front, naming the limit.
+        for (name, value, limit) in [
+            ("restarts", self.restarts, MAX_RESTARTS),
+            ("inducing points", self.inducing_points, MAX_INDUCING_POINTS),
+            (
+                "inducing points per input",
+                self.inducing_per_input,
+                MAX_INDUCING_POINTS,
+            ),
+            ("the batch size", self.batch_size, MAX_BATCH_SIZE),
+            ("Monte Carlo samples", self.samples, MAX_SAMPLES),
+            (
+                "power iterations",
+                self.power_iterations,
+                MAX_POWER_ITERATIONS,
+            ),
+            (
+                "GP-regression start iterations",
+                self.start_iterations,
+                MAX_PHASE_ITERATIONS,
+            ),
+            (
+                "pruning refit iterations",
+                self.prune_iterations,
+                MAX_PHASE_ITERATIONS,
+            ),
+            (
+                "acyclic-phase iterations",
+                self.acyclic_max,
+                MAX_PHASE_ITERATIONS,
+            ),
+            ("warm-up iterations", self.warmup.max, MAX_PHASE_ITERATIONS),
+            (
+                "cool-down iterations",
+                self.cooldown.max,
+                MAX_PHASE_ITERATIONS,
+            ),
+            ("threads", self.threads, MAX_THREADS),
+        ] {
+            if value > limit {
+                return Err(format!("{name} must be at most {limit}, got {value}"));
+            }
         }
         if self.power_iterations == 0 {
             return Err("at least one power iteration per step is needed".into());
