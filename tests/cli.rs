@@ -609,6 +609,46 @@ fn discover_refuses_impossible_sizes_naming_the_limit() {
     }
 }
 
+/// Issue 12: SIGTERM, like Ctrl-C (SIGINT), stops a run and writes the best result so far.
+#[test]
+#[cfg(unix)]
+fn discover_writes_the_best_result_so_far_on_sigterm_and_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    for signal in ["-TERM", "-INT"] {
+        let out = dir.path().join(format!("out{signal}"));
+        // The paper preset's fixed phases run for minutes; the signal comes long before the end.
+        let child = Command::new(env!("CARGO_BIN_EXE_occam"))
+            .args([
+                "discover",
+                &data,
+                "--out",
+                out.to_str().unwrap(),
+                "--preset",
+                "paper",
+            ])
+            .args(["--inducing", "10", "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2000));
+        let kill = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let o = child.wait_with_output().unwrap();
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "{signal}: {:?} {err}", o.status);
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["status"], "stopped", "{signal}: {json}");
+        assert!(out.join("adjacency.csv").exists());
+    }
+}
+
 #[test]
 fn discover_writes_the_graph_files_and_the_run_record() {
     let dir = tempfile::tempdir().unwrap();

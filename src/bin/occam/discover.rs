@@ -98,7 +98,8 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = interrupted.clone();
-        // A second Ctrl-C while the handler is installed is ignored; the loop exits within a step.
+        // Ctrl-C, SIGTERM and SIGHUP (the "termination" feature) all stop the run and write the
+        // best result so far; a second signal while the handler is installed is ignored.
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     }
     while !session.is_finished() {
