@@ -290,11 +290,16 @@ pub fn parse_csv_with_progress(
         .trim(csv::Trim::All)
         .from_reader(bytes);
 
-    let mut records = reader.records();
+    let mut lines = LineCounter::new(bytes);
+    // Lines of spaces are blank lines (the reader trims them to one empty field).
+    let mut records = reader
+        .records()
+        .filter(|r| !matches!(r, Ok(record) if record.len() == 1 && record[0].is_empty()));
     let (header, header_line) = match records.next() {
         Some(record) => {
-            let record = record.map_err(csv_error)?;
-            let line = line_of(&record);
+            let record = record.map_err(|e| csv_error(e, &mut lines))?;
+            let line = lines.line_of(&record);
+            check_line_breaks(&record, line)?;
             (record, line)
         }
         None => return Err(DataError::EmptyFile),
@@ -307,8 +312,9 @@ pub fn parse_csv_with_progress(
     let bom = total_bytes - bytes.len();
     let mut next_report = PROGRESS_STEP_BYTES;
     for record in records {
-        let record = record.map_err(csv_error)?;
-        let line = line_of(&record);
+        let record = record.map_err(|e| csv_error(e, &mut lines))?;
+        let line = lines.line_of(&record);
+        check_line_breaks(&record, line)?;
         let read = record.position().map_or(0, |p| p.byte() as usize) + bom;
         if read >= next_report {
             progress(read);
@@ -371,13 +377,71 @@ pub fn parse_csv_with_progress(
     })
 }
 
-/// The 1-based line on which `record` starts.
-fn line_of(record: &csv::StringRecord) -> usize {
-    record.position().map_or(0, |p| p.line() as usize)
+/// 1-based line numbers from byte offsets, counting `\n`, `\r\n` and a lone `\r` each as one line
+/// break (the csv crate's own counter is wrong for CRLF and CR-only files). Offsets are asked
+/// for in increasing order, so the whole file is scanned once.
+struct LineCounter<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    line: usize,
 }
 
-fn csv_error(e: csv::Error) -> DataError {
-    let line = e.position().map_or(0, |p| p.line() as usize);
+impl<'a> LineCounter<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Self {
+            bytes,
+            at: 0,
+            line: 1,
+        }
+    }
+
+    /// The line on which byte `offset` lies; an offset at a line break (the csv crate reports a
+    /// record after CRLF as starting at its `\n`) moves on to the line that follows.
+    fn line_at(&mut self, offset: usize) -> usize {
+        let mut offset = offset.min(self.bytes.len());
+        while offset < self.bytes.len() && matches!(self.bytes[offset], b'\r' | b'\n') {
+            offset += 1;
+        }
+        if offset < self.at {
+            // Out of order (not expected): count again from the start.
+            self.at = 0;
+            self.line = 1;
+        }
+        for k in self.at..offset {
+            match self.bytes[k] {
+                b'\n' => self.line += 1,
+                b'\r' if self.bytes.get(k + 1) != Some(&b'\n') => self.line += 1,
+                _ => {}
+            }
+        }
+        self.at = offset;
+        self.line
+    }
+
+    /// The line on which `record` starts.
+    fn line_of(&mut self, record: &csv::StringRecord) -> usize {
+        record
+            .position()
+            .map_or(0, |p| self.line_at(p.byte() as usize))
+    }
+}
+
+/// Refuses a field holding a line break: in a numeric data file that is a quote left open, which
+/// would otherwise swallow the following lines and be reported as a short row.
+fn check_line_breaks(record: &csv::StringRecord, line: usize) -> Result<(), DataError> {
+    if record.iter().any(|f| f.contains(['\n', '\r'])) {
+        return Err(DataError::Malformed {
+            line,
+            message: "a quote opened on this line is not closed before the line ends (an \
+                      unterminated quote)"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+fn csv_error(e: csv::Error, lines: &mut LineCounter) -> DataError {
+    let line = e.position().map_or(0, |p| lines.line_at(p.byte() as usize));
     match e.kind() {
         csv::ErrorKind::Utf8 { .. } => DataError::NotUtf8 { line },
         _ => DataError::Malformed {
@@ -578,6 +642,41 @@ mod tests {
 
     fn parse(text: &str) -> Result<Parsed, DataError> {
         parse_csv(text.as_bytes(), &CsvOptions::default())
+    }
+
+    /// Issue 12: line numbers are the same whatever the line endings, an unterminated quote is
+    /// named as such, and a line of spaces is a blank line.
+    #[test]
+    fn line_endings_unterminated_quotes_and_lines_of_spaces() {
+        let rows: String = (0..12).map(|k| format!("{k},{}\n", (k * 7) % 5)).collect();
+        // The bad cell sits on line 6 of the LF file (header, blank, 3 rows, then 'x').
+        let lf = format!("a,b\n\n1,2\n3,4\n5,6\n7,x\n{rows}");
+        for (ending, text) in [
+            ("LF", lf.clone()),
+            ("CRLF", lf.replace('\n', "\r\n")),
+            ("CR", lf.replace('\n', "\r")),
+        ] {
+            let err = parse(&text).unwrap_err();
+            assert_eq!(err.line(), Some(6), "{ending}: {err}");
+        }
+        // A ragged row and a duplicate header name keep their lines too.
+        let ragged = "a,b\r\n1,2\r\n3\r\n".to_string();
+        assert_eq!(parse(&ragged).unwrap_err().line(), Some(3));
+        assert_eq!(
+            parse(&ragged.replace("\r\n", "\r")).unwrap_err().line(),
+            Some(3)
+        );
+
+        let open = format!("a,b\n1,2\n\"3,4\n{rows}");
+        let err = parse(&open).unwrap_err();
+        assert_eq!(err.line(), Some(3), "{err}");
+        assert!(err.to_string().contains("unterminated quote"), "{err}");
+        let err = parse(&format!("\"a,b\n{rows}")).unwrap_err();
+        assert!(err.to_string().contains("unterminated quote"), "{err}");
+
+        let spaced = format!("a,b\n1,2\n   \n \t \n{rows}");
+        let parsed = parse(&spaced).unwrap();
+        assert_eq!(parsed.dataset.rows(), 13);
     }
 
     #[test]
