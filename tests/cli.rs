@@ -649,6 +649,62 @@ fn discover_writes_the_best_result_so_far_on_sigterm_and_sigint() {
     }
 }
 
+/// Issue 12: outputs are never half-written. A folder that cannot be written is refused before the
+/// run; files are renamed into place (no temporary file is left), and a rerun leaves no file of an
+/// older run's kind beside its own result.
+#[test]
+fn discover_checks_its_folder_first_and_replaces_results_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    #[cfg(target_os = "linux")]
+    {
+        // /proc exists but takes no new files, even for root.
+        let o = occam(&["discover", &data, "--out", "/proc", "--quiet"]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("cannot write into /proc") && err.contains("nothing was run"),
+            "{err}"
+        );
+    }
+    let out = dir.path().join("out");
+    let run = |method: &str| {
+        let o = occam(&[
+            "discover",
+            &data,
+            "--out",
+            out.to_str().unwrap(),
+            "--method",
+            method,
+            "--max-parents",
+            "1",
+            "--candidates",
+            "1",
+            "--restarts",
+            "1",
+            "--inducing",
+            "6",
+            "--max-iterations",
+            "30",
+            "--quiet",
+        ]);
+        assert!(o.status.success(), "{method}: {}", text(&o.stderr));
+    };
+    run("exact");
+    assert!(out.join("edge_probabilities.csv").exists());
+    run("cgp");
+    assert!(
+        !out.join("edge_probabilities.csv").exists(),
+        "the exact run's probabilities do not belong to the new result"
+    );
+    let leftovers: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') || n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
 #[test]
 fn discover_writes_the_graph_files_and_the_run_record() {
     let dir = tempfile::tempdir().unwrap();

@@ -375,7 +375,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         }
         if let Some(path) = &cache_path {
             crate::ensure_dir(&args.cache_dir.clone().expect("a cache folder was given"))?;
-            crate::write_file(path, &session.score_cache().to_json())?;
+            crate::write_file_atomic(path, &session.score_cache().to_json())?;
         }
         let result = session.result();
         let pred = result_graph(&result);
@@ -437,7 +437,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         settings.max_rows,
         inducing_text(&settings)
     );
-    crate::write_file(&args.out, &splice(&existing, &key, &section))?;
+    crate::write_file_atomic(&args.out, &splice(&existing, &key, &section))?;
     outln!("wrote {}", args.out.display());
     Ok(())
 }

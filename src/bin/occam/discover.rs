@@ -19,7 +19,7 @@ use occam::engine::output::output_files;
 use occam::engine::{now_seconds, Session, Snapshot, Status};
 
 use crate::overrides::Overrides;
-use crate::{ensure_dir, read_file_limited, write_file, CliError};
+use crate::{check_writable, ensure_dir, read_file_limited, write_file_atomic, CliError};
 
 #[derive(Debug, Args)]
 pub struct DiscoverArgs {
@@ -88,6 +88,7 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     let mut session = Session::new(&dataset, knowledge, settings, args.seed, Some(preset))
         .map_err(|e| CliError(format!("{shown}: {e}")))?;
     ensure_dir(&args.out)?;
+    check_writable(&args.out)?;
     let cache_path = args.out.join(SCORE_CACHE_FILE);
     let method = session.settings().method;
     if method.runs_exact() {
@@ -127,8 +128,19 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
         errln!();
     }
     let result = session.result();
-    for (name, contents) in output_files(&result) {
-        write_file(&args.out.join(name), &contents)?;
+    // Each file is written whole and renamed into place, result.json last: the folder holds a
+    // complete old result or a complete new one, and a file an older run left that this one
+    // does not write is removed before result.json commits the new result.
+    let files = output_files(&result);
+    for (name, contents) in &files {
+        if *name == "result.json" {
+            for stale in OPTIONAL_OUTPUTS {
+                if !files.iter().any(|(n, _)| n == &stale) {
+                    let _ = std::fs::remove_file(args.out.join(stale));
+                }
+            }
+        }
+        write_file_atomic(&args.out.join(name), contents)?;
     }
     let names = session.names();
     outln!(
@@ -192,11 +204,12 @@ fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, q
     );
 }
 
+/// Output files only some runs write (so a rerun must not leave an older run's copy beside a new
+/// result).
+const OPTIONAL_OUTPUTS: [&str; 1] = ["edge_probabilities.csv"];
+
 fn save_cache(session: &Session, path: &Path) -> Result<(), CliError> {
-    let tmp = path.with_extension("json.tmp");
-    write_file(&tmp, &session.score_cache().to_json())?;
-    std::fs::rename(&tmp, path)
-        .map_err(|e| CliError(format!("cannot write {}: {e}", path.display())))
+    write_file_atomic(path, &session.score_cache().to_json())
 }
 
 fn progress_line(s: &Snapshot) {

@@ -1,7 +1,7 @@
 //! `occam generate`: write a synthetic data set with its true graph, in the layout of the shared
 //! benchmark data (`data.csv` with header X1..XD; `truth.csv` as D lines of D integers).
 
-use crate::{ensure_dir, write_file, CliError};
+use crate::{ensure_dir, write_file_atomic, CliError};
 use clap::{Args, ValueEnum};
 use occam::data::generate::{generate, GeneratorSettings, GraphKind, Mechanism};
 use std::path::PathBuf;
@@ -72,7 +72,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), CliError> {
     ensure_dir(&args.out)?;
 
     let data_path = args.out.join("data.csv");
-    write_file(&data_path, &generated.dataset.to_csv())?;
+    write_file_atomic(&data_path, &generated.dataset.to_csv())?;
     let truth: String = generated
         .truth
         .to_matrix()
@@ -83,11 +83,11 @@ pub fn run(args: &GenerateArgs) -> Result<(), CliError> {
         })
         .collect();
     let truth_path = args.out.join("truth.csv");
-    write_file(&truth_path, &truth)?;
+    write_file_atomic(&truth_path, &truth)?;
     let meta_path = args.out.join("meta.json");
     let meta = serde_json::to_string_pretty(&generated.meta)
         .map_err(|e| CliError(format!("cannot encode meta.json: {e}")))?;
-    write_file(&meta_path, &(meta + "\n"))?;
+    write_file_atomic(&meta_path, &(meta + "\n"))?;
 
     outln!(
         "wrote {} ({} rows × {} columns), {} ({} edges, A[i][j] = 1 means Xi+1 → Xj+1) and {}",

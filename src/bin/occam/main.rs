@@ -114,6 +114,34 @@ pub fn ensure_dir(dir: &PathBuf) -> Result<(), CliError> {
         .map_err(|e| CliError(format!("cannot create directory {}: {e}", dir.display())))
 }
 
+/// Writes `contents` to a hidden temporary file beside `path`, then renames it over `path`, so a
+/// reader (or a run killed half-way) never sees a half-written file.
+pub fn write_file_atomic(path: &Path, contents: &str) -> Result<(), CliError> {
+    let name = path
+        .file_name()
+        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    write_file(&tmp, contents)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        CliError(format!("cannot write {}: {e}", path.display()))
+    })
+}
+
+/// Checks that files can be created in `dir` (by creating and removing a probe), so a run does
+/// not spend minutes only to fail at the end.
+pub fn check_writable(dir: &Path) -> Result<(), CliError> {
+    let probe = dir.join(format!(".occam-write-check.{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            CliError(format!(
+                "cannot write into {}: {e}; nothing was run",
+                dir.display()
+            ))
+        })
+}
+
 /// Writes `contents` to `path`, naming the path on failure.
 pub fn write_file(path: &Path, contents: &str) -> Result<(), CliError> {
     std::fs::write(path, contents)
