@@ -377,6 +377,115 @@ fn score_matches_labelled_graphs_by_name() {
     assert!(text(&out.stderr).contains("matched by position"));
 }
 
+/// Issue 12: `occam pairs` stays inside its folder, refuses non-finite weights and impossible
+/// options by name, and a missing pair is an error (non-zero exit), not a quiet gap.
+#[test]
+fn pairs_refuses_escapes_bad_weights_and_counts_missing_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = String::from("x,y\n");
+    for k in 0..40 {
+        let u = -2.0 + 4.0 * (k as f64) / 39.0;
+        a.push_str(&format!(
+            "{u},{}\n",
+            (1.3 * u).tanh() + 0.01 * (k % 7) as f64
+        ));
+    }
+    write(dir.path(), "pair0001.csv", &a);
+    let folder = dir.path().to_str().unwrap();
+    let fast = [
+        "--restarts",
+        "1",
+        "--inducing",
+        "8",
+        "--adam-steps",
+        "20",
+        "--lbfgs-iterations",
+        "20",
+        "--threads",
+        "1",
+    ];
+    let pairs = |truth: &str, extra: &[&str]| {
+        write(dir.path(), "truth.csv", truth);
+        let mut args = vec!["pairs", folder];
+        args.extend_from_slice(&fast);
+        args.extend_from_slice(extra);
+        occam(&args)
+    };
+    let header = "pair,direction,weight\n";
+    for (row, expected) in [
+        ("../pair0001,x->y,1\n", "not a file name inside the folder"),
+        ("/etc/passwd,x->y,1\n", "not a file name inside the folder"),
+        ("pair0001,x->y,inf\n", "not a finite number"),
+        ("pair0001,x->y,NaN\n", "not a finite number"),
+        ("pair0001,x->y,-1\n", "not a finite number"),
+    ] {
+        let o = pairs(&format!("{header}{row}"), &[]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{row}: {err}");
+        assert!(err.contains(expected), "{row}: {err}");
+    }
+    let good = format!("{header}pair0001,x->y,1\n");
+    for (flag, value, expected) in [
+        ("--max-rows", "3", "--max-rows must be at least 10"),
+        (
+            "--svgp-steps",
+            "1000000000",
+            "--svgp-steps must be at most 100000000",
+        ),
+        ("--tie-nats=-1", "", "--tie-nats must be a number of nats"),
+    ] {
+        let args: Vec<&str> = [flag, value]
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .collect();
+        let o = pairs(&good, &args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{flag}: {err}");
+        assert!(err.contains(expected), "{flag}: {err}");
+    }
+    // pair0002 is in the truth but not in the folder.
+    let o = pairs(&format!("{header}pair0001,x->y,1\npair0002,y->x,1\n"), &[]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("1 of 2 pairs") && err.contains("pair0002"),
+        "{err}"
+    );
+    assert!(
+        text(&o.stdout).contains("pair0001  truth x->y  decided"),
+        "the rest still runs"
+    );
+}
+
+/// Issue 12: reads are bounded: /dev/zero as data or tiers is refused by the size limit instead
+/// of being read until memory runs out.
+#[test]
+#[cfg(target_os = "linux")]
+fn endless_files_are_refused_by_the_size_limit() {
+    let o = occam(&["check", "/dev/zero"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("not read to its end"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let out = dir.path().join("out");
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--tiers",
+        "/dev/zero",
+        "--quiet",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("/dev/zero") && err.contains("not read to its end"),
+        "{err}"
+    );
+}
+
 #[test]
 fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
     let dir = tempfile::tempdir().unwrap();

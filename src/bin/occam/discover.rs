@@ -68,13 +68,16 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     for p in &parsed.problems {
         errln!("note: {} ({})", p.message(), p.action());
     }
-    let tiers_text = match &args.tiers {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| CliError(format!("cannot read tiers file {}: {e}", path.display())))?,
-        ),
-        None => None,
-    };
+    let tiers_text =
+        match &args.tiers {
+            Some(path) => {
+                let bytes = read_file_limited(path, MAX_TIERS_BYTES)?;
+                Some(String::from_utf8(bytes).map_err(|_| {
+                    CliError(format!("tiers file {}: not UTF-8 text", path.display()))
+                })?)
+            }
+            None => None,
+        };
     let knowledge = Knowledge::new(
         dataset.names(),
         &args.forbid,
@@ -175,7 +178,9 @@ const CACHE_SAVE_SECONDS: f64 = 30.0;
 /// how many fits the exact search plans before the work starts.
 fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, quiet: bool) {
     let mut cached = 0;
-    if let Ok(text) = std::fs::read_to_string(cache_path) {
+    // A cache holds one score per family: 1 GiB is far beyond any the exact search writes.
+    if let Ok(bytes) = read_file_limited(cache_path, 1 << 30) {
+        let text = String::from_utf8_lossy(&bytes);
         match ScoreCache::from_json_for(&text, session.score_cache_key()) {
             Some(cache) => {
                 cached = cache.len();
@@ -203,6 +208,9 @@ fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, q
         cache_path.display()
     );
 }
+
+/// A tiers file names each variable once; anything larger than this is not one.
+const MAX_TIERS_BYTES: usize = 16 * 1024 * 1024;
 
 /// Output files only some runs write (so a rerun must not leave an older run's copy beside a new
 /// result).

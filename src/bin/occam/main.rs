@@ -81,7 +81,25 @@ pub fn read_file_limited(path: &Path, limit: usize) -> Result<Vec<u8>, CliError>
         };
         return Err(CliError(format!("{shown}: {err}")));
     }
-    std::fs::read(path).map_err(|e| CliError(format!("cannot read {shown}: {e}")))
+    // The size in the metadata is not enough: /dev/zero, a pipe or a file still growing report
+    // 0 or less than they hold, so the read itself stops one byte past the limit.
+    use std::io::Read;
+    let file =
+        std::fs::File::open(path).map_err(|e| CliError(format!("cannot open {shown}: {e}")))?;
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError(format!("cannot read {shown}: {e}")))?;
+    if bytes.len() > limit {
+        let err = occam::data::DataError::TooLarge {
+            bytes: bytes.len(),
+            limit,
+        };
+        return Err(CliError(format!(
+            "{shown}: {err} (it holds more than the limit; it was not read to its end)"
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Writes formatted text and optionally a newline, ignoring errors: output is best effort once the

@@ -6,13 +6,14 @@
 //! two-variable data set: evidence(X → Y) = F(X | ∅) + F(Y | {X}) with the family score of
 //! `discovery::family`, so `occam pairs` and `occam discover --method exact` on the pair agree.
 
-use crate::{read_file_limited, CliError};
+use crate::{read_file_limited, terminal_safe, CliError};
 use clap::{Args, ValueEnum};
 use occam::data::{dequantise, parse_csv, standardise, CsvOptions, MAX_CSV_BYTES};
 use occam::discovery::bivariate::{
     direction_evidence, direction_evidence_by_family, fit_uncollapsed, subsample_rows, Direction,
     DirectionEvidence, UncollapsedFit,
 };
+use occam::discovery::cgp::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS, MAX_THREADS};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::gp::variable::{LatentKind, VariableSettings};
 use rand::SeedableRng;
@@ -137,15 +138,33 @@ fn read_truth(dir: &Path) -> Result<Vec<PairTruth>, CliError> {
                 )))
             }
         };
-        let weight: f64 = field(c_weight).parse().map_err(|_| {
-            CliError(format!(
-                "{} line {line}: weight '{}' is not a number",
+        let weight: f64 = field(c_weight)
+            .parse()
+            .ok()
+            .filter(|w: &f64| w.is_finite() && *w >= 0.0)
+            .ok_or_else(|| {
+                CliError(format!(
+                    "{} line {line}: weight '{}' is not a finite number ≥ 0",
+                    path.display(),
+                    terminal_safe(field(c_weight))
+                ))
+            })?;
+        let name = field(c_pair);
+        // A pair is a file inside this folder: no separators, no `..`, nothing absolute.
+        let inside = !name.is_empty()
+            && name != "."
+            && name != ".."
+            && !name.contains(['/', '\\', '\0'])
+            && !Path::new(name).is_absolute();
+        if !inside {
+            return Err(CliError(format!(
+                "{} line {line}: pair name '{}' is not a file name inside the folder",
                 path.display(),
-                field(c_weight)
-            ))
-        })?;
+                terminal_safe(name)
+            )));
+        }
         truth.push(PairTruth {
-            name: field(c_pair).to_string(),
+            name: name.to_string(),
             forward,
             weight,
         });
@@ -343,6 +362,34 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
             args.restarts, args.inducing
         )));
     }
+    if args.max_rows < 10 {
+        return Err(CliError(format!(
+            "--max-rows must be at least 10, got {}",
+            args.max_rows
+        )));
+    }
+    // The same limits as discover's settings, named when exceeded.
+    for (flag, value, limit) in [
+        ("--restarts", args.restarts, MAX_RESTARTS),
+        ("--inducing", args.inducing, MAX_INDUCING_POINTS),
+        ("--adam-steps", args.adam_steps, MAX_PHASE_ITERATIONS),
+        (
+            "--lbfgs-iterations",
+            args.lbfgs_iterations,
+            MAX_PHASE_ITERATIONS,
+        ),
+        ("--svgp-steps", args.svgp_steps, MAX_PHASE_ITERATIONS),
+        ("--threads", args.threads.unwrap_or(1), MAX_THREADS),
+    ] {
+        if value > limit {
+            return Err(CliError(format!(
+                "{flag} must be at most {limit}, got {value}"
+            )));
+        }
+    }
+    if args.threads == Some(0) {
+        return Err(CliError("--threads must be at least 1".into()));
+    }
     let mut truth = read_truth(&args.dir)?;
     if let Some(filter) = &args.only {
         truth.retain(|t| t.name.contains(filter.as_str()));
@@ -403,6 +450,23 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
     outln!("settings: {settings}");
     let summary = tally.summary(started.elapsed().as_secs_f64());
     outln!("{summary}");
+    // A pair that could not be read or fitted is an error of the run, not a quiet gap in it.
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|(_, o)| o.decision(args.tie_nats).is_none())
+        .map(|(_, o)| o.truth.name.as_str())
+        .collect();
+    if !failed.is_empty() {
+        let shown: Vec<String> = failed.iter().take(10).map(|n| terminal_safe(n)).collect();
+        return Err(CliError(format!(
+            "{} of {} pairs could not be read or fitted ({}{}); the summary counts them as \
+             failed",
+            failed.len(),
+            outcomes.len(),
+            shown.join(", "),
+            if failed.len() > 10 { ", …" } else { "" }
+        )));
+    }
     Ok(())
 }
 
