@@ -498,6 +498,9 @@ fn read_header(header: &csv::StringRecord, line: usize) -> Result<Vec<String>, D
             first_cell: names[0].clone(),
         });
     }
+    // One pass with a map from name to its first position: linear in the number of columns.
+    let mut seen: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(names.len());
     for (k, name) in names.iter().enumerate() {
         if name.is_empty() {
             return Err(DataError::EmptyColumnName {
@@ -505,7 +508,7 @@ fn read_header(header: &csv::StringRecord, line: usize) -> Result<Vec<String>, D
                 position: k + 1,
             });
         }
-        if let Some(first) = names[..k].iter().position(|n| n == name) {
+        if let Some(&first) = seen.get(name.as_str()) {
             return Err(DataError::DuplicateColumnName {
                 line,
                 name: name.clone(),
@@ -513,6 +516,7 @@ fn read_header(header: &csv::StringRecord, line: usize) -> Result<Vec<String>, D
                 second: k + 1,
             });
         }
+        seen.insert(name, k);
     }
     Ok(names)
 }
@@ -605,28 +609,64 @@ fn check_columns(dataset: &Dataset) -> Result<(), DataError> {
             });
         }
     }
-    // Compare standardised columns; the comparison stops at the first differing row, so unrelated
-    // columns cost O(1) each and the check stays cheap for wide files.
+    if let Some((a, b, negated)) = first_duplicate_column(dataset.columns()) {
+        return Err(DataError::DuplicateColumnData {
+            column: names[b].clone(),
+            copy_of: names[a].clone(),
+            negated,
+        });
+    }
+    Ok(())
+}
+
+/// The first pair (a < b, smallest b, then smallest a) of columns identical after
+/// standardisation up to sign, within 1e-9 per value, and whether b is a's negation.
+///
+/// Sorting instead of comparing every pair keeps this n log n in the number of columns: each
+/// column enters twice, as z and as −z, keyed by a fixed projection of its first rows; copies
+/// have keys within the tolerance times the projection's weight, so only neighbours within that
+/// window are compared value by value.
+fn first_duplicate_column(columns: &[Vec<f64>]) -> Option<(usize, usize, bool)> {
     const TOLERANCE: f64 = 1e-9;
-    let z: Vec<Vec<f64>> = dataset.columns().iter().map(|c| standardise(c)).collect();
-    for b in 1..z.len() {
-        for a in 0..b {
-            for sign in [1.0, -1.0] {
-                if z[a]
-                    .iter()
-                    .zip(&z[b])
-                    .all(|(x, y)| (x - sign * y).abs() <= TOLERANCE)
-                {
-                    return Err(DataError::DuplicateColumnData {
-                        column: names[b].clone(),
-                        copy_of: names[a].clone(),
-                        negated: sign < 0.0,
-                    });
+    let z: Vec<Vec<f64>> = columns.iter().map(|c| standardise(c)).collect();
+    let rows = z.first().map_or(0, Vec::len);
+    // Fixed, irregular weights over the first rows (no data-dependent choice).
+    let weights: Vec<f64> = (0..rows.min(16))
+        .map(|k| 1.0 + ((k as f64 + 1.0) * 0.618_033_988_75).fract())
+        .collect();
+    let window = TOLERANCE * weights.iter().sum::<f64>() * (1.0 + 1e-6);
+    let key = |c: &[f64]| -> f64 { weights.iter().zip(c).map(|(w, v)| w * v).sum() };
+    // (key, column, sign): every column as z and as −z.
+    let mut entries: Vec<(f64, usize, f64)> = Vec::with_capacity(2 * z.len());
+    for (j, c) in z.iter().enumerate() {
+        let k = key(c);
+        entries.push((k, j, 1.0));
+        entries.push((-k, j, -1.0));
+    }
+    entries.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut best: Option<(usize, usize, bool)> = None;
+    for (i, &(ki, ci, si)) in entries.iter().enumerate() {
+        for &(kj, cj, sj) in &entries[i + 1..] {
+            if kj - ki > window {
+                break;
+            }
+            if ci == cj {
+                continue;
+            }
+            let same = z[ci]
+                .iter()
+                .zip(&z[cj])
+                .all(|(x, y)| (si * x - sj * y).abs() <= TOLERANCE);
+            if same {
+                let (a, b) = (ci.min(cj), ci.max(cj));
+                let found = (a, b, si != sj);
+                if best.is_none_or(|(ba, bb, _)| (b, a) < (bb, ba)) {
+                    best = Some(found);
                 }
             }
         }
     }
-    Ok(())
+    best
 }
 
 #[cfg(test)]
@@ -677,6 +717,54 @@ mod tests {
         let spaced = format!("a,b\n1,2\n   \n \t \n{rows}");
         let parsed = parse(&spaced).unwrap();
         assert_eq!(parsed.dataset.rows(), 13);
+    }
+
+    /// The sorted duplicate search finds what comparing every pair finds (issue 12: the pairwise
+    /// check was quadratic in the number of columns).
+    #[test]
+    fn duplicate_columns_match_the_pairwise_reference() {
+        let mut state: u64 = 7;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 10_000) as f64 / 100.0
+        };
+        let rows = 20;
+        let base: Vec<Vec<f64>> = (0..40)
+            .map(|_| (0..rows).map(|_| next()).collect())
+            .collect();
+        let pairwise = |cols: &[Vec<f64>]| -> Option<(usize, usize, bool)> {
+            let z: Vec<Vec<f64>> = cols.iter().map(|c| standardise(c)).collect();
+            for b in 1..z.len() {
+                for a in 0..b {
+                    for (sign, negated) in [(1.0, false), (-1.0, true)] {
+                        if z[a]
+                            .iter()
+                            .zip(&z[b])
+                            .all(|(x, y)| (x - sign * y).abs() <= 1e-9)
+                        {
+                            return Some((a, b, negated));
+                        }
+                    }
+                }
+            }
+            None
+        };
+        assert_eq!(first_duplicate_column(&base), None);
+        for (a, b, scale, shift) in [(3, 17, 2.5, 1.0), (0, 39, -0.5, 3.0), (25, 26, -1.0, 0.0)] {
+            let mut cols = base.clone();
+            cols[b] = cols[a].iter().map(|v| scale * v + shift).collect();
+            let expected = pairwise(&cols);
+            assert_eq!(expected, Some((a, b, scale < 0.0)));
+            assert_eq!(first_duplicate_column(&cols), expected);
+        }
+        // Several copies: the first by (b, a), as the pairwise scan reports it.
+        let mut cols = base.clone();
+        cols[30] = cols[2].clone();
+        cols[12] = cols[5].iter().map(|v| -v).collect();
+        assert_eq!(first_duplicate_column(&cols), pairwise(&cols));
+        assert_eq!(first_duplicate_column(&cols), Some((5, 12, true)));
     }
 
     #[test]
