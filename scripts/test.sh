@@ -26,8 +26,8 @@ cargo clippy --target wasm32-unknown-unknown --lib --bin app --bin worker -- -D 
 step "native tests"
 cargo test --all-targets
 
-step "release web build"
-trunk build --release
+step "release web build (with the fault-injection test hooks the browser tests use)"
+OCCAM_TEST_HOOKS=1 trunk build --release
 
 step "browser tests (headless Chromium)"
 npx playwright test --config tests/e2e/playwright.config.mjs

@@ -379,3 +379,30 @@ mod tests {
         assert!(decode::<ToWorker>("not json").is_err());
     }
 }
+
+/// Whether this build carries the fault-injection test hooks (the page's `#test-hooks` buttons and
+/// the worker's `Panic` / `Hang` handling): only when built with the environment variable
+/// `OCCAM_TEST_HOOKS` set, as the test command does for the browser tests. A release build made by
+/// scripts/serve.sh has none.
+pub const TEST_HOOKS_BUILT: bool = option_env!("OCCAM_TEST_HOOKS").is_some();
+
+/// Whether the page shows its test hooks: built with them, and opened at `…#test-hooks`.
+pub fn test_hooks_shown(built: bool, location_hash: &str) -> bool {
+    built && location_hash == "#test-hooks"
+}
+
+#[cfg(test)]
+mod test_hook_tests {
+    use super::test_hooks_shown;
+
+    #[test]
+    fn test_hooks_need_both_the_build_and_the_address() {
+        assert!(test_hooks_shown(true, "#test-hooks"));
+        assert!(
+            !test_hooks_shown(false, "#test-hooks"),
+            "a plain release build has none"
+        );
+        assert!(!test_hooks_shown(true, ""));
+        assert!(!test_hooks_shown(true, "#test-hooks-x"));
+    }
+}

@@ -18,7 +18,7 @@ export default defineConfig({
     launchOptions: { executablePath: '/usr/bin/chromium', args: ['--no-sandbox', '--disable-quic', '--no-first-run'] },
   },
   webServer: {
-    command: `python3 -m http.server ${PORT} --bind 127.0.0.1 --directory ../../dist`,
+    command: `node ../../tests/e2e/serve.mjs ${PORT} ../../dist`,
     url: `http://127.0.0.1:${PORT}/index.html`,
     reuseExistingServer: false,
   },

@@ -538,11 +538,13 @@ fn guard_window_drops() {
     }
 }
 
-/// Whether the page was opened with `#test-hooks` (shows the fault-injection button).
+/// Whether the page shows the fault-injection buttons: a build made with `OCCAM_TEST_HOOKS` (the
+/// test command's) opened with `#test-hooks`.
 fn test_hooks_enabled() -> bool {
-    web_sys::window()
+    let hash = web_sys::window()
         .and_then(|w| w.location().hash().ok())
-        .is_some_and(|h| h == "#test-hooks")
+        .unwrap_or_default();
+    crate::protocol::test_hooks_shown(crate::protocol::TEST_HOOKS_BUILT, &hash)
 }
 
 #[component]

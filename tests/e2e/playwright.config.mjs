@@ -1,5 +1,5 @@
 // Browser tests: Debian's headless Chromium driven by Playwright, against the release build in dist/
-// served by a plain static file server on loopback.
+// served on loopback by serve.mjs, which sends the headers `trunk serve` sends (the CSP above all).
 import { defineConfig } from '@playwright/test';
 
 const PORT = Number(process.env.OCCAM_E2E_PORT || 4178);
@@ -48,7 +48,7 @@ export default defineConfig({
     },
   ],
   webServer: {
-    command: `python3 -m http.server ${PORT} --bind 127.0.0.1 --directory ../../dist`,
+    command: `node serve.mjs ${PORT} ../../dist`,
     url: `http://127.0.0.1:${PORT}/index.html`,
     reuseExistingServer: false,
     timeout: 30_000,

@@ -48,6 +48,25 @@ test('page loads; the badge names the CPU, which computes, whether or not a WebG
   expect(foreign).toEqual([]);
 });
 
+test('the worker runs under the same Content-Security-Policy as the page, and test hooks are opt-in', async ({ page, context }) => {
+  // Responses of the page's context include those of its dedicated worker's scripts.
+  const policies = {};
+  context.on('response', (res) => {
+    const name = new URL(res.url()).pathname.split('/').pop();
+    policies[name] = res.headers()['content-security-policy'];
+  });
+  await page.goto('/');
+  await expect(page.getByTestId('backend-badge')).not.toHaveAttribute('data-backend', 'probing');
+  const meta = await page.locator('meta[http-equiv="Content-Security-Policy"]').getAttribute('content');
+  expect(meta).toContain("connect-src 'self'");
+  // '' is the page itself ('/'); the other three are the worker's loader, glue and module.
+  for (const name of ['', 'worker_loader.js', 'worker.js', 'worker_bg.wasm']) {
+    expect(policies[name], `the served policy of '${name}'`).toBe(meta);
+  }
+  // Without #test-hooks the fault-injection buttons are not on the page.
+  await expect(page.getByTestId('crash-worker')).toHaveCount(0);
+});
+
 test('a CSV chosen with the file picker shows its summary', async ({ page }, info) => {
   const seen = watch(page);
   await page.goto('/');
