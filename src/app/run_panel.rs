@@ -221,7 +221,7 @@ fn ProgressBar() -> impl IntoView {
             Some(s) => format!(
                 "{:.0} % · {} · {:.1} s so far",
                 100.0 * s.progress,
-                format_seconds_left(s.remaining_seconds),
+                format_seconds_left(s.remaining_seconds.unwrap_or(f64::INFINITY)),
                 s.elapsed_seconds
             ),
         })

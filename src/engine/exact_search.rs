@@ -166,9 +166,9 @@ impl ExactSearch {
     }
 
     /// Seconds left on `threads` threads: the families still planned times the seconds per fit.
-    pub fn remaining_seconds(&self, threads: usize) -> f64 {
+    pub fn remaining_seconds(&self, threads: usize) -> Option<f64> {
         if self.finished() {
-            return 0.0;
+            return Some(0.0);
         }
         let p = self.progress();
         let left = match p.stage {
@@ -176,6 +176,8 @@ impl ExactSearch {
             Stage::Families => p.total - p.done,
             Stage::Scored => 0,
         };
-        left as f64 * self.family_seconds.unwrap_or(1.0) / threads.max(1) as f64
+        // None until a family fit has been timed.
+        self.family_seconds
+            .map(|per| left as f64 * per / threads.max(1) as f64)
     }
 }

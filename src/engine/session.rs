@@ -143,8 +143,10 @@ pub struct Snapshot {
     /// at most [`MAX_TRACE_POINTS`]), so curves can be drawn per iteration, not per snapshot.
     /// Empty from [`Session::snapshot`].
     pub trace: Vec<TracePoint>,
-    /// A rough upper estimate of the seconds left (every phase running to its maximum length).
-    pub remaining_seconds: f64,
+    /// A rough upper estimate of the seconds left (every phase running to its maximum length);
+    /// None until an iteration or a family fit has been timed, so nothing claims to be nearly done
+    /// before anything is known.
+    pub remaining_seconds: Option<f64>,
     /// Fraction done in [0, 1], by the same estimate.
     pub progress: f64,
     /// The exact search's progress (`exact` and `hybrid` runs, once it has begun).
@@ -768,10 +770,14 @@ impl Session {
     }
 
     /// Elapsed / (elapsed + remaining) while running, 1 once ended.
-    fn fraction_done(&self, status: Status, remaining_seconds: f64) -> f64 {
+    fn fraction_done(&self, status: Status, remaining_seconds: Option<f64>) -> f64 {
         if status != Status::Running {
             return 1.0;
         }
+        // Not timed yet: no claim of progress at all (never 100 % before the first iteration).
+        let Some(remaining_seconds) = remaining_seconds else {
+            return 0.0;
+        };
         let total = self.elapsed + remaining_seconds;
         if total > 0.0 {
             (self.elapsed / total).clamp(0.0, 1.0)
@@ -815,7 +821,7 @@ impl Session {
                 faults: Vec::new(),
                 trace: Vec::new(),
                 elapsed_seconds: self.elapsed,
-                remaining_seconds: 0.0,
+                remaining_seconds: Some(0.0),
                 progress: 0.0,
                 exact: None,
             };
@@ -836,12 +842,13 @@ impl Session {
             .unwrap_or(0);
         let status = self.status();
         let remaining_seconds = if self.rescoring() {
-            self.pending_families().len() as f64 * self.family_seconds.unwrap_or(1.0)
-                / self.threads.max(1) as f64
+            self.family_seconds
+                .map(|per| self.pending_families().len() as f64 * per / self.threads.max(1) as f64)
         } else if status == Status::Running {
-            remaining_iterations as f64 * self.iteration_seconds.unwrap_or(0.0)
+            self.iteration_seconds
+                .map(|per| remaining_iterations as f64 * per)
         } else {
-            0.0
+            Some(0.0)
         };
         let progress = self.fraction_done(status, remaining_seconds);
         Snapshot {
@@ -1145,6 +1152,40 @@ fn unconverged_acyclic_note(o: &RestartOutcome, s: &SearchSettings) -> Option<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Before anything has been timed the progress claims nothing: 0 %, time left unknown (issue
+    /// 12: it used to read 100 % and "0 s left" until the first iteration).
+    #[test]
+    fn progress_claims_nothing_before_the_first_timing() {
+        let n = 40;
+        let a: Vec<f64> = (0..n).map(|k| (k as f64 * 0.7).sin()).collect();
+        let b: Vec<f64> = a.iter().map(|x| x.tanh() + 0.1 * x.cos()).collect();
+        let data = Dataset::new(vec!["a".into(), "b".into()], vec![a, b]);
+        let mut settings = Preset::Interactive.settings();
+        settings.restarts = 1;
+        settings.inducing_points = 5;
+        let mut session = Session::new(&data, Knowledge::none(2), settings, 0, None).unwrap();
+        let first = session.snapshot();
+        assert_eq!(first.status, Status::Running);
+        assert_eq!(first.remaining_seconds, None);
+        assert_eq!(first.progress, 0.0);
+        let mut timed = None;
+        for _ in 0..200 {
+            let snap = session.step(0.05);
+            if snap.status != Status::Running {
+                break;
+            }
+            assert!(snap.progress < 1.0, "100 % while still running");
+            if let Some(left) = snap.remaining_seconds {
+                timed = Some(left);
+                break;
+            }
+        }
+        assert!(
+            timed.is_some_and(|s| s > 0.0),
+            "an estimate once iterations are timed"
+        );
+    }
 
     /// Models too large for memory are refused before anything is allocated, with the sizes named.
     #[test]

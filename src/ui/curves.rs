@@ -133,7 +133,7 @@ mod tests {
             faults: vec![],
             trace: vec![],
             elapsed_seconds: 0.0,
-            remaining_seconds: 0.0,
+            remaining_seconds: Some(0.0),
             progress: 0.0,
             exact: None,
         }

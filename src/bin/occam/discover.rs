@@ -226,15 +226,14 @@ fn progress_line(s: &Snapshot) {
         let filled = ((s.progress * width as f64).round() as usize).min(width);
         let bar: String = "#".repeat(filled) + &"-".repeat(width - filled);
         err!(
-            "\r[{bar}] exact {:?} families {:>5} / {:<5} fitted {:>5}  cached {:>5}  {:.0} s, about \
-             {:.0} s left   ",
+            "\r[{bar}] exact {:?} families {:>5} / {:<5} fitted {:>5}  cached {:>5}  {:.0} s, {}   ",
             x.stage,
             x.done,
             x.total,
             x.families_fitted,
             x.cache_hits,
             s.elapsed_seconds,
-            s.remaining_seconds
+            time_left(s.remaining_seconds)
         );
         let _ = std::io::stderr().flush();
         return;
@@ -247,12 +246,20 @@ fn progress_line(s: &Snapshot) {
         .map(|t| format!("bound {:.1}  h {:.3}  γ {:.0}", t.elbo, t.h, t.gamma))
         .unwrap_or_default();
     err!(
-        "\r[{bar}] restart {} {:<13} it {:>5}  {terms}  {:.0} s, ≤ {:.0} s left   ",
+        "\r[{bar}] restart {} {:<13} it {:>5}  {terms}  {:.0} s, {}   ",
         s.restart + 1,
         format!("{:?}", s.phase),
         s.iteration,
         s.elapsed_seconds,
-        s.remaining_seconds
+        time_left(s.remaining_seconds)
     );
     let _ = std::io::stderr().flush();
+}
+
+/// "≤ 12 s left", or "time left not known yet" before anything has been timed.
+fn time_left(seconds: Option<f64>) -> String {
+    match seconds {
+        Some(s) if s.is_finite() => format!("≤ {s:.0} s left"),
+        _ => "time left not known yet".into(),
+    }
 }
