@@ -27,6 +27,11 @@ pub struct ExactSettings {
     pub prior: GraphPrior,
 }
 
+/// How many candidates beyond P the continuous search's parents may add to a variable in a hybrid
+/// run (the strongest by one-parent gain are kept), so a hub it over-connects costs at most
+/// Σ_{k ≤ K} C(P + 2, k) families (247 at P = K = 6) instead of up to 2^16.
+pub const MAX_EXTRA_BEYOND_P: usize = 2;
+
 /// Most parents per variable by default (K). K = P lets a variable take any subset of its
 /// candidates: 2^P − 1 − P families beyond screening (57 at P = 6, against 35 at K = 3), which on
 /// the dense 10-node groups recovered the 12–17 true edges per set that K = 3 cannot hold (ER4_d10:
@@ -348,8 +353,9 @@ impl ExactRun {
         Ok(run)
     }
 
-    /// Each variable's candidate parents: the required ones, the extra ones, then the largest
-    /// one-parent gains, up to max(P, required + extra) and at most [`MAX_CANDIDATES`].
+    /// Each variable's candidate parents: the required ones, the extra ones (strongest one-parent
+    /// gain first, at most [`MAX_EXTRA_BEYOND_P`] beyond P), then the largest one-parent gains, up
+    /// to max(P, required + kept extra) and at most [`MAX_CANDIDATES`].
     fn candidates(&self) -> Vec<Vec<usize>> {
         let p = self.settings.candidates.min(self.d.saturating_sub(1));
         let gains = self.one_parent_gains();
@@ -358,13 +364,27 @@ impl ExactRun {
                 let mut chosen: Vec<usize> = (0..self.d)
                     .filter(|&j| self.knowledge.is_required(j, i))
                     .collect();
+                let required = chosen.len();
+                let mut extra: Vec<usize> = Vec::new();
                 for &j in &self.extra_candidates[i] {
-                    if j < self.d && j != i && self.knowledge.allowed(j, i) && !chosen.contains(&j)
+                    if j < self.d
+                        && j != i
+                        && self.knowledge.allowed(j, i)
+                        && !chosen.contains(&j)
+                        && !extra.contains(&j)
                     {
-                        chosen.push(j);
+                        extra.push(j);
                     }
                 }
-                let room = p.max(chosen.len()).min(MAX_CANDIDATES);
+                let gain = |j: usize| gains[i][j].unwrap_or(f64::NEG_INFINITY);
+                extra.sort_by(|&a, &b| gain(b).total_cmp(&gain(a)).then(a.cmp(&b)));
+                // A hub the continuous search gave many parents would otherwise have up to
+                // 2^16 families: the extra parents may widen the candidates by a little only.
+                let room = p
+                    .max((required + extra.len()).min(p + MAX_EXTRA_BEYOND_P))
+                    .max(required)
+                    .min(MAX_CANDIDATES);
+                chosen.extend(extra);
                 chosen.truncate(room);
                 let mut ranked: Vec<(usize, f64)> = (0..self.d)
                     .filter(|j| !chosen.contains(j))
@@ -645,7 +665,7 @@ mod tests {
         let plan = FamilyPlan::new(vec![vec![], vec![], vec![0, 1]], 2, &k).unwrap();
         assert!(plan.table(&cache)[1].is_empty());
 
-        // Extra candidates come first and are kept beyond P = 1.
+        // Extra candidates come first and are kept beyond P = 1 (up to P + MAX_EXTRA_BEYOND_P).
         let mut s = settings;
         s.candidates = 1;
         let run = ExactRun::with_extra_candidates(
@@ -662,6 +682,44 @@ mod tests {
         assert!(c[1].is_empty());
         assert_eq!(binomial(5, 2), 10);
         assert_eq!(binomial(2, 3), 0);
+    }
+
+    #[test]
+    fn a_hub_of_extra_candidates_is_cut_to_p_plus_two_keeping_the_strongest() {
+        let settings = ExactSettings {
+            candidates: 1,
+            ..ExactSettings::default()
+        };
+        let mut cache = ScoreCache::new(CacheKey::new("hub", settings.family, 0));
+        let k = Knowledge::none(7);
+        for key in first_stage_families(&k) {
+            // For every child, parent j gains j nats: 6 is the strongest.
+            let gain = key.1.first().map_or(0.0, |&j| j as f64);
+            cache.insert(key, score(-20.0 + gain));
+        }
+        let run = ExactRun::with_extra_candidates(
+            7,
+            k,
+            settings,
+            cache,
+            vec![
+                vec![1, 2, 3, 4, 5, 6],
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+            ],
+        )
+        .unwrap();
+        let c = run.candidates();
+        assert_eq!(
+            c[0],
+            vec![4, 5, 6],
+            "P + {MAX_EXTRA_BEYOND_P}, strongest gains kept"
+        );
+        assert_eq!(c[1], vec![6], "no extras: P by gain");
     }
 
     #[test]
