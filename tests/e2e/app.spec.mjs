@@ -194,6 +194,19 @@ test('exports download and parse; a saved run record loads back with the same re
     name: 'wrong.csv', mimeType: 'text/csv', buffer: Buffer.from('from,to\ncause,nowhere\n'),
   });
   await expect(page.getByTestId('truth-error')).toContainText('nowhere');
+  // A file of delimiters only used to kill the page with the result on it (issue 12).
+  await page.getByTestId('truth-input').setInputFiles({
+    name: 'comma.csv', mimeType: 'text/csv', buffer: Buffer.from(','),
+  });
+  await expect(page.getByTestId('truth-error')).toContainText('no matrix rows');
+  await expect(page.getByTestId('results')).toBeVisible();
+  // A labelled truth in another name order is matched by name and scores as the edge list did.
+  await page.getByTestId('truth-input').setInputFiles({
+    name: 'labelled.csv', mimeType: 'text/csv',
+    buffer: Buffer.from(',effect,cause,mediator\neffect,0,0,0\ncause,0,0,1\nmediator,1,0,0\n'),
+  });
+  await expect(page.getByTestId('metrics')).toBeVisible();
+  expect(await metricValues()).toEqual(metricsBefore);
 
   // Load the record back in a fresh page: the same graph and restarts.
   await page.reload();
@@ -381,6 +394,21 @@ test('invalid settings and contradictory knowledge are explained and block the r
   await page.getByTestId('tier-input').nth(1).fill('0');
   await page.getByTestId('tier-input').nth(0).fill('1');
   await expect(page.getByTestId('knowledge-error')).toContainText('tier');
+});
+
+test('data at extreme scales loads like data at ordinary scales', async ({ page }) => {
+  // Issue 12: values near 1e160 or 1e-170 used to be zeroed by standardisation.
+  const seen = watch(page);
+  await open(page);
+  const base = chainCsv(60).trim().split('\n');
+  for (const factor of [1e160, 1e-170]) {
+    const scaled = [base[0], ...base.slice(1).map((line) => line.split(',').map((v) => (Number(v) * factor).toExponential(12)).join(','))].join('\n') + '\n';
+    await pick(page, `scaled-${factor}.csv`, scaled);
+    await expect(page.getByTestId('data-summary')).toContainText(`scaled-${factor}.csv`);
+    await expect(page.getByTestId('rows')).toHaveText('60');
+    await expect(page.getByTestId('error')).toHaveCount(0);
+  }
+  expect(seen.errors).toEqual([]);
 });
 
 test('the built-in examples load', async ({ page }, info) => {
