@@ -179,7 +179,18 @@ fn is_skippable(line: &str) -> bool {
 /// Splits a matrix file into rows. The delimiter comes from the first row that is not blank or a
 /// comment: `,` if it has one, else `;`, else runs of whitespace. Delimited files go through the
 /// `csv` crate so quoted names may hold delimiters; cells are trimmed.
+/// The text with CRLF and lone CR line breaks turned into LF, so every reader splits lines and
+/// counts line numbers the same way whatever system wrote the file.
+fn unix_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\r') {
+        std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 fn matrix_rows(text: &str) -> Result<Vec<Row>, GraphIoError> {
+    let text = &*unix_lines(text);
     let first = text
         .lines()
         .find(|l| !is_skippable(l))
@@ -445,6 +456,7 @@ pub fn read_adjacency(text: &str, names: Option<&[String]>) -> Result<Digraph, G
 /// (node i is `names[i]`); cells are trimmed; blank lines are skipped; there are no comment lines
 /// (a name may start with `#`); a repeated edge is kept once; a self-loop is refused.
 pub fn read_edge_list(text: &str, names: &[String]) -> Result<Digraph, GraphIoError> {
+    let text = &*unix_lines(text);
     let index = index_names(names)?;
     // No comment lines here: a name may start with '#', and the csv writer does not quote it.
     let mut reader = csv::ReaderBuilder::new()
@@ -629,6 +641,29 @@ mod tests {
         assert_eq!(g.edges(), vec![(1, 0)]);
         // Without names the file's order is kept.
         assert_eq!(read_adjacency(text, None).unwrap().edges(), vec![(0, 1)]);
+    }
+
+    #[test]
+    fn line_numbers_are_the_same_for_lf_crlf_and_cr() {
+        let n = names(&["a", "b", "c"]);
+        let matrix = "# comment\n0,1,0\n\n0,0,2\n0,0,0\n";
+        let list = "from,to\na,b\n\nb,zz\n";
+        for ending in ["\n", "\r\n", "\r"] {
+            let m = matrix.replace('\n', ending);
+            assert_eq!(
+                read_adjacency(&m, None).unwrap_err(),
+                GraphIoError::BadEntry {
+                    line: 4,
+                    column: 3,
+                    value: "2".into()
+                },
+                "{ending:?}"
+            );
+            let e = read_edge_list(&list.replace('\n', ending), &n).unwrap_err();
+            assert!(e.to_string().starts_with("line 4"), "{ending:?}: {e}");
+            let spaced = "0 1\n0 0\n".replace('\n', ending);
+            assert_eq!(read_adjacency(&spaced, None).unwrap().edges(), vec![(0, 1)]);
+        }
     }
 
     #[test]
