@@ -685,6 +685,36 @@ fn data_at_extreme_scales_gives_the_same_graph() {
     assert!(err.contains("'x'") && err.contains("line 2"), "{err}");
 }
 
+/// Issue 12: names with terminal escape sequences or NUL reach the terminal escaped in discover's
+/// output too (edges, notes, warnings).
+#[test]
+fn discover_prints_names_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = chain_csv().replacen("x,y,z", "x\u{1b}[2J,y\u{0},z", 1);
+    let data = write(dir.path(), "esc.csv", &csv);
+    let out = dir.path().join("out");
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--restarts",
+        "1",
+        "--inducing",
+        "8",
+        "--max-iterations",
+        "60",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for stream in [text(&o.stdout), text(&o.stderr)] {
+        assert!(
+            !stream.contains('\u{1b}') && !stream.contains('\u{0}'),
+            "{stream:?}"
+        );
+    }
+    assert!(text(&o.stdout).contains("->"), "edges are listed");
+}
+
 /// Issue 12: sizes no machine could hold are refused up front with the limit named (a billion
 /// restarts used to abort on a 912 GB allocation).
 #[test]

@@ -19,7 +19,9 @@ use occam::engine::output::output_files;
 use occam::engine::{now_seconds, Session, Snapshot, Status};
 
 use crate::overrides::Overrides;
-use crate::{check_writable, ensure_dir, read_file_limited, write_file_atomic, CliError};
+use crate::{
+    check_writable, ensure_dir, read_file_limited, terminal_safe, write_file_atomic, CliError,
+};
 
 #[derive(Debug, Args)]
 pub struct DiscoverArgs {
@@ -66,7 +68,7 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     let parsed = parse_csv(&bytes, &options).map_err(|e| CliError(format!("{shown}: {e}")))?;
     let dataset = parsed.dataset;
     for p in &parsed.problems {
-        errln!("note: {} ({})", p.message(), p.action());
+        errln!("note: {} ({})", terminal_safe(&p.message()), p.action());
     }
     let tiers_text =
         match &args.tiers {
@@ -154,10 +156,14 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
         args.out.display()
     );
     for &(a, b) in &result.edges {
-        outln!("  {} -> {}", names[a], names[b]);
+        outln!(
+            "  {} -> {}",
+            terminal_safe(&names[a]),
+            terminal_safe(&names[b])
+        );
     }
     for f in &result.failures {
-        errln!("warning: {f}");
+        errln!("warning: {}", terminal_safe(f));
     }
     if result.status == Status::Failed {
         return Err(CliError(

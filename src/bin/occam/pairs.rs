@@ -412,7 +412,7 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 let Some(t) = truth.get(k) else { break };
                 let outcome = evaluate(args, k, t);
-                outln!("{}", report_line(&outcome, args.tie_nats));
+                outln!("{}", terminal_safe(&report_line(&outcome, args.tie_nats)));
                 outcomes
                     .lock()
                     .expect("no thread panics while holding the lock")
