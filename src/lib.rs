@@ -34,6 +34,7 @@ pub mod driver;
 pub mod engine;
 pub mod gp;
 pub mod graph;
+pub mod heartbeat;
 pub mod protocol;
 pub mod ui;
 

@@ -109,6 +109,9 @@ pub struct ProblemReport {
 pub enum FromWorker {
     /// The worker's module has loaded and its message handler is installed.
     Ready,
+    /// Sent at most once a second from inside a long unit of work (a fit, a training step), so
+    /// the page's watchdog can tell a busy worker from a stuck one.
+    Busy,
     /// Answer to [`ToWorker::Ping`]: the backend the engine computes on (the CPU until a GPU
     /// backend exists), and the WebGPU adapter the browser granted, if any (described, not used).
     Pong {

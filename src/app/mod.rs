@@ -318,6 +318,8 @@ impl AppState {
                     }
                 }
             }
+            // Alive inside a long unit: the time of this message is all the watchdog needs.
+            FromWorker::Busy => {}
             FromWorker::Pong { backend, adapter } => {
                 self.backend.set(BackendState::Known { backend, adapter })
             }

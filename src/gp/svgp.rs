@@ -136,6 +136,7 @@ pub fn kl_standard_normal(mu: f64, var: f64) -> f64 {
 ///   then through the kernel to θ, Z and the latent column of u_t, and by reparameterisation
 ///   ∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ).
 pub fn bound_and_gradient(input: &SvgpInput) -> Result<SvgpOutput, CholeskyError> {
+    crate::heartbeat::beat();
     evaluate(input, KernelPath::SharedObserved)
 }
 

@@ -41,6 +41,9 @@ pub fn start() {
             message: format!("the worker stopped on an internal error: {info}"),
         });
     }));
+    // Long units of work beat from inside (crate::heartbeat): each beat tells the page the worker
+    // is alive, so its watchdog never ends a worker that is busy.
+    crate::heartbeat::install(Some(Box::new(|| post(&FromWorker::Busy))));
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(handle_message);
     scope().set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     // The handler lives as long as the worker itself.

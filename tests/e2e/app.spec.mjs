@@ -329,6 +329,21 @@ test('a worker that stops answering is ended by the watchdog and can be restarte
   await expect(page.getByTestId('run-button')).toBeEnabled();
 });
 
+test('a worker busy in a long unit of work is not ended by the watchdog', async ({ page }) => {
+  // On the #test-hooks page the watchdog ends a silent worker after 3 s. Here one variable's
+  // starting fit alone (600 rows, M = 300, 400 L-BFGS iterations) takes far longer than that;
+  // the fit's heartbeat must keep the worker alive (issue 12).
+  await open(page, '#test-hooks');
+  await pick(page, 'chain.csv', chainCsv(600));
+  await expect(page.getByTestId('rows')).toHaveText('600');
+  await setFields(page, { max_rows: '600', inducing_points: '300', start_iterations: '400', restarts: '1' });
+  await page.getByTestId('run-button').click();
+  await expect(page.getByTestId('status')).toHaveText(/running/);
+  await page.waitForTimeout(9000);
+  await expect(page.getByTestId('error')).toHaveCount(0);
+  await expect(page.getByTestId('status')).toHaveText(/running/);
+});
+
 test('a panic in the page is a visible error, not a blank page', async ({ page }, info) => {
   const seen = watch(page);
   await open(page, '#test-hooks');

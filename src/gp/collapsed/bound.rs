@@ -75,6 +75,7 @@ pub fn collapsed_bound(
     params: &CollapsedParams,
     jitter: f64,
 ) -> Result<f64, CollapsedError> {
+    crate::heartbeat::beat();
     Ok(Forward::new(x, y, params, jitter, 1.0)?.value)
 }
 
@@ -99,6 +100,9 @@ pub fn collapsed_bound_with_grad_weighted(
     jitter: f64,
     row_copies: f64,
 ) -> Result<(f64, CollapsedGrad), CollapsedError> {
+    // Every fit and training step passes through here: a beat tells a watching driver that a
+    // long unit of work is still alive.
+    crate::heartbeat::beat();
     let fwd = Forward::new(x, y, params, jitter, row_copies)?;
     let grad = fwd.gradient(x, y, params)?;
     Ok((fwd.value, grad))
