@@ -123,6 +123,28 @@ fn name_list(label: &str, names: &[String]) -> String {
     format!("{label}: {}", text.join(", "))
 }
 
+/// Every name that does not match, both ways, between the `expected` variables and the names a
+/// file gives (`found`), as one error; None when the two sets are equal.
+fn name_mismatch(line: usize, expected: &[String], found: &[String]) -> Option<GraphIoError> {
+    let found_set: HashSet<&str> = found.iter().map(String::as_str).collect();
+    let expected_set: HashSet<&str> = expected.iter().map(String::as_str).collect();
+    let missing: Vec<String> = expected
+        .iter()
+        .filter(|n| !found_set.contains(n.as_str()))
+        .cloned()
+        .collect();
+    let unknown: Vec<String> = found
+        .iter()
+        .filter(|n| !expected_set.contains(n.as_str()))
+        .cloned()
+        .collect();
+    (!missing.is_empty() || !unknown.is_empty()).then_some(GraphIoError::NameMismatch {
+        line,
+        missing,
+        unknown,
+    })
+}
+
 /// A graph together with its node names, as read from a self-describing file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamedGraph {
@@ -137,25 +159,11 @@ impl NamedGraph {
     /// every name that does not match both ways, unless the two name sets are equal.
     pub fn aligned_to(&self, names: &[String]) -> Result<Digraph, GraphIoError> {
         let index = index_names(names)?;
-        let own: HashSet<&str> = self.names.iter().map(String::as_str).collect();
-        let missing: Vec<String> = names
-            .iter()
-            .filter(|n| !own.contains(n.as_str()))
-            .cloned()
-            .collect();
-        let unknown: Vec<String> = self
-            .names
-            .iter()
-            .filter(|n| !index.contains_key(n.as_str()))
-            .cloned()
-            .collect();
-        if !missing.is_empty() || !unknown.is_empty() || own.len() != names.len() {
-            return Err(GraphIoError::NameMismatch {
-                line: 1,
-                missing,
-                unknown,
-            });
+        if let Some(e) = name_mismatch(1, names, &self.names) {
+            return Err(e);
         }
+        // Equal sets without repeats on either side are the same names in another order.
+        index_names(&self.names)?;
         let position: Vec<usize> = self.names.iter().map(|n| index[n.as_str()]).collect();
         let mut out = Digraph::empty(names.len());
         for (a, b) in self.graph.edges() {
@@ -344,24 +352,8 @@ pub fn read_adjacency(text: &str, names: Option<&[String]>) -> Result<Digraph, G
         Some(names) => {
             let index = index_names(names)?;
             if let Some(labels) = labels {
-                // Every name that does not match is listed at once, both ways.
-                let in_file: HashSet<&str> = labels.iter().map(String::as_str).collect();
-                let missing: Vec<String> = names
-                    .iter()
-                    .filter(|n| !in_file.contains(n.as_str()))
-                    .cloned()
-                    .collect();
-                let unknown: Vec<String> = labels
-                    .iter()
-                    .filter(|l| !index.contains_key(l.as_str()))
-                    .cloned()
-                    .collect();
-                if !missing.is_empty() || !unknown.is_empty() {
-                    return Err(GraphIoError::NameMismatch {
-                        line: header.line,
-                        missing,
-                        unknown,
-                    });
+                if let Some(e) = name_mismatch(header.line, names, labels) {
+                    return Err(e);
                 }
             }
             if d != names.len() {
