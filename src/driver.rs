@@ -8,7 +8,7 @@
 //! seen at once.
 
 use crate::data::{CsvOptions, Dataset};
-use crate::engine::Session;
+use crate::engine::{now_seconds, Session};
 use crate::protocol::{load_csv, FromWorker, RunRequest};
 
 /// Seconds of work per step: short enough that pause and stop act within a tenth of a second and
@@ -170,20 +170,46 @@ impl Driver {
         let Some(session) = self.session.as_mut() else {
             return Reaction::default();
         };
+        let started = now_seconds();
         let snapshot = session.step(budget_seconds);
         if session.is_finished() {
             let message = finished(self.run_id, session);
             self.session = None;
             return Reaction::message(message);
         }
+        let mut messages = vec![FromWorker::Progress {
+            run_id: self.run_id,
+            snapshot,
+            paused: false,
+        }];
+        if unit_was_long(now_seconds() - started, budget_seconds) {
+            messages.push(checkpoint(self.run_id, session));
+        }
         Reaction {
-            messages: vec![FromWorker::Progress {
-                run_id: self.run_id,
-                snapshot,
-                paused: false,
-            }],
+            messages,
             step: Some(generation),
         }
+    }
+}
+
+/// Seconds a step may overrun its budget before its units count as long: the page can then no
+/// longer rely on a stop request being read between steps, and needs a checkpoint.
+pub const LONG_UNIT_SECONDS: f64 = 0.5;
+
+/// Whether a step that took `step_seconds` for a budget of `budget_seconds` did a long unit.
+fn unit_was_long(step_seconds: f64, budget_seconds: f64) -> bool {
+    step_seconds - budget_seconds > LONG_UNIT_SECONDS
+}
+
+/// The result the run would give if it were stopped now, without stopping it: what the page shows
+/// if it must end a worker that is inside a long unit of work and cannot read the stop request
+/// (a single-threaded worker reads messages only between units).
+fn checkpoint(run_id: u64, session: &Session) -> FromWorker {
+    let mut stopped = session.clone();
+    stopped.stop();
+    FromWorker::Checkpoint {
+        run_id,
+        result: Box::new(stopped.result()),
     }
 }
 
@@ -200,7 +226,7 @@ mod tests {
     use super::*;
     use crate::discovery::cgp::Preset;
     use crate::discovery::knowledge::Knowledge;
-    use crate::engine::Status;
+    use crate::engine::{RunResult, Status};
 
     /// A 3-variable chain a → b → c with nonlinear mechanisms, as CSV text.
     fn chain_csv(rows: usize) -> String {
@@ -333,6 +359,41 @@ mod tests {
         assert!(!driver.is_running());
         assert!(driver.tick(g, 0.01).messages.is_empty());
         assert!(driver.stop().messages.is_empty());
+    }
+
+    /// A checkpoint is the result a stop at that moment gives, and the run goes on after it.
+    #[test]
+    fn a_checkpoint_is_the_result_a_stop_would_give_and_the_run_goes_on() {
+        assert!(unit_was_long(0.08 + LONG_UNIT_SECONDS + 0.01, 0.08));
+        assert!(!unit_was_long(0.08 + LONG_UNIT_SECONDS - 0.01, 0.08));
+        let mut driver = loaded();
+        let mut g = driver.start(request(400)).step.unwrap();
+        for _ in 0..5 {
+            g = driver.tick(g, 0.01).step.unwrap();
+        }
+        let session = driver.session.as_ref().unwrap();
+        let FromWorker::Checkpoint { run_id, result } = checkpoint(driver.run_id, session) else {
+            panic!("a checkpoint")
+        };
+        assert_eq!(run_id, 1);
+        assert!(
+            driver.is_running(),
+            "taking a checkpoint does not stop the run"
+        );
+        assert_eq!(result.status, Status::Stopped);
+        let FromWorker::Finished {
+            result: stopped, ..
+        } = driver.stop().messages.remove(0)
+        else {
+            panic!("a result")
+        };
+        let strip = |mut r: RunResult| {
+            r.seconds = 0.0;
+            r
+        };
+        assert_eq!(strip(*result), strip(*stopped));
+        // A stopped run gives no checkpoint (nothing is running).
+        assert!(driver.tick(g, 0.01).messages.is_empty());
     }
 
     #[test]

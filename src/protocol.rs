@@ -149,6 +149,10 @@ pub enum FromWorker {
         snapshot: Snapshot,
         paused: bool,
     },
+    /// The result the run would give if stopped now, sent after a step whose unit of work ran long
+    /// ([`crate::driver::LONG_UNIT_SECONDS`] over its budget): while the next such unit runs, the
+    /// worker cannot read a stop request, so the page ends it and shows this instead.
+    Checkpoint { run_id: u64, result: Box<RunResult> },
     /// The run has ended (done, stopped or failed): its last snapshot and its result.
     Finished {
         run_id: u64,

@@ -171,6 +171,9 @@ pub struct AppState {
     last_message_ms: StoredValue<f64>,
     /// The current file, kept so a restarted worker can be given it again.
     source: StoredValue<Option<(String, Blob)>, LocalStorage>,
+    /// The current run's latest [`FromWorker::Checkpoint`]: shown if the worker must be ended
+    /// because it is inside a long unit of work when the user stops the run.
+    checkpoint: StoredValue<Option<RunResult>>,
 }
 
 impl AppState {
@@ -198,7 +201,49 @@ impl AppState {
             run_seq: StoredValue::new(0),
             knowledge_names: StoredValue::new(Vec::new()),
             source: StoredValue::new_local(None),
+            checkpoint: StoredValue::new(None),
         }
+    }
+
+    /// Asks the worker to stop the run. A worker inside a long unit of work (a fit of many
+    /// inducing points can take minutes) reads the request only when the unit ends, so if no
+    /// result has come after [`STOP_GRACE_MS`] the page ends the worker, shows the run's last
+    /// checkpoint as the stopped result, and starts a fresh worker with the same data.
+    pub fn request_stop(self) {
+        self.send(&ToWorker::Stop);
+        let run_id = self.run_seq.get_value();
+        let check = wasm_bindgen::closure::Closure::once_into_js(move || {
+            if self.run_active() && self.run_seq.get_value() == run_id {
+                self.end_busy_worker();
+            }
+        });
+        if let Some(window) = web_sys::window() {
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(
+                check.unchecked_ref(),
+                STOP_GRACE_MS,
+            );
+        }
+    }
+
+    /// Ends a worker that did not answer a stop in time, keeping everything on the page.
+    fn end_busy_worker(self) {
+        let checkpoint = self.checkpoint.get_value();
+        let had_checkpoint = checkpoint.is_some();
+        // A newer run id makes anything the old worker still had in flight stale.
+        self.next_run_id();
+        self.restart_worker();
+        self.result.set(checkpoint);
+        self.record_file.set(None);
+        self.run.set(RunState::Ended(Status::Stopped));
+        let shown = if had_checkpoint {
+            "the result shown is the run as it stood after its last completed step"
+        } else {
+            "it had not completed a step of the run yet, so there is no graph"
+        };
+        self.error.set(Some(format!(
+            "Stopped. The worker was inside one long computation and could not read the stop \
+             request, so it was ended and a fresh one started with the same data; {shown}."
+        )));
     }
 
     /// Sends a request to the worker; a failure is shown in the error banner.
@@ -311,10 +356,19 @@ impl AppState {
                     if !matches!(self.data.get_untracked(), DataState::Rejected { .. }) {
                         let result = self.result.get_untracked();
                         let record = self.record_file.get_untracked();
+                        let run = self.run.get_untracked();
+                        let snapshot = self.snapshot.get_untracked();
+                        let history = self.history.get_untracked();
+                        let error = self.error.get_untracked();
                         self.submit_file(name, blob);
-                        // Re-reading the file must not throw away the result on screen.
+                        // Re-reading the file must not throw away what is on screen: the result,
+                        // the last snapshot and curves, and the note on why the worker restarted.
                         self.result.set(result);
                         self.record_file.set(record);
+                        self.run.set(run);
+                        self.snapshot.set(snapshot);
+                        self.history.set(history);
+                        self.error.set(error);
                     }
                 }
             }
@@ -329,8 +383,10 @@ impl AppState {
                 if load_id != self.load_seq.get_value() => {}
             FromWorker::RunRefused { run_id, .. }
             | FromWorker::Progress { run_id, .. }
+            | FromWorker::Checkpoint { run_id, .. }
             | FromWorker::Finished { run_id, .. }
                 if run_id != self.run_seq.get_value() => {}
+            FromWorker::Checkpoint { result, .. } => self.checkpoint.set_value(Some(*result)),
             FromWorker::LoadProgress {
                 file_name,
                 bytes_read,
@@ -435,6 +491,7 @@ impl AppState {
     pub fn next_run_id(self) -> u64 {
         let id = self.run_seq.get_value() + 1;
         self.run_seq.set_value(id);
+        self.checkpoint.set_value(None);
         id
     }
 
@@ -486,6 +543,10 @@ fn spawn_worker(state: AppState) {
         Err(message) => state.worker_died(message),
     }
 }
+
+/// How long a stop request may go unanswered before the page ends the worker (a worker between
+/// steps answers within a tenth of a second).
+const STOP_GRACE_MS: i32 = 2000;
 
 /// Seconds without any message from a worker that should be stepping before the page calls it
 /// unresponsive. A step is 80 ms and the longest single unit of work (one variable's starting fit)

@@ -92,7 +92,7 @@ pub fn RunPanel() -> impl IntoView {
                 <button data-testid="pause-button" on:click=on_pause prop:disabled=move || !active()>
                     {pause_label}
                 </button>
-                <button data-testid="stop-button" on:click=move |_| state.send(&ToWorker::Stop) prop:disabled=move || !active()>
+                <button data-testid="stop-button" on:click=move |_| state.request_stop() prop:disabled=move || !active()>
                     "Stop"
                 </button>
                 <span class="status-label">"Status: "

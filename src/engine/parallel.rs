@@ -12,10 +12,18 @@ pub fn map_parallel<T: Sync, R: Send>(
     if threads > 1 && items.len() > 1 {
         let chunk = items.len().div_ceil(threads);
         let f = &f;
+        // The caller's stop request reaches the helper threads' computations too.
+        let flag = crate::heartbeat::watched();
         return std::thread::scope(|scope| {
             let handles: Vec<_> = items
                 .chunks(chunk)
-                .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<_>>()))
+                .map(|part| {
+                    let flag = flag.clone();
+                    scope.spawn(move || {
+                        let _watch = crate::heartbeat::watch(flag);
+                        part.iter().map(f).collect::<Vec<_>>()
+                    })
+                })
                 .collect();
             handles
                 .into_iter()

@@ -25,6 +25,7 @@ use crate::discovery::family::{families, family_evidence, FamilyCache, FamilyKey
 use crate::discovery::knowledge::Knowledge;
 use crate::gp::collapsed::NOISE_VARIANCE_FLOOR;
 use crate::gp::resolution::resolution_noise_floor;
+use crate::heartbeat::{self, StopFlag};
 
 /// Why a session could not start.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -249,6 +250,9 @@ pub struct Session {
     score_cache: ScoreCache,
     /// Why the exact search could not start, when it could not.
     exact_failure: Option<String>,
+    /// A stop request from outside the loop that calls [`Session::step`] (a signal handler, another
+    /// thread): answered inside the unit of work being done, within one bound evaluation.
+    stop_flag: StopFlag,
 }
 
 impl Session {
@@ -358,6 +362,7 @@ impl Session {
             family_seconds: None,
             exact: None,
             score_cache,
+            stop_flag: StopFlag::new(),
             exact_failure: None,
         })
     }
@@ -512,6 +517,10 @@ impl Session {
             family_evidence(data, *child, parents, inducing, seed)
         };
         let values = map_parallel(&batch, self.threads, fit);
+        if heartbeat::interrupted() {
+            // Fits cut short are no evidence; the step ends the run.
+            return;
+        }
         let fitted = batch.len();
         for (key, value) in batch.into_iter().zip(values) {
             self.families.insert(key, value);
@@ -534,10 +543,22 @@ impl Session {
         }
     }
 
-    /// Works for about `budget_seconds` (at least one unit of work), then returns a snapshot.
+    /// The flag that stops this session from any thread: raising it ends the unit of work being
+    /// done within one bound evaluation (what that unit computed is dropped, what earlier units
+    /// found is kept), and the session then stops as [`Session::stop`] does.
+    pub fn stop_flag(&self) -> StopFlag {
+        self.stop_flag.clone()
+    }
+
+    /// Works for about `budget_seconds` (at least one unit of work, unless a stop was requested),
+    /// then returns a snapshot.
     pub fn step(&mut self, budget_seconds: f64) -> Snapshot {
         let start = now_seconds();
+        let _watch = heartbeat::watch(Some(self.stop_flag.clone()));
         loop {
+            if self.stop_flag.is_raised() {
+                self.stop();
+            }
             if self.is_finished() {
                 break;
             }
@@ -591,7 +612,12 @@ impl Session {
                     .map(move |(c, &seed)| (c, r.jitter(), seed))
             })
             .collect();
-        let mut results = evaluate_all(&jobs, &problem.data, self.threads).into_iter();
+        let results = evaluate_all(&jobs, &problem.data, self.threads);
+        if heartbeat::interrupted() {
+            // An iteration cut short is dropped whole: no restart sees half of it as faults.
+            return;
+        }
+        let mut results = results.into_iter();
         for r in self.restarts.iter_mut().filter(|r| r.wants_evaluation()) {
             let evals: Vec<_> = results.by_ref().take(r.components().len()).collect();
             r.finish_iteration(evals, problem);

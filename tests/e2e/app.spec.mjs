@@ -329,7 +329,7 @@ test('a worker that stops answering is ended by the watchdog and can be restarte
   await expect(page.getByTestId('run-button')).toBeEnabled();
 });
 
-test('a worker busy in a long unit of work is not ended by the watchdog', async ({ page }) => {
+test('a worker busy in a long unit of work is not ended by the watchdog, and a stop still acts', async ({ page }, info) => {
   // On the #test-hooks page the watchdog ends a silent worker after 3 s. Here one variable's
   // starting fit alone (600 rows, M = 300, 400 L-BFGS iterations) takes far longer than that;
   // the fit's heartbeat must keep the worker alive (issue 12).
@@ -342,6 +342,22 @@ test('a worker busy in a long unit of work is not ended by the watchdog', async 
   await page.waitForTimeout(9000);
   await expect(page.getByTestId('error')).toHaveCount(0);
   await expect(page.getByTestId('status')).toHaveText(/running/);
+  // Stop while the worker is inside that fit: it cannot read the request until the fit ends, so
+  // after a 2 s grace the page ends it and starts a fresh one with the same data (issue 12).
+  const clicked = Date.now();
+  await page.getByTestId('stop-button').click();
+  await expect(page.getByTestId('status')).toHaveText('stopped', { timeout: 5000 });
+  expect(Date.now() - clicked).toBeLessThan(5000);
+  await expect(page.getByTestId('error')).toContainText('could not read the stop request');
+  await expect(page.getByTestId('error')).toContainText(/as it stood after its last completed step|there is no graph/);
+  await expect(page.getByTestId('backend-badge')).toHaveAttribute('data-backend', 'cpu');
+  await expect(page.getByTestId('rows')).toHaveText('600');
+  await expect(page.getByTestId('status')).toHaveText('stopped');
+  await expect(page.getByTestId('error')).toContainText('could not read the stop request');
+  await shot(page, 'app-11d-stopped-while-busy', info);
+  // The fresh worker runs the next request.
+  await setFields(page, { ...QUICK, max_rows: '100' });
+  await runToEnd(page);
 });
 
 test('a panic in the page is a visible error, not a blank page', async ({ page }, info) => {

@@ -7,8 +7,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use clap::Args;
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
@@ -101,21 +99,15 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     }
     let mut cache_saved_at = now_seconds();
 
-    let interrupted = Arc::new(AtomicBool::new(false));
     {
-        let flag = interrupted.clone();
+        let flag = session.stop_flag();
         // Ctrl-C, SIGTERM and SIGHUP (the "termination" feature) all stop the run and write the
-        // best result so far; a second signal while the handler is installed is ignored.
-        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+        // best result so far. The flag is answered inside the unit of work being done (within one
+        // bound evaluation), so even a fit at M = 1000 stops within about a second.
+        let _ = ctrlc::set_handler(move || flag.raise());
     }
+    let stop_flag = session.stop_flag();
     while !session.is_finished() {
-        if interrupted.load(Ordering::SeqCst) {
-            session.stop();
-            if !args.quiet {
-                errln!("\ninterrupted: writing the best result so far");
-            }
-            break;
-        }
         let snapshot = session.step(0.25);
         if !args.quiet {
             progress_line(&snapshot);
@@ -131,6 +123,9 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     }
     if !args.quiet {
         errln!();
+        if stop_flag.is_raised() {
+            errln!("interrupted: writing the best result so far");
+        }
     }
     let result = session.result();
     // Each file is written whole and renamed into place, result.json last: the folder holds a

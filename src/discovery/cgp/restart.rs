@@ -366,6 +366,8 @@ impl Restart {
             return self.finish_after_pruning(problem, PruneState::default());
         };
         let k = state.variable;
+        // Kept to put back if a stop request cuts this refit short (its outcome means nothing).
+        let before = (state.clone(), self.components.get(k).cloned());
         let Variable::Collapsed(component) = &mut self.components[k] else {
             return self.finish_after_pruning(problem, state);
         };
@@ -406,6 +408,14 @@ impl Restart {
                 state.queue.is_empty()
             }
         };
+        if crate::heartbeat::interrupted() {
+            let (state, component) = before;
+            if let Some(c) = component {
+                self.components[k] = c;
+            }
+            self.pruning = Some(state);
+            return;
+        }
         if variable_done {
             if k + 1 == self.components.len() {
                 return self.finish_after_pruning(problem, state);
@@ -423,6 +433,11 @@ impl Restart {
         for c in &self.components {
             match c.evaluate(&problem.data, self.jitter, 0) {
                 Ok(e) => values.push(e.value()),
+                // Stopped on request: the pruning is left as it was (the run is ending).
+                Err(_) if crate::heartbeat::interrupted() => {
+                    self.pruning = Some(state);
+                    return;
+                }
                 Err(e) => return self.fail(format!("the bound after pruning failed: {e}")),
             }
         }
@@ -508,6 +523,10 @@ impl Restart {
                 ))))
             }
         };
+        // A start cut short by a stop request is neither a component nor a failure.
+        if crate::heartbeat::interrupted() {
+            return;
+        }
         match variable {
             Ok(c) => self.components.push(c),
             Err(e) => {

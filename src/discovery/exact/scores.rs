@@ -106,7 +106,8 @@ impl ScoreCache {
 /// Fits every family of `todo` on `data` (N × D, standardised) and stores the scores in `cache`,
 /// on up to `threads` threads natively (one at a time in the browser), calling `done(k, total)`
 /// after each. Families are handed out one by one, so slow and fast fits balance across threads.
-/// `stop()` is checked between families: what was fitted before it is kept.
+/// `stop()` is checked between families: what was fitted before it is kept. A stop request on the
+/// watched flag ([`crate::heartbeat`]) also ends the family being fitted, which is then not kept.
 pub fn fit_families(
     data: &DMatrix<f64>,
     todo: &[FamilyKey],
@@ -120,13 +121,19 @@ pub fn fit_families(
     let results: Mutex<Vec<(FamilyKey, Result<FamilyScore, String>)>> = Mutex::new(Vec::new());
     let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
+    let flag = crate::heartbeat::watched();
     let work = || loop {
-        if stop() {
+        let _watch = crate::heartbeat::watch(flag.clone());
+        if stop() || crate::heartbeat::interrupted() {
             break;
         }
         let k = next.fetch_add(1, Ordering::Relaxed);
         let Some(family) = todo.get(k) else { break };
         let score = family_score(data, family.0, &family.1, &settings, seed);
+        // A fit cut short by a stop request is no score: it is left for a later run.
+        if crate::heartbeat::interrupted() {
+            break;
+        }
         results
             .lock()
             .expect("no thread panics while holding the lock")

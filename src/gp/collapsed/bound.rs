@@ -76,6 +76,9 @@ pub fn collapsed_bound(
     jitter: f64,
 ) -> Result<f64, CollapsedError> {
     crate::heartbeat::beat();
+    if crate::heartbeat::interrupted() {
+        return Err(CollapsedError::Interrupted);
+    }
     Ok(Forward::new(x, y, params, jitter, 1.0)?.value)
 }
 
@@ -101,9 +104,16 @@ pub fn collapsed_bound_with_grad_weighted(
     row_copies: f64,
 ) -> Result<(f64, CollapsedGrad), CollapsedError> {
     // Every fit and training step passes through here: a beat tells a watching driver that a
-    // long unit of work is still alive.
+    // long unit of work is still alive; a stop request ends the fit here, not hundreds of
+    // evaluations later.
     crate::heartbeat::beat();
+    if crate::heartbeat::interrupted() {
+        return Err(CollapsedError::Interrupted);
+    }
     let fwd = Forward::new(x, y, params, jitter, row_copies)?;
+    if crate::heartbeat::interrupted() {
+        return Err(CollapsedError::Interrupted);
+    }
     let grad = fwd.gradient(x, y, params)?;
     Ok((fwd.value, grad))
 }

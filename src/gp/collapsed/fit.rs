@@ -245,6 +245,10 @@ pub enum FitError {
     /// An error that more jitter cannot repair (e.g. inconsistent shapes).
     #[error("the collapsed bound could not be evaluated: {0}")]
     Bound(CollapsedError),
+    /// A stop was requested during the fit ([`crate::heartbeat::interrupted`]); the parameters
+    /// reached are not a fit and are not returned.
+    #[error("the fit was stopped on request")]
+    Interrupted,
 }
 
 /// A fitted model: the bound, the parameters and how the optimisation went.
@@ -619,6 +623,7 @@ impl CollapsedModel {
                     }
                     jitter = next;
                 }
+                Err(CollapsedError::Interrupted) => return Err(FitError::Interrupted),
                 Err(e) => return Err(FitError::Bound(e)),
             }
         }
@@ -671,7 +676,13 @@ impl CollapsedModel {
                 }
             }
         };
-        let report = match minimize(negated, &raw, &settings.lbfgs) {
+        let report = minimize(negated, &raw, &settings.lbfgs);
+        // A stop makes every later evaluation fail, which L-BFGS would read as a line search
+        // that found nothing better and end "converged": what it reached is no optimum.
+        if last_error.borrow().as_ref() == Some(&CollapsedError::Interrupted) {
+            return Err(CollapsedError::Interrupted);
+        }
+        let report = match report {
             Ok(report) => report,
             Err(LbfgsError::NonFiniteStart { value }) => {
                 return Err(last_error

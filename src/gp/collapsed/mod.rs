@@ -47,4 +47,7 @@ pub enum CollapsedError {
     /// A parameter outside its domain (σ² ≤ 0, s_n ≤ 0, negative jitter).
     #[error("invalid parameter: {0}")]
     InvalidParameter(String),
+    /// A stop was requested while the bound was wanted ([`crate::heartbeat::interrupted`]).
+    #[error("stopped on request")]
+    Interrupted,
 }
