@@ -145,6 +145,9 @@ pub struct AppState {
     pub snapshot: RwSignal<Option<Snapshot>>,
     /// Snapshots received during the current run (the end-to-end test reads it to check the rate).
     pub snapshots_seen: RwSignal<u64>,
+    /// A pause was asked for and the worker has not confirmed it yet (it reads requests between
+    /// units of work, so inside a long fit the pause waits for the fit's end).
+    pub pause_pending: RwSignal<bool>,
     pub history: RwSignal<History>,
     pub result: RwSignal<Option<RunResult>>,
     /// Set when the result shown was loaded from a saved run record (its file name).
@@ -184,6 +187,7 @@ impl AppState {
             run: RwSignal::new(RunState::Idle),
             snapshot: RwSignal::new(None),
             snapshots_seen: RwSignal::new(0),
+            pause_pending: RwSignal::new(false),
             history: RwSignal::new(History::default()),
             result: RwSignal::new(None),
             record_file: RwSignal::new(None),
@@ -446,6 +450,9 @@ impl AppState {
                 self.history.update(|h| h.record(&snapshot));
                 self.snapshots_seen.update(|n| *n += 1);
                 self.snapshot.set(Some(snapshot));
+                if paused {
+                    self.pause_pending.set(false);
+                }
                 self.run.set(if paused {
                     RunState::Paused
                 } else {
@@ -462,6 +469,7 @@ impl AppState {
                 self.snapshots_seen.update(|n| *n += 1);
                 self.snapshot.set(Some(snapshot));
                 self.run.set(RunState::Ended(result.status));
+                self.pause_pending.set(false);
                 self.record_file.set(None);
                 self.result.set(Some(*result));
             }
@@ -491,6 +499,7 @@ impl AppState {
     pub fn next_run_id(self) -> u64 {
         let id = self.run_seq.get_value() + 1;
         self.run_seq.set_value(id);
+        self.pause_pending.set(false);
         self.checkpoint.set_value(None);
         id
     }

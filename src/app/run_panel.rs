@@ -68,16 +68,27 @@ pub fn RunPanel() -> impl IntoView {
         )
     };
     let on_pause = move |_| match state.run.get_untracked() {
-        RunState::Running | RunState::Starting => state.send(&ToWorker::Pause),
+        RunState::Running | RunState::Starting => {
+            state.pause_pending.set(true);
+            state.send(&ToWorker::Pause)
+        }
         RunState::Paused => state.send(&ToWorker::Resume),
         _ => {}
     };
     let pause_label = move || {
         if state.run.get() == RunState::Paused {
             "Resume"
+        } else if state.pause_pending.get() {
+            "Pausing…"
         } else {
             "Pause"
         }
+    };
+    let pause_title = move || {
+        state.pause_pending.get().then_some(
+            "The worker pauses when the computation it is inside ends (a large fit can take a \
+             while); Stop acts within 2 s.",
+        )
     };
 
     view! {
@@ -89,7 +100,8 @@ pub fn RunPanel() -> impl IntoView {
                     title=move || blocker(state).unwrap_or_else(|| "Start a run with these settings".into())>
                     "Run"
                 </button>
-                <button data-testid="pause-button" on:click=on_pause prop:disabled=move || !active()>
+                <button data-testid="pause-button" on:click=on_pause title=pause_title
+                    prop:disabled=move || !active() || state.pause_pending.get()>
                     {pause_label}
                 </button>
                 <button data-testid="stop-button" on:click=move |_| state.request_stop() prop:disabled=move || !active()>

@@ -344,6 +344,10 @@ test('a worker busy in a long unit of work is not ended by the watchdog, and a s
   await expect(page.getByTestId('status')).toHaveText(/running/);
   // Stop while the worker is inside that fit: it cannot read the request until the fit ends, so
   // after a 2 s grace the page ends it and starts a fresh one with the same data (issue 12).
+  // A pause is read when the fit ends: the button says it is waiting instead of doing nothing.
+  await page.getByTestId('pause-button').click();
+  await expect(page.getByTestId('pause-button')).toHaveText('Pausing…');
+  await expect(page.getByTestId('pause-button')).toBeDisabled();
   const clicked = Date.now();
   await page.getByTestId('stop-button').click();
   await expect(page.getByTestId('status')).toHaveText('stopped', { timeout: 5000 });
@@ -354,6 +358,7 @@ test('a worker busy in a long unit of work is not ended by the watchdog, and a s
   await expect(page.getByTestId('rows')).toHaveText('600');
   await expect(page.getByTestId('status')).toHaveText('stopped');
   await expect(page.getByTestId('error')).toContainText('could not read the stop request');
+  await expect(page.getByTestId('pause-button')).toHaveText('Pause');
   await shot(page, 'app-11d-stopped-while-busy', info);
   // The fresh worker runs the next request.
   await setFields(page, { ...QUICK, max_rows: '100' });
