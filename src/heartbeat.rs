@@ -6,7 +6,7 @@
 //!   thread-local check.
 //! - A stop request that reaches inside a unit of work: a session [`watch`]es its [`StopFlag`]
 //!   while it works, the bound evaluations ask [`interrupted`] and give up at once, and
-//!   [`crate::engine::parallel::map_parallel`] carries the watched flag into its threads. So Ctrl-C
+//!   [`crate::backend::Pool`] carries the watched flag into its threads. So Ctrl-C
 //!   lands within one bound evaluation, not at the end of a fit of hundreds of them.
 
 use std::cell::{Cell, RefCell};

@@ -3,6 +3,7 @@
 //! and the closed-form floor.
 
 use nalgebra::DMatrix;
+use occam::backend::Pool;
 use occam::discovery::exact::{fit_families, CacheKey, ScoreCache, FAMILY_SCORE_VERSION};
 use occam::discovery::family::{family_score, FamilyKey, FamilyScoreSettings};
 use rand::{Rng, SeedableRng};
@@ -62,7 +63,7 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
         &data,
         &todo,
         &mut one,
-        1,
+        &Pool::new(1).unwrap(),
         |_, _| {
             calls.fetch_add(1, Ordering::Relaxed);
         },
@@ -76,7 +77,14 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
     );
 
     let mut two = ScoreCache::new(key(settings()));
-    fit_families(&data, &todo, &mut two, 2, |_, _| {}, || false);
+    fit_families(
+        &data,
+        &todo,
+        &mut two,
+        &Pool::new(2).unwrap(),
+        |_, _| {},
+        || false,
+    );
     assert_eq!(one, two, "thread count must not change a score");
 
     // The cached value is the family's own score.
@@ -88,7 +96,14 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
 
     // A stop before the first family fits nothing.
     let mut stopped = ScoreCache::new(key(settings()));
-    fit_families(&data, &todo, &mut stopped, 2, |_, _| {}, || true);
+    fit_families(
+        &data,
+        &todo,
+        &mut stopped,
+        &Pool::new(2).unwrap(),
+        |_, _| {},
+        || true,
+    );
     assert!(stopped.is_empty());
 }
 
@@ -96,7 +111,7 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
 fn the_cache_round_trips_and_refuses_other_settings_or_data() {
     let data = data();
     let mut cache = ScoreCache::new(key(settings()));
-    fit_families(&data, &[(2, vec![0])], &mut cache, 1, |_, _| {}, || false);
+    fit_families(&data, &[(2, vec![0])], &mut cache, &Pool::serial(), |_, _| {}, || false);
     let text = cache.to_json();
     assert_eq!(
         ScoreCache::from_json_for(&text, &key(settings())),

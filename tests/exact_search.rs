@@ -3,6 +3,7 @@
 //! DAG, and a stop keeping what was fitted.
 
 use nalgebra::DMatrix;
+use occam::backend::Pool;
 use occam::discovery::exact::{
     run_exact, CacheKey, ExactError, ExactSettings, GraphPrior, ScoreCache,
 };
@@ -63,7 +64,7 @@ fn the_exact_search_counts_its_fits_and_reuses_them() {
         &Knowledge::none(3),
         &settings(),
         &mut scores,
-        2,
+        &Pool::new(2).unwrap(),
         |_, _, _| {
             calls.fetch_add(1, Ordering::Relaxed);
         },
@@ -94,7 +95,7 @@ fn the_exact_search_counts_its_fits_and_reuses_them() {
         &forbid,
         &settings(),
         &mut scores,
-        2,
+        &Pool::new(2).unwrap(),
         |_, _, _| {},
         || false,
     )
@@ -120,7 +121,7 @@ fn a_stop_keeps_the_families_fitted_and_searches_over_them() {
         &Knowledge::none(3),
         &settings(),
         &mut empty,
-        1,
+        &Pool::new(1).unwrap(),
         |_, _, _| {},
         || true,
     );
@@ -134,7 +135,7 @@ fn a_stop_keeps_the_families_fitted_and_searches_over_them() {
         &Knowledge::none(3),
         &settings(),
         &mut partial,
-        1,
+        &Pool::new(1).unwrap(),
         |_, _, _| {
             fitted.fetch_add(1, Ordering::Relaxed);
         },
@@ -154,7 +155,7 @@ fn a_stop_keeps_the_families_fitted_and_searches_over_them() {
         &Knowledge::none(3),
         &bad,
         &mut cache(),
-        1,
+        &Pool::new(1).unwrap(),
         |_, _, _| {},
         || false,
     );
@@ -172,7 +173,7 @@ fn stepping_one_family_at_a_time_gives_the_same_answer_as_the_batch_run() {
         &Knowledge::none(3),
         &settings(),
         &mut batch_cache,
-        2,
+        &Pool::new(2).unwrap(),
         |_, _, _| {},
         || false,
     )

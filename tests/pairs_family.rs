@@ -3,6 +3,7 @@
 //! orients a clear non-linear pair.
 
 use nalgebra::DMatrix;
+use occam::backend::Pool;
 use occam::data::standardise;
 use occam::discovery::bivariate::{direction_evidence_by_family, Direction};
 use occam::discovery::exact::{run_exact, CacheKey, ExactSettings, GraphPrior, ScoreCache};
@@ -53,7 +54,7 @@ fn the_pair_gap_is_the_exact_searchs_score_gap_of_the_two_one_edge_dags() {
         &Knowledge::none(2),
         &settings,
         &mut cache,
-        1,
+        &Pool::new(1).unwrap(),
         |_, _, _| {},
         || false,
     )

@@ -10,6 +10,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use nalgebra::{DMatrix, DVector};
+use occam::backend::Pool;
 use occam::data::Dataset;
 use occam::discovery::cgp::{Method, Preset, SearchSettings};
 use occam::discovery::exact::{fit_families, CacheKey, ScoreCache};
@@ -106,7 +107,14 @@ fn families_cut_short_are_not_cached_and_the_rest_are_exact() {
     {
         let hook = RaiseAtFirstBeat::install(&flag);
         let _watch = heartbeat::watch(Some(flag.clone()));
-        fit_families(&data, &todo, &mut cut, 1, |_, _| {}, || false);
+        fit_families(
+            &data,
+            &todo,
+            &mut cut,
+            &Pool::new(1).unwrap(),
+            |_, _| {},
+            || false,
+        );
         assert!(hook.beats.get() >= 1, "the fits reached the bound");
     }
     assert_eq!(
@@ -116,7 +124,14 @@ fn families_cut_short_are_not_cached_and_the_rest_are_exact() {
     );
 
     let mut whole = ScoreCache::new(key);
-    fit_families(&data, &todo, &mut whole, 1, |_, _| {}, || false);
+    fit_families(
+        &data,
+        &todo,
+        &mut whole,
+        &Pool::new(1).unwrap(),
+        |_, _| {},
+        || false,
+    );
     assert_eq!(whole.len(), todo.len());
     for family in &todo {
         let direct = family_score(&data, family.0, &family.1, &settings, 3).unwrap();

@@ -5,6 +5,10 @@
 //! independent bound evaluations, one per (restart, variable): all share the shapes (M, D, S, b),
 //! which is what lets a GPU run them as one dispatch over a batch dimension.
 
+pub mod pool;
+
+pub use pool::{available_threads, Pool, PoolError, MAX_POOL_THREADS};
+
 use crate::gp::linalg::CholeskyError;
 use crate::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
 
@@ -19,57 +23,29 @@ pub trait Backend {
     fn evaluate(&mut self, batch: &[SvgpInput<'_>]) -> Vec<Result<SvgpOutput, CholeskyError>>;
 }
 
-/// The f64 reference on the CPU. Natively it spreads the batch over `threads` OS threads; in the
-/// browser's worker it runs on the one thread it has.
+/// The f64 reference on the CPU, spread over a [`Pool`] (one thread in the browser's worker).
 #[derive(Debug, Clone)]
 pub struct CpuBackend {
-    threads: usize,
+    pool: Pool,
 }
 
 impl CpuBackend {
-    /// A backend using up to `threads` threads (at least 1).
-    pub fn new(threads: usize) -> Self {
-        Self {
-            threads: threads.max(1),
-        }
-    }
-
-    /// One thread per available core natively; one thread on wasm.
-    pub fn with_available_parallelism() -> Self {
-        #[cfg(not(target_arch = "wasm32"))]
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        #[cfg(target_arch = "wasm32")]
-        let threads = 1;
-        Self::new(threads)
+    /// A backend computing on `pool`.
+    pub fn new(pool: Pool) -> Self {
+        Self { pool }
     }
 }
 
 impl Backend for CpuBackend {
     fn name(&self) -> String {
+        let threads = self.pool.threads();
         format!(
-            "CPU (f64, {} thread{})",
-            self.threads,
-            if self.threads == 1 { "" } else { "s" }
+            "CPU (f64, {threads} thread{})",
+            if threads == 1 { "" } else { "s" }
         )
     }
 
     fn evaluate(&mut self, batch: &[SvgpInput<'_>]) -> Vec<Result<SvgpOutput, CholeskyError>> {
-        if self.threads == 1 || batch.len() < 2 || cfg!(target_arch = "wasm32") {
-            return batch.iter().map(bound_and_gradient).collect();
-        }
-        // Contiguous chunks, one scoped thread each; results are stitched back in order.
-        let chunk = batch.len().div_ceil(self.threads);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = batch
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || part.iter().map(bound_and_gradient).collect::<Vec<_>>())
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("a bound evaluation thread panicked"))
-                .collect()
-        })
+        self.pool.map(batch, bound_and_gradient)
     }
 }

@@ -7,6 +7,7 @@ use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
 use super::clock::now_seconds;
+use crate::backend::Pool;
 use crate::discovery::exact::{
     fit_families, CacheKey, ExactError, ExactOutcome, ExactRun, ExactSettings, ExactStage as Stage,
     ScoreCache,
@@ -111,11 +112,11 @@ impl ExactSearch {
 
     /// Fits the next batch of families on `data` (one family with one thread, a few per thread
     /// otherwise), then plans the next stage or computes the outcome when none is left.
-    pub fn unit(&mut self, data: &DMatrix<f64>, threads: usize) {
+    pub fn unit(&mut self, data: &DMatrix<f64>, pool: &Pool) {
         if self.finished() {
             return;
         }
-        let threads = threads.max(1);
+        let threads = pool.threads();
         let batch_size = if threads == 1 {
             1
         } else {
@@ -127,7 +128,7 @@ impl ExactSearch {
             data,
             &batch,
             self.run.cache_mut(),
-            threads,
+            pool,
             |_, _| {},
             || false,
         );

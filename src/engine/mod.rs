@@ -5,7 +5,6 @@
 mod clock;
 pub mod exact_search;
 pub mod output;
-pub mod parallel;
 pub mod session;
 
 pub use clock::now_seconds;

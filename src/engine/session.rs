@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::clock::now_seconds;
 use super::exact_search::{cache_key, ExactProgress, ExactSearch};
-use super::parallel::map_parallel;
+use crate::backend::{Pool, PoolError};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
     DagRule, Evaluation, FaultEvent, Method, Phase, PhaseEnd, Preset, Problem, Restart,
@@ -54,6 +54,8 @@ pub enum SessionError {
         inducing: usize,
         rows: usize,
     },
+    #[error("the compute pool could not start: {0}")]
+    Pool(#[from] PoolError),
 }
 
 /// The most memory a run's models may need: a wasm32 page has a 4 GiB address space, of which
@@ -237,7 +239,8 @@ pub struct Session {
     elapsed: f64,
     iteration_seconds: Option<f64>,
     stopped: bool,
-    threads: usize,
+    /// Where every parallel evaluation of this run goes (`settings.threads` workers).
+    pool: Pool,
     /// Terms of the iterations done since the last `step` returned.
     trace: Vec<TracePoint>,
     /// Family evidences of the finished restarts' DAGs (`RestartSelection::GraphEvidence`).
@@ -335,11 +338,7 @@ impl Session {
             &settings.exact,
             seed,
         ));
-        let threads = if settings.threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            settings.threads
-        };
+        let pool = Pool::new(settings.threads)?;
         Ok(Self {
             names: dataset.names().to_vec(),
             fingerprint: dataset.fingerprint(),
@@ -356,7 +355,7 @@ impl Session {
             elapsed: 0.0,
             iteration_seconds: None,
             stopped: false,
-            threads,
+            pool,
             trace: Vec::new(),
             families: FamilyCache::default(),
             family_seconds: None,
@@ -507,7 +506,7 @@ impl Session {
         let batch: Vec<FamilyKey> = self
             .pending_families()
             .into_iter()
-            .take(self.threads.max(1))
+            .take(self.pool.threads())
             .collect();
         let s = &self.problem.settings;
         let data = &self.problem.data;
@@ -516,7 +515,7 @@ impl Session {
             let inducing = s.inducing_for(parents.len() + 1);
             family_evidence(data, *child, parents, inducing, seed)
         };
-        let values = map_parallel(&batch, self.threads, fit);
+        let values = self.pool.map(&batch, fit);
         if heartbeat::interrupted() {
             // Fits cut short are no evidence; the step ends the run.
             return;
@@ -583,7 +582,7 @@ impl Session {
             return self.start_exact();
         }
         if let Some(x) = self.exact.as_mut().filter(|x| !x.finished()) {
-            return x.unit(&self.problem.data, self.threads);
+            return x.unit(&self.problem.data, &self.pool);
         }
         let problem = &self.problem;
         // Non-iteration work (a variable's starting fit, thresholding) for one restart per unit,
@@ -612,7 +611,7 @@ impl Session {
                     .map(move |(c, &seed)| (c, r.jitter(), seed))
             })
             .collect();
-        let results = evaluate_all(&jobs, &problem.data, self.threads);
+        let results = evaluate_all(&jobs, &problem.data, &self.pool);
         if heartbeat::interrupted() {
             // An iteration cut short is dropped whole: no restart sees half of it as faults.
             return;
@@ -761,7 +760,7 @@ impl Session {
                 (adj, Vec::new())
             }
         };
-        let remaining_seconds = x.remaining_seconds(self.threads);
+        let remaining_seconds = x.remaining_seconds(self.pool.threads());
         let stage_text = match progress.stage {
             crate::discovery::exact::ExactStage::Screening => "screening every one-parent family",
             crate::discovery::exact::ExactStage::Families => {
@@ -869,7 +868,7 @@ impl Session {
         let status = self.status();
         let remaining_seconds = if self.rescoring() {
             self.family_seconds
-                .map(|per| self.pending_families().len() as f64 * per / self.threads.max(1) as f64)
+                .map(|per| self.pending_families().len() as f64 * per / self.pool.threads() as f64)
         } else if status == Status::Running {
             self.iteration_seconds
                 .map(|per| remaining_iterations as f64 * per)
@@ -1139,14 +1138,8 @@ fn thin<T>(points: Vec<T>, max: usize) -> Vec<T> {
         .collect()
 }
 
-fn evaluate_all(
-    jobs: &[Job],
-    data: &DMatrix<f64>,
-    threads: usize,
-) -> Vec<Result<Evaluation, String>> {
-    map_parallel(jobs, threads, |(c, jitter, seed)| {
-        c.evaluate(data, *jitter, *seed)
-    })
+fn evaluate_all(jobs: &[Job], data: &DMatrix<f64>, pool: &Pool) -> Vec<Result<Evaluation, String>> {
+    pool.map(jobs, |(c, jitter, seed)| c.evaluate(data, *jitter, *seed))
 }
 
 /// A plain note when the chosen restart's acyclic phase ran to its cap without h(A) < τ, so the

@@ -8,6 +8,7 @@
 
 use crate::{read_file_limited, terminal_safe, CliError};
 use clap::{Args, ValueEnum};
+use occam::backend::{available_threads, Pool};
 use occam::data::{dequantise, parse_csv, standardise, CsvOptions, MAX_CSV_BYTES};
 use occam::discovery::bivariate::{
     direction_evidence, direction_evidence_by_family, fit_uncollapsed, subsample_rows, Direction,
@@ -19,8 +20,7 @@ use occam::gp::variable::{LatentKind, VariableSettings};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+
 use std::time::Instant;
 
 // The defaults, chosen by accuracy per second on the Tübingen pairs (BENCHMARKS.md, issue 10):
@@ -402,29 +402,18 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
     }
     let threads = args
         .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .unwrap_or_else(available_threads)
         .clamp(1, truth.len());
-    let next = AtomicUsize::new(0);
-    let outcomes: Mutex<Vec<(usize, Outcome)>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                let Some(t) = truth.get(k) else { break };
-                let outcome = evaluate(args, k, t);
-                outln!("{}", terminal_safe(&report_line(&outcome, args.tie_nats)));
-                outcomes
-                    .lock()
-                    .expect("no thread panics while holding the lock")
-                    .push((k, outcome));
-            });
-        }
+    let pool = Pool::new(threads).map_err(|e| CliError(e.to_string()))?;
+    let indexed: Vec<(usize, &_)> = truth.iter().enumerate().collect();
+    let outcomes = pool.map(&indexed, |&(k, t)| {
+        let outcome = evaluate(args, k, t);
+        outln!("{}", terminal_safe(&report_line(&outcome, args.tie_nats)));
+        outcome
     });
-    let mut outcomes = outcomes.into_inner().expect("threads have finished");
-    outcomes.sort_by_key(|(k, _)| *k);
 
     let mut tally = Tally::default();
-    for (_, o) in &outcomes {
+    for o in &outcomes {
         tally.add(o.decision(args.tie_nats), o.truth.forward, o.truth.weight);
     }
     let settings = serde_json::json!({
@@ -453,8 +442,8 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
     // A pair that could not be read or fitted is an error of the run, not a quiet gap in it.
     let failed: Vec<&str> = outcomes
         .iter()
-        .filter(|(_, o)| o.decision(args.tie_nats).is_none())
-        .map(|(_, o)| o.truth.name.as_str())
+        .filter(|o| o.decision(args.tie_nats).is_none())
+        .map(|o| o.truth.name.as_str())
         .collect();
     if !failed.is_empty() {
         let shown: Vec<String> = failed.iter().take(10).map(|n| terminal_safe(n)).collect();

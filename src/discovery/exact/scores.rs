@@ -5,11 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+use crate::backend::Pool;
 use crate::discovery::family::{family_score, FamilyKey, FamilyScore, FamilyScoreSettings};
 
 /// The version of the family-score code a cache was written by. Raise it whenever a change to
@@ -104,58 +104,36 @@ impl ScoreCache {
 }
 
 /// Fits every family of `todo` on `data` (N × D, standardised) and stores the scores in `cache`,
-/// on up to `threads` threads natively (one at a time in the browser), calling `done(k, total)`
-/// after each. Families are handed out one by one, so slow and fast fits balance across threads.
+/// on the threads of `pool` (one at a time in the browser), calling `done(k, total)` after each.
+/// Families are handed out one by one, so slow and fast fits balance across threads.
 /// `stop()` is checked between families: what was fitted before it is kept. A stop request on the
 /// watched flag ([`crate::heartbeat`]) also ends the family being fitted, which is then not kept.
 pub fn fit_families(
     data: &DMatrix<f64>,
     todo: &[FamilyKey],
     cache: &mut ScoreCache,
-    threads: usize,
+    pool: &Pool,
     done: impl Fn(usize, usize) + Sync,
     stop: impl Fn() -> bool + Sync,
 ) {
     let settings = cache.key.settings;
     let seed = cache.key.seed;
-    let results: Mutex<Vec<(FamilyKey, Result<FamilyScore, String>)>> = Mutex::new(Vec::new());
-    let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
-    let flag = crate::heartbeat::watched();
-    let work = || loop {
-        let _watch = crate::heartbeat::watch(flag.clone());
+    let scores = pool.map(todo, |family| {
         if stop() || crate::heartbeat::interrupted() {
-            break;
+            return None;
         }
-        let k = next.fetch_add(1, Ordering::Relaxed);
-        let Some(family) = todo.get(k) else { break };
         let score = family_score(data, family.0, &family.1, &settings, seed);
         // A fit cut short by a stop request is no score: it is left for a later run.
         if crate::heartbeat::interrupted() {
-            break;
+            return None;
         }
-        results
-            .lock()
-            .expect("no thread panics while holding the lock")
-            .push((family.clone(), score));
         done(finished.fetch_add(1, Ordering::Relaxed) + 1, todo.len());
-    };
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let threads = threads.clamp(1, todo.len().max(1));
-        std::thread::scope(|scope| {
-            for _ in 1..threads {
-                scope.spawn(work);
-            }
-            work();
-        });
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        let _ = threads;
-        work();
-    }
-    for (family, score) in results.into_inner().expect("threads have finished") {
-        cache.insert(family, score);
+        Some(score)
+    });
+    for (family, score) in todo.iter().zip(scores) {
+        if let Some(score) = score {
+            cache.insert(family.clone(), score);
+        }
     }
 }

@@ -12,6 +12,7 @@ use super::orders::order_edge_probabilities;
 use super::posterior::{enumerate_posterior, GraphPosterior, GraphPrior};
 use super::scores::{fit_families, ScoreCache};
 use super::{admissible_families, FamilyError};
+use crate::backend::Pool;
 use crate::discovery::family::{FamilyKey, FamilyScoreSettings};
 use crate::discovery::knowledge::Knowledge;
 use crate::graph::MAX_ENUMERATION_NODES;
@@ -580,7 +581,7 @@ fn binomial(n: usize, k: usize) -> usize {
 }
 
 /// Runs both stages on `data` (N × D, standardised) with `cache` holding any scores already known,
-/// on up to `threads` threads; `progress(stage, done, total)` after each family fitted, with
+/// on the threads of `pool`; `progress(stage, done, total)` after each family fitted, with
 /// `total` known before the stage starts (stage 1 screening, 2 families); `stop()` ends the run
 /// between families: the cache keeps what was fitted and the DAG is the best over those families.
 pub fn run_exact(
@@ -588,7 +589,7 @@ pub fn run_exact(
     knowledge: &Knowledge,
     settings: &ExactSettings,
     cache: &mut ScoreCache,
-    threads: usize,
+    pool: &Pool,
     progress: impl Fn(usize, usize, usize) + Sync,
     stop: impl Fn() -> bool + Sync,
 ) -> Result<ExactOutcome, ExactError> {
@@ -608,7 +609,7 @@ pub fn run_exact(
                 data,
                 &todo,
                 run.cache_mut(),
-                threads,
+                pool,
                 |k, _| progress(stage, before + k, total),
                 &stop,
             );
