@@ -703,3 +703,63 @@ fn results_do_not_depend_on_the_thread_count() {
         assert_eq!(results[0], results[1], "{method:?}: 1 and 4 threads differ");
     }
 }
+
+/// Issue 13, item 1: a session saved at any point and resumed ends with the same result as the
+/// run that was never interrupted (the same graph, scores, restarts and exact posterior), on any
+/// thread count; a checkpoint for other data or of another format is refused.
+#[test]
+fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
+    use occam::discovery::cgp::Method;
+    use occam::engine::CheckpointError;
+    let data = chain(60, 4);
+    for method in [Method::Cgp, Method::Hybrid] {
+        let mut settings = SearchSettings { method, ..tiny() };
+        settings.exact.max_parents = 1;
+        settings.exact.candidates = 1;
+        let fresh = || Session::new(&data, Knowledge::none(3), settings.clone(), 9, None).unwrap();
+        let strip = |mut r: occam::engine::RunResult| {
+            r.seconds = 0.0;
+            r.settings.threads = 0;
+            r
+        };
+        let mut whole = fresh();
+        let mut units = 0;
+        while !whole.is_finished() {
+            whole.step(0.0);
+            units += 1;
+        }
+        let expected = strip(whole.result());
+        // A finished run's checkpoint reads back finished, with the same result.
+        let done = Session::resume(&whole.checkpoint(), 1, None).unwrap();
+        assert!(done.is_finished());
+        assert_eq!(strip(done.result()), expected, "{method:?}: finished");
+        // Checkpoints early (starting fits), in the middle and near the end.
+        for at in [2, units / 2, units - 2] {
+            let mut s = fresh();
+            for _ in 0..at {
+                s.step(0.0);
+            }
+            let text = s.checkpoint();
+            drop(s);
+            let mut resumed = Session::resume(&text, 3, Some(data.fingerprint())).unwrap();
+            run(&mut resumed);
+            assert_eq!(
+                strip(resumed.result()),
+                expected,
+                "{method:?}: resumed after {at} of {units} units"
+            );
+        }
+        let text = fresh().checkpoint();
+        assert!(matches!(
+            Session::resume(&text, 1, Some(data.fingerprint() ^ 1)),
+            Err(CheckpointError::OtherData { .. })
+        ));
+        let other = text.replacen("\"format\":1", "\"format\":99", 1);
+        let err = Session::resume(&other, 1, None).unwrap_err();
+        assert!(err.to_string().contains("format 99"), "{err}");
+        assert!(matches!(
+            Session::resume("{\"format\":1}", 1, None),
+            Err(CheckpointError::Unreadable(_))
+        ));
+    }
+}

@@ -1144,3 +1144,109 @@ fn discover_answers_ctrl_c_inside_a_long_fit() {
     );
     assert!(json["faults"].as_array().unwrap().is_empty(), "{json}");
 }
+
+/// Issue 13, item 1: `--checkpoint FILE` saves the run as it goes; after a Ctrl-C, `--resume
+/// FILE` goes on from the last checkpoint and ends with the graph, weights and restart scores of
+/// the run that was never interrupted. Settings flags are refused with `--resume`, and so is a
+/// checkpoint for other data.
+#[test]
+#[cfg(unix)]
+fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let checkpoint = dir.path().join("run.checkpoint.json");
+    // A warm-up of fixed length keeps the run going for about 15 s in a debug build.
+    let long = write(
+        dir.path(),
+        "long.json",
+        r#"{"warmup": {"min": 14000, "max": 14000, "window": 10, "tolerance": 0.001}}"#,
+    );
+    let settings = [
+        "--restarts",
+        "2",
+        "--inducing",
+        "12",
+        "--threads",
+        "1",
+        "--settings",
+        &long,
+    ];
+    let out = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let first = out("first");
+    let child = Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(["discover", &data, "--out", &first, "--quiet"])
+        .args(settings)
+        .args(["--checkpoint", checkpoint.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Past the first periodic checkpoint (5 s), well before the run's end.
+    std::thread::sleep(std::time::Duration::from_millis(7000));
+    let kill = Command::new("sh")
+        .args(["-c", &format!("kill -INT {}", child.id())])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let read = |dir: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(Path::new(dir).join("result.json")).unwrap())
+            .unwrap()
+    };
+    assert_eq!(read(&first)["status"], "stopped");
+
+    let resumed = out("resumed");
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        &resumed,
+        "--quiet",
+        "--threads",
+        "2",
+        "--resume",
+        checkpoint.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let whole = out("whole");
+    let mut args = vec!["discover", &data, "--out", &whole, "--quiet"];
+    args.extend(settings);
+    let o = occam(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (a, b) = (read(&resumed), read(&whole));
+    assert_eq!(a["status"], "done");
+    for key in ["edges", "adjacency", "chosen_restart", "restarts"] {
+        assert_eq!(a[key], b[key], "{key} differs after resuming");
+    }
+
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        &resumed,
+        "--restarts",
+        "3",
+        "--resume",
+        checkpoint.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("drop --restarts"), "{err}");
+    let other = write(
+        dir.path(),
+        "other.csv",
+        &chain_csv().replace("x,y,z", "x,y,w"),
+    );
+    let o = occam(&[
+        "discover",
+        &other,
+        "--out",
+        &resumed,
+        "--resume",
+        checkpoint.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("made for other data"), "{err}");
+}

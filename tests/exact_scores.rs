@@ -111,7 +111,14 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
 fn the_cache_round_trips_and_refuses_other_settings_or_data() {
     let data = data();
     let mut cache = ScoreCache::new(key(settings()));
-    fit_families(&data, &[(2, vec![0])], &mut cache, &Pool::serial(), |_, _| {}, || false);
+    fit_families(
+        &data,
+        &[(2, vec![0])],
+        &mut cache,
+        &Pool::serial(),
+        |_, _| {},
+        || false,
+    );
     let text = cache.to_json();
     assert_eq!(
         ScoreCache::from_json_for(&text, &key(settings())),

@@ -29,6 +29,13 @@ pub struct Pool {
     inner: Option<Arc<rayon::ThreadPool>>,
 }
 
+impl Default for Pool {
+    /// The calling thread only ([`Pool::serial`]).
+    fn default() -> Self {
+        Self::serial()
+    }
+}
+
 impl fmt::Debug for Pool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pool")

@@ -217,9 +217,30 @@ pub fn families(d: usize, edges: &[(usize, usize)]) -> Vec<FamilyKey> {
 }
 
 /// Family evidences computed so far, each once.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FamilyCache {
+    /// Written as a list of (family, value) pairs: JSON map keys must be strings.
+    #[serde(with = "family_pairs")]
     values: BTreeMap<FamilyKey, Result<f64, String>>,
+}
+
+/// A map keyed by families, (de)serialised as a list of pairs.
+mod family_pairs {
+    use super::FamilyKey;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    type Map = BTreeMap<FamilyKey, Result<f64, String>>;
+
+    pub fn serialize<S: Serializer>(map: &Map, s: S) -> Result<S::Ok, S::Error> {
+        map.iter().collect::<Vec<_>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Map, D::Error> {
+        Ok(Vec::<(FamilyKey, Result<f64, String>)>::deserialize(d)?
+            .into_iter()
+            .collect())
+    }
 }
 
 impl FamilyCache {

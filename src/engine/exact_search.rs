@@ -35,7 +35,7 @@ pub struct ExactProgress {
 }
 
 /// An exact search being driven by a session.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExactSearch {
     run: ExactRun,
     outcome: Option<Result<ExactOutcome, ExactError>>,

@@ -9,6 +9,6 @@ pub mod session;
 
 pub use clock::now_seconds;
 pub use session::{
-    RestartProgress, RunResult, Session, SessionError, Snapshot, Status, TracePoint,
-    MAX_TRACE_POINTS,
+    CheckpointError, RestartProgress, RunResult, Session, SessionError, Snapshot, Status,
+    TracePoint, CHECKPOINT_FORMAT, MAX_TRACE_POINTS,
 };

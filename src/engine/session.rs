@@ -227,8 +227,40 @@ pub struct ExactSummary {
     pub complete: bool,
 }
 
-/// A discovery run in progress.
-#[derive(Debug, Clone)]
+/// The format number written in every checkpoint; raised whenever the session's layout changes.
+pub const CHECKPOINT_FORMAT: u32 = 1;
+
+/// A checkpoint file: the format, the version that wrote it, and the session.
+#[derive(Serialize, Deserialize)]
+struct CheckpointFile<'a> {
+    format: u32,
+    version: String,
+    session: std::borrow::Cow<'a, Session>,
+}
+
+/// Why a checkpoint could not be resumed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("not a readable Occam checkpoint: {0}")]
+    Unreadable(String),
+    #[error(
+        "the checkpoint has format {found} (written by Occam {version}); this version reads \
+         format {CHECKPOINT_FORMAT} only"
+    )]
+    Format { found: u32, version: String },
+    #[error(
+        "the checkpoint was made for other data (fingerprint {checkpoint}) than the file given \
+         (fingerprint {data})"
+    )]
+    OtherData { checkpoint: String, data: String },
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// A discovery run in progress. It serialises whole (data, restarts, optimiser states, random
+/// streams, the exact search and its scores), so a run can be saved and resumed: see
+/// [`Session::checkpoint`] and [`Session::resume`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Session {
     names: Vec<String>,
     fingerprint: u64,
@@ -239,7 +271,9 @@ pub struct Session {
     elapsed: f64,
     iteration_seconds: Option<f64>,
     stopped: bool,
-    /// Where every parallel evaluation of this run goes (`settings.threads` workers).
+    /// Where every parallel evaluation of this run goes (`settings.threads` workers); made again
+    /// when a session is resumed.
+    #[serde(skip)]
     pool: Pool,
     /// Terms of the iterations done since the last `step` returned.
     trace: Vec<TracePoint>,
@@ -255,6 +289,7 @@ pub struct Session {
     exact_failure: Option<String>,
     /// A stop request from outside the loop that calls [`Session::step`] (a signal handler, another
     /// thread): answered inside the unit of work being done, within one bound evaluation.
+    #[serde(skip)]
     stop_flag: StopFlag,
 }
 
@@ -364,6 +399,48 @@ impl Session {
             stop_flag: StopFlag::new(),
             exact_failure: None,
         })
+    }
+
+    /// The whole run as JSON (format [`CHECKPOINT_FORMAT`]): data, settings, every restart's
+    /// parameters and optimiser state, the random streams, the exact search and its scores.
+    /// [`Session::resume`] continues it to the same result an uninterrupted run gives.
+    pub fn checkpoint(&self) -> String {
+        let file = CheckpointFile {
+            format: CHECKPOINT_FORMAT,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            session: std::borrow::Cow::Borrowed(self),
+        };
+        // Every number in a session is finite or written as a string, so this cannot fail.
+        serde_json::to_string(&file).expect("a session serialises")
+    }
+
+    /// A run saved by [`Session::checkpoint`], to go on with `threads` workers (0 = all cores;
+    /// the thread count never changes the result). Refused: text that is not a checkpoint of
+    /// this format, and a checkpoint made for other data than `fingerprint` (when given).
+    pub fn resume(
+        text: &str,
+        threads: usize,
+        fingerprint: Option<u64>,
+    ) -> Result<Self, CheckpointError> {
+        let file: CheckpointFile<'static> =
+            serde_json::from_str(text).map_err(|e| CheckpointError::Unreadable(e.to_string()))?;
+        if file.format != CHECKPOINT_FORMAT {
+            return Err(CheckpointError::Format {
+                found: file.format,
+                version: file.version,
+            });
+        }
+        let mut session = file.session.into_owned();
+        if let Some(f) = fingerprint.filter(|&f| f != session.fingerprint) {
+            return Err(CheckpointError::OtherData {
+                checkpoint: format!("{:016x}", session.fingerprint),
+                data: format!("{f:016x}"),
+            });
+        }
+        session.problem.settings.threads = threads;
+        session.pool = Pool::new(threads).map_err(SessionError::from)?;
+        session.stop_flag = StopFlag::new();
+        Ok(session)
     }
 
     /// The key a score cache must have to be used by this run.

@@ -30,11 +30,21 @@ pub struct DiscoverArgs {
     pub out: PathBuf,
     /// Settings preset: `interactive` (fast, convergence-tested phases), `thorough` (more rows,
     /// inducing points and restarts; minutes) or `paper` (the paper's schedule; hours).
-    #[arg(long, default_value = "interactive")]
-    pub preset: String,
-    /// Seed of every random choice.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// [default: interactive]
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Seed of every random choice. [default: 0]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Save the whole run to FILE every few seconds and at its end, so `--resume FILE` can go on
+    /// from there after a stop, a crash or a reboot.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
+    /// Go on with the run saved in FILE by `--checkpoint` (on the same data); it ends with the
+    /// graph the run would have found uninterrupted. Settings, seed and knowledge come from the
+    /// checkpoint (only --threads may be given). Add `--checkpoint FILE` to keep saving.
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
     #[command(flatten)]
     pub overrides: Overrides,
     /// Forbid an edge, e.g. `--forbid "A->B"` (repeatable).
@@ -56,7 +66,8 @@ pub struct DiscoverArgs {
 }
 
 pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
-    let preset = Preset::parse(&args.preset).map_err(CliError)?;
+    let preset =
+        Preset::parse(args.preset.as_deref().unwrap_or("interactive")).map_err(CliError)?;
     let options = CsvOptions {
         drop_rows_with_missing: args.drop_missing,
         max_bytes: MAX_CSV_BYTES,
@@ -67,6 +78,27 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     let dataset = parsed.dataset;
     for p in &parsed.problems {
         errln!("note: {} ({})", terminal_safe(&p.message()), p.action());
+    }
+    if let Some(path) = &args.resume {
+        refuse_settings_with_resume(args)?;
+        let bytes = read_file_limited(path, MAX_CHECKPOINT_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            CliError(format!(
+                "{}: not a checkpoint (not UTF-8 text)",
+                path.display()
+            ))
+        })?;
+        let threads = args.overrides.threads.unwrap_or(0);
+        let session = Session::resume(&text, threads, Some(dataset.fingerprint()))
+            .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+        if !args.quiet {
+            errln!(
+                "resuming {} ({:.1} s of work done)",
+                path.display(),
+                session.snapshot().elapsed_seconds
+            );
+        }
+        return drive(args, session, &dataset, true);
     }
     let tiers_text =
         match &args.tiers {
@@ -88,16 +120,75 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
 
     let mut settings = preset.settings();
     args.overrides.apply(&mut settings)?;
-    let mut session = Session::new(&dataset, knowledge, settings, args.seed, Some(preset))
-        .map_err(|e| CliError(format!("{shown}: {e}")))?;
+    let session = Session::new(
+        &dataset,
+        knowledge,
+        settings,
+        args.seed.unwrap_or(0),
+        Some(preset),
+    )
+    .map_err(|e| CliError(format!("{shown}: {e}")))?;
+    drive(args, session, &dataset, false)
+}
+
+/// A checkpoint holds the data, every restart's parameters and the exact search's scores: far
+/// below this for any run the engine accepts (its models are capped well under it).
+const MAX_CHECKPOINT_BYTES: usize = 8 << 30;
+/// Seconds between checkpoints.
+const CHECKPOINT_SECONDS: f64 = 5.0;
+
+/// `--resume` takes everything but the thread count from the checkpoint: a flag that would set
+/// something else is refused rather than silently ignored.
+fn refuse_settings_with_resume(args: &DiscoverArgs) -> Result<(), CliError> {
+    let o = &args.overrides;
+    let given = [
+        ("--preset", args.preset.is_some()),
+        ("--seed", args.seed.is_some()),
+        ("--restarts", o.restarts.is_some()),
+        ("--max-rows", o.max_rows.is_some()),
+        ("--inducing", o.inducing.is_some()),
+        ("--max-iterations", o.max_iterations.is_some()),
+        ("--method", o.method.is_some()),
+        ("--max-parents", o.max_parents.is_some()),
+        ("--candidates", o.candidates.is_some()),
+        ("--edge-prior", o.edge_prior.is_some()),
+        ("--settings", o.settings.is_some()),
+        ("--forbid", !args.forbid.is_empty()),
+        ("--require", !args.require.is_empty()),
+        ("--tiers", args.tiers.is_some()),
+    ];
+    let named: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    Err(CliError(format!(
+        "--resume continues a run with the settings, seed and knowledge it was saved with; drop {} \
+         (only --threads may change)",
+        named.join(", ")
+    )))
+}
+
+/// Runs `session` to its end (or a stop), saving checkpoints and the exact search's cache on the
+/// way, and writes the result files.
+fn drive(
+    args: &DiscoverArgs,
+    mut session: Session,
+    dataset: &Dataset,
+    resumed: bool,
+) -> Result<(), CliError> {
     ensure_dir(&args.out)?;
     check_writable(&args.out)?;
     let cache_path = args.out.join(SCORE_CACHE_FILE);
     let method = session.settings().method;
-    if method.runs_exact() {
-        announce_exact(&mut session, &cache_path, &dataset, args.quiet);
+    if method.runs_exact() && !resumed {
+        announce_exact(&mut session, &cache_path, dataset, args.quiet);
+    }
+    if let Some(path) = &args.checkpoint {
+        // Before any work, so a bad path fails now rather than minutes in.
+        write_file_atomic(path, &session.checkpoint())?;
     }
     let mut cache_saved_at = now_seconds();
+    let mut checkpoint_saved_at = now_seconds();
 
     {
         let flag = session.stop_flag();
@@ -116,6 +207,17 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
         if method.runs_exact() && now_seconds() - cache_saved_at > CACHE_SAVE_SECONDS {
             save_cache(&session, &cache_path)?;
             cache_saved_at = now_seconds();
+        }
+        // Only a session that was not stopped is worth resuming: a stop ends the run for good,
+        // so the checkpoint keeps the state before it (at most CHECKPOINT_SECONDS old).
+        if let Some(path) = &args.checkpoint {
+            if !stop_flag.is_raised()
+                && (session.is_finished()
+                    || now_seconds() - checkpoint_saved_at > CHECKPOINT_SECONDS)
+            {
+                write_file_atomic(path, &session.checkpoint())?;
+                checkpoint_saved_at = now_seconds();
+            }
         }
     }
     if method.runs_exact() {

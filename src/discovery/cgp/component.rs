@@ -10,6 +10,7 @@
 
 use nalgebra::{DMatrix, DVector};
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 
 use super::settings::{RowWeight, SubsetScaling};
 use crate::gp::adam::{Adam, AdamSettings};
@@ -48,7 +49,7 @@ pub struct LatentRecord {
 }
 
 /// One modelled variable x_i with its candidate parents.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Component {
     child: usize,
     parents: Vec<usize>,

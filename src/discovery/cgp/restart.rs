@@ -158,7 +158,7 @@ pub struct RestartOutcome {
 }
 
 /// The data and rules shared by all restarts of one search.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Problem {
     /// The rows used (standardised), N × D.
     pub data: DMatrix<f64>,
@@ -192,7 +192,7 @@ impl Problem {
 
 /// The pruning phase's position: the variable being pruned, its objective after refitting (once
 /// refitted), and the parents still to test (popped from the end, weakest first).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct PruneState {
     variable: usize,
     objective: Option<f64>,
@@ -209,7 +209,7 @@ const MAX_JITTER: f64 = 1e-1;
 const MAX_FAULTS: usize = 30;
 
 /// One restart's state.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Restart {
     index: usize,
     rng: ChaCha8Rng,

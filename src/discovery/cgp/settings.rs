@@ -187,7 +187,7 @@ pub enum SubsetScaling {
 }
 
 /// What the bound of a row subset is multiplied or counted by: `factor` = r = N / rows.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RowWeight {
     pub factor: f64,
     pub scaling: SubsetScaling,

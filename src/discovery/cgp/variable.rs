@@ -28,7 +28,7 @@ pub enum BoundKind {
 }
 
 /// The paper's uncollapsed variable with the values its edge hyperparameters started from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UncollapsedComponent {
     child: usize,
     variable: GpCdeVariable,
@@ -59,14 +59,14 @@ impl Evaluation {
 }
 
 /// A saved state to undo a step.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Checkpoint {
     Collapsed(Vec<f64>, crate::gp::adam::Adam),
     Uncollapsed(Box<GpCdeVariable>),
 }
 
 /// A variable of the search on one of the two bounds.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Variable {
     Collapsed(Box<Component>),
     Uncollapsed(Box<UncollapsedComponent>),

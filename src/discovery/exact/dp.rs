@@ -10,6 +10,7 @@
 //! looks at a family it was not given, so knowledge shapes the search and not its result.
 
 use crate::graph::Dag;
+use serde::{Deserialize, Serialize};
 
 /// A set of variables as bits: bit j is variable j.
 pub type Mask = u32;
@@ -20,7 +21,7 @@ pub const MAX_DP_VARIABLES: usize = 20;
 pub const MAX_CANDIDATES: usize = 16;
 
 /// Why no best DAG could be found.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 pub enum DpError {
     #[error("exact search is limited to {max} variables; this data has {d}")]
     TooManyVariables { d: usize, max: usize },
@@ -119,7 +120,7 @@ fn compress(mask: Mask, candidates: &[usize]) -> usize {
 }
 
 /// The best DAG found by [`best_dag`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExactDag {
     pub dag: Dag,
     /// Σ_i F(i | pa(i)) of `dag`.

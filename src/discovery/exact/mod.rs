@@ -6,6 +6,7 @@
 //! ([`dp`]), the posterior over DAGs for D ≤ 5 ([`posterior`]) and posterior edge probabilities
 //! over orders for larger D ([`orders`]).
 
+use serde::{Deserialize, Serialize};
 pub mod dp;
 pub mod orders;
 pub mod posterior;
@@ -23,7 +24,7 @@ pub use search::{
 use crate::discovery::knowledge::Knowledge;
 
 /// Why a variable has no admissible family.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum FamilyError {
     #[error(
         "variable {child} has {required} required parents but at most {max_parents} parents are \

@@ -157,7 +157,7 @@ pub fn choose_candidates(
 }
 
 /// The admissible families of every variable within its candidates, and how many there are.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FamilyPlan {
     pub candidates: Vec<Vec<usize>>,
     pub families: Vec<Vec<Mask>>,
@@ -236,7 +236,7 @@ impl FamilyPlan {
 }
 
 /// What the exact search found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExactOutcome {
     pub best: ExactDag,
     /// Every DAG with its probability, for D ≤ 5.
@@ -258,7 +258,7 @@ pub struct ExactOutcome {
 }
 
 /// Why the exact search could not produce a DAG.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 pub enum ExactError {
     #[error("{0}")]
     Settings(String),
@@ -286,7 +286,7 @@ pub enum ExactStage {
 /// fits one family per step; the CLI hands a stage's families to all cores): [`ExactRun::todo`]
 /// lists the families the current stage still needs, the driver stores their scores in
 /// [`ExactRun::cache_mut`], and [`ExactRun::advance`] moves on once none is left.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExactRun {
     d: usize,
     knowledge: Knowledge,
