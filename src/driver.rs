@@ -45,6 +45,8 @@ pub struct Driver {
     /// Raised whenever a scheduled step must no longer run (pause, stop, a new run, new data):
     /// a tick carrying an older generation does nothing.
     generation: u64,
+    /// When the run was last sent to the page whole ([`FromWorker::Saved`]).
+    saved_at: f64,
 }
 
 impl Driver {
@@ -94,23 +96,47 @@ impl Driver {
             request.seed,
             Some(request.preset),
         ) {
-            Ok(session) => {
-                let snapshot = session.snapshot();
-                self.session = Some(session);
-                self.paused = false;
-                Reaction {
-                    messages: vec![FromWorker::Progress {
-                        run_id,
-                        snapshot,
-                        paused: false,
-                    }],
-                    step: Some(self.generation),
-                }
-            }
+            Ok(session) => self.begin(session),
             Err(e) => Reaction::message(FromWorker::RunRefused {
                 run_id,
                 message: format!("the run could not start: {e}"),
             }),
+        }
+    }
+
+    /// Goes on with a run saved by an earlier worker ([`FromWorker::Saved`]) on the loaded data.
+    pub fn continue_run(&mut self, run_id: u64, saved: &str) -> Reaction {
+        self.generation += 1;
+        self.session = None;
+        self.run_id = run_id;
+        let Some(dataset) = &self.dataset else {
+            return Reaction::message(FromWorker::RunRefused {
+                run_id,
+                message: "load the run's data set before going on with it".into(),
+            });
+        };
+        match Session::resume(saved, 1, Some(dataset.fingerprint())) {
+            Ok(session) => self.begin(session),
+            Err(e) => Reaction::message(FromWorker::RunRefused {
+                run_id,
+                message: format!("the saved run could not go on: {e}"),
+            }),
+        }
+    }
+
+    /// Makes `session` the running run and schedules its first step.
+    fn begin(&mut self, session: Session) -> Reaction {
+        let snapshot = session.snapshot();
+        self.session = Some(session);
+        self.paused = false;
+        self.saved_at = now_seconds();
+        Reaction {
+            messages: vec![FromWorker::Progress {
+                run_id: self.run_id,
+                snapshot,
+                paused: false,
+            }],
+            step: Some(self.generation),
         }
     }
 
@@ -185,12 +211,22 @@ impl Driver {
         if unit_was_long(now_seconds() - started, budget_seconds) {
             messages.push(checkpoint(self.run_id, session));
         }
+        if now_seconds() - self.saved_at >= SAVE_SECONDS {
+            self.saved_at = now_seconds();
+            messages.push(FromWorker::Saved {
+                run_id: self.run_id,
+                session: session.checkpoint(),
+            });
+        }
         Reaction {
             messages,
             step: Some(generation),
         }
     }
 }
+
+/// Seconds between two [`FromWorker::Saved`] copies of a run sent to the page.
+pub const SAVE_SECONDS: f64 = 5.0;
 
 /// Seconds a step may overrun its budget before its units count as long: the page can then no
 /// longer rely on a stop request being read between steps, and needs a checkpoint.
@@ -394,6 +430,54 @@ mod tests {
         assert_eq!(strip(*result), strip(*stopped));
         // A stopped run gives no checkpoint (nothing is running).
         assert!(driver.tick(g, 0.01).messages.is_empty());
+    }
+
+    /// A run saved by one worker goes on in another (a fresh driver holding the same data) and
+    /// ends with the result the first would have given.
+    #[test]
+    fn a_saved_run_goes_on_in_a_fresh_worker_to_the_same_result() {
+        let mut whole = loaded();
+        let g = whole.start(request(200)).step.unwrap();
+        let (_, last) = run_to_end(&mut whole, g);
+        let FromWorker::Finished {
+            result: expected, ..
+        } = last
+        else {
+            panic!("a result")
+        };
+        let mut first = loaded();
+        let mut g = first.start(request(200)).step.unwrap();
+        for _ in 0..20 {
+            g = first.tick(g, 0.0).step.unwrap();
+        }
+        let saved = first.session.as_ref().unwrap().checkpoint();
+        let mut second = loaded();
+        let go_on = second.continue_run(7, &saved);
+        assert!(matches!(
+            go_on.messages[..],
+            [FromWorker::Progress { run_id: 7, .. }]
+        ));
+        let (_, last) = run_to_end(&mut second, go_on.step.unwrap());
+        let FromWorker::Finished { run_id, result, .. } = last else {
+            panic!("a result")
+        };
+        assert_eq!(run_id, 7);
+        // The thread count is recorded as used (it never changes the result).
+        let strip = |mut r: RunResult| {
+            r.seconds = 0.0;
+            r.settings.threads = 0;
+            r
+        };
+        assert_eq!(strip(*result), strip(*expected));
+        // Without data, or with a broken save, it is refused with a reason.
+        let refused = Driver::new().continue_run(8, &saved);
+        assert!(
+            matches!(&refused.messages[..], [FromWorker::RunRefused { message, .. }] if message.contains("load the run's data"))
+        );
+        let refused = loaded().continue_run(9, "{}");
+        assert!(
+            matches!(&refused.messages[..], [FromWorker::RunRefused { message, .. }] if message.contains("could not go on"))
+        );
     }
 
     #[test]

@@ -34,6 +34,12 @@ pub enum ToWorker {
     Resume,
     /// End the run now; the worker answers with `Finished` holding the best graph so far.
     Stop,
+    /// Go on with a run saved by [`FromWorker::Saved`] (after the worker that ran it died), on
+    /// the data loaded now, under a new run id. It ends as the run would have uninterrupted.
+    Continue {
+        run_id: u64,
+        session: String,
+    },
     /// Fault injection for the end-to-end tests: the worker panics on purpose, so the page's
     /// recovery path (report, restart the worker) can be exercised. Sent only by a button that the
     /// page shows when its address ends in `#test-hooks`.
@@ -153,6 +159,10 @@ pub enum FromWorker {
     /// ([`crate::driver::LONG_UNIT_SECONDS`] over its budget): while the next such unit runs, the
     /// worker cannot read a stop request, so the page ends it and shows this instead.
     Checkpoint { run_id: u64, result: Box<RunResult> },
+    /// The whole run ([`crate::engine::Session::checkpoint`]), sent every
+    /// [`crate::driver::SAVE_SECONDS`] of a run: if this worker dies, a fresh one can go on from
+    /// here ([`ToWorker::Continue`]).
+    Saved { run_id: u64, session: String },
     /// The run has ended (done, stopped or failed): its last snapshot and its result.
     Finished {
         run_id: u64,

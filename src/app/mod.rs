@@ -177,6 +177,12 @@ pub struct AppState {
     /// The current run's latest [`FromWorker::Checkpoint`]: shown if the worker must be ended
     /// because it is inside a long unit of work when the user stops the run.
     checkpoint: StoredValue<Option<RunResult>>,
+    /// The current run saved whole ([`FromWorker::Saved`]): if its worker dies, a fresh one can
+    /// go on from here. Shown as the `resume-run` button while one is kept.
+    pub saved_run: RwSignal<Option<String>>,
+    /// Set when the user chose to go on with the saved run: sent once the fresh worker holds the
+    /// data again.
+    continue_pending: StoredValue<bool>,
 }
 
 impl AppState {
@@ -206,7 +212,19 @@ impl AppState {
             knowledge_names: StoredValue::new(Vec::new()),
             source: StoredValue::new_local(None),
             checkpoint: StoredValue::new(None),
+            saved_run: RwSignal::new(None),
+            continue_pending: StoredValue::new(false),
         }
+    }
+
+    /// Restarts the worker and goes on with the saved run once it holds the data again.
+    pub fn continue_saved_run(self) {
+        if self.saved_run.with_untracked(Option::is_none) {
+            return;
+        }
+        self.continue_pending.set_value(true);
+        self.restart_worker();
+        self.run.set(RunState::Starting);
     }
 
     /// Asks the worker to stop the run. A worker inside a long unit of work (a fit of many
@@ -231,6 +249,8 @@ impl AppState {
 
     /// Ends a worker that did not answer a stop in time, keeping everything on the page.
     fn end_busy_worker(self) {
+        // A stopped run is over: nothing to go on with.
+        self.saved_run.set(None);
         let checkpoint = self.checkpoint.get_value();
         let had_checkpoint = checkpoint.is_some();
         // A newer run id makes anything the old worker still had in flight stale.
@@ -391,6 +411,8 @@ impl AppState {
             | FromWorker::Finished { run_id, .. }
                 if run_id != self.run_seq.get_value() => {}
             FromWorker::Checkpoint { result, .. } => self.checkpoint.set_value(Some(*result)),
+            FromWorker::Saved { run_id, .. } if run_id != self.run_seq.get_value() => {}
+            FromWorker::Saved { session, .. } => self.saved_run.set(Some(session)),
             FromWorker::LoadProgress {
                 file_name,
                 bytes_read,
@@ -423,6 +445,17 @@ impl AppState {
                     problems,
                     preview,
                 });
+                if self.continue_pending.get_value() {
+                    self.continue_pending.set_value(false);
+                    if let Some(session) = self.saved_run.get_untracked() {
+                        let run_id = self.next_run_id();
+                        self.result.set(None);
+                        self.record_file.set(None);
+                        self.run.set(RunState::Starting);
+                        self.mark_alive();
+                        self.send(&ToWorker::Continue { run_id, session });
+                    }
+                }
             }
             FromWorker::DataRejected {
                 file_name, error, ..
@@ -470,6 +503,8 @@ impl AppState {
                 self.snapshot.set(Some(snapshot));
                 self.run.set(RunState::Ended(result.status));
                 self.pause_pending.set(false);
+                // An ended run is not continued.
+                self.saved_run.set(None);
                 self.record_file.set(None);
                 self.result.set(Some(*result));
             }
@@ -683,6 +718,12 @@ fn ErrorBanner() -> impl IntoView {
                         {move || state.worker_dead.get().then(|| view! {
                             <button data-testid="restart-worker" on:click=move |_| state.restart_worker()>
                                 "Restart the worker"
+                            </button>
+                        })}
+                        {move || (state.worker_dead.get() && state.saved_run.with(Option::is_some)).then(|| view! {
+                            <button data-testid="resume-run" class="primary" on:click=move |_| state.continue_saved_run()
+                                title="Start a fresh worker and go on with the run from its last save (every 5 s); it ends as it would have uninterrupted">
+                                "Go on with the run"
                             </button>
                         })}
                         <button class="quiet" on:click=move |_| state.error.set(None)>"Dismiss"</button>

@@ -42,6 +42,7 @@ fn start_run(state: AppState) {
         return;
     };
     state.error.set(None);
+    state.saved_run.set(None);
     state.result.set(None);
     state.record_file.set(None);
     state.snapshot.set(None);
@@ -108,7 +109,7 @@ pub fn RunPanel() -> impl IntoView {
                     "Stop"
                 </button>
                 <span class="status-label">"Status: "
-                                        <strong data-testid="status" aria-live="polite" data-snapshots=move || state.snapshots_seen.get()>{move || state.status_code()}</strong>
+                                        <strong data-testid="status" aria-live="polite" data-snapshots=move || state.snapshots_seen.get() data-saved=move || state.saved_run.with(Option::is_some).to_string()>{move || state.status_code()}</strong>
                 </span>
             </div>
                         {move || blocker(state).filter(|_| !active()).map(|b| view! {

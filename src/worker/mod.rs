@@ -133,6 +133,9 @@ fn handle_message(event: MessageEvent) {
         ToWorker::Pause => react(DRIVER.with(|d| d.borrow_mut().pause())),
         ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
         ToWorker::Stop => react(DRIVER.with(|d| d.borrow_mut().stop())),
+        ToWorker::Continue { run_id, session } => {
+            react(DRIVER.with(|d| d.borrow_mut().continue_run(run_id, &session)))
+        }
         // The fault-injection hooks exist only in builds made for the browser tests.
         ToWorker::Panic | ToWorker::Hang if !crate::protocol::TEST_HOOKS_BUILT => {}
         ToWorker::Panic => panic!("deliberate panic requested by the page (test hook)"),

@@ -315,6 +315,29 @@ test('a worker that dies is reported and can be restarted with the data kept', a
   await expect(page.getByTestId('dag-svg').locator('path[data-edge="2->0"]')).toHaveCount(0);
 });
 
+test('a run whose worker dies goes on in a fresh worker from its last save and finishes', async ({ page }, info) => {
+  test.setTimeout(180_000);
+  await open(page, '#test-hooks');
+  await pick(page, 'chain.csv', chainCsv(120));
+  await expect(page.getByTestId('rows')).toHaveText('120');
+  // About 10 s of work in a browser: long enough for a save (every 5 s) before the crash.
+  await setFields(page, { ...QUICK, warmup_min: '8000', warmup_max: '8000', acyclic_max: '300' });
+  await page.getByTestId('run-button').click();
+  const status = page.getByTestId('status');
+  // The worker sends the whole run every 5 s.
+  await expect(status).toHaveAttribute('data-saved', 'true', { timeout: 30_000 });
+  await page.getByTestId('crash-worker').click();
+  await expect(page.getByTestId('error')).toContainText('internal error');
+  const goOn = page.getByTestId('resume-run');
+  await expect(goOn).toBeVisible();
+  await shot(page, 'app-11e-run-saved-worker-died', info);
+  await goOn.click();
+  await expect(page.getByTestId('error')).toHaveCount(0);
+  await expect(status).toHaveText('done', { timeout: 150_000 });
+  await expect(page.getByTestId('dag-svg').locator('path[data-edge]')).not.toHaveCount(0);
+  await expect(page.getByTestId('resume-run')).toHaveCount(0);
+});
+
 test('a worker that stops answering is ended by the watchdog and can be restarted', async ({ page }, info) => {
   await open(page, '#test-hooks');
   await pick(page, 'chain.csv', chainCsv(60));
