@@ -761,5 +761,10 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
             Session::resume("{\"format\":1}", 1, None),
             Err(CheckpointError::Unreadable(_))
         ));
+        // Parts that disagree are refused before anything indexes with them.
+        let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        value["session"]["names"] = serde_json::json!(["a", "b"]);
+        let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
+        assert!(err.to_string().contains("disagree"), "{err}");
     }
 }

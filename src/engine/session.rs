@@ -410,7 +410,8 @@ impl Session {
             version: env!("CARGO_PKG_VERSION").to_string(),
             session: std::borrow::Cow::Borrowed(self),
         };
-        // Every number in a session is finite or written as a string, so this cannot fail.
+        // serde_json fails only on a map whose keys are not strings, and a session has none
+        // (family caches are written as lists of pairs).
         serde_json::to_string(&file).expect("a session serialises")
     }
 
@@ -437,6 +438,27 @@ impl Session {
                 data: format!("{f:016x}"),
             });
         }
+        // A checkpoint is a file a user hands in: its parts must agree before anything indexes
+        // with them.
+        let d = session.names.len();
+        let p = &session.problem;
+        let inconsistent = if p.data.ncols() != d || p.noise_floors.len() != d {
+            Some("its data, names and noise floors disagree on the number of variables")
+        } else if p.knowledge.d() != d {
+            Some("its prior knowledge is for another number of variables")
+        } else if session.restarts.iter().any(|r| r.components().len() > d) {
+            Some("a restart has more models than there are variables")
+        } else {
+            None
+        };
+        if let Some(why) = inconsistent {
+            return Err(CheckpointError::Unreadable(why.into()));
+        }
+        session
+            .problem
+            .settings
+            .validate()
+            .map_err(|e| CheckpointError::Unreadable(format!("its settings are invalid: {e}")))?;
         session.problem.settings.threads = threads;
         session.pool = Pool::new(threads).map_err(SessionError::from)?;
         session.stop_flag = StopFlag::new();
