@@ -162,7 +162,15 @@ pub enum FromWorker {
     /// The whole run ([`crate::engine::Session::checkpoint`]), sent every
     /// [`crate::driver::SAVE_SECONDS`] of a run: if this worker dies, a fresh one can go on from
     /// here ([`ToWorker::Continue`]).
-    Saved { run_id: u64, session: String },
+    ///
+    /// The session travels beside the JSON (the message object's `session` field, set by the
+    /// worker and read back by the page's client), so the page never parses megabytes of JSON on
+    /// its main thread.
+    Saved {
+        run_id: u64,
+        #[serde(skip)]
+        session: String,
+    },
     /// The run has ended (done, stopped or failed): its last snapshot and its result.
     Finished {
         run_id: u64,
@@ -244,6 +252,22 @@ pub fn decode<T: for<'de> Deserialize<'de>>(json: &str) -> Result<T, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A saved run is not in the JSON (it travels beside it): the JSON stays small, and what
+    /// comes back from it is the run id alone.
+    #[test]
+    fn a_saved_run_travels_beside_the_json() {
+        let big = "s".repeat(10_000);
+        let json = encode(&FromWorker::Saved {
+            run_id: 3,
+            session: big.clone(),
+        });
+        assert!(json.len() < 100 && !json.contains(&big), "{json}");
+        match decode::<FromWorker>(&json).unwrap() {
+            FromWorker::Saved { run_id, session } => assert_eq!((run_id, session.len()), (3, 0)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
 
     #[test]
     fn messages_round_trip_through_json() {

@@ -38,6 +38,16 @@ impl WorkerClient {
                 return;
             };
             match protocol::decode::<FromWorker>(&json) {
+                // The saved run comes beside the JSON (see `FromWorker::Saved`).
+                Ok(FromWorker::Saved { run_id, .. }) => {
+                    let session = Reflect::get(&event.data(), &"session".into())
+                        .ok()
+                        .and_then(|v| v.as_string());
+                    match session {
+                        Some(session) => on_reply(FromWorker::Saved { run_id, session }),
+                        None => fatal("the worker sent a saved run without its contents".into()),
+                    }
+                }
                 Ok(reply) => on_reply(reply),
                 Err(e) => fatal(e),
             }

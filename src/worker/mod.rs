@@ -28,6 +28,10 @@ fn post(message: &FromWorker) {
     let object = Object::new();
     // Setting a property on a fresh plain object cannot fail.
     let _ = Reflect::set(&object, &"json".into(), &protocol::encode(message).into());
+    // A saved run is large: it goes beside the JSON, as a string the page keeps without parsing.
+    if let FromWorker::Saved { session, .. } = message {
+        let _ = Reflect::set(&object, &"session".into(), &session.into());
+    }
     if let Err(e) = scope().post_message(&object) {
         web_sys::console::error_2(&"occam worker: postMessage failed".into(), &e);
     }
