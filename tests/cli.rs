@@ -20,6 +20,18 @@ fn write(dir: &Path, name: &str, contents: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// Waits `ms` milliseconds, then sends `signal` (e.g. "-INT") to `child` with the shell's
+/// built-in kill (no dependence on procps being installed).
+#[cfg(unix)]
+fn signal_after(child: &std::process::Child, signal: &str, ms: u64) {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    let kill = Command::new("sh")
+        .args(["-c", &format!("kill {signal} {}", child.id())])
+        .status()
+        .unwrap();
+    assert!(kill.success(), "kill {signal} failed");
+}
+
 fn good_csv() -> String {
     let mut s = String::from("height;weight;age\n");
     for n in 0..25 {
@@ -771,13 +783,7 @@ fn discover_writes_the_best_result_so_far_on_sigterm_and_sigint() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(2000));
-        // The shell's built-in kill: no dependence on procps being installed.
-        let kill = Command::new("sh")
-            .args(["-c", &format!("kill {signal} {}", child.id())])
-            .status()
-            .unwrap();
-        assert!(kill.success());
+        signal_after(&child, signal, 2000);
         let o = child.wait_with_output().unwrap();
         let err = text(&o.stderr);
         assert!(o.status.success(), "{signal}: {:?} {err}", o.status);
@@ -1117,12 +1123,7 @@ fn discover_answers_ctrl_c_inside_a_long_fit() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(3000));
-    let kill = Command::new("sh")
-        .args(["-c", &format!("kill -INT {}", child.id())])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    signal_after(&child, "-INT", 3000);
     let signalled = std::time::Instant::now();
     let o = child.wait_with_output().unwrap();
     let answered = signalled.elapsed().as_secs_f64();
@@ -1182,12 +1183,7 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
         .spawn()
         .unwrap();
     // Past the first periodic checkpoint (5 s), well before the run's end.
-    std::thread::sleep(std::time::Duration::from_millis(7000));
-    let kill = Command::new("sh")
-        .args(["-c", &format!("kill -INT {}", child.id())])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    signal_after(&child, "-INT", 7000);
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
     let read = |dir: &str| -> serde_json::Value {
