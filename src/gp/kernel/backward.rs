@@ -6,7 +6,9 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::dense::{col, scaled_sq_dist};
-use super::{unit_dvalue_dalpha, unit_value_and_dr2, Kernel, KernelGrad, StationaryKind};
+use super::{
+    unit_dvalue_dalpha_from_value, unit_value_and_dr2, Kernel, KernelGrad, StationaryKind,
+};
 
 impl Kernel {
     /// Adjoint of [`Kernel::cross`]: for L with dL/dK(a, b) = `dk` (n×m), returns
@@ -55,18 +57,18 @@ impl Kernel {
             let (s, alpha) = (part.variance, self.rq_alpha);
             let mut g = DMatrix::zeros(n, m);
             let mut dvar = 0.0;
+            let mut da_sum = 0.0;
+            let rq = part.kind == StationaryKind::RationalQuadratic;
             for ((gv, &r), &w) in g.iter_mut().zip(r2.iter()).zip(dk.iter()) {
                 let (kv, dkv) = unit_value_and_dr2(part.kind, r, alpha);
                 dvar += w * kv;
                 *gv = w * s * dkv;
+                if rq {
+                    da_sum += w * unit_dvalue_dalpha_from_value(r, alpha, kv);
+                }
             }
             pgrad.variance = dvar;
-            if part.kind == StationaryKind::RationalQuadratic {
-                let da_sum: f64 = r2
-                    .iter()
-                    .zip(dk.iter())
-                    .map(|(&r, &w)| w * unit_dvalue_dalpha(r, alpha))
-                    .sum();
+            if rq {
                 grad.rq_alpha += s * da_sum;
             }
             contract(

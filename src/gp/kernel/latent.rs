@@ -13,7 +13,9 @@
 use nalgebra::DMatrix;
 
 use super::dense::col;
-use super::{unit_dvalue_dalpha, unit_value_and_dr2, Kernel, KernelGrad, StationaryKind};
+use super::{
+    unit_dvalue_dalpha_from_value, unit_value_and_dr2, Kernel, KernelGrad, StationaryKind,
+};
 
 /// R[m,n] = Σ_{j≠slot} θ_j² (x_nj − z_mj)² over dimensions with θ_j ≠ 0 (masked ones skipped).
 fn observed_sq_dist(
@@ -241,7 +243,9 @@ impl Kernel {
                         let v = value_from_slope(part.kind, dv, r2, self.rq_alpha);
                         g_var += kb * v;
                         if part.kind == StationaryKind::RationalQuadratic {
-                            g_alpha += kb * part.variance * unit_dvalue_dalpha(r2, self.rq_alpha);
+                            g_alpha += kb
+                                * part.variance
+                                * unit_dvalue_dalpha_from_value(r2, self.rq_alpha, v);
                         }
                         // dv is exactly 0 at r² = 0 (the branch), so coincident points add nothing.
                         let g = kb * part.variance * dv;

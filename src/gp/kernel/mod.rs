@@ -24,7 +24,8 @@ mod latent;
 mod scalar;
 
 pub use scalar::{
-    unit_dvalue_dalpha, unit_dvalue_dr2, unit_value, unit_value_and_dr2, StationaryKind,
+    unit_dvalue_dalpha, unit_dvalue_dalpha_from_value, unit_dvalue_dr2, unit_value,
+    unit_value_and_dr2, StationaryKind,
 };
 
 use serde::{Deserialize, Serialize};
