@@ -131,8 +131,8 @@ mod tests {
                     "r² {r2}, α {alpha}: {direct} vs {from_value}"
                 );
                 let h = 1e-6 * alpha;
-                let fd = (unit_value(kind, r2, alpha + h) - unit_value(kind, r2, alpha - h))
-                    / (2.0 * h);
+                let fd =
+                    (unit_value(kind, r2, alpha + h) - unit_value(kind, r2, alpha - h)) / (2.0 * h);
                 assert!(
                     (fd - from_value).abs() <= 1e-6 * (1.0 + fd.abs()),
                     "r² {r2}, α {alpha}: finite difference {fd} vs {from_value}"
