@@ -6,10 +6,20 @@
 //! and is tested natively. The shell calls [`Driver::tick`] from a zero-delay timer, so between two
 //! steps of at most [`STEP_SECONDS`] the worker's event loop runs and pause or stop requests are
 //! seen at once.
+//!
+//! With a pool of compute workers (more than one asked for), the driver does not compute: each
+//! tick begins a unit of the session and hands its jobs out as a [`Dispatch`]; the shell spreads
+//! them over the compute workers (each runs [`ComputeWorker`]) and gives the outcomes back through
+//! [`Driver::outcomes`], which finishes the unit and schedules the next. The coordinating worker
+//! stays idle meanwhile, so pause and stop are read at once even inside long fits. Every job's
+//! outcome is the same wherever it runs, so the run's graph does not depend on the pool's size.
+
+use nalgebra::DMatrix;
 
 use crate::data::{CsvOptions, Dataset};
+use crate::discovery::jobs::{Job, Outcome};
 use crate::engine::{now_seconds, Session};
-use crate::protocol::{load_csv, FromWorker, RunRequest};
+use crate::protocol::{compute_workers, load_csv, FromCompute, FromWorker, RunRequest, ToCompute};
 
 /// Seconds of work per step: short enough that pause and stop act within a tenth of a second and
 /// snapshots reach the page about ten times a second, long enough that the timer between steps
@@ -23,13 +33,31 @@ pub struct Reaction {
     pub messages: Vec<FromWorker>,
     /// Schedule [`Driver::tick`] with this generation.
     pub step: Option<u64>,
+    /// Jobs to spread over the compute workers; their outcomes go to [`Driver::outcomes`].
+    pub dispatch: Option<Dispatch>,
+    /// End the compute workers' current jobs (their outcomes are no longer wanted): the shell
+    /// replaces the workers.
+    pub reset_pool: bool,
 }
+
+/// A unit's jobs for the compute workers.
+#[derive(Debug)]
+pub struct Dispatch {
+    /// Echoed with every outcome; outcomes of an older batch are dropped.
+    pub batch: u64,
+    /// The data the jobs read ([`Driver::data`] gives it; a worker that lacks it gets it first).
+    pub data_id: u64,
+    pub jobs: Vec<Job<'static>>,
+}
+
+/// Compute workers lost in one run before the run goes on in the coordinating worker alone.
+const MAX_POOL_LOSSES: usize = 3;
 
 impl Reaction {
     fn message(message: FromWorker) -> Self {
         Self {
             messages: vec![message],
-            step: None,
+            ..Self::default()
         }
     }
 }
@@ -47,11 +75,39 @@ pub struct Driver {
     generation: u64,
     /// When the run was last sent to the page whole ([`FromWorker::Saved`]).
     saved_at: f64,
+    /// Logical cores the browser reports (for the default pool size).
+    cores: usize,
+    /// Compute workers of the current run (1: this worker computes itself).
+    workers: usize,
+    /// Identifies the current run's data for the compute workers.
+    data_id: u64,
+    /// The batch handed out and not yet back.
+    in_flight: Option<u64>,
+    batch: u64,
+    /// When progress was last reported (pool mode reports at most every [`STEP_SECONDS`]).
+    reported_at: f64,
+    /// Compute workers lost in this run.
+    losses: usize,
 }
 
 impl Driver {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Tells the driver how many logical cores the browser reports.
+    pub fn set_cores(&mut self, cores: usize) {
+        self.cores = cores;
+    }
+
+    /// Compute workers of the current run (1 when this worker computes itself).
+    pub fn workers(&self) -> usize {
+        self.workers.max(1)
+    }
+
+    /// The current run's data for the compute workers, under its id.
+    pub fn data(&self) -> Option<(u64, &DMatrix<f64>)> {
+        self.session.as_ref().map(|s| (self.data_id, s.data()))
     }
 
     /// Whether a run is in progress (running or paused).
@@ -89,6 +145,7 @@ impl Driver {
                 message: "load a data set before starting a run".into(),
             });
         };
+        let workers = compute_workers(request.settings.threads, self.cores);
         match Session::new(
             dataset,
             request.knowledge,
@@ -96,7 +153,7 @@ impl Driver {
             request.seed,
             Some(request.preset),
         ) {
-            Ok(session) => self.begin(session),
+            Ok(session) => self.begin(session, workers),
             Err(e) => Reaction::message(FromWorker::RunRefused {
                 run_id,
                 message: format!("the run could not start: {e}"),
@@ -116,7 +173,10 @@ impl Driver {
             });
         };
         match Session::resume(saved, 1, Some(dataset.fingerprint())) {
-            Ok(session) => self.begin(session),
+            Ok(session) => {
+                let workers = compute_workers(session.settings().threads, self.cores);
+                self.begin(session, workers)
+            }
             Err(e) => Reaction::message(FromWorker::RunRefused {
                 run_id,
                 message: format!("the saved run could not go on: {e}"),
@@ -124,19 +184,32 @@ impl Driver {
         }
     }
 
-    /// Makes `session` the running run and schedules its first step.
-    fn begin(&mut self, session: Session) -> Reaction {
+    /// Makes `session` the running run on `workers` compute workers and schedules its first
+    /// step.
+    fn begin(&mut self, session: Session, workers: usize) -> Reaction {
         let snapshot = session.snapshot();
         self.session = Some(session);
         self.paused = false;
         self.saved_at = now_seconds();
+        self.reported_at = now_seconds();
+        self.workers = workers;
+        self.data_id += 1;
+        self.in_flight = None;
+        self.losses = 0;
         Reaction {
-            messages: vec![FromWorker::Progress {
-                run_id: self.run_id,
-                snapshot,
-                paused: false,
-            }],
+            messages: vec![
+                FromWorker::Compute {
+                    run_id: self.run_id,
+                    workers,
+                },
+                FromWorker::Progress {
+                    run_id: self.run_id,
+                    snapshot,
+                    paused: false,
+                },
+            ],
             step: Some(self.generation),
+            ..Reaction::default()
         }
     }
 
@@ -168,7 +241,9 @@ impl Driver {
                         snapshot: session.snapshot(),
                         paused: false,
                     }],
-                    step: Some(self.generation),
+                    // A unit still out resumes the run when it comes back.
+                    step: self.in_flight.is_none().then_some(self.generation),
+                    ..Reaction::default()
                 }
             }
             _ => Reaction::default(),
@@ -180,8 +255,14 @@ impl Driver {
         self.generation += 1;
         match self.session.take() {
             Some(mut session) => {
+                // What the compute workers are doing is no longer wanted.
+                let reset_pool = self.in_flight.take().is_some();
+                session.abandon_unit();
                 session.stop();
-                Reaction::message(finished(self.run_id, &session))
+                Reaction {
+                    reset_pool,
+                    ..Reaction::message(finished(self.run_id, &session))
+                }
             }
             None => Reaction::default(),
         }
@@ -192,6 +273,9 @@ impl Driver {
     pub fn tick(&mut self, generation: u64, budget_seconds: f64) -> Reaction {
         if generation != self.generation || self.paused {
             return Reaction::default();
+        }
+        if self.workers() > 1 {
+            return self.dispatch_unit(generation, budget_seconds);
         }
         let Some(session) = self.session.as_mut() else {
             return Reaction::default();
@@ -221,7 +305,238 @@ impl Driver {
         Reaction {
             messages,
             step: Some(generation),
+            ..Reaction::default()
         }
+    }
+
+    /// Pool mode: begins the next unit with numeric work and hands its jobs out (units without
+    /// any are finished on the spot, for at most `budget_seconds`).
+    fn dispatch_unit(&mut self, generation: u64, budget_seconds: f64) -> Reaction {
+        if self.in_flight.is_some() {
+            return Reaction::default();
+        }
+        let workers = self.workers();
+        let Some(session) = self.session.as_mut() else {
+            return Reaction::default();
+        };
+        let started = now_seconds();
+        loop {
+            if session.is_finished() || !session.begin_unit(workers) {
+                let message = finished(self.run_id, session);
+                self.session = None;
+                return Reaction::message(message);
+            }
+            let jobs: Vec<Job<'static>> = session
+                .unit_jobs()
+                .into_iter()
+                .map(Job::into_owned)
+                .collect();
+            if jobs.is_empty() {
+                session.finish_unit(Vec::new());
+                if now_seconds() - started >= budget_seconds {
+                    return Reaction {
+                        messages: self.progress_if_due(),
+                        step: Some(generation),
+                        ..Reaction::default()
+                    };
+                }
+                continue;
+            }
+            self.batch += 1;
+            self.in_flight = Some(self.batch);
+            return Reaction {
+                dispatch: Some(Dispatch {
+                    batch: self.batch,
+                    data_id: self.data_id,
+                    jobs,
+                }),
+                ..Reaction::default()
+            };
+        }
+    }
+
+    /// Progress for the page when the last report is at least [`STEP_SECONDS`] old.
+    fn progress_if_due(&mut self) -> Vec<FromWorker> {
+        let Some(session) = self.session.as_mut() else {
+            return Vec::new();
+        };
+        if now_seconds() - self.reported_at < STEP_SECONDS {
+            return Vec::new();
+        }
+        self.reported_at = now_seconds();
+        vec![FromWorker::Progress {
+            run_id: self.run_id,
+            snapshot: session.report(),
+            paused: self.paused,
+        }]
+    }
+
+    /// The outcomes of batch `batch` from the compute workers, in the jobs' order: finishes the
+    /// unit, reports, and schedules the next unit unless the run is paused or over. Outcomes of
+    /// a batch no longer wanted (the run was stopped or replaced) are dropped.
+    pub fn outcomes(&mut self, batch: u64, outcomes: Vec<Outcome>) -> Reaction {
+        if self.in_flight != Some(batch) {
+            return Reaction::default();
+        }
+        self.in_flight = None;
+        let Some(session) = self.session.as_mut() else {
+            return Reaction::default();
+        };
+        session.finish_unit(outcomes);
+        if session.is_finished() {
+            let message = finished(self.run_id, session);
+            self.session = None;
+            return Reaction::message(message);
+        }
+        let mut messages = self.progress_if_due();
+        if let Some(session) = self.session.as_ref() {
+            if now_seconds() - self.saved_at >= SAVE_SECONDS {
+                self.saved_at = now_seconds();
+                messages.push(FromWorker::Saved {
+                    run_id: self.run_id,
+                    session: session.checkpoint(),
+                });
+            }
+        }
+        Reaction {
+            messages,
+            step: (!self.paused).then_some(self.generation),
+            ..Reaction::default()
+        }
+    }
+
+    /// A compute worker died (or could not start) while batch `batch` was out: the unit is
+    /// dropped and planned again on fresh workers. After [`MAX_POOL_LOSSES`] losses in one run
+    /// the run goes on in this worker alone.
+    pub fn compute_lost(&mut self, batch: u64, why: &str) -> Reaction {
+        if self.in_flight != Some(batch) {
+            return Reaction::default();
+        }
+        self.in_flight = None;
+        let Some(session) = self.session.as_mut() else {
+            return Reaction::default();
+        };
+        session.abandon_unit();
+        self.losses += 1;
+        let mut messages = Vec::new();
+        if self.losses >= MAX_POOL_LOSSES {
+            self.workers = 1;
+            messages.push(FromWorker::Compute {
+                run_id: self.run_id,
+                workers: 1,
+            });
+            web_log(&format!(
+                "occam: {} compute workers lost ({why}); this worker computes alone now",
+                self.losses
+            ));
+        }
+        Reaction {
+            messages,
+            step: (!self.paused).then_some(self.generation),
+            reset_pool: true,
+            ..Reaction::default()
+        }
+    }
+}
+
+/// A note for the browser's console (nothing natively).
+fn web_log(_message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    web_sys::console::warn_1(&_message.into());
+}
+
+/// A compute worker's state: the data its jobs read. It answers each [`ToCompute`] message (as
+/// JSON) with a [`FromCompute`] one (as JSON), or nothing for data.
+#[derive(Debug, Default)]
+pub struct ComputeWorker {
+    data: Option<(u64, DMatrix<f64>)>,
+}
+
+impl ComputeWorker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Handles one message; the reply to post back, if any.
+    pub fn handle(&mut self, text: &str) -> Option<String> {
+        let reply = match serde_json::from_str::<ToCompute<'static>>(text) {
+            Ok(ToCompute::Data {
+                data_id,
+                rows,
+                cols,
+                values,
+            }) => {
+                if values.len() == rows * cols {
+                    self.data = Some((data_id, DMatrix::from_column_slice(rows, cols, &values)));
+                } else {
+                    self.data = None;
+                }
+                return None;
+            }
+            Ok(ToCompute::Job {
+                batch,
+                index,
+                data_id,
+                job,
+            }) => match &self.data {
+                Some((id, data)) if *id == data_id => FromCompute::Done {
+                    batch,
+                    index,
+                    outcome: job.run(data),
+                },
+                _ => FromCompute::Refused {
+                    batch,
+                    index,
+                    message: format!("no data {data_id} in this compute worker"),
+                },
+            },
+            Err(e) => FromCompute::Refused {
+                batch: 0,
+                index: 0,
+                message: format!("a message the compute worker could not read: {e}"),
+            },
+        };
+        // Outcomes are plain data (strings and finite numbers; a non-finite one comes back as
+        // null, which its reader refuses as a failed job).
+        serde_json::to_string(&reply).ok()
+    }
+}
+
+/// The message a compute worker needs before jobs on `data` (as JSON).
+pub fn data_message(data_id: u64, data: &DMatrix<f64>) -> String {
+    let message = ToCompute::Data {
+        data_id,
+        rows: data.nrows(),
+        cols: data.ncols(),
+        values: std::borrow::Cow::Borrowed(data.as_slice()),
+    };
+    serde_json::to_string(&message).unwrap_or_default()
+}
+
+/// The message running job `index` of `dispatch` (as JSON).
+pub fn job_message(dispatch: &Dispatch, index: usize) -> String {
+    let message = ToCompute::Job {
+        batch: dispatch.batch,
+        index,
+        data_id: dispatch.data_id,
+        job: Box::new(dispatch.jobs[index].clone()),
+    };
+    serde_json::to_string(&message).unwrap_or_default()
+}
+
+/// Reads a compute worker's reply: (batch, index, outcome), a refusal being a failed outcome.
+pub fn read_reply(text: &str) -> Option<(u64, usize, Outcome)> {
+    match serde_json::from_str::<FromCompute>(text).ok()? {
+        FromCompute::Done {
+            batch,
+            index,
+            outcome,
+        } => Some((batch, index, outcome)),
+        FromCompute::Refused {
+            batch,
+            index,
+            message,
+        } => Some((batch, index, Outcome::Value(Err(message)))),
     }
 }
 
@@ -260,7 +575,7 @@ fn finished(run_id: u64, session: &Session) -> FromWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::cgp::Preset;
+    use crate::discovery::cgp::{Method, Preset};
     use crate::discovery::knowledge::Knowledge;
     use crate::engine::{RunResult, Status};
 
@@ -325,7 +640,10 @@ mod tests {
         let start = driver.start(request(40));
         assert!(matches!(
             start.messages[..],
-            [FromWorker::Progress { paused: false, .. }]
+            [
+                FromWorker::Compute { workers: 1, .. },
+                FromWorker::Progress { paused: false, .. }
+            ]
         ));
         let (ticks, last) = run_to_end(&mut driver, start.step.expect("a step is scheduled"));
         assert!(ticks > 1);
@@ -455,7 +773,10 @@ mod tests {
         let go_on = second.continue_run(7, &saved);
         assert!(matches!(
             go_on.messages[..],
-            [FromWorker::Progress { run_id: 7, .. }]
+            [
+                FromWorker::Compute { run_id: 7, .. },
+                FromWorker::Progress { run_id: 7, .. }
+            ]
         ));
         let (_, last) = run_to_end(&mut second, go_on.step.unwrap());
         let FromWorker::Finished { run_id, result, .. } = last else {
@@ -526,5 +847,164 @@ mod tests {
             driver.start(request(10)).messages[..],
             [FromWorker::RunRefused { .. }]
         ));
+    }
+
+    /// Plays the shell of a pool of `workers` compute workers: every job of every dispatch goes
+    /// to a [`ComputeWorker`] as JSON and comes back as JSON, round-robin. Returns the final
+    /// message and the number of batches.
+    fn run_on_pool(
+        driver: &mut Driver,
+        mut reaction: Reaction,
+        workers: usize,
+    ) -> (FromWorker, usize) {
+        let mut computes: Vec<ComputeWorker> = (0..workers).map(|_| ComputeWorker::new()).collect();
+        let mut loaded = vec![0u64; workers];
+        let mut batches = 0;
+        for _ in 0..200_000 {
+            if let Some(d) = reaction.dispatch.take() {
+                batches += 1;
+                let (id, data) = driver.data().expect("a run holds its data");
+                assert_eq!(id, d.data_id);
+                let data_text = data_message(id, data);
+                let mut outcomes = vec![None; d.jobs.len()];
+                for k in 0..d.jobs.len() {
+                    let w = (k + batches) % workers;
+                    if loaded[w] != d.data_id {
+                        assert!(computes[w].handle(&data_text).is_none());
+                        loaded[w] = d.data_id;
+                    }
+                    let reply = computes[w].handle(&job_message(&d, k)).expect("a reply");
+                    let Some((batch, index, outcome)) = read_reply(&reply) else {
+                        let err = serde_json::from_str::<FromCompute>(&reply).unwrap_err();
+                        let at = err.column().saturating_sub(80);
+                        panic!(
+                            "unreadable reply: {err}: …{}",
+                            &reply[at..(at + 160).min(reply.len())]
+                        );
+                    };
+                    assert_eq!((batch, index), (d.batch, k));
+                    outcomes[index] = Some(outcome);
+                }
+                let outcomes = outcomes.into_iter().map(|o| o.unwrap()).collect();
+                reaction = driver.outcomes(d.batch, outcomes);
+            } else if let Some(g) = reaction.step {
+                reaction = driver.tick(g, 0.01);
+            } else {
+                return (reaction.messages.pop().expect("a final message"), batches);
+            }
+        }
+        panic!("the run did not end");
+    }
+
+    #[test]
+    fn a_pool_of_compute_workers_gives_the_graph_the_worker_alone_gives() {
+        for method in [Method::Cgp, Method::Exact] {
+            let mut results = Vec::new();
+            for threads in [1, 3] {
+                let mut driver = loaded();
+                let mut req = request(40);
+                req.settings.restarts = 2;
+                req.settings.method = method;
+                req.settings.threads = threads;
+                let start = driver.start(req);
+                assert!(
+                    matches!(start.messages[0], FromWorker::Compute { workers, .. } if workers == threads),
+                    "{:?}",
+                    start.messages[0]
+                );
+                let (last, batches) = if threads == 1 {
+                    (run_to_end(&mut driver, start.step.unwrap()).1, 0)
+                } else {
+                    run_on_pool(&mut driver, start, threads)
+                };
+                assert!(threads == 1 || batches >= 2, "{batches} batches");
+                let FromWorker::Finished { result, .. } = last else {
+                    panic!("a result, got {last:?}")
+                };
+                assert_eq!(result.status, Status::Done);
+                assert!(!driver.is_running());
+                results.push(result);
+            }
+            let (one, pool) = (&results[0], &results[1]);
+            assert_eq!(one.edges, pool.edges, "{method:?}");
+            assert_eq!(one.adjacency, pool.adjacency, "{method:?}");
+            let scores = |r: &RunResult| r.restarts.iter().map(|o| o.score).collect::<Vec<_>>();
+            assert_eq!(scores(one), scores(pool), "{method:?}");
+            assert_eq!(one.families_fitted, pool.families_fitted, "{method:?}");
+        }
+    }
+
+    #[test]
+    fn stale_or_lost_batches_are_dropped_and_planned_again() {
+        let mut driver = loaded();
+        let mut req = request(40);
+        req.settings.threads = 2;
+        let start = driver.start(req);
+        let first = driver.tick(start.step.unwrap(), 0.01);
+        let d = first.dispatch.expect("jobs for the pool");
+        // Outcomes of another batch change nothing.
+        assert!(driver.outcomes(d.batch + 1, Vec::new()).step.is_none());
+        // The worker running the batch dies: the unit is planned again on fresh workers.
+        let lost = driver.compute_lost(d.batch, "test");
+        assert!(lost.reset_pool);
+        let again = driver.tick(lost.step.unwrap(), 0.01);
+        let d2 = again.dispatch.expect("the same work again");
+        assert_eq!(d2.jobs.len(), d.jobs.len());
+        // A stop while a batch is out ends the run and the pool's work; late outcomes are dropped.
+        let stopped = driver.stop();
+        assert!(stopped.reset_pool);
+        assert!(matches!(
+            stopped.messages[..],
+            [FromWorker::Finished { .. }]
+        ));
+        assert!(driver.outcomes(d2.batch, Vec::new()).messages.is_empty());
+        // Three losses in one run: the worker computes alone.
+        let mut driver = loaded();
+        let mut req = request(40);
+        req.settings.threads = 2;
+        let mut reaction = driver.start(req);
+        for _ in 0..MAX_POOL_LOSSES {
+            let r = driver.tick(reaction.step.unwrap(), 0.01);
+            let d = r.dispatch.expect("jobs");
+            reaction = driver.compute_lost(d.batch, "test");
+        }
+        assert!(matches!(
+            reaction.messages[..],
+            [FromWorker::Compute { workers: 1, .. }]
+        ));
+        assert_eq!(driver.workers(), 1);
+        let (_, last) = run_to_end(&mut driver, reaction.step.unwrap());
+        assert!(matches!(last, FromWorker::Finished { .. }));
+    }
+
+    #[test]
+    fn a_compute_worker_refuses_jobs_on_data_it_does_not_hold() {
+        let mut worker = ComputeWorker::new();
+        let data = DMatrix::from_fn(12, 2, |r, c| (r * 2 + c) as f64 / 7.0);
+        let dispatch = Dispatch {
+            batch: 4,
+            data_id: 9,
+            jobs: vec![Job::Family {
+                child: 1,
+                parents: std::borrow::Cow::Owned(vec![0]),
+                settings: crate::discovery::family::FamilyScoreSettings::with_inducing(4),
+                seed: 1,
+            }],
+        };
+        let reply = worker.handle(&job_message(&dispatch, 0)).unwrap();
+        let (batch, index, outcome) = read_reply(&reply).unwrap();
+        assert_eq!((batch, index), (4, 0));
+        assert!(outcome.into_value().unwrap_err().contains("no data 9"));
+        assert!(worker.handle(&data_message(9, &data)).is_none());
+        let reply = worker.handle(&job_message(&dispatch, 0)).unwrap();
+        let direct = dispatch.jobs[0].run(&data).into_value().unwrap();
+        let (_, _, outcome) = read_reply(&reply).unwrap();
+        assert_eq!(outcome.into_value().unwrap(), direct);
+        let garbage = worker.handle("{not json").unwrap();
+        assert!(read_reply(&garbage).unwrap().2.into_value().is_err());
+        assert_eq!(compute_workers(0, 4), 3);
+        assert_eq!(compute_workers(0, 1), 1);
+        assert_eq!(compute_workers(0, 64), 8);
+        assert_eq!(compute_workers(3, 1), 3);
     }
 }

@@ -171,6 +171,9 @@ pub enum FromWorker {
         #[serde(skip)]
         session: String,
     },
+    /// How many compute workers run the run's jobs (1: the worker itself), sent when a run
+    /// begins and whenever the number changes (a pool that keeps losing workers falls back to 1).
+    Compute { run_id: u64, workers: usize },
     /// The run has ended (done, stopped or failed): its last snapshot and its result.
     Finished {
         run_id: u64,
@@ -446,4 +449,56 @@ mod test_hook_tests {
         assert!(!test_hooks_shown(true, ""));
         assert!(!test_hooks_shown(true, "#test-hooks-x"));
     }
+}
+
+/// The most compute workers a run may use in the browser.
+pub const MAX_COMPUTE_WORKERS: usize = 8;
+
+/// The compute workers for a run that asked for `requested` (0 = the default) on a browser
+/// reporting `cores` logical cores: one per core but one (the coordinating worker's), at least 1
+/// and at most [`MAX_COMPUTE_WORKERS`].
+pub fn compute_workers(requested: usize, cores: usize) -> usize {
+    let wanted = if requested == 0 {
+        cores.saturating_sub(1)
+    } else {
+        requested
+    };
+    wanted.clamp(1, MAX_COMPUTE_WORKERS)
+}
+
+/// A message from the coordinating worker to one of its compute workers (the message object's
+/// `compute` field, as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ToCompute<'a> {
+    /// The data every later job reads (the rows used, N × D, standardised, column-major), under
+    /// an id the jobs name.
+    Data {
+        data_id: u64,
+        rows: usize,
+        cols: usize,
+        values: std::borrow::Cow<'a, [f64]>,
+    },
+    /// Run job `index` of batch `batch` on data `data_id`.
+    Job {
+        batch: u64,
+        index: usize,
+        data_id: u64,
+        job: Box<crate::discovery::jobs::Job<'a>>,
+    },
+}
+
+/// A compute worker's answer (the message object's `computed` field, as JSON).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum FromCompute {
+    Done {
+        batch: u64,
+        index: usize,
+        outcome: crate::discovery::jobs::Outcome,
+    },
+    /// The job could not be run at all (no data under its id, a message it could not read).
+    Refused {
+        batch: u64,
+        index: usize,
+        message: String,
+    },
 }

@@ -9,7 +9,7 @@ use occam::discovery::cgp::{
     SubsetScaling, Variable,
 };
 use occam::discovery::knowledge::Knowledge;
-use occam::engine::{Session, Status};
+use occam::engine::{Session, Status, CHECKPOINT_FORMAT};
 use occam::gp::adam::AdamSettings;
 use occam::gp::collapsed::{FitSettings, GpInitialisation};
 use rand::{Rng, SeedableRng};
@@ -85,8 +85,8 @@ fn the_objective_gradient_matches_finite_differences() {
     )
     .unwrap();
     // F·scale + log p(θ), and its gradient with the prior's −10 per θ added through softplus.
-    let value = |c: &Component| c.evaluate(1e-6).unwrap().0 + c.log_prior();
-    let (_, mut grad) = c.evaluate(1e-6).unwrap();
+    let value = |c: &Component| c.evaluate(&data, 1e-6).unwrap().0 + c.log_prior();
+    let (_, mut grad) = c.evaluate(&data, 1e-6).unwrap();
     c.add_edge_gradient(&mut grad, &[-10.0, -10.0]);
     let raw0 = c.raw().to_vec();
     let h = 1e-5;
@@ -504,17 +504,17 @@ fn pruning_by_evidence_drops_an_irrelevant_parent_and_keeps_the_cause() {
         &mut rng,
     )
     .unwrap();
-    let start = with.objective(1e-6).unwrap();
-    let with_value = with.refine(1e-6, 200).unwrap();
+    let start = with.objective(&data, 1e-6).unwrap();
+    let with_value = with.refine(&data, 1e-6, 200).unwrap();
     assert!(
         with_value >= start - 1e-9,
         "refine went down: {start} -> {with_value}"
     );
     let absent_prior = 2.0 * 10f64.ln();
     let without = |j: usize| {
-        let mut c = with.without_parent(&data, j);
+        let mut c = with.without_parent(j);
         assert_eq!(c.parents(), &[1 - j][..]);
-        c.refine(1e-6, 200).unwrap() + absent_prior
+        c.refine(&data, 1e-6, 200).unwrap() + absent_prior
     };
     let without_junk = without(1);
     let without_cause = without(0);
@@ -754,11 +754,15 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
             Session::resume(&text, 1, Some(data.fingerprint() ^ 1)),
             Err(CheckpointError::OtherData { .. })
         ));
-        let other = text.replacen("\"format\":1", "\"format\":99", 1);
+        let other = text.replacen(
+            &format!("\"format\":{CHECKPOINT_FORMAT}"),
+            "\"format\":99",
+            1,
+        );
         let err = Session::resume(&other, 1, None).unwrap_err();
         assert!(err.to_string().contains("format 99"), "{err}");
         assert!(matches!(
-            Session::resume("{\"format\":1}", 1, None),
+            Session::resume(&format!("{{\"format\":{CHECKPOINT_FORMAT}}}"), 1, None),
             Err(CheckpointError::Unreadable(_))
         ));
         // Parts that disagree are refused before anything indexes with them.

@@ -3,9 +3,10 @@
 //! and the closed-form floor.
 
 use nalgebra::DMatrix;
-use occam::backend::Pool;
-use occam::discovery::exact::{fit_families, CacheKey, ScoreCache, FAMILY_SCORE_VERSION};
+use occam::backend::{CpuBackend, Pool};
+use occam::discovery::exact::{CacheKey, ScoreCache, FAMILY_SCORE_VERSION};
 use occam::discovery::family::{family_score, FamilyKey, FamilyScoreSettings};
+use occam::engine::fit_families;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -63,7 +64,7 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
         &data,
         &todo,
         &mut one,
-        &Pool::new(1).unwrap(),
+        &CpuBackend::new(Pool::new(1).unwrap()),
         |_, _| {
             calls.fetch_add(1, Ordering::Relaxed);
         },
@@ -81,7 +82,7 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
         &data,
         &todo,
         &mut two,
-        &Pool::new(2).unwrap(),
+        &CpuBackend::new(Pool::new(2).unwrap()),
         |_, _| {},
         || false,
     );
@@ -100,7 +101,7 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
         &data,
         &todo,
         &mut stopped,
-        &Pool::new(2).unwrap(),
+        &CpuBackend::new(Pool::new(2).unwrap()),
         |_, _| {},
         || true,
     );
@@ -115,7 +116,7 @@ fn the_cache_round_trips_and_refuses_other_settings_or_data() {
         &data,
         &[(2, vec![0])],
         &mut cache,
-        &Pool::serial(),
+        &CpuBackend::serial(),
         |_, _| {},
         || false,
     );

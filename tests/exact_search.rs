@@ -3,12 +3,11 @@
 //! DAG, and a stop keeping what was fitted.
 
 use nalgebra::DMatrix;
-use occam::backend::Pool;
-use occam::discovery::exact::{
-    run_exact, CacheKey, ExactError, ExactSettings, GraphPrior, ScoreCache,
-};
+use occam::backend::{CpuBackend, Pool};
+use occam::discovery::exact::{CacheKey, ExactError, ExactSettings, GraphPrior, ScoreCache};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::discovery::knowledge::Knowledge;
+use occam::engine::run_exact;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -64,7 +63,7 @@ fn the_exact_search_counts_its_fits_and_reuses_them() {
         &Knowledge::none(3),
         &settings(),
         &mut scores,
-        &Pool::new(2).unwrap(),
+        &CpuBackend::new(Pool::new(2).unwrap()),
         |_, _, _| {
             calls.fetch_add(1, Ordering::Relaxed);
         },
@@ -95,7 +94,7 @@ fn the_exact_search_counts_its_fits_and_reuses_them() {
         &forbid,
         &settings(),
         &mut scores,
-        &Pool::new(2).unwrap(),
+        &CpuBackend::new(Pool::new(2).unwrap()),
         |_, _, _| {},
         || false,
     )
@@ -121,7 +120,7 @@ fn a_stop_keeps_the_families_fitted_and_searches_over_them() {
         &Knowledge::none(3),
         &settings(),
         &mut empty,
-        &Pool::new(1).unwrap(),
+        &CpuBackend::new(Pool::new(1).unwrap()),
         |_, _, _| {},
         || true,
     );
@@ -135,7 +134,7 @@ fn a_stop_keeps_the_families_fitted_and_searches_over_them() {
         &Knowledge::none(3),
         &settings(),
         &mut partial,
-        &Pool::new(1).unwrap(),
+        &CpuBackend::new(Pool::new(1).unwrap()),
         |_, _, _| {
             fitted.fetch_add(1, Ordering::Relaxed);
         },
@@ -155,7 +154,7 @@ fn a_stop_keeps_the_families_fitted_and_searches_over_them() {
         &Knowledge::none(3),
         &bad,
         &mut cache(),
-        &Pool::new(1).unwrap(),
+        &CpuBackend::new(Pool::new(1).unwrap()),
         |_, _, _| {},
         || false,
     );
@@ -173,7 +172,7 @@ fn stepping_one_family_at_a_time_gives_the_same_answer_as_the_batch_run() {
         &Knowledge::none(3),
         &settings(),
         &mut batch_cache,
-        &Pool::new(2).unwrap(),
+        &CpuBackend::new(Pool::new(2).unwrap()),
         |_, _, _| {},
         || false,
     )

@@ -109,7 +109,7 @@ fn the_search_keeps_the_latent_on_where_the_noise_is_not_additive() {
     let mut c =
         Component::new(&table, 1, &[0], &init, 1e-6, RowWeight::ONE, adam, &mut rng).unwrap();
     for _ in 0..400 {
-        let (_, mut g) = c.evaluate(1e-6).unwrap();
+        let (_, mut g) = c.evaluate(&table, 1e-6).unwrap();
         c.add_edge_gradient(&mut g, &[-10.0]);
         c.ascend(&g);
     }

@@ -3,12 +3,13 @@
 //! orients a clear non-linear pair.
 
 use nalgebra::DMatrix;
-use occam::backend::Pool;
+use occam::backend::{CpuBackend, Pool};
 use occam::data::standardise;
 use occam::discovery::bivariate::{direction_evidence_by_family, Direction};
-use occam::discovery::exact::{run_exact, CacheKey, ExactSettings, GraphPrior, ScoreCache};
+use occam::discovery::exact::{CacheKey, ExactSettings, GraphPrior, ScoreCache};
 use occam::discovery::family::{family_score, FamilyScoreSettings};
 use occam::discovery::knowledge::Knowledge;
+use occam::engine::run_exact;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -54,7 +55,7 @@ fn the_pair_gap_is_the_exact_searchs_score_gap_of_the_two_one_edge_dags() {
         &Knowledge::none(2),
         &settings,
         &mut cache,
-        &Pool::new(1).unwrap(),
+        &CpuBackend::new(Pool::new(1).unwrap()),
         |_, _, _| {},
         || false,
     )

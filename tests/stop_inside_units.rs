@@ -10,12 +10,13 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::Pool;
+use occam::backend::{CpuBackend, Pool};
 use occam::data::Dataset;
 use occam::discovery::cgp::{Method, Preset, SearchSettings};
-use occam::discovery::exact::{fit_families, CacheKey, ScoreCache};
+use occam::discovery::exact::{CacheKey, ScoreCache};
 use occam::discovery::family::{family_score, FamilyScoreSettings};
 use occam::discovery::knowledge::Knowledge;
+use occam::engine::fit_families;
 use occam::engine::{Session, Status};
 use occam::gp::collapsed::{CollapsedModel, FitError, FitSettings};
 use occam::heartbeat::{self, StopFlag};
@@ -111,7 +112,7 @@ fn families_cut_short_are_not_cached_and_the_rest_are_exact() {
             &data,
             &todo,
             &mut cut,
-            &Pool::new(1).unwrap(),
+            &CpuBackend::new(Pool::new(1).unwrap()),
             |_, _| {},
             || false,
         );
@@ -128,7 +129,7 @@ fn families_cut_short_are_not_cached_and_the_rest_are_exact() {
         &data,
         &todo,
         &mut whole,
-        &Pool::new(1).unwrap(),
+        &CpuBackend::new(Pool::new(1).unwrap()),
         |_, _| {},
         || false,
     );

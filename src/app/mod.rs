@@ -140,6 +140,8 @@ pub struct Truth {
 #[derive(Clone, Copy)]
 pub struct AppState {
     pub backend: RwSignal<BackendState>,
+    /// Compute workers of the current or last run (1: the worker computes alone).
+    pub compute_workers: RwSignal<Option<usize>>,
     pub data: RwSignal<DataState>,
     pub run: RwSignal<RunState>,
     pub snapshot: RwSignal<Option<Snapshot>>,
@@ -189,6 +191,7 @@ impl AppState {
     fn new() -> Self {
         Self {
             backend: RwSignal::new(BackendState::Probing),
+            compute_workers: RwSignal::new(None),
             data: RwSignal::new(DataState::Empty),
             run: RwSignal::new(RunState::Idle),
             snapshot: RwSignal::new(None),
@@ -411,6 +414,8 @@ impl AppState {
             | FromWorker::Finished { run_id, .. }
                 if run_id != self.run_seq.get_value() => {}
             FromWorker::Checkpoint { result, .. } => self.checkpoint.set_value(Some(*result)),
+            FromWorker::Compute { run_id, .. } if run_id != self.run_seq.get_value() => {}
+            FromWorker::Compute { workers, .. } => self.compute_workers.set(Some(workers)),
             FromWorker::Saved { run_id, .. } if run_id != self.run_seq.get_value() => {}
             FromWorker::Saved { session, .. } => self.saved_run.set(Some(session)),
             FromWorker::LoadProgress {
@@ -782,9 +787,25 @@ fn BackendBadge() -> impl IntoView {
         _ => "Where the Web Worker computes".to_string(),
     }
     };
+    let workers = move || {
+        state.compute_workers.get().map(|n| {
+            let text = if n == 1 {
+                "1 worker computes".to_string()
+            } else {
+                format!("{n} workers compute")
+            };
+            view! {
+                <span class="badge" data-testid="worker-count" data-workers=n.to_string()
+                    title="Web Workers running this run's numeric work in parallel (set under Settings; the graph does not depend on it)">
+                    {text}
+                </span>
+            }
+        })
+    };
     view! {
         <span class="badge" data-testid="backend-badge" data-backend=code data-gpu-adapter=adapter title=title>
             {text}
         </span>
+        {workers}
     }
 }

@@ -1,26 +1,34 @@
-//! The per-iteration numerical work of the model behind one trait, so the engine does not care
-//! whether it runs on the CPU (f64, the reference) or, later, on a GPU (f32, WGSL).
+//! Where numeric work runs. The engine hands a [`Backend`] a *batch* of independent
+//! [`Job`]s (bounds and gradients, starting fits, refits, final bounds, family scores) with the
+//! data they read, and gets one [`Outcome`] per job back, in order. Every job is independent of
+//! the others and serialises, so a backend may run them on this thread, on a thread pool
+//! ([`CpuBackend`]), in other Web Workers, or (later) batch the bound evaluations of one shape into
+//! one GPU dispatch. The outcome of a job never depends on where it ran.
 //!
-//! Owns: [`Backend`] and the CPU implementation [`CpuBackend`]. The unit of work is a *batch* of
-//! independent bound evaluations, one per (restart, variable): all share the shapes (M, D, S, b),
-//! which is what lets a GPU run them as one dispatch over a batch dimension.
+//! Owns: [`Backend`], the CPU implementation [`CpuBackend`], and [`Pool`], the one way work fans
+//! out over threads.
 
 pub mod pool;
 
+use std::fmt;
+
+use nalgebra::DMatrix;
+
+pub use crate::discovery::jobs::{Job, Outcome};
 pub use pool::{available_threads, Pool, PoolError, MAX_POOL_THREADS};
 
-use crate::gp::linalg::CholeskyError;
-use crate::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
-
-/// Computes uncollapsed bounds, gradients and natural-gradient statistics for batches of
-/// independent problems.
-pub trait Backend {
-    /// Name shown to users ("CPU (f64)", "WebGPU (f32)", …).
+/// Runs batches of independent jobs.
+pub trait Backend: fmt::Debug + Send + Sync {
+    /// Name shown to users ("CPU (f64, 4 threads)", "WebGPU (f32)", …).
     fn name(&self) -> String;
 
-    /// Evaluates every problem of the batch. Results are in the order of `batch`; a numerical
-    /// failure in one problem (a Cholesky that cannot be repaired) does not affect the others.
-    fn evaluate(&mut self, batch: &[SvgpInput<'_>]) -> Vec<Result<SvgpOutput, CholeskyError>>;
+    /// How many jobs it runs at once (threads, workers); drivers size their batches by it.
+    fn width(&self) -> usize;
+
+    /// Runs every job of `jobs` on `data` (the rows used, N × D, standardised). Outcomes are in
+    /// the order of `jobs`; a failure in one job (a Cholesky that cannot be repaired) is that
+    /// job's outcome and does not affect the others.
+    fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome>;
 }
 
 /// The f64 reference on the CPU, spread over a [`Pool`] (one thread in the browser's worker).
@@ -34,6 +42,11 @@ impl CpuBackend {
     pub fn new(pool: Pool) -> Self {
         Self { pool }
     }
+
+    /// The calling thread only.
+    pub fn serial() -> Self {
+        Self::new(Pool::serial())
+    }
 }
 
 impl Backend for CpuBackend {
@@ -45,7 +58,11 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn evaluate(&mut self, batch: &[SvgpInput<'_>]) -> Vec<Result<SvgpOutput, CholeskyError>> {
-        self.pool.map(batch, bound_and_gradient)
+    fn width(&self) -> usize {
+        self.pool.threads()
+    }
+
+    fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome> {
+        self.pool.map(jobs, |job| job.run(data))
     }
 }

@@ -1,17 +1,19 @@
 //! The exact search inside a session (`method` exact or hybrid): [`ExactSearch`] advances an
-//! [`ExactRun`] a batch of families per unit of work (one family in the browser, a few per thread
-//! natively), times the fits for the time left, and keeps the outcome once every planned family is
-//! scored or the run is stopped.
+//! [`ExactRun`] a batch of families per unit of work (one family on one thread, a few per thread
+//! or worker otherwise), times the fits for the time left, and keeps the outcome once every
+//! planned family is scored or the run is stopped. [`run_exact`] drives a whole exact search on a
+//! backend outside a session.
 
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
-use super::clock::now_seconds;
-use crate::backend::Pool;
+use std::borrow::Cow;
+
+use crate::backend::{Backend, Job, Outcome};
 use crate::discovery::exact::{
-    fit_families, CacheKey, ExactError, ExactOutcome, ExactRun, ExactSettings, ExactStage as Stage,
-    ScoreCache,
+    CacheKey, ExactError, ExactOutcome, ExactRun, ExactSettings, ExactStage as Stage, ScoreCache,
 };
+use crate::discovery::family::{FamilyKey, FamilyScore};
 use crate::discovery::knowledge::Knowledge;
 
 /// Families handed out per thread in one unit natively: enough to balance slow and fast fits
@@ -110,32 +112,43 @@ impl ExactSearch {
         }
     }
 
-    /// Fits the next batch of families on `data` (one family with one thread, a few per thread
-    /// otherwise), then plans the next stage or computes the outcome when none is left.
-    pub fn unit(&mut self, data: &DMatrix<f64>, pool: &Pool) {
+    /// The next families to fit for a backend `width` jobs wide: one family with one thread, a
+    /// few per thread otherwise.
+    pub fn next_batch(&self, width: usize) -> Vec<FamilyKey> {
+        let batch_size = if width <= 1 {
+            1
+        } else {
+            width * FAMILIES_PER_THREAD
+        };
+        self.run.todo().iter().take(batch_size).cloned().collect()
+    }
+
+    /// The jobs fitting `keys` with the cache's family settings and seed.
+    pub fn family_jobs<'a>(&self, keys: &'a [FamilyKey]) -> Vec<Job<'a>> {
+        family_jobs(keys, self.run.cache())
+    }
+
+    /// Keeps the scores of `keys` (the outcomes of [`ExactSearch::family_jobs`], fitted in
+    /// `seconds` on a backend `width` jobs wide), then plans the next stage or computes the
+    /// outcome when none is left.
+    pub fn apply(
+        &mut self,
+        keys: Vec<FamilyKey>,
+        outcomes: Vec<Outcome>,
+        seconds: f64,
+        width: usize,
+    ) {
         if self.finished() {
             return;
         }
-        let threads = pool.threads();
-        let batch_size = if threads == 1 {
-            1
-        } else {
-            threads * FAMILIES_PER_THREAD
-        };
-        let batch: Vec<_> = self.run.todo().iter().take(batch_size).cloned().collect();
-        let t0 = now_seconds();
-        fit_families(
-            data,
-            &batch,
-            self.run.cache_mut(),
-            pool,
-            |_, _| {},
-            || false,
-        );
-        self.fitted += batch.len();
-        if !batch.is_empty() {
-            // Thread-seconds per family, so the time left divides by the threads again.
-            let per = (now_seconds() - t0) * threads.min(batch.len()) as f64 / batch.len() as f64;
+        let fitted = keys.len();
+        for (key, outcome) in keys.into_iter().zip(outcomes) {
+            self.run.cache_mut().insert(key, family_score_of(outcome));
+        }
+        self.fitted += fitted;
+        if fitted > 0 {
+            // Thread-seconds per family, so the time left divides by the width again.
+            let per = seconds * width.min(fitted) as f64 / fitted as f64;
             self.family_seconds = Some(self.family_seconds.map_or(per, |s| 0.8 * s + 0.2 * per));
         }
         if let Err(e) = self.run.advance() {
@@ -181,4 +194,103 @@ impl ExactSearch {
         self.family_seconds
             .map(|per| left as f64 * per / threads.max(1) as f64)
     }
+}
+
+/// The jobs fitting `keys` with `cache`'s family settings and seed.
+pub fn family_jobs<'a>(keys: &'a [FamilyKey], cache: &ScoreCache) -> Vec<Job<'a>> {
+    keys.iter()
+        .map(|(child, parents)| Job::Family {
+            child: *child,
+            parents: Cow::Borrowed(parents),
+            settings: cache.key.settings,
+            seed: cache.key.seed,
+        })
+        .collect()
+}
+
+fn family_score_of(outcome: Outcome) -> Result<FamilyScore, String> {
+    match outcome {
+        Outcome::Family(score) => score,
+        other => Err(format!("a family fit came back as {}", other.kind())),
+    }
+}
+
+/// Fits every family of `todo` on `data` (N × D, standardised) on `backend` and stores the
+/// scores in `cache`, a batch of the backend's width at a time, calling `done(k, total)` for
+/// each family once its batch is back. `stop()` is checked between batches: what was fitted before it is kept. A stop
+/// request on the watched flag ([`crate::heartbeat`]) also ends the batch being fitted, which is
+/// then not kept.
+pub fn fit_families(
+    data: &DMatrix<f64>,
+    todo: &[FamilyKey],
+    cache: &mut ScoreCache,
+    backend: &dyn Backend,
+    done: impl Fn(usize, usize),
+    stop: impl Fn() -> bool,
+) {
+    let width = backend.width();
+    let batch = if width <= 1 {
+        1
+    } else {
+        width * FAMILIES_PER_THREAD
+    };
+    let mut finished = 0;
+    for keys in todo.chunks(batch) {
+        if stop() || crate::heartbeat::interrupted() {
+            return;
+        }
+        let outcomes = backend.run(data, &family_jobs(keys, cache));
+        // Fits cut short by a stop request are no scores: they are left for a later run.
+        if crate::heartbeat::interrupted() {
+            return;
+        }
+        for (key, outcome) in keys.iter().zip(outcomes) {
+            cache.insert(key.clone(), family_score_of(outcome));
+            finished += 1;
+            done(finished, todo.len());
+        }
+    }
+}
+
+/// Runs both stages of the exact search on `data` (N × D, standardised) with `cache` holding any
+/// scores already known, on `backend`; `progress(stage, done, total)` after each batch of
+/// families, with `total` known before the stage starts (stage 1 screening, 2 families); `stop()`
+/// ends the run between batches: the cache keeps what was fitted and the DAG is the best over
+/// those families.
+pub fn run_exact(
+    data: &DMatrix<f64>,
+    knowledge: &Knowledge,
+    settings: &ExactSettings,
+    cache: &mut ScoreCache,
+    backend: &dyn Backend,
+    progress: impl Fn(usize, usize, usize),
+    stop: impl Fn() -> bool,
+) -> Result<ExactOutcome, ExactError> {
+    ExactRun::check(data.ncols(), knowledge, settings)?;
+    let taken = std::mem::replace(cache, ScoreCache::new(cache.key.clone()));
+    let mut run = ExactRun::new(data.ncols(), knowledge.clone(), *settings, taken)?;
+    let mut work = || -> Result<ExactOutcome, ExactError> {
+        while run.stage() != Stage::Scored && !stop() {
+            let stage = if run.stage() == Stage::Screening {
+                1
+            } else {
+                2
+            };
+            let todo = run.todo().to_vec();
+            let (before, total) = run.stage_progress();
+            fit_families(
+                data,
+                &todo,
+                run.cache_mut(),
+                backend,
+                |k, _| progress(stage, before + k, total),
+                &stop,
+            );
+            run.advance()?;
+        }
+        run.outcome()
+    };
+    let outcome = work();
+    *cache = run.into_cache();
+    outcome
 }

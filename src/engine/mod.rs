@@ -8,6 +8,7 @@ pub mod output;
 pub mod session;
 
 pub use clock::now_seconds;
+pub use exact_search::{fit_families, run_exact};
 pub use session::{
     CheckpointError, RestartProgress, RunResult, Session, SessionError, Snapshot, Status,
     TracePoint, CHECKPOINT_FORMAT, MAX_TRACE_POINTS,

@@ -2,10 +2,17 @@
 //! amount of work and returns a [`Snapshot`]; the CLI, the Web Worker, tests and benchmarks all
 //! drive the same type.
 //!
-//! All restarts advance together: each iteration evaluates every variable of every running restart
-//! (on scoped threads natively, one after another in the browser), then each restart applies its
-//! own step. Every random choice flows from the session's seed: the row subset from `seed`, restart
-//! r from `seed + 1 + r`.
+//! Work comes in units, and every unit's numeric work is a batch of independent
+//! [`Job`]s that goes through the session's [`Backend`] (a thread pool natively):
+//! [`Session::begin_unit`] prepares a unit, [`Session::unit_jobs`] lists its jobs and
+//! [`Session::finish_unit`] takes their outcomes. [`Session::step`] does that in a loop; a driver
+//! that runs jobs elsewhere (the browser's pool of compute workers) calls the three itself.
+//!
+//! All restarts advance together: each iteration evaluates every variable of every running
+//! restart, then each restart applies its own step; between iterations, every restart that needs
+//! a start, a refit or its final bounds gets it in the same unit. Every random choice flows from
+//! the session's seed: the row subset from `seed`, restart r from `seed + 1 + r`; the width of the
+//! backend changes how work is batched, never a result.
 
 use nalgebra::DMatrix;
 use rand::SeedableRng;
@@ -14,14 +21,17 @@ use serde::{Deserialize, Serialize};
 
 use super::clock::now_seconds;
 use super::exact_search::{cache_key, ExactProgress, ExactSearch};
-use crate::backend::{Pool, PoolError};
+use std::sync::Arc;
+
+use crate::backend::{Backend, CpuBackend, Pool, PoolError};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
     DagRule, Evaluation, FaultEvent, Method, Phase, PhaseEnd, Preset, Problem, Restart,
-    RestartOutcome, RestartSelection, SearchSettings, Terms, Variable,
+    RestartOutcome, RestartSelection, SearchSettings, Terms,
 };
 use crate::discovery::exact::{ExactRun, GraphPosterior, ScoreCache};
-use crate::discovery::family::{families, family_evidence, FamilyCache, FamilyKey};
+use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings};
+use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
 use crate::gp::collapsed::NOISE_VARIANCE_FLOOR;
 use crate::gp::resolution::resolution_noise_floor;
@@ -228,7 +238,7 @@ pub struct ExactSummary {
 }
 
 /// The format number written in every checkpoint; raised whenever the session's layout changes.
-pub const CHECKPOINT_FORMAT: u32 = 1;
+pub const CHECKPOINT_FORMAT: u32 = 2;
 
 /// A checkpoint file: the format, the version that wrote it, and the session.
 #[derive(Serialize, Deserialize)]
@@ -271,10 +281,16 @@ pub struct Session {
     elapsed: f64,
     iteration_seconds: Option<f64>,
     stopped: bool,
-    /// Where every parallel evaluation of this run goes (`settings.threads` workers); made again
-    /// when a session is resumed.
+    /// Where every job of this run goes (natively a pool of `settings.threads` threads); made
+    /// again when a session is resumed.
+    #[serde(skip, default = "serial_backend")]
+    backend: Arc<dyn Backend>,
+    /// The unit handed out and not yet finished.
     #[serde(skip)]
-    pool: Pool,
+    pending: Option<PendingUnit>,
+    /// Jobs the last unit could run at once (for the time left).
+    #[serde(skip, default = "one")]
+    width: usize,
     /// Terms of the iterations done since the last `step` returned.
     trace: Vec<TracePoint>,
     /// Family evidences of the finished restarts' DAGs (`RestartSelection::GraphEvidence`).
@@ -373,7 +389,7 @@ impl Session {
             &settings.exact,
             seed,
         ));
-        let pool = Pool::new(settings.threads)?;
+        let backend = Arc::new(CpuBackend::new(Pool::new(settings.threads)?));
         Ok(Self {
             names: dataset.names().to_vec(),
             fingerprint: dataset.fingerprint(),
@@ -390,7 +406,9 @@ impl Session {
             elapsed: 0.0,
             iteration_seconds: None,
             stopped: false,
-            pool,
+            width: backend.width(),
+            backend,
+            pending: None,
             trace: Vec::new(),
             families: FamilyCache::default(),
             family_seconds: None,
@@ -460,7 +478,9 @@ impl Session {
             .validate()
             .map_err(|e| CheckpointError::Unreadable(format!("its settings are invalid: {e}")))?;
         session.problem.settings.threads = threads;
-        session.pool = Pool::new(threads).map_err(SessionError::from)?;
+        session.set_backend(Arc::new(CpuBackend::new(
+            Pool::new(threads).map_err(SessionError::from)?,
+        )));
         session.stop_flag = StopFlag::new();
         Ok(session)
     }
@@ -598,47 +618,39 @@ impl Session {
         pending
     }
 
-    /// Fits up to `threads` pending families (in parallel natively), then, once none is left,
-    /// records each finished restart's graph evidence.
-    fn rescore_unit(&mut self) {
-        let t0 = now_seconds();
-        let batch: Vec<FamilyKey> = self
-            .pending_families()
-            .into_iter()
-            .take(self.pool.threads())
-            .collect();
-        let s = &self.problem.settings;
-        let data = &self.problem.data;
-        let seed = self.seed;
-        let fit = |(child, parents): &FamilyKey| {
-            let inducing = s.inducing_for(parents.len() + 1);
-            family_evidence(data, *child, parents, inducing, seed)
-        };
-        let values = self.pool.map(&batch, fit);
-        if heartbeat::interrupted() {
-            // Fits cut short are no evidence; the step ends the run.
+    /// Records the graph evidence of every finished restart once every family of their DAGs is
+    /// fitted.
+    fn record_graph_evidence(&mut self) {
+        if !self.pending_families().is_empty() {
             return;
         }
-        let fitted = batch.len();
-        for (key, value) in batch.into_iter().zip(values) {
-            self.families.insert(key, value);
-        }
-        let per_family = (now_seconds() - t0) / fitted.max(1) as f64;
-        self.family_seconds = Some(
-            self.family_seconds
-                .map_or(per_family, |s| 0.8 * s + 0.2 * per_family),
-        );
-        if self.pending_families().is_empty() {
-            let d = self.names.len();
-            for r in &mut self.restarts {
-                let value = r
-                    .outcome()
-                    .and_then(|o| self.families.graph_evidence(d, &o.edges));
-                if let Some(Ok(v)) = value {
-                    r.set_graph_evidence(v);
-                }
+        let d = self.names.len();
+        for r in &mut self.restarts {
+            let value = r
+                .outcome()
+                .and_then(|o| self.families.graph_evidence(d, &o.edges));
+            if let Some(Ok(v)) = value {
+                r.set_graph_evidence(v);
             }
         }
+    }
+
+    /// How a family of a restart's DAG is fitted: the default family fit with the run's M for
+    /// its size.
+    fn rescore_settings(&self, parents: usize) -> FamilyScoreSettings {
+        FamilyScoreSettings::with_inducing(self.problem.settings.inducing_for(parents + 1))
+    }
+
+    /// Where this session's jobs go.
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    /// Sends this session's jobs to `backend` from the next unit on (any backend gives the same
+    /// result; it changes only where and how fast the work runs).
+    pub fn set_backend(&mut self, backend: Arc<dyn Backend>) {
+        self.width = backend.width();
+        self.backend = backend;
     }
 
     /// The flag that stops this session from any thread: raising it ends the unit of work being
@@ -649,7 +661,7 @@ impl Session {
     }
 
     /// Works for about `budget_seconds` (at least one unit of work, unless a stop was requested),
-    /// then returns a snapshot.
+    /// running each unit's jobs on the session's backend, then returns a snapshot.
     pub fn step(&mut self, budget_seconds: f64) -> Snapshot {
         let start = now_seconds();
         let _watch = heartbeat::watch(Some(self.stop_flag.clone()));
@@ -657,82 +669,215 @@ impl Session {
             if self.stop_flag.is_raised() {
                 self.stop();
             }
-            if self.is_finished() {
+            if self.is_finished() || !self.begin_unit(self.backend.width()) {
                 break;
             }
-            self.work_unit();
+            let outcomes = self.backend.run(&self.problem.data, &self.unit_jobs());
+            if heartbeat::interrupted() {
+                // A unit cut short is dropped whole: no restart sees half an iteration as
+                // faults, no family a fit stopped half-way as its score.
+                self.abandon_unit();
+            } else {
+                self.finish_unit(outcomes);
+            }
             if now_seconds() - start >= budget_seconds {
                 break;
             }
         }
-        self.elapsed += now_seconds() - start;
+        self.report()
+    }
+
+    /// The snapshot now, with the objective terms of the iterations since the last report.
+    pub fn report(&mut self) -> Snapshot {
         let mut snapshot = self.snapshot();
         snapshot.trace = thin(std::mem::take(&mut self.trace), MAX_TRACE_POINTS);
         snapshot
     }
 
-    /// One unit: the pending non-iteration work of one restart, or else one iteration of all
-    /// restarts that are iterating.
-    fn work_unit(&mut self) {
-        if self.rescoring() {
-            return self.rescore_unit();
+    /// The data every job of this session reads (the rows used, N × D, standardised).
+    pub fn data(&self) -> &DMatrix<f64> {
+        &self.problem.data
+    }
+
+    /// Prepares the next unit of work for a backend that runs `width` jobs at once, and says
+    /// whether there is one (false once the run is finished or stopped). A unit is the families
+    /// of the restarts' DAGs still to fit, a batch of the exact search, every restart's pending
+    /// work between iterations, or one iteration of every iterating restart. Work that needs no
+    /// numerics (planning the exact search, thresholding) is done here. A unit already begun
+    /// stays the one handed out.
+    pub fn begin_unit(&mut self, width: usize) -> bool {
+        if self.pending.is_some() {
+            return true;
         }
-        if self.exact_due() {
-            return self.start_exact();
+        let width = width.max(1);
+        self.width = width;
+        loop {
+            if self.stopped || self.is_finished() {
+                return false;
+            }
+            let unit = if self.rescoring() {
+                Unit::Rescore(self.pending_families().into_iter().take(width).collect())
+            } else if self.exact_due() {
+                self.start_exact();
+                continue;
+            } else if let Some(x) = self.exact.as_ref().filter(|x| !x.finished()) {
+                Unit::Exact(x.next_batch(width))
+            } else if self
+                .restarts
+                .iter()
+                .any(|r| !r.finished() && !r.wants_evaluation())
+            {
+                // Each restart has its own random stream, so doing their chores together
+                // changes no result.
+                let problem = &self.problem;
+                Unit::Chores(
+                    self.restarts
+                        .iter_mut()
+                        .enumerate()
+                        .filter(|(_, r)| !r.finished() && !r.wants_evaluation())
+                        .map(|(k, r)| (k, r.chore(problem)))
+                        .collect(),
+                )
+            } else {
+                let mut iterating = Vec::new();
+                for (k, r) in self.restarts.iter_mut().enumerate() {
+                    if r.wants_evaluation() {
+                        r.draw_seeds();
+                        iterating.push(k);
+                    }
+                }
+                Unit::Iteration(iterating)
+            };
+            self.pending = Some(PendingUnit {
+                unit,
+                started: now_seconds(),
+            });
+            return true;
         }
-        if let Some(x) = self.exact.as_mut().filter(|x| !x.finished()) {
-            return x.unit(&self.problem.data, &self.pool);
+    }
+
+    /// The jobs of the unit begun, in the order their outcomes are expected (none when no unit is
+    /// begun or the unit needs no numeric work).
+    pub fn unit_jobs(&self) -> Vec<Job<'_>> {
+        let Some(pending) = &self.pending else {
+            return Vec::new();
+        };
+        match &pending.unit {
+            Unit::Rescore(keys) => keys
+                .iter()
+                .map(|(child, parents)| Job::Family {
+                    child: *child,
+                    parents: std::borrow::Cow::Borrowed(parents),
+                    settings: self.rescore_settings(parents.len()),
+                    seed: self.seed,
+                })
+                .collect(),
+            Unit::Exact(keys) => self
+                .exact
+                .as_ref()
+                .map_or_else(Vec::new, |x| x.family_jobs(keys)),
+            Unit::Chores(chores) => chores
+                .iter()
+                .flat_map(|(_, jobs)| jobs.iter().cloned())
+                .collect(),
+            Unit::Iteration(positions) => positions
+                .iter()
+                .flat_map(|&k| self.restarts[k].evaluation_jobs())
+                .collect(),
         }
-        let problem = &self.problem;
-        // Non-iteration work (a variable's starting fit, thresholding) for one restart per unit,
-        // so a unit stays short however many restarts there are. Each restart has its own random
-        // stream, so the order does not change any result.
-        if let Some(r) = self
-            .restarts
-            .iter_mut()
-            .find(|r| !r.finished() && !r.wants_evaluation())
-        {
-            r.advance(problem);
+    }
+
+    fn unit_job_count(&self) -> usize {
+        match self.pending.as_ref().map(|p| &p.unit) {
+            None => 0,
+            Some(Unit::Rescore(keys) | Unit::Exact(keys)) => keys.len(),
+            Some(Unit::Chores(chores)) => chores.iter().map(|(_, jobs)| jobs.len()).sum(),
+            Some(Unit::Iteration(positions)) => positions
+                .iter()
+                .map(|&k| self.restarts[k].components().len())
+                .sum(),
+        }
+    }
+
+    /// Completes the unit begun with its jobs' outcomes, in the order of
+    /// [`Session::unit_jobs`]. A job without an outcome (a backend that lost it) counts as a
+    /// failed one, which the restart or family it belongs to handles as any numerical failure.
+    pub fn finish_unit(&mut self, mut outcomes: Vec<Outcome>) {
+        let expected = self.unit_job_count();
+        let Some(PendingUnit { unit, started }) = self.pending.take() else {
             return;
+        };
+        outcomes.truncate(expected);
+        while outcomes.len() < expected {
+            outcomes.push(Outcome::Value(Err(
+                "the backend gave no outcome for this job".into(),
+            )));
         }
-        let t0 = now_seconds();
-        for r in self.restarts.iter_mut().filter(|r| r.wants_evaluation()) {
-            r.draw_seeds();
-        }
-        let jobs: Vec<Job> = self
-            .restarts
-            .iter()
-            .filter(|r| r.wants_evaluation())
-            .flat_map(|r| {
-                r.components()
-                    .iter()
-                    .zip(r.seeds())
-                    .map(move |(c, &seed)| (c, r.jitter(), seed))
-            })
-            .collect();
-        let results = evaluate_all(&jobs, &problem.data, &self.pool);
-        if heartbeat::interrupted() {
-            // An iteration cut short is dropped whole: no restart sees half of it as faults.
-            return;
-        }
-        let mut results = results.into_iter();
-        for r in self.restarts.iter_mut().filter(|r| r.wants_evaluation()) {
-            let evals: Vec<_> = results.by_ref().take(r.components().len()).collect();
-            r.finish_iteration(evals, problem);
-            if let Some(terms) = r.last_terms() {
-                self.trace.push(TracePoint {
-                    restart: r.index(),
-                    iteration: r.iterations(),
-                    phase: r.phase(),
-                    terms,
+        let seconds = now_seconds() - started;
+        self.elapsed += seconds;
+        match unit {
+            Unit::Rescore(keys) => {
+                let fitted = keys.len();
+                for (key, outcome) in keys.into_iter().zip(outcomes) {
+                    self.families.insert(key, outcome.into_value());
+                }
+                // Thread-seconds per family, so the time left divides by the width again.
+                let per_family = seconds * self.width.min(fitted) as f64 / fitted.max(1) as f64;
+                self.family_seconds = Some(
+                    self.family_seconds
+                        .map_or(per_family, |s| 0.8 * s + 0.2 * per_family),
+                );
+                self.record_graph_evidence();
+            }
+            Unit::Exact(keys) => {
+                let width = self.width;
+                if let Some(x) = self.exact.as_mut() {
+                    x.apply(keys, outcomes, seconds, width);
+                }
+            }
+            Unit::Chores(chores) => {
+                let mut outcomes = outcomes.into_iter();
+                for (k, jobs) in chores {
+                    let mine: Vec<Outcome> = outcomes.by_ref().take(jobs.len()).collect();
+                    self.restarts[k].apply_chore(mine, &self.problem);
+                }
+            }
+            Unit::Iteration(positions) => {
+                let mut outcomes = outcomes.into_iter();
+                for k in positions {
+                    let r = &mut self.restarts[k];
+                    let evals: Vec<Result<Evaluation, String>> = outcomes
+                        .by_ref()
+                        .take(r.components().len())
+                        .map(|o| match o {
+                            Outcome::Evaluation(e) => e,
+                            other => Err(format!("an evaluation came back as {}", other.kind())),
+                        })
+                        .collect();
+                    r.finish_iteration(evals, &self.problem);
+                    if let Some(terms) = r.last_terms() {
+                        self.trace.push(TracePoint {
+                            restart: r.index(),
+                            iteration: r.iterations(),
+                            phase: r.phase(),
+                            terms,
+                        });
+                    }
+                }
+                self.iteration_seconds = Some(match self.iteration_seconds {
+                    Some(s) => 0.9 * s + 0.1 * seconds,
+                    None => seconds,
                 });
             }
         }
-        let dt = now_seconds() - t0;
-        self.iteration_seconds = Some(match self.iteration_seconds {
-            Some(s) => 0.9 * s + 0.1 * dt,
-            None => dt,
-        });
+    }
+
+    /// Drops the unit begun (its jobs were cut short by a stop, or their worker died): nothing
+    /// it computed is kept, and the next unit plans the same work again.
+    pub fn abandon_unit(&mut self) {
+        if let Some(p) = self.pending.take() {
+            self.elapsed += now_seconds() - p.started;
+        }
     }
 
     /// Every restart's numerical faults, restart by restart.
@@ -859,7 +1004,7 @@ impl Session {
                 (adj, Vec::new())
             }
         };
-        let remaining_seconds = x.remaining_seconds(self.pool.threads());
+        let remaining_seconds = x.remaining_seconds(self.width);
         let stage_text = match progress.stage {
             crate::discovery::exact::ExactStage::Screening => "screening every one-parent family",
             crate::discovery::exact::ExactStage::Families => {
@@ -967,7 +1112,7 @@ impl Session {
         let status = self.status();
         let remaining_seconds = if self.rescoring() {
             self.family_seconds
-                .map(|per| self.pending_families().len() as f64 * per / self.pool.threads() as f64)
+                .map(|per| self.pending_families().len() as f64 * per / self.width as f64)
         } else if status == Status::Running {
             self.iteration_seconds
                 .map(|per| remaining_iterations as f64 * per)
@@ -1214,10 +1359,6 @@ fn to_rows(m: &DMatrix<f64>) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// A variable to evaluate, at a jitter, with the seed of its minibatch and Monte Carlo draws.
-type Job<'a> = (&'a Variable, f64, u64);
-
-/// Evaluates every job's bound and gradient, in order; on several threads natively.
 /// Keeps at most `max` of `points`, evenly spread, always keeping the last.
 fn thin<T>(points: Vec<T>, max: usize) -> Vec<T> {
     let n = points.len();
@@ -1237,8 +1378,32 @@ fn thin<T>(points: Vec<T>, max: usize) -> Vec<T> {
         .collect()
 }
 
-fn evaluate_all(jobs: &[Job], data: &DMatrix<f64>, pool: &Pool) -> Vec<Result<Evaluation, String>> {
-    pool.map(jobs, |(c, jitter, seed)| c.evaluate(data, *jitter, *seed))
+/// A session made without a backend (deserialised) computes on the calling thread.
+fn serial_backend() -> Arc<dyn Backend> {
+    Arc::new(CpuBackend::new(Pool::serial()))
+}
+
+fn one() -> usize {
+    1
+}
+
+/// A unit of work handed out by [`Session::begin_unit`].
+#[derive(Debug, Clone)]
+enum Unit {
+    /// Families of the finished restarts' DAGs (graph evidence).
+    Rescore(Vec<FamilyKey>),
+    /// A batch of the exact search's families.
+    Exact(Vec<FamilyKey>),
+    /// Restarts' work between iterations: (restart position, its jobs).
+    Chores(Vec<(usize, Vec<Job<'static>>)>),
+    /// One iteration of the restarts at these positions.
+    Iteration(Vec<usize>),
+}
+
+#[derive(Debug, Clone)]
+struct PendingUnit {
+    unit: Unit,
+    started: f64,
 }
 
 /// A plain note when the chosen restart's acyclic phase ran to its cap without h(A) < τ, so the

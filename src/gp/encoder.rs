@@ -26,7 +26,7 @@ pub struct Encoder {
 }
 
 /// Activations kept from a forward pass for the backward pass.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct EncoderTape {
     /// Input of each layer (the batch rows for layer 0), batch × fan-in.
     inputs: Vec<DMatrix<f64>>,

@@ -16,7 +16,7 @@ use std::f64::consts::PI;
 
 /// The latent input of a minibatch: q(w_n) = N(μ_n, Σ_n) and the standard-normal draws ε_sn of the
 /// reparameterisation w_sn = μ_n + √Σ_n ε_sn.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LatentBatch {
     /// Which input column holds w (the variable's own slot, MODEL.md §2.1).
     pub slot: usize,
@@ -49,7 +49,7 @@ pub struct SvgpInput<'a> {
 }
 
 /// The bound's terms: L̂ = (N/b) Σ_n [ (1/S) Σ_s ELL_sn − KLw_n ] − KLu.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SvgpTerms {
     /// (N/b)(1/S) Σ ELL: the scaled expected log-likelihood.
     pub expected_log_lik: f64,
@@ -64,7 +64,7 @@ pub struct SvgpTerms {
 }
 
 /// The gradient of L̂ with respect to every input of the computation.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SvgpGrad {
     pub kernel: KernelGrad,
     pub z: DMatrix<f64>,
@@ -80,14 +80,14 @@ pub struct SvgpGrad {
 
 /// The minibatch statistics of the natural-gradient step (MODEL.md §3.5):
 /// Λ = (c/φ²) L⁻¹ (K_Zt K_Ztᵀ) L⁻ᵀ and r = (c/φ²) L⁻¹ K_Zt y_T, with c = N/(bS).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NatGradStats {
     pub lambda: DMatrix<f64>,
     pub r: DVector<f64>,
 }
 
 /// Everything one evaluation produces.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SvgpOutput {
     pub terms: SvgpTerms,
     pub grad: SvgpGrad,

@@ -7,7 +7,15 @@ pub fn softplus(x: f64) -> f64 {
 }
 
 /// The inverse of softplus for y > 0: x = y + log(−expm1(−y)) (stable for small and large y).
+/// A value of 0 (softplus of a very negative x underflows to it) maps to the x of the smallest
+/// normal y, about −708, not to −∞: a parameter stays finite, so it can be stepped, saved and sent
+/// to another worker as a number.
 pub fn softplus_inverse(y: f64) -> f64 {
+    let y = if (0.0..f64::MIN_POSITIVE).contains(&y) {
+        f64::MIN_POSITIVE
+    } else {
+        y
+    };
     y + (-(-y).exp_m1()).ln()
 }
 
@@ -54,6 +62,11 @@ mod tests {
 
     #[test]
     fn softplus_is_stable_and_inverts() {
+        // Zero (an underflowed softplus) inverts to a finite raw value that maps back near zero.
+        let x0 = softplus_inverse(0.0);
+        assert!(x0.is_finite() && x0 < -700.0, "{x0}");
+        assert!(softplus(x0) < 1e-300);
+        assert!(softplus_inverse(-1.0).is_nan());
         assert_eq!(softplus(1000.0), 1000.0);
         assert!(softplus(-1000.0) >= 0.0 && softplus(-1000.0) < 1e-300);
         assert!((softplus(0.0) - 2f64.ln()).abs() < 1e-16);

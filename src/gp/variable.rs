@@ -89,7 +89,7 @@ pub struct GpCdeVariable {
 }
 
 /// What [`GpCdeVariable::prepare`] drew for one step.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Prepared {
     rows: Vec<usize>,
     x: DMatrix<f64>,

@@ -4,6 +4,7 @@
 
 use crate::discovery::cgp::{Preset, SearchSettings};
 use crate::discovery::exact::GraphPrior;
+use crate::protocol::MAX_COMPUTE_WORKERS;
 
 /// One field of the form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +33,7 @@ const fn field(
 }
 
 /// The form's fields, in display order.
-pub const FIELDS: [FieldSpec; 22] = [
+pub const FIELDS: [FieldSpec; 23] = [
     field(
         "restarts",
         "Restarts",
@@ -43,6 +44,12 @@ pub const FIELDS: [FieldSpec; 22] = [
         "seed",
         "Seed",
         "Every random choice (row subset, starts, Monte Carlo draws) follows from this number.",
+        false,
+    ),
+    field(
+        "workers",
+        "Compute workers",
+        "Web Workers that compute in parallel: \"auto\" is one per core but one (at most 8). The graph does not depend on it.",
         false,
     ),
     field(
@@ -176,6 +183,7 @@ pub fn preset_values(preset: Preset, seed: u64) -> Vec<String> {
         .map(|f| match f.key {
             "restarts" => s.restarts.to_string(),
             "seed" => seed.to_string(),
+            "workers" => "auto".to_string(),
             "max_rows" => rows.clone(),
             "inducing_points" => s.inducing_points.to_string(),
             "inducing_per_input" => s.inducing_per_input.to_string(),
@@ -236,6 +244,21 @@ pub fn parse_settings(preset: Preset, values: &[String]) -> Result<(SearchSettin
                     )
                 })?
             }
+            "workers" => {
+                s.threads = if v.eq_ignore_ascii_case("auto") {
+                    0
+                } else {
+                    match v.parse::<usize>() {
+                        Ok(n) if (1..=MAX_COMPUTE_WORKERS).contains(&n) => n,
+                        _ => {
+                            return Err(format!(
+                                "{}: '{v}' is not \"auto\" or a whole number from 1 to {MAX_COMPUTE_WORKERS}",
+                                f.label
+                            ))
+                        }
+                    }
+                }
+            }
             "max_rows" => {
                 s.max_rows = if v.eq_ignore_ascii_case("all") {
                     usize::MAX
@@ -267,8 +290,8 @@ pub fn parse_settings(preset: Preset, values: &[String]) -> Result<(SearchSettin
             other => return Err(format!("unknown settings field {other}")),
         }
     }
-    // The browser computes on one thread.
-    s.threads = 1;
+    // In the browser, `threads` is the number of compute workers (0: the default for the
+    // browser's cores, `protocol::compute_workers`).
     s.validate()?;
     Ok((s, seed))
 }
@@ -287,7 +310,7 @@ mod tests {
         for preset in Preset::ALL {
             let (settings, seed) = parse_settings(preset, &preset_values(preset, 42)).unwrap();
             let mut expected = preset.settings();
-            expected.threads = 1;
+            expected.threads = 0;
             assert_eq!(settings, expected, "{preset:?}");
             assert_eq!(seed, 42);
         }

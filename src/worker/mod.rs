@@ -4,10 +4,15 @@
 //! with the compute backend (the CPU) and any WebGPU adapter the browser grants, hands file bytes and run requests to the driver, posts what the
 //! driver says, and runs the driver's steps from zero-delay timers so pause and stop requests are
 //! handled between steps. A panic is reported to the page as `Crashed` rather than dying silently.
+//!
+//! The same module is also a compute worker: one that receives `compute` messages (from a
+//! coordinating worker's [`compute_pool`]) runs the jobs in them and answers with `computed`
+//! ones.
 
+mod compute_pool;
 mod gpu_probe;
 
-use crate::driver::{Driver, Reaction, STEP_SECONDS};
+use crate::driver::{ComputeWorker, Driver, Reaction, STEP_SECONDS};
 use crate::protocol::{self, FromWorker, ToWorker};
 use js_sys::{ArrayBuffer, Object, Reflect, Uint8Array};
 use std::cell::RefCell;
@@ -17,6 +22,8 @@ use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
 thread_local! {
     /// The worker's one driver (a worker has a single thread).
     static DRIVER: RefCell<Driver> = RefCell::new(Driver::new());
+    /// The data and job runner when this worker computes for a coordinating one.
+    static COMPUTE: RefCell<ComputeWorker> = RefCell::new(ComputeWorker::new());
 }
 
 fn scope() -> DedicatedWorkerGlobalScope {
@@ -48,6 +55,14 @@ pub fn start() {
     // Long units of work beat from inside (crate::heartbeat): each beat tells the page the worker
     // is alive, so its watchdog never ends a worker that is busy.
     crate::heartbeat::install(Some(Box::new(|| post(&FromWorker::Busy))));
+    let cores = scope().navigator().hardware_concurrency();
+    let cores = if cores.is_finite() && cores >= 1.0 {
+        cores as usize
+    } else {
+        1
+    };
+    DRIVER.with(|d| d.borrow_mut().set_cores(cores));
+    compute_pool::set_sink(on_pool_event);
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(handle_message);
     scope().set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     // The handler lives as long as the worker itself.
@@ -55,14 +70,41 @@ pub fn start() {
     post(&FromWorker::Ready);
 }
 
-/// Posts a reaction's messages and schedules its step.
+/// Posts a reaction's messages, hands its jobs to the compute workers and schedules its step.
 fn react(reaction: Reaction) {
     for m in &reaction.messages {
         post(m);
     }
+    if reaction.reset_pool {
+        compute_pool::reset();
+    }
+    if let Some(dispatch) = reaction.dispatch {
+        let data = DRIVER.with(|d| {
+            let driver = d.borrow();
+            driver
+                .data()
+                .map(|(id, data)| (compute_pool::data_text(id, data), driver.workers()))
+        });
+        match data {
+            Some((data, workers)) => compute_pool::dispatch(dispatch, workers, data),
+            None => compute_pool::reset(),
+        }
+    }
     if let Some(generation) = reaction.step {
         schedule_step(generation);
     }
+}
+
+/// What the compute workers report: a finished batch or a lost worker.
+fn on_pool_event(event: compute_pool::PoolEvent) {
+    let reaction = DRIVER.with(|d| {
+        let mut driver = d.borrow_mut();
+        match event {
+            compute_pool::PoolEvent::Done { batch, outcomes } => driver.outcomes(batch, outcomes),
+            compute_pool::PoolEvent::Lost { batch, why } => driver.compute_lost(batch, &why),
+        }
+    });
+    react(reaction);
 }
 
 /// Runs one driver step after the event loop has had a turn (so queued requests come first).
@@ -82,6 +124,20 @@ fn schedule_step(generation: u64) {
 
 fn handle_message(event: MessageEvent) {
     let data = event.data();
+    // A job from a coordinating worker.
+    if let Some(text) = Reflect::get(&data, &"compute".into())
+        .ok()
+        .and_then(|v| v.as_string())
+    {
+        if let Some(reply) = COMPUTE.with(|c| c.borrow_mut().handle(&text)) {
+            let object = Object::new();
+            let _ = Reflect::set(&object, &"computed".into(), &reply.into());
+            if let Err(e) = scope().post_message(&object) {
+                web_sys::console::error_2(&"occam compute worker: postMessage failed".into(), &e);
+            }
+        }
+        return;
+    }
     let json = Reflect::get(&data, &"json".into())
         .ok()
         .and_then(|v| v.as_string());
@@ -128,7 +184,7 @@ fn handle_message(event: MessageEvent) {
                     messages: vec![FromWorker::Failed {
                         message: format!("the file {file_name} arrived without its contents"),
                     }],
-                    step: None,
+                    ..Reaction::default()
                 },
             };
             react(reaction);

@@ -553,3 +553,35 @@ test('the exact method shows families as they are fitted, then the posterior and
   expect(seen.errors).toEqual([]);
   expect(foreignRequests(seen, baseURL)).toEqual([]);
 });
+
+test('a pool of 3 compute workers gives the edges and scores one worker gives, and the page says how many compute', async ({ page }, info) => {
+  test.setTimeout(300_000);
+  const seen = watch(page);
+  const runWith = async (method, workers) => {
+    await open(page);
+    await drop(page, 'chain.csv', chainCsv(150));
+    await expect(page.getByTestId('rows')).toHaveText('150');
+    await page.getByTestId('method-select').selectOption(method);
+    const exact = method === 'exact' ? { max_parents: 2 } : {};
+    await setFields(page, { ...QUICK, restarts: 2, workers, ...exact });
+    await runToEnd(page, 200_000);
+    await expect(page.getByTestId('worker-count')).toHaveAttribute('data-workers', String(workers));
+    await expect(page.getByTestId('worker-count')).toHaveText(workers === 1 ? '1 worker computes' : `${workers} workers compute`);
+    const edges = await page.getByTestId('dag-svg').locator('path[data-edge]')
+      .evaluateAll((ps) => ps.map((p) => p.getAttribute('data-edge')).sort());
+    const table = method === 'cgp'
+      ? await page.getByTestId('restarts').locator('tbody').innerText()
+      : '';
+    return { edges, table };
+  };
+  for (const method of ['cgp', 'exact']) {
+    const one = await runWith(method, 1);
+    const three = await runWith(method, 3);
+    if (method === 'cgp') await shot(page, 'app-17-three-workers', info);
+    expect(one.edges.length, method).toBeGreaterThan(0);
+    expect(three.edges, method).toEqual(one.edges);
+    // Each restart's evidence, to the digit shown, is the same too.
+    expect(three.table, method).toEqual(one.table);
+  }
+  expect(seen.errors).toEqual([]);
+});

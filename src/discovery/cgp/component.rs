@@ -2,8 +2,10 @@
 //! (MODEL.md §4 with the CGP-CDE's graph parameters of §5.1), trained by Adam.
 //!
 //! Owns: the variable's unconstrained parameter vector (laid out as the collapsed fit's), its Adam
-//! state, the values its edge hyperparameters started from (for the re-initialisation of §5.4),
-//! and the data it sees (its own column and its candidate parents' columns).
+//! state and the values its edge hyperparameters started from (for the re-initialisation of §5.4).
+//! It holds no copy of the data: every evaluation reads its column and its candidate parents'
+//! columns from the data matrix it is given, so a variable travels to another thread or worker as
+//! its parameters alone.
 //!
 //! The dependence of x_i on parent j is A_ij = θ^lin_ij + θ^se_ij (the collapsed bound's kernel is
 //! SE + linear, so these are the two kinds that switch input j on).
@@ -53,8 +55,8 @@ pub struct LatentRecord {
 pub struct Component {
     child: usize,
     parents: Vec<usize>,
-    x: DMatrix<f64>,
-    y: DVector<f64>,
+    /// Rows of the data it is fitted to (q(w) has one entry per row).
+    rows_used: usize,
     noise_floor: f64,
     m: usize,
     raw: Vec<f64>,
@@ -83,7 +85,7 @@ impl Component {
         let n = data.nrows();
         let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
         let y = data.column(child).into_owned();
-        let model = CollapsedModel::with_noise_floor(x.clone(), y.clone(), noise_floor)?;
+        let model = CollapsedModel::with_noise_floor(x, y, noise_floor)?;
         let params = model.initial_params(init, rng);
         let m = params.z.nrows();
         let layout = Layout::for_shape(&params.kernel, noise_floor, m, n);
@@ -94,8 +96,7 @@ impl Component {
         Ok(Self {
             child,
             parents: parents.to_vec(),
-            x,
-            y,
+            rows_used: n,
             noise_floor,
             m,
             adam: Adam::new(raw.len(), adam),
@@ -118,7 +119,7 @@ impl Component {
     fn layout(&self) -> Layout {
         let d = self.parents.len() + 1;
         let template = Kernel::se_plus_linear(vec![0.0; d], 0.0, vec![0.0; d]);
-        Layout::for_shape(&template, self.noise_floor, self.m, self.y.len())
+        Layout::for_shape(&template, self.noise_floor, self.m, self.rows_used)
     }
 
     /// Flat indices of θ^lin and θ^se of the k-th parent (kernel order: v[0..d], s, θ[0..d]).
@@ -164,17 +165,52 @@ impl Component {
             .sum()
     }
 
+    /// Its inputs (the candidate parents' columns, N × |pa|) and target (its own column) in
+    /// `data`, which must have the rows it was fitted to.
+    fn columns(&self, data: &DMatrix<f64>) -> Result<(DMatrix<f64>, DVector<f64>), CollapsedError> {
+        let fits = data.nrows() == self.rows_used
+            && self.child < data.ncols()
+            && self.parents.iter().all(|&j| j < data.ncols());
+        if !fits {
+            return Err(CollapsedError::Shape(format!(
+                "variable {} was fitted to {} rows, the data given has {} × {}",
+                self.child,
+                self.rows_used,
+                data.nrows(),
+                data.ncols()
+            )));
+        }
+        let x = DMatrix::from_fn(self.rows_used, self.parents.len(), |r, k| {
+            data[(r, self.parents[k])]
+        });
+        Ok((x, data.column(self.child).into_owned()))
+    }
+
     /// The bound standing for all rows and its gradient with respect to the flat unconstrained
-    /// parameters, at jitter ε: r·F (`ScaleBound`) or the bound of r copies of each row
-    /// (`CountRows`), r = N_total / N_rows.
-    pub fn evaluate(&self, jitter: f64) -> Result<(f64, Vec<f64>), CollapsedError> {
+    /// parameters, at jitter ε, on the rows of `data`: r·F (`ScaleBound`) or the bound of r copies
+    /// of each row (`CountRows`), r = N_total / N_rows.
+    pub fn evaluate(
+        &self,
+        data: &DMatrix<f64>,
+        jitter: f64,
+    ) -> Result<(f64, Vec<f64>), CollapsedError> {
+        let (x, y) = self.columns(data)?;
+        self.evaluate_on(&x, &y, jitter)
+    }
+
+    fn evaluate_on(
+        &self,
+        x: &DMatrix<f64>,
+        y: &DVector<f64>,
+        jitter: f64,
+    ) -> Result<(f64, Vec<f64>), CollapsedError> {
         let layout = self.layout();
         let params = layout.unpack(&self.raw);
         let (copies, multiplier) = match self.rows.scaling {
             SubsetScaling::ScaleBound => (1.0, self.rows.factor),
             SubsetScaling::CountRows => (self.rows.factor, 1.0),
         };
-        let (f, g) = collapsed_bound_with_grad_weighted(&self.x, &self.y, &params, jitter, copies)?;
+        let (f, g) = collapsed_bound_with_grad_weighted(x, y, &params, jitter, copies)?;
         if !f.is_finite() {
             return Err(CollapsedError::NonFinite { value: f });
         }
@@ -213,33 +249,39 @@ impl Component {
     /// to the values this restart started from (§5.4 re-initialisation), keeps every other
     /// parameter (latent precision and variance, s, φ², Z's remaining columns, q(w)), and starts
     /// Adam afresh (the parameter vector changes shape, so old moments no longer line up).
-    pub fn restrict_parents(&mut self, data: &DMatrix<f64>, keep: &[usize]) {
-        self.keep_parents(data, keep, true);
+    pub fn restrict_parents(&mut self, keep: &[usize]) {
+        self.keep_parents(keep, true);
     }
 
     /// A copy of this variable without parent `j`, every other parameter at its current value
     /// (for testing the edge j → i by evidence).
-    pub fn without_parent(&self, data: &DMatrix<f64>, j: usize) -> Self {
+    pub fn without_parent(&self, j: usize) -> Self {
         let keep: Vec<usize> = self.parents.iter().copied().filter(|&p| p != j).collect();
         let mut copy = self.clone();
-        copy.keep_parents(data, &keep, false);
+        copy.keep_parents(&keep, false);
         copy
     }
 
     /// This variable's own part of the objective: the bound standing for all rows + Σ over its candidate parents of
     /// log p(θ^lin) + log p(θ^se).
-    pub fn objective(&self, jitter: f64) -> Result<f64, CollapsedError> {
-        Ok(self.evaluate(jitter)?.0 + self.log_prior())
+    pub fn objective(&self, data: &DMatrix<f64>, jitter: f64) -> Result<f64, CollapsedError> {
+        Ok(self.evaluate(data, jitter)?.0 + self.log_prior())
     }
 
     /// Maximises [`Component::objective`] over every parameter of this variable by L-BFGS from the
     /// current point (at most `iterations` steps; a failed evaluation counts as a step too long)
     /// and keeps the result; returns the objective reached.
-    pub fn refine(&mut self, jitter: f64, iterations: usize) -> Result<f64, CollapsedError> {
+    pub fn refine(
+        &mut self,
+        data: &DMatrix<f64>,
+        jitter: f64,
+        iterations: usize,
+    ) -> Result<f64, CollapsedError> {
+        let (x, y) = self.columns(data)?;
         let negated = |raw: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
             let mut probe = self.clone();
             probe.raw.copy_from_slice(raw);
-            match probe.evaluate(jitter) {
+            match probe.evaluate_on(&x, &y, jitter) {
                 Ok((f, mut g)) => {
                     let d_theta = vec![-PRIOR_RATE; probe.parents.len()];
                     probe.add_edge_gradient(&mut g, &d_theta);
@@ -261,13 +303,13 @@ impl Component {
             Ok(report) => Err(CollapsedError::NonFinite {
                 value: -report.value,
             }),
-            Err(_) => self.objective(jitter),
+            Err(_) => self.objective(data, jitter),
         }
     }
 
     /// Keeps only the parents in `keep`; with `reset` their θ^lin and θ^se return to this
     /// restart's starting values, otherwise they keep their current values.
-    fn keep_parents(&mut self, data: &DMatrix<f64>, keep: &[usize], reset: bool) {
+    fn keep_parents(&mut self, keep: &[usize], reset: bool) {
         let old = self.params();
         let kept: Vec<usize> = (0..self.parents.len())
             .filter(|&k| keep.contains(&self.parents[k]))
@@ -306,8 +348,6 @@ impl Component {
         };
         self.initial_theta = kept.iter().map(|&k| self.initial_theta[k]).collect();
         self.parents = kept.iter().map(|&k| self.parents[k]).collect();
-        let n = data.nrows();
-        self.x = DMatrix::from_fn(n, self.parents.len(), |r, k| data[(r, self.parents[k])]);
         self.raw = self.layout().pack(&params);
         self.adam = Adam::new(self.raw.len(), self.adam.settings);
     }

@@ -19,6 +19,7 @@
 pub mod component;
 pub mod restart;
 pub mod settings;
+pub mod start;
 pub mod variable;
 
 pub use restart::{

@@ -1,9 +1,13 @@
 //! One restart of the continuous search as a state machine (MODEL.md §5.4 and §9): initialise →
 //! warm-up → acyclic → threshold to a DAG → cool-down → score. Work comes in small units so a
-//! driver can interleave restarts, batch their evaluations and stop at any time:
-//! [`Restart::advance`] does one unit that needs no bound evaluation (initialising one variable,
-//! thresholding), and an iteration is split into [`Restart::components`] (evaluated by the caller,
-//! possibly in parallel with other restarts) and [`Restart::finish_iteration`].
+//! driver can interleave restarts, batch their numeric work and stop at any time. The numeric
+//! work leaves as [`Job`]s and comes back as [`Outcome`]s, so the driver decides where it runs:
+//! [`Restart::chore`] gives the jobs of one unit between iterations (a variable's start, a
+//! pruning refit, the bounds after pruning, the final bounds; thresholding needs none and is done
+//! at once) and [`Restart::apply_chore`] takes their outcomes; an iteration is
+//! [`Restart::components`] (evaluated by the caller, possibly with other restarts') and
+//! [`Restart::finish_iteration`]. A unit whose outcomes never come back (a stop) leaves the
+//! restart as it was.
 //!
 //! Numerical faults (a factorisation that fails at the current jitter, a non-finite bound) undo
 //! the step that led to them: the parameters return to the last evaluated point, the learning
@@ -14,15 +18,15 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::component::{Component, LatentRecord, PRIOR_RATE};
-use super::settings::{DagRule, RowWeight, SearchSettings};
-use super::variable::{BoundKind, Checkpoint, Evaluation, UncollapsedComponent, Variable};
+use std::borrow::Cow;
+
+use super::component::{LatentRecord, PRIOR_RATE};
+use super::settings::{DagRule, SearchSettings};
+use super::start::VariableStart;
+use super::variable::{BoundKind, Checkpoint, Evaluation, Variable};
+use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
 use crate::discovery::spectral::{two_cycle_penalty, PowerIteration};
-use crate::gp::adam::AdamSettings;
-use crate::gp::collapsed::{precision_scale, FitSettings, GpInitialisation, MIN_START_SE_VARIANCE};
-use crate::gp::lbfgs::LbfgsSettings;
-use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
 use crate::graph::Digraph;
 use rand::Rng;
 
@@ -201,6 +205,16 @@ struct PruneState {
     removed: Vec<(usize, usize)>,
     /// Refits done (the phase's length).
     refits: usize,
+    /// Every variable is pruned: the bounds are evaluated once more before the restart finishes.
+    rescoring: bool,
+}
+
+/// A restart whose last phase has ended, waiting for its final bounds: the terms at the end and
+/// one seed per variable for the final bound's draws.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Finishing {
+    terms: Terms,
+    seeds: Vec<u64>,
 }
 
 /// The largest jitter tried before a restart gives up.
@@ -233,6 +247,7 @@ pub struct Restart {
     phases: Vec<PhaseRecord>,
     outcome: Option<RestartOutcome>,
     failure: Option<String>,
+    finishing: Option<Finishing>,
 }
 
 impl Restart {
@@ -258,6 +273,7 @@ impl Restart {
             phases: Vec::new(),
             outcome: None,
             failure: None,
+            finishing: None,
         }
     }
 
@@ -297,7 +313,8 @@ impl Restart {
     }
     /// Whether the next unit of work is an iteration (bound evaluations of every variable).
     pub fn wants_evaluation(&self) -> bool {
-        matches!(self.phase, Phase::WarmUp | Phase::Acyclic | Phase::CoolDown)
+        self.finishing.is_none()
+            && matches!(self.phase, Phase::WarmUp | Phase::Acyclic | Phase::CoolDown)
     }
     /// Whether nothing is left to do.
     pub fn finished(&self) -> bool {
@@ -324,10 +341,26 @@ impl Restart {
     /// evaluate [`Restart::components`] themselves).
     pub fn evaluate_all(&mut self, problem: &Problem) -> Vec<Result<Evaluation, String>> {
         self.draw_seeds();
+        self.evaluation_jobs()
+            .iter()
+            .map(|job| match job.run(&problem.data) {
+                Outcome::Evaluation(e) => e,
+                other => Err(format!("an evaluation gave {}", other.kind())),
+            })
+            .collect()
+    }
+
+    /// This iteration's jobs: every variable's bound and gradient at [`Restart::jitter`] with
+    /// [`Restart::seeds`] (drawn first), borrowing the variables.
+    pub fn evaluation_jobs(&self) -> Vec<Job<'_>> {
         self.components
             .iter()
             .zip(&self.seeds)
-            .map(|(c, &seed)| c.evaluate(&problem.data, self.jitter, seed))
+            .map(|(c, &seed)| Job::Evaluate {
+                variable: Cow::Borrowed(c),
+                jitter: self.jitter,
+                seed,
+            })
             .collect()
     }
     pub fn jitter(&self) -> f64 {
@@ -345,37 +378,144 @@ impl Restart {
         w
     }
 
-    /// One unit of work that is not an iteration: initialise the next variable, or threshold.
-    pub fn advance(&mut self, problem: &Problem) {
+    /// Prepares this restart's next unit of work that is not an iteration and returns its jobs,
+    /// to be run in order and given back to [`Restart::apply_chore`]: the next variable's start,
+    /// one pruning refit, the bounds after pruning, or the final bounds. Thresholding needs no
+    /// numeric work: it is done here, and no job is returned.
+    pub fn chore(&mut self, problem: &Problem) -> Vec<Job<'static>> {
+        if let Some(f) = &self.finishing {
+            return self
+                .components
+                .iter()
+                .zip(&self.last_values)
+                .zip(&f.seeds)
+                .map(|((c, &evaluated), &seed)| Job::FinalBound {
+                    variable: Cow::Owned(c.clone()),
+                    evaluated,
+                    seed,
+                })
+                .collect();
+        }
         match self.phase {
-            Phase::Initialising => self.initialise_next(problem),
-            Phase::Thresholding => self.threshold(problem),
-            Phase::Pruning => self.prune_step(problem),
+            Phase::Initialising => {
+                let i = self.components.len();
+                let start = VariableStart {
+                    child: i,
+                    parents: (0..problem.dim())
+                        .filter(|&j| problem.knowledge.allowed(j, i))
+                        .collect(),
+                    noise_floor: problem.noise_floors[i],
+                    total_rows: problem.total_rows,
+                    settings: problem.settings.clone(),
+                };
+                vec![Job::Start {
+                    start: Box::new(start),
+                    rng: Box::new(self.rng.clone()),
+                }]
+            }
+            Phase::Thresholding => {
+                self.threshold(problem);
+                Vec::new()
+            }
+            Phase::Pruning => self.prune_jobs(problem),
+            _ => Vec::new(),
+        }
+    }
+
+    /// One unit of work that is not an iteration, its jobs run on the calling thread (tests and
+    /// drivers of a single restart; a session sends them through its backend).
+    pub fn advance(&mut self, problem: &Problem) {
+        let jobs = self.chore(problem);
+        let outcomes = jobs.iter().map(|job| job.run(&problem.data)).collect();
+        self.apply_chore(outcomes, problem);
+    }
+
+    /// Takes the outcomes of the jobs [`Restart::chore`] gave (in their order).
+    pub fn apply_chore(&mut self, outcomes: Vec<Outcome>, problem: &Problem) {
+        if outcomes.is_empty() {
+            return;
+        }
+        if self.finishing.is_some() {
+            return self.apply_final_bounds(outcomes, problem);
+        }
+        match self.phase {
+            Phase::Initialising => self.apply_start(outcomes, problem),
+            Phase::Pruning => self.apply_prune(outcomes, problem),
             _ => {}
         }
     }
 
-    /// One unit of the pruning phase: refit the current variable on all its parents, or test
-    /// removing its next parent (a refit without it); moves on to the next variable, and finishes
-    /// the restart after the last. Each variable's parent set is pruned on its own: removing edges
-    /// from a DAG keeps it a DAG.
-    fn prune_step(&mut self, problem: &Problem) {
-        let iterations = problem.settings.prune_iterations;
-        let jitter = self.jitter;
-        let Some(mut state) = self.pruning.take() else {
-            return self.finish_after_pruning(problem, PruneState::default());
+    fn apply_start(&mut self, outcomes: Vec<Outcome>, problem: &Problem) {
+        let i = self.components.len();
+        let Some(Outcome::Started { variable, rng }) = outcomes.into_iter().next() else {
+            return self.fail(format!("variable {i}'s start came back as something else"));
         };
+        self.rng = *rng;
+        match variable {
+            Ok(c) => self.components.push(c),
+            Err(e) => return self.fail(format!("variable {i} could not be initialised: {e}")),
+        }
+        if self.components.len() == problem.dim() {
+            self.enter(Phase::WarmUp);
+        }
+    }
+
+    /// The jobs of one unit of the pruning phase: refit the current variable on all its
+    /// parents, or test removing its next parent (a refit without it); once every variable is
+    /// pruned, evaluate every bound once more. Each variable's parent set is pruned on its own:
+    /// removing edges from a DAG keeps it a DAG.
+    fn prune_jobs(&mut self, problem: &Problem) -> Vec<Job<'static>> {
+        let state = self.pruning.get_or_insert_with(|| PruneState {
+            rescoring: true,
+            ..PruneState::default()
+        });
         let k = state.variable;
-        // Kept to put back if a stop request cuts this refit short (its outcome means nothing).
-        let before = (state.clone(), self.components.get(k).cloned());
-        let Variable::Collapsed(component) = &mut self.components[k] else {
-            return self.finish_after_pruning(problem, state);
+        let refit = match (state.rescoring, self.components.get(k)) {
+            (false, Some(Variable::Collapsed(component))) => match state.objective {
+                None => Some((component, None)),
+                Some(_) => state.queue.last().map(|&j| (component, Some(j))),
+            },
+            _ => None,
+        };
+        if let Some((component, without)) = refit {
+            return vec![Job::Refine {
+                component: Cow::Owned(component.as_ref().clone()),
+                without,
+                jitter: self.jitter,
+                iterations: problem.settings.prune_iterations,
+            }];
+        }
+        state.rescoring = true;
+        self.components
+            .iter()
+            .map(|c| Job::Evaluate {
+                variable: Cow::Owned(c.clone()),
+                jitter: self.jitter,
+                seed: 0,
+            })
+            .collect()
+    }
+
+    fn apply_prune(&mut self, outcomes: Vec<Outcome>, problem: &Problem) {
+        let Some(mut state) = self.pruning.take() else {
+            return;
+        };
+        if state.rescoring {
+            return self.finish_after_pruning(outcomes, problem, state);
+        }
+        let k = state.variable;
+        let Some(Outcome::Refined {
+            component: fitted,
+            objective,
+        }) = outcomes.into_iter().next()
+        else {
+            return self.fail(format!("variable {k}'s refit came back as something else"));
         };
         state.refits += 1;
         let variable_done = match state.objective {
-            None => match component.refine(jitter, iterations) {
+            None => match objective {
                 Ok(value) => {
-                    let mut by_weight = component.dependence();
+                    let mut by_weight = fitted.dependence();
                     by_weight.sort_by(|a, b| a.1.total_cmp(&b.1));
                     // Popped from the end: weakest first.
                     state.queue = by_weight
@@ -385,6 +525,7 @@ impl Restart {
                         .rev()
                         .collect();
                     state.objective = Some(value);
+                    self.components[k] = Variable::Collapsed(fitted);
                     state.queue.is_empty()
                 }
                 // A variable that cannot be refitted keeps its parents.
@@ -392,14 +533,13 @@ impl Restart {
             },
             Some(with) => {
                 if let Some(j) = state.queue.pop() {
-                    let mut candidate = component.without_parent(&problem.data, j);
                     // The prior's density at θ = 0 for the dropped edge's two kinds (log 10
                     // each), which `Component::objective` counts only for candidate parents.
                     let absent_prior = 2.0 * PRIOR_RATE.ln();
-                    if let Ok(without) = candidate.refine(jitter, iterations) {
+                    if let Ok(without) = objective {
                         let without = without + absent_prior;
                         if without + problem.settings.prune_margin >= with {
-                            **component = candidate;
+                            self.components[k] = Variable::Collapsed(fitted);
                             state.objective = Some(without);
                             state.removed.push((j, k));
                         }
@@ -408,39 +548,39 @@ impl Restart {
                 state.queue.is_empty()
             }
         };
-        if crate::heartbeat::interrupted() {
-            let (state, component) = before;
-            if let Some(c) = component {
-                self.components[k] = c;
-            }
-            self.pruning = Some(state);
-            return;
-        }
         if variable_done {
-            if k + 1 == self.components.len() {
-                return self.finish_after_pruning(problem, state);
+            if k + 1 >= self.components.len() {
+                state.rescoring = true;
+            } else {
+                state.variable = k + 1;
+                state.objective = None;
+                state.queue.clear();
             }
-            state.variable = k + 1;
-            state.objective = None;
-            state.queue.clear();
         }
         self.pruning = Some(state);
     }
 
-    /// Rescores every variable after pruning, records the phase and finishes the restart.
-    fn finish_after_pruning(&mut self, problem: &Problem, state: PruneState) {
-        let mut values = Vec::with_capacity(self.components.len());
-        for c in &self.components {
-            match c.evaluate(&problem.data, self.jitter, 0) {
-                Ok(e) => values.push(e.value()),
-                // Stopped on request: the pruning is left as it was (the run is ending).
-                Err(_) if crate::heartbeat::interrupted() => {
-                    self.pruning = Some(state);
-                    return;
-                }
-                Err(e) => return self.fail(format!("the bound after pruning failed: {e}")),
+    /// Takes every variable's bound after pruning, records the phase and moves on to the final
+    /// bounds.
+    fn finish_after_pruning(
+        &mut self,
+        outcomes: Vec<Outcome>,
+        problem: &Problem,
+        state: PruneState,
+    ) {
+        let values: Result<Vec<f64>, String> =
+            outcomes.into_iter().map(Outcome::into_value).collect();
+        let values = match values {
+            Ok(v) if v.len() == self.components.len() => v,
+            Ok(v) => {
+                return self.fail(format!(
+                    "{} bounds came back after pruning for {} variables",
+                    v.len(),
+                    self.components.len()
+                ))
             }
-        }
+            Err(e) => return self.fail(format!("the bound after pruning failed: {e}")),
+        };
         let elbo: f64 = values.iter().sum();
         self.last_values = values;
         let (terms, _) = self.terms(elbo, problem);
@@ -449,94 +589,7 @@ impl Restart {
         if let Some(record) = self.phases.last_mut() {
             record.removed = state.removed;
         }
-        self.finish(&terms, problem);
-    }
-
-    fn initialise_next(&mut self, problem: &Problem) {
-        let d = problem.dim();
-        let i = self.components.len();
-        let s = &problem.settings;
-        let parents: Vec<usize> = (0..d)
-            .filter(|&j| problem.knowledge.allowed(j, i))
-            .collect();
-        // The kernel's inputs: the candidate parents and w.
-        let start_scale = if s.scale_start_precisions {
-            precision_scale(parents.len() + 1)
-        } else {
-            1.0
-        };
-        let init = FitSettings {
-            inducing_points: s.inducing_for(parents.len() + 1),
-            gp_initialisation: GpInitialisation::Always,
-            initial_precision: (0.01 * start_scale, start_scale),
-            latent_start: s.latent_start,
-            min_start_se_variance: MIN_START_SE_VARIANCE,
-            lbfgs: LbfgsSettings {
-                max_iterations: s.start_iterations,
-                ..FitSettings::default().lbfgs
-            },
-            ..FitSettings::default()
-        };
-        let rows = RowWeight {
-            factor: problem.total_rows as f64 / problem.data.nrows() as f64,
-            scaling: s.subset_scaling,
-        };
-        let adam = AdamSettings {
-            learning_rate: s.learning_rate,
-            ..AdamSettings::default()
-        };
-        let variable = match s.bound {
-            BoundKind::Collapsed => Component::new(
-                &problem.data,
-                i,
-                &parents,
-                &init,
-                problem.noise_floors[i],
-                rows,
-                adam,
-                &mut self.rng,
-            )
-            .map(|c| Variable::Collapsed(Box::new(c)))
-            .map_err(|e| e.to_string()),
-            BoundKind::Uncollapsed => {
-                let mask: Vec<f64> = (0..d)
-                    .map(|j| {
-                        if j == i || parents.contains(&j) {
-                            1.0
-                        } else {
-                            0.0
-                        }
-                    })
-                    .collect();
-                let settings = VariableSettings {
-                    inducing: s.inducing_for(parents.len() + 1),
-                    samples: s.samples,
-                    latent: LatentKind::Encoder,
-                    adam,
-                    ..VariableSettings::default()
-                };
-                let v = GpCdeVariable::new(&problem.data, i, &mask, &settings, &mut self.rng);
-                Ok(Variable::Uncollapsed(Box::new(UncollapsedComponent::new(
-                    i,
-                    v,
-                    s.batch_size,
-                ))))
-            }
-        };
-        // A start cut short by a stop request is neither a component nor a failure.
-        if crate::heartbeat::interrupted() {
-            return;
-        }
-        match variable {
-            Ok(c) => self.components.push(c),
-            Err(e) => {
-                self.fail(format!("variable {i} could not be initialised: {e}"));
-                return;
-            }
-        }
-        if self.components.len() == d {
-            self.enter(Phase::WarmUp);
-        }
+        self.begin_finish(terms);
     }
 
     fn enter(&mut self, phase: Phase) {
@@ -577,7 +630,7 @@ impl Restart {
         };
         for c in &mut self.components {
             let keep = dag.parents(c.child());
-            c.restrict_parents(&problem.data, &keep);
+            c.restrict_parents(&keep);
         }
         if let Some(terms) = self.last {
             let kept = dag.edges();
@@ -666,7 +719,7 @@ impl Restart {
                         self.pruning = Some(PruneState::default());
                         self.enter(Phase::Pruning);
                     } else {
-                        self.finish(&terms, problem);
+                        self.begin_finish(terms);
                     }
                     return;
                 }
@@ -827,9 +880,22 @@ impl Restart {
         });
     }
 
+    /// Ends the last phase at `terms`: draws one seed per variable for the final bounds, which
+    /// the next chore computes.
+    fn begin_finish(&mut self, terms: Terms) {
+        let rng = &mut self.rng;
+        let seeds = (0..self.components.len()).map(|_| rng.random()).collect();
+        self.finishing = Some(Finishing { terms, seeds });
+    }
+
     /// The final thresholds (§5.4): edge j → i stays if θ^lin ≥ the linear threshold or θ^se ≥
-    /// the stationary one, or if it is required.
-    fn finish(&mut self, terms: &Terms, problem: &Problem) {
+    /// the stationary one, or if it is required. The score is Σ_i of the final bounds
+    /// ([`Job::FinalBound`]: the collapsed bound is exact as evaluated; the uncollapsed one is
+    /// re-estimated on every row with 100 samples per row) + log p(θ).
+    fn apply_final_bounds(&mut self, outcomes: Vec<Outcome>, problem: &Problem) {
+        let Some(Finishing { terms, .. }) = self.finishing.take() else {
+            return;
+        };
         let d = problem.dim();
         let s = &problem.settings;
         let mut edges = Vec::new();
@@ -846,12 +912,16 @@ impl Restart {
             }
         }
         edges.sort_unstable();
-        // The collapsed bound is exact as evaluated; the uncollapsed one is re-estimated on every
-        // row with 100 samples per row.
+        if outcomes.len() != self.components.len() {
+            return self.fail(format!(
+                "{} final bounds came back for {} variables",
+                outcomes.len(),
+                self.components.len()
+            ));
+        }
         let mut elbo = 0.0;
-        for (c, evaluated) in self.components.iter().zip(&self.last_values) {
-            let seed = self.rng.random();
-            match c.final_bound(&problem.data, *evaluated, seed) {
+        for (c, outcome) in self.components.iter().zip(outcomes) {
+            match outcome.into_value() {
                 Ok(v) => elbo += v,
                 Err(e) => {
                     return self.fail(format!(

@@ -77,7 +77,8 @@ pub struct SearchSettings {
     pub restarts: usize,
     /// L-BFGS iterations of each variable's GP-regression start.
     pub start_iterations: usize,
-    /// Worker threads natively (0 = all cores); the browser always uses one.
+    /// Worker threads natively (0 = all cores); in the browser, compute workers (0 = one per core
+    /// but one, at most 8: `protocol::compute_workers`).
     pub threads: usize,
     /// How the graph left by the acyclic phase is cut to a DAG.
     #[serde(default)]

@@ -36,8 +36,9 @@ pub struct UncollapsedComponent {
     batch: usize,
 }
 
-/// One evaluation, ready to be applied by [`Variable::ascend`].
-#[derive(Debug, Clone)]
+/// One evaluation, ready to be applied by [`Variable::ascend`]; it serialises, so it can come back
+/// from another thread or worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Evaluation {
     /// (N/rows)·F and its gradient in the flat unconstrained parameters.
     Collapsed { value: f64, gradient: Vec<f64> },
@@ -177,7 +178,7 @@ impl Variable {
     ) -> Result<Evaluation, String> {
         match self {
             Variable::Collapsed(c) => c
-                .evaluate(jitter)
+                .evaluate(data, jitter)
                 .map(|(value, gradient)| Evaluation::Collapsed { value, gradient })
                 .map_err(|e| e.to_string()),
             Variable::Uncollapsed(u) => {
@@ -233,10 +234,10 @@ impl Variable {
 
     /// Keeps only the parents in `keep` and resets their edge hyperparameters to this restart's
     /// starting values (MODEL.md §5.4).
-    pub fn restrict_parents(&mut self, data: &DMatrix<f64>, keep: &[usize]) {
+    pub fn restrict_parents(&mut self, keep: &[usize]) {
         let parents = self.parents();
         match self {
-            Variable::Collapsed(c) => c.restrict_parents(data, keep),
+            Variable::Collapsed(c) => c.restrict_parents(keep),
             Variable::Uncollapsed(u) => {
                 let mut reset = Vec::new();
                 for j in parents {

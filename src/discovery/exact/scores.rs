@@ -4,13 +4,10 @@
 //! so a second run with other knowledge or other limits fits only families it has not seen.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
-use crate::backend::Pool;
-use crate::discovery::family::{family_score, FamilyKey, FamilyScore, FamilyScoreSettings};
+use crate::discovery::family::{FamilyKey, FamilyScore, FamilyScoreSettings};
 
 /// The version of the family-score code a cache was written by. Raise it whenever a change to
 /// the fits (starts, optimiser, floors) changes the scores, so caches from older code are refitted
@@ -100,40 +97,5 @@ impl ScoreCache {
             }
         }
         out
-    }
-}
-
-/// Fits every family of `todo` on `data` (N × D, standardised) and stores the scores in `cache`,
-/// on the threads of `pool` (one at a time in the browser), calling `done(k, total)` after each.
-/// Families are handed out one by one, so slow and fast fits balance across threads.
-/// `stop()` is checked between families: what was fitted before it is kept. A stop request on the
-/// watched flag ([`crate::heartbeat`]) also ends the family being fitted, which is then not kept.
-pub fn fit_families(
-    data: &DMatrix<f64>,
-    todo: &[FamilyKey],
-    cache: &mut ScoreCache,
-    pool: &Pool,
-    done: impl Fn(usize, usize) + Sync,
-    stop: impl Fn() -> bool + Sync,
-) {
-    let settings = cache.key.settings;
-    let seed = cache.key.seed;
-    let finished = AtomicUsize::new(0);
-    let scores = pool.map(todo, |family| {
-        if stop() || crate::heartbeat::interrupted() {
-            return None;
-        }
-        let score = family_score(data, family.0, &family.1, &settings, seed);
-        // A fit cut short by a stop request is no score: it is left for a later run.
-        if crate::heartbeat::interrupted() {
-            return None;
-        }
-        done(finished.fetch_add(1, Ordering::Relaxed) + 1, todo.len());
-        Some(score)
-    });
-    for (family, score) in todo.iter().zip(scores) {
-        if let Some(score) = score {
-            cache.insert(family.clone(), score);
-        }
     }
 }

@@ -4,15 +4,13 @@
 //! best DAG by dynamic programming and the posterior (every DAG for D ≤ 5, edge probabilities over
 //! orders above that). The number of fits is known before the second stage starts.
 
-use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
 use super::dp::{best_dag, DpError, ExactDag, Mask, MAX_CANDIDATES, MAX_DP_VARIABLES};
 use super::orders::order_edge_probabilities;
 use super::posterior::{enumerate_posterior, GraphPosterior, GraphPrior};
-use super::scores::{fit_families, ScoreCache};
+use super::scores::ScoreCache;
 use super::{admissible_families, FamilyError};
-use crate::backend::Pool;
 use crate::discovery::family::{FamilyKey, FamilyScoreSettings};
 use crate::discovery::knowledge::Knowledge;
 use crate::graph::MAX_ENUMERATION_NODES;
@@ -578,48 +576,6 @@ fn binomial(n: usize, k: usize) -> usize {
         return 0;
     }
     (0..k).fold(1, |acc, i| acc * (n - i) / (i + 1))
-}
-
-/// Runs both stages on `data` (N × D, standardised) with `cache` holding any scores already known,
-/// on the threads of `pool`; `progress(stage, done, total)` after each family fitted, with
-/// `total` known before the stage starts (stage 1 screening, 2 families); `stop()` ends the run
-/// between families: the cache keeps what was fitted and the DAG is the best over those families.
-pub fn run_exact(
-    data: &DMatrix<f64>,
-    knowledge: &Knowledge,
-    settings: &ExactSettings,
-    cache: &mut ScoreCache,
-    pool: &Pool,
-    progress: impl Fn(usize, usize, usize) + Sync,
-    stop: impl Fn() -> bool + Sync,
-) -> Result<ExactOutcome, ExactError> {
-    ExactRun::check(data.ncols(), knowledge, settings)?;
-    let taken = std::mem::replace(cache, ScoreCache::new(cache.key.clone()));
-    let mut run = ExactRun::new(data.ncols(), knowledge.clone(), *settings, taken)?;
-    let mut work = || -> Result<ExactOutcome, ExactError> {
-        while run.stage() != ExactStage::Scored && !stop() {
-            let stage = if run.stage() == ExactStage::Screening {
-                1
-            } else {
-                2
-            };
-            let todo = run.todo().to_vec();
-            let (before, total) = run.stage_progress();
-            fit_families(
-                data,
-                &todo,
-                run.cache_mut(),
-                pool,
-                |k, _| progress(stage, before + k, total),
-                &stop,
-            );
-            run.advance()?;
-        }
-        run.outcome()
-    };
-    let outcome = work();
-    *cache = run.into_cache();
-    outcome
 }
 
 #[cfg(test)]
