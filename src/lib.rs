@@ -3,11 +3,14 @@
 //! One engine, several drivers (see `DESIGN.md` in the shared docs). Dependencies point downwards:
 //!
 //! ```text
-//! app (wasm) ─► worker protocol ─► engine ─► discovery ─► gp / graph / data
+//! app (wasm) ─► worker protocol ─► engine ─► backend ─► discovery ─► gp / graph / data
 //! ```
 //!
 //! Modules present now:
-//! - [`backend`]: the per-iteration numerical work behind one trait (CPU f64 now).
+//! - [`backend`]: where the numeric work runs: batches of independent jobs
+//!   ([`discovery::jobs`]) behind one trait (CPU f64 on a thread pool now).
+//! - [`clock`] and [`heartbeat`]: a clock that works in the browser too, and stop requests and
+//!   liveness beats from inside long units of work.
 //! - [`gp`]: the GP-CDE model: kernels, bounds, gradients, optimisers.
 //! - [`discovery`]: causal decisions from model evidence: the two-variable direction test, the
 //!   CGP-CDE continuous search (restarts as step-wise state machines), prior knowledge, the
@@ -25,9 +28,10 @@
 //!   comparison, curves, formatting), natively testable.
 //! - `app` and `worker` (wasm32 only): the Leptos page and the Web Worker around the engine.
 //!
-//! The exact DGP-CDE enumeration and a GPU backend are added by the issues that build them.
+//! A GPU backend is added by the issue that builds it.
 
 pub mod backend;
+pub mod clock;
 pub mod data;
 pub mod discovery;
 pub mod driver;

@@ -253,6 +253,45 @@ pub fn direction_evidence_by_family(
     }
 }
 
+/// How the direction test of one pair is scored: the collapsed family scores, the uncollapsed
+/// fits (`restarts` each), or both, each component keeping the better of its two bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PairTest {
+    pub collapsed: Option<FamilyScoreSettings>,
+    pub uncollapsed: Option<UncollapsedFit>,
+    pub restarts: usize,
+}
+
+/// The evidence of x → y against y → x (both standardised, the same length) by `test`, with
+/// seeds derived from `seed`.
+pub fn pair_evidence(
+    x: &[f64],
+    y: &[f64],
+    test: &PairTest,
+    seed: u64,
+) -> Result<DirectionEvidence, String> {
+    if x.len() != y.len() || x.len() < 2 {
+        return Err(format!(
+            "a pair needs two columns of the same length, at least 2 (got {} and {})",
+            x.len(),
+            y.len()
+        ));
+    }
+    let collapsed = test
+        .collapsed
+        .map(|family| direction_evidence_by_family(x, y, &family, seed));
+    let uncollapsed = test.uncollapsed.map(|fit| {
+        direction_evidence(x, y, test.restarts, seed, |data, slot, rng| {
+            fit_uncollapsed(data, slot, &fit, rng)
+        })
+    });
+    match (collapsed, uncollapsed) {
+        (Some(c), Some(u)) => Ok(c.best_with(&u)),
+        (Some(e), None) | (None, Some(e)) => Ok(e),
+        (None, None) => Err("the pair test names no bound to score with".into()),
+    }
+}
+
 /// Picks `max_rows` of `n` rows without replacement (all rows, in order, when n ≤ max_rows); the
 /// same indices are used for both variables so pairs stay paired.
 pub fn subsample_rows(n: usize, max_rows: usize, rng: &mut impl Rng) -> Vec<usize> {

@@ -13,6 +13,7 @@ use nalgebra::DMatrix;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use super::bivariate::{pair_evidence, DirectionEvidence, PairTest};
 use super::cgp::component::Component;
 use super::cgp::start::VariableStart;
 use super::cgp::{Evaluation, Variable};
@@ -57,6 +58,14 @@ pub enum Job<'a> {
         settings: FamilyScoreSettings,
         seed: u64,
     },
+    /// The two-variable direction test on its own columns x and y (a pair carries its data, so
+    /// pairs of different data sets share one batch; the batch's data are not read).
+    Pair {
+        x: Cow<'a, [f64]>,
+        y: Cow<'a, [f64]>,
+        test: PairTest,
+        seed: u64,
+    },
 }
 
 /// What a [`Job`] gives back, of the same kind.
@@ -75,6 +84,11 @@ pub enum Outcome {
     },
     Value(Result<f64, String>),
     Family(Result<FamilyScore, String>),
+    /// A pair's evidence, with the seconds its fits took (for the record, never for a decision).
+    Pair {
+        evidence: Result<DirectionEvidence, String>,
+        seconds: f64,
+    },
 }
 
 impl Job<'_> {
@@ -132,6 +146,14 @@ impl Job<'_> {
                     ))
                 })
             }
+            Job::Pair { x, y, test, seed } => {
+                let started = crate::clock::now_seconds();
+                let evidence = pair_evidence(x, y, test, *seed);
+                Outcome::Pair {
+                    evidence,
+                    seconds: crate::clock::now_seconds() - started,
+                }
+            }
         }
     }
 
@@ -179,6 +201,12 @@ impl Job<'_> {
                 settings,
                 seed,
             },
+            Job::Pair { x, y, test, seed } => Job::Pair {
+                x: Cow::Owned(x.into_owned()),
+                y: Cow::Owned(y.into_owned()),
+                test,
+                seed,
+            },
         }
     }
 }
@@ -202,6 +230,205 @@ impl Outcome {
             Outcome::Refined { .. } => "a refitted variable",
             Outcome::Value(_) => "a value",
             Outcome::Family(_) => "a family score",
+            Outcome::Pair { .. } => "a pair's evidence",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::cgp::{Preset, SearchSettings};
+    use rand::SeedableRng;
+
+    /// A nonlinear chain a → b → c, standardised enough for the fits.
+    fn data(n: usize) -> DMatrix<f64> {
+        DMatrix::from_fn(n, 3, |r, c| {
+            let a = (r as f64 * 0.37).sin() * 1.5;
+            let b = a.tanh() + 0.2 * (r as f64 * 1.7).cos();
+            match c {
+                0 => a,
+                1 => b,
+                _ => b * b - 0.5 + 0.1 * (r as f64 * 2.3).sin(),
+            }
+        })
+    }
+
+    fn settings() -> SearchSettings {
+        let mut s = Preset::Interactive.settings();
+        s.inducing_points = 6;
+        s.start_iterations = 10;
+        s
+    }
+
+    /// The JSON of a value: equal JSON is an equal outcome, to the last bit of every number.
+    fn json<T: Serialize>(value: &T) -> String {
+        serde_json::to_string(value).unwrap()
+    }
+
+    /// Every kind of job gives the same outcome run here and run after travelling as JSON (as it
+    /// does to another worker), and its outcome reads back as itself.
+    #[test]
+    fn every_job_gives_the_same_outcome_after_a_round_trip() {
+        let data = data(40);
+        let start = VariableStart {
+            child: 2,
+            parents: vec![0, 1],
+            noise_floor: 1e-6,
+            total_rows: 40,
+            settings: settings(),
+        };
+        let rng = ChaCha8Rng::seed_from_u64(5);
+        let started = Job::Start {
+            start: Box::new(start),
+            rng: Box::new(rng),
+        }
+        .run(&data);
+        let Outcome::Started {
+            variable: Ok(variable),
+            ..
+        } = started.clone()
+        else {
+            panic!("the start failed: {started:?}")
+        };
+        let Variable::Collapsed(component) = &variable else {
+            panic!("the interactive preset is collapsed")
+        };
+        let jobs = vec![
+            Job::Start {
+                start: Box::new(VariableStart {
+                    child: 0,
+                    parents: vec![1],
+                    noise_floor: 1e-6,
+                    total_rows: 40,
+                    settings: settings(),
+                }),
+                rng: Box::new(ChaCha8Rng::seed_from_u64(6)),
+            },
+            Job::Evaluate {
+                variable: Cow::Borrowed(&variable),
+                jitter: 1e-6,
+                seed: 3,
+            },
+            Job::Refine {
+                component: Cow::Borrowed(component.as_ref()),
+                without: Some(0),
+                jitter: 1e-6,
+                iterations: 5,
+            },
+            Job::FinalBound {
+                variable: Cow::Borrowed(&variable),
+                evaluated: -12.5,
+                seed: 1,
+            },
+            Job::Family {
+                child: 1,
+                parents: Cow::Owned(vec![0]),
+                settings: FamilyScoreSettings::with_inducing(5),
+                seed: 2,
+            },
+            Job::Pair {
+                x: Cow::Owned(data.column(0).iter().copied().collect()),
+                y: Cow::Owned(data.column(1).iter().copied().collect()),
+                test: PairTest {
+                    collapsed: Some(FamilyScoreSettings::with_inducing(5)),
+                    uncollapsed: None,
+                    restarts: 1,
+                },
+                seed: 4,
+            },
+        ];
+        for job in &jobs {
+            let here = job.run(&data);
+            let sent: Job<'static> = serde_json::from_str(&json(job)).unwrap();
+            let there = sent.run(&data);
+            let back: Outcome = serde_json::from_str(&json(&there)).unwrap();
+            let strip = |o: &Outcome| match o {
+                // The seconds a pair took are a measurement, not part of the outcome.
+                Outcome::Pair { evidence, .. } => json(evidence),
+                other => json(other),
+            };
+            assert_eq!(strip(&here), strip(&back), "{}", here.kind());
+            assert!(
+                !matches!(&here, Outcome::Evaluation(Err(_)) | Outcome::Family(Err(_))),
+                "{here:?}"
+            );
+        }
+        // A refit without parent 0 has only parent 1 left.
+        let Outcome::Refined { component, .. } = jobs[2].run(&data) else {
+            panic!("a refit")
+        };
+        assert_eq!(component.parents(), &[1]);
+    }
+
+    #[test]
+    fn jobs_that_do_not_fit_the_data_fail_with_a_reason() {
+        let data = data(30);
+        let family = Job::Family {
+            child: 5,
+            parents: Cow::Owned(vec![0]),
+            settings: FamilyScoreSettings::with_inducing(5),
+            seed: 0,
+        };
+        assert!(family
+            .run(&data)
+            .into_value()
+            .unwrap_err()
+            .contains("3 columns"));
+        let pair = Job::Pair {
+            x: Cow::Owned(vec![0.0, 1.0, 2.0]),
+            y: Cow::Owned(vec![1.0, 0.0]),
+            test: PairTest {
+                collapsed: Some(FamilyScoreSettings::with_inducing(5)),
+                uncollapsed: None,
+                restarts: 1,
+            },
+            seed: 0,
+        };
+        let Outcome::Pair { evidence, .. } = pair.run(&data) else {
+            panic!("a pair outcome")
+        };
+        assert!(evidence.unwrap_err().contains("same length"));
+        let start = Job::Start {
+            start: Box::new(VariableStart {
+                child: 1,
+                parents: vec![1],
+                noise_floor: 1e-6,
+                total_rows: 30,
+                settings: settings(),
+            }),
+            rng: Box::new(ChaCha8Rng::seed_from_u64(0)),
+        };
+        let Outcome::Started { variable, .. } = start.run(&data) else {
+            panic!("a started outcome")
+        };
+        assert!(variable.unwrap_err().contains("does not fit"));
+        // A variable fitted to other rows refuses to be evaluated on these.
+        let other = self::data(20);
+        let fitted = Job::Start {
+            start: Box::new(VariableStart {
+                child: 1,
+                parents: vec![0],
+                noise_floor: 1e-6,
+                total_rows: 20,
+                settings: settings(),
+            }),
+            rng: Box::new(ChaCha8Rng::seed_from_u64(0)),
+        }
+        .run(&other);
+        let Outcome::Started {
+            variable: Ok(variable),
+            ..
+        } = fitted
+        else {
+            panic!("a start on 20 rows")
+        };
+        let evaluated = Job::Evaluate {
+            variable: Cow::Owned(variable),
+            jitter: 1e-6,
+            seed: 0,
+        }
+        .run(&data);
+        assert!(evaluated.into_value().unwrap_err().contains("20 rows"));
     }
 }

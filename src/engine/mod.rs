@@ -2,12 +2,11 @@
 //! search's state machine; `step(budget)` does a bounded amount of work and returns a
 //! [`Snapshot`]; `result()` gives the [`RunResult`] that `result.json` records.
 
-mod clock;
 pub mod exact_search;
 pub mod output;
 pub mod session;
 
-pub use clock::now_seconds;
+pub use crate::clock::now_seconds;
 pub use exact_search::{fit_families, run_exact};
 pub use session::{
     CheckpointError, RestartProgress, RunResult, Session, SessionError, Snapshot, Status,

@@ -19,8 +19,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::clock::now_seconds;
 use super::exact_search::{cache_key, ExactProgress, ExactSearch};
+use crate::clock::now_seconds;
 use std::sync::Arc;
 
 use crate::backend::{Backend, CpuBackend, Pool, PoolError};

@@ -8,17 +8,18 @@
 
 use crate::{read_file_limited, terminal_safe, CliError};
 use clap::{Args, ValueEnum};
-use occam::backend::{available_threads, Pool};
+use nalgebra::DMatrix;
+use occam::backend::{available_threads, Backend, CpuBackend, Job, Outcome as JobOutcome, Pool};
 use occam::data::{dequantise, parse_csv, standardise, CsvOptions, MAX_CSV_BYTES};
 use occam::discovery::bivariate::{
-    direction_evidence, direction_evidence_by_family, fit_uncollapsed, subsample_rows, Direction,
-    DirectionEvidence, UncollapsedFit,
+    subsample_rows, Direction, DirectionEvidence, PairTest, UncollapsedFit,
 };
 use occam::discovery::cgp::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS, MAX_THREADS};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::gp::variable::{LatentKind, VariableSettings};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use std::time::Instant;
@@ -216,52 +217,94 @@ struct Outcome {
     seconds: f64,
 }
 
-fn evaluate(args: &PairsArgs, index: usize, truth: &PairTruth) -> Outcome {
-    let start = Instant::now();
-    // Each pair gets its own seed, so results do not depend on thread scheduling.
-    let seed = args.seed.wrapping_add(1_000 * index as u64);
-    let (rows_used, rows_total, evidence) = match read_pair(&args.dir, &truth.name, args, seed) {
-        Ok((x, y, total)) => {
-            // The collapsed test is the exact search's D = 2 case: each component is a family
-            // score F(i | S) (discovery::family), floors included.
-            let family = FamilyScoreSettings {
-                inducing: args.inducing,
-                restarts: args.restarts,
-                adam_steps: args.adam_steps,
-                lbfgs_iterations: args.lbfgs_iterations,
-            };
-            let uncollapsed = UncollapsedFit {
-                variable: VariableSettings {
-                    inducing: args.inducing,
-                    samples: 10,
-                    latent: LatentKind::Free,
-                    ..VariableSettings::default()
-                },
-                max_steps: args.svgp_steps,
-                ..UncollapsedFit::default()
-            };
-            let by_collapsed = || direction_evidence_by_family(&x, &y, &family, seed);
-            let by_uncollapsed = || {
-                direction_evidence(&x, &y, args.restarts, seed, |data, slot, rng| {
-                    fit_uncollapsed(data, slot, &uncollapsed, rng)
-                })
-            };
-            let evidence = match args.bound {
-                BoundArg::Collapsed => by_collapsed(),
-                BoundArg::Uncollapsed => by_uncollapsed(),
-                BoundArg::Both => by_collapsed().best_with(&by_uncollapsed()),
-            };
-            (x.len(), total, Ok(evidence))
-        }
-        Err(e) => (0, 0, Err(e.0)),
+/// How each pair is scored, from the command's flags.
+fn pair_test(args: &PairsArgs) -> PairTest {
+    // The collapsed test is the exact search's D = 2 case: each component is a family score
+    // F(i | S) (discovery::family), floors included.
+    let family = FamilyScoreSettings {
+        inducing: args.inducing,
+        restarts: args.restarts,
+        adam_steps: args.adam_steps,
+        lbfgs_iterations: args.lbfgs_iterations,
     };
-    Outcome {
-        truth: truth.clone(),
-        rows_used,
-        rows_total,
-        evidence,
-        seconds: start.elapsed().as_secs_f64(),
+    let uncollapsed = UncollapsedFit {
+        variable: VariableSettings {
+            inducing: args.inducing,
+            samples: 10,
+            latent: LatentKind::Free,
+            ..VariableSettings::default()
+        },
+        max_steps: args.svgp_steps,
+        ..UncollapsedFit::default()
+    };
+    PairTest {
+        collapsed: matches!(args.bound, BoundArg::Collapsed | BoundArg::Both).then_some(family),
+        uncollapsed: matches!(args.bound, BoundArg::Uncollapsed | BoundArg::Both)
+            .then_some(uncollapsed),
+        restarts: args.restarts,
     }
+}
+
+/// Each pair's own seed, so results do not depend on how the pairs are batched.
+fn pair_seed(args: &PairsArgs, index: usize) -> u64 {
+    args.seed.wrapping_add(1_000 * index as u64)
+}
+
+/// Reads every pair of `truth` in `batch`, fits the readable ones as one batch of jobs on
+/// `backend`, and returns their outcomes in order.
+fn evaluate_batch(
+    args: &PairsArgs,
+    batch: &[(usize, &PairTruth)],
+    backend: &dyn Backend,
+) -> Vec<Outcome> {
+    let test = pair_test(args);
+    let read: Vec<_> = batch
+        .iter()
+        .map(|&(k, t)| read_pair(&args.dir, &t.name, args, pair_seed(args, k)))
+        .collect();
+    let jobs: Vec<Job<'_>> = batch
+        .iter()
+        .zip(&read)
+        .filter_map(|(&(k, _), r)| {
+            r.as_ref().ok().map(|(x, y, _)| Job::Pair {
+                x: Cow::Borrowed(x),
+                y: Cow::Borrowed(y),
+                test,
+                seed: pair_seed(args, k),
+            })
+        })
+        .collect();
+    let mut fitted = backend.run(&DMatrix::zeros(0, 0), &jobs).into_iter();
+    batch
+        .iter()
+        .zip(read)
+        .map(|(&(_, truth), r)| {
+            let (rows_used, rows_total, evidence, seconds) = match r {
+                Ok((x, _, total)) => match fitted.next() {
+                    Some(JobOutcome::Pair { evidence, seconds }) => {
+                        (x.len(), total, evidence, seconds)
+                    }
+                    other => (
+                        x.len(),
+                        total,
+                        Err(format!(
+                            "the pair's fit came back as {}",
+                            other.map_or("nothing", |o| o.kind())
+                        )),
+                        0.0,
+                    ),
+                },
+                Err(e) => (0, 0, Err(e.0), 0.0),
+            };
+            Outcome {
+                truth: truth.clone(),
+                rows_used,
+                rows_total,
+                evidence,
+                seconds,
+            }
+        })
+        .collect()
 }
 
 impl Outcome {
@@ -404,13 +447,17 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
         .threads
         .unwrap_or_else(available_threads)
         .clamp(1, truth.len());
-    let pool = Pool::new(threads).map_err(|e| CliError(e.to_string()))?;
+    let backend = CpuBackend::new(Pool::new(threads).map_err(|e| CliError(e.to_string()))?);
     let indexed: Vec<(usize, &_)> = truth.iter().enumerate().collect();
-    let outcomes = pool.map(&indexed, |&(k, t)| {
-        let outcome = evaluate(args, k, t);
-        outln!("{}", terminal_safe(&report_line(&outcome, args.tie_nats)));
-        outcome
-    });
+    // A few pairs per thread at a time: the threads balance within a batch, and each batch's
+    // lines are printed as soon as it is done.
+    let mut outcomes = Vec::with_capacity(indexed.len());
+    for batch in indexed.chunks(threads * 4) {
+        for outcome in evaluate_batch(args, batch, &backend) {
+            outln!("{}", terminal_safe(&report_line(&outcome, args.tie_nats)));
+            outcomes.push(outcome);
+        }
+    }
 
     let mut tally = Tally::default();
     for o in &outcomes {
