@@ -1,9 +1,11 @@
 //! Time per iteration of the uncollapsed bound + its full gradient (one variable, CPU f64, one
 //! thread), over a grid of (M, b, S, D), including DESIGN.md §6's GPflow comparison sizes.
 //!
-//! Run: `cargo bench --bench bound` (add `-- quick` for a 3-size smoke run). Prints the median of
-//! repeated runs and the minimum for the fast path, and the dense reference path's median, so a
-//! speed-up is read off one run.
+//! Run: `cargo bench --bench bound` (add `-- quick` for a 3-size smoke run, or `-- gpflow` for
+//! exactly the sizes `../shared/bench/anchor_gpflow.py` times by default, fast path only, to run
+//! side by side with it: `scripts/bench-gpflow.sh`). Prints the median of repeated runs and the
+//! minimum for the fast path, and the dense reference path's median, so a speed-up is read off one
+//! run.
 
 use nalgebra::{DMatrix, DVector};
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
@@ -83,9 +85,19 @@ fn time(
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
+    let gpflow = std::env::args().any(|a| a == "gpflow");
     // (M, b, S, D); the first five rows are the GPflow comparison sizes of DESIGN.md §6.
     let grid: &[(usize, usize, usize, usize)] = if quick {
         &[(50, 128, 10, 5), (100, 256, 10, 10), (200, 256, 20, 10)]
+    } else if gpflow {
+        // anchor_gpflow.py's GRID, in its order.
+        &[
+            (50, 128, 10, 5),
+            (100, 256, 10, 10),
+            (200, 256, 20, 10),
+            (400, 256, 50, 10),
+            (400, 256, 50, 20),
+        ]
     } else {
         &[
             (400, 256, 50, 10),
@@ -121,6 +133,16 @@ fn main() {
             jitter: JitterPolicy::default(),
         };
         let fast = time(|| bound_and_gradient(&input));
+        if gpflow {
+            println!(
+                "{m:>5} {b:>5} {s:>4} {d:>4} {:>14.2} {:>12.2} {:>15} {:>8}",
+                fast.0 * 1e3,
+                fast.1 * 1e3,
+                "-",
+                "-"
+            );
+            continue;
+        }
         let dense = time(|| bound_and_gradient_reference(&input));
         println!(
             "{m:>5} {b:>5} {s:>4} {d:>4} {:>14.2} {:>12.2} {:>15.2} {:>7.2}x",

@@ -19,7 +19,10 @@ use nalgebra::DMatrix;
 use crate::data::{CsvOptions, Dataset};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::engine::{now_seconds, Session};
-use crate::protocol::{compute_workers, load_csv, FromCompute, FromWorker, RunRequest, ToCompute};
+use crate::protocol::{
+    compute_workers, decode_compute, encode_compute, load_csv, FromCompute, FromWorker, RunRequest,
+    ToCompute,
+};
 
 /// Seconds of work per step: short enough that pause and stop act within a tenth of a second and
 /// snapshots reach the page about ten times a second, long enough that the timer between steps
@@ -445,8 +448,8 @@ fn web_log(_message: &str) {
     web_sys::console::warn_1(&_message.into());
 }
 
-/// A compute worker's state: the data its jobs read. It answers each [`ToCompute`] message (as
-/// JSON) with a [`FromCompute`] one (as JSON), or nothing for data.
+/// A compute worker's state: the data its jobs read. It answers each [`ToCompute`] message
+/// ([`crate::protocol::encode_compute`] bytes) with a [`FromCompute`] one, or nothing for data.
 #[derive(Debug, Default)]
 pub struct ComputeWorker {
     data: Option<(u64, DMatrix<f64>)>,
@@ -458,85 +461,94 @@ impl ComputeWorker {
     }
 
     /// Handles one message; the reply to post back, if any.
-    pub fn handle(&mut self, text: &str) -> Option<String> {
-        let reply = match serde_json::from_str::<ToCompute<'static>>(text) {
+    pub fn handle(&mut self, bytes: &[u8]) -> Option<Vec<u8>> {
+        let reply = match decode_compute::<ToCompute<'static>>(bytes) {
             Ok(ToCompute::Data {
                 data_id,
                 rows,
                 cols,
                 values,
             }) => {
-                if values.len() == rows * cols {
-                    self.data = Some((data_id, DMatrix::from_column_slice(rows, cols, &values)));
-                } else {
-                    self.data = None;
-                }
+                self.data = (values.len() == rows * cols)
+                    .then(|| (data_id, DMatrix::from_column_slice(rows, cols, &values)));
                 return None;
             }
-            Ok(ToCompute::Job {
+            Ok(ToCompute::Jobs {
                 batch,
-                index,
+                first,
                 data_id,
-                job,
+                jobs,
             }) => match &self.data {
                 Some((id, data)) if *id == data_id => FromCompute::Done {
                     batch,
-                    index,
-                    outcome: job.run(data),
+                    first,
+                    outcomes: jobs.iter().map(|job| job.run(data)).collect(),
                 },
                 _ => FromCompute::Refused {
                     batch,
-                    index,
+                    first,
+                    count: jobs.len(),
                     message: format!("no data {data_id} in this compute worker"),
                 },
             },
-            Err(e) => FromCompute::Refused {
+            Err(message) => FromCompute::Refused {
                 batch: 0,
-                index: 0,
-                message: format!("a message the compute worker could not read: {e}"),
+                first: 0,
+                count: 0,
+                message,
             },
         };
-        // Outcomes are plain data (strings and finite numbers; a non-finite one comes back as
-        // null, which its reader refuses as a failed job).
-        serde_json::to_string(&reply).ok()
+        Some(encode_compute(&reply))
     }
 }
 
-/// The message a compute worker needs before jobs on `data` (as JSON).
-pub fn data_message(data_id: u64, data: &DMatrix<f64>) -> String {
-    let message = ToCompute::Data {
+/// The message a compute worker needs before jobs on `data`.
+pub fn data_message(data_id: u64, data: &DMatrix<f64>) -> Vec<u8> {
+    encode_compute(&ToCompute::Data {
         data_id,
         rows: data.nrows(),
         cols: data.ncols(),
         values: std::borrow::Cow::Borrowed(data.as_slice()),
-    };
-    serde_json::to_string(&message).unwrap_or_default()
+    })
 }
 
-/// The message running job `index` of `dispatch` (as JSON).
-pub fn job_message(dispatch: &Dispatch, index: usize) -> String {
-    let message = ToCompute::Job {
+/// The message running jobs `range` of `dispatch`.
+pub fn jobs_message(dispatch: &Dispatch, range: std::ops::Range<usize>) -> Vec<u8> {
+    encode_compute(&ToCompute::Jobs {
         batch: dispatch.batch,
-        index,
+        first: range.start,
         data_id: dispatch.data_id,
-        job: Box::new(dispatch.jobs[index].clone()),
-    };
-    serde_json::to_string(&message).unwrap_or_default()
+        jobs: dispatch.jobs[range].to_vec(),
+    })
 }
 
-/// Reads a compute worker's reply: (batch, index, outcome), a refusal being a failed outcome.
-pub fn read_reply(text: &str) -> Option<(u64, usize, Outcome)> {
-    match serde_json::from_str::<FromCompute>(text).ok()? {
+/// Jobs per message when `jobs` go to `workers` workers: about two messages per worker, so the
+/// workers balance while few messages travel.
+pub fn jobs_per_message(jobs: usize, workers: usize) -> usize {
+    jobs.div_ceil(2 * workers.max(1)).max(1)
+}
+
+/// Reads a compute worker's reply: the batch, the first job's index and one outcome per job
+/// (a refusal of `count` jobs gives as many failed outcomes). None when unreadable.
+pub fn read_reply(bytes: &[u8]) -> Option<(u64, usize, Vec<Outcome>)> {
+    match decode_compute::<FromCompute>(bytes).ok()? {
         FromCompute::Done {
             batch,
-            index,
-            outcome,
-        } => Some((batch, index, outcome)),
+            first,
+            outcomes,
+        } => Some((batch, first, outcomes)),
         FromCompute::Refused {
             batch,
-            index,
+            first,
+            count,
             message,
-        } => Some((batch, index, Outcome::Value(Err(message)))),
+        } => Some((
+            batch,
+            first,
+            (0..count)
+                .map(|_| Outcome::Value(Err(message.clone())))
+                .collect(),
+        )),
     }
 }
 
@@ -865,25 +877,27 @@ mod tests {
                 batches += 1;
                 let (id, data) = driver.data().expect("a run holds its data");
                 assert_eq!(id, d.data_id);
-                let data_text = data_message(id, data);
-                let mut outcomes = vec![None; d.jobs.len()];
-                for k in 0..d.jobs.len() {
-                    let w = (k + batches) % workers;
+                let data_bytes = data_message(id, data);
+                let mut outcomes: Vec<Option<Outcome>> = vec![None; d.jobs.len()];
+                let per = jobs_per_message(d.jobs.len(), workers);
+                for (m, start) in (0..d.jobs.len()).step_by(per).enumerate() {
+                    let range = start..(start + per).min(d.jobs.len());
+                    let w = (m + batches) % workers;
                     if loaded[w] != d.data_id {
-                        assert!(computes[w].handle(&data_text).is_none());
+                        assert!(computes[w].handle(&data_bytes).is_none());
                         loaded[w] = d.data_id;
                     }
-                    let reply = computes[w].handle(&job_message(&d, k)).expect("a reply");
-                    let Some((batch, index, outcome)) = read_reply(&reply) else {
-                        let err = serde_json::from_str::<FromCompute>(&reply).unwrap_err();
-                        let at = err.column().saturating_sub(80);
-                        panic!(
-                            "unreadable reply: {err}: …{}",
-                            &reply[at..(at + 160).min(reply.len())]
-                        );
-                    };
-                    assert_eq!((batch, index), (d.batch, k));
-                    outcomes[index] = Some(outcome);
+                    let reply = computes[w]
+                        .handle(&jobs_message(&d, range.clone()))
+                        .expect("a reply");
+                    let (batch, first, got) = read_reply(&reply).expect("a readable reply");
+                    assert_eq!(
+                        (batch, first, got.len()),
+                        (d.batch, range.start, range.len())
+                    );
+                    for (k, o) in got.into_iter().enumerate() {
+                        outcomes[first + k] = Some(o);
+                    }
                 }
                 let outcomes = outcomes.into_iter().map(|o| o.unwrap()).collect();
                 reaction = driver.outcomes(d.batch, outcomes);
@@ -991,17 +1005,26 @@ mod tests {
                 seed: 1,
             }],
         };
-        let reply = worker.handle(&job_message(&dispatch, 0)).unwrap();
-        let (batch, index, outcome) = read_reply(&reply).unwrap();
-        assert_eq!((batch, index), (4, 0));
-        assert!(outcome.into_value().unwrap_err().contains("no data 9"));
+        let reply = worker.handle(&jobs_message(&dispatch, 0..1)).unwrap();
+        let (batch, first, mut outcomes) = read_reply(&reply).unwrap();
+        assert_eq!((batch, first, outcomes.len()), (4, 0, 1));
+        let refused = outcomes.pop().unwrap();
+        assert!(refused.into_value().unwrap_err().contains("no data 9"));
         assert!(worker.handle(&data_message(9, &data)).is_none());
-        let reply = worker.handle(&job_message(&dispatch, 0)).unwrap();
+        let reply = worker.handle(&jobs_message(&dispatch, 0..1)).unwrap();
         let direct = dispatch.jobs[0].run(&data).into_value().unwrap();
-        let (_, _, outcome) = read_reply(&reply).unwrap();
-        assert_eq!(outcome.into_value().unwrap(), direct);
-        let garbage = worker.handle("{not json").unwrap();
-        assert!(read_reply(&garbage).unwrap().2.into_value().is_err());
+        let (_, _, mut outcomes) = read_reply(&reply).unwrap();
+        assert_eq!(outcomes.pop().unwrap().into_value().unwrap(), direct);
+        let garbage = worker.handle(b"\xc1 not a message").unwrap();
+        assert!(read_reply(&garbage).unwrap().2.is_empty());
+        assert!(read_reply(b"\xc1").is_none());
+        // Numbers that JSON cannot hold travel bit for bit.
+        let odd = Outcome::Value(Ok(f64::NEG_INFINITY));
+        let back: Outcome = decode_compute(&encode_compute(&odd)).unwrap();
+        assert_eq!(back.into_value().unwrap(), f64::NEG_INFINITY);
+        assert_eq!(jobs_per_message(22, 3), 4);
+        assert_eq!(jobs_per_message(1, 8), 1);
+        assert_eq!(jobs_per_message(0, 0), 1);
         assert_eq!(compute_workers(0, 4), 3);
         assert_eq!(compute_workers(0, 1), 1);
         assert_eq!(compute_workers(0, 64), 8);

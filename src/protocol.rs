@@ -467,7 +467,7 @@ pub fn compute_workers(requested: usize, cores: usize) -> usize {
 }
 
 /// A message from the coordinating worker to one of its compute workers (the message object's
-/// `compute` field, as JSON).
+/// `compute` field, as MessagePack bytes: [`encode_compute`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToCompute<'a> {
     /// The data every later job reads (the rows used, N × D, standardised, column-major), under
@@ -478,27 +478,42 @@ pub enum ToCompute<'a> {
         cols: usize,
         values: std::borrow::Cow<'a, [f64]>,
     },
-    /// Run job `index` of batch `batch` on data `data_id`.
-    Job {
+    /// Run jobs `first`, `first + 1`, … of batch `batch` on data `data_id`.
+    Jobs {
         batch: u64,
-        index: usize,
+        first: usize,
         data_id: u64,
-        job: Box<crate::discovery::jobs::Job<'a>>,
+        jobs: Vec<crate::discovery::jobs::Job<'a>>,
     },
 }
 
-/// A compute worker's answer (the message object's `computed` field, as JSON).
+/// A compute worker's answer (the message object's `computed` field, as MessagePack bytes).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum FromCompute {
+    /// The outcomes of jobs `first`, `first + 1`, … of batch `batch`, in order.
     Done {
         batch: u64,
-        index: usize,
-        outcome: crate::discovery::jobs::Outcome,
+        first: usize,
+        outcomes: Vec<crate::discovery::jobs::Outcome>,
     },
-    /// The job could not be run at all (no data under its id, a message it could not read).
+    /// The jobs could not be run at all (no data under their id, a message it could not read).
     Refused {
         batch: u64,
-        index: usize,
+        first: usize,
+        count: usize,
         message: String,
     },
+}
+
+/// A message between workers as MessagePack (binary f64, so every number, ±∞ and NaN included,
+/// arrives bit for bit; with field names, so every serde type of the engine travels).
+pub fn encode_compute<T: Serialize>(message: &T) -> Vec<u8> {
+    // Encoding into memory fails only for types serde cannot describe, which these are not.
+    rmp_serde::to_vec_named(message).unwrap_or_default()
+}
+
+/// Reads a message made by [`encode_compute`].
+pub fn decode_compute<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    rmp_serde::from_slice(bytes)
+        .map_err(|e| format!("a message between workers could not be read: {e}"))
 }

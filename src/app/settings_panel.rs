@@ -87,7 +87,7 @@ pub fn SettingsPanel() -> impl IntoView {
             <p class="note" data-testid="preset-note">"The paper preset runs the full GP-CDE schedule (25,000 + up to 50,000 + 25,000 iterations with M = 400): hours per data set in a browser. Use it to reproduce the paper, not to explore."</p>
         }),
         Preset::Thorough => Some(view! {
-            <p class="note" data-testid="preset-note">"The thorough preset fits twice the rows with more inducing points, four restarts and longer phases, then compares the restarts by the evidence of their graphs: about 5 minutes for a 10-variable data set natively, longer in a browser (one thread)."</p>
+            <p class="note" data-testid="preset-note">"The thorough preset fits twice the rows with more inducing points, four restarts and longer phases, then compares the restarts by the evidence of their graphs: about 5 minutes for a 10-variable data set natively on 2 cores, longer in a browser (more compute workers help)."</p>
         }),
         Preset::Interactive => None,
     };

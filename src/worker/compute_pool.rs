@@ -1,22 +1,24 @@
 //! The coordinating worker's pool of compute workers (wasm only): each is another instance of
 //! this worker's module that answers `compute` messages ([`crate::driver::ComputeWorker`]). A
-//! dispatched unit's jobs are handed out one at a time to whichever worker is free, so slow and
-//! fast jobs balance; the outcomes go back to the driver in the jobs' order once all are in.
+//! dispatched unit's jobs are handed out a few at a time ([`jobs_per_message`]: about two
+//! messages per worker) to whichever worker is free, so slow and fast jobs balance while few
+//! messages travel; the outcomes go back to the driver in the jobs' order once all are in.
 //!
 //! Nothing is shared between workers (no SharedArrayBuffer, so the page needs no cross-origin
-//! isolation headers): the data go to each worker once per run, every job and outcome as JSON.
+//! isolation headers): the data go to each worker once per run, jobs and outcomes as MessagePack
+//! bytes whose buffers are transferred, not copied.
 //! A worker that dies, or fails to start, costs the unit it was in: the pool is replaced and the
 //! driver plans the unit again ([`crate::driver::Driver::compute_lost`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use js_sys::{Object, Reflect};
+use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use web_sys::{ErrorEvent, MessageEvent, Worker};
 
 use crate::discovery::jobs::Outcome;
-use crate::driver::{data_message, job_message, read_reply, Dispatch};
+use crate::driver::{data_message, jobs_message, jobs_per_message, read_reply, Dispatch};
 use crate::protocol::{self, FromWorker};
 
 /// One compute worker.
@@ -26,8 +28,8 @@ struct Slot {
     ready: bool,
     /// The data it holds.
     data_id: u64,
-    /// The job of the current batch it is running.
-    job: Option<usize>,
+    /// The jobs of the current batch it is running.
+    jobs: Option<std::ops::Range<usize>>,
     // Kept so the handlers live as long as the worker.
     _on_message: Closure<dyn FnMut(MessageEvent)>,
     _on_error: Closure<dyn FnMut(ErrorEvent)>,
@@ -36,7 +38,9 @@ struct Slot {
 /// The unit being computed.
 struct Batch {
     dispatch: Dispatch,
-    data: Rc<String>,
+    data: Rc<Vec<u8>>,
+    /// Jobs per message.
+    per: usize,
     next: usize,
     outcomes: Vec<Option<Outcome>>,
     left: usize,
@@ -92,7 +96,7 @@ fn own_url() -> Result<String, String> {
 
 /// Computes `dispatch` on `workers` compute workers (started as needed) with `data` (the run's
 /// data as a compute message).
-pub fn dispatch(dispatch: Dispatch, workers: usize, data: Rc<String>) {
+pub fn dispatch(dispatch: Dispatch, workers: usize, data: Rc<Vec<u8>>) {
     let batch = dispatch.batch;
     let started = POOL.with(|p| {
         let mut pool = p.borrow_mut();
@@ -101,6 +105,7 @@ pub fn dispatch(dispatch: Dispatch, workers: usize, data: Rc<String>) {
         pool.batch = Some(Batch {
             dispatch,
             data,
+            per: jobs_per_message(n, workers),
             next: 0,
             outcomes: vec![None; n],
             left: n,
@@ -157,31 +162,49 @@ impl ComputePool {
             return;
         };
         let slot = &mut self.slots[k];
-        if !slot.ready || slot.job.is_some() || batch.next >= batch.dispatch.jobs.len() {
+        let n = batch.dispatch.jobs.len();
+        if !slot.ready || slot.jobs.is_some() || batch.next >= n {
             return;
         }
-        let index = batch.next;
-        batch.next += 1;
+        let range = batch.next..(batch.next + batch.per).min(n);
+        batch.next = range.end;
         if slot.data_id != batch.dispatch.data_id {
             post(&slot.worker, &batch.data);
             slot.data_id = batch.dispatch.data_id;
         }
-        post(&slot.worker, &job_message(&batch.dispatch, index));
-        slot.job = Some(index);
+        post(&slot.worker, &jobs_message(&batch.dispatch, range.clone()));
+        slot.jobs = Some(range);
     }
 
     /// Takes worker `k`'s reply; the finished batch's outcomes when it was the last.
-    fn reply(&mut self, k: usize, text: &str) -> Option<PoolEvent> {
+    fn reply(&mut self, k: usize, bytes: &[u8]) -> Option<PoolEvent> {
         let slot = self.slots.get_mut(k)?;
-        let index = slot.job.take()?;
+        let range = slot.jobs.take()?;
         let batch = self.batch.as_mut()?;
-        let outcome = match read_reply(text) {
-            Some((b, i, outcome)) if b == batch.dispatch.batch && i == index => outcome,
-            Some(_) => Outcome::Value(Err("a compute worker answered another job".into())),
-            None => Outcome::Value(Err("a compute worker's answer could not be read".into())),
+        let outcomes = match read_reply(bytes) {
+            Some((b, first, outcomes))
+                if b == batch.dispatch.batch
+                    && first == range.start
+                    && outcomes.len() == range.len() =>
+            {
+                outcomes
+            }
+            other => {
+                let why = if other.is_some() {
+                    "a compute worker answered other jobs"
+                } else {
+                    "a compute worker's answer could not be read"
+                };
+                range
+                    .clone()
+                    .map(|_| Outcome::Value(Err(why.into())))
+                    .collect()
+            }
         };
-        if batch.outcomes[index].replace(outcome).is_none() {
-            batch.left -= 1;
+        for (index, outcome) in range.zip(outcomes) {
+            if batch.outcomes[index].replace(outcome).is_none() {
+                batch.left -= 1;
+            }
         }
         if batch.left == 0 {
             let done = self.batch.take()?;
@@ -195,11 +218,13 @@ impl ComputePool {
     }
 }
 
-/// Posts `{compute: text}` to a compute worker.
-fn post(worker: &Worker, text: &str) {
+/// Posts `{compute: bytes}` to a compute worker, transferring the bytes' buffer.
+fn post(worker: &Worker, bytes: &[u8]) {
+    let array = Uint8Array::from(bytes);
     let object = Object::new();
-    let _ = Reflect::set(&object, &"compute".into(), &text.into());
-    if let Err(e) = worker.post_message(&object) {
+    let _ = Reflect::set(&object, &"compute".into(), &array);
+    let transfer = Array::of1(&array.buffer());
+    if let Err(e) = worker.post_message_with_transfer(&object, &transfer) {
         web_sys::console::error_2(
             &"occam: a compute worker could not be sent a job".into(),
             &e,
@@ -229,16 +254,17 @@ fn spawn(url: &str, k: usize, epoch: u64) -> Result<Slot, String> {
         Worker::new(url).map_err(|e| format!("a compute worker could not start: {e:?}"))?;
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
         let data = event.data();
-        if let Some(text) = Reflect::get(&data, &"computed".into())
+        if let Some(array) = Reflect::get(&data, &"computed".into())
             .ok()
-            .and_then(|v| v.as_string())
+            .and_then(|v| v.dyn_into::<Uint8Array>().ok())
         {
+            let bytes = array.to_vec();
             let event = POOL.with(|p| {
                 let mut pool = p.borrow_mut();
                 if pool.epoch != epoch {
                     return None;
                 }
-                pool.reply(k, &text)
+                pool.reply(k, &bytes)
             });
             if let Some(event) = event {
                 emit(event);
@@ -282,16 +308,16 @@ fn spawn(url: &str, k: usize, epoch: u64) -> Result<Slot, String> {
         worker,
         ready: false,
         data_id: 0,
-        job: None,
+        jobs: None,
         _on_message: on_message,
         _on_error: on_error,
     })
 }
 
 /// The data message for the run the driver holds, made once per run.
-pub fn data_text(data_id: u64, data: &nalgebra::DMatrix<f64>) -> Rc<String> {
+pub fn data_bytes(data_id: u64, data: &nalgebra::DMatrix<f64>) -> Rc<Vec<u8>> {
     thread_local! {
-        static CACHED: RefCell<Option<(u64, Rc<String>)>> = const { RefCell::new(None) };
+        static CACHED: RefCell<Option<(u64, Rc<Vec<u8>>)>> = const { RefCell::new(None) };
     }
     CACHED.with(|c| {
         let mut cached = c.borrow_mut();

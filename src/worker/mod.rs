@@ -83,7 +83,7 @@ fn react(reaction: Reaction) {
             let driver = d.borrow();
             driver
                 .data()
-                .map(|(id, data)| (compute_pool::data_text(id, data), driver.workers()))
+                .map(|(id, data)| (compute_pool::data_bytes(id, data), driver.workers()))
         });
         match data {
             Some((data, workers)) => compute_pool::dispatch(dispatch, workers, data),
@@ -125,14 +125,17 @@ fn schedule_step(generation: u64) {
 fn handle_message(event: MessageEvent) {
     let data = event.data();
     // A job from a coordinating worker.
-    if let Some(text) = Reflect::get(&data, &"compute".into())
+    if let Some(array) = Reflect::get(&data, &"compute".into())
         .ok()
-        .and_then(|v| v.as_string())
+        .and_then(|v| v.dyn_into::<Uint8Array>().ok())
     {
-        if let Some(reply) = COMPUTE.with(|c| c.borrow_mut().handle(&text)) {
+        let bytes = array.to_vec();
+        if let Some(reply) = COMPUTE.with(|c| c.borrow_mut().handle(&bytes)) {
+            let array = Uint8Array::from(reply.as_slice());
             let object = Object::new();
-            let _ = Reflect::set(&object, &"computed".into(), &reply.into());
-            if let Err(e) = scope().post_message(&object) {
+            let _ = Reflect::set(&object, &"computed".into(), &array);
+            let transfer = js_sys::Array::of1(&array.buffer());
+            if let Err(e) = scope().post_message_with_transfer(&object, &transfer) {
                 web_sys::console::error_2(&"occam compute worker: postMessage failed".into(), &e);
             }
         }
