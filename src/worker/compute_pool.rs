@@ -98,6 +98,11 @@ fn own_url() -> Result<String, String> {
 /// data as a compute message).
 pub fn dispatch(dispatch: Dispatch, workers: usize, data: Rc<Vec<u8>>) {
     let batch = dispatch.batch;
+    // Workers still busy with a batch no longer wanted (a new run began while it was out) are
+    // replaced, so none of their answers can land in this batch.
+    if POOL.with(|p| p.borrow().slots.iter().any(|s| s.jobs.is_some())) {
+        reset();
+    }
     let started = POOL.with(|p| {
         let mut pool = p.borrow_mut();
         pool.grow(workers)?;
@@ -182,6 +187,11 @@ impl ComputePool {
         let range = slot.jobs.take()?;
         let batch = self.batch.as_mut()?;
         let outcomes = match read_reply(bytes) {
+            // An answer for another batch is not this batch's: the worker is free again.
+            Some((b, _, _)) if b != batch.dispatch.batch => {
+                self.feed(k);
+                return None;
+            }
             Some((b, first, outcomes))
                 if b == batch.dispatch.batch
                     && first == range.start
