@@ -298,13 +298,7 @@ impl Driver {
         if unit_was_long(now_seconds() - started, budget_seconds) {
             messages.push(checkpoint(self.run_id, session));
         }
-        if now_seconds() - self.saved_at >= SAVE_SECONDS {
-            self.saved_at = now_seconds();
-            messages.push(FromWorker::Saved {
-                run_id: self.run_id,
-                session: session.checkpoint(),
-            });
-        }
+        messages.extend(self.save_if_due());
         Reaction {
             messages,
             step: Some(generation),
@@ -358,6 +352,20 @@ impl Driver {
         }
     }
 
+    /// The whole run for the page ([`FromWorker::Saved`]) when the last copy is at least
+    /// [`SAVE_SECONDS`] old. Called between units only, so a copy never holds half a unit.
+    fn save_if_due(&mut self) -> Option<FromWorker> {
+        let session = self.session.as_ref()?;
+        if now_seconds() - self.saved_at < SAVE_SECONDS {
+            return None;
+        }
+        self.saved_at = now_seconds();
+        Some(FromWorker::Saved {
+            run_id: self.run_id,
+            session: session.checkpoint(),
+        })
+    }
+
     /// Progress for the page when the last report is at least [`STEP_SECONDS`] old.
     fn progress_if_due(&mut self) -> Vec<FromWorker> {
         let Some(session) = self.session.as_mut() else {
@@ -392,15 +400,7 @@ impl Driver {
             return Reaction::message(message);
         }
         let mut messages = self.progress_if_due();
-        if let Some(session) = self.session.as_ref() {
-            if now_seconds() - self.saved_at >= SAVE_SECONDS {
-                self.saved_at = now_seconds();
-                messages.push(FromWorker::Saved {
-                    run_id: self.run_id,
-                    session: session.checkpoint(),
-                });
-            }
-        }
+        messages.extend(self.save_if_due());
         Reaction {
             messages,
             step: (!self.paused).then_some(self.generation),

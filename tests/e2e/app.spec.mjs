@@ -354,12 +354,13 @@ test('a worker that stops answering is ended by the watchdog and can be restarte
 
 test('a worker busy in a long unit of work is not ended by the watchdog, and a stop still acts', async ({ page }, info) => {
   // On the #test-hooks page the watchdog ends a silent worker after 3 s. Here one variable's
-  // starting fit alone (600 rows, M = 300, 400 L-BFGS iterations) takes far longer than that;
+  // starting fit alone (1000 rows, M = 400, up to 1000 L-BFGS iterations) takes far longer than
+  // that (about 30 s on a 2-core VM, so the stop below lands inside it even on a fast machine);
   // the fit's heartbeat must keep the worker alive (issue 12).
   await open(page, '#test-hooks');
-  await pick(page, 'chain.csv', chainCsv(600));
-  await expect(page.getByTestId('rows')).toHaveText('600');
-  await setFields(page, { max_rows: '600', inducing_points: '300', start_iterations: '400', restarts: '1' });
+  await pick(page, 'chain.csv', chainCsv(1000));
+  await expect(page.getByTestId('rows')).toHaveText('1000');
+  await setFields(page, { max_rows: '1000', inducing_points: '400', start_iterations: '1000', restarts: '1' });
   await page.getByTestId('run-button').click();
   await expect(page.getByTestId('status')).toHaveText(/running/);
   await page.waitForTimeout(9000);
@@ -378,7 +379,7 @@ test('a worker busy in a long unit of work is not ended by the watchdog, and a s
   await expect(page.getByTestId('error')).toContainText('could not read the stop request');
   await expect(page.getByTestId('error')).toContainText(/as it stood after its last completed step|there is no graph/);
   await expect(page.getByTestId('backend-badge')).toHaveAttribute('data-backend', 'cpu');
-  await expect(page.getByTestId('rows')).toHaveText('600');
+  await expect(page.getByTestId('rows')).toHaveText('1000');
   await expect(page.getByTestId('status')).toHaveText('stopped');
   await expect(page.getByTestId('error')).toContainText('could not read the stop request');
   await expect(page.getByTestId('pause-button')).toHaveText('Pause');
