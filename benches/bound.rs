@@ -84,6 +84,11 @@ fn time(
 }
 
 fn main() {
+    // As the CLI does: freed scratch matrices are reused (`plain-heap` keeps glibc's defaults, to
+    // measure the difference).
+    if !std::env::args().any(|a| a == "plain-heap") {
+        occam::backend::heap::reuse_freed_memory();
+    }
     let quick = std::env::args().any(|a| a == "quick");
     let gpflow = std::env::args().any(|a| a == "gpflow");
     // (M, b, S, D); the first five rows are the GPflow comparison sizes of DESIGN.md §6.

@@ -5,9 +5,10 @@
 //! ([`CpuBackend`]), in other Web Workers, or (later) batch the bound evaluations of one shape into
 //! one GPU dispatch. The outcome of a job never depends on where it ran.
 //!
-//! Owns: [`Backend`], the CPU implementation [`CpuBackend`], and [`Pool`], the one way work fans
-//! out over threads.
+//! Owns: [`Backend`], the CPU implementation [`CpuBackend`], [`Pool`], the one way work fans
+//! out over threads, and [`heap`], how a native process keeps the bound's scratch memory.
 
+pub mod heap;
 pub mod pool;
 
 use std::fmt;
