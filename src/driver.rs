@@ -528,27 +528,17 @@ pub fn jobs_per_message(jobs: usize, workers: usize) -> usize {
     jobs.div_ceil(2 * workers.max(1)).max(1)
 }
 
-/// Reads a compute worker's reply: the batch, the first job's index and one outcome per job
-/// (a refusal of `count` jobs gives as many failed outcomes). None when unreadable.
-pub fn read_reply(bytes: &[u8]) -> Option<(u64, usize, Vec<Outcome>)> {
-    match decode_compute::<FromCompute>(bytes).ok()? {
+/// Reads a compute worker's reply: the batch, the first job's index and one outcome per job. A
+/// refusal (the worker lacked the data, or could not read the jobs) or an unreadable reply is an
+/// error: the jobs did not run, so the unit is to be planned again, not failed.
+pub fn read_reply(bytes: &[u8]) -> Result<(u64, usize, Vec<Outcome>), String> {
+    match decode_compute::<FromCompute>(bytes)? {
         FromCompute::Done {
             batch,
             first,
             outcomes,
-        } => Some((batch, first, outcomes)),
-        FromCompute::Refused {
-            batch,
-            first,
-            count,
-            message,
-        } => Some((
-            batch,
-            first,
-            (0..count)
-                .map(|_| Outcome::Value(Err(message.clone())))
-                .collect(),
-        )),
+        } => Ok((batch, first, outcomes)),
+        FromCompute::Refused { message, .. } => Err(message),
     }
 }
 
@@ -1006,18 +996,17 @@ mod tests {
             }],
         };
         let reply = worker.handle(&jobs_message(&dispatch, 0..1)).unwrap();
-        let (batch, first, mut outcomes) = read_reply(&reply).unwrap();
-        assert_eq!((batch, first, outcomes.len()), (4, 0, 1));
-        let refused = outcomes.pop().unwrap();
-        assert!(refused.into_value().unwrap_err().contains("no data 9"));
+        assert!(read_reply(&reply).unwrap_err().contains("no data 9"));
         assert!(worker.handle(&data_message(9, &data)).is_none());
         let reply = worker.handle(&jobs_message(&dispatch, 0..1)).unwrap();
         let direct = dispatch.jobs[0].run(&data).into_value().unwrap();
         let (_, _, mut outcomes) = read_reply(&reply).unwrap();
         assert_eq!(outcomes.pop().unwrap().into_value().unwrap(), direct);
         let garbage = worker.handle(b"\xc1 not a message").unwrap();
-        assert!(read_reply(&garbage).unwrap().2.is_empty());
-        assert!(read_reply(b"\xc1").is_none());
+        assert!(read_reply(&garbage)
+            .unwrap_err()
+            .contains("could not be read"));
+        assert!(read_reply(b"\xc1").is_err());
         // Numbers that JSON cannot hold travel bit for bit.
         let odd = Outcome::Value(Ok(f64::NEG_INFINITY));
         let back: Outcome = decode_compute(&encode_compute(&odd)).unwrap();

@@ -181,34 +181,33 @@ impl ComputePool {
         slot.jobs = Some(range);
     }
 
-    /// Takes worker `k`'s reply; the finished batch's outcomes when it was the last.
+    /// Takes worker `k`'s reply; the finished batch's outcomes when it was the last, or the
+    /// batch lost when the worker refused its jobs or answered something unreadable (the jobs did
+    /// not run: the unit is planned again on fresh workers).
     fn reply(&mut self, k: usize, bytes: &[u8]) -> Option<PoolEvent> {
         let slot = self.slots.get_mut(k)?;
         let range = slot.jobs.take()?;
         let batch = self.batch.as_mut()?;
         let outcomes = match read_reply(bytes) {
             // An answer for another batch is not this batch's: the worker is free again.
-            Some((b, _, _)) if b != batch.dispatch.batch => {
+            Ok((b, _, _)) if b != batch.dispatch.batch => {
                 self.feed(k);
                 return None;
             }
-            Some((b, first, outcomes))
-                if b == batch.dispatch.batch
-                    && first == range.start
-                    && outcomes.len() == range.len() =>
-            {
+            Ok((_, first, outcomes)) if first == range.start && outcomes.len() == range.len() => {
                 outcomes
             }
-            other => {
-                let why = if other.is_some() {
-                    "a compute worker answered other jobs"
-                } else {
-                    "a compute worker's answer could not be read"
-                };
-                range
-                    .clone()
-                    .map(|_| Outcome::Value(Err(why.into())))
-                    .collect()
+            Ok(_) => {
+                return Some(PoolEvent::Lost {
+                    batch: batch.dispatch.batch,
+                    why: "a compute worker answered other jobs".into(),
+                })
+            }
+            Err(why) => {
+                return Some(PoolEvent::Lost {
+                    batch: batch.dispatch.batch,
+                    why,
+                })
             }
         };
         for (index, outcome) in range.zip(outcomes) {
@@ -276,8 +275,11 @@ fn spawn(url: &str, k: usize, epoch: u64) -> Result<Slot, String> {
                 }
                 pool.reply(k, &bytes)
             });
-            if let Some(event) = event {
-                emit(event);
+            match event {
+                // The pool is replaced before the driver plans the unit again.
+                Some(PoolEvent::Lost { why, .. }) => lose(epoch, why),
+                Some(done) => emit(done),
+                None => {}
             }
             return;
         }
