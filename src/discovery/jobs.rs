@@ -261,6 +261,20 @@ mod tests {
         s
     }
 
+    /// Starting variable `child` given `parents` on `rows` rows, drawing from seed `seed`.
+    fn start_job(child: usize, parents: Vec<usize>, rows: usize, seed: u64) -> Job<'static> {
+        Job::Start {
+            start: Box::new(VariableStart {
+                child,
+                parents,
+                noise_floor: 1e-6,
+                total_rows: rows,
+                settings: settings(),
+            }),
+            rng: Box::new(ChaCha8Rng::seed_from_u64(seed)),
+        }
+    }
+
     /// The JSON of a value: equal JSON is an equal outcome, to the last bit of every number.
     fn json<T: Serialize>(value: &T) -> String {
         serde_json::to_string(value).unwrap()
@@ -271,19 +285,7 @@ mod tests {
     #[test]
     fn every_job_gives_the_same_outcome_after_a_round_trip() {
         let data = data(40);
-        let start = VariableStart {
-            child: 2,
-            parents: vec![0, 1],
-            noise_floor: 1e-6,
-            total_rows: 40,
-            settings: settings(),
-        };
-        let rng = ChaCha8Rng::seed_from_u64(5);
-        let started = Job::Start {
-            start: Box::new(start),
-            rng: Box::new(rng),
-        }
-        .run(&data);
+        let started = start_job(2, vec![0, 1], 40, 5).run(&data);
         let Outcome::Started {
             variable: Ok(variable),
             ..
@@ -295,16 +297,7 @@ mod tests {
             panic!("the interactive preset is collapsed")
         };
         let jobs = vec![
-            Job::Start {
-                start: Box::new(VariableStart {
-                    child: 0,
-                    parents: vec![1],
-                    noise_floor: 1e-6,
-                    total_rows: 40,
-                    settings: settings(),
-                }),
-                rng: Box::new(ChaCha8Rng::seed_from_u64(6)),
-            },
+            start_job(0, vec![1], 40, 6),
             Job::Evaluate {
                 variable: Cow::Borrowed(&variable),
                 jitter: 1e-6,
@@ -389,33 +382,13 @@ mod tests {
             panic!("a pair outcome")
         };
         assert!(evidence.unwrap_err().contains("same length"));
-        let start = Job::Start {
-            start: Box::new(VariableStart {
-                child: 1,
-                parents: vec![1],
-                noise_floor: 1e-6,
-                total_rows: 30,
-                settings: settings(),
-            }),
-            rng: Box::new(ChaCha8Rng::seed_from_u64(0)),
-        };
-        let Outcome::Started { variable, .. } = start.run(&data) else {
+        let Outcome::Started { variable, .. } = start_job(1, vec![1], 30, 0).run(&data) else {
             panic!("a started outcome")
         };
         assert!(variable.unwrap_err().contains("does not fit"));
         // A variable fitted to other rows refuses to be evaluated on these.
         let other = self::data(20);
-        let fitted = Job::Start {
-            start: Box::new(VariableStart {
-                child: 1,
-                parents: vec![0],
-                noise_floor: 1e-6,
-                total_rows: 20,
-                settings: settings(),
-            }),
-            rng: Box::new(ChaCha8Rng::seed_from_u64(0)),
-        }
-        .run(&other);
+        let fitted = start_job(1, vec![0], 20, 0).run(&other);
         let Outcome::Started {
             variable: Ok(variable),
             ..

@@ -52,6 +52,9 @@ pub enum PoolEvent {
     Done { batch: u64, outcomes: Vec<Outcome> },
     /// A worker was lost during `batch`.
     Lost { batch: u64, why: String },
+    /// A compute worker beat from inside a long job: the coordinating worker passes it on, so
+    /// the page's watchdog does not take a coordinator waiting on long jobs for a stuck one.
+    Alive,
 }
 
 #[derive(Default)]
@@ -299,6 +302,9 @@ fn spawn(url: &str, k: usize, epoch: u64) -> Result<Slot, String> {
                 }
             }),
             Some(FromWorker::Crashed { message }) => lose(epoch, message),
+            Some(FromWorker::Busy) if POOL.with(|p| p.borrow().epoch == epoch) => {
+                emit(PoolEvent::Alive)
+            }
             _ => {}
         }
     });

@@ -97,11 +97,16 @@ fn react(reaction: Reaction) {
 
 /// What the compute workers report: a finished batch or a lost worker.
 fn on_pool_event(event: compute_pool::PoolEvent) {
+    if let compute_pool::PoolEvent::Alive = event {
+        post(&FromWorker::Busy);
+        return;
+    }
     let reaction = DRIVER.with(|d| {
         let mut driver = d.borrow_mut();
         match event {
             compute_pool::PoolEvent::Done { batch, outcomes } => driver.outcomes(batch, outcomes),
             compute_pool::PoolEvent::Lost { batch, why } => driver.compute_lost(batch, &why),
+            compute_pool::PoolEvent::Alive => Reaction::default(),
         }
     });
     react(reaction);

@@ -586,3 +586,28 @@ test('a pool of 3 compute workers gives the edges and scores one worker gives, a
   }
   expect(seen.errors).toEqual([]);
 });
+
+test('with a pool, a long starting fit keeps the run alive and a stop acts at once', async ({ page }, info) => {
+  // On the #test-hooks page the watchdog ends a worker silent for 3 s. With 2 compute workers the
+  // coordinating worker waits on a starting fit (1000 rows, M = 400) far longer than that: the
+  // compute workers' beats must reach the page through it. It stays free, so a stop is read at
+  // once, without the 2 s grace that ends a busy worker.
+  await open(page, '#test-hooks');
+  await pick(page, 'chain.csv', chainCsv(1000));
+  await expect(page.getByTestId('rows')).toHaveText('1000');
+  await setFields(page, { max_rows: '1000', inducing_points: '400', start_iterations: '1000', restarts: '2', workers: '2' });
+  await page.getByTestId('run-button').click();
+  await expect(page.getByTestId('worker-count')).toHaveAttribute('data-workers', '2');
+  await page.waitForTimeout(8000);
+  await expect(page.getByTestId('error')).toHaveCount(0);
+  await expect(page.getByTestId('status')).toHaveText(/running/);
+  const clicked = Date.now();
+  await page.getByTestId('stop-button').click();
+  await expect(page.getByTestId('status')).toHaveText('stopped', { timeout: 5000 });
+  expect(Date.now() - clicked).toBeLessThan(1500);
+  await expect(page.getByTestId('error')).toHaveCount(0);
+  await shot(page, 'app-18-pool-stopped-in-a-long-fit', info);
+  // The next run starts on a fresh pool.
+  await setFields(page, { ...QUICK, max_rows: '100' });
+  await runToEnd(page);
+});
