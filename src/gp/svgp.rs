@@ -194,12 +194,16 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     let cached = fast
         .as_ref()
         .map(|(lat, w)| kernel.cross_latent_cached(z, x, lat.slot, w));
+    let dense_k_zt;
     let k_zt = match &cached {
-        Some(c) => c.k.clone(),
-        None => kernel.cross(z, &u),
+        Some(c) => &c.k,
+        None => {
+            dense_k_zt = kernel.cross(z, &u);
+            &dense_k_zt
+        }
     };
     let k_tt = kernel.diag(&u);
-    let qk = &q * &k_zt;
+    let qk = &q * k_zt;
     let mean = k_zt.transpose() * &alpha;
     let var = DVector::from_fn(t_count, |t, _| k_tt[t] + k_zt.column(t).dot(&qk.column(t)));
     let y_t = DVector::from_fn(t_count, |t, _| y[t % b]);
@@ -241,8 +245,8 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     let mut k_zt_bar = &alpha * g_mean.transpose();
     k_zt_bar += &qk * (2.0 * g_var);
     let k_tt_bar = DVector::from_element(t_count, g_var);
-    let g_alpha = &k_zt * &g_mean;
-    let kkt = &k_zt * k_zt.transpose();
+    let g_alpha = k_zt * &g_mean;
+    let kkt = k_zt * k_zt.transpose();
     let g_q = &kkt * g_var;
 
     // Back to L (through α and Q), then K_ZZ.
@@ -264,8 +268,11 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     k_grad.add_assign(&g_diag);
     match &fast {
         Some((lat, w)) => {
+            let cache = cached
+                .as_ref()
+                .expect("the fast path keeps its forward cache");
             let (g_cross, d_z_cross, d_w) =
-                kernel.cross_latent_backward(z, x, lat.slot, w, &k_zt_bar);
+                kernel.cross_latent_backward_cached(z, x, lat.slot, w, cache, &k_zt_bar);
             k_grad.add_assign(&g_cross);
             d_z += d_z_cross;
             for s in 0..samples {
@@ -305,7 +312,7 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
 
     // Natural-gradient statistics: Λ = (c/φ²) L⁻¹ K_Zt K_Ztᵀ L⁻ᵀ, r = (c/φ²) L⁻¹ K_Zt y.
     let lambda = (&l_inv * &kkt * l_inv.transpose()) * (c / noise);
-    let r = solve_lower_vec(l, &(&k_zt * &y_t)) * (c / noise);
+    let r = solve_lower_vec(l, &(k_zt * &y_t)) * (c / noise);
 
     Ok(SvgpOutput {
         terms: SvgpTerms {
