@@ -5,7 +5,7 @@
 //! exactly the sizes `../shared/bench/anchor_gpflow.py` times by default, fast path only, to run
 //! side by side with it: `scripts/bench-gpflow.sh`). Prints the median of repeated runs and the
 //! minimum for the fast path, and the dense reference path's median, so a speed-up is read off one
-//! run.
+//! run. `size=MxBxSxD` restricts a run to the grid's sizes named (for profiling one size).
 
 use nalgebra::{DMatrix, DVector};
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
@@ -122,8 +122,22 @@ fn main() {
         "{:>5} {:>5} {:>4} {:>4} {:>14} {:>12} {:>15} {:>8}",
         "M", "b", "S", "D", "fast median ms", "fast min ms", "dense median ms", "speed-up"
     );
+    // `size=MxBxSxD` (repeatable) times only those sizes of the chosen grid, e.g. for a profile.
+    let only: Vec<(usize, usize, usize, usize)> = std::env::args()
+        .filter_map(|a| {
+            let v: Vec<usize> = a
+                .strip_prefix("size=")?
+                .split('x')
+                .map(|p| p.parse().expect("size=MxBxSxD with integers"))
+                .collect();
+            Some((v[0], v[1], v[2], v[3]))
+        })
+        .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     for &(m, b, s, d) in grid {
+        if !only.is_empty() && !only.contains(&(m, b, s, d)) {
+            continue;
+        }
         let p = problem(m, b, s, d, &mut rng);
         let input = SvgpInput {
             kernel: &p.kernel,

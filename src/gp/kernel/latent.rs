@@ -8,14 +8,19 @@
 //! E_c[m,n]      = Σ_s K̄[m,(s,n)] ∂k_c/∂r²[m,(s,n)]          (then O(M·b·D) per kind, not O(M·S·b·D))
 //! ```
 //!
+//! The O(M·S·b) loops run down columns of M contiguous entries with no calls and no branches
+//! (the shapes use [`super::lane_math`]'s `exp`/`ln_1p`, reductions run in 8 lanes), and are
+//! compiled for AVX2 and AVX-512 as well, picked at run time (`multiversion`). The results do not
+//! depend on which version runs: every version performs the same IEEE operations in the same order.
+//!
 //! Equal to [`Kernel::cross`] / [`Kernel::cross_backward`] on the expanded points (tested).
 
+use multiversion::multiversion;
 use nalgebra::DMatrix;
 
 use super::dense::col;
-use super::{
-    unit_dvalue_dalpha_from_value, unit_value_and_dr2, Kernel, KernelGrad, StationaryKind,
-};
+use super::lane_math::{exp, lane_sum, ln_1p};
+use super::{Kernel, KernelGrad, StationaryKind};
 
 /// R[m,n] = Σ_{j≠slot} θ_j² (x_nj − z_mj)² over dimensions with θ_j ≠ 0 (masked ones skipped).
 fn observed_sq_dist(
@@ -42,27 +47,361 @@ fn observed_sq_dist(
 }
 
 /// K(Z, u_t) with what its backward pass needs: for each stationary part, ∂κ_c/∂r² at every
-/// (m, t). Keeping it saves recomputing every exponential in the backward pass (they dominate the
-/// cost); the values κ_c are rebuilt from it by the closed-form relations in `value_from_slope`.
+/// (m, t). Keeping it saves recomputing every exponential in the backward pass; the values κ_c are
+/// rebuilt from it by the closed-form relations of [`value_from_slope`].
 #[derive(Debug, Clone)]
 pub struct LatentCross {
     pub k: DMatrix<f64>,
     slopes: Vec<DMatrix<f64>>,
 }
 
-/// κ from κ′ = ∂κ/∂r² (and r²) without another exponential:
-/// SE κ = −2κ′; M12 κ = −2rκ′; M32 κ = −(2/3)(1 + √3 r)κ′; RQ κ = −2(1 + r²/2a)κ′.
-/// At r² = 0 the slope is 0 by the branch convention and κ = 1.
-fn value_from_slope(kind: StationaryKind, slope: f64, r2: f64, alpha: f64) -> f64 {
-    if r2 <= 0.0 {
-        return 1.0;
+/// The GPflow guard r = √max(r², 1e-36), as a select (see `scalar::guarded_r`).
+#[inline(always)]
+fn guarded_r(r2: f64) -> f64 {
+    if r2 < 1e-36 {
+        1e-18
+    } else {
+        r2.sqrt()
     }
+}
+
+/// One unit-variance stationary shape as straight-line code, so the column loops are compiled
+/// once per kind with no branch inside (the same closed forms as [`super::unit_value_and_dr2`]).
+trait Shape {
+    const KIND: StationaryKind;
+    /// (κ, ∂κ/∂r²) for r² > 0 (the caller selects (1, 0) at r² ≤ 0).
+    fn value_and_slope(r2: f64, alpha: f64) -> (f64, f64);
+    /// κ from κ′ = ∂κ/∂r² and r² without another exponential, for r² > 0.
+    fn value_from_slope(slope: f64, r2: f64, alpha: f64) -> f64;
+}
+
+/// SE: κ = e^{−r²/2}, κ′ = −κ/2.
+struct Se;
+/// Matérn-1/2: κ = e^{−r}, κ′ = −e^{−r}/(2r).
+struct M12;
+/// Matérn-3/2: κ = (1 + √3r)e^{−√3r}, κ′ = −(3/2)e^{−√3r}.
+struct M32;
+/// Rational quadratic: κ = (1 + r²/2a)^{−a}, κ′ = −(1/2)(1 + r²/2a)^{−a−1}.
+struct Rq;
+
+impl Shape for Se {
+    const KIND: StationaryKind = StationaryKind::SquaredExponential;
+    #[inline(always)]
+    fn value_and_slope(r2: f64, _: f64) -> (f64, f64) {
+        let e = exp(-0.5 * r2);
+        (e, -0.5 * e)
+    }
+    #[inline(always)]
+    fn value_from_slope(slope: f64, _: f64, _: f64) -> f64 {
+        -2.0 * slope
+    }
+}
+
+impl Shape for M12 {
+    const KIND: StationaryKind = StationaryKind::Matern12;
+    #[inline(always)]
+    fn value_and_slope(r2: f64, _: f64) -> (f64, f64) {
+        let r = guarded_r(r2);
+        let e = exp(-r);
+        (e, -0.5 * e / r)
+    }
+    #[inline(always)]
+    fn value_from_slope(slope: f64, r2: f64, _: f64) -> f64 {
+        -2.0 * guarded_r(r2) * slope
+    }
+}
+
+impl Shape for M32 {
+    const KIND: StationaryKind = StationaryKind::Matern32;
+    #[inline(always)]
+    fn value_and_slope(r2: f64, _: f64) -> (f64, f64) {
+        let sr = 3f64.sqrt() * guarded_r(r2);
+        let e = exp(-sr);
+        ((1.0 + sr) * e, -1.5 * e)
+    }
+    #[inline(always)]
+    fn value_from_slope(slope: f64, r2: f64, _: f64) -> f64 {
+        -(2.0 / 3.0) * (1.0 + 3f64.sqrt() * guarded_r(r2)) * slope
+    }
+}
+
+impl Shape for Rq {
+    const KIND: StationaryKind = StationaryKind::RationalQuadratic;
+    #[inline(always)]
+    fn value_and_slope(r2: f64, alpha: f64) -> (f64, f64) {
+        let x = r2 / (2.0 * alpha);
+        let k = exp(-alpha * ln_1p(x));
+        (k, -0.5 * k / (1.0 + x))
+    }
+    #[inline(always)]
+    fn value_from_slope(slope: f64, r2: f64, alpha: f64) -> f64 {
+        -2.0 * (1.0 + r2 / (2.0 * alpha)) * slope
+    }
+}
+
+/// The columns' shapes: the M × b observed distances, Z's latent column, the S × b draws.
+#[derive(Clone, Copy)]
+struct Layout<'a> {
+    m: usize,
+    b: usize,
+    samples: usize,
+    z_slot: &'a [f64],
+    /// w_sn at `w[s + n·S]` (column-major S × b).
+    w: &'a [f64],
+}
+
+impl Layout<'_> {
+    /// (t, w_sn) for every evaluation point, in column order t = s·b + n.
+    fn points(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
+        (0..self.samples).flat_map(move |s| {
+            (0..self.b).map(move |n| (s * self.b + n, self.w[s + n * self.samples]))
+        })
+    }
+}
+
+/// One stationary part's forward pass over all T columns: K[:, t] += s·κ(r²), slope[:, t] = κ′,
+/// with (κ, κ′) = (1, 0) at r² ≤ 0.
+#[allow(clippy::too_many_arguments)]
+#[multiversion(targets(
+    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "aarch64+neon",
+))]
+fn stationary_forward(
+    kind: StationaryKind,
+    variance: f64,
+    alpha: f64,
+    slot_precision_sq: f64,
+    r_obs: &[f64],
+    lay: Layout,
+    k: &mut [f64],
+    slope: &mut [f64],
+) {
     match kind {
-        StationaryKind::SquaredExponential => -2.0 * slope,
-        StationaryKind::Matern12 => -2.0 * r2.sqrt() * slope,
-        StationaryKind::Matern32 => -(2.0 / 3.0) * (1.0 + 3f64.sqrt() * r2.sqrt()) * slope,
-        StationaryKind::RationalQuadratic => -2.0 * (1.0 + r2 / (2.0 * alpha)) * slope,
+        StationaryKind::SquaredExponential => {
+            forward_columns::<Se>(variance, alpha, slot_precision_sq, r_obs, lay, k, slope)
+        }
+        StationaryKind::Matern12 => {
+            forward_columns::<M12>(variance, alpha, slot_precision_sq, r_obs, lay, k, slope)
+        }
+        StationaryKind::Matern32 => {
+            forward_columns::<M32>(variance, alpha, slot_precision_sq, r_obs, lay, k, slope)
+        }
+        StationaryKind::RationalQuadratic => {
+            forward_columns::<Rq>(variance, alpha, slot_precision_sq, r_obs, lay, k, slope)
+        }
     }
+}
+
+#[inline(always)]
+fn forward_columns<S: Shape>(
+    variance: f64,
+    alpha: f64,
+    slot_precision_sq: f64,
+    r_obs: &[f64],
+    lay: Layout,
+    k: &mut [f64],
+    slope: &mut [f64],
+) {
+    let m = lay.m;
+    for (t, wsn) in lay.points() {
+        let n = t % lay.b;
+        let ro = &r_obs[n * m..(n + 1) * m];
+        let kc = &mut k[t * m..(t + 1) * m];
+        let sc = &mut slope[t * m..(t + 1) * m];
+        for (((kv, sv), &r), &zm) in kc.iter_mut().zip(sc.iter_mut()).zip(ro).zip(lay.z_slot) {
+            let d = wsn - zm;
+            let r2 = r + slot_precision_sq * d * d;
+            let (v, dv) = S::value_and_slope(r2, alpha);
+            let positive = r2 > 0.0 || r2.is_nan();
+            *kv += variance * if positive { v } else { 1.0 };
+            *sv = if positive { dv } else { 0.0 };
+        }
+    }
+}
+
+/// The linear part's forward pass: K[:, t] += O[:, n] + θ̃_i z_i w_sn, with O the observed part.
+#[multiversion(targets(
+    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "aarch64+neon",
+))]
+fn linear_forward(obs: &[f64], slot_theta: f64, lay: Layout, k: &mut [f64]) {
+    let m = lay.m;
+    for (t, wsn) in lay.points() {
+        let n = t % lay.b;
+        let oc = &obs[n * m..(n + 1) * m];
+        let kc = &mut k[t * m..(t + 1) * m];
+        for ((kv, &o), &zm) in kc.iter_mut().zip(oc).zip(lay.z_slot) {
+            *kv += o + slot_theta * zm * wsn;
+        }
+    }
+}
+
+/// Sums of one stationary part's backward pass (see [`stationary_backward`]).
+#[derive(Default)]
+struct PartSums {
+    variance: f64,
+    alpha: f64,
+    slot_precision: f64,
+}
+
+/// One stationary part's backward pass over all T columns, with G = K̄ ∘ s·κ′ and δ = w_sn − z_mi:
+/// E[:, n] += Σ_s G[:, (s,n)], ∂Z[:, i] −= 2θ̃_i² Σ_t G δ, ∂w_sn += 2θ̃_i² Σ_m G δ, and the sums
+/// ∂s = Σ K̄ κ, ∂a = s Σ K̄ ∂κ/∂a (RQ), ∂θ_i = 2θ̃_i Σ G δ².
+#[allow(clippy::too_many_arguments)]
+#[multiversion(targets(
+    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "aarch64+neon",
+))]
+fn stationary_backward(
+    kind: StationaryKind,
+    variance: f64,
+    alpha: f64,
+    slot_theta: f64,
+    r_obs: &[f64],
+    lay: Layout,
+    slope: &[f64],
+    k_bar: &[f64],
+    e_sum: &mut [f64],
+    dz_slot: &mut [f64],
+    dw: &mut [f64],
+) -> PartSums {
+    let args = (variance, alpha, slot_theta, r_obs, lay, slope, k_bar);
+    match kind {
+        StationaryKind::SquaredExponential => backward_columns::<Se>(args, e_sum, dz_slot, dw),
+        StationaryKind::Matern12 => backward_columns::<M12>(args, e_sum, dz_slot, dw),
+        StationaryKind::Matern32 => backward_columns::<M32>(args, e_sum, dz_slot, dw),
+        StationaryKind::RationalQuadratic => backward_columns::<Rq>(args, e_sum, dz_slot, dw),
+    }
+}
+
+type BackwardArgs<'a> = (f64, f64, f64, &'a [f64], Layout<'a>, &'a [f64], &'a [f64]);
+
+#[inline(always)]
+fn backward_columns<S: Shape>(
+    (variance, alpha, slot_theta, r_obs, lay, slope, k_bar): BackwardArgs,
+    e_sum: &mut [f64],
+    dz_slot: &mut [f64],
+    dw: &mut [f64],
+) -> PartSums {
+    let m = lay.m;
+    let ts2 = slot_theta * slot_theta;
+    let is_rq = S::KIND == StationaryKind::RationalQuadratic;
+    // The global sums accumulate per row m (element-wise, so the loop vectorises) and are reduced
+    // once at the end: Σ K̄κ, Σ K̄ ∂κ/∂a, Σ G δ². G δ is kept per row for the per-column ∂w.
+    let mut row_var = vec![0.0; m];
+    let mut row_alpha = vec![0.0; m];
+    let mut row_theta = vec![0.0; m];
+    let mut g_delta = vec![0.0; m];
+    for (t, wsn) in lay.points() {
+        let n = t % lay.b;
+        let ro = &r_obs[n * m..(n + 1) * m];
+        let sc = &slope[t * m..(t + 1) * m];
+        let kb = &k_bar[t * m..(t + 1) * m];
+        let es = &mut e_sum[n * m..(n + 1) * m];
+        for i in 0..m {
+            let delta = wsn - lay.z_slot[i];
+            let r2 = ro[i] + ts2 * delta * delta;
+            let dv = sc[i];
+            let positive = r2 > 0.0 || r2.is_nan();
+            let v = if positive {
+                S::value_from_slope(dv, r2, alpha)
+            } else {
+                1.0
+            };
+            row_var[i] += kb[i] * v;
+            if is_rq {
+                // ∂κ/∂a = κ [r²/(2a + r²) − ln(1 + r²/2a)], 0 at r² ≤ 0.
+                let da = v * (r2 / (2.0 * alpha + r2) - ln_1p(r2 / (2.0 * alpha)));
+                row_alpha[i] += kb[i] * if positive { da } else { 0.0 };
+            }
+            // dv is exactly 0 at r² = 0 (the branch), so coincident points add nothing.
+            let g = kb[i] * variance * dv;
+            es[i] += g;
+            row_theta[i] += g * delta * delta;
+            g_delta[i] = g * delta;
+            dz_slot[i] -= g * 2.0 * ts2 * delta;
+        }
+        dw[(t / lay.b) + n * lay.samples] += 2.0 * ts2 * lane_sum(m, |i| g_delta[i]);
+    }
+    PartSums {
+        variance: lane_sum(m, |i| row_var[i]),
+        alpha: variance * lane_sum(m, |i| row_alpha[i]),
+        slot_precision: 2.0 * slot_theta * lane_sum(m, |i| row_theta[i]),
+    }
+}
+
+/// The observed dimensions' backward pass of one stationary part: with E the sample-summed G,
+/// ∂θ_j = 2θ̃_j Σ E (x_nj − z_mj)² and ∂Z[:, j] −= 2θ̃_j² Σ_n E (x_nj − z_mj), for every
+/// j ≠ slot with θ̃_j ≠ 0. Returns ∂θ (0 at the others).
+#[allow(clippy::too_many_arguments)]
+#[multiversion(targets(
+    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "aarch64+neon",
+))]
+fn observed_backward(
+    z: &[f64],
+    x: &[f64],
+    theta: &[f64],
+    slot: usize,
+    m: usize,
+    b: usize,
+    e_sum: &[f64],
+    dz: &mut [f64],
+) -> Vec<f64> {
+    let mut d_theta = vec![0.0; theta.len()];
+    for (j, &tj) in theta.iter().enumerate() {
+        if j == slot || tj == 0.0 {
+            continue;
+        }
+        let zj = &z[j * m..(j + 1) * m];
+        let dzj = &mut dz[j * m..(j + 1) * m];
+        let mut g = 0.0;
+        for n in 0..b {
+            let xn = x[j * b + n];
+            let es = &e_sum[n * m..(n + 1) * m];
+            g += lane_sum(m, |i| {
+                let delta = xn - zj[i];
+                es[i] * delta * delta
+            });
+            for ((d, &e), &zm) in dzj.iter_mut().zip(es).zip(zj) {
+                *d -= e * 2.0 * tj * tj * (xn - zm);
+            }
+        }
+        d_theta[j] = 2.0 * tj * g;
+    }
+    d_theta
+}
+
+/// The linear part's backward pass through the latent column: with ⟨·⟩ over m,
+/// ∂θ_i = Σ_t ⟨K̄_t, z_i⟩ w_t, ∂w_t += θ̃_i ⟨K̄_t, z_i⟩, ∂Z[:, i] += θ̃_i Σ_t K̄_t w_t.
+#[multiversion(targets(
+    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+    "aarch64+neon",
+))]
+fn linear_slot_backward(
+    slot_theta: f64,
+    lay: Layout,
+    k_bar: &[f64],
+    dz_slot: &mut [f64],
+    dw: &mut [f64],
+) -> f64 {
+    let m = lay.m;
+    let mut g = 0.0;
+    for (t, wsn) in lay.points() {
+        let kb = &k_bar[t * m..(t + 1) * m];
+        let dot = lane_sum(m, |i| kb[i] * lay.z_slot[i]);
+        g += dot * wsn;
+        dw[(t / lay.b) + (t % lay.b) * lay.samples] += slot_theta * dot;
+        for (d, &kv) in dz_slot.iter_mut().zip(kb) {
+            *d += slot_theta * kv * wsn;
+        }
+    }
+    g
 }
 
 impl Kernel {
@@ -89,9 +428,16 @@ impl Kernel {
     ) -> LatentCross {
         self.check_points(z);
         self.check_points(x);
+        assert_eq!(w.ncols(), x.nrows(), "one draw column per minibatch row");
         let (m, b, samples) = (z.nrows(), x.nrows(), w.nrows());
         let mut k = DMatrix::<f64>::zeros(m, samples * b);
-        let z_slot = col(z, slot);
+        let lay = Layout {
+            m,
+            b,
+            samples,
+            z_slot: col(z, slot),
+            w: w.as_slice(),
+        };
 
         if let Some(lin) = &self.linear {
             let theta = self.masked(lin);
@@ -108,38 +454,23 @@ impl Kernel {
                         .for_each(|(o, &zm)| *o += t * zm * xn);
                 }
             }
-            let ts = theta[slot];
-            for s in 0..samples {
-                for n in 0..b {
-                    let wsn = w[(s, n)];
-                    let kcol = k.column_mut(s * b + n);
-                    for ((kv, &o), &zm) in kcol.into_iter().zip(obs.column(n).iter()).zip(z_slot) {
-                        *kv += o + ts * zm * wsn;
-                    }
-                }
-            }
+            linear_forward(obs.as_slice(), theta[slot], lay, k.as_mut_slice());
         }
         let mut slopes = Vec::with_capacity(self.stationary.len());
         for part in &self.stationary {
             let theta = self.masked(&part.precision);
             let r_obs = observed_sq_dist(z, x, &theta, slot);
-            let ts2 = theta[slot] * theta[slot];
             let mut slope = DMatrix::<f64>::zeros(m, samples * b);
-            for s in 0..samples {
-                for n in 0..b {
-                    let t = s * b + n;
-                    let wsn = w[(s, n)];
-                    let r_col = r_obs.column(n);
-                    let cells = k.column_mut(t).into_iter().zip(slope.column_mut(t));
-                    for (((kv, sv), &ro), &zm) in cells.zip(r_col.iter()).zip(z_slot) {
-                        let d = wsn - zm;
-                        let (v, dv) =
-                            unit_value_and_dr2(part.kind, ro + ts2 * d * d, self.rq_alpha);
-                        *kv += part.variance * v;
-                        *sv = dv;
-                    }
-                }
-            }
+            stationary_forward(
+                part.kind,
+                part.variance,
+                self.rq_alpha,
+                theta[slot] * theta[slot],
+                r_obs.as_slice(),
+                lay,
+                k.as_mut_slice(),
+                slope.as_mut_slice(),
+            );
             slopes.push(slope);
         }
         LatentCross { k, slopes }
@@ -171,114 +502,181 @@ impl Kernel {
         k_bar: &DMatrix<f64>,
     ) -> (KernelGrad, DMatrix<f64>, DMatrix<f64>) {
         let (m, b, samples, d) = (z.nrows(), x.nrows(), w.nrows(), self.dim());
+        assert_eq!(k_bar.shape(), (m, samples * b), "K̄ has K's shape");
         let mut grad = self.new_zeroed_grad();
         let mut dz = DMatrix::zeros(m, d);
         let mut dw = DMatrix::zeros(samples, b);
-        let z_slot = col(z, slot);
-
-        // Σ_s K̄[m,(s,n)]: what every s-independent term contracts with.
-        let mut k_bar_sum = DMatrix::<f64>::zeros(m, b);
-        for s in 0..samples {
-            for n in 0..b {
-                let mut dst = k_bar_sum.column_mut(n);
-                dst += k_bar.column(s * b + n);
-            }
-        }
+        let mut dz_slot = vec![0.0; m];
+        let lay = Layout {
+            m,
+            b,
+            samples,
+            z_slot: col(z, slot),
+            w: w.as_slice(),
+        };
 
         if let (Some(lin), Some(glin)) = (&self.linear, grad.linear.as_mut()) {
             let theta = self.masked(lin);
+            if self.mask[slot] != 0.0 {
+                glin[slot] += linear_slot_backward(
+                    theta[slot],
+                    lay,
+                    k_bar.as_slice(),
+                    &mut dz_slot,
+                    dw.as_mut_slice(),
+                );
+            }
+            // Σ_s K̄[m,(s,n)]: what every s-independent term contracts with.
+            let mut k_bar_sum = DMatrix::<f64>::zeros(m, b);
+            for s in 0..samples {
+                for n in 0..b {
+                    let mut dst = k_bar_sum.column_mut(n);
+                    dst += k_bar.column(s * b + n);
+                }
+            }
             for j in 0..d {
-                if self.mask[j] == 0.0 {
+                if j == slot || self.mask[j] == 0.0 {
                     continue;
                 }
-                let zj = col(z, j);
-                if j == slot {
-                    let (mut g, ts) = (0.0, theta[slot]);
-                    for s in 0..samples {
-                        for n in 0..b {
-                            let t = s * b + n;
-                            let wsn = w[(s, n)];
-                            let kb = k_bar.column(t);
-                            let dot: f64 = kb.iter().zip(zj).map(|(a, c)| a * c).sum();
-                            g += dot * wsn;
-                            dw[(s, n)] += ts * dot;
-                            for (mi, &kv) in kb.iter().enumerate() {
-                                dz[(mi, slot)] += ts * kv * wsn;
-                            }
-                        }
+                let (zj, xj) = (col(z, j), col(x, j));
+                let mut g = 0.0;
+                for (n, &xn) in xj.iter().enumerate() {
+                    for (mi, (&e, &zm)) in k_bar_sum.column(n).iter().zip(zj).enumerate() {
+                        g += e * zm * xn;
+                        dz[(mi, j)] += theta[j] * e * xn;
                     }
-                    glin[j] += g;
-                } else {
-                    let xj = col(x, j);
-                    let mut g = 0.0;
-                    for (n, &xn) in xj.iter().enumerate() {
-                        for (mi, (&e, &zm)) in k_bar_sum.column(n).iter().zip(zj).enumerate() {
-                            g += e * zm * xn;
-                            dz[(mi, j)] += theta[j] * e * xn;
-                        }
-                    }
-                    glin[j] += g;
                 }
+                glin[j] += g;
             }
         }
 
         for (c, part) in self.stationary.iter().enumerate() {
             let theta = self.masked(&part.precision);
             let r_obs = observed_sq_dist(z, x, &theta, slot);
-            let ts = theta[slot];
-            let ts2 = ts * ts;
             let mut e_sum = DMatrix::<f64>::zeros(m, b); // E_c[m,n] = Σ_s G[m,(s,n)]
-            let (mut g_var, mut g_alpha, mut g_theta_slot) = (0.0, 0.0, 0.0);
-            for s in 0..samples {
-                for n in 0..b {
-                    let t = s * b + n;
-                    let wsn = w[(s, n)];
-                    let mut dw_t = 0.0;
-                    let slope = cache.slopes[c].column(t);
-                    for mi in 0..m {
-                        let kb = k_bar[(mi, t)];
-                        let delta = wsn - z_slot[mi];
-                        let r2 = r_obs[(mi, n)] + ts2 * delta * delta;
-                        let dv = slope[mi];
-                        let v = value_from_slope(part.kind, dv, r2, self.rq_alpha);
-                        g_var += kb * v;
-                        if part.kind == StationaryKind::RationalQuadratic {
-                            g_alpha += kb
-                                * part.variance
-                                * unit_dvalue_dalpha_from_value(r2, self.rq_alpha, v);
-                        }
-                        // dv is exactly 0 at r² = 0 (the branch), so coincident points add nothing.
-                        let g = kb * part.variance * dv;
-                        e_sum[(mi, n)] += g;
-                        g_theta_slot += g * 2.0 * ts * delta * delta;
-                        dw_t += g * 2.0 * ts2 * delta;
-                        dz[(mi, slot)] -= g * 2.0 * ts2 * delta;
-                    }
-                    dw[(s, n)] += dw_t;
-                }
-            }
+            let sums = stationary_backward(
+                part.kind,
+                part.variance,
+                self.rq_alpha,
+                theta[slot],
+                r_obs.as_slice(),
+                lay,
+                cache.slopes[c].as_slice(),
+                k_bar.as_slice(),
+                e_sum.as_mut_slice(),
+                &mut dz_slot,
+                dw.as_mut_slice(),
+            );
+            let d_theta = observed_backward(
+                z.as_slice(),
+                x.as_slice(),
+                &theta,
+                slot,
+                m,
+                b,
+                e_sum.as_slice(),
+                dz.as_mut_slice(),
+            );
             let gpart = &mut grad.stationary[c];
-            gpart.variance += g_var;
+            gpart.variance += sums.variance;
             if part.kind == StationaryKind::RationalQuadratic {
-                grad.rq_alpha += g_alpha;
+                grad.rq_alpha += sums.alpha;
             }
-            gpart.precision[slot] += g_theta_slot * self.mask[slot];
+            gpart.precision[slot] += sums.slot_precision * self.mask[slot];
             for j in 0..d {
-                if j == slot || theta[j] == 0.0 {
-                    continue;
+                if j != slot {
+                    gpart.precision[j] += d_theta[j] * self.mask[j];
                 }
-                let (zj, xj, tj) = (col(z, j), col(x, j), theta[j]);
-                let mut g = 0.0;
-                for (n, &xn) in xj.iter().enumerate() {
-                    for (mi, (&e, &zm)) in e_sum.column(n).iter().zip(zj).enumerate() {
-                        let delta = xn - zm;
-                        g += e * 2.0 * tj * delta * delta;
-                        dz[(mi, j)] -= e * 2.0 * tj * tj * delta;
-                    }
-                }
-                gpart.precision[j] += g * self.mask[j];
             }
         }
+        for (dst, v) in dz.column_mut(slot).iter_mut().zip(&dz_slot) {
+            *dst += v;
+        }
         (grad, dz, dw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::StationaryPart;
+    use super::*;
+
+    /// u_t = x_n with the slot set to w_sn, t = s·b + n.
+    fn expand(x: &DMatrix<f64>, slot: usize, w: &DMatrix<f64>) -> DMatrix<f64> {
+        let (b, samples) = (x.nrows(), w.nrows());
+        let mut u = DMatrix::zeros(samples * b, x.ncols());
+        for s in 0..samples {
+            for n in 0..b {
+                u.row_mut(s * b + n).copy_from(&x.row(n));
+                u[(s * b + n, slot)] = w[(s, n)];
+            }
+        }
+        u
+    }
+
+    fn kernel(d: usize, mask: Vec<f64>) -> Kernel {
+        Kernel {
+            linear: Some((0..d).map(|j| 0.3 + 0.1 * j as f64).collect()),
+            stationary: StationaryKind::ALL
+                .iter()
+                .enumerate()
+                .map(|(c, &kind)| StationaryPart {
+                    kind,
+                    variance: 0.5 + 0.3 * c as f64,
+                    precision: (0..d).map(|j| 0.4 + 0.15 * (j + c) as f64).collect(),
+                })
+                .collect(),
+            rq_alpha: 1.7,
+            mask,
+        }
+    }
+
+    /// Inputs on a coarse grid, so some evaluation points coincide with inducing points exactly
+    /// (r² = 0, the branch), others are near and far; m = 11 exercises the lane remainder.
+    fn problem(d: usize) -> (DMatrix<f64>, DMatrix<f64>, DMatrix<f64>, DMatrix<f64>) {
+        let grid = |k: usize| (k % 5) as f64 * 0.5 - 1.0;
+        let z = DMatrix::from_fn(11, d, |i, j| grid(i * 3 + j));
+        let mut x = DMatrix::from_fn(7, d, |i, j| grid(i * 2 + j * 3));
+        x.row_mut(0).copy_from(&z.row(2));
+        let mut w = DMatrix::from_fn(3, 7, |s, n| grid(s + 2 * n) + 0.1 * s as f64);
+        w[(0, 0)] = z[(2, 1)]; // u_0 = z_2 exactly (slot 1)
+        let k_bar = DMatrix::from_fn(11, 21, |i, t| ((i * 7 + t * 3) % 13) as f64 / 6.0 - 1.0);
+        (z, x, w, k_bar)
+    }
+
+    #[test]
+    fn the_fast_path_equals_the_dense_kernel_on_the_expanded_points() {
+        for mask in [
+            vec![1.0; 4],
+            vec![1.0, 1.0, 0.0, 1.0],
+            vec![1.0, 0.0, 1.0, 1.0],
+        ] {
+            let kern = kernel(4, mask.clone());
+            let (z, x, w, k_bar) = problem(4);
+            let slot = 1;
+            let u = expand(&x, slot, &w);
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-13 * (1.0 + a.abs().max(b.abs()));
+
+            let fast = kern.cross_latent(&z, &x, slot, &w);
+            let dense = kern.cross(&z, &u);
+            for (a, b) in fast.iter().zip(dense.iter()) {
+                assert!(close(*a, *b), "mask {mask:?}: K {a} vs {b}");
+            }
+
+            let (g_fast, dz_fast, dw_fast) = kern.cross_latent_backward(&z, &x, slot, &w, &k_bar);
+            let (g_dense, dz_dense, du_dense) = kern.cross_backward(&z, &u, &k_bar);
+            for (a, b) in g_fast.to_vec().iter().zip(g_dense.to_vec()) {
+                assert!(close(*a, b), "mask {mask:?}: kernel gradient {a} vs {b}");
+            }
+            for (a, b) in dz_fast.iter().zip(dz_dense.iter()) {
+                assert!(close(*a, *b), "mask {mask:?}: dZ {a} vs {b}");
+            }
+            for s in 0..w.nrows() {
+                for n in 0..x.nrows() {
+                    let (a, b) = (dw_fast[(s, n)], du_dense[(s * x.nrows() + n, slot)]);
+                    assert!(close(a, b), "mask {mask:?}: dw[{s},{n}] {a} vs {b}");
+                }
+            }
+        }
     }
 }

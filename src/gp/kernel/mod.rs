@@ -20,6 +20,7 @@
 
 mod backward;
 mod dense;
+mod lane_math;
 mod latent;
 mod scalar;
 
