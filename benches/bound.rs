@@ -1,5 +1,6 @@
 //! Time per iteration of the uncollapsed bound + its full gradient (one variable, CPU f64, one
-//! thread), over a grid of (M, b, S, D), including DESIGN.md §6's GPflow comparison sizes.
+//! thread unless `threads=N`), over a grid of (M, b, S, D), including DESIGN.md §6's GPflow
+//! comparison sizes.
 //!
 //! Run: `cargo bench --bench bound` (add `-- quick` for a 3-size smoke run, or `-- gpflow` for
 //! exactly the sizes `../shared/bench/anchor_gpflow.py` times by default, fast path only, to run
@@ -116,7 +117,16 @@ fn main() {
             (400, 128, 10, 10),
         ]
     };
-    println!("uncollapsed bound + full gradient, one variable, CPU f64, one thread");
+    // `threads=N` runs each evaluation inside a pool of N threads, which the bound splits its
+    // work over (the default 1 keeps everything on the calling thread).
+    let threads: usize = std::env::args()
+        .find_map(|a| a.strip_prefix("threads=").map(|n| n.parse().expect("threads=N")))
+        .unwrap_or(1);
+    let pool = occam::backend::Pool::new(threads).expect("a pool of the requested size");
+    println!(
+        "uncollapsed bound + full gradient, one variable, CPU f64, {} thread(s)",
+        pool.threads()
+    );
     println!("fast = observed part shared across samples (the default); dense = point-by-point reference");
     println!(
         "{:>5} {:>5} {:>4} {:>4} {:>14} {:>12} {:>15} {:>8}",
@@ -151,7 +161,7 @@ fn main() {
             total_rows: 1000,
             jitter: JitterPolicy::default(),
         };
-        let fast = time(|| bound_and_gradient(&input));
+        let fast = pool.run(|| time(|| bound_and_gradient(&input)));
         if gpflow {
             println!(
                 "{m:>5} {b:>5} {s:>4} {d:>4} {:>14.2} {:>12.2} {:>15} {:>8}",

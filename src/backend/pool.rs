@@ -102,6 +102,20 @@ impl Pool {
         self.threads
     }
 
+    /// Runs `f` on one of the pool's threads (the calling thread without a pool), so the work
+    /// `f` splits with [`split_map`] spreads over the pool.
+    pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(pool) = &self.inner {
+            let flag = crate::heartbeat::watched();
+            return pool.install(|| {
+                let _watch = crate::heartbeat::watch(flag);
+                f()
+            });
+        }
+        f()
+    }
+
     /// `f` over `items`, results in the items' order.
     pub fn map<T: Sync, R: Send>(&self, items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
         #[cfg(not(target_arch = "wasm32"))]
@@ -124,6 +138,19 @@ impl Pool {
     }
 }
 
+/// `f` over the owned `items` (disjoint pieces of one computation), results in the items' order,
+/// spread over the threads of the pool the caller runs in ([`Pool::map`], [`Pool::run`]); outside
+/// a pool, and in the browser, on the calling thread. The caller splits its work independently of
+/// the thread count and combines the results in order, so the numbers never depend on the pool.
+pub fn split_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync + Send) -> Vec<R> {
+    #[cfg(not(target_arch = "wasm32"))]
+    if items.len() > 1 && rayon::current_thread_index().is_some() {
+        use rayon::prelude::*;
+        return items.into_par_iter().with_max_len(1).map(f).collect();
+    }
+    items.into_iter().map(f).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +167,24 @@ mod tests {
         }
         assert_eq!(Pool::new(0).unwrap().threads(), available_threads());
         assert_eq!(Pool::serial().threads(), 1);
+    }
+
+    #[test]
+    fn split_work_runs_on_the_callers_pool_and_keeps_its_order() {
+        let items: Vec<usize> = (0..23).collect();
+        let expected: Vec<usize> = items.iter().map(|i| i * 3).collect();
+        // Outside a pool: the calling thread.
+        let threads = split_map(items.clone(), |i| (i * 3, std::thread::current().id()));
+        assert!(threads.iter().all(|(_, t)| *t == std::thread::current().id()));
+        for n in [1, 2, 4] {
+            let pool = Pool::new(n).unwrap();
+            let out = pool.run(|| split_map(items.clone(), |i| i * 3));
+            assert_eq!(out, expected, "{n} threads");
+            let on_pool = pool.run(|| {
+                split_map(items.clone(), |_| rayon::current_thread_index().is_some())
+            });
+            assert!(on_pool.iter().all(|&inside| inside == (n > 1)));
+        }
     }
 
     #[test]

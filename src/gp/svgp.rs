@@ -6,12 +6,13 @@
 //! This module computes; it owns no parameters. The caller supplies constrained values (kernel,
 //! Z, q(v) = N(m, S), φ²) and a minibatch with its q(w) moments and Monte Carlo noise.
 
-use super::kernel::{Kernel, KernelGrad};
+use super::kernel::{Kernel, KernelGrad, ROWS_PER_BLOCK};
+use crate::backend::split_map;
 use super::linalg::{
     cholesky_backward, cholesky_jittered, logdet_from_factor, solve_lower, solve_lower_vec,
     solve_upper_transposed_vec, CholeskyError, JitterPolicy,
 };
-use nalgebra::{DMatrix, DVector};
+use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut, DVector};
 use std::f64::consts::PI;
 
 /// The latent input of a minibatch: q(w_n) = N(μ_n, Σ_n) and the standard-normal draws ε_sn of the
@@ -94,16 +95,17 @@ pub struct SvgpOutput {
     pub natgrad: NatGradStats,
 }
 
-/// The T = S·b evaluation points u_t (t = s·b + n): row n of x with the latent slot set to w_sn.
+/// The T = S·b evaluation points u_t (t = n·S + s, a row's samples adjacent): row n of x with the
+/// latent slot set to w_sn.
 pub fn evaluation_points(x: &DMatrix<f64>, latent: Option<&LatentBatch>) -> DMatrix<f64> {
     let Some(lat) = latent else {
         return x.clone();
     };
     let (b, samples) = (x.nrows(), lat.eps.nrows());
     let mut u = DMatrix::zeros(samples * b, x.ncols());
-    for s in 0..samples {
-        for n in 0..b {
-            let t = s * b + n;
+    for n in 0..b {
+        for s in 0..samples {
+            let t = n * samples + s;
             u.row_mut(t).copy_from(&x.row(n));
             u[(t, lat.slot)] = lat.mu[n] + lat.var[n].sqrt() * lat.eps[(s, n)];
         }
@@ -156,6 +158,33 @@ enum KernelPath {
     SharedObserved,
 }
 
+/// What the predictions at the T evaluation points contribute: the sums of the expected
+/// log-likelihood and the K_Zt products the inducing-point algebra needs, and the gradients that
+/// flow through K_Zt and k_tt into the kernel, Z and the draws.
+struct Predictions {
+    /// Σ_t [(y_t − mean_t)² + var_t].
+    misfit: f64,
+    /// ḡ_α = K_Zt g_mean.
+    g_alpha: DVector<f64>,
+    /// K_Zt K_Ztᵀ.
+    kkt: DMatrix<f64>,
+    /// K_Zt y_T.
+    ky: DVector<f64>,
+    kernel: KernelGrad,
+    z: DMatrix<f64>,
+    /// ∂L̂/∂w_sn (S × b), when there is a latent.
+    draws: Option<DMatrix<f64>>,
+}
+
+/// The inducing-point quantities the predictions use: α = L⁻ᵀm, Q = L⁻ᵀ(S − I)L⁻¹, and the
+/// backward seeds g_mean = c(y − mean)/φ², g_var = −c/(2φ²).
+struct Projection<'a> {
+    alpha: &'a DVector<f64>,
+    q: &'a DMatrix<f64>,
+    noise: f64,
+    c: f64,
+}
+
 fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyError> {
     let SvgpInput {
         kernel,
@@ -184,43 +213,6 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     let l_inv = solve_lower(l, &DMatrix::identity(mm, mm));
     let s_minus_i = s_cov - DMatrix::<f64>::identity(mm, mm);
     let q = l_inv.transpose() * &s_minus_i * &l_inv;
-
-    // Predictions at the T evaluation points.
-    let u = evaluation_points(x, latent);
-    let fast = match (path, latent) {
-        (KernelPath::SharedObserved, Some(lat)) => Some((lat, latent_draws(lat))),
-        _ => None,
-    };
-    let cached = fast
-        .as_ref()
-        .map(|(lat, w)| kernel.cross_latent_cached(z, x, lat.slot, w));
-    let dense_k_zt;
-    let k_zt = match &cached {
-        Some(c) => &c.k,
-        None => {
-            dense_k_zt = kernel.cross(z, &u);
-            &dense_k_zt
-        }
-    };
-    let k_tt = kernel.diag(&u);
-    let qk = &q * k_zt;
-    let mean = k_zt.transpose() * &alpha;
-    let var = DVector::from_fn(t_count, |t, _| k_tt[t] + k_zt.column(t).dot(&qk.column(t)));
-    let y_t = DVector::from_fn(t_count, |t, _| y[t % b]);
-
-    let residual = &y_t - &mean;
-    let ell_sum: f64 = (0..t_count)
-        .map(|t| {
-            -0.5 * (2.0 * PI * noise).ln() - (residual[t] * residual[t] + var[t]) / (2.0 * noise)
-        })
-        .sum();
-    let expected_log_lik = c * ell_sum;
-    let kl_latent = latent.map_or(0.0, |lat| {
-        scale
-            * (0..b)
-                .map(|n| kl_standard_normal(lat.mu[n], lat.var[n]))
-                .sum::<f64>()
-    });
     // S must be positive definite as it stands: jitter here would silently change the KL, so a
     // failure is reported instead (one attempt, no jitter).
     let s_factor = cholesky_jittered(
@@ -231,88 +223,81 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
             max_attempts: 1,
         },
     )?;
+
+    // Predictions at the T evaluation points and their adjoints.
+    let proj = Projection {
+        alpha: &alpha,
+        q: &q,
+        noise,
+        c,
+    };
+    let pred = match (path, latent) {
+        (KernelPath::SharedObserved, Some(lat)) => predictions_shared(kernel, z, x, y, lat, &proj),
+        _ => predictions_dense(kernel, z, x, y, latent, &proj),
+    };
+
+    let expected_log_lik =
+        c * (-0.5 * t_count as f64 * (2.0 * PI * noise).ln() - pred.misfit / (2.0 * noise));
+    let kl_latent = latent.map_or(0.0, |lat| {
+        scale
+            * (0..b)
+                .map(|n| kl_standard_normal(lat.mu[n], lat.var[n]))
+                .sum::<f64>()
+    });
     let kl_inducing =
         0.5 * (s_cov.trace() + m.dot(m) - mm as f64 - logdet_from_factor(&s_factor.l));
     let elbo = expected_log_lik - kl_latent - kl_inducing;
 
-    // Backward through the predictions.
-    let g_mean = residual.scale(c / noise);
+    // ∂/∂φ² of c Σ_t [−½ log(2πφ²) − misfit_t/(2φ²)].
+    let d_noise = c * (-0.5 * t_count as f64 / noise + pred.misfit / (2.0 * noise * noise));
     let g_var = -c / (2.0 * noise);
-    let d_noise = c
-        * (0..t_count)
-            .map(|t| -0.5 / noise + (residual[t] * residual[t] + var[t]) / (2.0 * noise * noise))
-            .sum::<f64>();
-    let mut k_zt_bar = &alpha * g_mean.transpose();
-    k_zt_bar += &qk * (2.0 * g_var);
-    let k_tt_bar = DVector::from_element(t_count, g_var);
-    let g_alpha = k_zt * &g_mean;
-    let kkt = k_zt * k_zt.transpose();
-    let g_q = &kkt * g_var;
 
-    // Back to L (through α and Q), then K_ZZ.
-    let l_inv_g_alpha = solve_lower_vec(l, &g_alpha);
-    let l_bar = -(&alpha * l_inv_g_alpha.transpose()) - (&q * &g_q * l_inv.transpose()) * 2.0;
+    // P = L⁻¹ K_Zt K_Ztᵀ L⁻ᵀ serves the gradient in S and the natural-gradient statistics.
+    let p_mat = &l_inv * &pred.kkt * l_inv.transpose();
+
+    // Back to L (through α and Q = L⁻ᵀ(S − I)L⁻¹ with Ḡ_Q = g_var K_Zt K_Ztᵀ), then K_ZZ:
+    // L̄ = tril(−α (L⁻¹ḡ_α)ᵀ − 2 Q Ḡ_Q L⁻ᵀ), and Q Ḡ_Q L⁻ᵀ = g_var L⁻ᵀ(S − I) P.
+    let l_inv_g_alpha = solve_lower_vec(l, &pred.g_alpha);
+    let l_bar = -(&alpha * l_inv_g_alpha.transpose())
+        - (l_inv.transpose() * (&s_minus_i * &p_mat)) * (2.0 * g_var);
     let kzz_bar = cholesky_backward(l, &l_bar);
 
-    // q(v): α = L⁻ᵀm ⇒ ∂/∂m = L⁻¹ḡ_α; Q = L⁻ᵀ S L⁻¹ + const ⇒ ∂/∂S = L⁻¹ Ḡ_Q L⁻ᵀ; minus the KL.
+    // q(v): α = L⁻ᵀm ⇒ ∂/∂m = L⁻¹ḡ_α; Q = L⁻ᵀ S L⁻¹ + const ⇒ ∂/∂S = L⁻¹ Ḡ_Q L⁻ᵀ = g_var P;
+    // minus the KL.
     let d_q_mean = &l_inv_g_alpha - m;
     let s_inv = {
         let li = solve_lower(&s_factor.l, &DMatrix::identity(mm, mm));
         li.transpose() * li
     };
-    let d_q_cov = &l_inv * &g_q * l_inv.transpose() - (DMatrix::identity(mm, mm) - s_inv) * 0.5;
+    let d_q_cov = &p_mat * g_var - (DMatrix::identity(mm, mm) - s_inv) * 0.5;
 
-    // Through the kernel.
+    // Through the kernel's Gram matrix.
     let (mut k_grad, mut d_z) = kernel.gram_backward(z, &kzz_bar);
-    let (g_diag, mut d_u) = kernel.diag_backward(&u, &k_tt_bar);
-    k_grad.add_assign(&g_diag);
-    match &fast {
-        Some((lat, w)) => {
-            let cache = cached
-                .as_ref()
-                .expect("the fast path keeps its forward cache");
-            let (g_cross, d_z_cross, d_w) =
-                kernel.cross_latent_backward_cached(z, x, lat.slot, w, cache, &k_zt_bar);
-            k_grad.add_assign(&g_cross);
-            d_z += d_z_cross;
-            for s in 0..samples {
-                for n in 0..b {
-                    d_u[(s * b + n, lat.slot)] += d_w[(s, n)];
-                }
-            }
-        }
-        None => {
-            let (g_cross, d_z_cross, d_u_cross) = kernel.cross_backward(z, &u, &k_zt_bar);
-            k_grad.add_assign(&g_cross);
-            d_z += d_z_cross;
-            d_u += d_u_cross;
-        }
-    }
+    k_grad.add_assign(&pred.kernel);
+    d_z += &pred.z;
 
-    // Latent column → q(w) by reparameterisation, plus the KL of q(w).
-    let (latent_mu, latent_var) = match latent {
-        Some(lat) => {
+    // The draws → q(w) by reparameterisation (∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ)), plus the KL of q(w).
+    let (latent_mu, latent_var) = match (latent, &pred.draws) {
+        (Some(lat), Some(d_w)) => {
             let mut d_mu = DVector::zeros(b);
             let mut d_var = DVector::zeros(b);
-            for s in 0..samples {
-                for n in 0..b {
-                    let dw = d_u[(s * b + n, lat.slot)];
+            for n in 0..b {
+                for s in 0..samples {
+                    let dw = d_w[(s, n)];
                     d_mu[n] += dw;
                     d_var[n] += dw * lat.eps[(s, n)] / (2.0 * lat.var[n].sqrt());
                 }
-            }
-            for n in 0..b {
                 d_mu[n] -= scale * lat.mu[n];
                 d_var[n] -= scale * 0.5 * (1.0 - 1.0 / lat.var[n]);
             }
             (d_mu, d_var)
         }
-        None => (DVector::zeros(0), DVector::zeros(0)),
+        _ => (DVector::zeros(0), DVector::zeros(0)),
     };
 
-    // Natural-gradient statistics: Λ = (c/φ²) L⁻¹ K_Zt K_Ztᵀ L⁻ᵀ, r = (c/φ²) L⁻¹ K_Zt y.
-    let lambda = (&l_inv * &kkt * l_inv.transpose()) * (c / noise);
-    let r = solve_lower_vec(l, &(k_zt * &y_t)) * (c / noise);
+    // Natural-gradient statistics: Λ = (c/φ²) P, r = (c/φ²) L⁻¹ K_Zt y.
+    let lambda = p_mat * (c / noise);
+    let r = solve_lower_vec(l, &pred.ky) * (c / noise);
 
     Ok(SvgpOutput {
         terms: SvgpTerms {
@@ -333,4 +318,172 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
         },
         natgrad: NatGradStats { lambda, r },
     })
+}
+
+/// The dense reference: K_Zt formed point by point, one matrix product per step:
+/// mean = K_Ztᵀα, var_t = k_tt + k_tᵀQk_t, K̄_Zt = α g_meanᵀ + 2 g_var Q K_Zt, k̄_tt = g_var.
+fn predictions_dense(
+    kernel: &Kernel,
+    z: &DMatrix<f64>,
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    latent: Option<&LatentBatch>,
+    proj: &Projection,
+) -> Predictions {
+    let samples = latent.map_or(1, |l| l.eps.nrows());
+    let t_count = samples * x.nrows();
+    let u = evaluation_points(x, latent);
+    let k_zt = kernel.cross(z, &u);
+    let k_tt = kernel.diag(&u);
+    let qk = proj.q * &k_zt;
+    let mean = k_zt.transpose() * proj.alpha;
+    let y_t = DVector::from_fn(t_count, |t, _| y[t / samples]);
+    let residual = &y_t - &mean;
+    let misfit: f64 = (0..t_count)
+        .map(|t| residual[t] * residual[t] + k_tt[t] + k_zt.column(t).dot(&qk.column(t)))
+        .sum();
+    let g_mean = residual.scale(proj.c / proj.noise);
+    let g_var = -proj.c / (2.0 * proj.noise);
+    let mut k_zt_bar = proj.alpha * g_mean.transpose();
+    k_zt_bar += &qk * (2.0 * g_var);
+    let k_tt_bar = DVector::from_element(t_count, g_var);
+
+    let (mut k_grad, d_z, d_u) = kernel.cross_backward(z, &u, &k_zt_bar);
+    let (g_diag, d_u_diag) = kernel.diag_backward(&u, &k_tt_bar);
+    k_grad.add_assign(&g_diag);
+    let draws = latent.map(|lat| {
+        DMatrix::from_fn(samples, x.nrows(), |s, n| {
+            let t = n * samples + s;
+            d_u[(t, lat.slot)] + d_u_diag[(t, lat.slot)]
+        })
+    });
+    Predictions {
+        misfit,
+        g_alpha: &k_zt * &g_mean,
+        kkt: &k_zt * k_zt.transpose(),
+        ky: &k_zt * &y_t,
+        kernel: k_grad,
+        z: d_z,
+        draws,
+    }
+}
+
+/// The fast path with a latent input: K_Zt by [`Kernel::cross_latent_cached`], then, block by
+/// block of minibatch rows (contiguous columns, spread over the caller's pool, partial sums
+/// combined in block order): QK = Q K_Zt by one GEMM, mean, var and the misfit, K̄_Zt overwriting
+/// QK in place, and the partial ḡ_α and K_Zt y. K_Zt K_Ztᵀ is formed from its lower block
+/// triangle. The same quantities as [`predictions_dense`] (tested).
+fn predictions_shared(
+    kernel: &Kernel,
+    z: &DMatrix<f64>,
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    lat: &LatentBatch,
+    proj: &Projection,
+) -> Predictions {
+    let (mm, b, samples) = (z.nrows(), x.nrows(), lat.eps.nrows());
+    let t_count = samples * b;
+    let w = latent_draws(lat);
+    let cache = kernel.cross_latent_cached(z, x, lat.slot, &w);
+    let k_zt = &cache.k;
+    let u = evaluation_points(x, Some(lat));
+    let k_tt = kernel.diag(&u);
+    let g_var = -proj.c / (2.0 * proj.noise);
+
+    // QK, then K̄ in its place: one M × T buffer.
+    let mut k_bar = DMatrix::<f64>::zeros(mm, t_count);
+    let block = mm * samples * ROWS_PER_BLOCK;
+    let pieces: Vec<(usize, &mut [f64])> = k_bar
+        .as_mut_slice()
+        .chunks_mut(block)
+        .enumerate()
+        .map(|(i, chunk)| (i * ROWS_PER_BLOCK * samples, chunk))
+        .collect();
+    let partials = split_map(pieces, |(t0, chunk)| {
+        let cols = chunk.len() / mm;
+        let k_block = k_zt.columns(t0, cols);
+        let mut qk = DMatrixViewMut::from_slice(chunk, mm, cols);
+        qk.gemm(1.0, proj.q, &k_block, 0.0);
+        let mean = k_block.tr_mul(proj.alpha);
+        let mut misfit = 0.0;
+        let mut g_mean = DVector::zeros(cols);
+        let mut y_block = DVector::zeros(cols);
+        for j in 0..cols {
+            let t = t0 + j;
+            let yt = y[t / samples];
+            let residual = yt - mean[j];
+            let var = k_tt[t] + k_block.column(j).dot(&qk.column(j));
+            misfit += residual * residual + var;
+            g_mean[j] = residual * (proj.c / proj.noise);
+            y_block[j] = yt;
+        }
+        // K̄ = α g_meanᵀ + 2 g_var QK, in place.
+        qk *= 2.0 * g_var;
+        qk.ger(1.0, proj.alpha, &g_mean, 1.0);
+        (misfit, k_block * g_mean, k_block * y_block)
+    });
+    let mut misfit = 0.0;
+    let mut g_alpha = DVector::zeros(mm);
+    let mut ky = DVector::zeros(mm);
+    for (part_misfit, part_g_alpha, part_ky) in &partials {
+        misfit += part_misfit;
+        g_alpha += part_g_alpha;
+        ky += part_ky;
+    }
+
+    let kkt = symmetric_outer(k_zt);
+
+    let (mut k_grad, d_z, mut d_w) =
+        kernel.cross_latent_backward_cached(z, x, lat.slot, &w, &cache, &k_bar);
+    let k_tt_bar = DVector::from_element(t_count, g_var);
+    let (g_diag, d_u_diag) = kernel.diag_backward(&u, &k_tt_bar);
+    k_grad.add_assign(&g_diag);
+    for n in 0..b {
+        for s in 0..samples {
+            d_w[(s, n)] += d_u_diag[(n * samples + s, lat.slot)];
+        }
+    }
+    Predictions {
+        misfit,
+        g_alpha,
+        kkt,
+        ky,
+        kernel: k_grad,
+        z: d_z,
+        draws: Some(d_w),
+    }
+}
+
+/// Rows of K K̄ᵀ's blocks in [`symmetric_outer`] (fixed, so the split never depends on threads).
+const OUTER_BLOCK_ROWS: usize = 64;
+
+/// A Aᵀ for a wide A (M × T) from its lower block triangle: block row i is A_i A_{0..=i}ᵀ, one
+/// GEMM each (spread over the caller's pool), then mirrored, so about half the products of the
+/// full one. Exactly symmetric.
+fn symmetric_outer(a: &DMatrix<f64>) -> DMatrix<f64> {
+    let mm = a.nrows();
+    let starts: Vec<usize> = (0..mm).step_by(OUTER_BLOCK_ROWS).collect();
+    let t = a.ncols();
+    let blocks = split_map(starts.clone(), |i0| {
+        let rows = OUTER_BLOCK_ROWS.min(mm - i0);
+        // A_{0..i0+rows}ᵀ as a strided view of A's own storage (no transposed copy):
+        // element (t, r) = A[r, t] = data[r + t·M].
+        let lhs_t = DMatrixView::from_slice_with_strides(a.as_slice(), t, i0 + rows, mm, 1);
+        let mut blk = DMatrix::zeros(rows, i0 + rows);
+        blk.gemm(1.0, &a.rows(i0, rows), &lhs_t, 0.0);
+        blk
+    });
+    let mut out = DMatrix::zeros(mm, mm);
+    for (&i0, blk) in starts.iter().zip(&blocks) {
+        for j in 0..blk.ncols() {
+            for r in 0..blk.nrows() {
+                let i = i0 + r;
+                if j <= i {
+                    out[(i, j)] = blk[(r, j)];
+                    out[(j, i)] = blk[(r, j)];
+                }
+            }
+        }
+    }
+    out
 }

@@ -1,5 +1,5 @@
 //! The fast path for K(Z, u_t) when the evaluation points are minibatch rows x_n whose latent slot
-//! holds S Monte Carlo draws w_sn (t = s·b + n), MODEL.md §3.4: the observed dimensions of u_t do
+//! holds S Monte Carlo draws w_sn (t = n·S + s: a row's samples are adjacent), MODEL.md §3.4: the observed dimensions of u_t do
 //! not depend on s, so their part of every scaled distance is computed once per (m, n), and the
 //! backward pass reduces over samples before contracting over dimensions:
 //!
@@ -9,14 +9,21 @@
 //! ```
 //!
 //! The O(M·S·b) loops run down columns of M contiguous entries with no calls and no branches
-//! (the shapes use [`super::lane_math`]'s `exp`/`ln_1p`, reductions run in 8 lanes), and are
-//! compiled for AVX2 and AVX-512 as well, picked at run time (`multiversion`). The results do not
-//! depend on which version runs: every version performs the same IEEE operations in the same order.
+//! (the shapes use [`super::lane_math`]'s `exp`/`ln_1p`; sums accumulate per row and are reduced
+//! in 8 lanes), and are compiled for AVX2 and AVX-512 as well, picked at run time
+//! (`multiversion`). Every version performs the same IEEE operations in the same order, so the
+//! results do not depend on which one runs.
+//!
+//! Both passes split the minibatch into blocks of [`ROWS_PER_BLOCK`] rows (contiguous columns)
+//! that run on the threads of the caller's pool ([`split_map`]); partial sums are combined in
+//! block order, so the results do not depend on the thread count either.
 //!
 //! Equal to [`Kernel::cross`] / [`Kernel::cross_backward`] on the expanded points (tested).
 
 use multiversion::multiversion;
 use nalgebra::DMatrix;
+
+use crate::backend::split_map;
 
 use super::dense::col;
 use super::lane_math::{exp, lane_sum, ln_1p};
@@ -53,7 +60,12 @@ fn observed_sq_dist(
 pub struct LatentCross {
     pub k: DMatrix<f64>,
     slopes: Vec<DMatrix<f64>>,
+    /// Each stationary part's observed distances R_c (M × b).
+    r_obs: Vec<DMatrix<f64>>,
 }
+
+/// Minibatch rows per block of work (fixed, so the split never depends on the thread count).
+pub const ROWS_PER_BLOCK: usize = 16;
 
 /// The GPflow guard r = √max(r², 1e-36), as a select (see `scalar::guarded_r`).
 #[inline(always)]
@@ -139,22 +151,25 @@ impl Shape for Rq {
     }
 }
 
-/// The columns' shapes: the M × b observed distances, Z's latent column, the S × b draws.
+/// One block's columns: rows n0..n0 + rows of the minibatch, all S samples of each.
 #[derive(Clone, Copy)]
 struct Layout<'a> {
     m: usize,
-    b: usize,
     samples: usize,
+    n0: usize,
+    rows: usize,
     z_slot: &'a [f64],
-    /// w_sn at `w[s + n·S]` (column-major S × b).
+    /// w_sn at `w[s + n·S]` (column-major S × b, all rows).
     w: &'a [f64],
 }
 
 impl Layout<'_> {
-    /// (t, w_sn) for every evaluation point, in column order t = s·b + n.
-    fn points(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
-        (0..self.samples).flat_map(move |s| {
-            (0..self.b).map(move |n| (s * self.b + n, self.w[s + n * self.samples]))
+    /// (local column, row n, w_sn) for the block's evaluation points, in column order
+    /// (local column (n − n0)·S + s).
+    fn points(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+        (0..self.rows).flat_map(move |r| {
+            let n = self.n0 + r;
+            (0..self.samples).map(move |s| (r * self.samples + s, n, self.w[s + n * self.samples]))
         })
     }
 }
@@ -204,8 +219,7 @@ fn forward_columns<S: Shape>(
     slope: &mut [f64],
 ) {
     let m = lay.m;
-    for (t, wsn) in lay.points() {
-        let n = t % lay.b;
+    for (t, n, wsn) in lay.points() {
         let ro = &r_obs[n * m..(n + 1) * m];
         let kc = &mut k[t * m..(t + 1) * m];
         let sc = &mut slope[t * m..(t + 1) * m];
@@ -228,8 +242,7 @@ fn forward_columns<S: Shape>(
 ))]
 fn linear_forward(obs: &[f64], slot_theta: f64, lay: Layout, k: &mut [f64]) {
     let m = lay.m;
-    for (t, wsn) in lay.points() {
-        let n = t % lay.b;
+    for (t, n, wsn) in lay.points() {
         let oc = &obs[n * m..(n + 1) * m];
         let kc = &mut k[t * m..(t + 1) * m];
         for ((kv, &o), &zm) in kc.iter_mut().zip(oc).zip(lay.z_slot) {
@@ -239,7 +252,7 @@ fn linear_forward(obs: &[f64], slot_theta: f64, lay: Layout, k: &mut [f64]) {
 }
 
 /// Sums of one stationary part's backward pass (see [`stationary_backward`]).
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct PartSums {
     variance: f64,
     alpha: f64,
@@ -295,12 +308,12 @@ fn backward_columns<S: Shape>(
     let mut row_alpha = vec![0.0; m];
     let mut row_theta = vec![0.0; m];
     let mut g_delta = vec![0.0; m];
-    for (t, wsn) in lay.points() {
-        let n = t % lay.b;
+    for (t, n, wsn) in lay.points() {
         let ro = &r_obs[n * m..(n + 1) * m];
         let sc = &slope[t * m..(t + 1) * m];
         let kb = &k_bar[t * m..(t + 1) * m];
-        let es = &mut e_sum[n * m..(n + 1) * m];
+        let r = n - lay.n0;
+        let es = &mut e_sum[r * m..(r + 1) * m];
         for i in 0..m {
             let delta = wsn - lay.z_slot[i];
             let r2 = ro[i] + ts2 * delta * delta;
@@ -324,7 +337,7 @@ fn backward_columns<S: Shape>(
             g_delta[i] = g * delta;
             dz_slot[i] -= g * 2.0 * ts2 * delta;
         }
-        dw[(t / lay.b) + n * lay.samples] += 2.0 * ts2 * lane_sum(m, |i| g_delta[i]);
+        dw[t] += 2.0 * ts2 * lane_sum(m, |i| g_delta[i]);
     }
     PartSums {
         variance: lane_sum(m, |i| row_var[i]),
@@ -333,9 +346,9 @@ fn backward_columns<S: Shape>(
     }
 }
 
-/// The observed dimensions' backward pass of one stationary part: with E the sample-summed G,
-/// ∂θ_j = 2θ̃_j Σ E (x_nj − z_mj)² and ∂Z[:, j] −= 2θ̃_j² Σ_n E (x_nj − z_mj), for every
-/// j ≠ slot with θ̃_j ≠ 0. Returns ∂θ (0 at the others).
+/// The observed dimensions' backward pass of one stationary part over a block of rows: with E the
+/// sample-summed G (M × rows), ∂θ_j += 2θ̃_j Σ E (x_nj − z_mj)² and ∂Z[:, j] −= 2θ̃_j² Σ_n E
+/// (x_nj − z_mj), for every j ≠ slot with θ̃_j ≠ 0.
 #[allow(clippy::too_many_arguments)]
 #[multiversion(targets(
     "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
@@ -343,26 +356,26 @@ fn backward_columns<S: Shape>(
     "aarch64+neon",
 ))]
 fn observed_backward(
-    z: &[f64],
-    x: &[f64],
+    z: &DMatrix<f64>,
+    x: &DMatrix<f64>,
     theta: &[f64],
     slot: usize,
-    m: usize,
-    b: usize,
+    n0: usize,
     e_sum: &[f64],
-    dz: &mut [f64],
-) -> Vec<f64> {
-    let mut d_theta = vec![0.0; theta.len()];
+    dz: &mut DMatrix<f64>,
+    d_theta: &mut [f64],
+) {
+    let m = z.nrows();
     for (j, &tj) in theta.iter().enumerate() {
         if j == slot || tj == 0.0 {
             continue;
         }
-        let zj = &z[j * m..(j + 1) * m];
-        let dzj = &mut dz[j * m..(j + 1) * m];
+        let zj = col(z, j);
+        let xj = col(x, j);
+        let dzj = &mut dz.as_mut_slice()[j * m..(j + 1) * m];
         let mut g = 0.0;
-        for n in 0..b {
-            let xn = x[j * b + n];
-            let es = &e_sum[n * m..(n + 1) * m];
+        for (r, es) in e_sum.chunks_exact(m).enumerate() {
+            let xn = xj[n0 + r];
             g += lane_sum(m, |i| {
                 let delta = xn - zj[i];
                 es[i] * delta * delta
@@ -371,41 +384,85 @@ fn observed_backward(
                 *d -= e * 2.0 * tj * tj * (xn - zm);
             }
         }
-        d_theta[j] = 2.0 * tj * g;
+        d_theta[j] += 2.0 * tj * g;
     }
-    d_theta
 }
 
-/// The linear part's backward pass through the latent column: with ⟨·⟩ over m,
-/// ∂θ_i = Σ_t ⟨K̄_t, z_i⟩ w_t, ∂w_t += θ̃_i ⟨K̄_t, z_i⟩, ∂Z[:, i] += θ̃_i Σ_t K̄_t w_t.
+/// The linear part's backward pass over a block: through the latent column (with ⟨·⟩ over m,
+/// ∂θ_i = Σ_t ⟨K̄_t, z_i⟩ w_t, ∂w_t += θ̃_i ⟨K̄_t, z_i⟩, ∂Z[:, i] += θ̃_i Σ_t K̄_t w_t) and through the
+/// observed ones (with Ē[:, n] = Σ_s K̄[:, (n,s)]: ∂θ_j = Σ Ē z_mj x_nj, ∂Z[:, j] += θ̃_j Σ_n Ē x_nj).
+#[allow(clippy::too_many_arguments)]
 #[multiversion(targets(
     "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
     "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
     "aarch64+neon",
 ))]
-fn linear_slot_backward(
-    slot_theta: f64,
+fn linear_backward(
+    kernel_mask: &[f64],
+    theta: &[f64],
+    z: &DMatrix<f64>,
+    x: &DMatrix<f64>,
+    slot: usize,
     lay: Layout,
     k_bar: &[f64],
+    d_theta: &mut [f64],
+    dz: &mut DMatrix<f64>,
     dz_slot: &mut [f64],
     dw: &mut [f64],
-) -> f64 {
+) {
     let m = lay.m;
-    let mut g = 0.0;
-    for (t, wsn) in lay.points() {
-        let kb = &k_bar[t * m..(t + 1) * m];
-        let dot = lane_sum(m, |i| kb[i] * lay.z_slot[i]);
-        g += dot * wsn;
-        dw[(t / lay.b) + (t % lay.b) * lay.samples] += slot_theta * dot;
-        for (d, &kv) in dz_slot.iter_mut().zip(kb) {
-            *d += slot_theta * kv * wsn;
+    if kernel_mask[slot] != 0.0 {
+        let ts = theta[slot];
+        let mut g = 0.0;
+        for (t, _, wsn) in lay.points() {
+            let kb = &k_bar[t * m..(t + 1) * m];
+            let dot = lane_sum(m, |i| kb[i] * lay.z_slot[i]);
+            g += dot * wsn;
+            dw[t] += ts * dot;
+            for (d, &kv) in dz_slot.iter_mut().zip(kb) {
+                *d += ts * kv * wsn;
+            }
+        }
+        d_theta[slot] += g;
+    }
+    // Ē for the block's rows.
+    let mut k_bar_sum = vec![0.0; m * lay.rows];
+    for (t, n, _) in lay.points() {
+        let r = n - lay.n0;
+        for (e, &kv) in k_bar_sum[r * m..(r + 1) * m]
+            .iter_mut()
+            .zip(&k_bar[t * m..(t + 1) * m])
+        {
+            *e += kv;
         }
     }
-    g
+    for (j, &tj) in theta.iter().enumerate() {
+        if j == slot || kernel_mask[j] == 0.0 {
+            continue;
+        }
+        let (zj, xj) = (col(z, j), col(x, j));
+        let dzj = &mut dz.as_mut_slice()[j * m..(j + 1) * m];
+        let mut g = 0.0;
+        for (r, es) in k_bar_sum.chunks_exact(m).enumerate() {
+            let xn = xj[lay.n0 + r];
+            g += xn * lane_sum(m, |i| es[i] * zj[i]);
+            for (d, &e) in dzj.iter_mut().zip(es) {
+                *d += tj * e * xn;
+            }
+        }
+        d_theta[j] += g;
+    }
+}
+
+/// One block's share of the backward pass, combined with the others' in block order.
+struct BlockGrad {
+    dz: DMatrix<f64>,
+    linear: Vec<f64>,
+    parts: Vec<(PartSums, Vec<f64>)>,
 }
 
 impl Kernel {
-    /// K(Z, u_t), `M × (S·b)`, where u_(s·b+n) is row n of `x` with column `slot` replaced by
+    /// K(Z, u_t), `M × (S·b)`, where u_(n·S+s) is row n of `x` with column `slot` replaced by
     /// `w[(s, n)]` (`w` is S × b). Same values as [`Kernel::cross`]`(z, u)`.
     pub fn cross_latent(
         &self,
@@ -430,18 +487,12 @@ impl Kernel {
         self.check_points(x);
         assert_eq!(w.ncols(), x.nrows(), "one draw column per minibatch row");
         let (m, b, samples) = (z.nrows(), x.nrows(), w.nrows());
-        let mut k = DMatrix::<f64>::zeros(m, samples * b);
-        let lay = Layout {
-            m,
-            b,
-            samples,
-            z_slot: col(z, slot),
-            w: w.as_slice(),
-        };
+        let z_slot = col(z, slot);
 
-        if let Some(lin) = &self.linear {
+        // The s-independent parts, once per (m, n): the linear part's Σ_{j≠slot} θ̃_j z_mj x_nj and
+        // each stationary part's R_c.
+        let linear = self.linear.as_ref().map(|lin| {
             let theta = self.masked(lin);
-            // Observed part once per (m, n): Σ_{j≠slot} θ̃_j z_mj x_nj.
             let mut obs = DMatrix::<f64>::zeros(m, b);
             for (j, &t) in theta.iter().enumerate() {
                 if j == slot || self.mask[j] == 0.0 {
@@ -454,26 +505,61 @@ impl Kernel {
                         .for_each(|(o, &zm)| *o += t * zm * xn);
                 }
             }
-            linear_forward(obs.as_slice(), theta[slot], lay, k.as_mut_slice());
-        }
-        let mut slopes = Vec::with_capacity(self.stationary.len());
-        for part in &self.stationary {
-            let theta = self.masked(&part.precision);
-            let r_obs = observed_sq_dist(z, x, &theta, slot);
-            let mut slope = DMatrix::<f64>::zeros(m, samples * b);
-            stationary_forward(
-                part.kind,
-                part.variance,
-                self.rq_alpha,
-                theta[slot] * theta[slot],
-                r_obs.as_slice(),
-                lay,
-                k.as_mut_slice(),
-                slope.as_mut_slice(),
-            );
-            slopes.push(slope);
-        }
-        LatentCross { k, slopes }
+            (obs, theta[slot])
+        });
+        let slot_sq: Vec<f64> = self
+            .stationary
+            .iter()
+            .map(|p| (p.precision[slot] * self.mask[slot]).powi(2))
+            .collect();
+        let r_obs: Vec<DMatrix<f64>> = self
+            .stationary
+            .iter()
+            .map(|p| observed_sq_dist(z, x, &self.masked(&p.precision), slot))
+            .collect();
+
+        let mut k = DMatrix::<f64>::zeros(m, samples * b);
+        let mut slopes = vec![DMatrix::<f64>::zeros(m, samples * b); self.stationary.len()];
+        let block = m * samples * ROWS_PER_BLOCK;
+        let mut slope_blocks: Vec<_> = slopes
+            .iter_mut()
+            .map(|sl| sl.as_mut_slice().chunks_mut(block))
+            .collect();
+        let pieces: Vec<(usize, &mut [f64], Vec<&mut [f64]>)> = k
+            .as_mut_slice()
+            .chunks_mut(block)
+            .enumerate()
+            .map(|(i, kc)| {
+                let parts = slope_blocks.iter_mut().filter_map(Iterator::next).collect();
+                (i * ROWS_PER_BLOCK, kc, parts)
+            })
+            .collect();
+        split_map(pieces, |(n0, kc, slope_parts)| {
+            let lay = Layout {
+                m,
+                samples,
+                n0,
+                rows: kc.len() / (m * samples),
+                z_slot,
+                w: w.as_slice(),
+            };
+            if let Some((obs, slot_theta)) = &linear {
+                linear_forward(obs.as_slice(), *slot_theta, lay, kc);
+            }
+            for (c, (part, sc)) in self.stationary.iter().zip(slope_parts).enumerate() {
+                stationary_forward(
+                    part.kind,
+                    part.variance,
+                    self.rq_alpha,
+                    slot_sq[c],
+                    r_obs[c].as_slice(),
+                    lay,
+                    kc,
+                    sc,
+                );
+            }
+        });
+        LatentCross { k, slopes, r_obs }
     }
 
     /// Backward of [`Kernel::cross_latent`]: given K̄ = ∂L/∂K (M × S·b), the kernel gradient,
@@ -503,94 +589,100 @@ impl Kernel {
     ) -> (KernelGrad, DMatrix<f64>, DMatrix<f64>) {
         let (m, b, samples, d) = (z.nrows(), x.nrows(), w.nrows(), self.dim());
         assert_eq!(k_bar.shape(), (m, samples * b), "K̄ has K's shape");
-        let mut grad = self.new_zeroed_grad();
-        let mut dz = DMatrix::zeros(m, d);
+        let z_slot = col(z, slot);
+        let linear_theta = self.linear.as_ref().map(|lin| self.masked(lin));
+        let thetas: Vec<Vec<f64>> = self
+            .stationary
+            .iter()
+            .map(|p| self.masked(&p.precision))
+            .collect();
         let mut dw = DMatrix::zeros(samples, b);
-        let mut dz_slot = vec![0.0; m];
-        let lay = Layout {
-            m,
-            b,
-            samples,
-            z_slot: col(z, slot),
-            w: w.as_slice(),
-        };
-
-        if let (Some(lin), Some(glin)) = (&self.linear, grad.linear.as_mut()) {
-            let theta = self.masked(lin);
-            if self.mask[slot] != 0.0 {
-                glin[slot] += linear_slot_backward(
-                    theta[slot],
+        let block = m * samples * ROWS_PER_BLOCK;
+        let pieces: Vec<(usize, &[f64], &mut [f64])> = k_bar
+            .as_slice()
+            .chunks(block)
+            .zip(dw.as_mut_slice().chunks_mut(samples * ROWS_PER_BLOCK))
+            .enumerate()
+            .map(|(i, (kb, dwc))| (i * ROWS_PER_BLOCK, kb, dwc))
+            .collect();
+        let blocks = split_map(pieces, |(n0, kb, dwc)| {
+            let rows = dwc.len() / samples;
+            let lay = Layout {
+                m,
+                samples,
+                n0,
+                rows,
+                z_slot,
+                w: w.as_slice(),
+            };
+            let cols = n0 * samples * m..(n0 + rows) * samples * m;
+            let mut dz = DMatrix::zeros(m, d);
+            let mut dz_slot = vec![0.0; m];
+            let mut linear = vec![0.0; d];
+            if let Some(theta) = &linear_theta {
+                linear_backward(
+                    &self.mask,
+                    theta,
+                    z,
+                    x,
+                    slot,
                     lay,
-                    k_bar.as_slice(),
+                    kb,
+                    &mut linear,
+                    &mut dz,
                     &mut dz_slot,
-                    dw.as_mut_slice(),
+                    dwc,
                 );
             }
-            // Σ_s K̄[m,(s,n)]: what every s-independent term contracts with.
-            let mut k_bar_sum = DMatrix::<f64>::zeros(m, b);
-            for s in 0..samples {
-                for n in 0..b {
-                    let mut dst = k_bar_sum.column_mut(n);
-                    dst += k_bar.column(s * b + n);
+            let mut parts = Vec::with_capacity(self.stationary.len());
+            for (c, part) in self.stationary.iter().enumerate() {
+                let theta = &thetas[c];
+                let mut e_sum = vec![0.0; m * rows]; // E_c[:, n] = Σ_s G[:, (n,s)]
+                let sums = stationary_backward(
+                    part.kind,
+                    part.variance,
+                    self.rq_alpha,
+                    theta[slot],
+                    cache.r_obs[c].as_slice(),
+                    lay,
+                    &cache.slopes[c].as_slice()[cols.clone()],
+                    kb,
+                    &mut e_sum,
+                    &mut dz_slot,
+                    dwc,
+                );
+                let mut d_theta = vec![0.0; d];
+                observed_backward(z, x, theta, slot, n0, &e_sum, &mut dz, &mut d_theta);
+                parts.push((sums, d_theta));
+            }
+            for (dst, v) in dz.column_mut(slot).iter_mut().zip(&dz_slot) {
+                *dst += v;
+            }
+            BlockGrad { dz, linear, parts }
+        });
+
+        let mut grad = self.new_zeroed_grad();
+        let mut dz = DMatrix::zeros(m, d);
+        for block in &blocks {
+            dz += &block.dz;
+            if let Some(glin) = grad.linear.as_mut() {
+                for (g, v) in glin.iter_mut().zip(&block.linear) {
+                    *g += v;
                 }
             }
-            for j in 0..d {
-                if j == slot || self.mask[j] == 0.0 {
-                    continue;
+            for (c, (sums, d_theta)) in block.parts.iter().enumerate() {
+                let gpart = &mut grad.stationary[c];
+                gpart.variance += sums.variance;
+                if self.stationary[c].kind == StationaryKind::RationalQuadratic {
+                    grad.rq_alpha += sums.alpha;
                 }
-                let (zj, xj) = (col(z, j), col(x, j));
-                let mut g = 0.0;
-                for (n, &xn) in xj.iter().enumerate() {
-                    for (mi, (&e, &zm)) in k_bar_sum.column(n).iter().zip(zj).enumerate() {
-                        g += e * zm * xn;
-                        dz[(mi, j)] += theta[j] * e * xn;
+                gpart.precision[slot] += sums.slot_precision * self.mask[slot];
+                for j in 0..d {
+                    if j != slot {
+                        gpart.precision[j] += d_theta[j] * self.mask[j];
                     }
                 }
-                glin[j] += g;
             }
-        }
-
-        for (c, part) in self.stationary.iter().enumerate() {
-            let theta = self.masked(&part.precision);
-            let r_obs = observed_sq_dist(z, x, &theta, slot);
-            let mut e_sum = DMatrix::<f64>::zeros(m, b); // E_c[m,n] = Σ_s G[m,(s,n)]
-            let sums = stationary_backward(
-                part.kind,
-                part.variance,
-                self.rq_alpha,
-                theta[slot],
-                r_obs.as_slice(),
-                lay,
-                cache.slopes[c].as_slice(),
-                k_bar.as_slice(),
-                e_sum.as_mut_slice(),
-                &mut dz_slot,
-                dw.as_mut_slice(),
-            );
-            let d_theta = observed_backward(
-                z.as_slice(),
-                x.as_slice(),
-                &theta,
-                slot,
-                m,
-                b,
-                e_sum.as_slice(),
-                dz.as_mut_slice(),
-            );
-            let gpart = &mut grad.stationary[c];
-            gpart.variance += sums.variance;
-            if part.kind == StationaryKind::RationalQuadratic {
-                grad.rq_alpha += sums.alpha;
-            }
-            gpart.precision[slot] += sums.slot_precision * self.mask[slot];
-            for j in 0..d {
-                if j != slot {
-                    gpart.precision[j] += d_theta[j] * self.mask[j];
-                }
-            }
-        }
-        for (dst, v) in dz.column_mut(slot).iter_mut().zip(&dz_slot) {
-            *dst += v;
         }
         (grad, dz, dw)
     }
@@ -601,14 +693,14 @@ mod tests {
     use super::super::StationaryPart;
     use super::*;
 
-    /// u_t = x_n with the slot set to w_sn, t = s·b + n.
+    /// u_t = x_n with the slot set to w_sn, t = n·S + s.
     fn expand(x: &DMatrix<f64>, slot: usize, w: &DMatrix<f64>) -> DMatrix<f64> {
         let (b, samples) = (x.nrows(), w.nrows());
         let mut u = DMatrix::zeros(samples * b, x.ncols());
         for s in 0..samples {
             for n in 0..b {
-                u.row_mut(s * b + n).copy_from(&x.row(n));
-                u[(s * b + n, slot)] = w[(s, n)];
+                u.row_mut(n * samples + s).copy_from(&x.row(n));
+                u[(n * samples + s, slot)] = w[(s, n)];
             }
         }
         u
@@ -632,16 +724,35 @@ mod tests {
     }
 
     /// Inputs on a coarse grid, so some evaluation points coincide with inducing points exactly
-    /// (r² = 0, the branch), others are near and far; m = 11 exercises the lane remainder.
+    /// (r² = 0, the branch), others are near and far; m = 11 exercises the lane remainder and
+    /// b = 37 rows three blocks, the last one partial.
     fn problem(d: usize) -> (DMatrix<f64>, DMatrix<f64>, DMatrix<f64>, DMatrix<f64>) {
         let grid = |k: usize| (k % 5) as f64 * 0.5 - 1.0;
         let z = DMatrix::from_fn(11, d, |i, j| grid(i * 3 + j));
-        let mut x = DMatrix::from_fn(7, d, |i, j| grid(i * 2 + j * 3));
+        let mut x = DMatrix::from_fn(37, d, |i, j| grid(i * 2 + j * 3) + 0.01 * i as f64);
         x.row_mut(0).copy_from(&z.row(2));
-        let mut w = DMatrix::from_fn(3, 7, |s, n| grid(s + 2 * n) + 0.1 * s as f64);
+        let mut w = DMatrix::from_fn(3, 37, |s, n| grid(s + 2 * n) + 0.1 * s as f64);
         w[(0, 0)] = z[(2, 1)]; // u_0 = z_2 exactly (slot 1)
-        let k_bar = DMatrix::from_fn(11, 21, |i, t| ((i * 7 + t * 3) % 13) as f64 / 6.0 - 1.0);
+        let k_bar = DMatrix::from_fn(11, 111, |i, t| ((i * 7 + t * 3) % 13) as f64 / 6.0 - 1.0);
         (z, x, w, k_bar)
+    }
+
+    /// Splitting the work over threads changes no bit of the results.
+    #[test]
+    fn the_results_do_not_depend_on_the_thread_count() {
+        let kern = kernel(4, vec![1.0; 4]);
+        let (z, x, w, k_bar) = problem(4);
+        let run = |threads: usize| {
+            crate::backend::Pool::new(threads).unwrap().run(|| {
+                let k = kern.cross_latent(&z, &x, 1, &w);
+                let (g, dz, dw) = kern.cross_latent_backward(&z, &x, 1, &w, &k_bar);
+                (k, g, dz, dw)
+            })
+        };
+        let one = run(1);
+        for threads in [2, 3] {
+            assert!(run(threads) == one, "{threads} threads differ from 1");
+        }
     }
 
     #[test]
@@ -673,7 +784,7 @@ mod tests {
             }
             for s in 0..w.nrows() {
                 for n in 0..x.nrows() {
-                    let (a, b) = (dw_fast[(s, n)], du_dense[(s * x.nrows() + n, slot)]);
+                    let (a, b) = (dw_fast[(s, n)], du_dense[(n * w.nrows() + s, slot)]);
                     assert!(close(a, b), "mask {mask:?}: dw[{s},{n}] {a} vs {b}");
                 }
             }
