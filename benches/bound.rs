@@ -120,7 +120,10 @@ fn main() {
     // `threads=N` runs each evaluation inside a pool of N threads, which the bound splits its
     // work over (the default 1 keeps everything on the calling thread).
     let threads: usize = std::env::args()
-        .find_map(|a| a.strip_prefix("threads=").map(|n| n.parse().expect("threads=N")))
+        .find_map(|a| {
+            a.strip_prefix("threads=")
+                .map(|n| n.parse().expect("threads=N"))
+        })
         .unwrap_or(1);
     let pool = occam::backend::Pool::new(threads).expect("a pool of the requested size");
     println!(

@@ -364,13 +364,14 @@ fn a_failed_factorisation_is_an_error_not_a_nan() {
 #[test]
 fn fast_path_matches_the_dense_reference() {
     use occam::gp::svgp::bound_and_gradient_reference;
-    // The last two split the minibatch into several row blocks (16 rows each) and K K^T into
-    // several block rows (64 each), the last of each partial.
+    // The last three split the minibatch into several row blocks (16 rows each), the last two K K^T
+    // into several block rows (64 each), the last of each partial.
     let shapes = [
         (1, 4, 3, 2),
         (3, 7, 6, 4),
         (5, 9, 5, 3),
         (4, 12, 10, 1),
+        (3, 12, 37, 3),
         (3, 70, 37, 3),
         (5, 130, 17, 2),
     ];
@@ -387,7 +388,10 @@ fn fast_path_matches_the_dense_reference() {
             p.kernel.mask[d / 2] = 1.0;
             let fast = bound_and_gradient(&input(&p)).unwrap();
             let dense = bound_and_gradient_reference(&input(&p)).unwrap();
-            let close = |a: f64, b: f64| (a - b).abs() <= 1e-10 * (1.0 + a.abs().max(b.abs()));
+            // With many inducing points, K_ZZ⁻¹ amplifies the round-off of K_Zt K_Ztᵀ (summed in a
+            // different order by the two paths) in the Z gradient, where terms also cancel.
+            let tol = if m > 50 { 1e-8 } else { 1e-10 };
+            let close = |a: f64, b: f64| (a - b).abs() <= tol * (1.0 + a.abs().max(b.abs()));
             let label = format!("D={d} M={m} b={b} S={s} masked={masked}");
             assert!(close(fast.terms.elbo, dense.terms.elbo), "{label}: bound");
             let pairs = fast
@@ -429,7 +433,7 @@ fn fast_path_matches_the_dense_reference() {
             }
             assert!(
                 (&fast.natgrad.lambda - &dense.natgrad.lambda).amax()
-                    <= 1e-10 * (1.0 + dense.natgrad.lambda.amax())
+                    <= tol * (1.0 + dense.natgrad.lambda.amax())
             );
         }
     }
@@ -450,4 +454,3 @@ fn one_evaluation_gives_the_same_bits_on_any_number_of_threads() {
         assert!(on(threads) == one, "{threads} threads differ from 1");
     }
 }
-

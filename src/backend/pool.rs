@@ -175,14 +175,15 @@ mod tests {
         let expected: Vec<usize> = items.iter().map(|i| i * 3).collect();
         // Outside a pool: the calling thread.
         let threads = split_map(items.clone(), |i| (i * 3, std::thread::current().id()));
-        assert!(threads.iter().all(|(_, t)| *t == std::thread::current().id()));
+        assert!(threads
+            .iter()
+            .all(|(_, t)| *t == std::thread::current().id()));
         for n in [1, 2, 4] {
             let pool = Pool::new(n).unwrap();
             let out = pool.run(|| split_map(items.clone(), |i| i * 3));
             assert_eq!(out, expected, "{n} threads");
-            let on_pool = pool.run(|| {
-                split_map(items.clone(), |_| rayon::current_thread_index().is_some())
-            });
+            let on_pool =
+                pool.run(|| split_map(items.clone(), |_| rayon::current_thread_index().is_some()));
             assert!(on_pool.iter().all(|&inside| inside == (n > 1)));
         }
     }

@@ -6,13 +6,13 @@
 //! This module computes; it owns no parameters. The caller supplies constrained values (kernel,
 //! Z, q(v) = N(m, S), φ²) and a minibatch with its q(w) moments and Monte Carlo noise.
 
-use super::kernel::{Kernel, KernelGrad, ROWS_PER_BLOCK};
-use crate::backend::split_map;
+use super::kernel::{Kernel, KernelGrad, LatentBlockGrad};
 use super::linalg::{
     cholesky_backward, cholesky_jittered, logdet_from_factor, solve_lower, solve_lower_vec,
     solve_upper_transposed_vec, CholeskyError, JitterPolicy,
 };
-use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut, DVector};
+use crate::backend::split_map;
+use nalgebra::{DMatrix, DMatrixView, DVector};
 use std::f64::consts::PI;
 
 /// The latent input of a minibatch: q(w_n) = N(μ_n, Σ_n) and the standard-normal draws ε_sn of the
@@ -368,11 +368,12 @@ fn predictions_dense(
     }
 }
 
-/// The fast path with a latent input: K_Zt by [`Kernel::cross_latent_cached`], then, block by
-/// block of minibatch rows (contiguous columns, spread over the caller's pool, partial sums
-/// combined in block order): QK = Q K_Zt by one GEMM, mean, var and the misfit, K̄_Zt overwriting
-/// QK in place, and the partial ḡ_α and K_Zt y. K_Zt K_Ztᵀ is formed from its lower block
-/// triangle. The same quantities as [`predictions_dense`] (tested).
+/// The fast path with a latent input, fused block by block of minibatch rows (spread over the
+/// caller's pool, partial sums combined in block order): K_Zt for the block's columns by
+/// [`Kernel::latent_block`], QK = Q K_Zt by one GEMM, mean, var and the misfit, K̄_Zt overwriting
+/// QK in place, the block's share of ḡ_α, K_Zt y and K_Zt K_Ztᵀ, then the kernel's backward pass
+/// for the block. No M × T matrix is ever whole: each block's fit in cache. The same quantities as
+/// [`predictions_dense`] (tested).
 fn predictions_shared(
     kernel: &Kernel,
     z: &DMatrix<f64>,
@@ -382,76 +383,89 @@ fn predictions_shared(
     proj: &Projection,
 ) -> Predictions {
     let (mm, b, samples) = (z.nrows(), x.nrows(), lat.eps.nrows());
-    let t_count = samples * b;
     let w = latent_draws(lat);
-    let cache = kernel.cross_latent_cached(z, x, lat.slot, &w);
-    let k_zt = &cache.k;
-    let u = evaluation_points(x, Some(lat));
-    let k_tt = kernel.diag(&u);
+    let obs = kernel.latent_observed(z, x, lat.slot, &w);
     let g_var = -proj.c / (2.0 * proj.noise);
 
-    // QK, then K̄ in its place: one M × T buffer.
-    let mut k_bar = DMatrix::<f64>::zeros(mm, t_count);
-    let block = mm * samples * ROWS_PER_BLOCK;
-    let pieces: Vec<(usize, &mut [f64])> = k_bar
-        .as_mut_slice()
-        .chunks_mut(block)
-        .enumerate()
-        .map(|(i, chunk)| (i * ROWS_PER_BLOCK * samples, chunk))
-        .collect();
-    let partials = split_map(pieces, |(t0, chunk)| {
-        let cols = chunk.len() / mm;
-        let k_block = k_zt.columns(t0, cols);
-        let mut qk = DMatrixViewMut::from_slice(chunk, mm, cols);
-        qk.gemm(1.0, proj.q, &k_block, 0.0);
-        let mean = k_block.tr_mul(proj.alpha);
+    let blocks = split_map(obs.block_starts(), |(n0, rows)| {
+        let block = kernel.latent_block(&obs, n0, rows);
+        let k = &block.k;
+        let cols = k.ncols();
+        // The block's evaluation points, for k_tt and its gradient.
+        let u = DMatrix::from_fn(cols, x.ncols(), |j, d| {
+            let n = n0 + j / samples;
+            if d == lat.slot {
+                w[(j % samples, n)]
+            } else {
+                x[(n, d)]
+            }
+        });
+        let k_tt = kernel.diag(&u);
+        let mut qk = DMatrix::<f64>::zeros(mm, cols);
+        qk.gemm(1.0, proj.q, k, 0.0);
+        let mean = k.tr_mul(proj.alpha);
         let mut misfit = 0.0;
         let mut g_mean = DVector::zeros(cols);
         let mut y_block = DVector::zeros(cols);
         for j in 0..cols {
-            let t = t0 + j;
-            let yt = y[t / samples];
+            let yt = y[n0 + j / samples];
             let residual = yt - mean[j];
-            let var = k_tt[t] + k_block.column(j).dot(&qk.column(j));
+            let var = k_tt[j] + k.column(j).dot(&qk.column(j));
             misfit += residual * residual + var;
             g_mean[j] = residual * (proj.c / proj.noise);
             y_block[j] = yt;
         }
         // K̄ = α g_meanᵀ + 2 g_var QK, in place.
-        qk *= 2.0 * g_var;
-        qk.ger(1.0, proj.alpha, &g_mean, 1.0);
-        (misfit, k_block * g_mean, k_block * y_block)
-    });
-    let mut misfit = 0.0;
-    let mut g_alpha = DVector::zeros(mm);
-    let mut ky = DVector::zeros(mm);
-    for (part_misfit, part_g_alpha, part_ky) in &partials {
-        misfit += part_misfit;
-        g_alpha += part_g_alpha;
-        ky += part_ky;
-    }
-
-    let kkt = symmetric_outer(k_zt);
-
-    let (mut k_grad, d_z, mut d_w) =
-        kernel.cross_latent_backward_cached(z, x, lat.slot, &w, &cache, &k_bar);
-    let k_tt_bar = DVector::from_element(t_count, g_var);
-    let (g_diag, d_u_diag) = kernel.diag_backward(&u, &k_tt_bar);
-    k_grad.add_assign(&g_diag);
-    for n in 0..b {
-        for s in 0..samples {
-            d_w[(s, n)] += d_u_diag[(n * samples + s, lat.slot)];
+        let mut k_bar = qk;
+        k_bar *= 2.0 * g_var;
+        k_bar.ger(1.0, proj.alpha, &g_mean, 1.0);
+        let mut grad = kernel.latent_block_backward(&obs, &block, &k_bar);
+        let (g_diag, d_u) = kernel.diag_backward(&u, &DVector::from_element(cols, g_var));
+        grad.kernel.add_assign(&g_diag);
+        for j in 0..cols {
+            grad.draws[(j % samples, j / samples)] += d_u[(j, lat.slot)];
         }
+        BlockShare {
+            misfit,
+            g_alpha: k * g_mean,
+            ky: k * y_block,
+            kkt: symmetric_outer(k),
+            grad,
+        }
+    });
+
+    let mut out = Predictions {
+        misfit: 0.0,
+        g_alpha: DVector::zeros(mm),
+        kkt: DMatrix::zeros(mm, mm),
+        ky: DVector::zeros(mm),
+        kernel: kernel.new_zeroed_grad(),
+        z: DMatrix::zeros(mm, z.ncols()),
+        draws: Some(DMatrix::zeros(samples, b)),
+    };
+    let draws = out.draws.as_mut().expect("set just above");
+    let mut n0 = 0;
+    for share in &blocks {
+        out.misfit += share.misfit;
+        out.g_alpha += &share.g_alpha;
+        out.ky += &share.ky;
+        out.kkt += &share.kkt;
+        out.kernel.add_assign(&share.grad.kernel);
+        out.z += &share.grad.z;
+        let rows = share.grad.draws.ncols();
+        draws.columns_mut(n0, rows).copy_from(&share.grad.draws);
+        n0 += rows;
     }
-    Predictions {
-        misfit,
-        g_alpha,
-        kkt,
-        ky,
-        kernel: k_grad,
-        z: d_z,
-        draws: Some(d_w),
-    }
+    out
+}
+
+/// One block's contributions to [`Predictions`].
+struct BlockShare {
+    misfit: f64,
+    g_alpha: DVector<f64>,
+    ky: DVector<f64>,
+    kkt: DMatrix<f64>,
+    grad: LatentBlockGrad,
 }
 
 /// Rows of K K̄ᵀ's blocks in [`symmetric_outer`] (fixed, so the split never depends on threads).

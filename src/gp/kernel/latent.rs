@@ -53,19 +53,45 @@ fn observed_sq_dist(
     r
 }
 
-/// K(Z, u_t) with what its backward pass needs: for each stationary part, ∂κ_c/∂r² at every
-/// (m, t). Keeping it saves recomputing every exponential in the backward pass; the values κ_c are
-/// rebuilt from it by the closed-form relations of [`value_from_slope`].
-#[derive(Debug, Clone)]
-pub struct LatentCross {
-    pub k: DMatrix<f64>,
-    slopes: Vec<DMatrix<f64>>,
-    /// Each stationary part's observed distances R_c (M × b).
-    r_obs: Vec<DMatrix<f64>>,
-}
-
 /// Minibatch rows per block of work (fixed, so the split never depends on the thread count).
 pub const ROWS_PER_BLOCK: usize = 16;
+
+/// The s-independent parts of K(Z, u_t), computed once per evaluation and shared by every block:
+/// the linear part's Σ_{j≠slot} θ̃_j z_mj x_nj and each stationary part's R_c (both M × b).
+pub struct LatentObserved<'a> {
+    z: &'a DMatrix<f64>,
+    x: &'a DMatrix<f64>,
+    slot: usize,
+    /// The S × b draws.
+    w: &'a DMatrix<f64>,
+    /// The masked linear variances and the observed linear part.
+    linear: Option<(Vec<f64>, DMatrix<f64>)>,
+    parts: Vec<ObservedPart>,
+}
+
+struct ObservedPart {
+    /// The masked precisions θ̃^c.
+    theta: Vec<f64>,
+    r_obs: DMatrix<f64>,
+}
+
+/// K(Z, u_t) for one block of minibatch rows (columns t = (n − n0)·S + s), with what its backward
+/// pass needs: each stationary part's ∂κ_c/∂r² (keeping it saves recomputing every exponential;
+/// the values are rebuilt from it by the closed forms of [`Shape::value_from_slope`]).
+pub struct LatentBlock {
+    pub n0: usize,
+    pub rows: usize,
+    /// M × (S·rows).
+    pub k: DMatrix<f64>,
+    slopes: Vec<DMatrix<f64>>,
+}
+
+/// One block's gradients: the kernel's, ∂L/∂Z (M × D) and ∂L/∂w_sn (S × rows).
+pub struct LatentBlockGrad {
+    pub kernel: KernelGrad,
+    pub z: DMatrix<f64>,
+    pub draws: DMatrix<f64>,
+}
 
 /// The GPflow guard r = √max(r², 1e-36), as a select (see `scalar::guarded_r`).
 #[inline(always)]
@@ -454,43 +480,20 @@ fn linear_backward(
     }
 }
 
-/// One block's share of the backward pass, combined with the others' in block order.
-struct BlockGrad {
-    dz: DMatrix<f64>,
-    linear: Vec<f64>,
-    parts: Vec<(PartSums, Vec<f64>)>,
-}
-
 impl Kernel {
-    /// K(Z, u_t), `M × (S·b)`, where u_(n·S+s) is row n of `x` with column `slot` replaced by
-    /// `w[(s, n)]` (`w` is S × b). Same values as [`Kernel::cross`]`(z, u)`.
-    pub fn cross_latent(
+    /// The s-independent parts of K(Z, u_t) for the minibatch `x` (b × D) whose column `slot`
+    /// holds the S × b draws `w` (u_(n·S+s) is row n of `x` with column `slot` set to w_sn).
+    pub fn latent_observed<'a>(
         &self,
-        z: &DMatrix<f64>,
-        x: &DMatrix<f64>,
+        z: &'a DMatrix<f64>,
+        x: &'a DMatrix<f64>,
         slot: usize,
-        w: &DMatrix<f64>,
-    ) -> DMatrix<f64> {
-        self.cross_latent_cached(z, x, slot, w).k
-    }
-
-    /// [`Kernel::cross_latent`] keeping the per-part slopes for
-    /// [`Kernel::cross_latent_backward_cached`].
-    pub fn cross_latent_cached(
-        &self,
-        z: &DMatrix<f64>,
-        x: &DMatrix<f64>,
-        slot: usize,
-        w: &DMatrix<f64>,
-    ) -> LatentCross {
+        w: &'a DMatrix<f64>,
+    ) -> LatentObserved<'a> {
         self.check_points(z);
         self.check_points(x);
         assert_eq!(w.ncols(), x.nrows(), "one draw column per minibatch row");
-        let (m, b, samples) = (z.nrows(), x.nrows(), w.nrows());
-        let z_slot = col(z, slot);
-
-        // The s-independent parts, once per (m, n): the linear part's Σ_{j≠slot} θ̃_j z_mj x_nj and
-        // each stationary part's R_c.
+        let (m, b) = (z.nrows(), x.nrows());
         let linear = self.linear.as_ref().map(|lin| {
             let theta = self.masked(lin);
             let mut obs = DMatrix::<f64>::zeros(m, b);
@@ -505,66 +508,178 @@ impl Kernel {
                         .for_each(|(o, &zm)| *o += t * zm * xn);
                 }
             }
-            (obs, theta[slot])
+            (theta, obs)
         });
-        let slot_sq: Vec<f64> = self
+        let parts = self
             .stationary
             .iter()
-            .map(|p| (p.precision[slot] * self.mask[slot]).powi(2))
-            .collect();
-        let r_obs: Vec<DMatrix<f64>> = self
-            .stationary
-            .iter()
-            .map(|p| observed_sq_dist(z, x, &self.masked(&p.precision), slot))
-            .collect();
-
-        let mut k = DMatrix::<f64>::zeros(m, samples * b);
-        let mut slopes = vec![DMatrix::<f64>::zeros(m, samples * b); self.stationary.len()];
-        let block = m * samples * ROWS_PER_BLOCK;
-        let mut slope_blocks: Vec<_> = slopes
-            .iter_mut()
-            .map(|sl| sl.as_mut_slice().chunks_mut(block))
-            .collect();
-        let pieces: Vec<(usize, &mut [f64], Vec<&mut [f64]>)> = k
-            .as_mut_slice()
-            .chunks_mut(block)
-            .enumerate()
-            .map(|(i, kc)| {
-                let parts = slope_blocks.iter_mut().filter_map(Iterator::next).collect();
-                (i * ROWS_PER_BLOCK, kc, parts)
+            .map(|p| {
+                let theta = self.masked(&p.precision);
+                let r_obs = observed_sq_dist(z, x, &theta, slot);
+                ObservedPart { theta, r_obs }
             })
             .collect();
-        split_map(pieces, |(n0, kc, slope_parts)| {
-            let lay = Layout {
-                m,
-                samples,
-                n0,
-                rows: kc.len() / (m * samples),
-                z_slot,
-                w: w.as_slice(),
-            };
-            if let Some((obs, slot_theta)) = &linear {
-                linear_forward(obs.as_slice(), *slot_theta, lay, kc);
-            }
-            for (c, (part, sc)) in self.stationary.iter().zip(slope_parts).enumerate() {
+        LatentObserved {
+            z,
+            x,
+            slot,
+            w,
+            linear,
+            parts,
+        }
+    }
+
+    /// K(Z, u_t) for the block of `rows` minibatch rows from `n0`, keeping the per-part slopes
+    /// for [`Kernel::latent_block_backward`].
+    pub fn latent_block(&self, obs: &LatentObserved, n0: usize, rows: usize) -> LatentBlock {
+        let (m, samples) = (obs.z.nrows(), obs.w.nrows());
+        assert!(
+            n0 + rows <= obs.x.nrows(),
+            "the block lies inside the minibatch"
+        );
+        let lay = obs.layout(n0, rows);
+        let mut k = DMatrix::<f64>::zeros(m, samples * rows);
+        if let Some((theta, lin_obs)) = &obs.linear {
+            linear_forward(lin_obs.as_slice(), theta[obs.slot], lay, k.as_mut_slice());
+        }
+        let slopes = self
+            .stationary
+            .iter()
+            .zip(&obs.parts)
+            .map(|(part, op)| {
+                let mut slope = DMatrix::<f64>::zeros(m, samples * rows);
                 stationary_forward(
                     part.kind,
                     part.variance,
                     self.rq_alpha,
-                    slot_sq[c],
-                    r_obs[c].as_slice(),
+                    op.theta[obs.slot] * op.theta[obs.slot],
+                    op.r_obs.as_slice(),
                     lay,
-                    kc,
-                    sc,
+                    k.as_mut_slice(),
+                    slope.as_mut_slice(),
                 );
+                slope
+            })
+            .collect();
+        LatentBlock {
+            n0,
+            rows,
+            k,
+            slopes,
+        }
+    }
+
+    /// The backward pass of one block: given K̄ = ∂L/∂K for its columns (M × S·rows), the kernel
+    /// gradient, ∂L/∂Z and ∂L/∂w_sn of its rows. Summed over the blocks, the same as
+    /// [`Kernel::cross_backward`] on the expanded points (the point gradient restricted to the
+    /// latent column).
+    pub fn latent_block_backward(
+        &self,
+        obs: &LatentObserved,
+        block: &LatentBlock,
+        k_bar: &DMatrix<f64>,
+    ) -> LatentBlockGrad {
+        let (m, samples, d, slot) = (obs.z.nrows(), obs.w.nrows(), self.dim(), obs.slot);
+        assert_eq!(k_bar.shape(), block.k.shape(), "K̄ has K's shape");
+        let lay = obs.layout(block.n0, block.rows);
+        let mut grad = self.new_zeroed_grad();
+        let mut dz = DMatrix::zeros(m, d);
+        let mut dz_slot = vec![0.0; m];
+        let mut dw = DMatrix::zeros(samples, block.rows);
+        if let (Some((theta, _)), Some(glin)) = (&obs.linear, grad.linear.as_mut()) {
+            linear_backward(
+                &self.mask,
+                theta,
+                obs.z,
+                obs.x,
+                slot,
+                lay,
+                k_bar.as_slice(),
+                glin,
+                &mut dz,
+                &mut dz_slot,
+                dw.as_mut_slice(),
+            );
+        }
+        for (c, (part, op)) in self.stationary.iter().zip(&obs.parts).enumerate() {
+            let mut e_sum = vec![0.0; m * block.rows]; // E_c[:, n] = Σ_s G[:, (n,s)]
+            let sums = stationary_backward(
+                part.kind,
+                part.variance,
+                self.rq_alpha,
+                op.theta[slot],
+                op.r_obs.as_slice(),
+                lay,
+                block.slopes[c].as_slice(),
+                k_bar.as_slice(),
+                &mut e_sum,
+                &mut dz_slot,
+                dw.as_mut_slice(),
+            );
+            let gpart = &mut grad.stationary[c];
+            observed_backward(
+                obs.z,
+                obs.x,
+                &op.theta,
+                slot,
+                block.n0,
+                &e_sum,
+                &mut dz,
+                &mut gpart.precision,
+            );
+            gpart.variance += sums.variance;
+            if part.kind == StationaryKind::RationalQuadratic {
+                grad.rq_alpha += sums.alpha;
             }
+            gpart.precision[slot] += sums.slot_precision;
+        }
+        // Gradients are with respect to the unmasked θ: θ̃ = Eθ.
+        if let Some(glin) = grad.linear.as_mut() {
+            glin.iter_mut().zip(&self.mask).for_each(|(g, e)| *g *= e);
+        }
+        for gpart in &mut grad.stationary {
+            gpart
+                .precision
+                .iter_mut()
+                .zip(&self.mask)
+                .for_each(|(g, e)| *g *= e);
+        }
+        for (dst, v) in dz.column_mut(slot).iter_mut().zip(&dz_slot) {
+            *dst += v;
+        }
+        LatentBlockGrad {
+            kernel: grad,
+            z: dz,
+            draws: dw,
+        }
+    }
+
+    /// K(Z, u_t), `M × (S·b)`, where u_(n·S+s) is row n of `x` with column `slot` replaced by
+    /// `w[(s, n)]` (`w` is S × b). Same values as [`Kernel::cross`]`(z, u)`.
+    pub fn cross_latent(
+        &self,
+        z: &DMatrix<f64>,
+        x: &DMatrix<f64>,
+        slot: usize,
+        w: &DMatrix<f64>,
+    ) -> DMatrix<f64> {
+        let obs = self.latent_observed(z, x, slot, w);
+        let blocks = split_map(obs.block_starts(), |(n0, rows)| {
+            self.latent_block(&obs, n0, rows).k
         });
-        LatentCross { k, slopes, r_obs }
+        let mut k = DMatrix::zeros(z.nrows(), w.nrows() * x.nrows());
+        let mut t0 = 0;
+        for blk in blocks {
+            k.columns_mut(t0, blk.ncols()).copy_from(&blk);
+            t0 += blk.ncols();
+        }
+        k
     }
 
     /// Backward of [`Kernel::cross_latent`]: given K̄ = ∂L/∂K (M × S·b), the kernel gradient,
-    /// ∂L/∂Z (M × D) and ∂L/∂w (S × b). Same results as [`Kernel::cross_backward`] on the expanded
-    /// points (restricted to the latent column for the point gradient).
+    /// ∂L/∂Z (M × D) and ∂L/∂w (S × b), block by block over the caller's pool, combined in block
+    /// order. Same results as [`Kernel::cross_backward`] on the expanded points (restricted to the
+    /// latent column for the point gradient).
     pub fn cross_latent_backward(
         &self,
         z: &DMatrix<f64>,
@@ -573,118 +688,46 @@ impl Kernel {
         w: &DMatrix<f64>,
         k_bar: &DMatrix<f64>,
     ) -> (KernelGrad, DMatrix<f64>, DMatrix<f64>) {
-        let cache = self.cross_latent_cached(z, x, slot, w);
-        self.cross_latent_backward_cached(z, x, slot, w, &cache, k_bar)
-    }
-
-    /// [`Kernel::cross_latent_backward`] reusing the slopes of the forward pass.
-    pub fn cross_latent_backward_cached(
-        &self,
-        z: &DMatrix<f64>,
-        x: &DMatrix<f64>,
-        slot: usize,
-        w: &DMatrix<f64>,
-        cache: &LatentCross,
-        k_bar: &DMatrix<f64>,
-    ) -> (KernelGrad, DMatrix<f64>, DMatrix<f64>) {
-        let (m, b, samples, d) = (z.nrows(), x.nrows(), w.nrows(), self.dim());
-        assert_eq!(k_bar.shape(), (m, samples * b), "K̄ has K's shape");
-        let z_slot = col(z, slot);
-        let linear_theta = self.linear.as_ref().map(|lin| self.masked(lin));
-        let thetas: Vec<Vec<f64>> = self
-            .stationary
-            .iter()
-            .map(|p| self.masked(&p.precision))
-            .collect();
-        let mut dw = DMatrix::zeros(samples, b);
-        let block = m * samples * ROWS_PER_BLOCK;
-        let pieces: Vec<(usize, &[f64], &mut [f64])> = k_bar
-            .as_slice()
-            .chunks(block)
-            .zip(dw.as_mut_slice().chunks_mut(samples * ROWS_PER_BLOCK))
-            .enumerate()
-            .map(|(i, (kb, dwc))| (i * ROWS_PER_BLOCK, kb, dwc))
-            .collect();
-        let blocks = split_map(pieces, |(n0, kb, dwc)| {
-            let rows = dwc.len() / samples;
-            let lay = Layout {
-                m,
-                samples,
-                n0,
-                rows,
-                z_slot,
-                w: w.as_slice(),
-            };
-            let cols = n0 * samples * m..(n0 + rows) * samples * m;
-            let mut dz = DMatrix::zeros(m, d);
-            let mut dz_slot = vec![0.0; m];
-            let mut linear = vec![0.0; d];
-            if let Some(theta) = &linear_theta {
-                linear_backward(
-                    &self.mask,
-                    theta,
-                    z,
-                    x,
-                    slot,
-                    lay,
-                    kb,
-                    &mut linear,
-                    &mut dz,
-                    &mut dz_slot,
-                    dwc,
-                );
-            }
-            let mut parts = Vec::with_capacity(self.stationary.len());
-            for (c, part) in self.stationary.iter().enumerate() {
-                let theta = &thetas[c];
-                let mut e_sum = vec![0.0; m * rows]; // E_c[:, n] = Σ_s G[:, (n,s)]
-                let sums = stationary_backward(
-                    part.kind,
-                    part.variance,
-                    self.rq_alpha,
-                    theta[slot],
-                    cache.r_obs[c].as_slice(),
-                    lay,
-                    &cache.slopes[c].as_slice()[cols.clone()],
-                    kb,
-                    &mut e_sum,
-                    &mut dz_slot,
-                    dwc,
-                );
-                let mut d_theta = vec![0.0; d];
-                observed_backward(z, x, theta, slot, n0, &e_sum, &mut dz, &mut d_theta);
-                parts.push((sums, d_theta));
-            }
-            for (dst, v) in dz.column_mut(slot).iter_mut().zip(&dz_slot) {
-                *dst += v;
-            }
-            BlockGrad { dz, linear, parts }
+        let samples = w.nrows();
+        let obs = self.latent_observed(z, x, slot, w);
+        let blocks = split_map(obs.block_starts(), |(n0, rows)| {
+            let block = self.latent_block(&obs, n0, rows);
+            let k_bar_block = k_bar.columns(n0 * samples, rows * samples).into_owned();
+            self.latent_block_backward(&obs, &block, &k_bar_block)
         });
-
         let mut grad = self.new_zeroed_grad();
-        let mut dz = DMatrix::zeros(m, d);
-        for block in &blocks {
-            dz += &block.dz;
-            if let Some(glin) = grad.linear.as_mut() {
-                for (g, v) in glin.iter_mut().zip(&block.linear) {
-                    *g += v;
-                }
-            }
-            for (c, (sums, d_theta)) in block.parts.iter().enumerate() {
-                let gpart = &mut grad.stationary[c];
-                gpart.variance += sums.variance;
-                if self.stationary[c].kind == StationaryKind::RationalQuadratic {
-                    grad.rq_alpha += sums.alpha;
-                }
-                gpart.precision[slot] += sums.slot_precision * self.mask[slot];
-                for j in 0..d {
-                    if j != slot {
-                        gpart.precision[j] += d_theta[j] * self.mask[j];
-                    }
-                }
-            }
+        let mut dz = DMatrix::zeros(z.nrows(), self.dim());
+        let mut dw = DMatrix::zeros(samples, x.nrows());
+        let mut n0 = 0;
+        for blk in blocks {
+            grad.add_assign(&blk.kernel);
+            dz += &blk.z;
+            dw.columns_mut(n0, blk.draws.ncols()).copy_from(&blk.draws);
+            n0 += blk.draws.ncols();
         }
         (grad, dz, dw)
+    }
+}
+
+impl LatentObserved<'_> {
+    /// The blocks (first row, rows) that cover the minibatch.
+    pub fn block_starts(&self) -> Vec<(usize, usize)> {
+        let b = self.x.nrows();
+        (0..b)
+            .step_by(ROWS_PER_BLOCK)
+            .map(|n0| (n0, ROWS_PER_BLOCK.min(b - n0)))
+            .collect()
+    }
+
+    fn layout(&self, n0: usize, rows: usize) -> Layout<'_> {
+        Layout {
+            m: self.z.nrows(),
+            samples: self.w.nrows(),
+            n0,
+            rows,
+            z_slot: col(self.z, self.slot),
+            w: self.w.as_slice(),
+        }
     }
 }
 

@@ -22,7 +22,7 @@ mod backward;
 mod dense;
 mod lane_math;
 mod latent;
-pub use latent::{LatentCross, ROWS_PER_BLOCK};
+pub use latent::{LatentBlock, LatentBlockGrad, LatentObserved, ROWS_PER_BLOCK};
 mod scalar;
 
 pub use scalar::{
