@@ -32,9 +32,27 @@ const EXP_MIN: f64 = -708.0;
 /// Above this e^x overflows.
 const EXP_MAX: f64 = 709.782_712_893_384;
 
-/// e^x to within 2 ulp for x ∈ [−708, 709.78]; 0 below, +∞ above, NaN for NaN.
+/// a·b + c, fused (one rounding) when `FMA`: callers pass `true` only where the target has the
+/// instruction (otherwise `mul_add` is a slow library call).
 #[inline(always)]
+fn madd<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// e^x to within 2 ulp for x ∈ [−708, 709.78]; 0 below, +∞ above, NaN for NaN (unfused; the
+/// kernel loops call [`exp_with`] with their target's choice).
+#[cfg(test)]
 pub fn exp(x: f64) -> f64 {
+    exp_with::<false>(x)
+}
+
+/// [`exp`] with the polynomial's multiply-adds fused when `FMA` (same accuracy bound).
+#[inline(always)]
+pub fn exp_with<const FMA: bool>(x: f64) -> f64 {
     // Clamp so the exponent arithmetic stays in range (a NaN passes both comparisons unchanged).
     let xc = if x < EXP_MIN {
         EXP_MIN
@@ -43,24 +61,24 @@ pub fn exp(x: f64) -> f64 {
     } else {
         x
     };
-    let shifted = xc * LOG2_E + ROUNDING_SHIFT;
+    let shifted = madd::<FMA>(xc, LOG2_E, ROUNDING_SHIFT);
     let n = shifted - ROUNDING_SHIFT;
-    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let r = madd::<FMA>(-n, LN2_LO, madd::<FMA>(-n, LN2_HI, xc));
     // Taylor series of e^r, Horner form, 1/k! coefficients.
     let mut p = 1.0 / 6_227_020_800.0; // 1/13!
-    p = p * r + 1.0 / 479_001_600.0;
-    p = p * r + 1.0 / 39_916_800.0;
-    p = p * r + 1.0 / 3_628_800.0;
-    p = p * r + 1.0 / 362_880.0;
-    p = p * r + 1.0 / 40_320.0;
-    p = p * r + 1.0 / 5_040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    p = madd::<FMA>(p, r, 1.0 / 479_001_600.0);
+    p = madd::<FMA>(p, r, 1.0 / 39_916_800.0);
+    p = madd::<FMA>(p, r, 1.0 / 3_628_800.0);
+    p = madd::<FMA>(p, r, 1.0 / 362_880.0);
+    p = madd::<FMA>(p, r, 1.0 / 40_320.0);
+    p = madd::<FMA>(p, r, 1.0 / 5_040.0);
+    p = madd::<FMA>(p, r, 1.0 / 720.0);
+    p = madd::<FMA>(p, r, 1.0 / 120.0);
+    p = madd::<FMA>(p, r, 1.0 / 24.0);
+    p = madd::<FMA>(p, r, 1.0 / 6.0);
+    p = madd::<FMA>(p, r, 0.5);
+    p = madd::<FMA>(p, r, 1.0);
+    p = madd::<FMA>(p, r, 1.0);
     // n = shifted's low bits − the shift's. Scaling by 2^(n−1) then 2 keeps the exponent field in
     // range for n = 1024 (x near ln f64::MAX) as well as for n = −1021 (x = −708).
     let n_bits = shifted
@@ -77,9 +95,16 @@ pub fn exp(x: f64) -> f64 {
     }
 }
 
-/// ln(1 + x) to within 2 ulp for x > −1 (−∞ at −1, NaN below −1 and for NaN, +∞ at +∞).
-#[inline(always)]
+/// ln(1 + x) to within 2 ulp for x > −1 (−∞ at −1, NaN below −1 and for NaN, +∞ at +∞)
+/// (unfused; the kernel loops call [`ln_1p_with`] with their target's choice).
+#[cfg(test)]
 pub fn ln_1p(x: f64) -> f64 {
+    ln_1p_with::<false>(x)
+}
+
+/// [`ln_1p`] with the series' multiply-adds fused when `FMA` (same accuracy bound).
+#[inline(always)]
+pub fn ln_1p_with<const FMA: bool>(x: f64) -> f64 {
     let u = 1.0 + x;
     // What rounding 1 + x lost, to first order in the relative error: ln(u + c·u) ≈ ln u + c.
     let correction = (x - (u - 1.0)) / u;
@@ -97,15 +122,15 @@ pub fn ln_1p(x: f64) -> f64 {
     let s = f / (2.0 + f);
     let s2 = s * s;
     let mut r = 2.0 / 21.0;
-    r = r * s2 + 2.0 / 19.0;
-    r = r * s2 + 2.0 / 17.0;
-    r = r * s2 + 2.0 / 15.0;
-    r = r * s2 + 2.0 / 13.0;
-    r = r * s2 + 2.0 / 11.0;
-    r = r * s2 + 2.0 / 9.0;
-    r = r * s2 + 2.0 / 7.0;
-    r = r * s2 + 2.0 / 5.0;
-    r = r * s2 + 2.0 / 3.0;
+    r = madd::<FMA>(r, s2, 2.0 / 19.0);
+    r = madd::<FMA>(r, s2, 2.0 / 17.0);
+    r = madd::<FMA>(r, s2, 2.0 / 15.0);
+    r = madd::<FMA>(r, s2, 2.0 / 13.0);
+    r = madd::<FMA>(r, s2, 2.0 / 11.0);
+    r = madd::<FMA>(r, s2, 2.0 / 9.0);
+    r = madd::<FMA>(r, s2, 2.0 / 7.0);
+    r = madd::<FMA>(r, s2, 2.0 / 5.0);
+    r = madd::<FMA>(r, s2, 2.0 / 3.0);
     r *= s2;
     let half_f2 = 0.5 * f * f;
     let value = e * LN2_HI - ((half_f2 - (s * (half_f2 + r) + (e * LN2_LO + correction))) - f);
@@ -158,52 +183,69 @@ mod tests {
         (0..=count).map(move |k| lo + (hi - lo) * k as f64 / count as f64)
     }
 
+    type Variant = (fn(f64) -> f64, &'static str);
+    const EXPS: [Variant; 2] = [(exp, "plain"), (exp_with::<true>, "fused")];
+    const LN_1PS: [Variant; 2] = [(ln_1p, "plain"), (ln_1p_with::<true>, "fused")];
+
     #[test]
     fn exp_is_within_two_ulp_of_libm_over_its_range() {
-        let mut worst: f64 = 0.0;
-        let points = grid(-708.0, 709.7, 400_000)
-            .chain(grid(-1.0, 1.0, 100_000))
-            .chain(grid(-1e-6, 1e-6, 1_000))
-            .chain([0.0, -0.0, 1e-300, -1e-300, 0.5 * std::f64::consts::LN_2]);
-        for x in points {
-            let u = ulps(exp(x), x.exp());
-            worst = worst.max(u);
-            assert!(u <= 2.0, "exp({x}) = {} vs libm {}", exp(x), x.exp());
+        for (f, name) in EXPS {
+            let mut worst: f64 = 0.0;
+            let points = grid(-708.0, 709.7, 400_000)
+                .chain(grid(-1.0, 1.0, 100_000))
+                .chain(grid(-1e-6, 1e-6, 1_000))
+                .chain([0.0, -0.0, 1e-300, -1e-300, 0.5 * std::f64::consts::LN_2]);
+            for x in points {
+                let u = ulps(f(x), x.exp());
+                worst = worst.max(u);
+                assert!(u <= 2.0, "{name} exp({x}) = {} vs libm {}", f(x), x.exp());
+            }
+            assert!(worst > 0.0, "the grid should meet some rounding difference");
         }
-        assert!(worst > 0.0, "the grid should meet some rounding difference");
     }
 
     #[test]
     fn exp_saturates_and_propagates_nan() {
-        assert_eq!(exp(-709.0), 0.0);
-        assert_eq!(exp(-1e300), 0.0);
-        assert_eq!(exp(f64::NEG_INFINITY), 0.0);
-        assert_eq!(exp(710.0), f64::INFINITY);
-        assert_eq!(exp(f64::INFINITY), f64::INFINITY);
-        assert!(exp(f64::NAN).is_nan());
-        assert_eq!(exp(0.0), 1.0);
+        for (f, _) in EXPS {
+            assert_eq!(f(-709.0), 0.0);
+            assert_eq!(f(-1e300), 0.0);
+            assert_eq!(f(f64::NEG_INFINITY), 0.0);
+            assert_eq!(f(710.0), f64::INFINITY);
+            assert_eq!(f(f64::INFINITY), f64::INFINITY);
+            assert!(f(f64::NAN).is_nan());
+            assert_eq!(f(0.0), 1.0);
+        }
     }
 
     #[test]
     fn ln_1p_is_within_two_ulp_of_libm_over_its_range() {
-        let points = grid(0.0, 10.0, 200_000)
-            .chain(grid(-0.999, 0.999, 100_000))
-            .chain((-300..300).map(|k| 10f64.powf(k as f64 / 2.0)))
-            .chain((1..300).map(|k| -(10f64.powf(-(k as f64) / 10.0))))
-            .chain([0.0, -0.0, 1e-300, f64::MAX, std::f64::consts::SQRT_2 - 1.0]);
-        for x in points {
-            let u = ulps(ln_1p(x), x.ln_1p());
-            assert!(u <= 2.0, "ln_1p({x}) = {} vs libm {}", ln_1p(x), x.ln_1p());
+        for (f, name) in LN_1PS {
+            let points = grid(0.0, 10.0, 200_000)
+                .chain(grid(-0.999, 0.999, 100_000))
+                .chain((-300..300).map(|k| 10f64.powf(k as f64 / 2.0)))
+                .chain((1..300).map(|k| -(10f64.powf(-(k as f64) / 10.0))))
+                .chain([0.0, -0.0, 1e-300, f64::MAX, std::f64::consts::SQRT_2 - 1.0]);
+            for x in points {
+                let u = ulps(f(x), x.ln_1p());
+                assert!(
+                    u <= 2.0,
+                    "{name} ln_1p({x}) = {} vs libm {}",
+                    f(x),
+                    x.ln_1p()
+                );
+            }
         }
     }
 
     #[test]
     fn ln_1p_edges() {
-        assert_eq!(ln_1p(-1.0), f64::NEG_INFINITY);
-        assert!(ln_1p(-1.5).is_nan());
-        assert!(ln_1p(f64::NAN).is_nan());
-        assert_eq!(ln_1p(f64::INFINITY), f64::INFINITY);
-        assert_eq!(ln_1p(0.0), 0.0);
+        for (f, _) in LN_1PS {
+            assert_eq!(f(-1.0), f64::NEG_INFINITY);
+            assert!(f(-1.5).is_nan());
+            assert!(f(f64::NAN).is_nan());
+            assert_eq!(f(f64::INFINITY), f64::INFINITY);
+            assert_eq!(f(0.0), 0.0);
+        }
     }
 
     #[test]

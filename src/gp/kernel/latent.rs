@@ -26,7 +26,7 @@ use nalgebra::DMatrix;
 use crate::backend::split_map;
 
 use super::dense::col;
-use super::lane_math::{exp, lane_sum, ln_1p};
+use super::lane_math::{exp_with, lane_sum, ln_1p_with};
 use super::{Kernel, KernelGrad, StationaryKind};
 
 /// R[m,n] = Σ_{j≠slot} θ_j² (x_nj − z_mj)² over dimensions with θ_j ≠ 0 (masked ones skipped).
@@ -107,8 +107,9 @@ fn guarded_r(r2: f64) -> f64 {
 /// once per kind with no branch inside (the same closed forms as [`super::unit_value_and_dr2`]).
 trait Shape {
     const KIND: StationaryKind;
-    /// (κ, ∂κ/∂r²) for r² > 0 (the caller selects (1, 0) at r² ≤ 0).
-    fn value_and_slope(r2: f64, alpha: f64) -> (f64, f64);
+    /// (κ, ∂κ/∂r²) for r² > 0 (the caller selects (1, 0) at r² ≤ 0); `FMA` fuses the
+    /// polynomial steps where the target has the instruction.
+    fn value_and_slope<const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64);
     /// κ from κ′ = ∂κ/∂r² and r² without another exponential, for r² > 0.
     fn value_from_slope(slope: f64, r2: f64, alpha: f64) -> f64;
 }
@@ -125,8 +126,8 @@ struct Rq;
 impl Shape for Se {
     const KIND: StationaryKind = StationaryKind::SquaredExponential;
     #[inline(always)]
-    fn value_and_slope(r2: f64, _: f64) -> (f64, f64) {
-        let e = exp(-0.5 * r2);
+    fn value_and_slope<const FMA: bool>(r2: f64, _: f64) -> (f64, f64) {
+        let e = exp_with::<FMA>(-0.5 * r2);
         (e, -0.5 * e)
     }
     #[inline(always)]
@@ -138,9 +139,9 @@ impl Shape for Se {
 impl Shape for M12 {
     const KIND: StationaryKind = StationaryKind::Matern12;
     #[inline(always)]
-    fn value_and_slope(r2: f64, _: f64) -> (f64, f64) {
+    fn value_and_slope<const FMA: bool>(r2: f64, _: f64) -> (f64, f64) {
         let r = guarded_r(r2);
-        let e = exp(-r);
+        let e = exp_with::<FMA>(-r);
         (e, -0.5 * e / r)
     }
     #[inline(always)]
@@ -152,9 +153,9 @@ impl Shape for M12 {
 impl Shape for M32 {
     const KIND: StationaryKind = StationaryKind::Matern32;
     #[inline(always)]
-    fn value_and_slope(r2: f64, _: f64) -> (f64, f64) {
+    fn value_and_slope<const FMA: bool>(r2: f64, _: f64) -> (f64, f64) {
         let sr = 3f64.sqrt() * guarded_r(r2);
-        let e = exp(-sr);
+        let e = exp_with::<FMA>(-sr);
         ((1.0 + sr) * e, -1.5 * e)
     }
     #[inline(always)]
@@ -166,9 +167,9 @@ impl Shape for M32 {
 impl Shape for Rq {
     const KIND: StationaryKind = StationaryKind::RationalQuadratic;
     #[inline(always)]
-    fn value_and_slope(r2: f64, alpha: f64) -> (f64, f64) {
+    fn value_and_slope<const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64) {
         let x = r2 / (2.0 * alpha);
-        let k = exp(-alpha * ln_1p(x));
+        let k = exp_with::<FMA>(-alpha * ln_1p_with::<FMA>(x));
         (k, -0.5 * k / (1.0 + x))
     }
     #[inline(always)]
@@ -218,29 +219,30 @@ fn stationary_forward(
     k: &mut [f64],
     slope: &mut [f64],
 ) {
-    match kind {
-        StationaryKind::SquaredExponential => {
-            forward_columns::<Se>(variance, alpha, slot_precision_sq, r_obs, lay, k, slope)
+    let args = (variance, alpha, slot_precision_sq, r_obs, lay);
+    // Fused multiply-adds where this version's target has them (same accuracy bound).
+    if multiversion::target::target_cfg_f!(target_feature = "fma") {
+        match kind {
+            StationaryKind::SquaredExponential => forward_columns::<Se, true>(args, k, slope),
+            StationaryKind::Matern12 => forward_columns::<M12, true>(args, k, slope),
+            StationaryKind::Matern32 => forward_columns::<M32, true>(args, k, slope),
+            StationaryKind::RationalQuadratic => forward_columns::<Rq, true>(args, k, slope),
         }
-        StationaryKind::Matern12 => {
-            forward_columns::<M12>(variance, alpha, slot_precision_sq, r_obs, lay, k, slope)
-        }
-        StationaryKind::Matern32 => {
-            forward_columns::<M32>(variance, alpha, slot_precision_sq, r_obs, lay, k, slope)
-        }
-        StationaryKind::RationalQuadratic => {
-            forward_columns::<Rq>(variance, alpha, slot_precision_sq, r_obs, lay, k, slope)
+    } else {
+        match kind {
+            StationaryKind::SquaredExponential => forward_columns::<Se, false>(args, k, slope),
+            StationaryKind::Matern12 => forward_columns::<M12, false>(args, k, slope),
+            StationaryKind::Matern32 => forward_columns::<M32, false>(args, k, slope),
+            StationaryKind::RationalQuadratic => forward_columns::<Rq, false>(args, k, slope),
         }
     }
 }
 
+type ForwardArgs<'a> = (f64, f64, f64, &'a [f64], Layout<'a>);
+
 #[inline(always)]
-fn forward_columns<S: Shape>(
-    variance: f64,
-    alpha: f64,
-    slot_precision_sq: f64,
-    r_obs: &[f64],
-    lay: Layout,
+fn forward_columns<S: Shape, const FMA: bool>(
+    (variance, alpha, slot_precision_sq, r_obs, lay): ForwardArgs,
     k: &mut [f64],
     slope: &mut [f64],
 ) {
@@ -252,7 +254,7 @@ fn forward_columns<S: Shape>(
         for (((kv, sv), &r), &zm) in kc.iter_mut().zip(sc.iter_mut()).zip(ro).zip(lay.z_slot) {
             let d = wsn - zm;
             let r2 = r + slot_precision_sq * d * d;
-            let (v, dv) = S::value_and_slope(r2, alpha);
+            let (v, dv) = S::value_and_slope::<FMA>(r2, alpha);
             let positive = r2 > 0.0 || r2.is_nan();
             *kv += variance * if positive { v } else { 1.0 };
             *sv = if positive { dv } else { 0.0 };
@@ -308,18 +310,27 @@ fn stationary_backward(
     dw: &mut [f64],
 ) -> PartSums {
     let args = (variance, alpha, slot_theta, r_obs, lay, slope, k_bar);
-    match kind {
-        StationaryKind::SquaredExponential => backward_columns::<Se>(args, e_sum, dz_slot, dw),
-        StationaryKind::Matern12 => backward_columns::<M12>(args, e_sum, dz_slot, dw),
-        StationaryKind::Matern32 => backward_columns::<M32>(args, e_sum, dz_slot, dw),
-        StationaryKind::RationalQuadratic => backward_columns::<Rq>(args, e_sum, dz_slot, dw),
+    // Only the rational quadratic's ∂κ/∂a has a series to fuse.
+    let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
+    match (kind, fma) {
+        (StationaryKind::SquaredExponential, _) => {
+            backward_columns::<Se, false>(args, e_sum, dz_slot, dw)
+        }
+        (StationaryKind::Matern12, _) => backward_columns::<M12, false>(args, e_sum, dz_slot, dw),
+        (StationaryKind::Matern32, _) => backward_columns::<M32, false>(args, e_sum, dz_slot, dw),
+        (StationaryKind::RationalQuadratic, true) => {
+            backward_columns::<Rq, true>(args, e_sum, dz_slot, dw)
+        }
+        (StationaryKind::RationalQuadratic, false) => {
+            backward_columns::<Rq, false>(args, e_sum, dz_slot, dw)
+        }
     }
 }
 
 type BackwardArgs<'a> = (f64, f64, f64, &'a [f64], Layout<'a>, &'a [f64], &'a [f64]);
 
 #[inline(always)]
-fn backward_columns<S: Shape>(
+fn backward_columns<S: Shape, const FMA: bool>(
     (variance, alpha, slot_theta, r_obs, lay, slope, k_bar): BackwardArgs,
     e_sum: &mut [f64],
     dz_slot: &mut [f64],
@@ -353,7 +364,7 @@ fn backward_columns<S: Shape>(
             row_var[i] += kb[i] * v;
             if is_rq {
                 // ∂κ/∂a = κ [r²/(2a + r²) − ln(1 + r²/2a)], 0 at r² ≤ 0.
-                let da = v * (r2 / (2.0 * alpha + r2) - ln_1p(r2 / (2.0 * alpha)));
+                let da = v * (r2 / (2.0 * alpha + r2) - ln_1p_with::<FMA>(r2 / (2.0 * alpha)));
                 row_alpha[i] += kb[i] * if positive { da } else { 0.0 };
             }
             // dv is exactly 0 at r² = 0 (the branch), so coincident points add nothing.
