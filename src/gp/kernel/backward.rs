@@ -6,9 +6,8 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::dense::{col, scaled_sq_dist};
-use super::{
-    unit_dvalue_dalpha_from_value, unit_value_and_dr2, Kernel, KernelGrad, StationaryKind,
-};
+use super::shapes::backward_values;
+use super::{Kernel, KernelGrad, StationaryKind};
 
 impl Kernel {
     /// Adjoint of [`Kernel::cross`]: for L with dL/dK(a, b) = `dk` (n×m), returns
@@ -56,19 +55,16 @@ impl Kernel {
             let r2 = scaled_sq_dist(a, b, &theta);
             let (s, alpha) = (part.variance, self.rq_alpha);
             let mut g = DMatrix::zeros(n, m);
-            let mut dvar = 0.0;
-            let mut da_sum = 0.0;
-            let rq = part.kind == StationaryKind::RationalQuadratic;
-            for ((gv, &r), &w) in g.iter_mut().zip(r2.iter()).zip(dk.iter()) {
-                let (kv, dkv) = unit_value_and_dr2(part.kind, r, alpha);
-                dvar += w * kv;
-                *gv = w * s * dkv;
-                if rq {
-                    da_sum += w * unit_dvalue_dalpha_from_value(r, alpha, kv);
-                }
-            }
+            let (dvar, da_sum) = backward_values(
+                part.kind,
+                s,
+                alpha,
+                r2.as_slice(),
+                dk.as_slice(),
+                g.as_mut_slice(),
+            );
             pgrad.variance = dvar;
-            if rq {
+            if part.kind == StationaryKind::RationalQuadratic {
                 grad.rq_alpha += s * da_sum;
             }
             contract(

@@ -3,7 +3,8 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::{unit_value, Kernel};
+use super::shapes::add_values;
+use super::Kernel;
 
 /// Column `j` of a column-major matrix as a slice.
 pub(super) fn col(m: &DMatrix<f64>, j: usize) -> &[f64] {
@@ -62,10 +63,13 @@ impl Kernel {
         }
         for part in &self.stationary {
             let r2 = scaled_sq_dist(a, b, &self.masked(&part.precision));
-            let s = part.variance;
-            k.zip_apply(&r2, |kv, r| {
-                *kv += s * unit_value(part.kind, r, self.rq_alpha)
-            });
+            add_values(
+                part.kind,
+                part.variance,
+                self.rq_alpha,
+                r2.as_slice(),
+                k.as_mut_slice(),
+            );
         }
         k
     }

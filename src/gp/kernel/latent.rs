@@ -26,7 +26,8 @@ use nalgebra::DMatrix;
 use crate::backend::split_map;
 
 use super::dense::col;
-use super::lane_math::{exp_with, lane_sum, ln_1p_with};
+use super::lane_math::{lane_sum, ln_1p_with};
+use super::shapes::{Rq, Se, Shape, M12, M32};
 use super::{Kernel, KernelGrad, StationaryKind};
 
 /// R[m,n] = Σ_{j≠slot} θ_j² (x_nj − z_mj)² over dimensions with θ_j ≠ 0 (masked ones skipped).
@@ -91,91 +92,6 @@ pub struct LatentBlockGrad {
     pub kernel: KernelGrad,
     pub z: DMatrix<f64>,
     pub draws: DMatrix<f64>,
-}
-
-/// The GPflow guard r = √max(r², 1e-36), as a select (see `scalar::guarded_r`).
-#[inline(always)]
-fn guarded_r(r2: f64) -> f64 {
-    if r2 < 1e-36 {
-        1e-18
-    } else {
-        r2.sqrt()
-    }
-}
-
-/// One unit-variance stationary shape as straight-line code, so the column loops are compiled
-/// once per kind with no branch inside (the same closed forms as [`super::unit_value_and_dr2`]).
-trait Shape {
-    const KIND: StationaryKind;
-    /// (κ, ∂κ/∂r²) for r² > 0 (the caller selects (1, 0) at r² ≤ 0); `FMA` fuses the
-    /// polynomial steps where the target has the instruction.
-    fn value_and_slope<const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64);
-    /// κ from κ′ = ∂κ/∂r² and r² without another exponential, for r² > 0.
-    fn value_from_slope(slope: f64, r2: f64, alpha: f64) -> f64;
-}
-
-/// SE: κ = e^{−r²/2}, κ′ = −κ/2.
-struct Se;
-/// Matérn-1/2: κ = e^{−r}, κ′ = −e^{−r}/(2r).
-struct M12;
-/// Matérn-3/2: κ = (1 + √3r)e^{−√3r}, κ′ = −(3/2)e^{−√3r}.
-struct M32;
-/// Rational quadratic: κ = (1 + r²/2a)^{−a}, κ′ = −(1/2)(1 + r²/2a)^{−a−1}.
-struct Rq;
-
-impl Shape for Se {
-    const KIND: StationaryKind = StationaryKind::SquaredExponential;
-    #[inline(always)]
-    fn value_and_slope<const FMA: bool>(r2: f64, _: f64) -> (f64, f64) {
-        let e = exp_with::<FMA>(-0.5 * r2);
-        (e, -0.5 * e)
-    }
-    #[inline(always)]
-    fn value_from_slope(slope: f64, _: f64, _: f64) -> f64 {
-        -2.0 * slope
-    }
-}
-
-impl Shape for M12 {
-    const KIND: StationaryKind = StationaryKind::Matern12;
-    #[inline(always)]
-    fn value_and_slope<const FMA: bool>(r2: f64, _: f64) -> (f64, f64) {
-        let r = guarded_r(r2);
-        let e = exp_with::<FMA>(-r);
-        (e, -0.5 * e / r)
-    }
-    #[inline(always)]
-    fn value_from_slope(slope: f64, r2: f64, _: f64) -> f64 {
-        -2.0 * guarded_r(r2) * slope
-    }
-}
-
-impl Shape for M32 {
-    const KIND: StationaryKind = StationaryKind::Matern32;
-    #[inline(always)]
-    fn value_and_slope<const FMA: bool>(r2: f64, _: f64) -> (f64, f64) {
-        let sr = 3f64.sqrt() * guarded_r(r2);
-        let e = exp_with::<FMA>(-sr);
-        ((1.0 + sr) * e, -1.5 * e)
-    }
-    #[inline(always)]
-    fn value_from_slope(slope: f64, r2: f64, _: f64) -> f64 {
-        -(2.0 / 3.0) * (1.0 + 3f64.sqrt() * guarded_r(r2)) * slope
-    }
-}
-
-impl Shape for Rq {
-    const KIND: StationaryKind = StationaryKind::RationalQuadratic;
-    #[inline(always)]
-    fn value_and_slope<const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64) {
-        let x = r2 / (2.0 * alpha);
-        let k = exp_with::<FMA>(-alpha * ln_1p_with::<FMA>(x));
-        (k, -0.5 * k / (1.0 + x))
-    }
-    #[inline(always)]
-    fn value_from_slope(slope: f64, r2: f64, alpha: f64) -> f64 {
-        -2.0 * (1.0 + r2 / (2.0 * alpha)) * slope
-    }
 }
 
 /// One block's columns: rows n0..n0 + rows of the minibatch, all S samples of each.

@@ -24,6 +24,7 @@ mod lane_math;
 mod latent;
 pub use latent::{LatentBlock, LatentBlockGrad, LatentObserved, ROWS_PER_BLOCK};
 mod scalar;
+mod shapes;
 
 pub use scalar::{
     unit_dvalue_dalpha, unit_dvalue_dalpha_from_value, unit_dvalue_dr2, unit_value,
