@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The per-iteration comparison with GPflow (issue 13): the uncollapsed bound + gradient of one
-# variable, timed by Occam's bench (CPU f64, one thread) and by ../shared/bench/anchor_gpflow.py
-# (GPflow 2.11 / TensorFlow CPU, float64, TensorFlow's default threads) at the same sizes, back to
-# back in one run, then Occam again, so drift on the machine shows.
+# variable, timed by Occam's bench (CPU f64, on one thread and on all cores) and by
+# ../shared/bench/anchor_gpflow.py (GPflow 2.11 / TensorFlow CPU, float64, TensorFlow's default
+# threads, i.e. all cores) at the same sizes, back to back in one run, then Occam again, so drift
+# on the machine shows.
 # Needs the anchor's Python environment (see the anchor's docstring); PYTHON names its python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,5 +12,7 @@ ANCHOR=${ANCHOR:-../shared/bench/anchor_gpflow.py}
 echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "# commit: $(git rev-parse --short HEAD)"
 cargo bench --bench bound --quiet -- gpflow
+cargo bench --bench bound --quiet -- gpflow threads="$(nproc)"
 "$PYTHON" "$ANCHOR" --dtype float64 --threads 0 --dloop "" --reps "${REPS:-10}"
+cargo bench --bench bound --quiet -- gpflow threads="$(nproc)"
 cargo bench --bench bound --quiet -- gpflow

@@ -12,6 +12,7 @@ pub mod adam;
 pub mod collapsed;
 pub mod encoder;
 pub mod kernel;
+pub(crate) mod lane_math;
 pub mod lbfgs;
 pub mod linalg;
 pub mod natgrad;

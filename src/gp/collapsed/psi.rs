@@ -28,20 +28,11 @@ use nalgebra::{DMatrix, DVector};
 
 use super::CollapsedError;
 use crate::gp::kernel::{Kernel, KernelGrad, StationaryKind};
+use crate::gp::lane_math::{exp_with, vectorised};
 
-/// Exponents below this give 0: e^{-708} ≈ 3e-308 is the edge of the normal range, and libm's
-/// subnormal/underflow path is an order of magnitude slower than a normal `exp` (it dominated
-/// profiles at the reference initialisation, where most kernel values underflow).
+/// Rows of Ψ2 whose largest exponent is below this are skipped whole: e^{-708} ≈ 3e-308 is the
+/// edge of the normal range (and [`exp_with`] gives 0 below it).
 const EXP_FLOOR: f64 = -708.0;
-
-/// eˣ, flushed to 0 below [`EXP_FLOOR`] (an absolute change below 3e-308).
-fn exp_or_zero(x: f64) -> f64 {
-    if x < EXP_FLOOR {
-        0.0
-    } else {
-        x.exp()
-    }
-}
 
 /// q(w_n) = N(mean_n, variance_n), one entry per data row.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -280,11 +271,7 @@ impl<'a> SeLinear<'a> {
         let a: Vec<f64> = self.s.iter().map(|&s| 1.0 + tw2 * s).collect();
         let mut u1 = le.clone();
         for (mut col, &zm) in u1.column_iter_mut().zip(zw.iter()) {
-            for (k, u) in col.iter_mut().enumerate() {
-                let delta = self.mu[k] - zm;
-                let log_u: f64 = *u;
-                *u = exp_or_zero(log_u - tw2 * delta * delta / (2.0 * a[k])) / a[k].sqrt();
-            }
+            u1_column(col.as_mut_slice(), self.mu.as_slice(), &a, zm, tw2);
         }
         let lin_o = self.linear_observed();
         let psi1_lin = &lin_o + (self.mu * vw) * zw.transpose();
@@ -356,24 +343,7 @@ impl<'a> SeLinear<'a> {
         for k in 0..n {
             let lat = RowLatent::new(tw2, self.mu[k], self.s[k]);
             lat.exponents(le, k, zw.as_slice(), &mut row);
-            let mut idx = 0;
-            for i in 0..m {
-                let bi = row[i];
-                // Every exponent in this row is ≤ B_ni.
-                if bi < EXP_FLOOR {
-                    idx += i + 1;
-                    continue;
-                }
-                let pair = idx..idx + i + 1;
-                for ((a, &bj), &dz2) in acc[pair.clone()]
-                    .iter_mut()
-                    .zip(&row[..=i])
-                    .zip(&pairs.dz2[pair])
-                {
-                    *a += lat.pref * exp_or_zero(bi + bj - lat.h * dz2);
-                }
-                idx += i + 1;
-            }
+            psi2_row_forward(&mut acc, &row, &pairs.dz2, lat.h, lat.pref);
         }
         pairs.unpack(&acc)
     }
@@ -486,19 +456,16 @@ impl<'a> SeLinear<'a> {
         let q = bar_u1.component_mul(&cache.u1);
         let mut le_bar = q.clone();
         for (j, col) in q.column_iter().enumerate() {
-            for (k, &qv) in col.iter().enumerate() {
-                if qv == 0.0 {
-                    continue;
-                }
-                let delta = mu[k] - zw[j];
-                let ak = a[k];
-                let d_a = -0.5 / ak + tw2 * delta * delta / (2.0 * ak * ak);
-                g_s[k] += qv * d_a * tw2;
-                g_theta[o] += qv * (d_a * 2.0 * tw * s[k] - tw * delta * delta / ak);
-                let d_delta = -qv * tw2 * delta / ak;
-                g_mu[k] += d_delta;
-                g_zw[j] -= d_delta;
-            }
+            let (theta_part, zw_part) = u1_column_backward(
+                col.as_slice(),
+                (mu.as_slice(), s.as_slice(), &a),
+                zw[j],
+                tw,
+                g_s.as_mut_slice(),
+                g_mu.as_mut_slice(),
+            );
+            g_theta[o] += theta_part;
+            g_zw[j] -= zw_part;
         }
 
         // Σ_n ψ2_se with adjoint sf2² W.
@@ -515,13 +482,8 @@ impl<'a> SeLinear<'a> {
             let xd = self.x.column(d);
             let mut sq = 0.0;
             for (j, col) in le_bar.column_iter().enumerate() {
-                let zmd = self.z[(j, d)];
-                let mut lin = 0.0;
-                for (&lb, &xn) in col.iter().zip(xd.iter()) {
-                    let diff = xn - zmd;
-                    sq += lb * diff * diff;
-                    lin += lb * diff;
-                }
+                let (lin, sq_j) = centred_moments(col.as_slice(), xd.as_slice(), self.z[(j, d)]);
+                sq += sq_j;
                 g_z[(j, d)] += td * td * lin;
             }
             g_theta[d] -= td * sq;
@@ -593,34 +555,14 @@ impl<'a> SeLinear<'a> {
             let lat = RowLatent::new(tw2, mu, s);
             lat.exponents(le, k, zw.as_slice(), &mut row);
             row_bar.fill(0.0);
-            let (mut q_sum, mut q_dz2) = (0.0, 0.0);
-            let mut idx = 0;
-            for i in 0..m {
-                let bi = row[i];
-                if bi < EXP_FLOOR {
-                    idx += i + 1;
-                    continue;
-                }
-                let pair = idx..idx + i + 1;
-                let mut bar_i = 0.0;
-                for (((&bj, rbj), (&dz2, &wpv)), qh) in row[..=i]
-                    .iter()
-                    .zip(row_bar[..=i].iter_mut())
-                    .zip(pairs.dz2[pair.clone()].iter().zip(&wp[pair.clone()]))
-                    .zip(qh_pair[pair].iter_mut())
-                {
-                    let q = wpv * lat.pref * exp_or_zero(bi + bj - lat.h * dz2);
-                    if q != 0.0 {
-                        q_sum += q;
-                        q_dz2 += q * dz2;
-                        bar_i += q;
-                        *rbj += q;
-                        *qh += q * lat.h;
-                    }
-                }
-                row_bar[i] += bar_i;
-                idx += i + 1;
-            }
+            let (q_sum, q_dz2) = psi2_row_backward(
+                &row,
+                &mut row_bar,
+                &mut qh_pair,
+                (&pairs.dz2, &wp),
+                lat.h,
+                lat.pref,
+            );
             out.total += q_sum;
             // Through B_nm = le_nm − (c/2) δ².
             let mut c_bar = 0.0;
@@ -659,6 +601,151 @@ impl<'a> SeLinear<'a> {
         }
         out
     }
+}
+
+vectorised! {
+/// One column m of U1 = Ψ1_se/sf2 from its log-part le (in place):
+/// u1_n = e^{le_n − θ_w² (μ_n − z_mw)²/(2a_n)} / √a_n, 0 where the exponent is below e^{−708}.
+fn u1_column(col: &mut [f64], mu: &[f64], a: &[f64], zm: f64, tw2: f64) {
+    let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
+    for ((u, &m), &ak) in col.iter_mut().zip(mu).zip(a) {
+        let delta = m - zm;
+        let e = *u - tw2 * delta * delta / (2.0 * ak);
+        *u = if fma { exp_with::<true>(e) } else { exp_with::<false>(e) } / ak.sqrt();
+    }
+}
+}
+
+vectorised! {
+/// The backward pass of [`u1_column`] for one column m, given q_n = Ū1_nm U1_nm (= ∂/∂log u1):
+/// with δ = μ_n − z_mw and ∂log u1/∂a = −1/(2a) + θ_w²δ²/(2a²), adds ∂/∂s_n (through
+/// a = 1 + θ_w² s) and ∂/∂μ_n, and returns (∂/∂θ_w, ∂/∂δ summed over n), the latter to be
+/// subtracted from ∂z_mw.
+fn u1_column_backward(
+    q: &[f64],
+    (mu, s, a): (&[f64], &[f64], &[f64]),
+    zm: f64,
+    tw: f64,
+    g_s: &mut [f64],
+    g_mu: &mut [f64],
+) -> (f64, f64) {
+    let tw2 = tw * tw;
+    let (mut acc_t, mut acc_z) = ([0.0; 8], [0.0; 8]);
+    for (k, &qv) in q.iter().enumerate() {
+        let delta = mu[k] - zm;
+        let ak = a[k];
+        let d_a = -0.5 / ak + tw2 * delta * delta / (2.0 * ak * ak);
+        g_s[k] += qv * d_a * tw2;
+        acc_t[k % 8] += qv * (d_a * 2.0 * tw * s[k] - tw * delta * delta / ak);
+        let d_delta = -qv * tw2 * delta / ak;
+        g_mu[k] += d_delta;
+        acc_z[k % 8] += d_delta;
+    }
+    let total = |a: [f64; 8]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    (total(acc_t), total(acc_z))
+}
+}
+
+vectorised! {
+/// (Σ_n w_n (x_n − c), Σ_n w_n (x_n − c)²), in 8 lanes reduced in a fixed order.
+fn centred_moments(w: &[f64], x: &[f64], c: f64) -> (f64, f64) {
+    let (mut acc_1, mut acc_2) = ([0.0; 8], [0.0; 8]);
+    let (w_chunks, x_chunks) = (w.chunks_exact(8), x.chunks_exact(8));
+    let (w_rest, x_rest) = (w_chunks.remainder(), x_chunks.remainder());
+    for (wc, xc) in w_chunks.zip(x_chunks) {
+        for l in 0..8 {
+            let diff = xc[l] - c;
+            acc_1[l] += wc[l] * diff;
+            acc_2[l] += wc[l] * diff * diff;
+        }
+    }
+    for l in 0..w_rest.len() {
+        let diff = x_rest[l] - c;
+        acc_1[l] += w_rest[l] * diff;
+        acc_2[l] += w_rest[l] * diff * diff;
+    }
+    let total = |a: [f64; 8]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    (total(acc_1), total(acc_2))
+}
+}
+
+vectorised! {
+/// One row n's share of Σ_n ψ2_se/sf2² on the packed lower triangle:
+/// acc[(i, j)] += pref · e^{B_i + B_j − h Δ²_ij} for j ≤ i (terms below e^{−708} are 0). A row i
+/// whose B_i is below the floor is skipped whole: every exponent in it is ≤ B_i.
+fn psi2_row_forward(acc: &mut [f64], row: &[f64], dz2: &[f64], h: f64, pref: f64) {
+    let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
+    let mut idx = 0;
+    for (i, &bi) in row.iter().enumerate() {
+        let pair = idx..idx + i + 1;
+        idx += i + 1;
+        if bi < EXP_FLOOR {
+            continue;
+        }
+        for ((a, &bj), &d2) in acc[pair.clone()].iter_mut().zip(&row[..=i]).zip(&dz2[pair]) {
+            let e = bi + bj - h * d2;
+            *a += pref * if fma { exp_with::<true>(e) } else { exp_with::<false>(e) };
+        }
+    }
+}
+}
+
+vectorised! {
+/// The reverse of [`psi2_row_forward`] against the packed pair weights `wp` (W_ii, 2W_ij):
+/// with q_ij = wp_ij · pref · e^{B_i + B_j − h Δ²_ij}, row_bar[i] and row_bar[j] gain q_ij
+/// (∂/∂B), qh[(i, j)] gains q_ij h, and (Σ q, Σ q Δ²) is returned.
+fn psi2_row_backward(
+    row: &[f64],
+    row_bar: &mut [f64],
+    qh: &mut [f64],
+    (dz2, wp): (&[f64], &[f64]),
+    h: f64,
+    pref: f64,
+) -> (f64, f64) {
+    let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
+    let (mut q_sum, mut q_dz2) = (0.0, 0.0);
+    let mut q_buf = vec![0.0; row.len()];
+    let mut idx = 0;
+    for i in 0..row.len() {
+        let bi = row[i];
+        let pair = idx..idx + i + 1;
+        idx += i + 1;
+        if bi < EXP_FLOOR {
+            continue;
+        }
+        // q for the row's pairs first (one straight-line loop that vectorises), then the
+        // element-wise updates, then the sums in 8 lanes reduced in a fixed order.
+        let (dz2_i, wp_i, qh_i) = (&dz2[pair.clone()], &wp[pair.clone()], &mut qh[pair]);
+        let q = &mut q_buf[..=i];
+        for (((qv, &bj), &d2), &w) in q.iter_mut().zip(&row[..=i]).zip(dz2_i).zip(wp_i) {
+            let e = bi + bj - h * d2;
+            *qv = w * pref * if fma { exp_with::<true>(e) } else { exp_with::<false>(e) };
+        }
+        for ((rb, qhv), &qv) in row_bar[..=i].iter_mut().zip(qh_i.iter_mut()).zip(q.iter()) {
+            *rb += qv;
+            *qhv += qv * h;
+        }
+        let (mut acc_q, mut acc_d) = ([0.0; 8], [0.0; 8]);
+        let (q_chunks, d_chunks) = (q.chunks_exact(8), dz2_i.chunks_exact(8));
+        let (q_rest, d_rest) = (q_chunks.remainder(), d_chunks.remainder());
+        for (qc, dc) in q_chunks.zip(d_chunks) {
+            for l in 0..8 {
+                acc_q[l] += qc[l];
+                acc_d[l] += qc[l] * dc[l];
+            }
+        }
+        for l in 0..q_rest.len() {
+            acc_q[l] += q_rest[l];
+            acc_d[l] += q_rest[l] * d_rest[l];
+        }
+        let total = |a: [f64; 8]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+        let bar_i = total(acc_q);
+        q_sum += bar_i;
+        q_dz2 += total(acc_d);
+        row_bar[i] += bar_i;
+    }
+    (q_sum, q_dz2)
+}
 }
 
 /// The per-row latent constants of ψ2_se: b = 1 + 2θ_w² s, c = θ_w²/b, h = (θ_w² − c)/4 and

@@ -20,15 +20,14 @@
 //!
 //! Equal to [`Kernel::cross`] / [`Kernel::cross_backward`] on the expanded points (tested).
 
-use multiversion::multiversion;
 use nalgebra::DMatrix;
 
 use crate::backend::split_map;
 
 use super::dense::col;
-use super::lane_math::{lane_sum, ln_1p_with};
 use super::shapes::{Rq, Se, Shape, M12, M32};
 use super::{Kernel, KernelGrad, StationaryKind};
+use crate::gp::lane_math::{lane_sum, ln_1p_with, vectorised};
 
 /// R[m,n] = Σ_{j≠slot} θ_j² (x_nj − z_mj)² over dimensions with θ_j ≠ 0 (masked ones skipped).
 fn observed_sq_dist(
@@ -117,14 +116,10 @@ impl Layout<'_> {
     }
 }
 
+vectorised! {
 /// One stationary part's forward pass over all T columns: K[:, t] += s·κ(r²), slope[:, t] = κ′,
 /// with (κ, κ′) = (1, 0) at r² ≤ 0.
 #[allow(clippy::too_many_arguments)]
-#[multiversion(targets(
-    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "aarch64+neon",
-))]
 fn stationary_forward(
     kind: StationaryKind,
     variance: f64,
@@ -153,6 +148,7 @@ fn stationary_forward(
         }
     }
 }
+}
 
 type ForwardArgs<'a> = (f64, f64, f64, &'a [f64], Layout<'a>);
 
@@ -178,12 +174,8 @@ fn forward_columns<S: Shape, const FMA: bool>(
     }
 }
 
+vectorised! {
 /// The linear part's forward pass: K[:, t] += O[:, n] + θ̃_i z_i w_sn, with O the observed part.
-#[multiversion(targets(
-    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "aarch64+neon",
-))]
 fn linear_forward(obs: &[f64], slot_theta: f64, lay: Layout, k: &mut [f64]) {
     let m = lay.m;
     for (t, n, wsn) in lay.points() {
@@ -194,6 +186,7 @@ fn linear_forward(obs: &[f64], slot_theta: f64, lay: Layout, k: &mut [f64]) {
         }
     }
 }
+}
 
 /// Sums of one stationary part's backward pass (see [`stationary_backward`]).
 #[derive(Default, Clone, Copy)]
@@ -203,15 +196,11 @@ struct PartSums {
     slot_precision: f64,
 }
 
+vectorised! {
 /// One stationary part's backward pass over all T columns, with G = K̄ ∘ s·κ′ and δ = w_sn − z_mi:
 /// E[:, n] += Σ_s G[:, (s,n)], ∂Z[:, i] −= 2θ̃_i² Σ_t G δ, ∂w_sn += 2θ̃_i² Σ_m G δ, and the sums
 /// ∂s = Σ K̄ κ, ∂a = s Σ K̄ ∂κ/∂a (RQ), ∂θ_i = 2θ̃_i Σ G δ².
 #[allow(clippy::too_many_arguments)]
-#[multiversion(targets(
-    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "aarch64+neon",
-))]
 fn stationary_backward(
     kind: StationaryKind,
     variance: f64,
@@ -241,6 +230,7 @@ fn stationary_backward(
             backward_columns::<Rq, false>(args, e_sum, dz_slot, dw)
         }
     }
+}
 }
 
 type BackwardArgs<'a> = (f64, f64, f64, &'a [f64], Layout<'a>, &'a [f64], &'a [f64]);
@@ -299,15 +289,11 @@ fn backward_columns<S: Shape, const FMA: bool>(
     }
 }
 
+vectorised! {
 /// The observed dimensions' backward pass of one stationary part over a block of rows: with E the
 /// sample-summed G (M × rows), ∂θ_j += 2θ̃_j Σ E (x_nj − z_mj)² and ∂Z[:, j] −= 2θ̃_j² Σ_n E
 /// (x_nj − z_mj), for every j ≠ slot with θ̃_j ≠ 0.
 #[allow(clippy::too_many_arguments)]
-#[multiversion(targets(
-    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "aarch64+neon",
-))]
 fn observed_backward(
     z: &DMatrix<f64>,
     x: &DMatrix<f64>,
@@ -340,16 +326,13 @@ fn observed_backward(
         d_theta[j] += 2.0 * tj * g;
     }
 }
+}
 
+vectorised! {
 /// The linear part's backward pass over a block: through the latent column (with ⟨·⟩ over m,
 /// ∂θ_i = Σ_t ⟨K̄_t, z_i⟩ w_t, ∂w_t += θ̃_i ⟨K̄_t, z_i⟩, ∂Z[:, i] += θ̃_i Σ_t K̄_t w_t) and through the
 /// observed ones (with Ē[:, n] = Σ_s K̄[:, (n,s)]: ∂θ_j = Σ Ē z_mj x_nj, ∂Z[:, j] += θ̃_j Σ_n Ē x_nj).
 #[allow(clippy::too_many_arguments)]
-#[multiversion(targets(
-    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "aarch64+neon",
-))]
 fn linear_backward(
     kernel_mask: &[f64],
     theta: &[f64],
@@ -405,6 +388,7 @@ fn linear_backward(
         }
         d_theta[j] += g;
     }
+}
 }
 
 impl Kernel {

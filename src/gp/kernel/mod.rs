@@ -20,7 +20,6 @@
 
 mod backward;
 mod dense;
-mod lane_math;
 mod latent;
 pub use latent::{LatentBlock, LatentBlockGrad, LatentObserved, ROWS_PER_BLOCK};
 mod scalar;

@@ -4,10 +4,8 @@
 //! AVX-512 too and picked at run time (`multiversion`). The closed forms are those of
 //! [`super::unit_value_and_dr2`] (the scalar reference they are tested against).
 
-use multiversion::multiversion;
-
-use super::lane_math::{exp_with, ln_1p_with};
 use super::StationaryKind;
+use crate::gp::lane_math::{exp_with, ln_1p_with, vectorised};
 
 /// The GPflow guard r = √max(r², 1e-36), as a select (see `scalar::guarded_r`).
 #[inline(always)]
@@ -94,12 +92,8 @@ impl Shape for Rq {
     }
 }
 
+vectorised! {
 /// k[i] += s·κ(r²[i]) for one part over a whole matrix of squared distances (κ = 1 at r² ≤ 0).
-#[multiversion(targets(
-    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "aarch64+neon",
-))]
 pub(super) fn add_values(
     kind: StationaryKind,
     variance: f64,
@@ -119,6 +113,7 @@ pub(super) fn add_values(
         (StationaryKind::RationalQuadratic, false) => add::<Rq, false>(variance, alpha, r2, k),
     }
 }
+}
 
 #[inline(always)]
 fn add<S: Shape, const FMA: bool>(variance: f64, alpha: f64, r2: &[f64], k: &mut [f64]) {
@@ -128,13 +123,9 @@ fn add<S: Shape, const FMA: bool>(variance: f64, alpha: f64, r2: &[f64], k: &mut
     }
 }
 
+vectorised! {
 /// The element-wise step of one part's backward pass: G[i] = K̄[i]·s·κ′(r²[i]), and the sums
 /// (Σ K̄κ, Σ K̄ ∂κ/∂a) for ∂s and (RQ only, else 0) ∂a/s. κ′ = 0 and ∂κ/∂a = 0 at r² ≤ 0.
-#[multiversion(targets(
-    "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
-    "aarch64+neon",
-))]
 pub(super) fn backward_values(
     kind: StationaryKind,
     variance: f64,
@@ -155,6 +146,7 @@ pub(super) fn backward_values(
         (StationaryKind::RationalQuadratic, true) => backward::<Rq, true>(args, g),
         (StationaryKind::RationalQuadratic, false) => backward::<Rq, false>(args, g),
     }
+}
 }
 
 #[inline(always)]

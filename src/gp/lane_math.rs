@@ -14,6 +14,22 @@
 //! as f − f²/2 + s(f²/2 + R) so the exact f carries the leading term, plus the rounding error of
 //! 1 + x put back as (x − (u − 1))/u.
 
+/// Marks a function for run-time CPU dispatch: besides the baseline build it is compiled for
+/// AVX-512 and AVX2 (x86-64) and NEON (aarch64), and the first version the running CPU supports
+/// is called (`multiversion`). For the hot loops written with this module's functions.
+macro_rules! vectorised {
+    ($(#[$meta:meta])* $vis:vis fn $($rest:tt)*) => {
+        $(#[$meta])*
+        #[multiversion::multiversion(targets(
+            "x86_64+avx512f+avx512dq+avx512vl+avx512bw+avx512cd+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+            "x86_64+avx2+fma+avx+sse4.2+sse4.1+ssse3+sse3",
+            "aarch64+neon",
+        ))]
+        $vis fn $($rest)*
+    };
+}
+pub(crate) use vectorised;
+
 /// ln 2 split for Cody–Waite reduction: `LN2_HI` has its low 32 bits zero, so n·LN2_HI is exact
 /// for every |n| < 2^20.
 const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
