@@ -69,14 +69,8 @@ pub fn exp(x: f64) -> f64 {
 /// [`exp`] with the polynomial's multiply-adds fused when `FMA` (same accuracy bound).
 #[inline(always)]
 pub fn exp_with<const FMA: bool>(x: f64) -> f64 {
-    // Clamp so the exponent arithmetic stays in range (a NaN passes both comparisons unchanged).
-    let xc = if x < EXP_MIN {
-        EXP_MIN
-    } else if x > EXP_MAX {
-        EXP_MAX
-    } else {
-        x
-    };
+    // Clamp so the exponent arithmetic stays in range (clamp keeps a NaN).
+    let xc = x.clamp(EXP_MIN, EXP_MAX);
     let shifted = madd::<FMA>(xc, LOG2_E, ROUNDING_SHIFT);
     let n = shifted - ROUNDING_SHIFT;
     let r = madd::<FMA>(-n, LN2_LO, madd::<FMA>(-n, LN2_HI, xc));
