@@ -155,12 +155,21 @@ pub fn ln_1p_with<const FMA: bool>(x: f64) -> f64 {
     }
 }
 
+/// Lanes of the manual reductions: 8 f64 are one AVX-512 register or two AVX2 ones.
+pub const LANES: usize = 8;
+
+/// The sum of 8 lane accumulators in a fixed order (a pairwise tree), so a result never depends
+/// on the target it was computed on.
+#[inline(always)]
+pub fn lane_total(a: &[f64; LANES]) -> f64 {
+    ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+}
+
 /// Σ_i f(i) over `0..len`, accumulated in 8 independent lanes (then summed in a fixed order), so
 /// the loop vectorises: a plain running sum is a dependency chain the compiler must keep in order.
 /// The result is a fixed function of the inputs (no dependence on threads or targets).
 #[inline(always)]
 pub fn lane_sum(len: usize, mut f: impl FnMut(usize) -> f64) -> f64 {
-    const LANES: usize = 8;
     let mut acc = [0.0; LANES];
     let full = len - len % LANES;
     let mut i = 0;
@@ -173,7 +182,7 @@ pub fn lane_sum(len: usize, mut f: impl FnMut(usize) -> f64) -> f64 {
     for (l, a) in acc.iter_mut().enumerate().take(len - full) {
         *a += f(full + l);
     }
-    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))
+    lane_total(&acc)
 }
 
 #[cfg(test)]

@@ -154,7 +154,8 @@ enum KernelPath {
     /// Every evaluation point on its own ([`Kernel::cross`]).
     Dense,
     /// The observed coordinates shared by a row's S samples computed once
-    /// ([`Kernel::cross_latent`]); falls back to dense without a latent.
+    /// ([`Kernel::latent_observed`]), the rest fused block by block of rows
+    /// ([`predictions_shared`]); falls back to dense without a latent.
     SharedObserved,
 }
 

@@ -28,7 +28,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::CollapsedError;
 use crate::gp::kernel::{Kernel, KernelGrad, StationaryKind};
-use crate::gp::lane_math::{exp_with, vectorised};
+use crate::gp::lane_math::{exp_with, lane_total, vectorised, LANES};
 
 /// Rows of Ψ2 whose largest exponent is below this are skipped whole: e^{-708} ≈ 3e-308 is the
 /// edge of the normal range (and [`exp_with`] gives 0 below it).
@@ -630,30 +630,29 @@ fn u1_column_backward(
     g_mu: &mut [f64],
 ) -> (f64, f64) {
     let tw2 = tw * tw;
-    let (mut acc_t, mut acc_z) = ([0.0; 8], [0.0; 8]);
+    let (mut acc_t, mut acc_z) = ([0.0; LANES], [0.0; LANES]);
     for (k, &qv) in q.iter().enumerate() {
         let delta = mu[k] - zm;
         let ak = a[k];
         let d_a = -0.5 / ak + tw2 * delta * delta / (2.0 * ak * ak);
         g_s[k] += qv * d_a * tw2;
-        acc_t[k % 8] += qv * (d_a * 2.0 * tw * s[k] - tw * delta * delta / ak);
+        acc_t[k % LANES] += qv * (d_a * 2.0 * tw * s[k] - tw * delta * delta / ak);
         let d_delta = -qv * tw2 * delta / ak;
         g_mu[k] += d_delta;
-        acc_z[k % 8] += d_delta;
+        acc_z[k % LANES] += d_delta;
     }
-    let total = |a: [f64; 8]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    (total(acc_t), total(acc_z))
+    (lane_total(&acc_t), lane_total(&acc_z))
 }
 }
 
 vectorised! {
 /// (Σ_n w_n (x_n − c), Σ_n w_n (x_n − c)²), in 8 lanes reduced in a fixed order.
 fn centred_moments(w: &[f64], x: &[f64], c: f64) -> (f64, f64) {
-    let (mut acc_1, mut acc_2) = ([0.0; 8], [0.0; 8]);
-    let (w_chunks, x_chunks) = (w.chunks_exact(8), x.chunks_exact(8));
+    let (mut acc_1, mut acc_2) = ([0.0; LANES], [0.0; LANES]);
+    let (w_chunks, x_chunks) = (w.chunks_exact(LANES), x.chunks_exact(LANES));
     let (w_rest, x_rest) = (w_chunks.remainder(), x_chunks.remainder());
     for (wc, xc) in w_chunks.zip(x_chunks) {
-        for l in 0..8 {
+        for l in 0..LANES {
             let diff = xc[l] - c;
             acc_1[l] += wc[l] * diff;
             acc_2[l] += wc[l] * diff * diff;
@@ -664,8 +663,7 @@ fn centred_moments(w: &[f64], x: &[f64], c: f64) -> (f64, f64) {
         acc_1[l] += w_rest[l] * diff;
         acc_2[l] += w_rest[l] * diff * diff;
     }
-    let total = |a: [f64; 8]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    (total(acc_1), total(acc_2))
+    (lane_total(&acc_1), lane_total(&acc_2))
 }
 }
 
@@ -725,11 +723,11 @@ fn psi2_row_backward(
             *rb += qv;
             *qhv += qv * h;
         }
-        let (mut acc_q, mut acc_d) = ([0.0; 8], [0.0; 8]);
-        let (q_chunks, d_chunks) = (q.chunks_exact(8), dz2_i.chunks_exact(8));
+        let (mut acc_q, mut acc_d) = ([0.0; LANES], [0.0; LANES]);
+        let (q_chunks, d_chunks) = (q.chunks_exact(LANES), dz2_i.chunks_exact(LANES));
         let (q_rest, d_rest) = (q_chunks.remainder(), d_chunks.remainder());
         for (qc, dc) in q_chunks.zip(d_chunks) {
-            for l in 0..8 {
+            for l in 0..LANES {
                 acc_q[l] += qc[l];
                 acc_d[l] += qc[l] * dc[l];
             }
@@ -738,10 +736,9 @@ fn psi2_row_backward(
             acc_q[l] += q_rest[l];
             acc_d[l] += q_rest[l] * d_rest[l];
         }
-        let total = |a: [f64; 8]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-        let bar_i = total(acc_q);
+        let bar_i = lane_total(&acc_q);
         q_sum += bar_i;
-        q_dz2 += total(acc_d);
+        q_dz2 += lane_total(&acc_d);
         row_bar[i] += bar_i;
     }
     (q_sum, q_dz2)

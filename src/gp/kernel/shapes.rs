@@ -5,7 +5,7 @@
 //! [`super::unit_value_and_dr2`] (the scalar reference they are tested against).
 
 use super::StationaryKind;
-use crate::gp::lane_math::{exp_with, ln_1p_with, vectorised};
+use crate::gp::lane_math::{exp_with, lane_total, ln_1p_with, vectorised, LANES};
 
 /// The GPflow guard r = √max(r², 1e-36), as a select (see `scalar::guarded_r`).
 #[inline(always)]
@@ -154,7 +154,6 @@ fn backward<S: Shape, const FMA: bool>(
     (variance, alpha, r2, k_bar): (f64, f64, &[f64], &[f64]),
     g: &mut [f64],
 ) -> (f64, f64) {
-    const LANES: usize = 8;
     let is_rq = S::KIND == StationaryKind::RationalQuadratic;
     let (mut acc_v, mut acc_a) = ([0.0; LANES], [0.0; LANES]);
     // Whole chunks of 8 (straight-line code the compiler vectorises), then the rest padded with
@@ -181,8 +180,7 @@ fn backward<S: Shape, const FMA: bool>(
         acc_a[l] += w[l] * da;
         gc[l] = w[l] * variance * dv;
     }
-    let total = |a: [f64; LANES]| ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    (total(acc_v), total(acc_a))
+    (lane_total(&acc_v), lane_total(&acc_a))
 }
 
 /// (κ, ∂κ/∂a (RQ, else 0), κ′) at one r², with (1, 0, 0) at r² ≤ 0.
