@@ -1,22 +1,23 @@
 //! The fast path for K(Z, u_t) when the evaluation points are minibatch rows x_n whose latent slot
-//! holds S Monte Carlo draws w_sn (t = n·S + s: a row's samples are adjacent), MODEL.md §3.4: the observed dimensions of u_t do
-//! not depend on s, so their part of every scaled distance is computed once per (m, n), and the
-//! backward pass reduces over samples before contracting over dimensions:
+//! holds S Monte Carlo draws w_sn (t = n·S + s: a row's samples are adjacent), MODEL.md §3.4: the
+//! observed dimensions of u_t do not depend on s, so their part of every scaled distance is
+//! computed once per (m, n), and the backward pass reduces over samples before contracting over
+//! dimensions:
 //!
 //! ```text
-//! r²_c[m,(s,n)] = R_c[m,n] + (θ̃^c_i)² (w_sn − z_mi)²,   R_c[m,n] = Σ_{j≠i} (θ̃^c_j)² (x_nj − z_mj)²
-//! E_c[m,n]      = Σ_s K̄[m,(s,n)] ∂k_c/∂r²[m,(s,n)]          (then O(M·b·D) per kind, not O(M·S·b·D))
+//! r²_c[m,(n,s)] = R_c[m,n] + (θ̃^c_i)² (w_sn − z_mi)²,   R_c[m,n] = Σ_{j≠i} (θ̃^c_j)² (x_nj − z_mj)²
+//! E_c[m,n]      = Σ_s K̄[m,(n,s)] ∂k_c/∂r²[m,(n,s)]          (then O(M·b·D) per kind, not O(M·S·b·D))
 //! ```
 //!
 //! The O(M·S·b) loops run down columns of M contiguous entries with no calls and no branches
-//! (the shapes use [`super::lane_math`]'s `exp`/`ln_1p`; sums accumulate per row and are reduced
-//! in 8 lanes), and are compiled for AVX2 and AVX-512 as well, picked at run time
-//! (`multiversion`). Every version performs the same IEEE operations in the same order, so the
-//! results do not depend on which one runs.
+//! (the shapes use `gp::lane_math`'s `exp`/`ln_1p`; sums accumulate per row and are reduced in 8
+//! lanes), and are compiled for AVX2 and AVX-512 as well, picked at run time (`multiversion`).
+//! Versions with FMA fuse the polynomials' multiply-adds, so two CPUs can differ in the last bits;
+//! on one machine the results are fixed.
 //!
 //! Both passes split the minibatch into blocks of [`ROWS_PER_BLOCK`] rows (contiguous columns)
 //! that run on the threads of the caller's pool ([`split_map`]); partial sums are combined in
-//! block order, so the results do not depend on the thread count either.
+//! block order, so the results do not depend on the thread count.
 //!
 //! Equal to [`Kernel::cross`] / [`Kernel::cross_backward`] on the expanded points (tested).
 
@@ -77,7 +78,7 @@ struct ObservedPart {
 
 /// K(Z, u_t) for one block of minibatch rows (columns t = (n − n0)·S + s), with what its backward
 /// pass needs: each stationary part's ∂κ_c/∂r² (keeping it saves recomputing every exponential;
-/// the values are rebuilt from it by the closed forms of [`Shape::value_from_slope`]).
+/// the values are rebuilt from it by the closed forms of `Shape::value_from_slope`).
 pub struct LatentBlock {
     pub n0: usize,
     pub rows: usize,

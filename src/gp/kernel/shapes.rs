@@ -1,6 +1,6 @@
 //! The four stationary shapes as straight-line, branch-free code over slices, for the loops that
 //! dominate the bounds' cost: one monomorphised loop per kind (no branch inside), exponentials and
-//! logarithms from [`super::lane_math`], so the compiler vectorises them; compiled for AVX2 and
+//! logarithms from `gp::lane_math`, so the compiler vectorises them; compiled for AVX2 and
 //! AVX-512 too and picked at run time (`multiversion`). The closed forms are those of
 //! [`super::unit_value_and_dr2`] (the scalar reference they are tested against).
 
