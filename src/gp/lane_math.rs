@@ -158,8 +158,8 @@ pub fn ln_1p_with<const FMA: bool>(x: f64) -> f64 {
 /// Lanes of the manual reductions: 8 f64 are one AVX-512 register or two AVX2 ones.
 pub const LANES: usize = 8;
 
-/// The sum of 8 lane accumulators in a fixed order (a pairwise tree), so a result never depends
-/// on the target it was computed on.
+/// The sum of 8 lane accumulators in a fixed order (a pairwise tree): the same order for every
+/// target and thread count.
 #[inline(always)]
 pub fn lane_total(a: &[f64; LANES]) -> f64 {
     ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
