@@ -442,9 +442,9 @@ fn predictions_shared(
         ky: DVector::zeros(mm),
         kernel: kernel.new_zeroed_grad(),
         z: DMatrix::zeros(mm, z.ncols()),
-        draws: Some(DMatrix::zeros(samples, b)),
+        draws: None,
     };
-    let draws = out.draws.as_mut().expect("set just above");
+    let mut draws = DMatrix::zeros(samples, b);
     let mut n0 = 0;
     for share in &blocks {
         out.misfit += share.misfit;
@@ -457,6 +457,7 @@ fn predictions_shared(
         draws.columns_mut(n0, rows).copy_from(&share.grad.draws);
         n0 += rows;
     }
+    out.draws = Some(draws);
     out
 }
 
