@@ -113,11 +113,19 @@ pub fn ln_1p(x: f64) -> f64 {
 }
 
 /// [`ln_1p`] with the series' multiply-adds fused when `FMA` (same accuracy bound).
-#[inline(always)]
+#[cfg(test)]
 pub fn ln_1p_with<const FMA: bool>(x: f64) -> f64 {
+    ln_1p_and_recip_with::<FMA>(x).0
+}
+
+/// (ln(1 + x), 1/(1 + x)): [`ln_1p_with`] and the reciprocal it computes anyway (1 + x rounded,
+/// then divided once), for callers that need both (the rational quadratic's value and slope).
+#[inline(always)]
+pub fn ln_1p_and_recip_with<const FMA: bool>(x: f64) -> (f64, f64) {
     let u = 1.0 + x;
+    let recip = 1.0 / u;
     // What rounding 1 + x lost, to first order in the relative error: ln(u + c·u) ≈ ln u + c.
-    let correction = (x - (u - 1.0)) / u;
+    let correction = (x - (u - 1.0)) * recip;
     let bits = u.to_bits();
     // For u ≥ 2^−1022 (every x > −1 + 2^−53) the sign bit is clear, so bits >> 52 is the biased
     // exponent; turn it into a float without an integer conversion.
@@ -144,7 +152,7 @@ pub fn ln_1p_with<const FMA: bool>(x: f64) -> f64 {
     r *= s2;
     let half_f2 = 0.5 * f * f;
     let value = e * LN2_HI - ((half_f2 - (s * (half_f2 + r) + (e * LN2_LO + correction))) - f);
-    if x == f64::INFINITY {
+    let value = if x == f64::INFINITY {
         f64::INFINITY
     } else if x == -1.0 {
         f64::NEG_INFINITY
@@ -152,7 +160,8 @@ pub fn ln_1p_with<const FMA: bool>(x: f64) -> f64 {
         f64::NAN
     } else {
         value
-    }
+    };
+    (value, recip)
 }
 
 /// Lanes of the manual reductions: 8 f64 are one AVX-512 register or two AVX2 ones.
@@ -253,6 +262,15 @@ mod tests {
                     x.ln_1p()
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_reciprocal_beside_ln_1p_is_the_correctly_rounded_one_over_one_plus_x() {
+        for x in grid(-0.999, 50.0, 20_000).chain([0.0, 1e-300, 1e300, f64::INFINITY]) {
+            let (l, recip) = ln_1p_and_recip_with::<true>(x);
+            assert_eq!(recip, 1.0 / (1.0 + x), "1/(1 + {x})");
+            assert_eq!(l, ln_1p_with::<true>(x));
         }
     }
 

@@ -147,6 +147,26 @@ pub fn cholesky_backward(l: &DMatrix<f64>, l_bar: &DMatrix<f64>) -> DMatrix<f64>
     (&x + x.transpose()) * 0.5
 }
 
+/// [`cholesky_backward`] given L⁻¹ as well (callers that have it anyway): the same
+/// X = L⁻ᵀ P L⁻¹ by two matrix products instead of two triangular solves, which for the small
+/// dense M × M factors of the bounds run several times faster. Equal up to rounding (tested).
+pub fn cholesky_backward_with_inverse(
+    l: &DMatrix<f64>,
+    l_inv: &DMatrix<f64>,
+    l_bar: &DMatrix<f64>,
+) -> DMatrix<f64> {
+    let n = l.nrows();
+    let mut p = l.tr_mul(&l_bar.lower_triangle());
+    for j in 0..n {
+        for i in 0..j {
+            p[(i, j)] = 0.0;
+        }
+        p[(j, j)] *= 0.5;
+    }
+    let x = l_inv.tr_mul(&(p * l_inv));
+    (&x + x.transpose()) * 0.5
+}
+
 /// Solves L X = B for lower-triangular L (forward substitution), column by column.
 pub fn solve_lower(l: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
     let mut x = b.clone();
@@ -300,6 +320,25 @@ mod tests {
                     assert!(err < 1e-6, "n={n} ({i},{j}): fd {fd} vs {an}");
                 }
             }
+        }
+    }
+
+    /// The product form equals the solve form (both against the same L, L̄).
+    #[test]
+    fn backward_with_the_inverse_equals_backward_by_solves() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for n in [1, 3, 8, 30] {
+            let a = random_spd(n, &mut rng);
+            let l = a.clone().cholesky().unwrap().l();
+            let l_bar = DMatrix::from_fn(n, n, |_, _| rng.random_range(-1.0..1.0));
+            let by_solves = cholesky_backward(&l, &l_bar);
+            let by_products = cholesky_backward_with_inverse(&l, &lower_inverse(&l), &l_bar);
+            let scale = by_solves.amax().max(1.0);
+            assert!(
+                (&by_solves - &by_products).amax() <= 1e-12 * scale,
+                "n = {n}: {}",
+                (&by_solves - &by_products).amax()
+            );
         }
     }
 

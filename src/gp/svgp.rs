@@ -8,8 +8,8 @@
 
 use super::kernel::{Kernel, KernelGrad, LatentBlockGrad};
 use super::linalg::{
-    cholesky_backward, cholesky_jittered, logdet_from_factor, solve_lower, solve_lower_vec,
-    solve_upper_transposed_vec, CholeskyError, JitterPolicy,
+    cholesky_backward_with_inverse, cholesky_jittered, logdet_from_factor, solve_lower,
+    solve_lower_vec, solve_upper_transposed_vec, CholeskyError, JitterPolicy,
 };
 use crate::backend::split_map;
 use nalgebra::{DMatrix, DMatrixView, DVector};
@@ -261,7 +261,7 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     let l_inv_g_alpha = solve_lower_vec(l, &pred.g_alpha);
     let l_bar = -(&alpha * l_inv_g_alpha.transpose())
         - (l_inv.transpose() * (&s_minus_i * &p_mat)) * (2.0 * g_var);
-    let kzz_bar = cholesky_backward(l, &l_bar);
+    let kzz_bar = cholesky_backward_with_inverse(l, &l_inv, &l_bar);
 
     // q(v): α = L⁻ᵀm ⇒ ∂/∂m = L⁻¹ḡ_α; Q = L⁻ᵀ S L⁻¹ + const ⇒ ∂/∂S = L⁻¹ Ḡ_Q L⁻ᵀ = g_var P;
     // minus the KL.

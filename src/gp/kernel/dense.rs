@@ -5,6 +5,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::shapes::add_values;
 use super::Kernel;
+use crate::gp::lane_math::vectorised;
 
 /// Column `j` of a column-major matrix as a slice.
 pub(super) fn col(m: &DMatrix<f64>, j: usize) -> &[f64] {
@@ -16,19 +17,31 @@ pub(super) fn col(m: &DMatrix<f64>, j: usize) -> &[f64] {
 /// with θ̃_j = 0 are skipped, so a masked input never enters (not even as 0 × NaN), and points that
 /// coincide in the active dimensions get r² = 0 exactly (the branch of MODEL.md §2.2).
 pub(super) fn scaled_sq_dist(a: &DMatrix<f64>, b: &DMatrix<f64>, theta: &[f64]) -> DMatrix<f64> {
-    let mut r2 = DMatrix::zeros(a.nrows(), b.nrows());
-    let mut sa = vec![0.0; a.nrows()];
+    let n = a.nrows();
+    let mut r2 = DMatrix::zeros(n, b.nrows());
+    if n == 0 {
+        return r2;
+    }
+    let mut sa = vec![0.0; n];
     for (j, &t) in theta.iter().enumerate().filter(|(_, &t)| t != 0.0) {
         sa.iter_mut().zip(col(a, j)).for_each(|(s, x)| *s = t * x);
-        for (mut rcol, &bq) in r2.column_iter_mut().zip(col(b, j)) {
-            let sb = t * bq;
-            for (r, x) in rcol.iter_mut().zip(&sa) {
-                let d = x - sb;
-                *r += d * d;
-            }
-        }
+        add_sq_diffs(r2.as_mut_slice(), &sa, col(b, j), t);
     }
     r2
+}
+
+vectorised! {
+/// r2[:, q] += (sa − θ b_q)² for every column q: one dimension's share of [`scaled_sq_dist`], over
+/// plain slices (nalgebra's strided column iterators do not vectorise).
+fn add_sq_diffs(r2: &mut [f64], sa: &[f64], b: &[f64], t: f64) {
+    for (rcol, &bq) in r2.chunks_exact_mut(sa.len()).zip(b) {
+        let sb = t * bq;
+        for (r, x) in rcol.iter_mut().zip(sa) {
+            let d = x - sb;
+            *r += d * d;
+        }
+    }
+}
 }
 
 impl Kernel {

@@ -26,10 +26,11 @@ use nalgebra::DMatrix;
 use crate::backend::split_map;
 
 use super::dense::col;
-use super::shapes::{Rq, Se, Shape, M12, M32};
+use super::shapes::{cell, Rq, Se, Shape, M12, M32};
 use super::{Kernel, KernelGrad, StationaryKind};
-use crate::gp::lane_math::{lane_sum, ln_1p_with, vectorised};
+use crate::gp::lane_math::{lane_sum, vectorised};
 
+vectorised! {
 /// R[m,n] = Σ_{j≠slot} θ_j² (x_nj − z_mj)² over dimensions with θ_j ≠ 0 (masked ones skipped).
 fn observed_sq_dist(
     z: &DMatrix<f64>,
@@ -37,14 +38,19 @@ fn observed_sq_dist(
     theta: &[f64],
     slot: usize,
 ) -> DMatrix<f64> {
-    let mut r = DMatrix::<f64>::zeros(z.nrows(), x.nrows());
+    let m = z.nrows();
+    let mut r = DMatrix::<f64>::zeros(m, x.nrows());
+    if m == 0 {
+        return r;
+    }
     for (j, &t) in theta.iter().enumerate() {
         if j == slot || t == 0.0 {
             continue;
         }
         let t2 = t * t;
         let zj = col(z, j);
-        for (mut rcol, &xn) in r.column_iter_mut().zip(col(x, j)) {
+        // Plain slices, not nalgebra's strided column iterators, so the loop vectorises.
+        for (rcol, &xn) in r.as_mut_slice().chunks_exact_mut(m).zip(col(x, j)) {
             for (rv, &zm) in rcol.iter_mut().zip(zj) {
                 let d = xn - zm;
                 *rv += t2 * d * d;
@@ -52,6 +58,7 @@ fn observed_sq_dist(
         }
     }
     r
+}
 }
 
 /// Minibatch rows per block of work (fixed, so the split never depends on the thread count).
@@ -77,14 +84,13 @@ struct ObservedPart {
 }
 
 /// K(Z, u_t) for one block of minibatch rows (columns t = (n − n0)·S + s), with what its backward
-/// pass needs: each stationary part's ∂κ_c/∂r² (keeping it saves recomputing every exponential;
-/// the values are rebuilt from it by the closed forms of `Shape::value_from_slope`).
+/// pass needs: each stationary part's κ_c, ∂κ_c/∂r² and (RQ) ∂κ_c/∂a per entry.
 pub struct LatentBlock {
     pub n0: usize,
     pub rows: usize,
     /// M × (S·rows).
     pub k: DMatrix<f64>,
-    slopes: Vec<DMatrix<f64>>,
+    parts: Vec<PartValues>,
 }
 
 /// One block's gradients: the kernel's, ∂L/∂Z (M × D) and ∂L/∂w_sn (S × rows).
@@ -118,8 +124,8 @@ impl Layout<'_> {
 }
 
 vectorised! {
-/// One stationary part's forward pass over all T columns: K[:, t] += s·κ(r²), slope[:, t] = κ′,
-/// with (κ, κ′) = (1, 0) at r² ≤ 0.
+/// One stationary part's forward pass over the block's columns: K[:, t] += s·κ(r²), and what the
+/// backward pass needs kept per entry: κ, κ′ and (RQ) ∂κ/∂a, with (1, 0, 0) at r² ≤ 0.
 #[allow(clippy::too_many_arguments)]
 fn stationary_forward(
     kind: StationaryKind,
@@ -129,23 +135,23 @@ fn stationary_forward(
     r_obs: &[f64],
     lay: Layout,
     k: &mut [f64],
-    slope: &mut [f64],
+    kept: &mut PartValues,
 ) {
     let args = (variance, alpha, slot_precision_sq, r_obs, lay);
     // Fused multiply-adds where this version's target has them (same accuracy bound).
     if multiversion::target::target_cfg_f!(target_feature = "fma") {
         match kind {
-            StationaryKind::SquaredExponential => forward_columns::<Se, true>(args, k, slope),
-            StationaryKind::Matern12 => forward_columns::<M12, true>(args, k, slope),
-            StationaryKind::Matern32 => forward_columns::<M32, true>(args, k, slope),
-            StationaryKind::RationalQuadratic => forward_columns::<Rq, true>(args, k, slope),
+            StationaryKind::SquaredExponential => forward_columns::<Se, true>(args, k, kept),
+            StationaryKind::Matern12 => forward_columns::<M12, true>(args, k, kept),
+            StationaryKind::Matern32 => forward_columns::<M32, true>(args, k, kept),
+            StationaryKind::RationalQuadratic => forward_columns::<Rq, true>(args, k, kept),
         }
     } else {
         match kind {
-            StationaryKind::SquaredExponential => forward_columns::<Se, false>(args, k, slope),
-            StationaryKind::Matern12 => forward_columns::<M12, false>(args, k, slope),
-            StationaryKind::Matern32 => forward_columns::<M32, false>(args, k, slope),
-            StationaryKind::RationalQuadratic => forward_columns::<Rq, false>(args, k, slope),
+            StationaryKind::SquaredExponential => forward_columns::<Se, false>(args, k, kept),
+            StationaryKind::Matern12 => forward_columns::<M12, false>(args, k, kept),
+            StationaryKind::Matern32 => forward_columns::<M32, false>(args, k, kept),
+            StationaryKind::RationalQuadratic => forward_columns::<Rq, false>(args, k, kept),
         }
     }
 }
@@ -157,22 +163,44 @@ type ForwardArgs<'a> = (f64, f64, f64, &'a [f64], Layout<'a>);
 fn forward_columns<S: Shape, const FMA: bool>(
     (variance, alpha, slot_precision_sq, r_obs, lay): ForwardArgs,
     k: &mut [f64],
-    slope: &mut [f64],
+    kept: &mut PartValues,
 ) {
     let m = lay.m;
+    let has_alpha = S::KIND == StationaryKind::RationalQuadratic;
     for (t, n, wsn) in lay.points() {
         let ro = &r_obs[n * m..(n + 1) * m];
         let kc = &mut k[t * m..(t + 1) * m];
-        let sc = &mut slope[t * m..(t + 1) * m];
-        for (((kv, sv), &r), &zm) in kc.iter_mut().zip(sc.iter_mut()).zip(ro).zip(lay.z_slot) {
-            let d = wsn - zm;
-            let r2 = r + slot_precision_sq * d * d;
-            let (v, dv) = S::value_and_slope::<FMA>(r2, alpha);
-            let positive = r2 > 0.0 || r2.is_nan();
-            *kv += variance * if positive { v } else { 1.0 };
-            *sv = if positive { dv } else { 0.0 };
+        let vc = &mut kept.value[t * m..(t + 1) * m];
+        let sc = &mut kept.slope[t * m..(t + 1) * m];
+        // Only the rational quadratic keeps ∂κ/∂a; the others get an empty slice, never touched
+        // (the branch is on a constant, so each kind's loop has none).
+        let ac: &mut [f64] = if has_alpha {
+            &mut kept.dalpha[t * m..(t + 1) * m]
+        } else {
+            &mut []
+        };
+        for i in 0..m {
+            let d = wsn - lay.z_slot[i];
+            let r2 = ro[i] + slot_precision_sq * d * d;
+            let (v, dv, da) = cell::<S, FMA>(r2, alpha);
+            kc[i] += variance * v;
+            vc[i] = v;
+            sc[i] = dv;
+            if has_alpha {
+                ac[i] = da;
+            }
         }
     }
+}
+
+/// What one stationary part's forward pass keeps for its backward pass, per entry of the block
+/// (M × S·rows, column-major): κ, κ′ = ∂κ/∂r² and, for the rational quadratic only (else empty),
+/// ∂κ/∂a. Keeping them costs memory but saves the backward pass every exponential, square root,
+/// logarithm and division.
+struct PartValues {
+    value: Vec<f64>,
+    slope: Vec<f64>,
+    dalpha: Vec<f64>,
 }
 
 vectorised! {
@@ -198,84 +226,67 @@ struct PartSums {
 }
 
 vectorised! {
-/// One stationary part's backward pass over all T columns, with G = K̄ ∘ s·κ′ and δ = w_sn − z_mi:
-/// E[:, n] += Σ_s G[:, (s,n)], ∂Z[:, i] −= 2θ̃_i² Σ_t G δ, ∂w_sn += 2θ̃_i² Σ_m G δ, and the sums
-/// ∂s = Σ K̄ κ, ∂a = s Σ K̄ ∂κ/∂a (RQ), ∂θ_i = 2θ̃_i Σ G δ².
+/// One stationary part's backward pass over the block's columns, with G = K̄ ∘ s·κ′ and
+/// δ = w_sn − z_mi: E[:, n] += Σ_s G[:, (s,n)], ∂Z[:, i] −= 2θ̃_i² Σ_t G δ, ∂w_sn += 2θ̃_i² Σ_m G δ,
+/// and the sums ∂s = Σ K̄ κ, ∂a = s Σ K̄ ∂κ/∂a (RQ), ∂θ_i = 2θ̃_i Σ G δ², from the values the
+/// forward pass kept.
 #[allow(clippy::too_many_arguments)]
 fn stationary_backward(
-    kind: StationaryKind,
     variance: f64,
-    alpha: f64,
     slot_theta: f64,
-    r_obs: &[f64],
     lay: Layout,
-    slope: &[f64],
+    kept: &PartValues,
     k_bar: &[f64],
     e_sum: &mut [f64],
     dz_slot: &mut [f64],
     dw: &mut [f64],
 ) -> PartSums {
-    let args = (variance, alpha, slot_theta, r_obs, lay, slope, k_bar);
-    // Only the rational quadratic's ∂κ/∂a has a series to fuse.
-    let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
-    match (kind, fma) {
-        (StationaryKind::SquaredExponential, _) => {
-            backward_columns::<Se, false>(args, e_sum, dz_slot, dw)
-        }
-        (StationaryKind::Matern12, _) => backward_columns::<M12, false>(args, e_sum, dz_slot, dw),
-        (StationaryKind::Matern32, _) => backward_columns::<M32, false>(args, e_sum, dz_slot, dw),
-        (StationaryKind::RationalQuadratic, true) => {
-            backward_columns::<Rq, true>(args, e_sum, dz_slot, dw)
-        }
-        (StationaryKind::RationalQuadratic, false) => {
-            backward_columns::<Rq, false>(args, e_sum, dz_slot, dw)
-        }
+    let args = (variance, slot_theta, lay, kept, k_bar);
+    if kept.dalpha.is_empty() {
+        backward_columns::<false>(args, e_sum, dz_slot, dw)
+    } else {
+        backward_columns::<true>(args, e_sum, dz_slot, dw)
     }
 }
 }
 
-type BackwardArgs<'a> = (f64, f64, f64, &'a [f64], Layout<'a>, &'a [f64], &'a [f64]);
+type BackwardArgs<'a> = (f64, f64, Layout<'a>, &'a PartValues, &'a [f64]);
 
 #[inline(always)]
-fn backward_columns<S: Shape, const FMA: bool>(
-    (variance, alpha, slot_theta, r_obs, lay, slope, k_bar): BackwardArgs,
+fn backward_columns<const HAS_ALPHA: bool>(
+    (variance, slot_theta, lay, kept, k_bar): BackwardArgs,
     e_sum: &mut [f64],
     dz_slot: &mut [f64],
     dw: &mut [f64],
 ) -> PartSums {
     let m = lay.m;
     let ts2 = slot_theta * slot_theta;
-    let is_rq = S::KIND == StationaryKind::RationalQuadratic;
     // The global sums accumulate per row m (element-wise, so the loop vectorises) and are reduced
     // once at the end: Σ K̄κ, Σ K̄ ∂κ/∂a, Σ G δ². G δ is kept per row for the per-column ∂w.
     let mut row_var = vec![0.0; m];
     let mut row_alpha = vec![0.0; m];
     let mut row_theta = vec![0.0; m];
     let mut g_delta = vec![0.0; m];
+    let dz_slot = &mut dz_slot[..m];
     for (t, n, wsn) in lay.points() {
-        let ro = &r_obs[n * m..(n + 1) * m];
-        let sc = &slope[t * m..(t + 1) * m];
+        let vc = &kept.value[t * m..(t + 1) * m];
+        let sc = &kept.slope[t * m..(t + 1) * m];
+        let ac: &[f64] = if HAS_ALPHA {
+            &kept.dalpha[t * m..(t + 1) * m]
+        } else {
+            &[]
+        };
         let kb = &k_bar[t * m..(t + 1) * m];
         let r = n - lay.n0;
         let es = &mut e_sum[r * m..(r + 1) * m];
         for i in 0..m {
             let delta = wsn - lay.z_slot[i];
-            let r2 = ro[i] + ts2 * delta * delta;
-            let dv = sc[i];
-            let positive = r2 > 0.0 || r2.is_nan();
-            let v = if positive {
-                S::value_from_slope(dv, r2, alpha)
-            } else {
-                1.0
-            };
-            row_var[i] += kb[i] * v;
-            if is_rq {
-                // ∂κ/∂a = κ [r²/(2a + r²) − ln(1 + r²/2a)], 0 at r² ≤ 0.
-                let da = v * (r2 / (2.0 * alpha + r2) - ln_1p_with::<FMA>(r2 / (2.0 * alpha)));
-                row_alpha[i] += kb[i] * if positive { da } else { 0.0 };
+            row_var[i] += kb[i] * vc[i];
+            if HAS_ALPHA {
+                row_alpha[i] += kb[i] * ac[i];
             }
-            // dv is exactly 0 at r² = 0 (the branch), so coincident points add nothing.
-            let g = kb[i] * variance * dv;
+            // κ′ is exactly 0 at r² = 0 (the branch), so coincident points add nothing.
+            let g = kb[i] * variance * sc[i];
             es[i] += g;
             row_theta[i] += g * delta * delta;
             g_delta[i] = g * delta;
@@ -454,12 +465,18 @@ impl Kernel {
         if let Some((theta, lin_obs)) = &obs.linear {
             linear_forward(lin_obs.as_slice(), theta[obs.slot], lay, k.as_mut_slice());
         }
-        let slopes = self
+        let entries = m * samples * rows;
+        let parts = self
             .stationary
             .iter()
             .zip(&obs.parts)
             .map(|(part, op)| {
-                let mut slope = DMatrix::<f64>::zeros(m, samples * rows);
+                let has_alpha = part.kind == StationaryKind::RationalQuadratic;
+                let mut kept = PartValues {
+                    value: vec![0.0; entries],
+                    slope: vec![0.0; entries],
+                    dalpha: vec![0.0; if has_alpha { entries } else { 0 }],
+                };
                 stationary_forward(
                     part.kind,
                     part.variance,
@@ -468,17 +485,12 @@ impl Kernel {
                     op.r_obs.as_slice(),
                     lay,
                     k.as_mut_slice(),
-                    slope.as_mut_slice(),
+                    &mut kept,
                 );
-                slope
+                kept
             })
             .collect();
-        LatentBlock {
-            n0,
-            rows,
-            k,
-            slopes,
-        }
+        LatentBlock { n0, rows, k, parts }
     }
 
     /// The backward pass of one block: given K̄ = ∂L/∂K for its columns (M × S·rows), the kernel
@@ -516,13 +528,10 @@ impl Kernel {
         for (c, (part, op)) in self.stationary.iter().zip(&obs.parts).enumerate() {
             let mut e_sum = vec![0.0; m * block.rows]; // E_c[:, n] = Σ_s G[:, (n,s)]
             let sums = stationary_backward(
-                part.kind,
                 part.variance,
-                self.rq_alpha,
                 op.theta[slot],
-                op.r_obs.as_slice(),
                 lay,
-                block.slopes[c].as_slice(),
+                &block.parts[c],
                 k_bar.as_slice(),
                 &mut e_sum,
                 &mut dz_slot,

@@ -5,7 +5,7 @@
 //! [`super::unit_value_and_dr2`] (the scalar reference they are tested against).
 
 use super::StationaryKind;
-use crate::gp::lane_math::{exp_with, lane_total, ln_1p_with, vectorised, LANES};
+use crate::gp::lane_math::{exp_with, lane_total, ln_1p_and_recip_with, vectorised, LANES};
 
 /// The GPflow guard r = √max(r², 1e-36), as a select (see `scalar::guarded_r`).
 #[inline(always)]
@@ -24,8 +24,25 @@ pub(super) trait Shape {
     /// (κ, ∂κ/∂r²) for r² > 0 (the caller selects (1, 0) at r² ≤ 0); `FMA` fuses the
     /// polynomial steps where the target has the instruction.
     fn value_and_slope<const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64);
-    /// κ from κ′ = ∂κ/∂r² and r² without another exponential, for r² > 0.
-    fn value_from_slope(slope: f64, r2: f64, alpha: f64) -> f64;
+    /// (κ, κ′, ∂κ/∂a) for r² > 0, sharing the work of the three: ∂κ/∂a is 0 except for the
+    /// rational quadratic, the only shape with a parameter a.
+    #[inline(always)]
+    fn value_slope_and_dalpha<const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64, f64) {
+        let (v, dv) = Self::value_and_slope::<FMA>(r2, alpha);
+        (v, dv, 0.0)
+    }
+}
+
+/// (κ, κ′, ∂κ/∂a) at any r², with (1, 0, 0) at r² ≤ 0 (the coincident-point branch; a NaN
+/// distance propagates).
+#[inline(always)]
+pub(super) fn cell<S: Shape, const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64, f64) {
+    let (v, dv, da) = S::value_slope_and_dalpha::<FMA>(r2, alpha);
+    if r2 > 0.0 || r2.is_nan() {
+        (v, dv, da)
+    } else {
+        (1.0, 0.0, 0.0)
+    }
 }
 
 /// SE: κ = e^{−r²/2}, κ′ = −κ/2.
@@ -44,10 +61,6 @@ impl Shape for Se {
         let e = exp_with::<FMA>(-0.5 * r2);
         (e, -0.5 * e)
     }
-    #[inline(always)]
-    fn value_from_slope(slope: f64, _: f64, _: f64) -> f64 {
-        -2.0 * slope
-    }
 }
 
 impl Shape for M12 {
@@ -57,10 +70,6 @@ impl Shape for M12 {
         let r = guarded_r(r2);
         let e = exp_with::<FMA>(-r);
         (e, -0.5 * e / r)
-    }
-    #[inline(always)]
-    fn value_from_slope(slope: f64, r2: f64, _: f64) -> f64 {
-        -2.0 * guarded_r(r2) * slope
     }
 }
 
@@ -72,23 +81,24 @@ impl Shape for M32 {
         let e = exp_with::<FMA>(-sr);
         ((1.0 + sr) * e, -1.5 * e)
     }
-    #[inline(always)]
-    fn value_from_slope(slope: f64, r2: f64, _: f64) -> f64 {
-        -(2.0 / 3.0) * (1.0 + 3f64.sqrt() * guarded_r(r2)) * slope
-    }
 }
 
 impl Shape for Rq {
     const KIND: StationaryKind = StationaryKind::RationalQuadratic;
     #[inline(always)]
     fn value_and_slope<const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64) {
-        let x = r2 / (2.0 * alpha);
-        let k = exp_with::<FMA>(-alpha * ln_1p_with::<FMA>(x));
-        (k, -0.5 * k / (1.0 + x))
+        let (v, dv, _) = Self::value_slope_and_dalpha::<FMA>(r2, alpha);
+        (v, dv)
     }
+    /// With x = r²/2a and ℓ = ln(1 + x): κ = e^{−aℓ}, κ′ = −κ/(2(1 + x)) and
+    /// ∂κ/∂a = κ [x/(1 + x) − ℓ], from one logarithm, one exponential and one division (0.5/a is
+    /// loop-invariant, so the compiler hoists it).
     #[inline(always)]
-    fn value_from_slope(slope: f64, r2: f64, alpha: f64) -> f64 {
-        -2.0 * (1.0 + r2 / (2.0 * alpha)) * slope
+    fn value_slope_and_dalpha<const FMA: bool>(r2: f64, alpha: f64) -> (f64, f64, f64) {
+        let x = r2 * (0.5 / alpha);
+        let (l, recip) = ln_1p_and_recip_with::<FMA>(x);
+        let k = exp_with::<FMA>(-alpha * l);
+        (k, -0.5 * k * recip, k * (x * recip - l))
     }
 }
 
@@ -154,7 +164,6 @@ fn backward<S: Shape, const FMA: bool>(
     (variance, alpha, r2, k_bar): (f64, f64, &[f64], &[f64]),
     g: &mut [f64],
 ) -> (f64, f64) {
-    let is_rq = S::KIND == StationaryKind::RationalQuadratic;
     let (mut acc_v, mut acc_a) = ([0.0; LANES], [0.0; LANES]);
     // Whole chunks of 8 (straight-line code the compiler vectorises), then the rest padded with
     // K̄ = 0, which adds nothing.
@@ -163,7 +172,7 @@ fn backward<S: Shape, const FMA: bool>(
     let mut g_chunks = g.chunks_exact_mut(LANES);
     for ((r, w), gc) in (&mut r_chunks).zip(&mut w_chunks).zip(&mut g_chunks) {
         for l in 0..LANES {
-            let (v, da, dv) = backward_cell::<S, FMA>(r[l], alpha, is_rq);
+            let (v, dv, da) = cell::<S, FMA>(r[l], alpha);
             acc_v[l] += w[l] * v;
             acc_a[l] += w[l] * da;
             gc[l] = w[l] * variance * dv;
@@ -175,27 +184,12 @@ fn backward<S: Shape, const FMA: bool>(
         g_chunks.into_remainder(),
     );
     for l in 0..gc.len() {
-        let (v, da, dv) = backward_cell::<S, FMA>(r[l], alpha, is_rq);
+        let (v, dv, da) = cell::<S, FMA>(r[l], alpha);
         acc_v[l] += w[l] * v;
         acc_a[l] += w[l] * da;
         gc[l] = w[l] * variance * dv;
     }
     (lane_total(&acc_v), lane_total(&acc_a))
-}
-
-/// (κ, ∂κ/∂a (RQ, else 0), κ′) at one r², with (1, 0, 0) at r² ≤ 0.
-#[inline(always)]
-fn backward_cell<S: Shape, const FMA: bool>(r: f64, alpha: f64, is_rq: bool) -> (f64, f64, f64) {
-    let (v, dv) = S::value_and_slope::<FMA>(r, alpha);
-    let positive = r > 0.0 || r.is_nan();
-    let v = if positive { v } else { 1.0 };
-    // ∂κ/∂a = κ [r²/(2a + r²) − ln(1 + r²/2a)].
-    let da = if is_rq && positive {
-        v * (r / (2.0 * alpha + r) - ln_1p_with::<FMA>(r / (2.0 * alpha)))
-    } else {
-        0.0
-    };
-    (v, da, if positive { dv } else { 0.0 })
 }
 
 #[cfg(test)]
