@@ -156,15 +156,24 @@ pub fn cholesky_backward_with_inverse(
     l_bar: &DMatrix<f64>,
 ) -> DMatrix<f64> {
     let n = l.nrows();
-    let mut p = l.tr_mul(&l_bar.lower_triangle());
+    let mut p = transpose_times(l, &l_bar.lower_triangle());
     for j in 0..n {
         for i in 0..j {
             p[(i, j)] = 0.0;
         }
         p[(j, j)] *= 0.5;
     }
-    let x = l_inv.tr_mul(&(p * l_inv));
+    let x = transpose_times(l_inv, &(p * l_inv));
     (&x + x.transpose()) * 0.5
+}
+
+/// Aᵀ B by one GEMM on a transposed copy of A. nalgebra's `tr_mul` takes one dot product per
+/// entry, several times slower for the M × M products of the bounds; a strided view of A as the
+/// first operand is no way out either, since nalgebra's small-size fallback (any side ≤ 5) writes
+/// out of bounds for it (nalgebra 0.33.3).
+pub fn transpose_times(a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+    assert_eq!(a.nrows(), b.nrows(), "Aᵀ B needs as many rows in A as in B");
+    a.transpose() * b
 }
 
 /// Solves L X = B for lower-triangular L (forward substitution), column by column.
@@ -339,6 +348,19 @@ mod tests {
                 "n = {n}: {}",
                 (&by_solves - &by_products).amax()
             );
+        }
+    }
+
+    #[test]
+    fn transpose_times_equals_the_dot_product_form() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for (k, n, m) in [(1, 1, 1), (7, 3, 5), (40, 33, 17), (0, 2, 3)] {
+            let a = DMatrix::from_fn(k, n, |_, _| rng.random_range(-1.0..1.0));
+            let b = DMatrix::from_fn(k, m, |_, _| rng.random_range(-1.0..1.0));
+            let want = a.tr_mul(&b);
+            let got = transpose_times(&a, &b);
+            assert_eq!(got.shape(), (n, m));
+            assert!((&got - &want).amax() <= 1e-13, "{k}×{n}ᵀ · {k}×{m}");
         }
     }
 

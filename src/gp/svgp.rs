@@ -483,7 +483,8 @@ fn symmetric_outer(a: &DMatrix<f64>) -> DMatrix<f64> {
     let blocks = split_map(starts.clone(), |i0| {
         let rows = OUTER_BLOCK_ROWS.min(mm - i0);
         // A_{0..i0+rows}ᵀ as a strided view of A's own storage (no transposed copy):
-        // element (t, r) = A[r, t] = data[r + t·M].
+        // element (t, r) = A[r, t] = data[r + t·M]. It must stay the second operand: nalgebra's
+        // small-size fallback mishandles a strided first operand (see `linalg::transpose_times`).
         let lhs_t = DMatrixView::from_slice_with_strides(a.as_slice(), t, i0 + rows, mm, 1);
         let mut blk = DMatrix::zeros(rows, i0 + rows);
         blk.gemm(1.0, &a.rows(i0, rows), &lhs_t, 0.0);
@@ -502,4 +503,22 @@ fn symmetric_outer(a: &DMatrix<f64>) -> DMatrix<f64> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Against the plain product, for shapes on both sides of nalgebra's small-size fallback
+    /// (any side ≤ 5) and of one block row.
+    #[test]
+    fn symmetric_outer_equals_the_plain_product() {
+        for (m, t) in [(1, 1), (3, 7), (7, 3), (5, 40), (70, 9), (130, 20)] {
+            let a = DMatrix::from_fn(m, t, |i, j| ((i * 7 + j * 3) % 11) as f64 * 0.1 - 0.5);
+            let got = symmetric_outer(&a);
+            let want = &a * a.transpose();
+            assert!((&got - &want).amax() <= 1e-12, "{m} × {t}");
+            assert_eq!(got, got.transpose(), "exactly symmetric");
+        }
+    }
 }
