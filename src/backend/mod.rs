@@ -16,7 +16,7 @@ use std::fmt;
 use nalgebra::DMatrix;
 
 pub use crate::discovery::jobs::{Job, Outcome};
-pub use pool::{available_threads, split_map, Pool, PoolError, MAX_POOL_THREADS};
+pub use pool::{available_threads, join, split_map, Pool, PoolError, MAX_POOL_THREADS};
 
 /// Runs batches of independent jobs.
 pub trait Backend: fmt::Debug + Send + Sync {

@@ -151,6 +151,20 @@ pub fn split_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync + Se
     items.into_iter().map(f).collect()
 }
 
+/// `a` and `b` (independent pieces of one computation) on two threads of the pool the caller runs
+/// in ([`Pool::run`], [`Pool::map`]); outside a pool, and in the browser, `a` then `b` on the
+/// calling thread. Each result is the same either way.
+pub fn join<A: Send, B: Send>(
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    #[cfg(not(target_arch = "wasm32"))]
+    if rayon::current_thread_index().is_some() {
+        return rayon::join(a, b);
+    }
+    (a(), b())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +181,30 @@ mod tests {
         }
         assert_eq!(Pool::new(0).unwrap().threads(), available_threads());
         assert_eq!(Pool::serial().threads(), 1);
+    }
+
+    #[test]
+    fn join_runs_both_halves_on_the_callers_pool() {
+        let here = std::thread::current().id();
+        let ((a, ta), (b, tb)) = join(
+            || (1, std::thread::current().id()),
+            || (2, std::thread::current().id()),
+        );
+        assert_eq!((a, b), (1, 2));
+        assert_eq!((ta, tb), (here, here), "outside a pool: the calling thread");
+        let pool = Pool::new(2).unwrap();
+        let (a, b) = pool.run(|| {
+            join(
+                || std::thread::current().name().map(str::to_owned),
+                || std::thread::current().name().map(str::to_owned),
+            )
+        });
+        for name in [a, b] {
+            assert!(
+                name.is_some_and(|n| n.starts_with("occam-compute")),
+                "inside a pool: its threads"
+            );
+        }
     }
 
     #[test]

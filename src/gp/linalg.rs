@@ -204,9 +204,32 @@ pub fn solve_upper_transposed_vec(l: &DMatrix<f64>, b: &DVector<f64>) -> DVector
     x
 }
 
-/// L⁻¹ for lower-triangular L (lower triangular itself).
+/// L⁻¹ for lower-triangular L (lower triangular itself), column j by forward substitution from
+/// row j only (x_i = 0 above it): x_k = (δ_jk − Σ_{j≤i<k} L_ki x_i)/L_kk, written as column axpys
+/// over contiguous slices of L, so it costs n³/6 multiply-adds instead of the n³/2 of solving
+/// against the identity.
 pub fn lower_inverse(l: &DMatrix<f64>) -> DMatrix<f64> {
-    solve_lower(l, &DMatrix::identity(l.nrows(), l.nrows()))
+    let n = l.nrows();
+    assert_eq!(l.ncols(), n, "L must be square");
+    let mut x = DMatrix::<f64>::zeros(n, n);
+    let ls = l.as_slice();
+    for (j, xc) in x
+        .as_mut_slice()
+        .chunks_exact_mut(n.max(1))
+        .enumerate()
+        .take(n)
+    {
+        xc[j] = 1.0;
+        for k in j..n {
+            let xk = xc[k] / ls[k + k * n];
+            xc[k] = xk;
+            // x_i −= L_ik x_k for i > k: column k of L below the diagonal.
+            for (xi, &lik) in xc[k + 1..].iter_mut().zip(&ls[k * n + k + 1..(k + 1) * n]) {
+                *xi -= lik * xk;
+            }
+        }
+    }
+    x
 }
 
 /// log det(L Lᵀ) = 2 Σ log L_ii.
@@ -347,6 +370,26 @@ mod tests {
                 (&by_solves - &by_products).amax() <= 1e-12 * scale,
                 "n = {n}: {}",
                 (&by_solves - &by_products).amax()
+            );
+        }
+    }
+
+    #[test]
+    fn lower_inverse_inverts() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        assert_eq!(lower_inverse(&DMatrix::zeros(0, 0)).shape(), (0, 0));
+        for n in [1, 2, 5, 31] {
+            let l = random_spd(n, &mut rng).cholesky().unwrap().l();
+            let inv = lower_inverse(&l);
+            assert_eq!(inv, inv.lower_triangle(), "lower triangular");
+            let by_solve = solve_lower(&l, &DMatrix::identity(n, n));
+            assert!(
+                (&inv - &by_solve).amax() <= 1e-12 * by_solve.amax(),
+                "n = {n}"
+            );
+            assert!(
+                (&l * &inv - DMatrix::identity(n, n)).amax() <= 1e-12,
+                "n = {n}"
             );
         }
     }

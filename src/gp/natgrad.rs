@@ -2,7 +2,7 @@
 //! likelihood (MODEL.md §3.5), equivalent to GPflow's NaturalGradient in its default (ξ_nat)
 //! parameterisation.
 
-use super::linalg::{cholesky_jittered, solve_lower, CholeskyError, JitterPolicy};
+use super::linalg::{cholesky_jittered, lower_inverse, CholeskyError, JitterPolicy};
 use super::svgp::NatGradStats;
 use nalgebra::{DMatrix, DVector};
 use serde::{Deserialize, Serialize};
@@ -56,7 +56,7 @@ impl InducingPosterior {
                 max_attempts: 1,
             },
         )?;
-        let l_inv = solve_lower(&factor.l, &DMatrix::identity(m, m));
+        let l_inv = lower_inverse(&factor.l);
         let cov = l_inv.transpose() * &l_inv;
         self.mean = &cov * &eta1;
         self.cov = cov;

@@ -6,12 +6,12 @@
 //! This module computes; it owns no parameters. The caller supplies constrained values (kernel,
 //! Z, q(v) = N(m, S), φ²) and a minibatch with its q(w) moments and Monte Carlo noise.
 
-use super::kernel::{Kernel, KernelGrad, LatentBlockGrad};
+use super::kernel::{Kernel, KernelGrad, LatentBlockGrad, LatentObserved};
 use super::linalg::{
-    cholesky_backward_with_inverse, cholesky_jittered, logdet_from_factor, solve_lower,
-    solve_lower_vec, solve_upper_transposed_vec, CholeskyError, JitterPolicy,
+    cholesky_backward_with_inverse, cholesky_jittered, logdet_from_factor, lower_inverse,
+    solve_lower_vec, solve_upper_transposed_vec, transpose_times, CholeskyError, JitterPolicy,
 };
-use crate::backend::split_map;
+use crate::backend::{join, split_map};
 use nalgebra::{DMatrix, DMatrixView, DVector};
 use std::f64::consts::PI;
 
@@ -206,24 +206,43 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     let scale = total_rows as f64 / b as f64;
     let c = scale / samples as f64;
 
-    // Inducing-point algebra.
-    let kzz = kernel.gram(z);
-    let factor = cholesky_jittered(&kzz, jitter)?;
-    let l = &factor.l;
-    let alpha = solve_upper_transposed_vec(l, m);
-    let l_inv = solve_lower(l, &DMatrix::identity(mm, mm));
-    let s_minus_i = s_cov - DMatrix::<f64>::identity(mm, mm);
-    let q = l_inv.transpose() * &s_minus_i * &l_inv;
-    // S must be positive definite as it stands: jitter here would silently change the KL, so a
-    // failure is reported instead (one attempt, no jitter).
-    let s_factor = cholesky_jittered(
-        s_cov,
-        JitterPolicy {
-            initial: 0.0,
-            factor: 1.0,
-            max_attempts: 1,
+    let w = latent.map(latent_draws);
+    let no_jitter = JitterPolicy {
+        initial: 0.0,
+        factor: 1.0,
+        max_attempts: 1,
+    };
+    // The inducing-point algebra and, beside it (on another thread of the caller's pool), what
+    // does not depend on it: q(v)'s own factor and inverse, and the fast path's observed part.
+    let (inducing, side) = join(
+        || -> Result<_, CholeskyError> {
+            let factor = cholesky_jittered(&kernel.gram(z), jitter)?;
+            let l_inv = lower_inverse(&factor.l);
+            let alpha = solve_upper_transposed_vec(&factor.l, m);
+            let s_minus_i = s_cov - DMatrix::<f64>::identity(mm, mm);
+            let q = transpose_times(&l_inv, &s_minus_i) * &l_inv;
+            Ok((factor, l_inv, alpha, s_minus_i, q))
         },
-    )?;
+        || -> Result<_, CholeskyError> {
+            // S must be positive definite as it stands: jitter here would silently change the
+            // KL, so a failure is reported instead (one attempt, no jitter).
+            let s_factor = cholesky_jittered(s_cov, no_jitter)?;
+            let s_inv = {
+                let li = lower_inverse(&s_factor.l);
+                transpose_times(&li, &li)
+            };
+            let observed = match (path, latent, &w) {
+                (KernelPath::SharedObserved, Some(lat), Some(w)) => {
+                    Some(kernel.latent_observed(z, x, lat.slot, w))
+                }
+                _ => None,
+            };
+            Ok((s_factor, s_inv, observed))
+        },
+    );
+    let (factor, l_inv, alpha, s_minus_i, q) = inducing?;
+    let (s_factor, s_inv, observed) = side?;
+    let l = &factor.l;
 
     // Predictions at the T evaluation points and their adjoints.
     let proj = Projection {
@@ -232,8 +251,8 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
         noise,
         c,
     };
-    let pred = match (path, latent) {
-        (KernelPath::SharedObserved, Some(lat)) => predictions_shared(kernel, z, x, y, lat, &proj),
+    let pred = match (&observed, latent, &w) {
+        (Some(obs), Some(lat), Some(w)) => predictions_shared(kernel, obs, x, y, lat, w, &proj),
         _ => predictions_dense(kernel, z, x, y, latent, &proj),
     };
 
@@ -256,49 +275,40 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     // P = L⁻¹ K_Zt K_Ztᵀ L⁻ᵀ serves the gradient in S and the natural-gradient statistics.
     let p_mat = &l_inv * &pred.kkt * l_inv.transpose();
 
-    // Back to L (through α and Q = L⁻ᵀ(S − I)L⁻¹ with Ḡ_Q = g_var K_Zt K_Ztᵀ), then K_ZZ:
-    // L̄ = tril(−α (L⁻¹ḡ_α)ᵀ − 2 Q Ḡ_Q L⁻ᵀ), and Q Ḡ_Q L⁻ᵀ = g_var L⁻ᵀ(S − I) P.
-    let l_inv_g_alpha = solve_lower_vec(l, &pred.g_alpha);
-    let l_bar = -(&alpha * l_inv_g_alpha.transpose())
-        - (l_inv.transpose() * (&s_minus_i * &p_mat)) * (2.0 * g_var);
-    let kzz_bar = cholesky_backward_with_inverse(l, &l_inv, &l_bar);
-
-    // q(v): α = L⁻ᵀm ⇒ ∂/∂m = L⁻¹ḡ_α; Q = L⁻ᵀ S L⁻¹ + const ⇒ ∂/∂S = L⁻¹ Ḡ_Q L⁻ᵀ = g_var P;
-    // minus the KL.
-    let d_q_mean = &l_inv_g_alpha - m;
-    let s_inv = {
-        let li = solve_lower(&s_factor.l, &DMatrix::identity(mm, mm));
-        li.transpose() * li
-    };
-    let d_q_cov = &p_mat * g_var - (DMatrix::identity(mm, mm) - s_inv) * 0.5;
-
-    // Through the kernel's Gram matrix.
-    let (mut k_grad, mut d_z) = kernel.gram_backward(z, &kzz_bar);
-    k_grad.add_assign(&pred.kernel);
-    d_z += &pred.z;
-
-    // The draws → q(w) by reparameterisation (∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ)), plus the KL of q(w).
-    let (latent_mu, latent_var) = match (latent, &pred.draws) {
-        (Some(lat), Some(d_w)) => {
-            let mut d_mu = DVector::zeros(b);
-            let mut d_var = DVector::zeros(b);
-            for n in 0..b {
-                for s in 0..samples {
-                    let dw = d_w[(s, n)];
-                    d_mu[n] += dw;
-                    d_var[n] += dw * lat.eps[(s, n)] / (2.0 * lat.var[n].sqrt());
-                }
-                d_mu[n] -= scale * lat.mu[n];
-                d_var[n] -= scale * 0.5 * (1.0 - 1.0 / lat.var[n]);
-            }
-            (d_mu, d_var)
-        }
-        _ => (DVector::zeros(0), DVector::zeros(0)),
-    };
-
-    // Natural-gradient statistics: Λ = (c/φ²) P, r = (c/φ²) L⁻¹ K_Zt y.
-    let lambda = p_mat * (c / noise);
-    let r = solve_lower_vec(l, &pred.ky) * (c / noise);
+    // Two independent chains, on two threads of the caller's pool: through K_ZZ to the kernel and
+    // Z, and the rest.
+    let (through_kzz, rest) = join(
+        || {
+            // Back to L (through α and Q = L⁻ᵀ(S − I)L⁻¹ with Ḡ_Q = g_var K_Zt K_Ztᵀ), then K_ZZ:
+            // L̄ = tril(−α (L⁻¹ḡ_α)ᵀ − 2 Q Ḡ_Q L⁻ᵀ), and Q Ḡ_Q L⁻ᵀ = g_var L⁻ᵀ(S − I) P.
+            let l_inv_g_alpha = solve_lower_vec(l, &pred.g_alpha);
+            let l_bar = -(&alpha * l_inv_g_alpha.transpose())
+                - transpose_times(&l_inv, &(&s_minus_i * &p_mat)) * (2.0 * g_var);
+            let kzz_bar = cholesky_backward_with_inverse(l, &l_inv, &l_bar);
+            // Through the kernel's Gram matrix.
+            let (mut k_grad, mut d_z) = kernel.gram_backward(z, &kzz_bar);
+            k_grad.add_assign(&pred.kernel);
+            d_z += &pred.z;
+            // q(v): α = L⁻ᵀm ⇒ ∂/∂m = L⁻¹ḡ_α, minus the KL's m.
+            (k_grad, d_z, &l_inv_g_alpha - m)
+        },
+        || {
+            // Q = L⁻ᵀ S L⁻¹ + const ⇒ ∂/∂S = L⁻¹ Ḡ_Q L⁻ᵀ = g_var P; minus the KL.
+            let d_q_cov = &p_mat * g_var - (DMatrix::identity(mm, mm) - &s_inv) * 0.5;
+            // The draws → q(w) by reparameterisation (∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ)), plus the KL
+            // of q(w).
+            let (latent_mu, latent_var) = match (latent, &pred.draws) {
+                (Some(lat), Some(d_w)) => latent_gradient(lat, d_w, scale),
+                _ => (DVector::zeros(0), DVector::zeros(0)),
+            };
+            // Natural-gradient statistics: Λ = (c/φ²) P, r = (c/φ²) L⁻¹ K_Zt y.
+            let lambda = &p_mat * (c / noise);
+            let r = solve_lower_vec(l, &pred.ky) * (c / noise);
+            (d_q_cov, latent_mu, latent_var, lambda, r)
+        },
+    );
+    let (k_grad, d_z, d_q_mean) = through_kzz;
+    let (d_q_cov, latent_mu, latent_var, lambda, r) = rest;
 
     Ok(SvgpOutput {
         terms: SvgpTerms {
@@ -319,6 +329,28 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
         },
         natgrad: NatGradStats { lambda, r },
     })
+}
+
+/// ∂L̂/∂μ_n and ∂L̂/∂Σ_n from the draws' gradient ∂L̂/∂w_sn (S × b) by reparameterisation
+/// (∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ)), minus (N/b) times the gradient of KL(q(w_n) ‖ N(0, 1)).
+fn latent_gradient(
+    lat: &LatentBatch,
+    d_w: &DMatrix<f64>,
+    scale: f64,
+) -> (DVector<f64>, DVector<f64>) {
+    let (samples, b) = d_w.shape();
+    let mut d_mu = DVector::zeros(b);
+    let mut d_var = DVector::zeros(b);
+    for n in 0..b {
+        for s in 0..samples {
+            let dw = d_w[(s, n)];
+            d_mu[n] += dw;
+            d_var[n] += dw * lat.eps[(s, n)] / (2.0 * lat.var[n].sqrt());
+        }
+        d_mu[n] -= scale * lat.mu[n];
+        d_var[n] -= scale * 0.5 * (1.0 - 1.0 / lat.var[n]);
+    }
+    (d_mu, d_var)
 }
 
 /// The dense reference: K_Zt formed point by point, one matrix product per step:
@@ -377,19 +409,18 @@ fn predictions_dense(
 /// [`predictions_dense`] (tested).
 fn predictions_shared(
     kernel: &Kernel,
-    z: &DMatrix<f64>,
+    obs: &LatentObserved,
     x: &DMatrix<f64>,
     y: &DVector<f64>,
     lat: &LatentBatch,
+    w: &DMatrix<f64>,
     proj: &Projection,
 ) -> Predictions {
-    let (mm, b, samples) = (z.nrows(), x.nrows(), lat.eps.nrows());
-    let w = latent_draws(lat);
-    let obs = kernel.latent_observed(z, x, lat.slot, &w);
+    let (mm, b, samples) = (proj.q.nrows(), x.nrows(), lat.eps.nrows());
     let g_var = -proj.c / (2.0 * proj.noise);
 
     let blocks = split_map(obs.block_starts(), |(n0, rows)| {
-        let block = kernel.latent_block(&obs, n0, rows);
+        let block = kernel.latent_block(obs, n0, rows);
         let k = &block.k;
         let cols = k.ncols();
         // The block's evaluation points, for k_tt and its gradient.
@@ -420,7 +451,7 @@ fn predictions_shared(
         let mut k_bar = qk;
         k_bar *= 2.0 * g_var;
         k_bar.ger(1.0, proj.alpha, &g_mean, 1.0);
-        let mut grad = kernel.latent_block_backward(&obs, &block, &k_bar);
+        let mut grad = kernel.latent_block_backward(obs, &block, &k_bar);
         let (g_diag, d_u) = kernel.diag_backward(&u, &DVector::from_element(cols, g_var));
         grad.kernel.add_assign(&g_diag);
         for j in 0..cols {
@@ -441,7 +472,7 @@ fn predictions_shared(
         kkt: DMatrix::zeros(mm, mm),
         ky: DVector::zeros(mm),
         kernel: kernel.new_zeroed_grad(),
-        z: DMatrix::zeros(mm, z.ncols()),
+        z: DMatrix::zeros(mm, x.ncols()),
         draws: None,
     };
     let mut draws = DMatrix::zeros(samples, b);

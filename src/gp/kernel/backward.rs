@@ -8,6 +8,7 @@ use nalgebra::{DMatrix, DVector};
 use super::dense::{col, scaled_sq_dist};
 use super::shapes::backward_values;
 use super::{Kernel, KernelGrad, StationaryKind};
+use crate::backend::split_map;
 use crate::gp::lane_math::{lane_sum, vectorised};
 
 impl Kernel {
@@ -51,7 +52,8 @@ impl Kernel {
             }
         }
 
-        for (part, pgrad) in self.stationary.iter().zip(&mut grad.stationary) {
+        // The parts are independent: spread over the caller's pool, combined in part order.
+        let parts = split_map(self.stationary.iter().collect(), |part| {
             let theta = self.masked(&part.precision);
             let r2 = scaled_sq_dist(a, b, &theta);
             let (s, alpha) = (part.variance, self.rq_alpha);
@@ -64,20 +66,35 @@ impl Kernel {
                 dk.as_slice(),
                 g.as_mut_slice(),
             );
-            pgrad.variance = dvar;
-            if part.kind == StationaryKind::RationalQuadratic {
-                grad.rq_alpha += s * da_sum;
-            }
+            let mut share = PartShare {
+                variance: dvar,
+                rq_alpha: if part.kind == StationaryKind::RationalQuadratic {
+                    s * da_sum
+                } else {
+                    0.0
+                },
+                precision: vec![0.0; d],
+                da: DMatrix::zeros(n, d),
+                db: DMatrix::zeros(m, d),
+            };
             contract(
                 &g,
                 a,
                 b,
                 &theta,
                 &self.mask,
-                &mut pgrad.precision,
-                &mut da,
-                &mut db,
+                &mut share.precision,
+                &mut share.da,
+                &mut share.db,
             );
+            share
+        });
+        for (share, pgrad) in parts.iter().zip(&mut grad.stationary) {
+            pgrad.variance = share.variance;
+            pgrad.precision.copy_from_slice(&share.precision);
+            grad.rq_alpha += share.rq_alpha;
+            da += &share.da;
+            db += &share.db;
         }
         (grad, da, db)
     }
@@ -129,6 +146,15 @@ impl Kernel {
         grad.stationary.iter_mut().for_each(|p| p.variance = total);
         (grad, da)
     }
+}
+
+/// One stationary part's share of [`Kernel::cross_backward`].
+struct PartShare {
+    variance: f64,
+    rq_alpha: f64,
+    precision: Vec<f64>,
+    da: DMatrix<f64>,
+    db: DMatrix<f64>,
 }
 
 /// Contracts G (= dL/dK ∘ ∂k/∂r²) with the distance derivatives, per active dimension j:
