@@ -7,6 +7,7 @@
 //! Z, q(v) = N(m, S), φ²) and a minibatch with its q(w) moments and Monte Carlo noise.
 
 use super::kernel::{Kernel, KernelGrad, LatentBlockGrad, LatentObserved};
+use super::lane_math::{lane_dot, vectorised};
 use super::linalg::{
     cholesky_backward_with_inverse, cholesky_jittered, logdet_from_factor, lower_inverse,
     solve_lower_vec, solve_upper_transposed_vec, transpose_times, CholeskyError, JitterPolicy,
@@ -435,22 +436,21 @@ fn predictions_shared(
         let k_tt = kernel.diag(&u);
         let mut qk = DMatrix::<f64>::zeros(mm, cols);
         qk.gemm(1.0, proj.q, k, 0.0);
-        let mean = k.tr_mul(proj.alpha);
-        let mut misfit = 0.0;
-        let mut g_mean = DVector::zeros(cols);
-        let mut y_block = DVector::zeros(cols);
-        for j in 0..cols {
-            let yt = y[n0 + j / samples];
-            let residual = yt - mean[j];
-            let var = k_tt[j] + k.column(j).dot(&qk.column(j));
-            misfit += residual * residual + var;
-            g_mean[j] = residual * (proj.c / proj.noise);
-            y_block[j] = yt;
-        }
-        // K̄ = α g_meanᵀ + 2 g_var QK, in place.
-        let mut k_bar = qk;
-        k_bar *= 2.0 * g_var;
-        k_bar.ger(1.0, proj.alpha, &g_mean, 1.0);
+        let y_cols: Vec<f64> = (0..cols).map(|j| y[n0 + j / samples]).collect();
+        let mut g_alpha = DVector::zeros(mm);
+        let mut ky = DVector::zeros(mm);
+        // K̄ overwrites QK.
+        let misfit = column_pass(
+            k.as_slice(),
+            qk.as_mut_slice(),
+            proj.alpha.as_slice(),
+            k_tt.as_slice(),
+            &y_cols,
+            (proj.c / proj.noise, g_var),
+            g_alpha.as_mut_slice(),
+            ky.as_mut_slice(),
+        );
+        let k_bar = qk;
         let mut grad = kernel.latent_block_backward(obs, &block, &k_bar);
         let (g_diag, d_u) = kernel.diag_backward(&u, &DVector::from_element(cols, g_var));
         grad.kernel.add_assign(&g_diag);
@@ -459,8 +459,8 @@ fn predictions_shared(
         }
         BlockShare {
             misfit,
-            g_alpha: k * g_mean,
-            ky: k * y_block,
+            g_alpha,
+            ky,
             kkt: symmetric_outer(k),
             grad,
         }
@@ -490,6 +490,48 @@ fn predictions_shared(
     }
     out.draws = Some(draws);
     out
+}
+
+vectorised! {
+/// The per-column algebra of one block (M × cols, column-major), one pass over each column:
+/// mean_t = k_tᵀα, var_t = k_tt + k_tᵀ(QK)_t, misfit += (y_t − mean_t)² + var_t and
+/// g_mean_t = c(y_t − mean_t)/φ²; then (QK)_t is overwritten by K̄_t = α g_mean_t + 2 g_var (QK)_t,
+/// ḡ_α += k_t g_mean_t and K y += k_t y_t. `seeds` = (c/φ², g_var). Returns the block's misfit.
+#[allow(clippy::too_many_arguments)]
+fn column_pass(
+    k: &[f64],
+    qk: &mut [f64],
+    alpha: &[f64],
+    k_tt: &[f64],
+    y_cols: &[f64],
+    (c_over_noise, g_var): (f64, f64),
+    g_alpha: &mut [f64],
+    ky: &mut [f64],
+) -> f64 {
+    let m = alpha.len();
+    let mut misfit = 0.0;
+    if m == 0 {
+        // No inducing points: mean 0, var k_tt.
+        return y_cols.iter().zip(k_tt).map(|(y, v)| y * y + v).sum();
+    }
+    let (g_alpha, ky) = (&mut g_alpha[..m], &mut ky[..m]);
+    for (((kc, qc), &ktt), &yt) in k
+        .chunks_exact(m)
+        .zip(qk.chunks_exact_mut(m))
+        .zip(k_tt)
+        .zip(y_cols)
+    {
+        let residual = yt - lane_dot(kc, alpha);
+        misfit += residual * residual + ktt + lane_dot(kc, qc);
+        let gm = residual * c_over_noise;
+        for i in 0..m {
+            qc[i] = alpha[i] * gm + 2.0 * g_var * qc[i];
+            g_alpha[i] += kc[i] * gm;
+            ky[i] += kc[i] * yt;
+        }
+    }
+    misfit
+}
 }
 
 /// One block's contributions to [`Predictions`].
