@@ -3,6 +3,8 @@
 //! the reverse-mode derivative of the Cholesky factorisation.
 
 use nalgebra::{DMatrix, DVector};
+
+use super::lane_math::{lane_dot, vectorised};
 use serde::{Deserialize, Serialize};
 
 /// Why a Cholesky factorisation gave up.
@@ -108,22 +110,33 @@ pub fn cholesky_jittered(a: &DMatrix<f64>, policy: JitterPolicy) -> Result<Facto
 fn cholesky_in_place(a: &DMatrix<f64>, jitter: f64) -> Result<DMatrix<f64>, (usize, f64)> {
     let n = a.nrows();
     let mut u = DMatrix::<f64>::zeros(n, n);
+    factor_upper(a.as_slice(), n, jitter, u.as_mut_slice())?;
+    Ok(u.transpose())
+}
+
+vectorised! {
+/// The loops of [`cholesky_in_place`] over column-major slices (`a` and `u` n × n), with the inner
+/// products in 8 lanes ([`lane_dot`]).
+fn factor_upper(a: &[f64], n: usize, jitter: f64, u: &mut [f64]) -> Result<(), (usize, f64)> {
     for j in 0..n {
+        // Columns before j (done) and column j onwards (being filled).
+        let (done, rest) = u.split_at_mut(j * n);
+        let uj = &mut rest[..n];
         for i in 0..j {
-            let (ci, cj) = (u.column(i), u.column(j));
-            let dot: f64 = ci.rows(0, i).dot(&cj.rows(0, i));
+            let ui = &done[i * n..i * n + i + 1];
+            let dot = lane_dot(&ui[..i], &uj[..i]);
             // Lower triangle of a: A[j, i] (= A[i, j] for a symmetric matrix).
-            u[(i, j)] = (a[(j, i)] - dot) / u[(i, i)];
+            uj[i] = (a[j + i * n] - dot) / ui[i];
         }
-        let cj = u.column(j);
-        let sq: f64 = cj.rows(0, j).norm_squared();
-        let pivot = a[(j, j)] + jitter - sq;
+        let sq = lane_dot(&uj[..j], &uj[..j]);
+        let pivot = a[j + j * n] + jitter - sq;
         if pivot.is_nan() || pivot <= 0.0 {
             return Err((j, pivot));
         }
-        u[(j, j)] = pivot.sqrt();
+        uj[j] = pivot.sqrt();
     }
-    Ok(u.transpose())
+    Ok(())
+}
 }
 
 /// Reverse mode of A = L Lᵀ: given L and L̄ = ∂f/∂L (only its lower triangle is used), returns the
@@ -212,13 +225,14 @@ pub fn lower_inverse(l: &DMatrix<f64>) -> DMatrix<f64> {
     let n = l.nrows();
     assert_eq!(l.ncols(), n, "L must be square");
     let mut x = DMatrix::<f64>::zeros(n, n);
-    let ls = l.as_slice();
-    for (j, xc) in x
-        .as_mut_slice()
-        .chunks_exact_mut(n.max(1))
-        .enumerate()
-        .take(n)
-    {
+    invert_lower(l.as_slice(), n, x.as_mut_slice());
+    x
+}
+
+vectorised! {
+/// The loops of [`lower_inverse`] over column-major slices (n × n; `x` starts at zero).
+fn invert_lower(ls: &[f64], n: usize, x: &mut [f64]) {
+    for (j, xc) in x.chunks_exact_mut(n.max(1)).enumerate().take(n) {
         xc[j] = 1.0;
         for k in j..n {
             let xk = xc[k] / ls[k + k * n];
@@ -229,7 +243,7 @@ pub fn lower_inverse(l: &DMatrix<f64>) -> DMatrix<f64> {
             }
         }
     }
-    x
+}
 }
 
 /// log det(L Lᵀ) = 2 Σ log L_ii.

@@ -543,18 +543,27 @@ struct BlockShare {
     grad: LatentBlockGrad,
 }
 
-/// Rows of K K̄ᵀ's blocks in [`symmetric_outer`] (fixed, so the split never depends on threads).
-const OUTER_BLOCK_ROWS: usize = 64;
+/// Rows per block row of [`symmetric_outer`] for M rows (a function of M only, so the split never
+/// depends on threads): up to M = 128, two block rows (a quarter of the products saved, the GEMMs
+/// still large enough to run at speed); beyond, blocks of 64 rows.
+fn outer_block_rows(mm: usize) -> usize {
+    if mm <= 128 {
+        mm.div_ceil(2).next_multiple_of(8).max(8)
+    } else {
+        64
+    }
+}
 
 /// A Aᵀ for a wide A (M × T) from its lower block triangle: block row i is A_i A_{0..=i}ᵀ, one
 /// GEMM each (spread over the caller's pool), then mirrored, so about half the products of the
 /// full one. Exactly symmetric.
 fn symmetric_outer(a: &DMatrix<f64>) -> DMatrix<f64> {
     let mm = a.nrows();
-    let starts: Vec<usize> = (0..mm).step_by(OUTER_BLOCK_ROWS).collect();
+    let block_rows = outer_block_rows(mm);
+    let starts: Vec<usize> = (0..mm).step_by(block_rows).collect();
     let t = a.ncols();
     let blocks = split_map(starts.clone(), |i0| {
-        let rows = OUTER_BLOCK_ROWS.min(mm - i0);
+        let rows = block_rows.min(mm - i0);
         // A_{0..i0+rows}ᵀ as a strided view of A's own storage (no transposed copy):
         // element (t, r) = A[r, t] = data[r + t·M]. It must stay the second operand: nalgebra's
         // small-size fallback mishandles a strided first operand (see `linalg::transpose_times`).

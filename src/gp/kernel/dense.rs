@@ -31,6 +31,21 @@ pub(super) fn scaled_sq_dist(a: &DMatrix<f64>, b: &DMatrix<f64>, theta: &[f64]) 
 }
 
 vectorised! {
+/// out[p, q] += t·a_p·b_q for the column-major `out` (len(a) × len(b)): one dimension of a linear
+/// kernel part.
+pub(super) fn add_scaled_outer(out: &mut [f64], a: &[f64], b: &[f64], t: f64) {
+    if a.is_empty() {
+        return;
+    }
+    for (ocol, &bq) in out.chunks_exact_mut(a.len()).zip(b) {
+        for (o, &ap) in ocol.iter_mut().zip(a) {
+            *o += t * ap * bq;
+        }
+    }
+}
+}
+
+vectorised! {
 /// r2[:, q] += (sa − θ b_q)² for every column q: one dimension's share of [`scaled_sq_dist`], over
 /// plain slices (nalgebra's strided column iterators do not vectorise).
 fn add_sq_diffs(r2: &mut [f64], sa: &[f64], b: &[f64], t: f64) {
@@ -67,11 +82,7 @@ impl Kernel {
                 if self.mask[j] == 0.0 {
                     continue;
                 }
-                for (mut kcol, &bq) in k.column_iter_mut().zip(col(b, j)) {
-                    kcol.iter_mut()
-                        .zip(col(a, j))
-                        .for_each(|(kv, ap)| *kv += t * ap * bq);
-                }
+                add_scaled_outer(k.as_mut_slice(), col(a, j), col(b, j), t);
             }
         }
         for part in &self.stationary {

@@ -27,7 +27,7 @@ use nalgebra::DMatrix;
 
 use crate::backend::split_map;
 
-use super::dense::col;
+use super::dense::{add_scaled_outer, col};
 use super::shapes::{cell, Rq, Se, Shape, M12, M32};
 use super::{Kernel, KernelGrad, StationaryKind};
 use crate::gp::lane_math::{lane_sum, vectorised};
@@ -489,12 +489,7 @@ impl Kernel {
                 if j == slot || self.mask[j] == 0.0 {
                     continue;
                 }
-                let zj = col(z, j);
-                for (mut ocol, &xn) in obs.column_iter_mut().zip(col(x, j)) {
-                    ocol.iter_mut()
-                        .zip(zj)
-                        .for_each(|(o, &zm)| *o += t * zm * xn);
-                }
+                add_scaled_outer(obs.as_mut_slice(), col(z, j), col(x, j), t);
             }
             (theta, obs)
         });
