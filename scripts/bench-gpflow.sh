@@ -16,3 +16,12 @@ cargo bench --bench bound --quiet -- gpflow threads="$(nproc)"
 "$PYTHON" "$ANCHOR" --dtype float64 --threads 0 --dloop "" --reps "${REPS:-10}"
 cargo bench --bench bound --quiet -- gpflow threads="$(nproc)"
 cargo bench --bench bound --quiet -- gpflow
+# PAIRS=N: then N back-to-back pairs at the smallest size (Occam on all cores, then GPflow with 200
+# repetitions), each with its ratio, because GPflow's time there moves by ±20 % from one run to the
+# next on a small VM and one pair is not enough to read a ratio from.
+for i in $(seq "${PAIRS:-0}"); do
+  occam_ms=$(cargo bench --bench bound --quiet -- gpflow threads="$(nproc)" size=50x128x10x5 | tail -1 | awk '{print $5}')
+  gpflow_ms=$("$PYTHON" "$ANCHOR" --dtype float64 --threads 0 --dloop "" --reps 200 --grid "50,128,10,5" 2>/dev/null \
+    | grep '^{' | "$PYTHON" -c "import json, sys; print('%.2f' % json.loads(sys.stdin.read())['median_ms'])")
+  echo "pair $i (50,128,10,5): Occam ${occam_ms} ms, GPflow ${gpflow_ms} ms, ratio $("$PYTHON" -c "print('%.1f' % ($gpflow_ms / $occam_ms))")x"
+done
