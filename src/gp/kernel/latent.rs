@@ -128,45 +128,54 @@ impl Layout<'_> {
 vectorised! {
 /// One stationary part's forward pass over the block's columns: K[:, t] += s·κ(r²), and what the
 /// backward pass needs kept per entry: κ, κ′ and (RQ) ∂κ/∂a, with (1, 0, 0) at r² ≤ 0.
-#[allow(clippy::too_many_arguments)]
-fn stationary_forward(
-    kind: StationaryKind,
-    variance: f64,
-    alpha: f64,
-    slot_precision_sq: f64,
-    r_obs: &[f64],
-    lay: Layout,
-    k: &mut [f64],
-    kept: &mut KeptSlots,
-) {
-    let args = (variance, alpha, slot_precision_sq, r_obs, lay);
+fn stationary_forward(part: PartForward, lay: Layout, k: &mut [f64], kept: &mut KeptSlots) {
     // Fused multiply-adds where this version's target has them (same accuracy bound).
     if multiversion::target::target_cfg_f!(target_feature = "fma") {
-        match kind {
-            StationaryKind::SquaredExponential => forward_columns::<Se, true>(args, k, kept),
-            StationaryKind::Matern12 => forward_columns::<M12, true>(args, k, kept),
-            StationaryKind::Matern32 => forward_columns::<M32, true>(args, k, kept),
-            StationaryKind::RationalQuadratic => forward_columns::<Rq, true>(args, k, kept),
+        match part.kind {
+            StationaryKind::SquaredExponential => forward_columns::<Se, true>(part, lay, k, kept),
+            StationaryKind::Matern12 => forward_columns::<M12, true>(part, lay, k, kept),
+            StationaryKind::Matern32 => forward_columns::<M32, true>(part, lay, k, kept),
+            StationaryKind::RationalQuadratic => forward_columns::<Rq, true>(part, lay, k, kept),
         }
     } else {
-        match kind {
-            StationaryKind::SquaredExponential => forward_columns::<Se, false>(args, k, kept),
-            StationaryKind::Matern12 => forward_columns::<M12, false>(args, k, kept),
-            StationaryKind::Matern32 => forward_columns::<M32, false>(args, k, kept),
-            StationaryKind::RationalQuadratic => forward_columns::<Rq, false>(args, k, kept),
+        match part.kind {
+            StationaryKind::SquaredExponential => forward_columns::<Se, false>(part, lay, k, kept),
+            StationaryKind::Matern12 => forward_columns::<M12, false>(part, lay, k, kept),
+            StationaryKind::Matern32 => forward_columns::<M32, false>(part, lay, k, kept),
+            StationaryKind::RationalQuadratic => forward_columns::<Rq, false>(part, lay, k, kept),
         }
     }
 }
 }
 
-type ForwardArgs<'a> = (f64, f64, f64, &'a [f64], Layout<'a>);
+/// One stationary part as its forward pass over a block sees it.
+#[derive(Clone, Copy)]
+struct PartForward<'a> {
+    kind: StationaryKind,
+    /// s^c.
+    variance: f64,
+    /// The rational quadratic's a (unused by the other kinds).
+    alpha: f64,
+    /// θ̃_i², the latent slot's squared precision.
+    slot_precision_sq: f64,
+    /// R_c, the observed part of r² (M × b).
+    r_obs: &'a [f64],
+}
 
 #[inline(always)]
 fn forward_columns<S: Shape, const FMA: bool>(
-    (variance, alpha, slot_precision_sq, r_obs, lay): ForwardArgs,
+    part: PartForward,
+    lay: Layout,
     k: &mut [f64],
     kept: &mut KeptSlots,
 ) {
+    let PartForward {
+        variance,
+        alpha,
+        slot_precision_sq,
+        r_obs,
+        ..
+    } = part;
     let m = lay.m;
     let has_alpha = S::KIND == StationaryKind::RationalQuadratic;
     for (t, n, wsn) in lay.points() {
@@ -217,19 +226,10 @@ struct KeptSlots<'a> {
 impl PartValues {
     /// One stationary part's forward pass over the block ([`stationary_forward`]): adds s·κ to
     /// `k` and returns what it keeps, in storage it writes once and never zeroes.
-    #[allow(clippy::too_many_arguments)]
-    fn forward(
-        kind: StationaryKind,
-        variance: f64,
-        alpha: f64,
-        slot_precision_sq: f64,
-        r_obs: &[f64],
-        lay: Layout,
-        k: &mut [f64],
-    ) -> Self {
+    fn forward(part: PartForward, lay: Layout, k: &mut [f64]) -> Self {
         let entries = lay.m * lay.samples * lay.rows;
         assert_eq!(k.len(), entries, "K covers the block");
-        let alpha_entries = if kind == StationaryKind::RationalQuadratic {
+        let alpha_entries = if part.kind == StationaryKind::RationalQuadratic {
             entries
         } else {
             0
@@ -238,11 +238,7 @@ impl PartValues {
         let mut slope = Vec::with_capacity(entries);
         let mut dalpha = Vec::with_capacity(alpha_entries);
         stationary_forward(
-            kind,
-            variance,
-            alpha,
-            slot_precision_sq,
-            r_obs,
+            part,
             lay,
             k,
             &mut KeptSlots {
@@ -530,15 +526,14 @@ impl Kernel {
             .iter()
             .zip(&obs.parts)
             .map(|(part, op)| {
-                PartValues::forward(
-                    part.kind,
-                    part.variance,
-                    self.rq_alpha,
-                    op.theta[obs.slot] * op.theta[obs.slot],
-                    op.r_obs.as_slice(),
-                    lay,
-                    k.as_mut_slice(),
-                )
+                let part = PartForward {
+                    kind: part.kind,
+                    variance: part.variance,
+                    alpha: self.rq_alpha,
+                    slot_precision_sq: op.theta[obs.slot] * op.theta[obs.slot],
+                    r_obs: op.r_obs.as_slice(),
+                };
+                PartValues::forward(part, lay, k.as_mut_slice())
             })
             .collect();
         LatentBlock { n0, rows, k, parts }
