@@ -8,6 +8,8 @@
 //! Owns: [`Backend`], the CPU implementation [`CpuBackend`], [`Pool`], the one way work fans
 //! out over threads, and [`heap`], how a native process keeps the bound's scratch memory.
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod gpu;
 pub mod heap;
 pub mod pool;
 

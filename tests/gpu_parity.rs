@@ -1,0 +1,140 @@
+//! The GPU kernels (float32, WGSL through wgpu) against the CPU f64 reference. They run on whatever
+//! adapter wgpu finds natively: in the README's test command that is Mesa's lavapipe (Vulkan on the
+//! CPU, installed by `scripts/test.sh`), so no GPU is needed. Without any adapter the tests fail with
+//! wgpu's reason, unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
+
+use nalgebra::DMatrix;
+use occam::backend::gpu::{Gpu, GpuError};
+use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// The device, or `None` when the tests are skipped on purpose.
+fn gpu() -> Option<Gpu> {
+    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU parity tests skipped");
+        return None;
+    }
+    match Gpu::open() {
+        Ok(gpu) => {
+            eprintln!("GPU parity tests on {}", gpu.adapter());
+            Some(gpu)
+        }
+        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
+    }
+}
+
+fn random_kernel(d: usize, parts: &[StationaryKind], rng: &mut ChaCha8Rng) -> Kernel {
+    Kernel {
+        linear: rng
+            .random_bool(0.7)
+            .then(|| (0..d).map(|_| rng.random_range(0.0..0.5)).collect()),
+        stationary: parts
+            .iter()
+            .map(|&kind| StationaryPart {
+                kind,
+                variance: rng.random_range(0.2..2.0),
+                precision: (0..d).map(|_| rng.random_range(0.01..1.5)).collect(),
+            })
+            .collect(),
+        rq_alpha: rng.random_range(0.2..8.0),
+        // Some inputs masked off, never all.
+        mask: (0..d)
+            .map(|j| {
+                if j > 0 && rng.random_bool(0.3) {
+                    0.0
+                } else {
+                    1.0
+                }
+            })
+            .collect(),
+    }
+}
+
+/// The bound the comparison is held to. Every input is rounded to float32 (relative 2⁻²⁴), and
+/// r² is a sum of D squared differences each rounded a few times, so r² carries a relative error of
+/// about (D + 3)·2⁻²⁴. Each shape turns a relative error δ in r² into an absolute error of at most
+/// |r² ∂κ/∂r²|·δ ≤ δ (r²κ′ is below e⁻¹ for every kind), plus a few ulp of exp/log; the linear
+/// part's terms carry (D + 2)·2⁻²⁴ of their magnitude. A factor 16 over that covers the
+/// accumulation order and the looser functions WGSL allows a real GPU (exp within 3 + 2|x| ulp).
+/// On lavapipe the largest difference measured is 50–150 times below this bound.
+fn tolerance(kernel: &Kernel, a: &DMatrix<f64>, b: &DMatrix<f64>) -> f64 {
+    let d = kernel.dim() as f64;
+    let eps = f64::from(f32::EPSILON) / 2.0;
+    let variances: f64 = kernel.stationary.iter().map(|p| p.variance).sum();
+    let linear: f64 = kernel
+        .linear
+        .as_ref()
+        .map_or(0.0, |lin| lin.iter().sum::<f64>() * a.amax() * b.amax());
+    16.0 * (d + 4.0) * eps * (variances + linear)
+}
+
+#[test]
+fn the_kernel_matrix_equals_the_cpu_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(14);
+    let all = StationaryKind::ALL;
+    let cases: &[(usize, usize, usize, &[StationaryKind])] = &[
+        (1, 1, 1, &all),
+        (7, 13, 1, &all),
+        (50, 37, 5, &all),
+        (9, 70, 3, &[StationaryKind::Matern12]),
+        (
+            33,
+            8,
+            6,
+            &[
+                StationaryKind::RationalQuadratic,
+                StationaryKind::SquaredExponential,
+            ],
+        ),
+        (20, 20, 4, &[]),
+    ];
+    for &(n, m, d, parts) in cases {
+        let kernel = random_kernel(d, parts, &mut rng);
+        let a = DMatrix::from_fn(n, d, |_, _| rng.random_range(-2.5..2.5));
+        let mut b = DMatrix::from_fn(m, d, |_, _| rng.random_range(-2.5..2.5));
+        // Coincident points (r² = 0 exactly: the κ = 1 branch), and a point that differs from
+        // one in A only in the masked dimensions (also r² = 0).
+        b.row_mut(0).copy_from(&a.row(0));
+        if m > 1 && n > 1 {
+            b.row_mut(1).copy_from(&a.row(1));
+            for j in 0..d {
+                if kernel.mask[j] == 0.0 {
+                    b[(1, j)] += 1.0;
+                }
+            }
+        }
+        let want = kernel.cross(&a, &b);
+        let got = gpu.cross(&kernel, &a, &b).expect("the GPU computes K");
+        assert_eq!(got.shape(), (n, m));
+        let tol = tolerance(&kernel, &a, &b);
+        let worst = (&got - &want).amax();
+        assert!(
+            worst <= tol,
+            "({n}, {m}, D = {d}, {parts:?}): largest difference {worst:e} over the bound {tol:e}"
+        );
+        // The coincident pair sits on the r² = 0 branch on both sides.
+        let expected_diag = want[(0, 0)];
+        assert!((got[(0, 0)] - expected_diag).abs() <= tol);
+    }
+}
+
+#[test]
+fn empty_point_sets_give_empty_matrices_and_oversized_ones_a_clear_error() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(15);
+    let kernel = random_kernel(2, &StationaryKind::ALL, &mut rng);
+    let none = DMatrix::<f64>::zeros(0, 2);
+    let some = DMatrix::from_element(3, 2, 0.5);
+    assert_eq!(gpu.cross(&kernel, &none, &some).unwrap().shape(), (0, 3));
+    assert_eq!(gpu.cross(&kernel, &some, &none).unwrap().shape(), (3, 0));
+    // 12,000 × 12,000 float32 entries are 576 MB, more than one storage binding holds by default.
+    let big = DMatrix::from_element(12_000, 2, 0.1);
+    match gpu.cross(&kernel, &big, &big) {
+        Err(e @ GpuError::TooLarge { .. }) => {
+            assert!(e.to_string().contains("kernel matrix"), "{e}");
+        }
+        other => panic!("expected a too-large error, got {other:?}"),
+    }
+}
