@@ -4,7 +4,7 @@
 //! wgpu's reason, unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Gpu, GpuError};
+use occam::backend::gpu::{Gpu, GpuError, Op};
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -137,4 +137,57 @@ fn empty_point_sets_give_empty_matrices_and_oversized_ones_a_clear_error() {
         }
         other => panic!("expected a too-large error, got {other:?}"),
     }
+}
+
+/// |C_gpu − C|_ij ≤ 2 (k + 2) u (|op(A)| |op(B)|)_ij with u = 2⁻²⁴: the classical bound for a
+/// float32 dot product of length k (γ_k) plus the rounding of both inputs to float32, doubled.
+#[test]
+fn batched_products_equal_nalgebras() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(16);
+    let u = f64::from(f32::EPSILON) / 2.0;
+    // (m, k, n, batch, op_a, op_b): tile edges (16), odd sizes, the bound's shapes, an empty
+    // inner dimension.
+    let cases = [
+        (1, 1, 1, 1, Op::AsIs, Op::AsIs),
+        (16, 16, 16, 2, Op::AsIs, Op::AsIs),
+        (50, 50, 160, 3, Op::AsIs, Op::AsIs),
+        (50, 160, 50, 2, Op::AsIs, Op::Transposed),
+        (33, 17, 9, 4, Op::Transposed, Op::AsIs),
+        (7, 40, 21, 1, Op::Transposed, Op::Transposed),
+        (5, 0, 6, 2, Op::AsIs, Op::AsIs),
+    ];
+    for (m, k, n, batch, op_a, op_b) in cases {
+        let stored = |op: Op, rows: usize, cols: usize| match op {
+            Op::AsIs => (rows, cols),
+            Op::Transposed => (cols, rows),
+        };
+        let (ar, ac) = stored(op_a, m, k);
+        let (br, bc) = stored(op_b, k, n);
+        let a: Vec<DMatrix<f64>> = (0..batch)
+            .map(|_| DMatrix::from_fn(ar, ac, |_, _| rng.random_range(-1.0..1.0)))
+            .collect();
+        let b: Vec<DMatrix<f64>> = (0..batch)
+            .map(|_| DMatrix::from_fn(br, bc, |_, _| rng.random_range(-1.0..1.0)))
+            .collect();
+        let got = gpu.gemm(&a, op_a, &b, op_b).expect("the GPU multiplies");
+        assert_eq!(got.len(), batch);
+        let op = |x: &DMatrix<f64>, o: Op| match o {
+            Op::AsIs => x.clone(),
+            Op::Transposed => x.transpose(),
+        };
+        for z in 0..batch {
+            let (oa, ob) = (op(&a[z], op_a), op(&b[z], op_b));
+            let want = &oa * &ob;
+            let bound = (oa.abs() * ob.abs()) * (2.0 * (k as f64 + 2.0) * u);
+            assert_eq!(got[z].shape(), (m, n));
+            for ((g, w), e) in got[z].iter().zip(want.iter()).zip(bound.iter()) {
+                assert!(
+                    (g - w).abs() <= *e,
+                    "({m}×{k})·({k}×{n}) {op_a:?}/{op_b:?}, batch {z}: {g} vs {w} (bound {e:e})"
+                );
+            }
+        }
+    }
+    assert!(gpu.gemm(&[], Op::AsIs, &[], Op::AsIs).unwrap().is_empty());
 }

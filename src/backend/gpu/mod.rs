@@ -7,9 +7,14 @@
 //! from and to the engine's f64 at the boundary. Not yet a [`super::Backend`]: that comes when the
 //! bounds run here too (issue 14).
 
+mod gemm;
 mod kernel;
 
+pub use gemm::Op;
+
 use std::fmt;
+
+use wgpu::util::DeviceExt;
 
 /// Why a GPU step could not run. Every variant carries what a user needs to act on it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -38,7 +43,13 @@ pub struct Gpu {
     device: wgpu::Device,
     queue: wgpu::Queue,
     adapter: String,
-    kernels: kernel::Pipelines,
+    pipelines: Pipelines,
+}
+
+/// The compiled kernels, one pipeline per WGSL entry point.
+struct Pipelines {
+    cross: wgpu::ComputePipeline,
+    gemm: wgpu::ComputePipeline,
 }
 
 impl fmt::Debug for Gpu {
@@ -71,12 +82,15 @@ impl Gpu {
             adapter: name.clone(),
             reason: e.to_string(),
         })?;
-        let kernels = kernel::Pipelines::new(&device);
+        let pipelines = Pipelines {
+            cross: kernel::pipeline(&device),
+            gemm: gemm::pipeline(&device),
+        };
         Ok(Gpu {
             device,
             queue,
             adapter: name,
-            kernels,
+            pipelines,
         })
     }
 
@@ -84,4 +98,169 @@ impl Gpu {
     pub fn adapter(&self) -> &str {
         &self.adapter
     }
+
+    /// A buffer holding `contents` (one zero word when empty: WGSL arrays cannot be empty).
+    fn upload(&self, label: &str, contents: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
+        let contents = if contents.is_empty() {
+            &[0u8; 4][..]
+        } else {
+            contents
+        };
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents,
+                usage,
+            })
+    }
+
+    /// Refuses an output larger than one storage binding of this device.
+    fn check_binding(&self, what: &'static str, bytes: u64) -> Result<(), GpuError> {
+        let limit = self.device.limits().max_storage_buffer_binding_size;
+        if bytes > limit {
+            return Err(GpuError::TooLarge {
+                what,
+                needed: bytes,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a dispatch with more workgroups along a side than this device allows.
+    fn check_groups(&self, what: &'static str, (x, y, z): (u32, u32, u32)) -> Result<(), GpuError> {
+        let limit = self.device.limits().max_compute_workgroups_per_dimension;
+        let needed = x.max(y).max(z);
+        if needed > limit {
+            return Err(GpuError::TooLarge {
+                what,
+                needed: u64::from(needed),
+                limit: u64::from(limit),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `pipeline` over `groups` workgroups with `inputs` bound at 0, 1, … of group 0 and a
+    /// fresh output buffer of `out_bytes` after them, and reads the output back as f32 values.
+    fn run_and_read(
+        &self,
+        label: &str,
+        pipeline: &wgpu::ComputePipeline,
+        inputs: &[wgpu::Buffer],
+        groups: (u32, u32, u32),
+        out_bytes: u64,
+    ) -> Result<Vec<f32>, GpuError> {
+        let device = &self.device;
+        let output = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: out_bytes,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let readback = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: out_bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let entries: Vec<wgpu::BindGroupEntry> = inputs
+            .iter()
+            .chain(std::iter::once(&output))
+            .enumerate()
+            .map(|(i, buffer)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: buffer.as_entire_binding(),
+            })
+            .collect();
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let mut encoder =
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(label),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+        }
+        encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
+        let submission = self.queue.submit([encoder.finish()]);
+        self.read_back(&readback, submission)
+    }
+
+    /// Waits for `submission` and reads the f32 values of `buffer` (mappable for reading).
+    fn read_back(
+        &self,
+        buffer: &wgpu::Buffer,
+        submission: wgpu::SubmissionIndex,
+    ) -> Result<Vec<f32>, GpuError> {
+        let slice = buffer.slice(..);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |result| {
+            // The receiver waits below; if it is gone there is nobody to tell.
+            let _ = sender.send(result);
+        });
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(submission),
+                timeout: None,
+            })
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        receiver
+            .recv()
+            .map_err(|e| GpuError::Readback(e.to_string()))?
+            .map_err(|e| GpuError::Readback(e.to_string()))?;
+        let values = {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| GpuError::Readback(e.to_string()))?;
+            view.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        };
+        buffer.unmap();
+        Ok(values)
+    }
+}
+
+/// A compute pipeline for `entry` of the WGSL `source`, its bind group layout taken from the shader.
+fn compute_pipeline(
+    device: &wgpu::Device,
+    label: &str,
+    source: &str,
+    entry: &str,
+) -> wgpu::ComputePipeline {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(label),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    });
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: None,
+        module: &module,
+        entry_point: Some(entry),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+/// Little-endian bytes of f64 values rounded to f32 (what WGSL's `array<f32>` reads).
+fn f32_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
+    values
+        .into_iter()
+        .flat_map(|v| (v as f32).to_le_bytes())
+        .collect()
+}
+
+/// Little-endian bytes of a uniform block of u32 words, padded to a multiple of 16 bytes.
+fn uniform_words(words: &[u32]) -> Vec<u8> {
+    let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    bytes.resize(bytes.len().next_multiple_of(16), 0);
+    bytes
 }

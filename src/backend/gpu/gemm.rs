@@ -1,0 +1,98 @@
+//! Batched matrix products on the GPU (`gemm.wgsl`: 16 × 16 tiles staged in workgroup memory,
+//! the batch along the dispatch's z): C_z = op(A_z) op(B_z), op the identity or the transpose, the
+//! shapes of the uncollapsed bound's Q K_Zt and K_Zt K_Ztᵀ. The reference is nalgebra's f64 product.
+
+use nalgebra::DMatrix;
+
+use super::{f32_bytes, uniform_words, Gpu, GpuError};
+
+/// Rows and columns of C per workgroup (`TILE` in the shader).
+const TILE: u32 = 16;
+
+/// The compiled `gemm` entry point of `gemm.wgsl`.
+pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
+    super::compute_pipeline(device, "gemm.wgsl", include_str!("gemm.wgsl"), "gemm")
+}
+
+/// Whether a factor enters as stored or transposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    AsIs,
+    Transposed,
+}
+
+impl Op {
+    /// The (rows, columns) of op(X) for X of `shape`.
+    fn shape(self, (rows, cols): (usize, usize)) -> (usize, usize) {
+        match self {
+            Op::AsIs => (rows, cols),
+            Op::Transposed => (cols, rows),
+        }
+    }
+}
+
+impl Gpu {
+    /// C_z = op_a(A_z) op_b(B_z) for every z, in float32 on the GPU, returned as f64. All A_z share
+    /// one shape, as do all B_z.
+    ///
+    /// Panics if the batches differ in length or shape, or if the inner dimensions differ.
+    pub fn gemm(
+        &self,
+        a: &[DMatrix<f64>],
+        op_a: Op,
+        b: &[DMatrix<f64>],
+        op_b: Op,
+    ) -> Result<Vec<DMatrix<f64>>, GpuError> {
+        assert_eq!(a.len(), b.len(), "one B per A");
+        let Some((a0, b0)) = a.first().zip(b.first()) else {
+            return Ok(Vec::new());
+        };
+        assert!(
+            a.iter().all(|x| x.shape() == a0.shape()) && b.iter().all(|x| x.shape() == b0.shape()),
+            "every A has one shape, every B another"
+        );
+        let (m, k) = op_a.shape(a0.shape());
+        let (k_b, n) = op_b.shape(b0.shape());
+        assert_eq!(k, k_b, "op(A) is m × k and op(B) k × n");
+        let batch = a.len();
+        if m == 0 || n == 0 {
+            return Ok(vec![DMatrix::zeros(m, n); batch]);
+        }
+        let out_bytes = (batch * m * n * 4) as u64;
+        self.check_binding("the batched product", out_bytes)?;
+        for (what, factors) in [
+            ("the batched left factors", a),
+            ("the batched right factors", b),
+        ] {
+            let bytes = factors.iter().map(|x| x.len() * 4).sum::<usize>() as u64;
+            self.check_binding(what, bytes)?;
+        }
+        let groups = (
+            (m as u32).div_ceil(TILE),
+            (n as u32).div_ceil(TILE),
+            batch as u32,
+        );
+        self.check_groups("the batched product's dispatch", groups)?;
+
+        let dims = uniform_words(&[
+            m as u32,
+            n as u32,
+            k as u32,
+            u32::from(op_a == Op::Transposed),
+            u32::from(op_b == Op::Transposed),
+        ]);
+        // Column-major storage, batch after batch, exactly as nalgebra holds each matrix.
+        let stacked = |xs: &[DMatrix<f64>]| f32_bytes(xs.iter().flat_map(|x| x.iter().copied()));
+        let storage = wgpu::BufferUsages::STORAGE;
+        let inputs = [
+            self.upload("gemm dims", &dims, wgpu::BufferUsages::UNIFORM),
+            self.upload("gemm a", &stacked(a), storage),
+            self.upload("gemm b", &stacked(b), storage),
+        ];
+        let values = self.run_and_read("gemm", &self.pipelines.gemm, &inputs, groups, out_bytes)?;
+        Ok(values
+            .chunks_exact(m * n)
+            .map(|c| DMatrix::from_iterator(m, n, c.iter().map(|&v| f64::from(v))))
+            .collect())
+    }
+}
