@@ -191,3 +191,74 @@ fn batched_products_equal_nalgebras() {
     }
     assert!(gpu.gemm(&[], Op::AsIs, &[], Op::AsIs).unwrap().is_empty());
 }
+
+/// The largest |x − y| over two equally long lists, relative to the largest |y| (at least 1).
+fn worst_relative(x: &[f64], y: &[f64]) -> f64 {
+    assert_eq!(x.len(), y.len());
+    let scale = y.iter().fold(1.0f64, |s, v| s.max(v.abs()));
+    x.iter()
+        .zip(y)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max)
+        / scale
+}
+
+/// The adjoint against `Kernel::cross_backward`. Each output is a sum over up to n·m terms, which
+/// the GPU adds in float32 along one row (m or n terms) and the host in f64 across rows; the
+/// classical bound for a float32 sum of L terms is L·u times the sum of their magnitudes. Held here
+/// to 32 (n + m + D) u relative to the largest entry of each output (the parameter gradient, ∂A,
+/// ∂B), which covers that with the terms' own rounding (as in the forward bound).
+#[test]
+fn the_kernel_adjoint_equals_the_cpu_reference() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let all = StationaryKind::ALL;
+    let cases: &[(usize, usize, usize, &[StationaryKind])] = &[
+        (1, 1, 1, &all),
+        (9, 13, 3, &all),
+        (50, 70, 5, &all),
+        (65, 3, 2, &[StationaryKind::RationalQuadratic]),
+        (20, 30, 4, &[]),
+    ];
+    for &(n, m, d, parts) in cases {
+        let kernel = random_kernel(d, parts, &mut rng);
+        let a = DMatrix::from_fn(n, d, |_, _| rng.random_range(-2.0..2.0));
+        let mut b = DMatrix::from_fn(m, d, |_, _| rng.random_range(-2.0..2.0));
+        b.row_mut(0).copy_from(&a.row(0)); // a coincident pair: κ′ = 0 there
+        let dk = DMatrix::from_fn(n, m, |_, _| rng.random_range(-1.0..1.0));
+        let (want_grad, want_da, want_db) = kernel.cross_backward(&a, &b, &dk);
+        let (got_grad, got_da, got_db) = gpu
+            .cross_backward(&kernel, &a, &b, &dk)
+            .expect("the GPU computes the adjoint");
+        let bound = 32.0 * (n + m + d) as f64 * u;
+        let checks = [
+            (
+                "kernel gradient",
+                worst_relative(&got_grad.to_vec(), &want_grad.to_vec()),
+            ),
+            (
+                "dL/dA",
+                worst_relative(got_da.as_slice(), want_da.as_slice()),
+            ),
+            (
+                "dL/dB",
+                worst_relative(got_db.as_slice(), want_db.as_slice()),
+            ),
+        ];
+        for (what, worst) in checks {
+            assert!(
+                worst <= bound,
+                "({n}, {m}, D = {d}, {parts:?}) {what}: {worst:e} over the bound {bound:e}"
+            );
+        }
+        // Masked dimensions get exactly 0, as on the CPU.
+        for (j, &e) in kernel.mask.iter().enumerate() {
+            if e == 0.0 {
+                for part in &got_grad.stationary {
+                    assert_eq!(part.precision[j], 0.0);
+                }
+            }
+        }
+    }
+}

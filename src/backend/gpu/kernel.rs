@@ -2,16 +2,46 @@
 //! CPU reference [`Kernel::cross`]: K_pq = Σ_j θ̃^lin_j a_pj b_qj + Σ_c s^c κ_c(r_c²(a_p, b_q)).
 
 use super::{f32_bytes, Gpu, GpuError};
-use crate::gp::kernel::{Kernel, StationaryKind};
+use crate::gp::kernel::{Kernel, KernelGrad, StationaryKind};
 use nalgebra::DMatrix;
 
 /// Invocations per workgroup side (`@workgroup_size(8, 8)` in the shader).
 const WORKGROUP_SIDE: u32 = 8;
 
-/// The compiled `cross` entry point of `kernel.wgsl`.
-pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
-    super::compute_pipeline(device, "kernel.wgsl", include_str!("kernel.wgsl"), "cross")
+/// The shared declarations every kernel shader starts with.
+const COMMON: &str = include_str!("kernel_common.wgsl");
+
+/// The compiled entry points: the forward pass and the adjoint's two passes.
+pub(super) struct KernelPipelines {
+    pub(super) cross: wgpu::ComputePipeline,
+    pub(super) backward_rows: wgpu::ComputePipeline,
+    pub(super) backward_cols: wgpu::ComputePipeline,
 }
+
+impl KernelPipelines {
+    pub(super) fn new(device: &wgpu::Device) -> Self {
+        let cross = [COMMON, include_str!("kernel_cross.wgsl")].concat();
+        let backward = [COMMON, include_str!("kernel_backward.wgsl")].concat();
+        KernelPipelines {
+            cross: super::compute_pipeline(device, "kernel_cross.wgsl", &cross, "cross"),
+            backward_rows: super::compute_pipeline(
+                device,
+                "kernel_backward.wgsl",
+                &backward,
+                "backward_rows",
+            ),
+            backward_cols: super::compute_pipeline(
+                device,
+                "kernel_backward.wgsl",
+                &backward,
+                "backward_cols",
+            ),
+        }
+    }
+}
+
+/// Invocations per workgroup of the adjoint's passes (`@workgroup_size(64)`).
+const BACKWARD_GROUP: u32 = 64;
 
 /// The shader's code for each stationary kind.
 fn kind_code(kind: StationaryKind) -> u32 {
@@ -63,7 +93,133 @@ impl Gpu {
         );
         self.check_groups("the kernel matrix's dispatch", groups)?;
 
-        // The masks applied here (θ̃ = E ∘ θ), so the shader needs no mask.
+        let inputs = self.kernel_inputs(kernel, a, b);
+        let values = self.run_and_read(
+            "kernel cross",
+            &self.pipelines.kernel.cross,
+            &inputs,
+            groups,
+            out_bytes,
+        )?;
+        Ok(DMatrix::from_iterator(
+            n,
+            m,
+            values.into_iter().map(f64::from),
+        ))
+    }
+
+    /// The adjoint of [`Gpu::cross`]: given dK = ∂L/∂K(A, B) (n × m), the kernel gradient,
+    /// ∂L/∂A (n × D) and ∂L/∂B (m × D), in float32 on the GPU with the sums over rows finished in
+    /// f64 here; the same as [`Kernel::cross_backward`] to within float32 rounding.
+    ///
+    /// Panics unless the point sets have the kernel's D columns and dK is n × m.
+    pub fn cross_backward(
+        &self,
+        kernel: &Kernel,
+        a: &DMatrix<f64>,
+        b: &DMatrix<f64>,
+        dk: &DMatrix<f64>,
+    ) -> Result<(KernelGrad, DMatrix<f64>, DMatrix<f64>), GpuError> {
+        let d = kernel.dim();
+        assert_eq!(
+            a.ncols(),
+            d,
+            "points must have one column per kernel dimension"
+        );
+        assert_eq!(
+            b.ncols(),
+            d,
+            "points must have one column per kernel dimension"
+        );
+        let (n, m) = (a.nrows(), b.nrows());
+        assert_eq!(dk.shape(), (n, m), "dL/dK must be n × m");
+        let mut grad = kernel.new_zeroed_grad();
+        let (mut da, mut db) = (DMatrix::zeros(n, d), DMatrix::zeros(m, d));
+        if n == 0 || m == 0 || d == 0 {
+            return Ok((grad, da, db));
+        }
+        let parts = kernel.stationary.len();
+        // Per row of A: ∂a_p, per part (Σ dK κ, Σ G Δ²), Σ s dK ∂κ/∂a, Σ dK a b (kernel_backward.wgsl).
+        let width = 2 * d + parts * (d + 1) + 1;
+        let rows_bytes_out = (n * width * 4) as u64;
+        let cols_bytes_out = (m * d * 4) as u64;
+        self.check_binding("the kernel adjoint's row sums", rows_bytes_out)?;
+        self.check_binding("the kernel adjoint's columns", cols_bytes_out)?;
+        self.check_binding("dL/dK", (n * m * 4) as u64)?;
+        let rows_groups = ((n as u32).div_ceil(BACKWARD_GROUP), 1, 1);
+        let cols_groups = ((m as u32).div_ceil(BACKWARD_GROUP), 1, 1);
+        self.check_groups("the kernel adjoint's dispatch", rows_groups)?;
+        self.check_groups("the kernel adjoint's dispatch", cols_groups)?;
+
+        let mut inputs = self.kernel_inputs(kernel, a, b).to_vec();
+        inputs.push(self.upload(
+            "dk",
+            &f32_bytes(dk.iter().copied()),
+            wgpu::BufferUsages::STORAGE,
+        ));
+        let pipelines = &self.pipelines.kernel;
+        let rows = self.run_and_read(
+            "kernel backward rows",
+            &pipelines.backward_rows,
+            &inputs,
+            rows_groups,
+            rows_bytes_out,
+        )?;
+        let cols = self.run_and_read(
+            "kernel backward cols",
+            &pipelines.backward_cols,
+            &inputs,
+            cols_groups,
+            cols_bytes_out,
+        )?;
+
+        // The sums over rows, in f64; the gradients are with respect to the unmasked θ.
+        let column_sum =
+            |w: usize| -> f64 { rows.chunks_exact(width).map(|r| f64::from(r[w])).sum() };
+        for (c, (part, pgrad)) in kernel
+            .stationary
+            .iter()
+            .zip(&mut grad.stationary)
+            .enumerate()
+        {
+            let at = d + c * (d + 1);
+            pgrad.variance = column_sum(at);
+            for j in 0..d {
+                let theta = part.precision[j] * kernel.mask[j];
+                pgrad.precision[j] = kernel.mask[j] * 2.0 * theta * column_sum(at + 1 + j);
+            }
+        }
+        let alpha_at = d + parts * (d + 1);
+        if grad.has_rq {
+            grad.rq_alpha = column_sum(alpha_at);
+        }
+        if let Some(glin) = grad.linear.as_mut() {
+            for (j, g) in glin.iter_mut().enumerate() {
+                *g = kernel.mask[j] * column_sum(alpha_at + 1 + j);
+            }
+        }
+        for (p, row) in rows.chunks_exact(width).enumerate() {
+            for j in 0..d {
+                da[(p, j)] = f64::from(row[j]);
+            }
+        }
+        for (q, row) in cols.chunks_exact(d).enumerate() {
+            for j in 0..d {
+                db[(q, j)] = f64::from(row[j]);
+            }
+        }
+        Ok((grad, da, db))
+    }
+
+    /// The buffers every kernel shader binds at 0–5 (kernel_common.wgsl): sizes, the points
+    /// row-major, and the parameters with the masks applied (θ̃ = E ∘ θ), so no shader needs a mask.
+    fn kernel_inputs(
+        &self,
+        kernel: &Kernel,
+        a: &DMatrix<f64>,
+        b: &DMatrix<f64>,
+    ) -> [wgpu::Buffer; 6] {
+        let d = kernel.dim();
         let masked = |theta: &[f64]| -> Vec<f64> {
             theta.iter().zip(&kernel.mask).map(|(t, e)| t * e).collect()
         };
@@ -82,32 +238,24 @@ impl Gpu {
             .flat_map(|part| kind_code(part.kind).to_le_bytes())
             .collect();
         let mut dims = Vec::with_capacity(32);
-        for v in [n as u32, m as u32, d as u32, kernel.stationary.len() as u32] {
+        for v in [
+            a.nrows() as u32,
+            b.nrows() as u32,
+            d as u32,
+            kernel.stationary.len() as u32,
+        ] {
             dims.extend(v.to_le_bytes());
         }
         dims.extend((kernel.rq_alpha as f32).to_le_bytes());
         dims.extend([0u8; 12]);
-
         let storage = wgpu::BufferUsages::STORAGE;
-        let inputs = [
+        [
             self.upload("dims", &dims, wgpu::BufferUsages::UNIFORM),
             self.upload("a", &rows_bytes(a), storage),
             self.upload("b", &rows_bytes(b), storage),
             self.upload("linear", &f32_bytes(linear), storage),
             self.upload("parts", &f32_bytes(parts), storage),
             self.upload("kinds", &kinds, storage),
-        ];
-        let values = self.run_and_read(
-            "kernel cross",
-            &self.pipelines.cross,
-            &inputs,
-            groups,
-            out_bytes,
-        )?;
-        Ok(DMatrix::from_iterator(
-            n,
-            m,
-            values.into_iter().map(f64::from),
-        ))
+        ]
     }
 }

@@ -2,10 +2,12 @@
 //! compute kernels that run on it, each tested against the CPU f64 reference. Natively wgpu finds
 //! Vulkan (Mesa's lavapipe where there is no GPU, which is how the tests run it) or GL.
 //!
-//! Owns: acquiring a device ([`Gpu::open`]), the typed [`GpuError`], and the kernels (so far the
-//! kernel matrix K(A, B), [`Gpu::cross`]). Everything on the GPU is float32; the host converts
-//! from and to the engine's f64 at the boundary. Not yet a [`super::Backend`]: that comes when the
-//! bounds run here too (issue 14).
+//! Owns: acquiring a device ([`Gpu::open`]), the typed [`GpuError`], and the kernels so far: the
+//! kernel matrix K(A, B) and its adjoint ([`Gpu::cross`], [`Gpu::cross_backward`]; WGSL in
+//! `kernel_common.wgsl`, `kernel_cross.wgsl`, `kernel_backward.wgsl`) and batched tiled products
+//! ([`Gpu::gemm`], `gemm.wgsl`). Everything on the GPU is float32; the host converts from and to
+//! the engine's f64 at the boundary, and finishes sums over many terms in f64. Not yet a
+//! [`super::Backend`]: that comes when the bounds run here too (issue 14).
 
 mod gemm;
 mod kernel;
@@ -48,7 +50,7 @@ pub struct Gpu {
 
 /// The compiled kernels, one pipeline per WGSL entry point.
 struct Pipelines {
-    cross: wgpu::ComputePipeline,
+    kernel: kernel::KernelPipelines,
     gemm: wgpu::ComputePipeline,
 }
 
@@ -83,7 +85,7 @@ impl Gpu {
             reason: e.to_string(),
         })?;
         let pipelines = Pipelines {
-            cross: kernel::pipeline(&device),
+            kernel: kernel::KernelPipelines::new(&device),
             gemm: gemm::pipeline(&device),
         };
         Ok(Gpu {

@@ -1,4 +1,6 @@
-// K(A, B) for Occam's kernel (MODEL.md §2.2), float32, one invocation per entry:
+// What the kernel's forward pass (kernel_cross.wgsl) and its adjoint (kernel_backward.wgsl) share:
+// the problem's sizes, the points and parameters, and the shapes with their derivatives.
+// K(A, B) for Occam's kernel (MODEL.md §2.2), float32:
 //   K[p, q] = Σ_j θ̃^lin_j a_pj b_qj + Σ_c s^c κ_c(r_c²),  r_c² = Σ_j (θ̃^c_j a_pj − θ̃^c_j b_qj)²,
 // with the masks already applied on the host (θ̃ = E ∘ θ) and dimensions with θ̃ = 0 skipped, so a
 // masked input never enters. κ = 1 at r² ≤ 0 (the coincident-point branch of MODEL.md §2.2).
@@ -25,60 +27,43 @@ struct Dims {
 @group(0) @binding(4) var<storage, read> parts: array<f32>;
 // Per part: 0 squared exponential, 1 Matérn-1/2, 2 Matérn-3/2, 3 rational quadratic.
 @group(0) @binding(5) var<storage, read> kinds: array<u32>;
-// n × m, column-major (nalgebra's layout): K[p, q] at p + q·n.
-@group(0) @binding(6) var<storage, read_write> k: array<f32>;
 
-// The unit-variance shape at r² > 0.
-fn shape(kind: u32, r2: f32, alpha: f32) -> f32 {
+// (κ, κ′ = ∂κ/∂r², ∂κ/∂a) at r² > 0.
+fn shape_slopes(kind: u32, r2: f32, alpha: f32) -> vec3<f32> {
     switch kind {
         case 0u: {
-            return exp(-0.5 * r2);
+            let e = exp(-0.5 * r2);
+            return vec3<f32>(e, -0.5 * e, 0.0);
         }
         case 1u: {
-            return exp(-sqrt(r2));
+            let r = sqrt(r2);
+            let e = exp(-r);
+            return vec3<f32>(e, -0.5 * e / r, 0.0);
         }
         case 2u: {
             let sr = sqrt(3.0 * r2);
-            return (1.0 + sr) * exp(-sr);
+            let e = exp(-sr);
+            return vec3<f32>((1.0 + sr) * e, -1.5 * e, 0.0);
         }
         default: {
-            return exp(-alpha * log(1.0 + r2 / (2.0 * alpha)));
+            let x = r2 / (2.0 * alpha);
+            let l = log(1.0 + x);
+            let kappa = exp(-alpha * l);
+            return vec3<f32>(kappa, -0.5 * kappa / (1.0 + x), kappa * (x / (1.0 + x) - l));
         }
     }
 }
 
-@compute @workgroup_size(8, 8)
-fn cross(@builtin(global_invocation_id) id: vec3<u32>) {
-    let p = id.x;
-    let q = id.y;
-    if (p >= dims.n || q >= dims.m) {
-        return;
-    }
-    let ap = p * dims.d;
-    let bq = q * dims.d;
-    var value = 0.0;
+// r_c² between a_p and b_q for the part at `base` in `parts`.
+fn sq_dist(base: u32, ap: u32, bq: u32) -> f32 {
+    var r2 = 0.0;
     for (var j = 0u; j < dims.d; j++) {
-        let t = linear[j];
+        let t = parts[base + 1u + j];
         if (t != 0.0) {
-            value += t * a[ap + j] * b[bq + j];
+            let diff = t * a[ap + j] - t * b[bq + j];
+            r2 += diff * diff;
         }
     }
-    let stride = dims.d + 1u;
-    for (var c = 0u; c < dims.parts; c++) {
-        let base = c * stride;
-        var r2 = 0.0;
-        for (var j = 0u; j < dims.d; j++) {
-            let t = parts[base + 1u + j];
-            if (t != 0.0) {
-                let diff = t * a[ap + j] - t * b[bq + j];
-                r2 += diff * diff;
-            }
-        }
-        var kappa = 1.0;
-        if (r2 > 0.0) {
-            kappa = shape(kinds[c], r2, dims.alpha);
-        }
-        value += parts[base] * kappa;
-    }
-    k[p + q * dims.n] = value;
+    return r2;
 }
+

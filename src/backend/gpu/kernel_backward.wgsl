@@ -1,0 +1,101 @@
+// The adjoint of K(A, B) (after kernel_common.wgsl; the host's f64 reference is
+// `Kernel::cross_backward`).
+// Given dK = ∂L/∂K (n × m, column-major, bound as `dk`), with G_c = dK ∘ s^c κ_c′(r_c²) and
+// Δ_j = a_pj − b_qj:
+//   ∂s^c = Σ dK κ_c,  ∂a = s Σ dK ∂κ/∂a (RQ),  ∂θ^c_j ∝ Σ G_c Δ_j²,  ∂θ^lin_j ∝ Σ dK a_pj b_qj,
+//   ∂a_pj = Σ_q [Σ_c 2 (θ̃^c_j)² G_c Δ_j + θ̃^lin_j dK b_qj],  ∂b_qj = Σ_p [−Σ_c 2 (θ̃^c_j)² G_c Δ_j + θ̃^lin_j dK a_pj].
+// `backward_rows` runs one invocation per row p of A and writes its ∂a_p and its share of the
+// parameter sums; `backward_cols` one per row q of B for ∂b_q. The host adds the shares in f64.
+
+@group(0) @binding(6) var<storage, read> dk: array<f32>;
+@group(0) @binding(7) var<storage, read_write> out: array<f32>;
+
+// Per row p, `out` holds W = 2D + parts·(D + 1) + 1 values:
+//   ∂a_p (D) | per part: Σ dK κ, then Σ G Δ_j² (D) | Σ s dK ∂κ/∂a | Σ dK a_pj b_qj (D).
+@compute @workgroup_size(64)
+fn backward_rows(@builtin(global_invocation_id) id: vec3<u32>) {
+    let p = id.x;
+    if (p >= dims.n) {
+        return;
+    }
+    let d = dims.d;
+    let stride = d + 1u;
+    let width = 2u * d + dims.parts * stride + 1u;
+    let row = p * width;
+    for (var w = 0u; w < width; w++) {
+        out[row + w] = 0.0;
+    }
+    let ap = p * d;
+    let alpha_at = row + d + dims.parts * stride;
+    let linear_at = alpha_at + 1u;
+    for (var q = 0u; q < dims.m; q++) {
+        let bq = q * d;
+        let g_in = dk[p + q * dims.n];
+        for (var j = 0u; j < d; j++) {
+            let t = linear[j];
+            if (t != 0.0) {
+                out[linear_at + j] += g_in * a[ap + j] * b[bq + j];
+                out[row + j] += t * g_in * b[bq + j];
+            }
+        }
+        for (var c = 0u; c < dims.parts; c++) {
+            let base = c * stride;
+            let r2 = sq_dist(base, ap, bq);
+            var v = vec3<f32>(1.0, 0.0, 0.0);
+            if (r2 > 0.0) {
+                v = shape_slopes(kinds[c], r2, dims.alpha);
+            }
+            let s = parts[base];
+            let part_at = row + d + c * stride;
+            out[part_at] += g_in * v.x;
+            out[alpha_at] += s * g_in * v.z;
+            let g = g_in * s * v.y;
+            for (var j = 0u; j < d; j++) {
+                let t = parts[base + 1u + j];
+                if (t != 0.0) {
+                    let delta = a[ap + j] - b[bq + j];
+                    out[part_at + 1u + j] += g * delta * delta;
+                    out[row + j] += 2.0 * t * t * g * delta;
+                }
+            }
+        }
+    }
+}
+
+// Per row q of B, `out` holds ∂b_q (D values).
+@compute @workgroup_size(64)
+fn backward_cols(@builtin(global_invocation_id) id: vec3<u32>) {
+    let q = id.x;
+    if (q >= dims.m) {
+        return;
+    }
+    let d = dims.d;
+    let stride = d + 1u;
+    let bq = q * d;
+    for (var j = 0u; j < d; j++) {
+        out[bq + j] = 0.0;
+    }
+    for (var p = 0u; p < dims.n; p++) {
+        let ap = p * d;
+        let g_in = dk[p + q * dims.n];
+        for (var j = 0u; j < d; j++) {
+            let t = linear[j];
+            if (t != 0.0) {
+                out[bq + j] += t * g_in * a[ap + j];
+            }
+        }
+        for (var c = 0u; c < dims.parts; c++) {
+            let base = c * stride;
+            let r2 = sq_dist(base, ap, bq);
+            if (r2 > 0.0) {
+                let g = g_in * parts[base] * shape_slopes(kinds[c], r2, dims.alpha).y;
+                for (var j = 0u; j < d; j++) {
+                    let t = parts[base + 1u + j];
+                    if (t != 0.0) {
+                        out[bq + j] -= 2.0 * t * t * g * (a[ap + j] - b[bq + j]);
+                    }
+                }
+            }
+        }
+    }
+}
