@@ -9,7 +9,7 @@
 //! run. `size=MxBxSxD` restricts a run to the grid's sizes named (for profiling one size).
 
 use nalgebra::{DMatrix, DVector};
-use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
+use occam::gp::kernel::Kernel;
 use occam::gp::linalg::JitterPolicy;
 use occam::gp::svgp::{
     bound_and_gradient, bound_and_gradient_reference, LatentBatch, SvgpInput, SvgpOutput,
@@ -38,19 +38,15 @@ fn problem(m: usize, b: usize, samples: usize, d: usize, rng: &mut ChaCha8Rng) -
     let s = &a * a.transpose() + DMatrix::identity(m, m) * 0.5;
     let mean = DVector::from_fn(m, |_, _| 0.1 * normal());
     let eps = DMatrix::from_fn(samples, b, |_, _| normal());
-    let kernel = Kernel {
-        linear: Some(vec![0.25; d]),
-        stationary: StationaryKind::ALL
-            .iter()
-            .map(|&kind| StationaryPart {
-                kind,
-                variance: 1.0,
-                precision: (0..d).map(|j| 0.2 + 0.1 * j as f64).collect(),
-            })
-            .collect(),
-        rq_alpha: 2.0,
-        mask: vec![1.0; d],
-    };
+    // The §2.2 kernel (linear + the four stationary kinds), every part with precisions 0.2 + 0.1 j.
+    let precisions: Vec<f64> = (0..d).map(|j| 0.2 + 0.1 * j as f64).collect();
+    let kernel = Kernel::cgp_cde(
+        d,
+        0.25,
+        1.0,
+        std::array::from_fn(|_| precisions.clone()),
+        2.0,
+    );
     Problem {
         kernel,
         z,

@@ -53,6 +53,20 @@ fn kind_code(kind: StationaryKind) -> u32 {
     }
 }
 
+/// D, after checking that both point sets have the kernel's D columns (panics otherwise, as
+/// [`Kernel::cross`] does).
+fn check_points(kernel: &Kernel, a: &DMatrix<f64>, b: &DMatrix<f64>) -> usize {
+    let d = kernel.dim();
+    for points in [a, b] {
+        assert_eq!(
+            points.ncols(),
+            d,
+            "points must have one column per kernel dimension"
+        );
+    }
+    d
+}
+
 /// A matrix's rows, row-major, as f32 bytes (the shader reads point p at p·D).
 fn rows_bytes(points: &DMatrix<f64>) -> Vec<u8> {
     f32_bytes((0..points.nrows()).flat_map(|p| points.row(p).iter().copied().collect::<Vec<_>>()))
@@ -69,17 +83,7 @@ impl Gpu {
         a: &DMatrix<f64>,
         b: &DMatrix<f64>,
     ) -> Result<DMatrix<f64>, GpuError> {
-        let d = kernel.dim();
-        assert_eq!(
-            a.ncols(),
-            d,
-            "points must have one column per kernel dimension"
-        );
-        assert_eq!(
-            b.ncols(),
-            d,
-            "points must have one column per kernel dimension"
-        );
+        check_points(kernel, a, b);
         let (n, m) = (a.nrows(), b.nrows());
         if n == 0 || m == 0 {
             return Ok(DMatrix::zeros(n, m));
@@ -120,17 +124,7 @@ impl Gpu {
         b: &DMatrix<f64>,
         dk: &DMatrix<f64>,
     ) -> Result<(KernelGrad, DMatrix<f64>, DMatrix<f64>), GpuError> {
-        let d = kernel.dim();
-        assert_eq!(
-            a.ncols(),
-            d,
-            "points must have one column per kernel dimension"
-        );
-        assert_eq!(
-            b.ncols(),
-            d,
-            "points must have one column per kernel dimension"
-        );
+        let d = check_points(kernel, a, b);
         let (n, m) = (a.nrows(), b.nrows());
         assert_eq!(dk.shape(), (n, m), "dL/dK must be n × m");
         let mut grad = kernel.new_zeroed_grad();
