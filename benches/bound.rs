@@ -8,6 +8,8 @@
 //! minimum for the fast path, and the dense reference path's median, so a speed-up is read off one
 //! run. `size=MxBxSxD` restricts a run to the grid's sizes named (for profiling one size).
 
+mod common;
+
 use nalgebra::{DMatrix, DVector};
 use occam::gp::kernel::Kernel;
 use occam::gp::linalg::JitterPolicy;
@@ -38,15 +40,7 @@ fn problem(m: usize, b: usize, samples: usize, d: usize, rng: &mut ChaCha8Rng) -
     let s = &a * a.transpose() + DMatrix::identity(m, m) * 0.5;
     let mean = DVector::from_fn(m, |_, _| 0.1 * normal());
     let eps = DMatrix::from_fn(samples, b, |_, _| normal());
-    // The §2.2 kernel (linear + the four stationary kinds), every part with precisions 0.2 + 0.1 j.
-    let precisions: Vec<f64> = (0..d).map(|j| 0.2 + 0.1 * j as f64).collect();
-    let kernel = Kernel::cgp_cde(
-        d,
-        0.25,
-        1.0,
-        std::array::from_fn(|_| precisions.clone()),
-        2.0,
-    );
+    let kernel = common::bench_kernel(d);
     Problem {
         kernel,
         z,

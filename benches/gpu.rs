@@ -8,9 +8,10 @@
 //! GFLOP/s). Under `cargo test` (no `--bench` argument) it times only the smallest size, once, so
 //! the test command checks that it runs without spending minutes.
 
+mod common;
+
 use nalgebra::DMatrix;
 use occam::backend::gpu::{Gpu, Op};
-use occam::gp::kernel::Kernel;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -53,15 +54,7 @@ fn main() {
         "M", "T", "D", "K cpu ms", "K gpu ms", "QK cpu ms", "QK gpu ms", "gpu GFLOP/s"
     );
     for &(m, t, d) in sizes {
-        // The §2.2 kernel (linear + the four stationary kinds), every part with precisions 0.2 + 0.1 j.
-        let precisions: Vec<f64> = (0..d).map(|j| 0.2 + 0.1 * j as f64).collect();
-        let kernel = Kernel::cgp_cde(
-            d,
-            0.25,
-            1.0,
-            std::array::from_fn(|_| precisions.clone()),
-            2.0,
-        );
+        let kernel = common::bench_kernel(d);
         let z = DMatrix::from_fn(m, d, |_, _| rng.random_range(-2.0..2.0));
         let u = DMatrix::from_fn(t, d, |_, _| rng.random_range(-2.0..2.0));
         let q = DMatrix::from_fn(m, m, |_, _| rng.random_range(-0.1..0.1));
