@@ -50,6 +50,11 @@ impl CpuBackend {
     pub fn serial() -> Self {
         Self::new(Pool::serial())
     }
+
+    /// The threads it computes on.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
 }
 
 impl Backend for CpuBackend {

@@ -10,7 +10,8 @@ use super::kernel::{Kernel, KernelGrad, LatentBlockGrad, LatentObserved};
 use super::lane_math::{lane_dot, vectorised};
 use super::linalg::{
     cholesky_backward_with_inverse, cholesky_jittered, logdet_from_factor, lower_inverse,
-    solve_lower_vec, solve_upper_transposed_vec, transpose_times, CholeskyError, JitterPolicy,
+    solve_lower_vec, solve_upper_transposed_vec, transpose_times, CholeskyError, Factor,
+    JitterPolicy,
 };
 use crate::backend::{join, split_map};
 use nalgebra::{DMatrix, DMatrixView, DVector};
@@ -162,20 +163,24 @@ enum KernelPath {
 
 /// What the predictions at the T evaluation points contribute: the sums of the expected
 /// log-likelihood and the K_Zt products the inducing-point algebra needs, and the gradients that
-/// flow through K_Zt and k_tt into the kernel, Z and the draws.
-struct Predictions {
+/// flow through K_Zt and k_tt into the kernel, Z and the draws. Computed on the CPU here, or by a
+/// device from a [`PredictionRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predictions {
     /// Σ_t [(y_t − mean_t)² + var_t].
-    misfit: f64,
+    pub misfit: f64,
     /// ḡ_α = K_Zt g_mean.
-    g_alpha: DVector<f64>,
+    pub g_alpha: DVector<f64>,
     /// K_Zt K_Ztᵀ.
-    kkt: DMatrix<f64>,
+    pub kkt: DMatrix<f64>,
     /// K_Zt y_T.
-    ky: DVector<f64>,
-    kernel: KernelGrad,
-    z: DMatrix<f64>,
+    pub ky: DVector<f64>,
+    /// The kernel's gradient through K_Zt and k_tt.
+    pub kernel: KernelGrad,
+    /// ∂L̂/∂Z through K_Zt.
+    pub z: DMatrix<f64>,
     /// ∂L̂/∂w_sn (S × b), when there is a latent.
-    draws: Option<DMatrix<f64>>,
+    pub draws: Option<DMatrix<f64>>,
 }
 
 /// The inducing-point quantities the predictions use: α = L⁻ᵀm, Q = L⁻ᵀ(S − I)L⁻¹, and the
@@ -187,68 +192,162 @@ struct Projection<'a> {
     c: f64,
 }
 
-fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyError> {
-    let SvgpInput {
-        kernel,
-        z,
-        q_mean: m,
-        q_cov: s_cov,
-        noise,
-        x,
-        y,
-        latent,
-        total_rows,
-        jitter,
-    } = *input;
-    let mm = z.nrows();
-    let b = x.nrows();
-    let samples = latent.map_or(1, |l| l.eps.nrows());
-    let t_count = samples * b;
-    let scale = total_rows as f64 / b as f64;
-    let c = scale / samples as f64;
+/// Everything a device needs to compute [`Predictions`] with a latent input: the kernel, Z, the
+/// minibatch, the draws w_sn = μ_n + √Σ_n ε_sn (S × b), α, Q, φ² and c = N/(bS).
+#[derive(Debug, Clone, Copy)]
+pub struct PredictionRequest<'a> {
+    pub kernel: &'a Kernel,
+    pub z: &'a DMatrix<f64>,
+    pub x: &'a DMatrix<f64>,
+    pub y: &'a DVector<f64>,
+    pub latent: &'a LatentBatch,
+    pub draws: &'a DMatrix<f64>,
+    pub alpha: &'a DVector<f64>,
+    pub q: &'a DMatrix<f64>,
+    pub noise: f64,
+    pub c: f64,
+}
 
-    let w = latent.map(latent_draws);
+/// The inducing-point half of one evaluation, before the predictions: K_ZZ + εI = LLᵀ, L⁻¹,
+/// α = L⁻ᵀm, Q = L⁻ᵀ(S − I)L⁻¹, and q(v)'s own factor and S⁻¹. All in f64 on the CPU, whichever
+/// device computes the predictions (MODEL.md §11.3: the M × M algebra is where float32 fails).
+#[derive(Debug, Clone)]
+pub struct InducingStep {
+    factor: Factor,
+    l_inv: DMatrix<f64>,
+    alpha: DVector<f64>,
+    s_minus_i: DMatrix<f64>,
+    q: DMatrix<f64>,
+    s_factor: Factor,
+    s_inv: DMatrix<f64>,
+    /// The draws w_sn (S × b), when there is a latent.
+    draws: Option<DMatrix<f64>>,
+}
+
+/// The factor of K_ZZ and the quantities built on it (the first half of [`InducingStep`]).
+type KzzHalf = (
+    Factor,
+    DMatrix<f64>,
+    DVector<f64>,
+    DMatrix<f64>,
+    DMatrix<f64>,
+);
+
+fn kzz_half(input: &SvgpInput) -> Result<KzzHalf, CholeskyError> {
+    let mm = input.z.nrows();
+    let factor = cholesky_jittered(&input.kernel.gram(input.z), input.jitter)?;
+    let l_inv = lower_inverse(&factor.l);
+    let alpha = solve_upper_transposed_vec(&factor.l, input.q_mean);
+    let s_minus_i = input.q_cov - DMatrix::<f64>::identity(mm, mm);
+    let q = transpose_times(&l_inv, &s_minus_i) * &l_inv;
+    Ok((factor, l_inv, alpha, s_minus_i, q))
+}
+
+/// q(v)'s factor and S⁻¹. S must be positive definite as it stands: jitter here would silently
+/// change the KL, so a failure is reported instead (one attempt, no jitter).
+fn covariance_half(input: &SvgpInput) -> Result<(Factor, DMatrix<f64>), CholeskyError> {
     let no_jitter = JitterPolicy {
         initial: 0.0,
         factor: 1.0,
         max_attempts: 1,
     };
+    let s_factor = cholesky_jittered(input.q_cov, no_jitter)?;
+    let li = lower_inverse(&s_factor.l);
+    let s_inv = transpose_times(&li, &li);
+    Ok((s_factor, s_inv))
+}
+
+impl InducingStep {
+    /// The inducing-point half of `input`'s evaluation, on the calling thread.
+    pub fn new(input: &SvgpInput) -> Result<Self, CholeskyError> {
+        let kzz = kzz_half(input)?;
+        let cov = covariance_half(input)?;
+        Ok(Self::from_halves(input, kzz, cov))
+    }
+
+    fn from_halves(
+        input: &SvgpInput,
+        (factor, l_inv, alpha, s_minus_i, q): KzzHalf,
+        (s_factor, s_inv): (Factor, DMatrix<f64>),
+    ) -> Self {
+        InducingStep {
+            factor,
+            l_inv,
+            alpha,
+            s_minus_i,
+            q,
+            s_factor,
+            s_inv,
+            draws: input.latent.map(latent_draws),
+        }
+    }
+
+    /// What a device needs for the predictions of `input` (`None` without a latent input:
+    /// that case stays on the CPU's dense path).
+    pub fn request<'a>(&'a self, input: &SvgpInput<'a>) -> Option<PredictionRequest<'a>> {
+        let (latent, draws) = (input.latent?, self.draws.as_ref()?);
+        Some(PredictionRequest {
+            kernel: input.kernel,
+            z: input.z,
+            x: input.x,
+            y: input.y,
+            latent,
+            draws,
+            alpha: &self.alpha,
+            q: &self.q,
+            noise: input.noise,
+            c: scales(input).1,
+        })
+    }
+
+    /// The bound, its gradient and the natural-gradient statistics from this step and the
+    /// predictions `pred` (the second half of every evaluation).
+    pub fn finish(self, input: &SvgpInput, pred: Predictions) -> SvgpOutput {
+        finish(input, self, pred)
+    }
+}
+
+/// The minibatch scale N/b and c = N/(bS).
+fn scales(input: &SvgpInput) -> (f64, f64) {
+    let samples = input.latent.map_or(1, |l| l.eps.nrows());
+    let scale = input.total_rows as f64 / input.x.nrows() as f64;
+    (scale, scale / samples as f64)
+}
+
+fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyError> {
+    let SvgpInput {
+        kernel,
+        z,
+        noise,
+        x,
+        y,
+        latent,
+        ..
+    } = *input;
+    let c = scales(input).1;
+    let w = latent.map(latent_draws);
     // The inducing-point algebra and, beside it (on another thread of the caller's pool), what
     // does not depend on it: q(v)'s own factor and inverse, and the fast path's observed part.
-    let (inducing, side) = join(
+    let (kzz, side) = join(
+        || kzz_half(input),
         || -> Result<_, CholeskyError> {
-            let factor = cholesky_jittered(&kernel.gram(z), jitter)?;
-            let l_inv = lower_inverse(&factor.l);
-            let alpha = solve_upper_transposed_vec(&factor.l, m);
-            let s_minus_i = s_cov - DMatrix::<f64>::identity(mm, mm);
-            let q = transpose_times(&l_inv, &s_minus_i) * &l_inv;
-            Ok((factor, l_inv, alpha, s_minus_i, q))
-        },
-        || -> Result<_, CholeskyError> {
-            // S must be positive definite as it stands: jitter here would silently change the
-            // KL, so a failure is reported instead (one attempt, no jitter).
-            let s_factor = cholesky_jittered(s_cov, no_jitter)?;
-            let s_inv = {
-                let li = lower_inverse(&s_factor.l);
-                transpose_times(&li, &li)
-            };
+            let cov = covariance_half(input)?;
             let observed = match (path, latent, &w) {
                 (KernelPath::SharedObserved, Some(lat), Some(w)) => {
                     Some(kernel.latent_observed(z, x, lat.slot, w))
                 }
                 _ => None,
             };
-            Ok((s_factor, s_inv, observed))
+            Ok((cov, observed))
         },
     );
-    let (factor, l_inv, alpha, s_minus_i, q) = inducing?;
-    let (s_factor, s_inv, observed) = side?;
-    let l = &factor.l;
+    let (cov, observed) = side?;
+    let step = InducingStep::from_halves(input, kzz?, cov);
 
     // Predictions at the T evaluation points and their adjoints.
     let proj = Projection {
-        alpha: &alpha,
-        q: &q,
+        alpha: &step.alpha,
+        q: &step.q,
         noise,
         c,
     };
@@ -256,7 +355,37 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
         (Some(obs), Some(lat), Some(w)) => predictions_shared(kernel, obs, x, y, lat, w, &proj),
         _ => predictions_dense(kernel, z, x, y, latent, &proj),
     };
+    Ok(finish(input, step, pred))
+}
 
+/// The second half of an evaluation: the bound's terms and every gradient from the inducing step
+/// and the predictions.
+fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutput {
+    let SvgpInput {
+        kernel,
+        z,
+        q_mean: m,
+        q_cov: s_cov,
+        noise,
+        x,
+        latent,
+        ..
+    } = *input;
+    let InducingStep {
+        factor,
+        l_inv,
+        alpha,
+        s_minus_i,
+        s_factor,
+        s_inv,
+        ..
+    } = step;
+    let mm = z.nrows();
+    let b = x.nrows();
+    let samples = latent.map_or(1, |l| l.eps.nrows());
+    let t_count = samples * b;
+    let (scale, c) = scales(input);
+    let l = &factor.l;
     let expected_log_lik =
         c * (-0.5 * t_count as f64 * (2.0 * PI * noise).ln() - pred.misfit / (2.0 * noise));
     let kl_latent = latent.map_or(0.0, |lat| {
@@ -311,7 +440,7 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     let (k_grad, d_z, d_q_mean) = through_kzz;
     let (d_q_cov, latent_mu, latent_var, lambda, r) = rest;
 
-    Ok(SvgpOutput {
+    SvgpOutput {
         terms: SvgpTerms {
             expected_log_lik,
             kl_latent,
@@ -329,7 +458,7 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
             latent_var,
         },
         natgrad: NatGradStats { lambda, r },
-    })
+    }
 }
 
 /// ∂L̂/∂μ_n and ∂L̂/∂Σ_n from the draws' gradient ∂L̂/∂w_sn (S × b) by reparameterisation

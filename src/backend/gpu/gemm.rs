@@ -31,7 +31,75 @@ impl Op {
     }
 }
 
+/// The shader's `Dims` for C (m × n) = op_a(A) op_b(B) with inner dimension k; `lower` computes
+/// only the tiles on or below the diagonal of a symmetric C.
+pub(super) fn dims_bytes(
+    (m, n, k): (usize, usize, usize),
+    op_a: Op,
+    op_b: Op,
+    lower: bool,
+) -> Vec<u8> {
+    uniform_words(&[
+        m as u32,
+        n as u32,
+        k as u32,
+        u32::from(op_a == Op::Transposed),
+        u32::from(op_b == Op::Transposed),
+        u32::from(lower),
+    ])
+}
+
+/// Workgroups for an m × n product of `batch` matrices.
+pub(super) fn groups((m, n): (usize, usize), batch: usize) -> (u32, u32, u32) {
+    (
+        (m as u32).div_ceil(TILE),
+        (n as u32).div_ceil(TILE),
+        batch as u32,
+    )
+}
+
+/// Fills the upper triangle of a square column-major matrix from its lower one (a product
+/// computed with `lower` set leaves whole tiles above the diagonal unwritten).
+pub(super) fn mirror_lower(c: &mut DMatrix<f64>) {
+    let n = c.nrows();
+    for j in 1..n {
+        for i in 0..j {
+            c[(i, j)] = c[(j, i)];
+        }
+    }
+}
+
 impl Gpu {
+    /// A Aᵀ (A m × k) in float32 on the GPU, computing only the tiles on or below the diagonal
+    /// (a SYRK: about half the products of [`Gpu::gemm`]) and mirroring the rest; returned as f64,
+    /// exactly symmetric.
+    pub fn syrk(&self, a: &DMatrix<f64>) -> Result<DMatrix<f64>, GpuError> {
+        let (m, k) = a.shape();
+        if m == 0 {
+            return Ok(DMatrix::zeros(0, 0));
+        }
+        let out_bytes = (m * m * 4) as u64;
+        self.check_binding("the symmetric product", out_bytes)?;
+        self.check_binding("the symmetric product's factor", (a.len() * 4) as u64)?;
+        let groups = groups((m, m), 1);
+        self.check_groups("the symmetric product's dispatch", groups)?;
+        let storage = wgpu::BufferUsages::STORAGE;
+        let factor = f32_bytes(a.iter().copied());
+        let inputs = [
+            self.upload(
+                "syrk dims",
+                &dims_bytes((m, m, k), Op::AsIs, Op::Transposed, true),
+                wgpu::BufferUsages::UNIFORM,
+            ),
+            self.upload("syrk a", &factor, storage),
+            self.upload("syrk a", &factor, storage),
+        ];
+        let values = self.run_and_read("syrk", &self.pipelines.gemm, &inputs, groups, out_bytes)?;
+        let mut c = DMatrix::from_iterator(m, m, values.into_iter().map(f64::from));
+        mirror_lower(&mut c);
+        Ok(c)
+    }
+
     /// C_z = op_a(A_z) op_b(B_z) for every z, in float32 on the GPU, returned as f64. All A_z share
     /// one shape, as do all B_z.
     ///
@@ -67,20 +135,10 @@ impl Gpu {
             let bytes = factors.iter().map(|x| x.len() * 4).sum::<usize>() as u64;
             self.check_binding(what, bytes)?;
         }
-        let groups = (
-            (m as u32).div_ceil(TILE),
-            (n as u32).div_ceil(TILE),
-            batch as u32,
-        );
+        let groups = groups((m, n), batch);
         self.check_groups("the batched product's dispatch", groups)?;
 
-        let dims = uniform_words(&[
-            m as u32,
-            n as u32,
-            k as u32,
-            u32::from(op_a == Op::Transposed),
-            u32::from(op_b == Op::Transposed),
-        ]);
+        let dims = dims_bytes((m, n, k), op_a, op_b, false);
         // Column-major storage, batch after batch, exactly as nalgebra holds each matrix.
         let stacked = |xs: &[DMatrix<f64>]| f32_bytes(xs.iter().flat_map(|x| x.iter().copied()));
         let storage = wgpu::BufferUsages::STORAGE;

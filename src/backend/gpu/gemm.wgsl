@@ -1,7 +1,8 @@
 // Batched C_z = op(A_z) op(B_z), float32, column-major matrices (nalgebra's layout), where op is the
 // identity or the transpose. One workgroup computes a TILE × TILE block of C, staging TILE × TILE
 // tiles of op(A) and op(B) in workgroup memory; each invocation accumulates one entry. The batch
-// index is the dispatch's z. The host's f64 reference is nalgebra's product.
+// index is the dispatch's z. With `lower` set, C = A Aᵀ-like symmetric products skip the tiles above
+// the diagonal (a SYRK: about half the work). The host's f64 reference is nalgebra's product.
 
 const TILE: u32 = 16u;
 
@@ -11,7 +12,7 @@ struct Dims {
     k: u32,        // the inner dimension
     trans_a: u32,  // 1: op(A) = Aᵀ, A stored k × m; 0: A stored m × k
     trans_b: u32,  // 1: op(B) = Bᵀ, B stored n × k; 0: B stored k × n
-    pad0: u32,
+    lower: u32,    // 1: C is symmetric and only tiles on or below the diagonal are computed (SYRK)
     pad1: u32,
     pad2: u32,
 }
@@ -54,6 +55,11 @@ fn gemm(
     @builtin(local_invocation_id) local: vec3<u32>,
 ) {
     let z = group.z;
+    // A tile wholly above the diagonal of a symmetric product is its mirror's transpose: the host
+    // fills it (the whole workgroup leaves together, before any barrier).
+    if (dims.lower == 1u && group.x < group.y) {
+        return;
+    }
     // local.x walks rows of C (consecutive invocations read consecutive column-major entries).
     let i = group.x * TILE + local.x;
     let j = group.y * TILE + local.y;

@@ -68,7 +68,7 @@ fn check_points(kernel: &Kernel, a: &DMatrix<f64>, b: &DMatrix<f64>) -> usize {
 }
 
 /// A matrix's rows, row-major, as f32 bytes (the shader reads point p at p·D).
-fn rows_bytes(points: &DMatrix<f64>) -> Vec<u8> {
+pub(super) fn rows_bytes(points: &DMatrix<f64>) -> Vec<u8> {
     f32_bytes((0..points.nrows()).flat_map(|p| points.row(p).iter().copied().collect::<Vec<_>>()))
 }
 
@@ -97,7 +97,7 @@ impl Gpu {
         );
         self.check_groups("the kernel matrix's dispatch", groups)?;
 
-        let inputs = self.kernel_inputs(kernel, a, b);
+        let inputs = self.kernel_inputs(kernel, a, b, 0);
         let values = self.run_and_read(
             "kernel cross",
             &self.pipelines.kernel.cross,
@@ -127,25 +127,24 @@ impl Gpu {
         let d = check_points(kernel, a, b);
         let (n, m) = (a.nrows(), b.nrows());
         assert_eq!(dk.shape(), (n, m), "dL/dK must be n × m");
-        let mut grad = kernel.new_zeroed_grad();
-        let (mut da, mut db) = (DMatrix::zeros(n, d), DMatrix::zeros(m, d));
         if n == 0 || m == 0 || d == 0 {
-            return Ok((grad, da, db));
+            let (da, db) = (DMatrix::zeros(n, d), DMatrix::zeros(m, d));
+            return Ok((kernel.new_zeroed_grad(), da, db));
         }
-        let parts = kernel.stationary.len();
-        // Per row of A: ∂a_p, per part (Σ dK κ, Σ G Δ²), Σ s dK ∂κ/∂a, Σ dK a b (kernel_backward.wgsl).
-        let width = 2 * d + parts * (d + 1) + 1;
-        let rows_bytes_out = (n * width * 4) as u64;
+        let width = backward_width(kernel);
+        let chunk = backward_chunk(m);
+        let chunks = m.div_ceil(chunk);
+        let rows_bytes_out = (chunks * n * width * 4) as u64;
         let cols_bytes_out = (m * d * 4) as u64;
         self.check_binding("the kernel adjoint's row sums", rows_bytes_out)?;
         self.check_binding("the kernel adjoint's columns", cols_bytes_out)?;
         self.check_binding("dL/dK", (n * m * 4) as u64)?;
-        let rows_groups = ((n as u32).div_ceil(BACKWARD_GROUP), 1, 1);
+        let rows_groups = ((n as u32).div_ceil(BACKWARD_GROUP), chunks as u32, 1);
         let cols_groups = ((m as u32).div_ceil(BACKWARD_GROUP), 1, 1);
         self.check_groups("the kernel adjoint's dispatch", rows_groups)?;
         self.check_groups("the kernel adjoint's dispatch", cols_groups)?;
 
-        let mut inputs = self.kernel_inputs(kernel, a, b).to_vec();
+        let mut inputs = self.kernel_inputs(kernel, a, b, chunk).to_vec();
         inputs.push(self.upload(
             "dk",
             &f32_bytes(dk.iter().copied()),
@@ -166,37 +165,8 @@ impl Gpu {
             cols_groups,
             cols_bytes_out,
         )?;
-
-        // The sums over rows, in f64; the gradients are with respect to the unmasked θ.
-        let column_sum =
-            |w: usize| -> f64 { rows.chunks_exact(width).map(|r| f64::from(r[w])).sum() };
-        for (c, (part, pgrad)) in kernel
-            .stationary
-            .iter()
-            .zip(&mut grad.stationary)
-            .enumerate()
-        {
-            let at = d + c * (d + 1);
-            pgrad.variance = column_sum(at);
-            for j in 0..d {
-                let theta = part.precision[j] * kernel.mask[j];
-                pgrad.precision[j] = kernel.mask[j] * 2.0 * theta * column_sum(at + 1 + j);
-            }
-        }
-        let alpha_at = d + parts * (d + 1);
-        if grad.has_rq {
-            grad.rq_alpha = column_sum(alpha_at);
-        }
-        if let Some(glin) = grad.linear.as_mut() {
-            for (j, g) in glin.iter_mut().enumerate() {
-                *g = kernel.mask[j] * column_sum(alpha_at + 1 + j);
-            }
-        }
-        for (p, row) in rows.chunks_exact(width).enumerate() {
-            for j in 0..d {
-                da[(p, j)] = f64::from(row[j]);
-            }
-        }
+        let (grad, da) = decode_rows(kernel, &rows, n);
+        let mut db = DMatrix::zeros(m, d);
         for (q, row) in cols.chunks_exact(d).enumerate() {
             for j in 0..d {
                 db[(q, j)] = f64::from(row[j]);
@@ -212,44 +182,107 @@ impl Gpu {
         kernel: &Kernel,
         a: &DMatrix<f64>,
         b: &DMatrix<f64>,
+        chunk: usize,
     ) -> [wgpu::Buffer; 6] {
-        let d = kernel.dim();
-        let masked = |theta: &[f64]| -> Vec<f64> {
-            theta.iter().zip(&kernel.mask).map(|(t, e)| t * e).collect()
-        };
-        let linear = kernel
-            .linear
-            .as_deref()
-            .map_or_else(|| vec![0.0; d], &masked);
-        let parts: Vec<f64> = kernel
-            .stationary
-            .iter()
-            .flat_map(|part| std::iter::once(part.variance).chain(masked(&part.precision)))
-            .collect();
-        let kinds: Vec<u8> = kernel
-            .stationary
-            .iter()
-            .flat_map(|part| kind_code(part.kind).to_le_bytes())
-            .collect();
-        let mut dims = Vec::with_capacity(32);
-        for v in [
-            a.nrows() as u32,
-            b.nrows() as u32,
-            d as u32,
-            kernel.stationary.len() as u32,
-        ] {
-            dims.extend(v.to_le_bytes());
-        }
-        dims.extend((kernel.rq_alpha as f32).to_le_bytes());
-        dims.extend([0u8; 12]);
+        let [dims, linear, parts, kinds] = kernel_parameters(kernel, a.nrows(), b.nrows(), chunk);
         let storage = wgpu::BufferUsages::STORAGE;
         [
             self.upload("dims", &dims, wgpu::BufferUsages::UNIFORM),
             self.upload("a", &rows_bytes(a), storage),
             self.upload("b", &rows_bytes(b), storage),
-            self.upload("linear", &f32_bytes(linear), storage),
-            self.upload("parts", &f32_bytes(parts), storage),
+            self.upload("linear", &linear, storage),
+            self.upload("parts", &parts, storage),
             self.upload("kinds", &kinds, storage),
         ]
     }
+}
+
+/// The bytes of the kernel shaders' `dims` (for A with `n` rows, B with `m`), θ̃^lin, the parts
+/// (s^c, then θ̃^c) and the parts' kinds (kernel_common.wgsl), the masks applied (θ̃ = E ∘ θ) so
+/// no shader needs a mask.
+pub(super) fn kernel_parameters(kernel: &Kernel, n: usize, m: usize, chunk: usize) -> [Vec<u8>; 4] {
+    let d = kernel.dim();
+    let masked = |theta: &[f64]| -> Vec<f64> {
+        theta.iter().zip(&kernel.mask).map(|(t, e)| t * e).collect()
+    };
+    let linear = kernel
+        .linear
+        .as_deref()
+        .map_or_else(|| vec![0.0; d], &masked);
+    let parts: Vec<f64> = kernel
+        .stationary
+        .iter()
+        .flat_map(|part| std::iter::once(part.variance).chain(masked(&part.precision)))
+        .collect();
+    let kinds: Vec<u8> = kernel
+        .stationary
+        .iter()
+        .flat_map(|part| kind_code(part.kind).to_le_bytes())
+        .collect();
+    let mut dims = Vec::with_capacity(32);
+    for v in [n as u32, m as u32, d as u32, kernel.stationary.len() as u32] {
+        dims.extend(v.to_le_bytes());
+    }
+    dims.extend((kernel.rq_alpha as f32).to_le_bytes());
+    dims.extend((chunk as u32).to_le_bytes());
+    dims.extend([0u8; 8]);
+    [dims, f32_bytes(linear), f32_bytes(parts), kinds]
+}
+
+/// Values per row of the adjoint's row pass: ∂a_p (D), per part Σ dK κ and Σ G Δ² (D),
+/// Σ s dK ∂κ/∂a, Σ dK a b (D) (kernel_backward.wgsl).
+pub(super) fn backward_width(kernel: &Kernel) -> usize {
+    let d = kernel.dim();
+    2 * d + kernel.stationary.len() * (d + 1) + 1
+}
+
+/// Columns of B per invocation of the adjoint's row pass for B with `m` rows: enough chunks that
+/// a few rows of A still fill a GPU (M = 400 and T = 12 800 give 50 chunks, 20 000 invocations),
+/// few enough that the partial sums read back stay small.
+pub(super) fn backward_chunk(m: usize) -> usize {
+    256.min(m.max(1))
+}
+
+/// The kernel gradient and ∂A (n × D) from the row pass's output (chunks × n rows of
+/// [`backward_width`] values), every sum over chunks and rows finished in f64. The gradients are
+/// with respect to the unmasked θ.
+pub(super) fn decode_rows(kernel: &Kernel, rows: &[f32], n: usize) -> (KernelGrad, DMatrix<f64>) {
+    let d = kernel.dim();
+    let width = backward_width(kernel);
+    let parts = kernel.stationary.len();
+    let mut sums = vec![0.0f64; width];
+    let mut da = DMatrix::zeros(n, d);
+    for (r, row) in rows.chunks_exact(width).enumerate() {
+        for (s, &v) in sums.iter_mut().zip(row) {
+            *s += f64::from(v);
+        }
+        let p = r % n.max(1);
+        for j in 0..d {
+            da[(p, j)] += f64::from(row[j]);
+        }
+    }
+    let mut grad = kernel.new_zeroed_grad();
+    for (c, (part, pgrad)) in kernel
+        .stationary
+        .iter()
+        .zip(&mut grad.stationary)
+        .enumerate()
+    {
+        let at = d + c * (d + 1);
+        pgrad.variance = sums[at];
+        for j in 0..d {
+            let theta = part.precision[j] * kernel.mask[j];
+            pgrad.precision[j] = kernel.mask[j] * 2.0 * theta * sums[at + 1 + j];
+        }
+    }
+    let alpha_at = d + parts * (d + 1);
+    if grad.has_rq {
+        grad.rq_alpha = sums[alpha_at];
+    }
+    if let Some(glin) = grad.linear.as_mut() {
+        for (j, g) in glin.iter_mut().enumerate() {
+            *g = kernel.mask[j] * sums[alpha_at + 1 + j];
+        }
+    }
+    (grad, da)
 }

@@ -4,14 +4,16 @@
 // Δ_j = a_pj − b_qj:
 //   ∂s^c = Σ dK κ_c,  ∂a = s Σ dK ∂κ/∂a (RQ),  ∂θ^c_j ∝ Σ G_c Δ_j²,  ∂θ^lin_j ∝ Σ dK a_pj b_qj,
 //   ∂a_pj = Σ_q [Σ_c 2 (θ̃^c_j)² G_c Δ_j + θ̃^lin_j dK b_qj],  ∂b_qj = Σ_p [−Σ_c 2 (θ̃^c_j)² G_c Δ_j + θ̃^lin_j dK a_pj].
-// `backward_rows` runs one invocation per row p of A and writes its ∂a_p and its share of the
-// parameter sums; `backward_cols` one per row q of B for ∂b_q. The host adds the shares in f64.
+// `backward_rows` runs one invocation per row p of A and chunk of `dims.chunk` columns of B (the
+// dispatch's y) and writes the chunk's share of ∂a_p and of the parameter sums; `backward_cols`
+// one per row q of B for ∂b_q. The host adds the shares in f64.
 
 @group(0) @binding(6) var<storage, read> dk: array<f32>;
 @group(0) @binding(7) var<storage, read_write> out: array<f32>;
 
-// Per row p, `out` holds W = 2D + parts·(D + 1) + 1 values:
-//   ∂a_p (D) | per part: Σ dK κ, then Σ G Δ_j² (D) | Σ s dK ∂κ/∂a | Σ dK a_pj b_qj (D).
+// Per chunk y and row p, `out` holds at (y·n + p)·W the W = 2D + parts·(D + 1) + 1 values:
+//   ∂a_p (D) | per part: Σ dK κ, then Σ G Δ_j² (D) | Σ s dK ∂κ/∂a | Σ dK a_pj b_qj (D),
+// each summed over the chunk's columns q.
 @compute @workgroup_size(64)
 fn backward_rows(@builtin(global_invocation_id) id: vec3<u32>) {
     let p = id.x;
@@ -21,14 +23,16 @@ fn backward_rows(@builtin(global_invocation_id) id: vec3<u32>) {
     let d = dims.d;
     let stride = d + 1u;
     let width = 2u * d + dims.parts * stride + 1u;
-    let row = p * width;
+    let row = (id.y * dims.n + p) * width;
+    let q_start = id.y * dims.chunk;
+    let q_end = min(dims.m, q_start + dims.chunk);
     for (var w = 0u; w < width; w++) {
         out[row + w] = 0.0;
     }
     let ap = p * d;
     let alpha_at = row + d + dims.parts * stride;
     let linear_at = alpha_at + 1u;
-    for (var q = 0u; q < dims.m; q++) {
+    for (var q = q_start; q < q_end; q++) {
         let bq = q * d;
         let g_in = dk[p + q * dims.n];
         for (var j = 0u; j < d; j++) {

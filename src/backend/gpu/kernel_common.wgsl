@@ -12,7 +12,7 @@ struct Dims {
     d: u32,       // input dimensions
     parts: u32,   // stationary parts
     alpha: f32,   // the rational quadratic's a
-    pad0: u32,
+    chunk: u32,   // columns of B per invocation of the adjoint's row pass (kernel_backward.wgsl)
     pad1: u32,
     pad2: u32,
 }

@@ -9,12 +9,17 @@
 //! the engine's f64 at the boundary, and finishes sums over many terms in f64. Not yet a
 //! [`super::Backend`]: that comes when the bounds run here too (issue 14).
 
+mod backend;
 mod gemm;
 mod kernel;
+mod predictions;
 
+pub use backend::GpuBackend;
 pub use gemm::Op;
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use wgpu::util::DeviceExt;
 
@@ -38,6 +43,10 @@ pub enum GpuError {
     /// Reading a result back failed (a lost device, a failed mapping).
     #[error("reading the result back from the GPU failed: {0}")]
     Readback(String),
+    /// The device is gone (a driver reset, a removed card, [`Gpu::lose_device`]) or reported an
+    /// error it cannot continue from; nothing more runs on it.
+    #[error("the GPU device was lost: {0}")]
+    Lost(String),
 }
 
 /// A GPU device ready for Occam's kernels.
@@ -46,12 +55,19 @@ pub struct Gpu {
     queue: wgpu::Queue,
     adapter: String,
     pipelines: Pipelines,
+    /// Buffers kept on the device between calls, by (role, job slot): a call of the same shape
+    /// writes into them instead of allocating.
+    resident: Mutex<HashMap<(&'static str, usize), wgpu::Buffer>>,
+    /// Why the device stopped, once it has: set by wgpu's device-lost callback and by errors no
+    /// error scope caught (which would otherwise panic).
+    failure: Arc<Mutex<Option<String>>>,
 }
 
 /// The compiled kernels, one pipeline per WGSL entry point.
 struct Pipelines {
     kernel: kernel::KernelPipelines,
     gemm: wgpu::ComputePipeline,
+    column_pass: wgpu::ComputePipeline,
 }
 
 impl fmt::Debug for Gpu {
@@ -84,15 +100,124 @@ impl Gpu {
             adapter: name.clone(),
             reason: e.to_string(),
         })?;
+        let failure = Arc::new(Mutex::new(None::<String>));
+        let record = |failure: &Arc<Mutex<Option<String>>>, why: String| {
+            if let Ok(mut slot) = failure.lock() {
+                slot.get_or_insert(why);
+            }
+        };
+        {
+            let failure = failure.clone();
+            device.set_device_lost_callback(move |reason, message| {
+                record(&failure, format!("{reason:?}: {message}"));
+            });
+        }
+        {
+            let failure = failure.clone();
+            device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+                record(&failure, error.to_string());
+            }));
+        }
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
             gemm: gemm::pipeline(&device),
+            column_pass: predictions::pipeline(&device),
         };
         Ok(Gpu {
             device,
             queue,
             adapter: name,
             pipelines,
+            resident: Mutex::new(HashMap::new()),
+            failure,
+        })
+    }
+
+    /// Why the device can no longer be used, if it cannot.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Test hook: destroys the device as a driver reset would, so that every later step fails
+    /// with [`GpuError::Lost`] (how the CPU fallback is tested without pulling a card).
+    pub fn lose_device(&self) {
+        self.device.destroy();
+        if let Ok(mut slot) = self.failure.lock() {
+            slot.get_or_insert_with(|| "destroyed by Gpu::lose_device".into());
+        }
+    }
+
+    /// An error if the device is gone.
+    fn check_alive(&self) -> Result<(), GpuError> {
+        match self.failure() {
+            Some(why) => Err(GpuError::Lost(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// The resident buffer for `role` of job `slot`, at least `bytes` long (and 4), created or
+    /// grown as needed.
+    fn resident(
+        &self,
+        role: &'static str,
+        slot: usize,
+        bytes: usize,
+        usage: wgpu::BufferUsages,
+    ) -> wgpu::Buffer {
+        let size = (bytes.max(4) as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let mut buffers = self
+            .resident
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match buffers.get(&(role, slot)) {
+            Some(b) if b.size() >= size && b.usage() == usage => b.clone(),
+            _ => {
+                let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(role),
+                    size,
+                    usage,
+                    mapped_at_creation: false,
+                });
+                buffers.insert((role, slot), buffer.clone());
+                buffer
+            }
+        }
+    }
+
+    /// A resident buffer for `role` of `slot` holding `contents` (written through the queue).
+    fn resident_with(
+        &self,
+        role: &'static str,
+        slot: usize,
+        contents: &[u8],
+        usage: wgpu::BufferUsages,
+    ) -> wgpu::Buffer {
+        let buffer = self.resident(
+            role,
+            slot,
+            contents.len(),
+            usage | wgpu::BufferUsages::COPY_DST,
+        );
+        if !contents.is_empty() {
+            self.queue.write_buffer(&buffer, 0, contents);
+        }
+        buffer
+    }
+
+    /// A bind group of `buffers` at bindings 0, 1, … of `pipeline`'s group 0.
+    fn bind(&self, pipeline: &wgpu::ComputePipeline, buffers: &[&wgpu::Buffer]) -> wgpu::BindGroup {
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, buffer)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: buffer.as_entire_binding(),
+            })
+            .collect();
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
         })
     }
 
@@ -153,6 +278,7 @@ impl Gpu {
         groups: (u32, u32, u32),
         out_bytes: u64,
     ) -> Result<Vec<f32>, GpuError> {
+        self.check_alive()?;
         let device = &self.device;
         let output = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
@@ -202,34 +328,72 @@ impl Gpu {
         buffer: &wgpu::Buffer,
         submission: wgpu::SubmissionIndex,
     ) -> Result<Vec<f32>, GpuError> {
-        let slice = buffer.slice(..);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |result| {
-            // The receiver waits below; if it is gone there is nobody to tell.
-            let _ = sender.send(result);
-        });
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(submission),
-                timeout: None,
+        let bytes = buffer.size() as usize;
+        let mut all = self.read_back_all(&[(buffer, bytes)], submission)?;
+        Ok(all.pop().unwrap_or_default())
+    }
+
+    /// Waits for `submission` (at most [`READBACK_TIMEOUT`]) and reads the first `bytes` of each
+    /// buffer (mappable for reading) as f32 values: one wait for all of them.
+    fn read_back_all(
+        &self,
+        buffers: &[(&wgpu::Buffer, usize)],
+        submission: wgpu::SubmissionIndex,
+    ) -> Result<Vec<Vec<f32>>, GpuError> {
+        let receivers: Vec<_> = buffers
+            .iter()
+            .map(|&(buffer, bytes)| {
+                let (sender, receiver) = std::sync::mpsc::channel();
+                if bytes > 0 {
+                    buffer
+                        .slice(..bytes as u64)
+                        .map_async(wgpu::MapMode::Read, move |result| {
+                            // The receiver waits below; if it is gone there is nobody to tell.
+                            let _ = sender.send(result);
+                        });
+                } else {
+                    let _ = sender.send(Ok(()));
+                }
+                receiver
             })
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
-        receiver
-            .recv()
-            .map_err(|e| GpuError::Readback(e.to_string()))?
-            .map_err(|e| GpuError::Readback(e.to_string()))?;
-        let values = {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| GpuError::Readback(e.to_string()))?;
-            view.chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
+            .collect();
+        let waited = self.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(submission),
+            timeout: Some(READBACK_TIMEOUT),
+        });
+        let lost = |e: String| match self.failure() {
+            Some(why) => GpuError::Lost(why),
+            None => GpuError::Readback(e),
         };
-        buffer.unmap();
-        Ok(values)
+        waited.map_err(|e| lost(e.to_string()))?;
+        let mut out = Vec::with_capacity(buffers.len());
+        for (&(buffer, bytes), receiver) in buffers.iter().zip(receivers) {
+            receiver
+                .recv()
+                .map_err(|e| lost(e.to_string()))?
+                .map_err(|e| lost(e.to_string()))?;
+            if bytes == 0 {
+                out.push(Vec::new());
+                continue;
+            }
+            let slice = buffer.slice(..bytes as u64);
+            let values = {
+                let view = slice.get_mapped_range().map_err(|e| lost(e.to_string()))?;
+                view.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect()
+            };
+            buffer.unmap();
+            out.push(values);
+        }
+        self.check_alive()?;
+        Ok(out)
     }
 }
+
+/// The longest wait for one submission's results before the device counts as hung: far beyond
+/// any batch of the paper's sizes on a software rasteriser.
+const READBACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// A compute pipeline for `entry` of the WGSL `source`, its bind group layout taken from the shader.
 fn compute_pipeline(

@@ -30,4 +30,4 @@ pub use settings::{
     SubsetScaling, MAX_BATCH_SIZE, MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_POWER_ITERATIONS,
     MAX_RESTARTS, MAX_SAMPLES, MAX_THREADS,
 };
-pub use variable::{BoundKind, Evaluation, Variable};
+pub use variable::{BoundKind, Evaluation, PendingEvaluation, Variable};

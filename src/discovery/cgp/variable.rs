@@ -14,7 +14,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::component::{Component, PRIOR_RATE};
-use crate::gp::svgp::{bound_and_gradient, SvgpOutput};
+use crate::gp::svgp::{
+    bound_and_gradient, InducingStep, PredictionRequest, Predictions, SvgpOutput,
+};
 use crate::gp::variable::{GpCdeVariable, Prepared};
 
 /// Which bound every variable uses.
@@ -73,7 +75,64 @@ pub enum Variable {
     Uncollapsed(Box<UncollapsedComponent>),
 }
 
+/// An uncollapsed evaluation half done ([`Variable::begin_evaluation`]): the minibatch and the
+/// inducing step, waiting for the predictions at its evaluation points.
+#[derive(Debug, Clone)]
+pub struct PendingEvaluation {
+    prepared: Box<Prepared>,
+    step: InducingStep,
+}
+
+impl PendingEvaluation {
+    /// What a device needs to compute the predictions, for the `variable` this was begun from.
+    pub fn request<'a>(&'a self, variable: &'a Variable) -> Result<PredictionRequest<'a>, String> {
+        let Variable::Uncollapsed(u) = variable else {
+            return Err("a pending evaluation belongs to an uncollapsed variable".into());
+        };
+        self.step
+            .request(&u.variable.input(&self.prepared))
+            .ok_or_else(|| "the uncollapsed bound has a latent input".into())
+    }
+
+    /// The evaluation, from the predictions at the minibatch's evaluation points.
+    pub fn finish(
+        self,
+        variable: &Variable,
+        predictions: Predictions,
+    ) -> Result<Evaluation, String> {
+        let Variable::Uncollapsed(u) = variable else {
+            return Err("a pending evaluation belongs to an uncollapsed variable".into());
+        };
+        let output = self
+            .step
+            .finish(&u.variable.input(&self.prepared), predictions);
+        uncollapsed_evaluation(*self.prepared, output)
+    }
+}
+
+/// An uncollapsed evaluation, refused when its bound is not finite.
+fn uncollapsed_evaluation(prepared: Prepared, output: SvgpOutput) -> Result<Evaluation, String> {
+    let value = output.terms.elbo;
+    if !value.is_finite() {
+        return Err(format!("the bound is not finite ({value})"));
+    }
+    Ok(Evaluation::Uncollapsed {
+        value,
+        prepared: Box::new(prepared),
+        output: Box::new(output),
+    })
+}
+
 impl UncollapsedComponent {
+    /// The minibatch of an evaluation with `seed`: b rows drawn without replacement, then the
+    /// Monte Carlo draws, from one stream.
+    fn minibatch(&self, data: &DMatrix<f64>, seed: u64) -> Prepared {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let n = data.nrows();
+        let rows = sample(&mut rng, n, self.batch.min(n)).into_vec();
+        self.variable.prepare(data, &rows, &mut rng)
+    }
+
     /// Wraps a freshly initialised variable for column `child`, trained on minibatches of
     /// `batch` rows.
     pub fn new(child: usize, variable: GpCdeVariable, batch: usize) -> Self {
@@ -182,23 +241,31 @@ impl Variable {
                 .map(|(value, gradient)| Evaluation::Collapsed { value, gradient })
                 .map_err(|e| e.to_string()),
             Variable::Uncollapsed(u) => {
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                let n = data.nrows();
-                let rows = sample(&mut rng, n, u.batch.min(n)).into_vec();
-                let prepared = u.variable.prepare(data, &rows, &mut rng);
+                let prepared = u.minibatch(data, seed);
                 let output =
                     bound_and_gradient(&u.variable.input(&prepared)).map_err(|e| e.to_string())?;
-                let value = output.terms.elbo;
-                if !value.is_finite() {
-                    return Err(format!("the bound is not finite ({value})"));
-                }
-                Ok(Evaluation::Uncollapsed {
-                    value,
-                    prepared: Box::new(prepared),
-                    output: Box::new(output),
-                })
+                uncollapsed_evaluation(prepared, output)
             }
         }
+    }
+
+    /// The first half of an uncollapsed variable's [`Variable::evaluate`]: its minibatch from
+    /// `seed` and the inducing-point algebra in f64, waiting for predictions a device computes
+    /// (the GPU backend). `None` for a collapsed variable.
+    pub fn begin_evaluation(
+        &self,
+        data: &DMatrix<f64>,
+        seed: u64,
+    ) -> Option<Result<PendingEvaluation, String>> {
+        let Variable::Uncollapsed(u) = self else {
+            return None;
+        };
+        let prepared = Box::new(u.minibatch(data, seed));
+        Some(
+            InducingStep::new(&u.variable.input(&prepared))
+                .map(|step| PendingEvaluation { prepared, step })
+                .map_err(|e| e.to_string()),
+        )
     }
 
     /// One ascent step from `evaluation`, with ∂/∂θ_ij = `d_theta[k]` added for the k-th parent

@@ -1,0 +1,180 @@
+//! [`GpuBackend`]: the [`Backend`] that sends the uncollapsed bound's heavy half of every
+//! evaluation in a batch to one [`Gpu`] submission, and everything else to the CPU it wraps.
+//!
+//! Per batch: the minibatches and the M × M algebra of each evaluation on the CPU pool in f64
+//! ([`Variable::begin_evaluation`]), the predictions of all of them in one GPU submission
+//! ([`Gpu::svgp_predictions`]), then each evaluation's gradient algebra on the pool again. Jobs of
+//! other kinds (collapsed evaluations, starts, refits, final bounds, family scores, pairs) run on
+//! the CPU as they would without a GPU; README says why.
+//!
+//! A failed GPU step (a lost device, an error the driver reports, a readback that times out)
+//! switches this backend to the CPU for good: the batch in hand is computed again there from the
+//! same jobs, so nothing is lost, and [`Backend::name`] says what happened from then on.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use nalgebra::DMatrix;
+
+use super::{Gpu, GpuError};
+use crate::backend::{Backend, CpuBackend, Job, Outcome};
+use crate::discovery::cgp::{PendingEvaluation, Variable};
+
+/// The GPU for the uncollapsed bound's predictions, the CPU for the rest and after a failure.
+pub struct GpuBackend {
+    gpu: Arc<Gpu>,
+    cpu: CpuBackend,
+    /// Why the GPU was given up, once it has been.
+    failed: Mutex<Option<String>>,
+}
+
+impl fmt::Debug for GpuBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuBackend")
+            .field("gpu", &self.gpu)
+            .field("failed", &self.failure())
+            .finish()
+    }
+}
+
+impl GpuBackend {
+    /// A backend computing on `gpu`, with `cpu` for what stays on the CPU.
+    pub fn new(gpu: Arc<Gpu>, cpu: CpuBackend) -> Self {
+        Self {
+            gpu,
+            cpu,
+            failed: Mutex::new(None),
+        }
+    }
+
+    /// Opens the first GPU ([`Gpu::open`]) beside `cpu`.
+    pub fn open(cpu: CpuBackend) -> Result<Self, GpuError> {
+        Ok(Self::new(Arc::new(Gpu::open()?), cpu))
+    }
+
+    /// The device (for tests that lose it on purpose).
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Why this backend switched to the CPU, if it has.
+    pub fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn give_up(&self, error: &GpuError) {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(|| error.to_string());
+    }
+
+    /// The evaluations of `jobs` at `indices` through the GPU, in that order; `Err` when the GPU
+    /// step failed (nothing of the batch is kept then).
+    fn evaluate_on_gpu(
+        &self,
+        data: &DMatrix<f64>,
+        jobs: &[Job<'_>],
+        indices: &[usize],
+    ) -> Result<Vec<Outcome>, GpuError> {
+        let variable_of = |k: usize| -> &Variable {
+            match &jobs[k] {
+                Job::Evaluate { variable, .. } => variable,
+                _ => unreachable!("only evaluations are sent to the GPU"),
+            }
+        };
+        // First half, f64 on the pool: each minibatch and its inducing-point algebra.
+        let begun: Vec<Result<PendingEvaluation, String>> = self.cpu.pool().map(indices, |&k| {
+            let Job::Evaluate { variable, seed, .. } = &jobs[k] else {
+                unreachable!("only evaluations are sent to the GPU")
+            };
+            variable
+                .begin_evaluation(data, *seed)
+                .unwrap_or_else(|| Err("not an uncollapsed variable".into()))
+        });
+        // The predictions of every evaluation whose first half succeeded, in one submission.
+        let mut requests = Vec::new();
+        for (&k, pending) in indices.iter().zip(&begun) {
+            if let Ok(p) = pending {
+                match p.request(variable_of(k)) {
+                    Ok(r) => requests.push(r),
+                    Err(e) => return Err(GpuError::Readback(e)),
+                }
+            }
+        }
+        let mut predictions = self.gpu.svgp_predictions(&requests)?.into_iter();
+        // Second half, f64 on the pool.
+        // (Each item is taken out of its cell once: the pool hands out shared references.)
+        let finishing: Vec<_> = indices
+            .iter()
+            .zip(begun)
+            .map(|(&k, pending)| {
+                (
+                    k,
+                    Mutex::new(Some(pending.map(|p| (p, predictions.next())))),
+                )
+            })
+            .collect();
+        Ok(self.cpu.pool().map(&finishing, |(k, cell)| {
+            let taken = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
+            Outcome::Evaluation(match taken {
+                Some(Ok((p, Some(pred)))) => p.finish(variable_of(*k), pred),
+                Some(Ok((_, None))) => Err("the GPU returned fewer results than requests".into()),
+                Some(Err(e)) => Err(e),
+                None => Err("an evaluation was finished twice".into()),
+            })
+        }))
+    }
+}
+
+/// Whether `job` is an uncollapsed evaluation (what the GPU computes).
+fn runs_on_gpu(job: &Job<'_>) -> bool {
+    matches!(job, Job::Evaluate { variable, .. } if matches!(**variable, Variable::Uncollapsed(_)))
+}
+
+impl Backend for GpuBackend {
+    fn name(&self) -> String {
+        match self.failure() {
+            None => format!("GPU (f32, {}) with {}", self.gpu.adapter(), self.cpu.name()),
+            Some(why) => format!("{} (the GPU failed and was left: {why})", self.cpu.name()),
+        }
+    }
+
+    fn width(&self) -> usize {
+        self.cpu.width()
+    }
+
+    fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome> {
+        let (gpu_jobs, cpu_jobs): (Vec<usize>, Vec<usize>) =
+            (0..jobs.len()).partition(|&k| self.failure().is_none() && runs_on_gpu(&jobs[k]));
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; jobs.len()];
+        let mut on_cpu = cpu_jobs;
+        if !gpu_jobs.is_empty() {
+            match self.evaluate_on_gpu(data, jobs, &gpu_jobs) {
+                Ok(results) => {
+                    for (k, outcome) in gpu_jobs.iter().zip(results) {
+                        outcomes[*k] = Some(outcome);
+                    }
+                }
+                Err(error) => {
+                    // The jobs are values: computing them again on the CPU loses nothing.
+                    self.give_up(&error);
+                    on_cpu.extend(gpu_jobs);
+                }
+            }
+        }
+        if !on_cpu.is_empty() {
+            let batch: Vec<Job<'_>> = on_cpu.iter().map(|&k| jobs[k].clone()).collect();
+            for (k, outcome) in on_cpu.iter().zip(self.cpu.run(data, &batch)) {
+                outcomes[*k] = Some(outcome);
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| Outcome::Value(Err("a job was not run".into()))))
+            .collect()
+    }
+}

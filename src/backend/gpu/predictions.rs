@@ -1,0 +1,374 @@
+//! The uncollapsed bound's heavy half on the GPU: for each request, the predictions at the
+//! T = S·b evaluation points ([`Predictions`]), in one command submission for the whole batch and
+//! one read-back. Per request, in order on the device (float32):
+//!
+//! 1. K = K_Zt (M × T) by `kernel_cross.wgsl`;
+//! 2. QK = Q K by the tiled GEMM;
+//! 3. per column t (`predictions.wgsl`): mean, var, the misfit, g_mean, and K̄ = α g_meanᵀ +
+//!    2 g_var QK overwriting QK;
+//! 4. [ḡ_α, K y] = K [g_mean, y] by the GEMM, K Kᵀ by the GEMM's lower-tile (SYRK) mode;
+//! 5. the kernel's adjoint through K̄: per row of Z its gradient and its share of the parameter
+//!    sums, per evaluation point its gradient (`kernel_backward.wgsl`).
+//!
+//! The host keeps everything O(M²) or O(T·D) in f64: the factor of K_ZZ, α and Q before
+//! ([`crate::gp::svgp::InducingStep`]), k_tt and its adjoint, and every sum over rows, chunks and
+//! points after. What crosses the bus per request is O(M² + T·D + M·D) values each way, never the
+//! M × T matrices. The device buffers stay allocated between calls ([`Gpu::resident`]).
+
+use nalgebra::{DMatrix, DVector};
+
+use super::gemm::{self, Op};
+use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_parameters, rows_bytes};
+use super::{f32_bytes, Gpu, GpuError};
+use crate::gp::svgp::{PredictionRequest, Predictions};
+
+/// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
+const COLUMN_GROUP: u32 = 64;
+/// Invocations per workgroup of the kernel's forward pass, per side.
+const CROSS_SIDE: u32 = 8;
+/// Invocations per workgroup of the kernel adjoint's passes.
+const BACKWARD_GROUP: u32 = 64;
+
+/// The compiled `column_pass` entry point of `predictions.wgsl`.
+pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
+    super::compute_pipeline(
+        device,
+        "predictions.wgsl",
+        include_str!("predictions.wgsl"),
+        "column_pass",
+    )
+}
+
+/// Where each result lies in a request's read-back buffer, in f32 values.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    m: usize,
+    t: usize,
+    d: usize,
+    chunks: usize,
+    width: usize,
+}
+
+impl Layout {
+    /// misfit (T) | [ḡ_α, K y] (2M) | K Kᵀ (M², lower tiles) | row sums (chunks·M·W) | ∂U (T·D).
+    fn parts(&self) -> [usize; 5] {
+        let Layout {
+            m,
+            t,
+            d,
+            chunks,
+            width,
+        } = *self;
+        [t, 2 * m, m * m, chunks * m * width, t * d]
+    }
+
+    fn total(&self) -> usize {
+        self.parts().iter().sum()
+    }
+}
+
+/// One dispatch: the pipeline, its buffers at bindings 0, 1, … and its workgroups.
+type Step<'a> = (&'a wgpu::ComputePipeline, Vec<wgpu::Buffer>, (u32, u32, u32));
+
+/// What the host keeps of an encoded request to finish it after the read-back.
+struct Pending {
+    layout: Layout,
+    /// The evaluation points (T × D), for k_tt's adjoint.
+    u: DMatrix<f64>,
+    readback: wgpu::Buffer,
+}
+
+/// Usage of every device-side storage buffer (written by the queue or a shader, copied out).
+fn storage() -> wgpu::BufferUsages {
+    wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
+}
+
+impl Gpu {
+    /// The predictions of every request (the same quantities as the CPU's fused path, to within
+    /// float32 rounding), computed in one submission with the sums finished in f64 here.
+    ///
+    /// Panics if a request's shapes disagree (x b × D, y b, draws S × b, α M, Q M × M).
+    pub fn svgp_predictions(
+        &self,
+        requests: &[PredictionRequest],
+    ) -> Result<Vec<Predictions>, GpuError> {
+        self.check_alive()?;
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("svgp predictions"),
+            });
+        let pending: Result<Vec<Pending>, GpuError> = requests
+            .iter()
+            .enumerate()
+            .map(|(slot, request)| self.encode(&mut encoder, slot, request))
+            .collect();
+        let pending = pending?;
+        let submission = self.queue.submit([encoder.finish()]);
+        for (what, guard) in [("out of memory", oom), ("invalid use", scope)] {
+            if let Some(error) = pollster::block_on(guard.pop()) {
+                return Err(GpuError::Lost(format!("{what}: {error}")));
+            }
+        }
+        let values = self.read_back_all(
+            &pending
+                .iter()
+                .map(|p| (&p.readback, p.layout.total() * 4))
+                .collect::<Vec<_>>(),
+            submission,
+        )?;
+        Ok(requests
+            .iter()
+            .zip(&pending)
+            .zip(&values)
+            .map(|((request, p), v)| decode(request, p, v))
+            .collect())
+    }
+
+    /// Uploads request `slot`'s inputs and records its passes and copies into `encoder`.
+    fn encode(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        slot: usize,
+        request: &PredictionRequest,
+    ) -> Result<Pending, GpuError> {
+        let PredictionRequest {
+            kernel,
+            z,
+            x,
+            y,
+            latent,
+            draws,
+            alpha,
+            q,
+            noise,
+            c,
+        } = *request;
+        let (m, d) = z.shape();
+        let (samples, b) = draws.shape();
+        let t = samples * b;
+        assert_eq!(x.shape(), (b, d), "x is b × D");
+        assert_eq!(y.len(), b, "one target per row");
+        assert_eq!((alpha.len(), q.shape()), (m, (m, m)), "α is M, Q is M × M");
+        let chunk = backward_chunk(t);
+        let layout = Layout {
+            m,
+            t,
+            d,
+            chunks: t.div_ceil(chunk),
+            width: backward_width(kernel),
+        };
+        for (what, values) in [
+            ("K_Zt", m * t),
+            (
+                "the kernel adjoint's row sums",
+                layout.chunks * m * layout.width,
+            ),
+            ("the evaluation points", t * d),
+        ] {
+            self.check_binding(what, (values * 4) as u64)?;
+        }
+        let cross_groups = (
+            (m as u32).div_ceil(CROSS_SIDE),
+            (t as u32).div_ceil(CROSS_SIDE),
+            1,
+        );
+        let rows_groups = ((m as u32).div_ceil(BACKWARD_GROUP), layout.chunks as u32, 1);
+        let point_groups = ((t as u32).div_ceil(COLUMN_GROUP), 1, 1);
+        let qk_groups = gemm::groups((m, t), 1);
+        let small_groups = gemm::groups((m, 2), 1);
+        let kkt_groups = gemm::groups((m, m), 1);
+        for groups in [
+            cross_groups,
+            rows_groups,
+            point_groups,
+            qk_groups,
+            kkt_groups,
+        ] {
+            self.check_groups("the predictions' dispatch", groups)?;
+        }
+
+        // Host side, f64: the evaluation points, k_tt and y_T.
+        // Point t = n·S + s is row n of x with the latent slot set to w_sn (a row's samples
+        // adjacent, as `svgp::evaluation_points` orders them).
+        let u = DMatrix::from_fn(t, d, |p, j| {
+            if j == latent.slot {
+                draws[(p % samples, p / samples)]
+            } else {
+                x[(p / samples, j)]
+            }
+        });
+        let k_tt = kernel.diag(&u);
+        let y_t = (0..t).map(|p| y[p / samples]);
+        let g_var = -c / (2.0 * noise);
+
+        let uniform = wgpu::BufferUsages::UNIFORM;
+        let [kdims, linear, parts, kinds] = kernel_parameters(kernel, m, t, chunk);
+        let kdims = self.resident_with("kernel dims", slot, &kdims, uniform);
+        let z_buf = self.resident_with("z", slot, &rows_bytes(z), storage());
+        let u_buf = self.resident_with("u", slot, &rows_bytes(&u), storage());
+        let linear = self.resident_with("linear", slot, &linear, storage());
+        let parts = self.resident_with("parts", slot, &parts, storage());
+        let kinds = self.resident_with("kinds", slot, &kinds, storage());
+        let k = self.resident("k", slot, m * t * 4, storage());
+        let qk = self.resident("qk", slot, m * t * 4, storage());
+        let q_buf = self.resident_with("q", slot, &f32_bytes(q.iter().copied()), storage());
+        let alpha_buf =
+            self.resident_with("alpha", slot, &f32_bytes(alpha.iter().copied()), storage());
+        let ktt_buf = self.resident_with("ktt", slot, &f32_bytes(k_tt.iter().copied()), storage());
+        let gy = self.resident_with(
+            "gy",
+            slot,
+            &f32_bytes(std::iter::repeat_n(0.0, t).chain(y_t)),
+            storage(),
+        );
+        let mut column_dims = Vec::with_capacity(16);
+        column_dims.extend((m as u32).to_le_bytes());
+        column_dims.extend((t as u32).to_le_bytes());
+        column_dims.extend(((c / noise) as f32).to_le_bytes());
+        column_dims.extend((g_var as f32).to_le_bytes());
+        let column_dims = self.resident_with("column dims", slot, &column_dims, uniform);
+        let misfit = self.resident("misfit", slot, t * 4, storage());
+        let qk_dims = gemm::dims_bytes((m, t, m), Op::AsIs, Op::AsIs, false);
+        let qk_dims = self.resident_with("qk dims", slot, &qk_dims, uniform);
+        let gy_dims = gemm::dims_bytes((m, 2, t), Op::AsIs, Op::AsIs, false);
+        let gy_dims = self.resident_with("gy dims", slot, &gy_dims, uniform);
+        let kkt_dims = gemm::dims_bytes((m, m, t), Op::AsIs, Op::Transposed, true);
+        let kkt_dims = self.resident_with("kkt dims", slot, &kkt_dims, uniform);
+        let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * m * 4, storage());
+        let kkt = self.resident("kkt", slot, m * m * 4, storage());
+        let rows = self.resident("rows", slot, layout.parts()[3] * 4, storage());
+        let cols = self.resident("cols", slot, t * d * 4, storage());
+        let readback = self.resident(
+            "readback",
+            slot,
+            layout.total() * 4,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+
+        let pipelines = &self.pipelines;
+        let kernel_common = [&kdims, &z_buf, &u_buf, &linear, &parts, &kinds];
+        let with = |extra: &[&wgpu::Buffer]| -> Vec<wgpu::Buffer> {
+            kernel_common
+                .iter()
+                .chain(extra)
+                .map(|&b| b.clone())
+                .collect()
+        };
+        let steps: [Step; 7] = [
+            (&pipelines.kernel.cross, with(&[&k]), cross_groups),
+            (
+                &pipelines.gemm,
+                vec![qk_dims, q_buf, k.clone(), qk.clone()],
+                qk_groups,
+            ),
+            (
+                &pipelines.column_pass,
+                vec![
+                    column_dims,
+                    k.clone(),
+                    qk.clone(),
+                    alpha_buf,
+                    ktt_buf,
+                    gy.clone(),
+                    misfit.clone(),
+                ],
+                point_groups,
+            ),
+            (
+                &pipelines.gemm,
+                vec![gy_dims, k.clone(), gy, g_alpha_ky.clone()],
+                small_groups,
+            ),
+            (
+                &pipelines.gemm,
+                vec![kkt_dims, k.clone(), k.clone(), kkt.clone()],
+                kkt_groups,
+            ),
+            (
+                &pipelines.kernel.backward_rows,
+                with(&[&qk, &rows]),
+                rows_groups,
+            ),
+            (
+                &pipelines.kernel.backward_cols,
+                with(&[&qk, &cols]),
+                point_groups,
+            ),
+        ];
+        let groups: Vec<_> = steps
+            .iter()
+            .map(|(pipeline, buffers, groups)| {
+                let refs: Vec<&wgpu::Buffer> = buffers.iter().collect();
+                (*pipeline, self.bind(pipeline, &refs), *groups)
+            })
+            .collect();
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("svgp predictions"),
+                timestamp_writes: None,
+            });
+            for (pipeline, bind_group, (gx, gy, gz)) in &groups {
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, bind_group, &[]);
+                pass.dispatch_workgroups(*gx, *gy, *gz);
+            }
+        }
+        let mut offset = 0u64;
+        for (source, values) in [&misfit, &g_alpha_ky, &kkt, &rows, &cols]
+            .into_iter()
+            .zip(layout.parts())
+        {
+            let bytes = (values * 4) as u64;
+            if bytes > 0 {
+                encoder.copy_buffer_to_buffer(source, 0, &readback, offset, bytes);
+            }
+            offset += bytes;
+        }
+        Ok(Pending {
+            layout,
+            u,
+            readback,
+        })
+    }
+}
+
+/// A request's [`Predictions`] from its read-back values, with k_tt's adjoint added on the host.
+fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Predictions {
+    let Layout { m, t, d, .. } = pending.layout;
+    let kernel = request.kernel;
+    let slot = request.latent.slot;
+    let (samples, b) = request.draws.shape();
+    let [n_misfit, n_small, n_kkt, n_rows, _] = pending.layout.parts();
+    let (misfit, rest) = values.split_at(n_misfit);
+    let (small, rest) = rest.split_at(n_small);
+    let (kkt_values, rest) = rest.split_at(n_kkt);
+    let (rows, cols) = rest.split_at(n_rows);
+
+    let to_f64 = |v: &[f32]| DVector::from_iterator(v.len(), v.iter().map(|&x| f64::from(x)));
+    let mut kkt = DMatrix::from_iterator(m, m, kkt_values.iter().map(|&x| f64::from(x)));
+    gemm::mirror_lower(&mut kkt);
+    let (mut kernel_grad, z_grad) = decode_rows(kernel, rows, m);
+    // k_tt's adjoint: ∂L̂/∂k_tt = g_var for every point.
+    let g_var = -request.c / (2.0 * request.noise);
+    let (g_diag, d_u_diag) = kernel.diag_backward(&pending.u, &DVector::from_element(t, g_var));
+    kernel_grad.add_assign(&g_diag);
+    let draws = DMatrix::from_fn(samples, b, |s, n| {
+        let p = n * samples + s;
+        f64::from(cols[p * d + slot]) + d_u_diag[(p, slot)]
+    });
+    Predictions {
+        misfit: misfit.iter().map(|&v| f64::from(v)).sum(),
+        g_alpha: to_f64(&small[..m]),
+        ky: to_f64(&small[m..]),
+        kkt,
+        kernel: kernel_grad,
+        z: z_grad,
+        draws: Some(draws),
+    }
+}

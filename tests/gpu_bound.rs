@@ -1,0 +1,325 @@
+//! The uncollapsed bound with every gradient, its heavy half on the GPU (float32, WGSL through
+//! wgpu) against the CPU f64 path; the SYRK mode of the GEMM; and [`GpuBackend`]: the same outcomes
+//! as the CPU backend to within float32, and a device lost mid-run continuing on the CPU with
+//! nothing lost. Like `gpu_parity.rs`, these run on Mesa's lavapipe in the README's test command
+//! and fail without an adapter unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use nalgebra::{DMatrix, DVector};
+use occam::backend::gpu::{Gpu, GpuBackend};
+use occam::backend::{Backend, CpuBackend, Job, Outcome};
+use occam::discovery::cgp::start::VariableStart;
+use occam::discovery::cgp::{Preset, SearchSettings};
+use occam::gp::kernel::{Kernel, KernelGrad, StationaryKind, StationaryPart};
+use occam::gp::linalg::JitterPolicy;
+use occam::gp::svgp::{bound_and_gradient, InducingStep, LatentBatch, SvgpInput, SvgpOutput};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::StandardNormal;
+
+fn gpu() -> Option<Gpu> {
+    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU bound tests skipped");
+        return None;
+    }
+    match Gpu::open() {
+        Ok(gpu) => Some(gpu),
+        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
+    }
+}
+
+/// A random uncollapsed problem: every kernel kind, one input masked off when `d > 2`, the latent
+/// in slot 0, q(v) with a full covariance.
+struct Problem {
+    kernel: Kernel,
+    z: DMatrix<f64>,
+    q_mean: DVector<f64>,
+    q_cov: DMatrix<f64>,
+    noise: f64,
+    x: DMatrix<f64>,
+    y: DVector<f64>,
+    latent: LatentBatch,
+}
+
+fn problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> Problem {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let normal = |rng: &mut ChaCha8Rng| -> f64 { rng.sample(StandardNormal) };
+    let mut mask = vec![1.0; d];
+    if d > 2 {
+        mask[rng.random_range(1..d)] = 0.0;
+    }
+    let kernel = Kernel {
+        linear: Some((0..d).map(|_| rng.random_range(0.1..0.6)).collect()),
+        stationary: StationaryKind::ALL
+            .iter()
+            .map(|&kind| StationaryPart {
+                kind,
+                variance: rng.random_range(0.3..1.5),
+                precision: (0..d).map(|_| rng.random_range(0.3..1.5)).collect(),
+            })
+            .collect(),
+        rq_alpha: rng.random_range(0.5..3.0),
+        mask,
+    };
+    let z = DMatrix::from_fn(m, d, |_, _| normal(&mut rng));
+    let q_mean = DVector::from_fn(m, |_, _| 0.5 * normal(&mut rng));
+    let a = DMatrix::from_fn(m, m, |_, _| 0.3 * normal(&mut rng) / (m as f64).sqrt());
+    let q_cov = &a * a.transpose() + DMatrix::identity(m, m) * 0.2;
+    let x = DMatrix::from_fn(b, d, |_, _| normal(&mut rng));
+    let y = DVector::from_fn(b, |_, _| normal(&mut rng));
+    let latent = LatentBatch {
+        slot: 0,
+        mu: DVector::from_fn(b, |_, _| 0.5 * normal(&mut rng)),
+        var: DVector::from_fn(b, |_, _| rng.random_range(0.05..0.8)),
+        eps: DMatrix::from_fn(samples, b, |_, _| normal(&mut rng)),
+    };
+    Problem {
+        kernel,
+        z,
+        q_mean,
+        q_cov,
+        noise: rng.random_range(0.05..0.5),
+        x,
+        y,
+        latent,
+    }
+}
+
+impl Problem {
+    fn input(&self) -> SvgpInput<'_> {
+        SvgpInput {
+            kernel: &self.kernel,
+            z: &self.z,
+            q_mean: &self.q_mean,
+            q_cov: &self.q_cov,
+            noise: self.noise,
+            x: &self.x,
+            y: &self.y,
+            latent: Some(&self.latent),
+            total_rows: 3 * self.x.nrows(),
+            jitter: JitterPolicy::default(),
+        }
+    }
+}
+
+/// Every gradient of an output as one list of named blocks.
+fn blocks(out: &SvgpOutput) -> Vec<(&'static str, Vec<f64>)> {
+    let kernel = |g: &KernelGrad| -> Vec<f64> {
+        let mut v: Vec<f64> = g.linear.clone().unwrap_or_default();
+        for p in &g.stationary {
+            v.push(p.variance);
+            v.extend(&p.precision);
+        }
+        v.push(g.rq_alpha);
+        v
+    };
+    let g = &out.grad;
+    vec![
+        ("kernel", kernel(&g.kernel)),
+        ("Z", g.z.iter().copied().collect()),
+        ("noise", vec![g.noise]),
+        ("q mean", g.q_mean.iter().copied().collect()),
+        ("q cov", g.q_cov.iter().copied().collect()),
+        ("latent mean", g.latent_mu.iter().copied().collect()),
+        ("latent variance", g.latent_var.iter().copied().collect()),
+        ("Λ", out.natgrad.lambda.iter().copied().collect()),
+        ("r", out.natgrad.r.iter().copied().collect()),
+    ]
+}
+
+/// The float32 tolerance of a block, relative to its largest entry. The device's longest chains
+/// are dot products of M terms (mean, k_tᵀQk_t, Q K) and sums of up to 256 terms per chunk
+/// (kernel adjoint), each entry carrying (n + D + 4)·2⁻²⁴ of the sum of its terms' magnitudes
+/// (the standard bound for a float32 sum of n products of rounded inputs). The terms' magnitudes
+/// exceed the result's by the cancellation in the gradient sums, which these problems keep below
+/// 64; one factor 4 covers the passes chained after one another. So (M + 256 + D + 4)·2⁻²⁴·256
+/// relative to the block's largest entry. The value is held to the same relative to Σ_t of the
+/// misfit's terms' scale (T · c/φ² times the largest |y|², var).
+fn tolerance(m: usize, d: usize) -> f64 {
+    (m + 256 + d + 4) as f64 * f64::from(f32::EPSILON) / 2.0 * 256.0
+}
+
+fn compare(label: &str, got: &SvgpOutput, want: &SvgpOutput, m: usize, d: usize) -> f64 {
+    let tol = tolerance(m, d);
+    let mut worst = 0.0f64;
+    for ((name, g), (_, w)) in blocks(got).into_iter().zip(blocks(want)) {
+        assert_eq!(g.len(), w.len(), "{label}: {name} has the CPU's shape");
+        let scale = w.iter().fold(1e-12f64, |s, v| s.max(v.abs()));
+        for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+            let rel = (a - b).abs() / scale;
+            worst = worst.max(rel / tol);
+            assert!(
+                rel <= tol,
+                "{label}: {name}[{k}] GPU {a} CPU {b}, relative to the block's largest {scale}: {rel:e} > {tol:e}"
+            );
+        }
+    }
+    let (gv, wv) = (got.terms.elbo, want.terms.elbo);
+    let scale = want.terms.expected_log_lik.abs().max(1.0);
+    let rel = (gv - wv).abs() / scale;
+    assert!(
+        rel <= tol,
+        "{label}: bound GPU {gv} CPU {wv}: {rel:e} > {tol:e}"
+    );
+    assert_eq!(
+        got.terms.kl_inducing, want.terms.kl_inducing,
+        "{label}: KL(q(v)) is f64 on the host"
+    );
+    assert_eq!(
+        got.terms.kl_latent, want.terms.kl_latent,
+        "{label}: KL(q(w)) is f64 on the host"
+    );
+    worst.max(rel / tol)
+}
+
+#[test]
+fn the_bound_and_every_gradient_equal_the_cpus() {
+    let Some(gpu) = gpu() else { return };
+    // (D, M, b, S): one point, tile edges, several chunks of the adjoint (T > 256), the bound's
+    // shape at a small M.
+    let cases = [
+        (1, 1, 1, 1),
+        (2, 16, 8, 2),
+        (3, 7, 30, 10),
+        (5, 40, 64, 10),
+        (4, 50, 128, 5),
+    ];
+    let problems: Vec<Problem> = cases
+        .iter()
+        .enumerate()
+        .map(|(k, &(d, m, b, s))| problem(d, m, b, s, 100 + k as u64))
+        .collect();
+    let inputs: Vec<SvgpInput> = problems.iter().map(Problem::input).collect();
+    let steps: Vec<InducingStep> = inputs
+        .iter()
+        .map(|i| InducingStep::new(i).expect("K_ZZ factorises"))
+        .collect();
+    let requests: Vec<_> = steps
+        .iter()
+        .zip(&inputs)
+        .map(|(s, i)| s.request(i).expect("a latent input"))
+        .collect();
+    // All problems in one submission (different shapes in one batch).
+    let predictions = gpu.svgp_predictions(&requests).expect("the GPU computes");
+    let mut worst = 0.0f64;
+    for (k, ((step, input), pred)) in steps.into_iter().zip(&inputs).zip(predictions).enumerate() {
+        let (d, m, ..) = cases[k];
+        let got = step.finish(input, pred);
+        let want = bound_and_gradient(input).expect("the CPU computes");
+        worst = worst.max(compare(&format!("case {:?}", cases[k]), &got, &want, m, d));
+    }
+    eprintln!("largest error / tolerance: {worst:.3e}");
+}
+
+#[test]
+fn the_symmetric_product_equals_nalgebras() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(18);
+    let u = f64::from(f32::EPSILON) / 2.0;
+    for (m, k) in [(1, 1), (16, 5), (17, 40), (50, 300), (3, 0)] {
+        let a = DMatrix::from_fn(m, k, |_, _| rng.random_range(-1.0..1.0));
+        let got = gpu.syrk(&a).expect("the GPU multiplies");
+        let want = &a * a.transpose();
+        let bound = (a.abs() * a.abs().transpose()) * (2.0 * (k as f64 + 2.0) * u);
+        assert_eq!(got, got.transpose(), "exactly symmetric");
+        for ((g, w), e) in got.iter().zip(want.iter()).zip(bound.iter()) {
+            assert!((g - w).abs() <= *e + 1e-30, "({m}, {k}): {g} vs {w}");
+        }
+    }
+}
+
+/// A few uncollapsed variables of a small chain, as the engine builds them.
+fn evaluation_jobs(data: &DMatrix<f64>) -> Vec<Job<'static>> {
+    let settings = SearchSettings {
+        inducing_points: 24,
+        batch_size: 40,
+        samples: 6,
+        ..Preset::Paper.settings()
+    };
+    (0..data.ncols())
+        .map(|child| {
+            let start = VariableStart {
+                child,
+                parents: (0..data.ncols()).filter(|&j| j != child).collect(),
+                noise_floor: 1e-4,
+                total_rows: data.nrows(),
+                settings: settings.clone(),
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(7 + child as u64);
+            let variable = start.build(data, &mut rng).expect("a variable");
+            Job::Evaluate {
+                variable: Cow::Owned(variable),
+                jitter: 1e-6,
+                seed: 40 + child as u64,
+            }
+        })
+        .collect()
+}
+
+fn chain(n: usize) -> DMatrix<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut data = DMatrix::zeros(n, 3);
+    for r in 0..n {
+        let a: f64 = rng.sample(StandardNormal);
+        let e1: f64 = rng.sample(StandardNormal);
+        let e2: f64 = rng.sample(StandardNormal);
+        let b = a.tanh() * 1.5 + 0.3 * e1;
+        data[(r, 0)] = a;
+        data[(r, 1)] = b;
+        data[(r, 2)] = (b * 1.3).sin() + 0.3 * e2;
+    }
+    data
+}
+
+fn values(outcomes: &[Outcome]) -> Vec<f64> {
+    outcomes
+        .iter()
+        .map(|o| o.clone().into_value().expect("an evaluation"))
+        .collect()
+}
+
+#[test]
+fn the_gpu_backend_matches_the_cpu_and_falls_back_when_the_device_is_lost() {
+    let Some(gpu) = gpu() else { return };
+    let data = chain(120);
+    let jobs = evaluation_jobs(&data);
+    let cpu = CpuBackend::serial();
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial());
+    assert!(
+        backend.name().starts_with("GPU (f32, "),
+        "{}",
+        backend.name()
+    );
+
+    let want = values(&cpu.run(&data, &jobs));
+    let got = values(&backend.run(&data, &jobs));
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+            "GPU {g} vs CPU {w}"
+        );
+        assert_ne!(
+            g, w,
+            "the GPU's float32 differs from the CPU in the last digits"
+        );
+    }
+    assert!(backend.failure().is_none());
+
+    // The device goes away between two batches: the next batch is computed on the CPU, whole.
+    backend.gpu().lose_device();
+    let after = values(&backend.run(&data, &jobs));
+    assert_eq!(after, want, "after the loss, the CPU's own values");
+    let why = backend.failure().expect("the loss is recorded");
+    assert!(why.contains("lost"), "{why}");
+    assert!(
+        backend
+            .name()
+            .starts_with("CPU (f64, 1 thread) (the GPU failed"),
+        "{}",
+        backend.name()
+    );
+    // And it stays on the CPU.
+    assert_eq!(values(&backend.run(&data, &jobs)), want);
+}
