@@ -1331,7 +1331,7 @@ impl Session {
             rows_used: self.problem.data.nrows(),
             dataset_fingerprint: format!("{:016x}", self.fingerprint),
             seconds: self.elapsed,
-            backend: "cpu-f64".into(),
+            backend: self.backend.name(),
             version: env!("CARGO_PKG_VERSION").into(),
             method: s.method,
             families_fitted: exact_parts.fitted + self.families.len(),

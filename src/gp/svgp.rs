@@ -169,18 +169,34 @@ enum KernelPath {
 pub struct Predictions {
     /// Σ_t [(y_t − mean_t)² + var_t].
     pub misfit: f64,
-    /// ḡ_α = K_Zt g_mean.
-    pub g_alpha: DVector<f64>,
-    /// K_Zt K_Ztᵀ.
-    pub kkt: DMatrix<f64>,
-    /// K_Zt y_T.
-    pub ky: DVector<f64>,
+    /// The products of K_Zt the inducing-point algebra needs.
+    pub products: Products,
     /// The kernel's gradient through K_Zt and k_tt.
     pub kernel: KernelGrad,
     /// ∂L̂/∂Z through K_Zt.
     pub z: DMatrix<f64>,
     /// ∂L̂/∂w_sn (S × b), when there is a latent.
     pub draws: Option<DMatrix<f64>>,
+}
+
+/// The products of K_Zt with g_mean, y_T and itself, as the inducing-point algebra needs them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Products {
+    /// ḡ_α = K_Zt g_mean, K_Zt K_Ztᵀ and K_Zt y_T (the CPU's f64 paths).
+    Raw {
+        g_alpha: DVector<f64>,
+        kkt: DMatrix<f64>,
+        ky: DVector<f64>,
+    },
+    /// Whitened by Ã = L⁻¹K_Zt: L⁻¹ḡ_α = Ã g_mean, P = Ã Ãᵀ and L⁻¹K_Zt y_T = Ã y_T. A device in
+    /// float32 gives these: P formed as Ã Ãᵀ is positive semi-definite whatever the rounding,
+    /// where L⁻¹(K Kᵀ)L⁻ᵀ from a rounded K Kᵀ is not (its error grows with cond(K_ZZ) and turns
+    /// q(v)'s natural-gradient step indefinite; MODEL.md §11.3).
+    Whitened {
+        g_alpha: DVector<f64>,
+        p: DMatrix<f64>,
+        ky: DVector<f64>,
+    },
 }
 
 /// The inducing-point quantities the predictions use: α = L⁻ᵀm, Q = L⁻ᵀ(S − I)L⁻¹, and the
@@ -192,8 +208,11 @@ struct Projection<'a> {
     c: f64,
 }
 
-/// Everything a device needs to compute [`Predictions`] with a latent input: the kernel, Z, the
-/// minibatch, the draws w_sn = μ_n + √Σ_n ε_sn (S × b), α, Q, φ² and c = N/(bS).
+/// Everything a device needs to compute [`Predictions`] with a latent input in the whitened form
+/// ([`Products::Whitened`]): the kernel, Z, the minibatch, the draws w_sn = μ_n + √Σ_n ε_sn
+/// (S × b), L⁻¹, m, S − I, φ² and c = N/(bS). With Ã = L⁻¹K_Zt: mean = Ãᵀm,
+/// var_t = k_tt + ã_tᵀ(S − I)ã_t, and K̄_Zt = L⁻ᵀ[m g_meanᵀ + 2 g_var (S − I)Ã] (the same K̄ as
+/// α g_meanᵀ + 2 g_var Q K_Zt).
 #[derive(Debug, Clone, Copy)]
 pub struct PredictionRequest<'a> {
     pub kernel: &'a Kernel,
@@ -202,8 +221,9 @@ pub struct PredictionRequest<'a> {
     pub y: &'a DVector<f64>,
     pub latent: &'a LatentBatch,
     pub draws: &'a DMatrix<f64>,
-    pub alpha: &'a DVector<f64>,
-    pub q: &'a DMatrix<f64>,
+    pub l_inv: &'a DMatrix<f64>,
+    pub q_mean: &'a DVector<f64>,
+    pub s_minus_i: &'a DMatrix<f64>,
     pub noise: f64,
     pub c: f64,
 }
@@ -293,8 +313,9 @@ impl InducingStep {
             y: input.y,
             latent,
             draws,
-            alpha: &self.alpha,
-            q: &self.q,
+            l_inv: &self.l_inv,
+            q_mean: input.q_mean,
+            s_minus_i: &self.s_minus_i,
             noise: input.noise,
             c: scales(input).1,
         })
@@ -402,8 +423,16 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
     let d_noise = c * (-0.5 * t_count as f64 / noise + pred.misfit / (2.0 * noise * noise));
     let g_var = -c / (2.0 * noise);
 
-    // P = L⁻¹ K_Zt K_Ztᵀ L⁻ᵀ serves the gradient in S and the natural-gradient statistics.
-    let p_mat = &l_inv * &pred.kkt * l_inv.transpose();
+    // P = L⁻¹ K_Zt K_Ztᵀ L⁻ᵀ serves the gradient in S and the natural-gradient statistics, with
+    // L⁻¹ḡ_α and L⁻¹K_Zt y.
+    let (l_inv_g_alpha, p_mat, l_inv_ky) = match pred.products {
+        Products::Raw { g_alpha, kkt, ky } => (
+            solve_lower_vec(l, &g_alpha),
+            &l_inv * &kkt * l_inv.transpose(),
+            solve_lower_vec(l, &ky),
+        ),
+        Products::Whitened { g_alpha, p, ky } => (g_alpha, p, ky),
+    };
 
     // Two independent chains, on two threads of the caller's pool: through K_ZZ to the kernel and
     // Z, and the rest.
@@ -411,7 +440,6 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
         || {
             // Back to L (through α and Q = L⁻ᵀ(S − I)L⁻¹ with Ḡ_Q = g_var K_Zt K_Ztᵀ), then K_ZZ:
             // L̄ = tril(−α (L⁻¹ḡ_α)ᵀ − 2 Q Ḡ_Q L⁻ᵀ), and Q Ḡ_Q L⁻ᵀ = g_var L⁻ᵀ(S − I) P.
-            let l_inv_g_alpha = solve_lower_vec(l, &pred.g_alpha);
             let l_bar = -(&alpha * l_inv_g_alpha.transpose())
                 - transpose_times(&l_inv, &(&s_minus_i * &p_mat)) * (2.0 * g_var);
             let kzz_bar = cholesky_backward_with_inverse(l, &l_inv, &l_bar);
@@ -433,7 +461,7 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
             };
             // Natural-gradient statistics: Λ = (c/φ²) P, r = (c/φ²) L⁻¹ K_Zt y.
             let lambda = &p_mat * (c / noise);
-            let r = solve_lower_vec(l, &pred.ky) * (c / noise);
+            let r = &l_inv_ky * (c / noise);
             (d_q_cov, latent_mu, latent_var, lambda, r)
         },
     );
@@ -522,9 +550,11 @@ fn predictions_dense(
     });
     Predictions {
         misfit,
-        g_alpha: &k_zt * &g_mean,
-        kkt: &k_zt * k_zt.transpose(),
-        ky: &k_zt * &y_t,
+        products: Products::Raw {
+            g_alpha: &k_zt * &g_mean,
+            kkt: &k_zt * k_zt.transpose(),
+            ky: &k_zt * &y_t,
+        },
         kernel: k_grad,
         z: d_z,
         draws,
@@ -595,30 +625,32 @@ fn predictions_shared(
         }
     });
 
-    let mut out = Predictions {
-        misfit: 0.0,
-        g_alpha: DVector::zeros(mm),
-        kkt: DMatrix::zeros(mm, mm),
-        ky: DVector::zeros(mm),
-        kernel: kernel.new_zeroed_grad(),
-        z: DMatrix::zeros(mm, x.ncols()),
-        draws: None,
-    };
+    let mut misfit = 0.0;
+    let mut g_alpha = DVector::zeros(mm);
+    let mut kkt = DMatrix::zeros(mm, mm);
+    let mut ky = DVector::zeros(mm);
+    let mut kernel_grad = kernel.new_zeroed_grad();
+    let mut z_grad = DMatrix::zeros(mm, x.ncols());
     let mut draws = DMatrix::zeros(samples, b);
     let mut n0 = 0;
     for share in &blocks {
-        out.misfit += share.misfit;
-        out.g_alpha += &share.g_alpha;
-        out.ky += &share.ky;
-        out.kkt += &share.kkt;
-        out.kernel.add_assign(&share.grad.kernel);
-        out.z += &share.grad.z;
+        misfit += share.misfit;
+        g_alpha += &share.g_alpha;
+        ky += &share.ky;
+        kkt += &share.kkt;
+        kernel_grad.add_assign(&share.grad.kernel);
+        z_grad += &share.grad.z;
         let rows = share.grad.draws.ncols();
         draws.columns_mut(n0, rows).copy_from(&share.grad.draws);
         n0 += rows;
     }
-    out.draws = Some(draws);
-    out
+    Predictions {
+        misfit,
+        products: Products::Raw { g_alpha, kkt, ky },
+        kernel: kernel_grad,
+        z: z_grad,
+        draws: Some(draws),
+    }
 }
 
 vectorised! {

@@ -3,24 +3,29 @@
 //! one read-back. Per request, in order on the device (float32):
 //!
 //! 1. K = K_Zt (M × T) by `kernel_cross.wgsl`;
-//! 2. QK = Q K by the tiled GEMM;
-//! 3. per column t (`predictions.wgsl`): mean, var, the misfit, g_mean, and K̄ = α g_meanᵀ +
-//!    2 g_var QK overwriting QK;
-//! 4. [ḡ_α, K y] = K [g_mean, y] by the GEMM, K Kᵀ by the GEMM's lower-tile (SYRK) mode;
-//! 5. the kernel's adjoint through K̄: per row of Z its gradient and its share of the parameter
-//!    sums, per evaluation point its gradient (`kernel_backward.wgsl`).
+//! 2. Ã = L⁻¹K and B = (S − I)Ã by the tiled GEMM;
+//! 3. per column t (`predictions.wgsl`): mean = ã_tᵀm, var = k_tt + ã_tᵀb_t, the misfit, g_mean,
+//!    and Ā = m g_meanᵀ + 2 g_var B overwriting B;
+//! 4. [Ã g_mean, Ã y] by the GEMM, P = Ã Ãᵀ by the GEMM's lower-tile (SYRK) mode;
+//! 5. K̄ = L⁻ᵀĀ by the GEMM (into K's buffer), then the kernel's adjoint through K̄: per row of Z
+//!    its gradient and its share of the parameter sums, per evaluation point its gradient
+//!    (`kernel_backward.wgsl`).
 //!
-//! The host keeps everything O(M²) or O(T·D) in f64: the factor of K_ZZ, α and Q before
-//! ([`crate::gp::svgp::InducingStep`]), k_tt and its adjoint, and every sum over rows, chunks and
-//! points after. What crosses the bus per request is O(M² + T·D + M·D) values each way, never the
-//! M × T matrices. The device buffers stay allocated between calls ([`Gpu::resident`]).
+//! The whitened form (Ã rather than K) is the float32 choice: P = Ã Ãᵀ stays positive
+//! semi-definite under any rounding, where L⁻¹(K Kᵀ)L⁻ᵀ from a float32 K Kᵀ did not (a whole run
+//! on the chain set failed with q(v)'s covariance indefinite after a natural-gradient step), at
+//! the price of two more M²T GEMMs. The host keeps everything O(M²) or O(T·D) in f64: the factor
+//! of K_ZZ and L⁻¹ before ([`crate::gp::svgp::InducingStep`]), k_tt and its adjoint, and every sum
+//! over rows, chunks and points after. What crosses the bus per request is O(M² + T·D + M·D)
+//! values each way, never the M × T matrices. The device buffers stay allocated between calls
+//! ([`Gpu::resident`]).
 
 use nalgebra::{DMatrix, DVector};
 
 use super::gemm::{self, Op};
 use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_parameters, rows_bytes};
 use super::{f32_bytes, Gpu, GpuError};
-use crate::gp::svgp::{PredictionRequest, Predictions};
+use crate::gp::svgp::{PredictionRequest, Predictions, Products};
 
 /// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
 const COLUMN_GROUP: u32 = 64;
@@ -50,7 +55,8 @@ struct Layout {
 }
 
 impl Layout {
-    /// misfit (T) | [ḡ_α, K y] (2M) | K Kᵀ (M², lower tiles) | row sums (chunks·M·W) | ∂U (T·D).
+    /// misfit (T) | [Ã g_mean, Ã y] (2M) | P = Ã Ãᵀ (M², lower tiles) | row sums (chunks·M·W) |
+    /// ∂U (T·D).
     fn parts(&self) -> [usize; 5] {
         let Layout {
             m,
@@ -68,7 +74,11 @@ impl Layout {
 }
 
 /// One dispatch: the pipeline, its buffers at bindings 0, 1, … and its workgroups.
-type Step<'a> = (&'a wgpu::ComputePipeline, Vec<wgpu::Buffer>, (u32, u32, u32));
+type Step<'a> = (
+    &'a wgpu::ComputePipeline,
+    Vec<wgpu::Buffer>,
+    (u32, u32, u32),
+);
 
 /// What the host keeps of an encoded request to finish it after the read-back.
 struct Pending {
@@ -144,8 +154,9 @@ impl Gpu {
             y,
             latent,
             draws,
-            alpha,
-            q,
+            l_inv,
+            q_mean,
+            s_minus_i,
             noise,
             c,
         } = *request;
@@ -154,7 +165,11 @@ impl Gpu {
         let t = samples * b;
         assert_eq!(x.shape(), (b, d), "x is b × D");
         assert_eq!(y.len(), b, "one target per row");
-        assert_eq!((alpha.len(), q.shape()), (m, (m, m)), "α is M, Q is M × M");
+        assert_eq!(
+            (q_mean.len(), l_inv.shape(), s_minus_i.shape()),
+            (m, (m, m), (m, m)),
+            "m is M, L⁻¹ and S − I are M × M"
+        );
         let chunk = backward_chunk(t);
         let layout = Layout {
             m,
@@ -215,11 +230,21 @@ impl Gpu {
         let linear = self.resident_with("linear", slot, &linear, storage());
         let parts = self.resident_with("parts", slot, &parts, storage());
         let kinds = self.resident_with("kinds", slot, &kinds, storage());
+        // K, then K̄ in the same buffer; Ã; B = (S − I)Ã, then Ā in the same buffer.
         let k = self.resident("k", slot, m * t * 4, storage());
-        let qk = self.resident("qk", slot, m * t * 4, storage());
-        let q_buf = self.resident_with("q", slot, &f32_bytes(q.iter().copied()), storage());
-        let alpha_buf =
-            self.resident_with("alpha", slot, &f32_bytes(alpha.iter().copied()), storage());
+        let a_w = self.resident("whitened k", slot, m * t * 4, storage());
+        let b_w = self.resident("(s - i) whitened k", slot, m * t * 4, storage());
+        let matrix = |role, x: &DMatrix<f64>| {
+            self.resident_with(role, slot, &f32_bytes(x.iter().copied()), storage())
+        };
+        let l_inv_buf = matrix("l_inv", l_inv);
+        let smi_buf = matrix("s - i", s_minus_i);
+        let mean_buf = self.resident_with(
+            "q mean",
+            slot,
+            &f32_bytes(q_mean.iter().copied()),
+            storage(),
+        );
         let ktt_buf = self.resident_with("ktt", slot, &f32_bytes(k_tt.iter().copied()), storage());
         let gy = self.resident_with(
             "gy",
@@ -234,14 +259,16 @@ impl Gpu {
         column_dims.extend((g_var as f32).to_le_bytes());
         let column_dims = self.resident_with("column dims", slot, &column_dims, uniform);
         let misfit = self.resident("misfit", slot, t * 4, storage());
-        let qk_dims = gemm::dims_bytes((m, t, m), Op::AsIs, Op::AsIs, false);
-        let qk_dims = self.resident_with("qk dims", slot, &qk_dims, uniform);
+        let left_dims = gemm::dims_bytes((m, t, m), Op::AsIs, Op::AsIs, false);
+        let left_dims = self.resident_with("m x m times m x t dims", slot, &left_dims, uniform);
+        let back_dims = gemm::dims_bytes((m, t, m), Op::Transposed, Op::AsIs, false);
+        let back_dims = self.resident_with("m x m' times m x t dims", slot, &back_dims, uniform);
         let gy_dims = gemm::dims_bytes((m, 2, t), Op::AsIs, Op::AsIs, false);
         let gy_dims = self.resident_with("gy dims", slot, &gy_dims, uniform);
         let kkt_dims = gemm::dims_bytes((m, m, t), Op::AsIs, Op::Transposed, true);
         let kkt_dims = self.resident_with("kkt dims", slot, &kkt_dims, uniform);
         let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * m * 4, storage());
-        let kkt = self.resident("kkt", slot, m * m * 4, storage());
+        let p_buf = self.resident("p", slot, m * m * 4, storage());
         let rows = self.resident("rows", slot, layout.parts()[3] * 4, storage());
         let cols = self.resident("cols", slot, t * d * 4, storage());
         let readback = self.resident(
@@ -260,20 +287,25 @@ impl Gpu {
                 .map(|&b| b.clone())
                 .collect()
         };
-        let steps: [Step; 7] = [
+        let steps: [Step; 9] = [
             (&pipelines.kernel.cross, with(&[&k]), cross_groups),
             (
                 &pipelines.gemm,
-                vec![qk_dims, q_buf, k.clone(), qk.clone()],
+                vec![left_dims.clone(), l_inv_buf.clone(), k.clone(), a_w.clone()],
+                qk_groups,
+            ),
+            (
+                &pipelines.gemm,
+                vec![left_dims, smi_buf, a_w.clone(), b_w.clone()],
                 qk_groups,
             ),
             (
                 &pipelines.column_pass,
                 vec![
                     column_dims,
-                    k.clone(),
-                    qk.clone(),
-                    alpha_buf,
+                    a_w.clone(),
+                    b_w.clone(),
+                    mean_buf,
                     ktt_buf,
                     gy.clone(),
                     misfit.clone(),
@@ -282,22 +314,27 @@ impl Gpu {
             ),
             (
                 &pipelines.gemm,
-                vec![gy_dims, k.clone(), gy, g_alpha_ky.clone()],
+                vec![gy_dims, a_w.clone(), gy, g_alpha_ky.clone()],
                 small_groups,
             ),
             (
                 &pipelines.gemm,
-                vec![kkt_dims, k.clone(), k.clone(), kkt.clone()],
+                vec![kkt_dims, a_w.clone(), a_w, p_buf.clone()],
                 kkt_groups,
             ),
             (
+                &pipelines.gemm,
+                vec![back_dims, l_inv_buf, b_w, k.clone()],
+                qk_groups,
+            ),
+            (
                 &pipelines.kernel.backward_rows,
-                with(&[&qk, &rows]),
+                with(&[&k, &rows]),
                 rows_groups,
             ),
             (
                 &pipelines.kernel.backward_cols,
-                with(&[&qk, &cols]),
+                with(&[&k, &cols]),
                 point_groups,
             ),
         ];
@@ -320,7 +357,7 @@ impl Gpu {
             }
         }
         let mut offset = 0u64;
-        for (source, values) in [&misfit, &g_alpha_ky, &kkt, &rows, &cols]
+        for (source, values) in [&misfit, &g_alpha_ky, &p_buf, &rows, &cols]
             .into_iter()
             .zip(layout.parts())
         {
@@ -347,12 +384,12 @@ fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Pre
     let [n_misfit, n_small, n_kkt, n_rows, _] = pending.layout.parts();
     let (misfit, rest) = values.split_at(n_misfit);
     let (small, rest) = rest.split_at(n_small);
-    let (kkt_values, rest) = rest.split_at(n_kkt);
+    let (p_values, rest) = rest.split_at(n_kkt);
     let (rows, cols) = rest.split_at(n_rows);
 
     let to_f64 = |v: &[f32]| DVector::from_iterator(v.len(), v.iter().map(|&x| f64::from(x)));
-    let mut kkt = DMatrix::from_iterator(m, m, kkt_values.iter().map(|&x| f64::from(x)));
-    gemm::mirror_lower(&mut kkt);
+    let mut p = DMatrix::from_iterator(m, m, p_values.iter().map(|&x| f64::from(x)));
+    gemm::mirror_lower(&mut p);
     let (mut kernel_grad, z_grad) = decode_rows(kernel, rows, m);
     // k_tt's adjoint: ∂L̂/∂k_tt = g_var for every point.
     let g_var = -request.c / (2.0 * request.noise);
@@ -364,9 +401,11 @@ fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Pre
     });
     Predictions {
         misfit: misfit.iter().map(|&v| f64::from(v)).sum(),
-        g_alpha: to_f64(&small[..m]),
-        ky: to_f64(&small[m..]),
-        kkt,
+        products: Products::Whitened {
+            g_alpha: to_f64(&small[..m]),
+            p,
+            ky: to_f64(&small[m..]),
+        },
         kernel: kernel_grad,
         z: z_grad,
         draws: Some(draws),

@@ -1,11 +1,13 @@
 // The per-column algebra of the uncollapsed bound's predictions (MODEL.md §3.1–3.4), float32, one
-// invocation per evaluation point t, over K = K_Zt (M × T) and QK = Q K_Zt, both column-major:
-//   mean_t = k_tᵀα,  var_t = max(k_tt + k_tᵀ(QK)_t, 0),  misfit_t = (y_t − mean_t)² + var_t,
-//   g_mean_t = c (y_t − mean_t)/φ²,  then (QK)_t is overwritten by K̄_t = α g_mean_t + 2 g_var (QK)_t.
-// The clamp: var_t ≥ 0 holds exactly, but k_tt + k_tᵀQk_t cancels (k_tᵀQk_t ≈ −k_tt where the
+// invocation per evaluation point t, in the whitened form: over Ã = L⁻¹K_Zt (M × T, bound as `k`)
+// and B = (S − I)Ã (bound as `qk`), both column-major, with m the mean of q(v) (bound as `alpha`):
+//   mean_t = ã_tᵀm,  var_t = max(k_tt + ã_tᵀb_t, 0),  misfit_t = (y_t − mean_t)² + var_t,
+//   g_mean_t = c (y_t − mean_t)/φ²,  then b_t is overwritten by ā_t = m g_mean_t + 2 g_var b_t.
+// (The same algebra as the CPU's `column_pass` in src/gp/svgp.rs over K_Zt, Q K_Zt and α, since
+// k_tᵀα = ã_tᵀm and k_tᵀQk_t = ã_tᵀ(S − I)ã_t.)
+// The clamp: var_t ≥ 0 holds exactly, but k_tt + ã_tᵀ(S − I)ã_t cancels (‖ã_t‖² ≈ k_tt where the
 // inducing points pin the function down) and float32 rounding can leave it slightly negative. It
-// changes only the bound's value, never the gradient (g_var is a constant). The host's f64
-// reference is `column_pass` in src/gp/svgp.rs.
+// changes only the bound's value, never the gradient (g_var is a constant).
 
 struct Dims {
     m: u32,              // inducing points

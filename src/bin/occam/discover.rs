@@ -8,7 +8,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use clap::Args;
+use occam::backend::gpu::GpuBackend;
+use occam::backend::{CpuBackend, Pool};
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
 use occam::discovery::cgp::Preset;
 use occam::discovery::exact::ScoreCache;
@@ -42,7 +46,7 @@ pub struct DiscoverArgs {
     pub checkpoint: Option<PathBuf>,
     /// Go on with the run saved in FILE by `--checkpoint` (on the same data); it ends with the
     /// graph the run would have found uninterrupted. Settings, seed and knowledge come from the
-    /// checkpoint (only --threads may be given). Add `--checkpoint FILE` to keep saving.
+    /// checkpoint (only --threads and --backend may be given). Add `--checkpoint FILE` to keep saving.
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
     #[command(flatten)]
@@ -63,9 +67,50 @@ pub struct DiscoverArgs {
     /// No progress line on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Where the numeric work runs: `cpu` (f64 on every core) or `gpu` (the uncollapsed bound's
+    /// kernel matrices and products on the first GPU wgpu finds through Vulkan, Metal, DX12 or
+    /// GL, float32, the rest on the CPU; a GPU that fails mid-run hands over to the CPU).
+    /// [default: cpu]
+    #[arg(long, value_name = "cpu|gpu")]
+    pub backend: Option<String>,
+}
+
+/// Where `occam discover --backend` sends the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BackendChoice {
+    Cpu,
+    Gpu,
+}
+
+impl BackendChoice {
+    fn parse(name: Option<&str>) -> Result<Self, CliError> {
+        match name.unwrap_or("cpu") {
+            "cpu" => Ok(Self::Cpu),
+            "gpu" => Ok(Self::Gpu),
+            other => Err(CliError(format!(
+                "--backend {other}: choose 'cpu' or 'gpu'"
+            ))),
+        }
+    }
+}
+
+/// Puts `session` on the GPU when asked (its CPU part on `threads` threads, 0 = all cores).
+fn choose_backend(
+    session: &mut Session,
+    choice: BackendChoice,
+    threads: usize,
+) -> Result<(), CliError> {
+    if choice == BackendChoice::Gpu {
+        let pool = Pool::new(threads).map_err(|e| CliError(e.to_string()))?;
+        let backend = GpuBackend::open(CpuBackend::new(pool))
+            .map_err(|e| CliError(format!("--backend gpu: {e}")))?;
+        session.set_backend(Arc::new(backend));
+    }
+    Ok(())
 }
 
 pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
+    let backend = BackendChoice::parse(args.backend.as_deref())?;
     let preset =
         Preset::parse(args.preset.as_deref().unwrap_or("interactive")).map_err(CliError)?;
     let options = CsvOptions {
@@ -89,8 +134,9 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
             ))
         })?;
         let threads = args.overrides.threads.unwrap_or(0);
-        let session = Session::resume(&text, threads, Some(dataset.fingerprint()))
+        let mut session = Session::resume(&text, threads, Some(dataset.fingerprint()))
             .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+        choose_backend(&mut session, backend, threads)?;
         if !args.quiet {
             errln!(
                 "resuming {} ({:.1} s of work done)",
@@ -120,7 +166,8 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
 
     let mut settings = preset.settings();
     args.overrides.apply(&mut settings)?;
-    let session = Session::new(
+    let threads = settings.threads;
+    let mut session = Session::new(
         &dataset,
         knowledge,
         settings,
@@ -128,6 +175,7 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
         Some(preset),
     )
     .map_err(|e| CliError(format!("{shown}: {e}")))?;
+    choose_backend(&mut session, backend, threads)?;
     drive(args, session, &dataset, false)
 }
 
@@ -163,7 +211,7 @@ fn refuse_settings_with_resume(args: &DiscoverArgs) -> Result<(), CliError> {
     }
     Err(CliError(format!(
         "--resume continues a run with the settings, seed and knowledge it was saved with; drop {} \
-         (only --threads may change)",
+         (only --threads and --backend may change)",
         named.join(", ")
     )))
 }
@@ -189,6 +237,10 @@ fn drive(
     }
     let mut cache_saved_at = now_seconds();
     let mut checkpoint_saved_at = now_seconds();
+    let mut backend_name = session.backend().name();
+    if !args.quiet {
+        errln!("computing on {}", terminal_safe(&backend_name));
+    }
 
     {
         let flag = session.stop_flag();
@@ -202,6 +254,15 @@ fn drive(
         let snapshot = session.step(0.25);
         if !args.quiet {
             progress_line(&snapshot);
+        }
+        // A GPU that fails hands the run to the CPU; say so once, on a line of its own.
+        let now_on = session.backend().name();
+        if now_on != backend_name {
+            if !args.quiet {
+                errln!();
+                errln!("switched: now computing on {}", terminal_safe(&now_on));
+            }
+            backend_name = now_on;
         }
         // Keep the fitted families on disk as the run goes, so even a killed run loses little.
         if method.runs_exact() && now_seconds() - cache_saved_at > CACHE_SAVE_SECONDS {
