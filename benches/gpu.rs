@@ -11,7 +11,7 @@
 mod common;
 
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Gpu, Op};
+use occam::backend::gpu::{Accumulation, Gpu, Op};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -71,7 +71,7 @@ fn main() {
         let (qs, ks) = (vec![q.clone()], vec![k.clone()]);
         let qk_gpu = median(quick, || {
             std::hint::black_box(
-                gpu.gemm(&qs, Op::AsIs, &ks, Op::AsIs)
+                gpu.gemm(&qs, Op::AsIs, &ks, Op::AsIs, Accumulation::Single)
                     .expect("QK on the GPU"),
             );
         });

@@ -4,7 +4,7 @@
 //! wgpu's reason, unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Gpu, GpuError, Op};
+use occam::backend::gpu::{Accumulation, Gpu, GpuError, Op};
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -170,7 +170,9 @@ fn batched_products_equal_nalgebras() {
         let b: Vec<DMatrix<f64>> = (0..batch)
             .map(|_| DMatrix::from_fn(br, bc, |_, _| rng.random_range(-1.0..1.0)))
             .collect();
-        let got = gpu.gemm(&a, op_a, &b, op_b).expect("the GPU multiplies");
+        let got = gpu
+            .gemm(&a, op_a, &b, op_b, Accumulation::Single)
+            .expect("the GPU multiplies");
         assert_eq!(got.len(), batch);
         let op = |x: &DMatrix<f64>, o: Op| match o {
             Op::AsIs => x.clone(),
@@ -189,7 +191,10 @@ fn batched_products_equal_nalgebras() {
             }
         }
     }
-    assert!(gpu.gemm(&[], Op::AsIs, &[], Op::AsIs).unwrap().is_empty());
+    assert!(gpu
+        .gemm(&[], Op::AsIs, &[], Op::AsIs, Accumulation::Single)
+        .unwrap()
+        .is_empty());
 }
 
 /// The largest |x − y| over two equally long lists, relative to the largest |y| (at least 1).

@@ -253,9 +253,24 @@ type KzzHalf = (
     DMatrix<f64>,
 );
 
-fn kzz_half(input: &SvgpInput) -> Result<KzzHalf, CholeskyError> {
+/// The relative jitter floor of an evaluation whose predictions a float32 device computes:
+/// K_ZZ + εI with ε ≥ 1e-4 · mean diag(K_ZZ) (MODEL.md §11.3, 1). With precisions near their
+/// starting 0.01, K_ZZ is nearly singular; the f64 default of 1e-6 leaves L⁻¹ entries near 10³,
+/// which float32 products with K_Zt cannot carry. A documented deviation from the f64 bound, a
+/// shift of the inducing prior's covariance by at most 1e-4 of its scale.
+pub const FLOAT32_RELATIVE_JITTER: f64 = 1e-4;
+
+/// K_ZZ's factor with at least `relative_floor` · mean diag(K_ZZ) of jitter (0 on the CPU).
+fn kzz_half(input: &SvgpInput, relative_floor: f64) -> Result<KzzHalf, CholeskyError> {
     let mm = input.z.nrows();
-    let factor = cholesky_jittered(&input.kernel.gram(input.z), input.jitter)?;
+    let gram = input.kernel.gram(input.z);
+    let mut policy = input.jitter;
+    if relative_floor > 0.0 && mm > 0 {
+        policy.initial = policy
+            .initial
+            .max(relative_floor * gram.trace() / mm as f64);
+    }
+    let factor = cholesky_jittered(&gram, policy)?;
     let l_inv = lower_inverse(&factor.l);
     let alpha = solve_upper_transposed_vec(&factor.l, input.q_mean);
     let s_minus_i = input.q_cov - DMatrix::<f64>::identity(mm, mm);
@@ -278,9 +293,11 @@ fn covariance_half(input: &SvgpInput) -> Result<(Factor, DMatrix<f64>), Cholesky
 }
 
 impl InducingStep {
-    /// The inducing-point half of `input`'s evaluation, on the calling thread.
-    pub fn new(input: &SvgpInput) -> Result<Self, CholeskyError> {
-        let kzz = kzz_half(input)?;
+    /// The inducing-point half of `input`'s evaluation, on the calling thread, with K_ZZ's jitter
+    /// at least `relative_floor` · mean diag(K_ZZ) ([`FLOAT32_RELATIVE_JITTER`] when a float32
+    /// device computes the predictions; 0 leaves `input.jitter` as it is).
+    pub fn new(input: &SvgpInput, relative_floor: f64) -> Result<Self, CholeskyError> {
+        let kzz = kzz_half(input, relative_floor)?;
         let cov = covariance_half(input)?;
         Ok(Self::from_halves(input, kzz, cov))
     }
@@ -350,7 +367,7 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     // The inducing-point algebra and, beside it (on another thread of the caller's pool), what
     // does not depend on it: q(v)'s own factor and inverse, and the fast path's observed part.
     let (kzz, side) = join(
-        || kzz_half(input),
+        || kzz_half(input, 0.0),
         || -> Result<_, CholeskyError> {
             let cov = covariance_half(input)?;
             let observed = match (path, latent, &w) {

@@ -19,6 +19,7 @@ use nalgebra::DMatrix;
 use super::{Gpu, GpuError};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
 use crate::discovery::cgp::{PendingEvaluation, Variable};
+use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 
 /// The GPU for the uncollapsed bound's predictions, the CPU for the rest and after a failure.
 pub struct GpuBackend {
@@ -92,7 +93,7 @@ impl GpuBackend {
                 unreachable!("only evaluations are sent to the GPU")
             };
             variable
-                .begin_evaluation(data, *seed)
+                .begin_evaluation(data, *seed, FLOAT32_RELATIVE_JITTER)
                 .unwrap_or_else(|| Err("not an uncollapsed variable".into()))
         });
         // The predictions of every evaluation whose first half succeeded, in one submission.

@@ -9,9 +9,23 @@ use super::{f32_bytes, uniform_words, Gpu, GpuError};
 /// Rows and columns of C per workgroup (`TILE` in the shader).
 const TILE: u32 = 16;
 
-/// The compiled `gemm` entry point of `gemm.wgsl`.
-pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
-    super::compute_pipeline(device, "gemm.wgsl", include_str!("gemm.wgsl"), "gemm")
+/// The compiled entry points of `gemm.wgsl`: the float32 product and the compensated one.
+pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 2] {
+    let source = include_str!("gemm.wgsl");
+    [
+        super::compute_pipeline(device, "gemm.wgsl", source, "gemm"),
+        super::compute_pipeline(device, "gemm.wgsl", source, "gemm_compensated"),
+    ]
+}
+
+/// How a product's sums are accumulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accumulation {
+    /// float32 throughout: C to about (k + 2)·2⁻²⁴ of Σ|a b| (each entry).
+    Single,
+    /// Exact partial products and a two-word sum (`gemm_compensated`): C to about 2⁻⁴⁰ of
+    /// Σ|a b|, for sums whose float32 rounding the algebra after them cannot absorb.
+    Compensated,
 }
 
 /// Whether a factor enters as stored or transposed.
@@ -38,6 +52,7 @@ pub(super) fn dims_bytes(
     op_a: Op,
     op_b: Op,
     lower: bool,
+    batch: usize,
 ) -> Vec<u8> {
     uniform_words(&[
         m as u32,
@@ -46,7 +61,22 @@ pub(super) fn dims_bytes(
         u32::from(op_a == Op::Transposed),
         u32::from(op_b == Op::Transposed),
         u32::from(lower),
+        batch as u32,
+        1.0f32.to_bits(),
     ])
+}
+
+/// The f64 values of a product's output: one plane, or the compensated product's head and tail
+/// planes added (`planes` values each).
+pub(super) fn combine(values: &[f32], planes: usize, accumulation: Accumulation) -> Vec<f64> {
+    match accumulation {
+        Accumulation::Single => values[..planes].iter().map(|&v| f64::from(v)).collect(),
+        Accumulation::Compensated => values[..planes]
+            .iter()
+            .zip(&values[planes..2 * planes])
+            .map(|(&h, &t)| f64::from(h) + f64::from(t))
+            .collect(),
+    }
 }
 
 /// Workgroups for an m × n product of `batch` matrices.
@@ -73,12 +103,16 @@ impl Gpu {
     /// A Aᵀ (A m × k) in float32 on the GPU, computing only the tiles on or below the diagonal
     /// (a SYRK: about half the products of [`Gpu::gemm`]) and mirroring the rest; returned as f64,
     /// exactly symmetric.
-    pub fn syrk(&self, a: &DMatrix<f64>) -> Result<DMatrix<f64>, GpuError> {
+    pub fn syrk(
+        &self,
+        a: &DMatrix<f64>,
+        accumulation: Accumulation,
+    ) -> Result<DMatrix<f64>, GpuError> {
         let (m, k) = a.shape();
         if m == 0 {
             return Ok(DMatrix::zeros(0, 0));
         }
-        let out_bytes = (m * m * 4) as u64;
+        let out_bytes = (m * m * 4 * accumulation.planes()) as u64;
         self.check_binding("the symmetric product", out_bytes)?;
         self.check_binding("the symmetric product's factor", (a.len() * 4) as u64)?;
         let groups = groups((m, m), 1);
@@ -88,14 +122,15 @@ impl Gpu {
         let inputs = [
             self.upload(
                 "syrk dims",
-                &dims_bytes((m, m, k), Op::AsIs, Op::Transposed, true),
+                &dims_bytes((m, m, k), Op::AsIs, Op::Transposed, true, 1),
                 wgpu::BufferUsages::UNIFORM,
             ),
             self.upload("syrk a", &factor, storage),
             self.upload("syrk a", &factor, storage),
         ];
-        let values = self.run_and_read("syrk", &self.pipelines.gemm, &inputs, groups, out_bytes)?;
-        let mut c = DMatrix::from_iterator(m, m, values.into_iter().map(f64::from));
+        let pipeline = self.pipelines.gemm_for(accumulation);
+        let values = self.run_and_read("syrk", pipeline, &inputs, groups, out_bytes)?;
+        let mut c = DMatrix::from_vec(m, m, combine(&values, m * m, accumulation));
         mirror_lower(&mut c);
         Ok(c)
     }
@@ -110,6 +145,7 @@ impl Gpu {
         op_a: Op,
         b: &[DMatrix<f64>],
         op_b: Op,
+        accumulation: Accumulation,
     ) -> Result<Vec<DMatrix<f64>>, GpuError> {
         assert_eq!(a.len(), b.len(), "one B per A");
         let Some((a0, b0)) = a.first().zip(b.first()) else {
@@ -126,7 +162,7 @@ impl Gpu {
         if m == 0 || n == 0 {
             return Ok(vec![DMatrix::zeros(m, n); batch]);
         }
-        let out_bytes = (batch * m * n * 4) as u64;
+        let out_bytes = (batch * m * n * 4 * accumulation.planes()) as u64;
         self.check_binding("the batched product", out_bytes)?;
         for (what, factors) in [
             ("the batched left factors", a),
@@ -138,7 +174,7 @@ impl Gpu {
         let groups = groups((m, n), batch);
         self.check_groups("the batched product's dispatch", groups)?;
 
-        let dims = dims_bytes((m, n, k), op_a, op_b, false);
+        let dims = dims_bytes((m, n, k), op_a, op_b, false, batch);
         // Column-major storage, batch after batch, exactly as nalgebra holds each matrix.
         let stacked = |xs: &[DMatrix<f64>]| f32_bytes(xs.iter().flat_map(|x| x.iter().copied()));
         let storage = wgpu::BufferUsages::STORAGE;
@@ -147,10 +183,22 @@ impl Gpu {
             self.upload("gemm a", &stacked(a), storage),
             self.upload("gemm b", &stacked(b), storage),
         ];
-        let values = self.run_and_read("gemm", &self.pipelines.gemm, &inputs, groups, out_bytes)?;
-        Ok(values
+        let pipeline = self.pipelines.gemm_for(accumulation);
+        let values = self.run_and_read("gemm", pipeline, &inputs, groups, out_bytes)?;
+        let all = combine(&values, batch * m * n, accumulation);
+        Ok(all
             .chunks_exact(m * n)
-            .map(|c| DMatrix::from_iterator(m, n, c.iter().map(|&v| f64::from(v))))
+            .map(|c| DMatrix::from_column_slice(m, n, c))
             .collect())
+    }
+}
+
+impl Accumulation {
+    /// Output planes per product.
+    pub(super) fn planes(self) -> usize {
+        match self {
+            Accumulation::Single => 1,
+            Accumulation::Compensated => 2,
+        }
     }
 }

@@ -13,8 +13,8 @@ struct Dims {
     trans_a: u32,  // 1: op(A) = Aᵀ, A stored k × m; 0: A stored m × k
     trans_b: u32,  // 1: op(B) = Bᵀ, B stored n × k; 0: B stored k × n
     lower: u32,    // 1: C is symmetric and only tiles on or below the diagonal are computed (SYRK)
-    pad1: u32,
-    pad2: u32,
+    batch: u32,    // products in the batch (where `gemm_compensated` puts its second plane)
+    one: f32,      // 1.0, unknown to the shader compiler (see `gemm_compensated`)
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
@@ -77,5 +77,71 @@ fn gemm(
     }
     if (i < dims.m && j < dims.n) {
         c[z * dims.m * dims.n + i + j * dims.m] = acc;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `gemm_compensated`: the same product with a double-float result, for the sums whose float32
+// rounding the bound cannot afford (the natural-gradient statistics Λ ∝ Ã Ãᵀ and r ∝ Ã y, where
+// c/φ² reaches 1e4 and an error of u·‖Λ‖ makes I + Λ indefinite; MODEL.md §11.3).
+// Every factor is split into a head with 12 significant bits and a tail with the other 12, so
+// each of the four partial products is exact in float32. The head × head products, which carry
+// all but 2⁻¹² of the sum, are accumulated with Knuth's two-sum (the rounding error of each
+// addition kept exactly in a second word); the three small cross terms in plain float32, whose
+// rounding is 2⁻¹² below the sum's. The result is written as two planes, head then tail:
+// C = c[i] + c[batch·m·n + i], accurate to about 2⁻⁴⁰ of Σ|a_il b_lj| (the host adds them in f64).
+// Uses only +, −, × and bit masks, never a fused multiply-add, whose fusing WGSL does not promise.
+
+var<workgroup> split_a: array<array<vec2<f32>, 16>, 16>;
+var<workgroup> split_b: array<array<vec2<f32>, 16>, 16>;
+
+// (head, tail) with head = x with its 12 lowest mantissa bits cleared, tail = x − head (exact).
+fn split(x: f32) -> vec2<f32> {
+    let head = bitcast<f32>(bitcast<u32>(x) & 0xFFFFF000u);
+    return vec2<f32>(head, x - head);
+}
+
+@compute @workgroup_size(16, 16)
+fn gemm_compensated(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_id) local: vec3<u32>,
+) {
+    let z = group.z;
+    if (dims.lower == 1u && group.x < group.y) {
+        return;
+    }
+    let i = group.x * TILE + local.x;
+    let j = group.y * TILE + local.y;
+    var sum = 0.0;     // the head products' running sum
+    var err = 0.0;     // the exact rounding errors of its additions
+    var small = 0.0;   // the cross and tail products
+    let steps = (dims.k + TILE - 1u) / TILE;
+    for (var s = 0u; s < steps; s++) {
+        let l0 = s * TILE;
+        split_a[local.x][local.y] = split(op_a(z, i, l0 + local.y));
+        split_b[local.x][local.y] = split(op_b(z, l0 + local.x, j));
+        workgroupBarrier();
+        for (var l = 0u; l < TILE; l++) {
+            let a = split_a[local.x][l];
+            let b = split_b[l][local.y];
+            let p = a.x * b.x;
+            // Two-sum of sum + p: t, and its rounding error exactly. Shader compilers may rearrange
+            // float expressions as if they were exact: Mesa's lavapipe evaluated the error term so
+            // that it vanished whenever |p| > |sum| (measured: 2⁻²⁶ lost where 2⁻³⁶ was due). A
+            // product by `dims.one`, a 1 the compiler cannot see, around every step keeps each
+            // expression as written; tests/gpu_bound.rs holds the result to the compensated bound.
+            let t = (sum + p) * dims.one;
+            let v = (t - sum) * dims.one;
+            let w = (t - v) * dims.one;
+            err += (sum - w) * dims.one + (p - v) * dims.one;
+            sum = t;
+            small += a.x * b.y + a.y * b.x + a.y * b.y;
+        }
+        workgroupBarrier();
+    }
+    if (i < dims.m && j < dims.n) {
+        let at = z * dims.m * dims.n + i + j * dims.m;
+        c[at] = sum;
+        c[dims.batch * dims.m * dims.n + at] = err + small;
     }
 }

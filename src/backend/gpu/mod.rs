@@ -15,7 +15,7 @@ mod kernel;
 mod predictions;
 
 pub use backend::GpuBackend;
-pub use gemm::Op;
+pub use gemm::{Accumulation, Op};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -67,7 +67,18 @@ pub struct Gpu {
 struct Pipelines {
     kernel: kernel::KernelPipelines,
     gemm: wgpu::ComputePipeline,
+    gemm_compensated: wgpu::ComputePipeline,
     column_pass: wgpu::ComputePipeline,
+}
+
+impl Pipelines {
+    /// The product's pipeline for `accumulation`.
+    fn gemm_for(&self, accumulation: Accumulation) -> &wgpu::ComputePipeline {
+        match accumulation {
+            Accumulation::Single => &self.gemm,
+            Accumulation::Compensated => &self.gemm_compensated,
+        }
+    }
 }
 
 impl fmt::Debug for Gpu {
@@ -118,9 +129,11 @@ impl Gpu {
                 record(&failure, error.to_string());
             }));
         }
+        let [gemm, gemm_compensated] = gemm::pipelines(&device);
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
-            gemm: gemm::pipeline(&device),
+            gemm,
+            gemm_compensated,
             column_pass: predictions::pipeline(&device),
         };
         Ok(Gpu {

@@ -22,7 +22,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::gemm::{self, Op};
+use super::gemm::{self, Accumulation, Op};
 use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_parameters, rows_bytes};
 use super::{f32_bytes, Gpu, GpuError};
 use crate::gp::svgp::{PredictionRequest, Predictions, Products};
@@ -55,8 +55,8 @@ struct Layout {
 }
 
 impl Layout {
-    /// misfit (T) | [Ã g_mean, Ã y] (2M) | P = Ã Ãᵀ (M², lower tiles) | row sums (chunks·M·W) |
-    /// ∂U (T·D).
+    /// misfit (T) | [Ã g_mean, Ã y] (2M, twice: head and tail) | P = Ã Ãᵀ (M², lower tiles,
+    /// twice) | row sums (chunks·M·W) | ∂U (T·D).
     fn parts(&self) -> [usize; 5] {
         let Layout {
             m,
@@ -65,7 +65,7 @@ impl Layout {
             chunks,
             width,
         } = *self;
-        [t, 2 * m, m * m, chunks * m * width, t * d]
+        [t, 4 * m, 2 * m * m, chunks * m * width, t * d]
     }
 
     fn total(&self) -> usize {
@@ -259,16 +259,17 @@ impl Gpu {
         column_dims.extend((g_var as f32).to_le_bytes());
         let column_dims = self.resident_with("column dims", slot, &column_dims, uniform);
         let misfit = self.resident("misfit", slot, t * 4, storage());
-        let left_dims = gemm::dims_bytes((m, t, m), Op::AsIs, Op::AsIs, false);
+        let left_dims = gemm::dims_bytes((m, t, m), Op::AsIs, Op::AsIs, false, 1);
         let left_dims = self.resident_with("m x m times m x t dims", slot, &left_dims, uniform);
-        let back_dims = gemm::dims_bytes((m, t, m), Op::Transposed, Op::AsIs, false);
+        let back_dims = gemm::dims_bytes((m, t, m), Op::Transposed, Op::AsIs, false, 1);
         let back_dims = self.resident_with("m x m' times m x t dims", slot, &back_dims, uniform);
-        let gy_dims = gemm::dims_bytes((m, 2, t), Op::AsIs, Op::AsIs, false);
+        let gy_dims = gemm::dims_bytes((m, 2, t), Op::AsIs, Op::AsIs, false, 1);
         let gy_dims = self.resident_with("gy dims", slot, &gy_dims, uniform);
-        let kkt_dims = gemm::dims_bytes((m, m, t), Op::AsIs, Op::Transposed, true);
+        let kkt_dims = gemm::dims_bytes((m, m, t), Op::AsIs, Op::Transposed, true, 1);
         let kkt_dims = self.resident_with("kkt dims", slot, &kkt_dims, uniform);
-        let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * m * 4, storage());
-        let p_buf = self.resident("p", slot, m * m * 4, storage());
+        // Two planes each (head and tail of the compensated products).
+        let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * 2 * m * 4, storage());
+        let p_buf = self.resident("p", slot, 2 * m * m * 4, storage());
         let rows = self.resident("rows", slot, layout.parts()[3] * 4, storage());
         let cols = self.resident("cols", slot, t * d * 4, storage());
         let readback = self.resident(
@@ -313,12 +314,12 @@ impl Gpu {
                 point_groups,
             ),
             (
-                &pipelines.gemm,
+                &pipelines.gemm_compensated,
                 vec![gy_dims, a_w.clone(), gy, g_alpha_ky.clone()],
                 small_groups,
             ),
             (
-                &pipelines.gemm,
+                &pipelines.gemm_compensated,
                 vec![kkt_dims, a_w.clone(), a_w, p_buf.clone()],
                 kkt_groups,
             ),
@@ -387,8 +388,12 @@ fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Pre
     let (p_values, rest) = rest.split_at(n_kkt);
     let (rows, cols) = rest.split_at(n_rows);
 
-    let to_f64 = |v: &[f32]| DVector::from_iterator(v.len(), v.iter().map(|&x| f64::from(x)));
-    let mut p = DMatrix::from_iterator(m, m, p_values.iter().map(|&x| f64::from(x)));
+    let small = gemm::combine(small, 2 * m, Accumulation::Compensated);
+    let mut p = DMatrix::from_vec(
+        m,
+        m,
+        gemm::combine(p_values, m * m, Accumulation::Compensated),
+    );
     gemm::mirror_lower(&mut p);
     let (mut kernel_grad, z_grad) = decode_rows(kernel, rows, m);
     // k_tt's adjoint: ∂L̂/∂k_tt = g_var for every point.
@@ -402,9 +407,9 @@ fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Pre
     Predictions {
         misfit: misfit.iter().map(|&v| f64::from(v)).sum(),
         products: Products::Whitened {
-            g_alpha: to_f64(&small[..m]),
+            g_alpha: DVector::from_column_slice(&small[..m]),
             p,
-            ky: to_f64(&small[m..]),
+            ky: DVector::from_column_slice(&small[m..]),
         },
         kernel: kernel_grad,
         z: z_grad,

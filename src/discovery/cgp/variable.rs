@@ -251,18 +251,20 @@ impl Variable {
 
     /// The first half of an uncollapsed variable's [`Variable::evaluate`]: its minibatch from
     /// `seed` and the inducing-point algebra in f64, waiting for predictions a device computes
-    /// (the GPU backend). `None` for a collapsed variable.
+    /// (the GPU backend), with K_ZZ's jitter at least `relative_jitter` · mean diag(K_ZZ)
+    /// (`svgp::FLOAT32_RELATIVE_JITTER` for a float32 device). `None` for a collapsed variable.
     pub fn begin_evaluation(
         &self,
         data: &DMatrix<f64>,
         seed: u64,
+        relative_jitter: f64,
     ) -> Option<Result<PendingEvaluation, String>> {
         let Variable::Uncollapsed(u) = self else {
             return None;
         };
         let prepared = Box::new(u.minibatch(data, seed));
         Some(
-            InducingStep::new(&u.variable.input(&prepared))
+            InducingStep::new(&u.variable.input(&prepared), relative_jitter)
                 .map(|step| PendingEvaluation { prepared, step })
                 .map_err(|e| e.to_string()),
         )
