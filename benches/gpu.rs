@@ -4,14 +4,25 @@
 //! lavapipe, whose figures are correctness-grade (a software rasteriser), not a GPU's speed.
 //! Every GPU call here uploads its inputs and reads its result back, as the kernels do today.
 //!
+//! The second table times whole evaluations of the uncollapsed bound with every gradient: the CPU's
+//! f64 path (`svgp::bound_and_gradient`, on the calling thread and on a pool of all cores) against
+//! the GPU backend's (the M × M algebra in f64 here, the predictions in one submission), for a
+//! batch of `V` variables evaluated together as the engine batches them.
+//!
 //! Run: `cargo bench --bench gpu` (prints the adapter, then median ms per call and the GEMM's
 //! GFLOP/s). Under `cargo test` (no `--bench` argument) it times only the smallest size, once, so
 //! the test command checks that it runs without spending minutes.
 
 mod common;
 
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DVector};
 use occam::backend::gpu::{Accumulation, Gpu, Op};
+use occam::backend::{available_threads, Pool};
+use occam::gp::kernel::Kernel;
+use occam::gp::linalg::JitterPolicy;
+use occam::gp::svgp::{
+    bound_and_gradient, InducingStep, LatentBatch, SvgpInput, FLOAT32_RELATIVE_JITTER,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -50,8 +61,16 @@ fn main() {
     };
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     println!(
-        "{:>5} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>10}",
-        "M", "T", "D", "K cpu ms", "K gpu ms", "QK cpu ms", "QK gpu ms", "gpu GFLOP/s"
+        "{:>5} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>10} {:>14}",
+        "M",
+        "T",
+        "D",
+        "K cpu ms",
+        "K gpu ms",
+        "QK cpu ms",
+        "QK gpu ms",
+        "gpu GFLOP/s",
+        "KKt comp ms"
     );
     for &(m, t, d) in sizes {
         let kernel = common::bench_kernel(d);
@@ -75,14 +94,130 @@ fn main() {
                     .expect("QK on the GPU"),
             );
         });
+        let syrk_comp = median(quick, || {
+            std::hint::black_box(
+                gpu.syrk(&k, Accumulation::Compensated)
+                    .expect("K Kᵀ on the GPU"),
+            );
+        });
         let flops = 2.0 * (m * m * t) as f64;
         println!(
-            "{m:>5} {t:>6} {d:>3} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>10.1}",
+            "{m:>5} {t:>6} {d:>3} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>10.1} {:>14.2}",
             k_cpu * 1e3,
             k_gpu * 1e3,
             qk_cpu * 1e3,
             qk_gpu * 1e3,
-            flops / qk_gpu / 1e9
+            flops / qk_gpu / 1e9,
+            syrk_comp * 1e3
+        );
+    }
+    whole_evaluations(&gpu, quick);
+}
+
+/// One random uncollapsed problem at (M, b, S, D), the latent in slot 0.
+struct Problem {
+    kernel: Kernel,
+    z: DMatrix<f64>,
+    q_mean: DVector<f64>,
+    q_cov: DMatrix<f64>,
+    x: DMatrix<f64>,
+    y: DVector<f64>,
+    latent: LatentBatch,
+}
+
+impl Problem {
+    fn new((m, b, s, d): (usize, usize, usize, usize), rng: &mut ChaCha8Rng) -> Self {
+        let mut r = |lo: f64, hi: f64| rng.random_range(lo..hi);
+        let a = DMatrix::from_fn(m, m, |_, _| r(-0.1, 0.1));
+        Problem {
+            kernel: common::bench_kernel(d),
+            z: DMatrix::from_fn(m, d, |_, _| r(-2.0, 2.0)),
+            q_mean: DVector::from_fn(m, |_, _| r(-0.5, 0.5)),
+            q_cov: &a * a.transpose() + DMatrix::identity(m, m) * 0.5,
+            x: DMatrix::from_fn(b, d, |_, _| r(-2.0, 2.0)),
+            y: DVector::from_fn(b, |_, _| r(-2.0, 2.0)),
+            latent: LatentBatch {
+                slot: 0,
+                mu: DVector::from_fn(b, |_, _| r(-0.5, 0.5)),
+                var: DVector::from_fn(b, |_, _| r(0.1, 0.5)),
+                eps: DMatrix::from_fn(s, b, |_, _| r(-2.0, 2.0)),
+            },
+        }
+    }
+
+    fn input(&self) -> SvgpInput<'_> {
+        SvgpInput {
+            kernel: &self.kernel,
+            z: &self.z,
+            q_mean: &self.q_mean,
+            q_cov: &self.q_cov,
+            noise: 0.1,
+            x: &self.x,
+            y: &self.y,
+            latent: Some(&self.latent),
+            total_rows: 2 * self.x.nrows(),
+            jitter: JitterPolicy::default(),
+        }
+    }
+}
+
+/// Whole evaluations (bound + every gradient) of `V` variables: the CPU on one thread and on all
+/// cores (the variables spread over the pool), the GPU backend's path with the M × M algebra on
+/// one thread.
+fn whole_evaluations(gpu: &Gpu, quick: bool) {
+    const V: usize = 3;
+    let sizes: &[(usize, usize, usize, usize)] = if quick {
+        &[(20, 32, 4, 3)]
+    } else {
+        &[(20, 64, 5, 3), (50, 128, 10, 5), (100, 256, 10, 10)]
+    };
+    let threads = available_threads();
+    let pool = Pool::new(threads).expect("a pool");
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    println!(
+        "\nwhole evaluations, {V} variables per batch, median ms per batch\n{:>18} {:>12} {:>14} {:>12}",
+        "(M, b, S, D)",
+        "cpu 1 thread",
+        format!("cpu {threads} threads"),
+        "gpu"
+    );
+    for &size in sizes {
+        let problems: Vec<Problem> = (0..V).map(|_| Problem::new(size, &mut rng)).collect();
+        let cpu_serial = median(quick, || {
+            for p in &problems {
+                std::hint::black_box(bound_and_gradient(&p.input()).expect("the CPU bound"));
+            }
+        });
+        let cpu_pool = median(quick, || {
+            std::hint::black_box(pool.map(&problems, |p| {
+                bound_and_gradient(&p.input())
+                    .expect("the CPU bound")
+                    .terms
+                    .elbo
+            }));
+        });
+        let on_gpu = median(quick, || {
+            let inputs: Vec<SvgpInput> = problems.iter().map(Problem::input).collect();
+            let steps: Vec<InducingStep> = inputs
+                .iter()
+                .map(|i| InducingStep::new(i, FLOAT32_RELATIVE_JITTER).expect("K_ZZ"))
+                .collect();
+            let requests: Vec<_> = steps
+                .iter()
+                .zip(&inputs)
+                .map(|(s, i)| s.request(i).expect("a latent"))
+                .collect();
+            let predictions = gpu.svgp_predictions(&requests).expect("the GPU");
+            for ((step, input), pred) in steps.iter().zip(&inputs).zip(predictions) {
+                std::hint::black_box(step.clone().finish(input, pred));
+            }
+        });
+        println!(
+            "{:>18} {:>12.2} {:>14.2} {:>12.2}",
+            format!("{size:?}"),
+            cpu_serial * 1e3,
+            cpu_pool * 1e3,
+            on_gpu * 1e3
         );
     }
 }
