@@ -307,8 +307,23 @@ fn the_gpu_backend_matches_the_cpu_and_falls_back_when_the_device_is_lost() {
         backend.name()
     );
 
+    // The evaluations, and each variable's final bound (every row, 100 draws each).
+    let mut jobs = jobs;
+    let finals: Vec<Job<'static>> = jobs
+        .iter()
+        .map(|job| match job {
+            Job::Evaluate { variable, seed, .. } => Job::FinalBound {
+                variable: variable.clone(),
+                evaluated: 0.0,
+                seed: seed + 1,
+            },
+            _ => unreachable!("only evaluations so far"),
+        })
+        .collect();
+    jobs.extend(finals);
     let want = values(&cpu.run(&data, &jobs));
     let got = values(&backend.run(&data, &jobs));
+    assert_eq!(got.len(), 6);
     for (g, w) in got.iter().zip(&want) {
         assert!(
             (g - w).abs() <= 1e-3 * w.abs().max(1.0),

@@ -112,6 +112,9 @@ pub enum StepError {
     Cholesky(#[from] super::linalg::CholeskyError),
     #[error("the bound or its gradient is not finite (bound {0})")]
     NonFinite(f64),
+    /// The device computing the bound's heavy half (the GPU) failed.
+    #[error("the device computing the bound failed: {0}")]
+    Device(String),
 }
 
 impl GpCdeVariable {
@@ -440,6 +443,21 @@ impl GpCdeVariable {
         chunk: usize,
         rng: &mut impl Rng,
     ) -> Result<f64, StepError> {
+        self.full_bound_with(data, samples, chunk, rng, |input| {
+            bound_and_gradient(input).map_err(StepError::from)
+        })
+    }
+
+    /// [`GpCdeVariable::full_bound`] with each chunk's bound computed by `evaluate` (the CPU's
+    /// [`bound_and_gradient`], or a device's path). The chunks and their draws are the same.
+    pub fn full_bound_with(
+        &self,
+        data: &DMatrix<f64>,
+        samples: usize,
+        chunk: usize,
+        rng: &mut impl Rng,
+        mut evaluate: impl FnMut(&SvgpInput) -> Result<SvgpOutput, StepError>,
+    ) -> Result<f64, StepError> {
         let n = data.nrows();
         let mut eval = self.clone();
         eval.samples = samples.max(1);
@@ -450,7 +468,7 @@ impl GpCdeVariable {
             let mut prepared = eval.prepare(data, &rows, rng);
             // Scale N/b = 1 per chunk: every chunk contributes its own rows exactly once.
             prepared.total_rows = rows.len();
-            let out = bound_and_gradient(&eval.input(&prepared))?;
+            let out = evaluate(&eval.input(&prepared))?;
             total += out.terms.expected_log_lik - out.terms.kl_latent;
             kl_inducing = out.terms.kl_inducing;
         }

@@ -3,9 +3,10 @@
 //!
 //! Per batch: the minibatches and the M × M algebra of each evaluation on the CPU pool in f64
 //! ([`Variable::begin_evaluation`]), the predictions of all of them in one GPU submission
-//! ([`Gpu::svgp_predictions`]), then each evaluation's gradient algebra on the pool again. Jobs of
-//! other kinds (collapsed evaluations, starts, refits, final bounds, family scores, pairs) run on
-//! the CPU as they would without a GPU; README says why.
+//! ([`Gpu::svgp_predictions`]), then each evaluation's gradient algebra on the pool again. A
+//! restart's final bound (every row, 100 draws each) goes the same way chunk by chunk of rows
+//! ([`Variable::final_bound_with`]). Jobs of other kinds (collapsed evaluations, starts, refits,
+//! family scores, pairs) run on the CPU as they would without a GPU; README says why.
 //!
 //! A failed GPU step (a lost device, an error the driver reports, a readback that times out)
 //! switches this backend to the CPU for good: the batch in hand is computed again there from the
@@ -19,7 +20,8 @@ use nalgebra::DMatrix;
 use super::{Gpu, GpuError};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
 use crate::discovery::cgp::{PendingEvaluation, Variable};
-use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
+use crate::gp::svgp::{InducingStep, FLOAT32_RELATIVE_JITTER};
+use crate::gp::variable::StepError;
 
 /// The GPU for the uncollapsed bound's predictions, the CPU for the rest and after a failure.
 pub struct GpuBackend {
@@ -71,6 +73,72 @@ impl GpuBackend {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get_or_insert_with(|| error.to_string());
+    }
+
+    /// The GPU's jobs of `jobs` (at `indices`): the evaluations in one batch, then each final
+    /// bound; `Err` when a GPU step failed (nothing of the batch is kept then).
+    fn run_on_gpu(
+        &self,
+        data: &DMatrix<f64>,
+        jobs: &[Job<'_>],
+        indices: &[usize],
+    ) -> Result<Vec<(usize, Outcome)>, GpuError> {
+        let (evaluations, finals): (Vec<usize>, Vec<usize>) = indices
+            .iter()
+            .partition(|&&k| matches!(jobs[k], Job::Evaluate { .. }));
+        let mut out = Vec::with_capacity(indices.len());
+        if !evaluations.is_empty() {
+            let results = self.evaluate_on_gpu(data, jobs, &evaluations)?;
+            out.extend(evaluations.iter().copied().zip(results));
+        }
+        for k in finals {
+            if let Job::FinalBound {
+                variable,
+                evaluated,
+                seed,
+            } = &jobs[k]
+            {
+                out.push((
+                    k,
+                    self.final_bound_on_gpu(data, variable, *evaluated, *seed)?,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// A restart's final bound with each chunk's predictions on the GPU (one submission per
+    /// chunk of rows); `Err` when a GPU step failed.
+    fn final_bound_on_gpu(
+        &self,
+        data: &DMatrix<f64>,
+        variable: &Variable,
+        evaluated: f64,
+        seed: u64,
+    ) -> Result<Outcome, GpuError> {
+        let mut failure = None;
+        let value = variable.final_bound_with(data, evaluated, seed, |input| {
+            let step = InducingStep::new(input, FLOAT32_RELATIVE_JITTER)?;
+            let predictions = {
+                let request = step.request(input).ok_or_else(|| {
+                    StepError::Device("the uncollapsed bound has a latent input".into())
+                })?;
+                self.gpu.svgp_predictions(&[request])
+            };
+            match predictions.map(|mut p| p.pop()) {
+                Ok(Some(pred)) => Ok(step.finish(input, pred)),
+                Ok(None) => Err(StepError::Device("the GPU returned no result".into())),
+                Err(e) => {
+                    let why = e.to_string();
+                    failure = Some(e);
+                    Err(StepError::Device(why))
+                }
+            }
+        });
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(Outcome::Value(value)),
+        }
     }
 
     /// The evaluations of `jobs` at `indices` through the GPU, in that order; `Err` when the GPU
@@ -131,9 +199,14 @@ impl GpuBackend {
     }
 }
 
-/// Whether `job` is an uncollapsed evaluation (what the GPU computes).
+/// Whether `job` is an uncollapsed evaluation or final bound (what the GPU computes).
 fn runs_on_gpu(job: &Job<'_>) -> bool {
-    matches!(job, Job::Evaluate { variable, .. } if matches!(**variable, Variable::Uncollapsed(_)))
+    match job {
+        Job::Evaluate { variable, .. } | Job::FinalBound { variable, .. } => {
+            matches!(**variable, Variable::Uncollapsed(_))
+        }
+        _ => false,
+    }
 }
 
 impl Backend for GpuBackend {
@@ -154,10 +227,10 @@ impl Backend for GpuBackend {
         let mut outcomes: Vec<Option<Outcome>> = vec![None; jobs.len()];
         let mut on_cpu = cpu_jobs;
         if !gpu_jobs.is_empty() {
-            match self.evaluate_on_gpu(data, jobs, &gpu_jobs) {
+            match self.run_on_gpu(data, jobs, &gpu_jobs) {
                 Ok(results) => {
-                    for (k, outcome) in gpu_jobs.iter().zip(results) {
-                        outcomes[*k] = Some(outcome);
+                    for (k, outcome) in results {
+                        outcomes[k] = Some(outcome);
                     }
                 }
                 Err(error) => {

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use super::component::{Component, PRIOR_RATE};
 use crate::gp::svgp::{
-    bound_and_gradient, InducingStep, PredictionRequest, Predictions, SvgpOutput,
+    bound_and_gradient, InducingStep, PredictionRequest, Predictions, SvgpInput, SvgpOutput,
 };
-use crate::gp::variable::{GpCdeVariable, Prepared};
+use crate::gp::variable::{GpCdeVariable, Prepared, StepError};
 
 /// Which bound every variable uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -368,12 +368,26 @@ impl Variable {
         evaluated: f64,
         seed: u64,
     ) -> Result<f64, String> {
+        self.final_bound_with(data, evaluated, seed, |input| {
+            bound_and_gradient(input).map_err(StepError::from)
+        })
+    }
+
+    /// [`Variable::final_bound`] with each chunk's bound computed by `evaluate` (the CPU's
+    /// `bound_and_gradient`, or the GPU backend's path); the same chunks and draws.
+    pub fn final_bound_with(
+        &self,
+        data: &DMatrix<f64>,
+        evaluated: f64,
+        seed: u64,
+        evaluate: impl FnMut(&SvgpInput) -> Result<SvgpOutput, StepError>,
+    ) -> Result<f64, String> {
         match self {
             Variable::Collapsed(_) => Ok(evaluated),
             Variable::Uncollapsed(u) => {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 u.variable
-                    .full_bound(data, 100, 500, &mut rng)
+                    .full_bound_with(data, 100, 500, &mut rng, evaluate)
                     .map_err(|e| e.to_string())
             }
         }
