@@ -416,3 +416,71 @@ fn whole_runs_on_the_gpu_find_the_cpus_graphs_on_chain_fork_and_collider() {
         assert_eq!(gpu_edges, cpu_edges, "{set}: the GPU's graph is the CPU's");
     }
 }
+
+/// Issue 14, item 3: a device lost in the middle of a run. The session goes on from the last good
+/// state on the CPU: it finishes with no unit dropped (no numerical faults, every restart
+/// complete), and the switch is shown in the backend's name, which the result records.
+#[test]
+fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
+    use occam::data::Dataset;
+    use occam::discovery::knowledge::Knowledge;
+    use occam::engine::{Session, Status};
+    let Some(gpu) = gpu() else { return };
+    let data = chain(80);
+    let columns: Vec<Vec<f64>> = data
+        .column_iter()
+        .map(|c| c.iter().copied().collect())
+        .collect();
+    let dataset = Dataset::new(vec!["a".into(), "b".into(), "c".into()], columns);
+    // The whole-run test's short schedule, shorter still.
+    let mut settings: SearchSettings = {
+        let mut merged = serde_json::to_value(Preset::Paper.settings()).unwrap();
+        let short: serde_json::Value = serde_json::from_str(SHORT_RUN).unwrap();
+        for (k, v) in short.as_object().unwrap() {
+            merged[k] = v.clone();
+        }
+        serde_json::from_value(merged).unwrap()
+    };
+    settings.warmup.min = 40;
+    settings.warmup.max = 40;
+    settings.acyclic_max = 80;
+    settings.cooldown.min = 40;
+    settings.cooldown.max = 40;
+    settings.threads = 1;
+    let mut session = Session::new(
+        &dataset,
+        Knowledge::none(3),
+        settings,
+        5,
+        Some(Preset::Paper),
+    )
+    .unwrap();
+    let backend = Arc::new(GpuBackend::new(Arc::new(gpu), CpuBackend::serial()));
+    session.set_backend(backend.clone());
+    let mut steps = 0;
+    while !session.is_finished() {
+        session.step(0.0);
+        steps += 1;
+        if steps == 30 {
+            assert!(backend.failure().is_none(), "the GPU ran the first units");
+            backend.gpu().lose_device();
+        }
+        assert!(steps < 100_000, "the session did not finish");
+    }
+    assert!(steps > 30, "the loss came mid-run");
+    let result = session.result();
+    assert_eq!(result.status, Status::Done);
+    assert!(result.complete);
+    assert!(
+        result.faults.is_empty(),
+        "no unit was lost: {:?}",
+        result.faults
+    );
+    assert!(
+        result
+            .backend
+            .starts_with("CPU (f64, 1 thread) (the GPU failed and was left: "),
+        "{}",
+        result.backend
+    );
+}
