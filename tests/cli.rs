@@ -1246,3 +1246,22 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("made for other data"), "{err}");
 }
+
+#[test]
+fn discover_names_the_backends_it_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "good.csv", &good_csv());
+    let out = dir.path().join("out");
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--backend",
+        "tpu",
+    ]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.contains("--backend tpu: choose 'cpu' or 'gpu'"), "{err}");
+    assert!(!out.join("result.json").exists(), "nothing is written");
+}
