@@ -20,9 +20,7 @@ use occam::backend::gpu::{Accumulation, Gpu, Op};
 use occam::backend::{available_threads, Pool};
 use occam::gp::kernel::Kernel;
 use occam::gp::linalg::JitterPolicy;
-use occam::gp::svgp::{
-    bound_and_gradient, InducingStep, LatentBatch, SvgpInput, FLOAT32_RELATIVE_JITTER,
-};
+use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput, FLOAT32_RELATIVE_JITTER};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -198,19 +196,10 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
         });
         let on_gpu = median(quick, || {
             let inputs: Vec<SvgpInput> = problems.iter().map(Problem::input).collect();
-            let steps: Vec<InducingStep> = inputs
-                .iter()
-                .map(|i| InducingStep::new(i, FLOAT32_RELATIVE_JITTER).expect("K_ZZ"))
-                .collect();
-            let requests: Vec<_> = steps
-                .iter()
-                .zip(&inputs)
-                .map(|(s, i)| s.request(i).expect("a latent"))
-                .collect();
-            let predictions = gpu.svgp_predictions(&requests).expect("the GPU");
-            for ((step, input), pred) in steps.iter().zip(&inputs).zip(predictions) {
-                std::hint::black_box(step.clone().finish(input, pred));
-            }
+            std::hint::black_box(
+                gpu.bounds_and_gradients(&inputs, FLOAT32_RELATIVE_JITTER)
+                    .expect("the GPU"),
+            );
         });
         println!(
             "{:>18} {:>12.2} {:>14.2} {:>12.2}",

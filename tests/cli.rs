@@ -1262,6 +1262,9 @@ fn discover_names_the_backends_it_accepts() {
     ]);
     assert!(!o.status.success());
     let err = text(&o.stderr);
-    assert!(err.contains("--backend tpu: choose 'cpu' or 'gpu'"), "{err}");
+    assert!(
+        err.contains("--backend tpu: choose 'cpu' or 'gpu'"),
+        "{err}"
+    );
     assert!(!out.join("result.json").exists(), "nothing is written");
 }

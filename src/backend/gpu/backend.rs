@@ -20,7 +20,7 @@ use nalgebra::DMatrix;
 use super::{Gpu, GpuError};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
 use crate::discovery::cgp::{PendingEvaluation, Variable};
-use crate::gp::svgp::{InducingStep, FLOAT32_RELATIVE_JITTER};
+use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
 
 /// The GPU for the uncollapsed bound's predictions, the CPU for the rest and after a failure.
@@ -118,16 +118,14 @@ impl GpuBackend {
     ) -> Result<Outcome, GpuError> {
         let mut failure = None;
         let value = variable.final_bound_with(data, evaluated, seed, |input| {
-            let step = InducingStep::new(input, FLOAT32_RELATIVE_JITTER)?;
-            let predictions = {
-                let request = step.request(input).ok_or_else(|| {
-                    StepError::Device("the uncollapsed bound has a latent input".into())
-                })?;
-                self.gpu.svgp_predictions(&[request])
-            };
-            match predictions.map(|mut p| p.pop()) {
-                Ok(Some(pred)) => Ok(step.finish(input, pred)),
-                Ok(None) => Err(StepError::Device("the GPU returned no result".into())),
+            match self
+                .gpu
+                .bounds_and_gradients(&[*input], FLOAT32_RELATIVE_JITTER)
+            {
+                Ok(mut outputs) => match outputs.pop() {
+                    Some(output) => output.map_err(StepError::from),
+                    None => Err(StepError::Device("the GPU returned no result".into())),
+                },
                 Err(e) => {
                     let why = e.to_string();
                     failure = Some(e);

@@ -25,7 +25,10 @@ use nalgebra::{DMatrix, DVector};
 use super::gemm::{self, Accumulation, Op};
 use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_parameters, rows_bytes};
 use super::{f32_bytes, Gpu, GpuError};
-use crate::gp::svgp::{PredictionRequest, Predictions, Products};
+use crate::gp::linalg::CholeskyError;
+use crate::gp::svgp::{
+    InducingStep, PredictionRequest, Predictions, Products, SvgpInput, SvgpOutput,
+};
 
 /// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
 const COLUMN_GROUP: u32 = 64;
@@ -94,6 +97,40 @@ fn storage() -> wgpu::BufferUsages {
 }
 
 impl Gpu {
+    /// The uncollapsed bound, its gradient and the natural-gradient statistics of every input
+    /// (each with a latent input), the predictions of all of them in one submission: per input,
+    /// [`InducingStep::new`] with K_ZZ's jitter at least `relative_jitter` · mean diag(K_ZZ), the
+    /// predictions here, then [`InducingStep::finish`]. The outer error is the device's (nothing
+    /// was computed); an inner one is that input's K_ZZ or S failing to factorise.
+    pub fn bounds_and_gradients(
+        &self,
+        inputs: &[SvgpInput],
+        relative_jitter: f64,
+    ) -> Result<Vec<Result<SvgpOutput, CholeskyError>>, GpuError> {
+        let steps: Vec<Result<InducingStep, CholeskyError>> = inputs
+            .iter()
+            .map(|input| InducingStep::new(input, relative_jitter))
+            .collect();
+        let requests = steps
+            .iter()
+            .zip(inputs)
+            .filter_map(|(step, input)| step.as_ref().ok().map(|s| s.request(input)))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| GpuError::Readback("an input without a latent input".into()))?;
+        let mut predictions = self.svgp_predictions(&requests)?.into_iter();
+        Ok(steps
+            .into_iter()
+            .zip(inputs)
+            .map(|(step, input)| {
+                let step = step?;
+                let pred = predictions
+                    .next()
+                    .expect("one set of predictions per request");
+                Ok(step.finish(input, pred))
+            })
+            .collect())
+    }
+
     /// The predictions of every request (the same quantities as the CPU's fused path, to within
     /// float32 rounding), computed in one submission with the sums finished in f64 here.
     ///
