@@ -740,8 +740,8 @@ fn ErrorBanner() -> impl IntoView {
 }
 
 /// The badge naming where the engine computes. It names the backend the worker reports as doing
-/// the work (the CPU until a GPU backend exists); a WebGPU adapter the browser offers is mentioned
-/// only as available, never as computing.
+/// the work (the CPU in the browser: the GPU backend runs natively only so far); a WebGPU adapter
+/// the browser offers is mentioned only as available, never as computing.
 #[component]
 fn BackendBadge() -> impl IntoView {
     let state = expect_context::<AppState>();
@@ -778,7 +778,7 @@ fn BackendBadge() -> impl IntoView {
             backend: ComputeBackend::Cpu,
             adapter: Some(a),
         } => format!(
-            "The engine computes on the CPU. A WebGPU adapter is available ({a}) but Occam has no GPU backend yet."
+            "The engine computes on the CPU. A WebGPU adapter is available ({a}), but Occam's GPU backend runs only natively so far (occam discover --backend gpu), not in the browser."
         ),
         BackendState::Known {
             backend: ComputeBackend::Cpu,

@@ -165,8 +165,9 @@ fn handle_message(event: MessageEvent) {
     match request {
         ToWorker::Ping => wasm_bindgen_futures::spawn_local(async {
             let adapter = gpu_probe::probe().await;
-            // The engine computes on the CPU whatever adapter exists: no GPU backend is built yet,
-            // and the page must never claim a GPU that is not doing the work.
+            // The engine computes on the CPU whatever adapter exists: the GPU backend is built for
+            // native targets only so far, and the page must never claim a GPU that is not doing
+            // the work.
             post(&FromWorker::Pong {
                 backend: crate::protocol::ComputeBackend::Cpu,
                 adapter,

@@ -14,7 +14,7 @@ use clap::Args;
 use occam::backend::gpu::GpuBackend;
 use occam::backend::{CpuBackend, Pool};
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
-use occam::discovery::cgp::Preset;
+use occam::discovery::cgp::{BoundKind, Preset};
 use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::output_files;
@@ -101,6 +101,13 @@ fn choose_backend(
     threads: usize,
 ) -> Result<(), CliError> {
     if choice == BackendChoice::Gpu {
+        if session.settings().bound != BoundKind::Uncollapsed {
+            errln!(
+                "note: --backend gpu computes the uncollapsed bound (--preset paper, or \"bound\": \
+                 \"uncollapsed\" in --settings); this run's collapsed bound has no GPU path yet \
+                 and runs wholly on the CPU"
+            );
+        }
         let pool = Pool::new(threads).map_err(|e| CliError(e.to_string()))?;
         let backend = GpuBackend::open(CpuBackend::new(pool))
             .map_err(|e| CliError(format!("--backend gpu: {e}")))?;
