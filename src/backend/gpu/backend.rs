@@ -153,7 +153,9 @@ impl GpuBackend {
                 _ => unreachable!("only evaluations are sent to the GPU"),
             }
         };
-        // First half, f64 on the pool: each minibatch and its inducing-point algebra.
+        // First half, f64 on the pool: each minibatch and its inducing-point algebra. A job that
+        // cannot be begun or asked for (a failed factorisation, a variable without a latent
+        // input) keeps its own error and stays out of the GPU's batch.
         let begun: Vec<Result<PendingEvaluation, String>> = self.cpu.pool().map(indices, |&k| {
             let Job::Evaluate { variable, seed, .. } = &jobs[k] else {
                 unreachable!("only evaluations are sent to the GPU")
@@ -161,17 +163,17 @@ impl GpuBackend {
             variable
                 .begin_evaluation(data, *seed, FLOAT32_RELATIVE_JITTER)
                 .unwrap_or_else(|| Err("not an uncollapsed variable".into()))
+                .and_then(|p| {
+                    let askable = p.request(variable).map(|_| ());
+                    askable.map(|()| p)
+                })
         });
         // The predictions of every evaluation whose first half succeeded, in one submission.
-        let mut requests = Vec::new();
-        for (&k, pending) in indices.iter().zip(&begun) {
-            if let Ok(p) = pending {
-                match p.request(variable_of(k)) {
-                    Ok(r) => requests.push(r),
-                    Err(e) => return Err(GpuError::Readback(e)),
-                }
-            }
-        }
+        let requests = indices
+            .iter()
+            .zip(&begun)
+            .filter_map(|(&k, pending)| pending.as_ref().ok()?.request(variable_of(k)).ok())
+            .collect::<Vec<_>>();
         let mut predictions = self.gpu.svgp_predictions(&requests)?.into_iter();
         // Second half, f64 on the pool.
         // (Each item is taken out of its cell once: the pool hands out shared references.)

@@ -27,7 +27,8 @@ use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_paramete
 use super::{f32_bytes, Gpu, GpuError};
 use crate::gp::linalg::CholeskyError;
 use crate::gp::svgp::{
-    InducingStep, PredictionRequest, Predictions, Products, SvgpInput, SvgpOutput,
+    bound_and_gradient, InducingStep, PredictionRequest, Predictions, Products, SvgpInput,
+    SvgpOutput,
 };
 
 /// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
@@ -97,11 +98,13 @@ fn storage() -> wgpu::BufferUsages {
 }
 
 impl Gpu {
-    /// The uncollapsed bound, its gradient and the natural-gradient statistics of every input
-    /// (each with a latent input), the predictions of all of them in one submission: per input,
-    /// [`InducingStep::new`] with K_ZZ's jitter at least `relative_jitter` · mean diag(K_ZZ), the
-    /// predictions here, then [`InducingStep::finish`]. The outer error is the device's (nothing
-    /// was computed); an inner one is that input's K_ZZ or S failing to factorise.
+    /// The uncollapsed bound, its gradient and the natural-gradient statistics of every input,
+    /// the predictions of all of them in one submission: per input, [`InducingStep::new`] with
+    /// K_ZZ's jitter at least `relative_jitter` · mean diag(K_ZZ), the predictions here, then
+    /// [`InducingStep::finish`]. An input without a latent input (a plain GP regression, which
+    /// the engine never sends) is computed by the CPU's `svgp::bound_and_gradient` instead. The
+    /// outer error is the device's (nothing was computed); an inner one is that input's K_ZZ or
+    /// S failing to factorise.
     pub fn bounds_and_gradients(
         &self,
         inputs: &[SvgpInput],
@@ -111,18 +114,20 @@ impl Gpu {
             .iter()
             .map(|input| InducingStep::new(input, relative_jitter))
             .collect();
-        let requests = steps
+        let requests: Vec<_> = steps
             .iter()
             .zip(inputs)
-            .filter_map(|(step, input)| step.as_ref().ok().map(|s| s.request(input)))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| GpuError::Readback("an input without a latent input".into()))?;
+            .filter_map(|(step, input)| step.as_ref().ok()?.request(input))
+            .collect();
         let mut predictions = self.svgp_predictions(&requests)?.into_iter();
         Ok(steps
             .into_iter()
             .zip(inputs)
             .map(|(step, input)| {
                 let step = step?;
+                if input.latent.is_none() {
+                    return bound_and_gradient(input);
+                }
                 let pred = predictions
                     .next()
                     .expect("one set of predictions per request");
