@@ -2,8 +2,8 @@
 //! [`Job`]s (bounds and gradients, starting fits, refits, final bounds, family scores) with the
 //! data they read, and gets one [`Outcome`] per job back, in order. Every job is independent of
 //! the others and serialises, so a backend may run them on this thread, on a thread pool
-//! ([`CpuBackend`]), in other Web Workers, or (later) batch the bound evaluations of one shape into
-//! one GPU dispatch. The outcome of a job never depends on where it ran.
+//! ([`CpuBackend`]), in other Web Workers, or batch the uncollapsed bound's evaluations into one
+//! GPU submission (`gpu::GpuBackend`, native only). The outcome of a job never depends on where it ran.
 //!
 //! Owns: [`Backend`], the CPU implementation [`CpuBackend`], [`Pool`], the one way work fans
 //! out over threads, and [`heap`], how a native process keeps the bound's scratch memory.

@@ -229,15 +229,15 @@ pub struct PredictionRequest<'a> {
 }
 
 /// The inducing-point half of one evaluation, before the predictions: K_ZZ + εI = LLᵀ, L⁻¹,
-/// α = L⁻ᵀm, Q = L⁻ᵀ(S − I)L⁻¹, and q(v)'s own factor and S⁻¹. All in f64 on the CPU, whichever
-/// device computes the predictions (MODEL.md §11.3: the M × M algebra is where float32 fails).
+/// α = L⁻ᵀm, S − I, and q(v)'s own factor and S⁻¹. All in f64 on the CPU, whichever device
+/// computes the predictions (MODEL.md §11.3: the M × M algebra is where float32 fails). The CPU's
+/// own path also forms Q = L⁻ᵀ(S − I)L⁻¹, which the whitened device path does not need.
 #[derive(Debug, Clone)]
 pub struct InducingStep {
     factor: Factor,
     l_inv: DMatrix<f64>,
     alpha: DVector<f64>,
     s_minus_i: DMatrix<f64>,
-    q: DMatrix<f64>,
     s_factor: Factor,
     s_inv: DMatrix<f64>,
     /// The draws w_sn (S × b), when there is a latent.
@@ -245,13 +245,7 @@ pub struct InducingStep {
 }
 
 /// The factor of K_ZZ and the quantities built on it (the first half of [`InducingStep`]).
-type KzzHalf = (
-    Factor,
-    DMatrix<f64>,
-    DVector<f64>,
-    DMatrix<f64>,
-    DMatrix<f64>,
-);
+type KzzHalf = (Factor, DMatrix<f64>, DVector<f64>, DMatrix<f64>);
 
 /// The relative jitter floor of an evaluation whose predictions a float32 device computes:
 /// K_ZZ + εI with ε ≥ 1e-4 · mean diag(K_ZZ) (MODEL.md §11.3, 1). With precisions near their
@@ -274,8 +268,7 @@ fn kzz_half(input: &SvgpInput, relative_floor: f64) -> Result<KzzHalf, CholeskyE
     let l_inv = lower_inverse(&factor.l);
     let alpha = solve_upper_transposed_vec(&factor.l, input.q_mean);
     let s_minus_i = input.q_cov - DMatrix::<f64>::identity(mm, mm);
-    let q = transpose_times(&l_inv, &s_minus_i) * &l_inv;
-    Ok((factor, l_inv, alpha, s_minus_i, q))
+    Ok((factor, l_inv, alpha, s_minus_i))
 }
 
 /// q(v)'s factor and S⁻¹. S must be positive definite as it stands: jitter here would silently
@@ -304,7 +297,7 @@ impl InducingStep {
 
     fn from_halves(
         input: &SvgpInput,
-        (factor, l_inv, alpha, s_minus_i, q): KzzHalf,
+        (factor, l_inv, alpha, s_minus_i): KzzHalf,
         (s_factor, s_inv): (Factor, DMatrix<f64>),
     ) -> Self {
         InducingStep {
@@ -312,7 +305,6 @@ impl InducingStep {
             l_inv,
             alpha,
             s_minus_i,
-            q,
             s_factor,
             s_inv,
             draws: input.latent.map(latent_draws),
@@ -367,7 +359,13 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
     // The inducing-point algebra and, beside it (on another thread of the caller's pool), what
     // does not depend on it: q(v)'s own factor and inverse, and the fast path's observed part.
     let (kzz, side) = join(
-        || kzz_half(input, 0.0),
+        || {
+            kzz_half(input, 0.0).map(|half| {
+                // Q = L⁻ᵀ(S − I)L⁻¹, the CPU path's form of q(v) in K_Zt's coordinates.
+                let q = transpose_times(&half.1, &half.3) * &half.1;
+                (half, q)
+            })
+        },
         || -> Result<_, CholeskyError> {
             let cov = covariance_half(input)?;
             let observed = match (path, latent, &w) {
@@ -380,12 +378,13 @@ fn evaluate(input: &SvgpInput, path: KernelPath) -> Result<SvgpOutput, CholeskyE
         },
     );
     let (cov, observed) = side?;
-    let step = InducingStep::from_halves(input, kzz?, cov);
+    let (kzz, q) = kzz?;
+    let step = InducingStep::from_halves(input, kzz, cov);
 
     // Predictions at the T evaluation points and their adjoints.
     let proj = Projection {
         alpha: &step.alpha,
-        q: &step.q,
+        q: &q,
         noise,
         c,
     };

@@ -2,12 +2,15 @@
 //! compute kernels that run on it, each tested against the CPU f64 reference. Natively wgpu finds
 //! Vulkan (Mesa's lavapipe where there is no GPU, which is how the tests run it) or GL.
 //!
-//! Owns: acquiring a device ([`Gpu::open`]), the typed [`GpuError`], and the kernels so far: the
-//! kernel matrix K(A, B) and its adjoint ([`Gpu::cross`], [`Gpu::cross_backward`]; WGSL in
-//! `kernel_common.wgsl`, `kernel_cross.wgsl`, `kernel_backward.wgsl`) and batched tiled products
-//! ([`Gpu::gemm`], `gemm.wgsl`). Everything on the GPU is float32; the host converts from and to
-//! the engine's f64 at the boundary, and finishes sums over many terms in f64. Not yet a
-//! [`super::Backend`]: that comes when the bounds run here too (issue 14).
+//! Owns: acquiring a device ([`Gpu::open`]), the typed [`GpuError`], the kernels — the kernel
+//! matrix K(A, B) and its adjoint ([`Gpu::cross`], [`Gpu::cross_backward`]; WGSL in
+//! `kernel_common.wgsl`, `kernel_cross.wgsl`, `kernel_backward.wgsl`), batched tiled products in
+//! float32 or compensated ([`Gpu::gemm`], [`Gpu::syrk`], `gemm.wgsl`), the uncollapsed bound's
+//! predictions ([`Gpu::svgp_predictions`], [`Gpu::bounds_and_gradients`], `predictions.wgsl`) —
+//! and [`GpuBackend`], the [`super::Backend`] built on them. Everything on the GPU is float32
+//! (or two float32 words); the host converts from and to the engine's f64 at the boundary and
+//! finishes sums over many terms in f64. A lost device or a driver error is recorded, never a
+//! panic ([`Gpu::failure`]).
 
 mod backend;
 mod gemm;
