@@ -3,12 +3,12 @@
 //! data they read, and gets one [`Outcome`] per job back, in order. Every job is independent of
 //! the others and serialises, so a backend may run them on this thread, on a thread pool
 //! ([`CpuBackend`]), in other Web Workers, or batch the uncollapsed bound's evaluations into one
-//! GPU submission (`gpu::GpuBackend`, native only). The outcome of a job never depends on where it ran.
+//! GPU submission (`gpu::GpuBackend` natively; the browser's coordinating worker does the same
+//! with `gpu`'s parts, asynchronously). The outcome of a job never depends on where it ran.
 //!
 //! Owns: [`Backend`], the CPU implementation [`CpuBackend`], [`Pool`], the one way work fans
 //! out over threads, and [`heap`], how a native process keeps the bound's scratch memory.
 
-#[cfg(not(target_arch = "wasm32"))]
 pub mod gpu;
 pub mod heap;
 pub mod pool;

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use nalgebra::DMatrix;
 
+use super::evaluations::{self, begin_evaluation, finish_evaluation, prediction_requests};
 use super::{Gpu, GpuError};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
 use crate::discovery::cgp::{PendingEvaluation, Variable};
@@ -147,54 +148,33 @@ impl GpuBackend {
         jobs: &[Job<'_>],
         indices: &[usize],
     ) -> Result<Vec<Outcome>, GpuError> {
-        let variable_of = |k: usize| -> &Variable {
-            match &jobs[k] {
-                Job::Evaluate { variable, .. } => variable,
-                _ => unreachable!("only evaluations are sent to the GPU"),
-            }
-        };
-        // First half, f64 on the pool: each minibatch and its inducing-point algebra. A job that
-        // cannot be begun or asked for (a failed factorisation, a variable without a latent
-        // input) keeps its own error and stays out of the GPU's batch.
-        let begun: Vec<Result<PendingEvaluation, String>> = self.cpu.pool().map(indices, |&k| {
-            let Job::Evaluate { variable, seed, .. } = &jobs[k] else {
-                unreachable!("only evaluations are sent to the GPU")
-            };
-            variable
-                .begin_evaluation(data, *seed, FLOAT32_RELATIVE_JITTER)
-                .unwrap_or_else(|| Err("not an uncollapsed variable".into()))
-                .and_then(|p| {
-                    let askable = p.request(variable).map(|_| ());
-                    askable.map(|()| p)
-                })
-        });
+        let jobs: Vec<&Job<'_>> = indices.iter().map(|&k| &jobs[k]).collect();
+        // First half, f64 on the pool.
+        let begun: Vec<Result<PendingEvaluation, String>> =
+            self.cpu.pool().map(&jobs, |job| begin_evaluation(data, job));
         // The predictions of every evaluation whose first half succeeded, in one submission.
-        let requests = indices
-            .iter()
-            .zip(&begun)
-            .filter_map(|(&k, pending)| pending.as_ref().ok()?.request(variable_of(k)).ok())
-            .collect::<Vec<_>>();
+        let requests = prediction_requests(&jobs, &begun);
         let mut predictions = self.gpu.svgp_predictions(&requests)?.into_iter();
+        drop(requests);
         // Second half, f64 on the pool.
         // (Each item is taken out of its cell once: the pool hands out shared references.)
-        let finishing: Vec<_> = indices
+        let finishing: Vec<_> = jobs
             .iter()
             .zip(begun)
-            .map(|(&k, pending)| {
-                (
-                    k,
-                    Mutex::new(Some(pending.map(|p| (p, predictions.next())))),
-                )
+            .map(|(job, pending)| {
+                let predictions = if pending.is_ok() {
+                    predictions.next()
+                } else {
+                    None
+                };
+                (*job, Mutex::new(Some((pending, predictions))))
             })
             .collect();
-        Ok(self.cpu.pool().map(&finishing, |(k, cell)| {
-            let taken = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
-            Outcome::Evaluation(match taken {
-                Some(Ok((p, Some(pred)))) => p.finish(variable_of(*k), pred),
-                Some(Ok((_, None))) => Err("the GPU returned fewer results than requests".into()),
-                Some(Err(e)) => Err(e),
-                None => Err("an evaluation was finished twice".into()),
-            })
+        Ok(self.cpu.pool().map(&finishing, |(job, cell)| {
+            match cell.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                Some((pending, predictions)) => finish_evaluation(job, pending, predictions),
+                None => Outcome::Evaluation(Err("an evaluation was finished twice".into())),
+            }
         }))
     }
 }
@@ -202,10 +182,8 @@ impl GpuBackend {
 /// Whether `job` is an uncollapsed evaluation or final bound (what the GPU computes).
 fn runs_on_gpu(job: &Job<'_>) -> bool {
     match job {
-        Job::Evaluate { variable, .. } | Job::FinalBound { variable, .. } => {
-            matches!(**variable, Variable::Uncollapsed(_))
-        }
-        _ => false,
+        Job::FinalBound { variable, .. } => matches!(**variable, Variable::Uncollapsed(_)),
+        _ => evaluations::runs_on_gpu(job),
     }
 }
 

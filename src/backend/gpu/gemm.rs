@@ -4,7 +4,9 @@
 
 use nalgebra::DMatrix;
 
-use super::{f32_bytes, uniform_words, Gpu, GpuError};
+#[cfg(not(target_arch = "wasm32"))]
+use super::{f32_bytes, GpuError};
+use super::{uniform_words, Gpu};
 
 /// Rows and columns of C per workgroup (`TILE` in the shader).
 const TILE: u32 = 16;
@@ -37,6 +39,7 @@ pub enum Op {
 
 impl Op {
     /// The (rows, columns) of op(X) for X of `shape`.
+    #[cfg(not(target_arch = "wasm32"))]
     fn shape(self, (rows, cols): (usize, usize)) -> (usize, usize) {
         match self {
             Op::AsIs => (rows, cols),
@@ -103,6 +106,7 @@ impl Gpu {
     /// A Aᵀ (A m × k) in float32 on the GPU, computing only the tiles on or below the diagonal
     /// (a SYRK: about half the products of [`Gpu::gemm`]) and mirroring the rest; returned as f64,
     /// exactly symmetric.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn syrk(
         &self,
         a: &DMatrix<f64>,
@@ -139,6 +143,7 @@ impl Gpu {
     /// one shape, as do all B_z.
     ///
     /// Panics if the batches differ in length or shape, or if the inner dimensions differ.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn gemm(
         &self,
         a: &[DMatrix<f64>],
@@ -195,6 +200,7 @@ impl Gpu {
 
 impl Accumulation {
     /// Output planes per product.
+    #[cfg(not(target_arch = "wasm32"))]
     pub(super) fn planes(self) -> usize {
         match self {
             Accumulation::Single => 1,

@@ -1,11 +1,14 @@
 //! The kernel matrix K(A, B) on the GPU (`kernel.wgsl`, one invocation per entry), against the
 //! CPU reference [`Kernel::cross`]: K_pq = Σ_j θ̃^lin_j a_pj b_qj + Σ_c s^c κ_c(r_c²(a_p, b_q)).
 
-use super::{f32_bytes, Gpu, GpuError};
+#[cfg(not(target_arch = "wasm32"))]
+use super::GpuError;
+use super::{f32_bytes, Gpu};
 use crate::gp::kernel::{Kernel, KernelGrad, StationaryKind};
 use nalgebra::DMatrix;
 
 /// Invocations per workgroup side (`@workgroup_size(8, 8)` in the shader).
+#[cfg(not(target_arch = "wasm32"))]
 const WORKGROUP_SIDE: u32 = 8;
 
 /// The shared declarations every kernel shader starts with.
@@ -41,6 +44,7 @@ impl KernelPipelines {
 }
 
 /// Invocations per workgroup of the adjoint's passes (`@workgroup_size(64)`).
+#[cfg(not(target_arch = "wasm32"))]
 const BACKWARD_GROUP: u32 = 64;
 
 /// The shader's code for each stationary kind.
@@ -55,6 +59,7 @@ fn kind_code(kind: StationaryKind) -> u32 {
 
 /// D, after checking that both point sets have the kernel's D columns (panics otherwise, as
 /// [`Kernel::cross`] does).
+#[cfg(not(target_arch = "wasm32"))]
 fn check_points(kernel: &Kernel, a: &DMatrix<f64>, b: &DMatrix<f64>) -> usize {
     let d = kernel.dim();
     for points in [a, b] {
@@ -77,6 +82,7 @@ impl Gpu {
     /// matrix as [`Kernel::cross`], to within float32 rounding.
     ///
     /// Panics unless both point sets have the kernel's D columns (as [`Kernel::cross`] does).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn cross(
         &self,
         kernel: &Kernel,
@@ -117,6 +123,7 @@ impl Gpu {
     /// f64 here; the same as [`Kernel::cross_backward`] to within float32 rounding.
     ///
     /// Panics unless the point sets have the kernel's D columns and dK is n × m.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn cross_backward(
         &self,
         kernel: &Kernel,
@@ -177,6 +184,7 @@ impl Gpu {
 
     /// The buffers every kernel shader binds at 0–5 (kernel_common.wgsl): sizes, the points
     /// row-major, and the parameters with the masks applied (θ̃ = E ∘ θ), so no shader needs a mask.
+    #[cfg(not(target_arch = "wasm32"))]
     fn kernel_inputs(
         &self,
         kernel: &Kernel,

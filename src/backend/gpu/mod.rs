@@ -1,6 +1,8 @@
 //! The GPU backend's device side: one [`Gpu`] (a wgpu adapter, device and queue) and the WGSL
 //! compute kernels that run on it, each tested against the CPU f64 reference. Natively wgpu finds
-//! Vulkan (Mesa's lavapipe where there is no GPU, which is how the tests run it) or GL.
+//! Vulkan (Mesa's lavapipe where there is no GPU, which is how the tests run it) or GL; in the
+//! browser it is the page's WebGPU, opened and read back asynchronously ([`Gpu::open_async`],
+//! [`SubmittedPredictions::finish`]) because a Web Worker must not block.
 //!
 //! Owns: acquiring a device ([`Gpu::open`]), the typed [`GpuError`], the kernels — the kernel
 //! matrix K(A, B) and its adjoint ([`Gpu::cross`], [`Gpu::cross_backward`]; WGSL in
@@ -12,18 +14,25 @@
 //! finishes sums over many terms in f64. A lost device or a driver error is recorded, never a
 //! panic ([`Gpu::failure`]).
 
+#[cfg(not(target_arch = "wasm32"))]
 mod backend;
+mod evaluations;
 mod gemm;
 mod kernel;
 mod predictions;
 
+#[cfg(not(target_arch = "wasm32"))]
 pub use backend::GpuBackend;
+pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests, runs_on_gpu};
 pub use gemm::{Accumulation, Op};
+pub use predictions::SubmittedPredictions;
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use futures_channel::oneshot;
+#[cfg(not(target_arch = "wasm32"))]
 use wgpu::util::DeviceExt;
 
 /// Why a GPU step could not run. Every variant carries what a user needs to act on it.
@@ -76,6 +85,7 @@ struct Pipelines {
 
 impl Pipelines {
     /// The product's pipeline for `accumulation`.
+    #[cfg(not(target_arch = "wasm32"))]
     fn gemm_for(&self, accumulation: Accumulation) -> &wgpu::ComputePipeline {
         match accumulation {
             Accumulation::Single => &self.gemm,
@@ -96,24 +106,43 @@ impl Gpu {
     /// Opens the first adapter wgpu offers natively (the backends WGPU_BACKEND names, else Vulkan,
     /// then GL), with the default limits, and builds the kernels' pipelines. Blocks until the
     /// device is ready.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open() -> Result<Self, GpuError> {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            ..Default::default()
-        }))
-        .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
+        pollster::block_on(Self::open_async())
+    }
+
+    /// Opens the first adapter wgpu offers (natively as [`Gpu::open`]; in the browser, the
+    /// page's WebGPU adapter), with the default limits, and builds the kernels' pipelines.
+    pub async fn open_async() -> Result<Self, GpuError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        let descriptor = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        #[cfg(target_arch = "wasm32")]
+        let descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
+        let instance = wgpu::Instance::new(descriptor);
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
         let info = adapter.get_info();
-        let name = format!("{} ({:?})", info.name, info.backend);
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("occam"),
-            ..Default::default()
-        }))
-        .map_err(|e| GpuError::NoDevice {
-            adapter: name.clone(),
-            reason: e.to_string(),
-        })?;
+        // Browsers hide the adapter's name from wgpu (the page describes it from JavaScript).
+        let name = if info.name.is_empty() {
+            format!("{:?}", info.backend)
+        } else {
+            format!("{} ({:?})", info.name, info.backend)
+        };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("occam"),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::NoDevice {
+                adapter: name.clone(),
+                reason: e.to_string(),
+            })?;
         let failure = Arc::new(Mutex::new(None::<String>));
         let record = |failure: &Arc<Mutex<Option<String>>>, why: String| {
             if let Ok(mut slot) = failure.lock() {
@@ -243,6 +272,7 @@ impl Gpu {
     }
 
     /// A buffer holding `contents` (one zero word when empty: WGSL arrays cannot be empty).
+    #[cfg(not(target_arch = "wasm32"))]
     fn upload(&self, label: &str, contents: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
         let contents = if contents.is_empty() {
             &[0u8; 4][..]
@@ -284,6 +314,7 @@ impl Gpu {
         Ok(())
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// Runs `pipeline` over `groups` workgroups with `inputs` bound at 0, 1, … of group 0 and a
     /// fresh output buffer of `out_bytes` after them, and reads the output back as f32 values.
     fn run_and_read(
@@ -338,6 +369,7 @@ impl Gpu {
         self.read_back(&readback, submission)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// Waits for `submission` and reads the f32 values of `buffer` (mappable for reading).
     fn read_back(
         &self,
@@ -351,21 +383,50 @@ impl Gpu {
 
     /// Waits for `submission` (at most [`READBACK_TIMEOUT`]) and reads the first `bytes` of each
     /// buffer (mappable for reading) as f32 values: one wait for all of them.
+    #[cfg(not(target_arch = "wasm32"))]
     fn read_back_all(
         &self,
         buffers: &[(&wgpu::Buffer, usize)],
         submission: wgpu::SubmissionIndex,
     ) -> Result<Vec<Vec<f32>>, GpuError> {
-        let receivers: Vec<_> = buffers
+        let mapping = self.request_mapping(buffers);
+        self.wait(submission)?;
+        pollster::block_on(self.read_mapping(mapping))
+    }
+
+    /// Blocks until `submission` has finished (at most [`READBACK_TIMEOUT`]).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn wait(&self, submission: wgpu::SubmissionIndex) -> Result<(), GpuError> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(submission),
+                timeout: Some(READBACK_TIMEOUT),
+            })
+            .map(|_| ())
+            .map_err(|e| self.lost_or(GpuError::Readback(e.to_string())))
+    }
+
+    /// [`GpuError::Lost`] when the device has gone, else `other`.
+    fn lost_or(&self, other: GpuError) -> GpuError {
+        match self.failure() {
+            Some(why) => GpuError::Lost(why),
+            None => other,
+        }
+    }
+
+    /// Asks for the first `bytes` of each buffer to be mapped for reading once the work submitted
+    /// before has finished; [`Gpu::read_mapping`] reads them.
+    fn request_mapping<'a>(&self, buffers: &[(&'a wgpu::Buffer, usize)]) -> Mapping<'a> {
+        let waits = buffers
             .iter()
             .map(|&(buffer, bytes)| {
-                let (sender, receiver) = std::sync::mpsc::channel();
+                let (sender, receiver) = oneshot::channel();
                 if bytes > 0 {
                     buffer
                         .slice(..bytes as u64)
                         .map_async(wgpu::MapMode::Read, move |result| {
-                            // The receiver waits below; if it is gone there is nobody to tell.
-                            let _ = sender.send(result);
+                            // If the reader has gone there is nobody to tell.
+                            let _ = sender.send(result.map_err(|e| e.to_string()));
                         });
                 } else {
                     let _ = sender.send(Ok(()));
@@ -373,21 +434,21 @@ impl Gpu {
                 receiver
             })
             .collect();
-        let waited = self.device.poll(wgpu::PollType::Wait {
-            submission_index: Some(submission),
-            timeout: Some(READBACK_TIMEOUT),
-        });
-        let lost = |e: String| match self.failure() {
-            Some(why) => GpuError::Lost(why),
-            None => GpuError::Readback(e),
-        };
-        waited.map_err(|e| lost(e.to_string()))?;
-        let mut out = Vec::with_capacity(buffers.len());
-        for (&(buffer, bytes), receiver) in buffers.iter().zip(receivers) {
-            receiver
-                .recv()
-                .map_err(|e| lost(e.to_string()))?
-                .map_err(|e| lost(e.to_string()))?;
+        Mapping {
+            buffers: buffers.to_vec(),
+            waits,
+        }
+    }
+
+    /// The f32 values of a mapping, once each buffer is mapped (natively after [`Gpu::wait`];
+    /// in the browser the mapping resolves by itself).
+    async fn read_mapping(&self, mapping: Mapping<'_>) -> Result<Vec<Vec<f32>>, GpuError> {
+        let lost = |e: String| self.lost_or(GpuError::Readback(e));
+        let mut out = Vec::with_capacity(mapping.buffers.len());
+        for ((buffer, bytes), wait) in mapping.buffers.into_iter().zip(mapping.waits) {
+            wait.await
+                .map_err(|_| lost("the mapping was cancelled".into()))?
+                .map_err(lost)?;
             if bytes == 0 {
                 out.push(Vec::new());
                 continue;
@@ -407,8 +468,15 @@ impl Gpu {
     }
 }
 
+/// Buffers asked to be mapped for reading, with the signal of each mapping.
+struct Mapping<'a> {
+    buffers: Vec<(&'a wgpu::Buffer, usize)>,
+    waits: Vec<oneshot::Receiver<Result<(), String>>>,
+}
+
 /// The longest wait for one submission's results before the device counts as hung: far beyond
 /// any batch of the paper's sizes on a software rasteriser.
+#[cfg(not(target_arch = "wasm32"))]
 const READBACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// A compute pipeline for `entry` of the WGSL `source`, its bind group layout taken from the shader.

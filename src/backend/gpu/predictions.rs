@@ -25,11 +25,11 @@ use nalgebra::{DMatrix, DVector};
 use super::gemm::{self, Accumulation, Op};
 use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_parameters, rows_bytes};
 use super::{f32_bytes, Gpu, GpuError};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::gp::linalg::CholeskyError;
-use crate::gp::svgp::{
-    bound_and_gradient, InducingStep, PredictionRequest, Predictions, Products, SvgpInput,
-    SvgpOutput,
-};
+use crate::gp::svgp::{PredictionRequest, Predictions, Products};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gp::svgp::{bound_and_gradient, InducingStep, SvgpInput, SvgpOutput};
 
 /// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
 const COLUMN_GROUP: u32 = 64;
@@ -92,6 +92,52 @@ struct Pending {
     readback: wgpu::Buffer,
 }
 
+/// What an error scope caught, once the device has checked its work.
+type ScopeVerdict = std::pin::Pin<Box<dyn std::future::Future<Output = Option<wgpu::Error>>>>;
+
+/// Predictions submitted to the device and not yet read ([`Gpu::submit_predictions`]).
+#[must_use = "the predictions are read by `finish`"]
+pub struct SubmittedPredictions {
+    pending: Vec<Pending>,
+    /// The signal of each request's read-back mapping, in `pending`'s order.
+    waits: Vec<futures_channel::oneshot::Receiver<Result<(), String>>>,
+    /// The verdicts of the submission's error scopes.
+    scopes: Vec<(&'static str, ScopeVerdict)>,
+    #[cfg(not(target_arch = "wasm32"))]
+    submission: wgpu::SubmissionIndex,
+}
+
+impl SubmittedPredictions {
+    /// The predictions of `requests` (the ones submitted, in the same order) once the device has
+    /// finished them. Natively, call after the submission has been waited for.
+    pub async fn finish(
+        self,
+        gpu: &Gpu,
+        requests: &[PredictionRequest<'_>],
+    ) -> Result<Vec<Predictions>, GpuError> {
+        for (what, scope) in self.scopes {
+            if let Some(error) = scope.await {
+                return Err(GpuError::Lost(format!("{what}: {error}")));
+            }
+        }
+        let mapping = super::Mapping {
+            buffers: self
+                .pending
+                .iter()
+                .map(|p| (&p.readback, p.layout.total() * 4))
+                .collect(),
+            waits: self.waits,
+        };
+        let values = gpu.read_mapping(mapping).await?;
+        Ok(requests
+            .iter()
+            .zip(&self.pending)
+            .zip(&values)
+            .map(|((request, p), v)| decode(request, p, v))
+            .collect())
+    }
+}
+
 /// Usage of every device-side storage buffer (written by the queue or a shader, copied out).
 fn storage() -> wgpu::BufferUsages {
     wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
@@ -105,6 +151,7 @@ impl Gpu {
     /// the engine never sends) is computed by the CPU's `svgp::bound_and_gradient` instead. The
     /// outer error is the device's (nothing was computed); an inner one is that input's K_ZZ or
     /// S failing to factorise.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn bounds_and_gradients(
         &self,
         inputs: &[SvgpInput],
@@ -137,18 +184,32 @@ impl Gpu {
     }
 
     /// The predictions of every request (the same quantities as the CPU's fused path, to within
-    /// float32 rounding), computed in one submission with the sums finished in f64 here.
+    /// float32 rounding), computed in one submission with the sums finished in f64 here. Blocks
+    /// until the device has finished.
     ///
     /// Panics if a request's shapes disagree (x b × D, y b, draws S × b, α M, Q M × M).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn svgp_predictions(
         &self,
         requests: &[PredictionRequest],
     ) -> Result<Vec<Predictions>, GpuError> {
+        let submitted = self.submit_predictions(requests)?;
+        self.wait(submitted.submission.clone())?;
+        pollster::block_on(submitted.finish(self, requests))
+    }
+
+    /// Encodes and submits the predictions of every request in one submission and asks for the
+    /// results to be mapped; [`SubmittedPredictions::finish`] reads them once the device is done
+    /// (awaited in the browser, so the worker's event loop runs meanwhile).
+    ///
+    /// Panics if a request's shapes disagree (x b × D, y b, draws S × b, α M, Q M × M).
+    pub fn submit_predictions(
+        &self,
+        requests: &[PredictionRequest],
+    ) -> Result<SubmittedPredictions, GpuError> {
         self.check_alive()?;
-        if requests.is_empty() {
-            return Ok(Vec::new());
-        }
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        // Errors the device reports for this submission, innermost first when popped.
+        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut encoder = self
             .device
@@ -162,24 +223,27 @@ impl Gpu {
             .collect();
         let pending = pending?;
         let submission = self.queue.submit([encoder.finish()]);
-        for (what, guard) in [("out of memory", oom), ("invalid use", scope)] {
-            if let Some(error) = pollster::block_on(guard.pop()) {
-                return Err(GpuError::Lost(format!("{what}: {error}")));
-            }
-        }
-        let values = self.read_back_all(
+        // The browser needs no submission index: its mappings resolve by themselves.
+        #[cfg(target_arch = "wasm32")]
+        let _ = submission;
+        // Popped now, so that no later work lands in them; their verdicts are awaited in `finish`.
+        let scopes: Vec<(&'static str, ScopeVerdict)> = vec![
+            ("out of memory", Box::pin(oom.pop())),
+            ("invalid use", Box::pin(invalid.pop())),
+        ];
+        let mapping = self.request_mapping(
             &pending
                 .iter()
                 .map(|p| (&p.readback, p.layout.total() * 4))
                 .collect::<Vec<_>>(),
+        );
+        Ok(SubmittedPredictions {
+            waits: mapping.waits,
+            pending,
+            scopes,
+            #[cfg(not(target_arch = "wasm32"))]
             submission,
-        )?;
-        Ok(requests
-            .iter()
-            .zip(&pending)
-            .zip(&values)
-            .map(|((request, p), v)| decode(request, p, v))
-            .collect())
+        })
     }
 
     /// Uploads request `slot`'s inputs and records its passes and copies into `encoder`.
