@@ -13,15 +13,21 @@
 //! [`Driver::outcomes`], which finishes the unit and schedules the next. The coordinating worker
 //! stays idle meanwhile, so pause and stop are read at once even inside long fits. Every job's
 //! outcome is the same wherever it runs, so the run's graph does not depend on the pool's size.
+//!
+//! With a WebGPU device in the coordinating worker ([`Driver::set_gpu`]) a run with the
+//! uncollapsed bound is dispatched the same way even on one worker: the shell computes each
+//! unit's evaluations on the device and reports a lost device through [`Driver::gpu_lost`], after
+//! which the run goes on on the CPU. The driver tells the page which backend each run computes on.
 
 use nalgebra::DMatrix;
 
 use crate::data::{CsvOptions, Dataset};
+use crate::discovery::cgp::{BoundKind, Method};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::engine::{now_seconds, Session};
 use crate::protocol::{
-    compute_workers, decode_compute, encode_compute, load_csv, FromCompute, FromWorker, RunRequest,
-    ToCompute,
+    compute_workers, decode_compute, encode_compute, load_csv, ComputeBackend, FromCompute,
+    FromWorker, RunRequest, ToCompute,
 };
 
 /// Seconds of work per step: short enough that pause and stop act within a tenth of a second and
@@ -91,6 +97,12 @@ pub struct Driver {
     reported_at: f64,
     /// Compute workers lost in this run.
     losses: usize,
+    /// The WebGPU adapter (described) on which the shell holds a working device, if any.
+    gpu: Option<String>,
+    /// The adapter the browser granted (described), whether or not a device works on it.
+    adapter: Option<String>,
+    /// Why the adapter is not computing (its device failed to open, or was lost), if it is not.
+    gpu_note: Option<String>,
 }
 
 impl Driver {
@@ -101,6 +113,68 @@ impl Driver {
     /// Tells the driver how many logical cores the browser reports.
     pub fn set_cores(&mut self, cores: usize) {
         self.cores = cores;
+    }
+
+    /// Tells the driver what the shell found: the browser's WebGPU `adapter` (described) and
+    /// whether a device on it works (`Ok`) or why not (`Err`).
+    pub fn set_gpu(&mut self, adapter: Option<String>, device: Result<(), String>) {
+        self.adapter = adapter.clone();
+        match device {
+            Ok(()) => {
+                self.gpu = adapter;
+                self.gpu_note = None;
+            }
+            Err(why) => {
+                self.gpu = None;
+                self.gpu_note = Some(why);
+            }
+        }
+    }
+
+    /// Whether the current run computes on the GPU: a device works and the run's method and
+    /// bound have a GPU path (the continuous search with the uncollapsed bound).
+    pub fn run_uses_gpu(&self) -> bool {
+        self.gpu.is_some()
+            && self.session.as_ref().is_some_and(|s| {
+                let settings = s.settings();
+                settings.bound == BoundKind::Uncollapsed && settings.method == Method::Cgp
+            })
+    }
+
+    /// Where the current run computes, for the page.
+    fn backend_message(&self, switched: bool) -> FromWorker {
+        let on_gpu = self.run_uses_gpu();
+        let note = match (&self.adapter, on_gpu, &self.gpu_note) {
+            (None, _, _) | (Some(_), true, _) => None,
+            (Some(_), false, Some(why)) => Some(why.clone()),
+            (Some(_), false, None) => Some(
+                "this run's bound has no GPU path yet (only the continuous search with the uncollapsed bound, the paper preset, computes on WebGPU): it computes on the CPU"
+                    .into(),
+            ),
+        };
+        FromWorker::Pong {
+            backend: if on_gpu {
+                ComputeBackend::WebGpu
+            } else {
+                ComputeBackend::Cpu
+            },
+            adapter: self.adapter.clone(),
+            note,
+            switched,
+        }
+    }
+
+    /// The shell's GPU failed (`why`) during batch `batch`: the shell computes that batch on the
+    /// CPU from the same jobs (so nothing is lost), and every later unit computes on the CPU.
+    /// The page is told of the switch.
+    pub fn gpu_lost(&mut self, why: &str) -> Reaction {
+        let was_on_gpu = self.run_uses_gpu();
+        self.gpu = None;
+        self.gpu_note = Some(format!(
+            "the GPU failed ({why}); the run went on on the CPU from the batch in hand, with nothing lost"
+        ));
+        web_log(&format!("occam: the GPU failed ({why}); computing on the CPU"));
+        Reaction::message(self.backend_message(was_on_gpu))
     }
 
     /// Compute workers of the current run (1 when this worker computes itself).
@@ -201,6 +275,7 @@ impl Driver {
         self.losses = 0;
         Reaction {
             messages: vec![
+                self.backend_message(false),
                 FromWorker::Compute {
                     run_id: self.run_id,
                     workers,
@@ -277,7 +352,7 @@ impl Driver {
         if generation != self.generation || self.paused {
             return Reaction::default();
         }
-        if self.workers() > 1 {
+        if self.workers() > 1 || self.run_uses_gpu() {
             return self.dispatch_unit(generation, budget_seconds);
         }
         let Some(session) = self.session.as_mut() else {
@@ -643,6 +718,12 @@ mod tests {
         assert!(matches!(
             start.messages[..],
             [
+                FromWorker::Pong {
+                    backend: ComputeBackend::Cpu,
+                    adapter: None,
+                    note: None,
+                    switched: false
+                },
                 FromWorker::Compute { workers: 1, .. },
                 FromWorker::Progress { paused: false, .. }
             ]
@@ -776,6 +857,7 @@ mod tests {
         assert!(matches!(
             go_on.messages[..],
             [
+                FromWorker::Pong { .. },
                 FromWorker::Compute { run_id: 7, .. },
                 FromWorker::Progress { run_id: 7, .. }
             ]
@@ -914,9 +996,9 @@ mod tests {
                 req.settings.threads = threads;
                 let start = driver.start(req);
                 assert!(
-                    matches!(start.messages[0], FromWorker::Compute { workers, .. } if workers == threads),
+                    matches!(start.messages[1], FromWorker::Compute { workers, .. } if workers == threads),
                     "{:?}",
-                    start.messages[0]
+                    start.messages[1]
                 );
                 let (last, batches) = if threads == 1 {
                     (run_to_end(&mut driver, start.step.unwrap()).1, 0)
@@ -938,6 +1020,144 @@ mod tests {
             assert_eq!(scores(one), scores(pool), "{method:?}");
             assert_eq!(one.families_fitted, pool.families_fitted, "{method:?}");
         }
+    }
+
+    /// A short run with the uncollapsed bound (the paper preset's bound) on one worker.
+    fn uncollapsed_request() -> RunRequest {
+        let mut settings = Preset::Paper.settings();
+        settings.restarts = 1;
+        settings.max_rows = 60;
+        settings.inducing_points = 6;
+        settings.batch_size = 20;
+        settings.samples = 2;
+        settings.start_iterations = 20;
+        settings.threads = 1;
+        settings.cap_iterations(30);
+        RunRequest {
+            run_id: 2,
+            preset: Preset::Paper,
+            settings,
+            seed: 5,
+            knowledge: Knowledge::none(3),
+        }
+    }
+
+    /// Plays the shell with a GPU: every dispatch is computed here (as the shell computes it, to
+    /// within float32) and handed back; after `lose_after` dispatches the GPU is reported lost
+    /// and the batch in hand is still delivered. Returns the final message, the dispatches and
+    /// the backend messages seen.
+    fn run_with_gpu(
+        driver: &mut Driver,
+        mut reaction: Reaction,
+        lose_after: usize,
+    ) -> (FromWorker, usize, Vec<FromWorker>) {
+        let mut dispatches = 0;
+        let mut backends = Vec::new();
+        for _ in 0..200_000 {
+            backends.extend(
+                reaction
+                    .messages
+                    .iter()
+                    .filter(|m| matches!(m, FromWorker::Pong { .. }))
+                    .cloned(),
+            );
+            if let Some(d) = reaction.dispatch.take() {
+                dispatches += 1;
+                let (_, data) = driver.data().expect("a run holds its data");
+                let outcomes = d.jobs.iter().map(|job| job.run(data)).collect();
+                if dispatches == lose_after {
+                    let lost = driver.gpu_lost("destroyed by a test");
+                    backends.extend(lost.messages);
+                    assert!(lost.step.is_none() && lost.dispatch.is_none());
+                }
+                reaction = driver.outcomes(d.batch, outcomes);
+            } else if let Some(g) = reaction.step {
+                reaction = driver.tick(g, 0.01);
+            } else {
+                let last = reaction.messages.pop().expect("a final message");
+                return (last, dispatches, backends);
+            }
+        }
+        panic!("the run did not end");
+    }
+
+    #[test]
+    fn a_gpu_run_is_dispatched_on_one_worker_and_goes_on_on_the_cpu_when_the_gpu_is_lost() {
+        let result = |last: FromWorker| match last {
+            FromWorker::Finished { result, .. } => *result,
+            other => panic!("a result, got {other:?}"),
+        };
+        // Without a GPU the run computes in the worker itself.
+        let mut plain = loaded();
+        let start = plain.start(uncollapsed_request());
+        let (last, dispatches, backends) = run_with_gpu(&mut plain, start, usize::MAX);
+        assert_eq!(dispatches, 0);
+        assert!(matches!(
+            backends[..],
+            [FromWorker::Pong {
+                backend: ComputeBackend::Cpu,
+                adapter: None,
+                switched: false,
+                ..
+            }]
+        ));
+        let alone = result(last);
+
+        // With one, every unit is dispatched; losing it midway switches the run to the CPU
+        // without changing its outcome.
+        let mut driver = loaded();
+        driver.set_gpu(Some("test adapter".into()), Ok(()));
+        let start = driver.start(uncollapsed_request());
+        assert!(start.step.is_some());
+        let (last, dispatches, backends) = run_with_gpu(&mut driver, start, 3);
+        assert!(dispatches >= 3, "{dispatches} dispatches");
+        match &backends[..] {
+            [FromWorker::Pong {
+                backend: ComputeBackend::WebGpu,
+                adapter: Some(a),
+                note: None,
+                switched: false,
+            }, FromWorker::Pong {
+                backend: ComputeBackend::Cpu,
+                note: Some(note),
+                switched: true,
+                ..
+            }] => {
+                assert_eq!(a, "test adapter");
+                assert!(note.contains("destroyed by a test"), "{note}");
+            }
+            other => panic!("backend messages {other:?}"),
+        }
+        assert!(!driver.run_uses_gpu());
+        let switched = result(last);
+        assert_eq!(switched.edges, alone.edges);
+        assert_eq!(switched.adjacency, alone.adjacency);
+
+        // A run whose bound has no GPU path says so, and computes in the worker.
+        let mut collapsed = loaded();
+        collapsed.set_gpu(Some("test adapter".into()), Ok(()));
+        let start = collapsed.start(request(40));
+        match &start.messages[0] {
+            FromWorker::Pong {
+                backend: ComputeBackend::Cpu,
+                adapter: Some(_),
+                note: Some(note),
+                switched: false,
+            } => assert!(note.contains("no GPU path"), "{note}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(collapsed
+            .tick(start.step.unwrap(), 0.01)
+            .dispatch
+            .is_none());
+        // A device that failed to open is named, and the run computes on the CPU.
+        let mut refused = loaded();
+        refused.set_gpu(Some("test adapter".into()), Err("no device".into()));
+        let start = refused.start(uncollapsed_request());
+        assert!(matches!(
+            &start.messages[0],
+            FromWorker::Pong { backend: ComputeBackend::Cpu, note: Some(n), .. } if n == "no device"
+        ));
     }
 
     #[test]

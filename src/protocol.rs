@@ -47,6 +47,10 @@ pub enum ToWorker {
     /// Fault injection for the end-to-end tests: the worker stops answering (it loops until it is
     /// ended), so the page's watchdog can be exercised. Sent only from the `#test-hooks` page.
     Hang,
+    /// Fault injection for the end-to-end tests: the worker destroys its WebGPU device as a driver
+    /// reset would, so the run's switch to the CPU can be exercised. Sent only from the
+    /// `#test-hooks` page.
+    LoseGpu,
 }
 
 /// Everything a run needs besides the data (which the worker already holds).
@@ -64,7 +68,7 @@ pub struct RunRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ComputeBackend {
-    /// WebGPU compute shaders (no engine path uses them yet).
+    /// WebGPU compute shaders: the uncollapsed bound's predictions, with the rest on the CPU.
     WebGpu,
     /// The CPU: WebAssembly in the browser, native code in the CLI.
     Cpu,
@@ -118,11 +122,19 @@ pub enum FromWorker {
     /// Sent at most once a second from inside a long unit of work (a fit, a training step), so
     /// the page's watchdog can tell a busy worker from a stuck one.
     Busy,
-    /// Answer to [`ToWorker::Ping`]: the backend the engine computes on (the CPU until a GPU
-    /// backend exists), and the WebGPU adapter the browser granted, if any (described, not used).
+    /// Where the engine computes: the answer to [`ToWorker::Ping`] (WebGPU when the worker could
+    /// open a device on the adapter the browser granted), then again when a run begins (that
+    /// run's backend: the CPU for a bound without a GPU path) and when a run leaves the GPU.
     Pong {
         backend: ComputeBackend,
+        /// The WebGPU adapter the browser granted, described, whether or not it computes.
         adapter: Option<String>,
+        /// Why the work is not on the adapter, when there is one and it is not.
+        #[serde(default)]
+        note: Option<String>,
+        /// The run left the GPU (it failed or was lost) and goes on on the CPU.
+        #[serde(default)]
+        switched: bool,
     },
     /// The file was read and validated.
     DataLoaded {
@@ -300,15 +312,28 @@ mod tests {
             ToWorker::Resume,
             ToWorker::Stop,
             ToWorker::Panic,
+            ToWorker::LoseGpu,
         ] {
             assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);
         }
         let pong = FromWorker::Pong {
-            backend: ComputeBackend::WebGpu,
+            backend: ComputeBackend::Cpu,
             adapter: Some("swiftshader".into()),
+            note: Some("the GPU was lost".into()),
+            switched: true,
         };
         assert_eq!(decode::<FromWorker>(&encode(&pong)).unwrap(), pong);
-        assert!(encode(&pong).contains(r#""backend":"web_gpu""#));
+        // An answer without the optional fields reads as "nothing to note, not switched".
+        let plain = decode::<FromWorker>(r#"{"type":"pong","backend":"web_gpu","adapter":null}"#);
+        assert_eq!(
+            plain.unwrap(),
+            FromWorker::Pong {
+                backend: ComputeBackend::WebGpu,
+                adapter: None,
+                note: None,
+                switched: false
+            }
+        );
     }
 
     #[test]
