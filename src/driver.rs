@@ -173,7 +173,9 @@ impl Driver {
         self.gpu_note = Some(format!(
             "the GPU failed ({why}); the run went on on the CPU from the batch in hand, with nothing lost"
         ));
-        web_log(&format!("occam: the GPU failed ({why}); computing on the CPU"));
+        web_log(&format!(
+            "occam: the GPU failed ({why}); computing on the CPU"
+        ));
         Reaction::message(self.backend_message(was_on_gpu))
     }
 
@@ -1146,10 +1148,7 @@ mod tests {
             } => assert!(note.contains("no GPU path"), "{note}"),
             other => panic!("{other:?}"),
         }
-        assert!(collapsed
-            .tick(start.step.unwrap(), 0.01)
-            .dispatch
-            .is_none());
+        assert!(collapsed.tick(start.step.unwrap(), 0.01).dispatch.is_none());
         // A device that failed to open is named, and the run computes on the CPU.
         let mut refused = loaded();
         refused.set_gpu(Some("test adapter".into()), Err("no device".into()));

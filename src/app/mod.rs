@@ -64,7 +64,12 @@ pub enum BackendState {
     Probing,
     Known {
         backend: ComputeBackend,
+        /// The WebGPU adapter the browser granted (described), whether or not it computes.
         adapter: Option<String>,
+        /// Why the adapter is not computing, when there is one and it is not.
+        note: Option<String>,
+        /// The run left the GPU (it failed) and goes on on the CPU.
+        switched: bool,
     },
     /// The worker failed to start or died.
     Unavailable,
@@ -401,9 +406,17 @@ impl AppState {
             }
             // Alive inside a long unit: the time of this message is all the watchdog needs.
             FromWorker::Busy => {}
-            FromWorker::Pong { backend, adapter } => {
-                self.backend.set(BackendState::Known { backend, adapter })
-            }
+            FromWorker::Pong {
+                backend,
+                adapter,
+                note,
+                switched,
+            } => self.backend.set(BackendState::Known {
+                backend,
+                adapter,
+                note,
+                switched,
+            }),
             FromWorker::LoadProgress { load_id, .. }
             | FromWorker::DataLoaded { load_id, .. }
             | FromWorker::DataRejected { load_id, .. }
@@ -700,6 +713,9 @@ fn App() -> impl IntoView {
                 }>
                                         "Make the worker hang (test hook)"
                 </button>
+                <button data-testid="lose-gpu" on:click=move |_| state.send(&ToWorker::LoseGpu)>
+                    "Destroy the worker's GPU device (test hook)"
+                </button>
                 <button data-testid="crash-page" on:click=move |_| {
                     panic!("deliberate panic in the page (test hook)")
                 }>
@@ -739,18 +755,33 @@ fn ErrorBanner() -> impl IntoView {
     }
 }
 
-/// The badge naming where the engine computes. It names the backend the worker reports as doing
-/// the work (the CPU in the browser: the GPU backend runs natively only so far); a WebGPU adapter
-/// the browser offers is mentioned only as available, never as computing.
+/// The badge naming where the engine computes, as the worker reports it: "WebGPU" with the
+/// adapter when the worker holds a working device and the run's bound has a GPU path, "CPU"
+/// otherwise, with the reason in its title, and the switch shown when a run left a failed GPU.
 #[component]
 fn BackendBadge() -> impl IntoView {
     let state = expect_context::<AppState>();
     let text = move || match state.backend.get() {
         BackendState::Probing => "Backend: checking…".to_string(),
-        BackendState::Known { backend, .. } => match backend {
-            ComputeBackend::Cpu => "Backend: CPU (WebAssembly)".to_string(),
-            ComputeBackend::WebGpu => "Backend: WebGPU".to_string(),
+        BackendState::Known {
+            backend: ComputeBackend::WebGpu,
+            adapter,
+            ..
+        } => match adapter {
+            Some(a) => format!("Backend: WebGPU ({a})"),
+            None => "Backend: WebGPU".to_string(),
         },
+        BackendState::Known {
+            backend: ComputeBackend::Cpu,
+            switched,
+            ..
+        } => {
+            if switched {
+                "Backend: CPU (WebAssembly), switched from WebGPU".to_string()
+            } else {
+                "Backend: CPU (WebAssembly)".to_string()
+            }
+        }
         BackendState::Unavailable => "Backend: worker unavailable".to_string(),
     };
     let code = move || match state.backend.get() {
@@ -772,17 +803,33 @@ fn BackendBadge() -> impl IntoView {
         BackendState::Known { adapter: None, .. } => "none",
         _ => "unknown",
     };
+    let switched = move || match state.backend.get() {
+        BackendState::Known { switched: true, .. } => "yes",
+        _ => "no",
+    };
     let title = move || {
         match state.backend.get() {
         BackendState::Known {
+            backend: ComputeBackend::WebGpu,
+            adapter,
+            ..
+        } => format!(
+            "The uncollapsed bound's predictions (the paper preset's bound) compute on WebGPU ({}) in float32; each variable's M × M algebra, starts and final bounds stay in f64 on the CPU. The collapsed bound (interactive and thorough presets) has no GPU path yet.",
+            adapter.unwrap_or_else(|| "unnamed adapter".into())
+        ),
+        BackendState::Known {
             backend: ComputeBackend::Cpu,
             adapter: Some(a),
+            note,
+            ..
         } => format!(
-            "The engine computes on the CPU. A WebGPU adapter is available ({a}), but Occam's GPU backend runs only natively so far (occam discover --backend gpu), not in the browser."
+            "The engine computes on the CPU. WebGPU adapter: {a}. {}",
+            note.unwrap_or_default()
         ),
         BackendState::Known {
             backend: ComputeBackend::Cpu,
             adapter: None,
+            ..
         } => "The engine computes on the CPU; this browser offers no WebGPU adapter.".to_string(),
         _ => "Where the Web Worker computes".to_string(),
     }
@@ -803,7 +850,8 @@ fn BackendBadge() -> impl IntoView {
         })
     };
     view! {
-        <span class="badge" data-testid="backend-badge" data-backend=code data-gpu-adapter=adapter title=title>
+        <span class="badge" data-testid="backend-badge" data-backend=code data-gpu-adapter=adapter
+            data-switched=switched title=title>
             {text}
         </span>
         {workers}

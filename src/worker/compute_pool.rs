@@ -55,6 +55,9 @@ pub enum PoolEvent {
     /// A compute worker beat from inside a long job: the coordinating worker passes it on, so
     /// the page's watchdog does not take a coordinator waiting on long jobs for a stuck one.
     Alive,
+    /// The coordinating worker's GPU failed and was given up (`super::gpu_dispatch`); the unit in
+    /// hand is computed on the CPU and its outcomes follow as usual.
+    GpuLost { why: String },
 }
 
 #[derive(Default)]
@@ -81,7 +84,8 @@ pub fn set_sink(sink: Sink) {
     SINK.with(|s| *s.borrow_mut() = Some(sink));
 }
 
-fn emit(event: PoolEvent) {
+/// Hands `event` to the coordinator.
+pub(super) fn emit(event: PoolEvent) {
     if let Some(sink) = SINK.with(|s| *s.borrow()) {
         sink(event);
     }

@@ -1,21 +1,26 @@
 //! The Web Worker: owns everything heavy (parsing and training) so the page never blocks.
 //!
 //! A thin shell around [`crate::driver::Driver`]: it announces itself with `Ready`, answers `Ping`
-//! with the compute backend (the CPU) and any WebGPU adapter the browser grants, hands file bytes and run requests to the driver, posts what the
-//! driver says, and runs the driver's steps from zero-delay timers so pause and stop requests are
-//! handled between steps. A panic is reported to the page as `Crashed` rather than dying silently.
+//! by opening a WebGPU device when the browser grants an adapter ([`gpu_dispatch`]) and naming the
+//! backend, hands file bytes and run requests to the driver, posts what the driver says, runs the
+//! driver's steps from zero-delay timers so pause and stop requests are handled between steps, and
+//! sends each dispatched unit to the compute workers or computes it itself (on the GPU where it
+//! can). A panic is reported to the page as `Crashed` rather than dying silently.
 //!
 //! The same module is also a compute worker: one that receives `compute` messages (from a
 //! coordinating worker's [`compute_pool`]) runs the jobs in them and answers with `computed`
 //! ones.
 
 mod compute_pool;
+mod gpu_dispatch;
 mod gpu_probe;
 
 use crate::driver::{ComputeWorker, Driver, Reaction, STEP_SECONDS};
-use crate::protocol::{self, FromWorker, ToWorker};
+use crate::protocol::{self, ComputeBackend, FromWorker, ToWorker};
 use js_sys::{ArrayBuffer, Object, Reflect, Uint8Array};
+use nalgebra::DMatrix;
 use std::cell::RefCell;
+use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
 
@@ -24,6 +29,28 @@ thread_local! {
     static DRIVER: RefCell<Driver> = RefCell::new(Driver::new());
     /// The data and job runner when this worker computes for a coordinating one.
     static COMPUTE: RefCell<ComputeWorker> = RefCell::new(ComputeWorker::new());
+    /// The run's data as the units this worker computes itself read it, under its id.
+    static RUN_DATA: RefCell<Option<(u64, Rc<DMatrix<f64>>)>> = const { RefCell::new(None) };
+}
+
+/// The current run's data under `data_id`, shared (copied from the driver once per run).
+fn run_data(data_id: u64) -> Option<Rc<DMatrix<f64>>> {
+    if let Some(data) = RUN_DATA.with(|d| {
+        d.borrow()
+            .as_ref()
+            .filter(|(id, _)| *id == data_id)
+            .map(|(_, data)| data.clone())
+    }) {
+        return Some(data);
+    }
+    let data = DRIVER.with(|d| {
+        d.borrow()
+            .data()
+            .filter(|(id, _)| *id == data_id)
+            .map(|(_, data)| Rc::new(data.clone()))
+    })?;
+    RUN_DATA.with(|d| *d.borrow_mut() = Some((data_id, data.clone())));
+    Some(data)
 }
 
 fn scope() -> DedicatedWorkerGlobalScope {
@@ -79,6 +106,19 @@ fn react(reaction: Reaction) {
         compute_pool::reset();
     }
     if let Some(dispatch) = reaction.dispatch {
+        let workers = DRIVER.with(|d| d.borrow().workers());
+        if gpu_dispatch::takes(&dispatch, workers) {
+            match run_data(dispatch.data_id) {
+                Some(data) => gpu_dispatch::dispatch(dispatch, data),
+                None => post(&FromWorker::Failed {
+                    message: "a unit of work arrived for data this worker no longer holds".into(),
+                }),
+            }
+            if let Some(generation) = reaction.step {
+                schedule_step(generation);
+            }
+            return;
+        }
         let data = DRIVER.with(|d| {
             let driver = d.borrow();
             driver
@@ -106,6 +146,7 @@ fn on_pool_event(event: compute_pool::PoolEvent) {
         match event {
             compute_pool::PoolEvent::Done { batch, outcomes } => driver.outcomes(batch, outcomes),
             compute_pool::PoolEvent::Lost { batch, why } => driver.compute_lost(batch, &why),
+            compute_pool::PoolEvent::GpuLost { why } => driver.gpu_lost(&why),
             compute_pool::PoolEvent::Alive => Reaction::default(),
         }
     });
@@ -164,13 +205,25 @@ fn handle_message(event: MessageEvent) {
     };
     match request {
         ToWorker::Ping => wasm_bindgen_futures::spawn_local(async {
+            // The adapter as the browser describes it (wgpu is not told its name), then a device
+            // on it for the engine's GPU path.
             let adapter = gpu_probe::probe().await;
-            // The engine computes on the CPU whatever adapter exists: the GPU backend is built for
-            // native targets only so far, and the page must never claim a GPU that is not doing
-            // the work.
+            let device = match adapter {
+                Some(_) => gpu_dispatch::open().await.map_err(|why| {
+                    format!("a WebGPU device could not be opened on this adapter ({why}): runs compute on the CPU")
+                }),
+                None => Err("no WebGPU adapter".into()),
+            };
+            DRIVER.with(|d| d.borrow_mut().set_gpu(adapter.clone(), device.clone()));
             post(&FromWorker::Pong {
-                backend: crate::protocol::ComputeBackend::Cpu,
+                backend: if device.is_ok() {
+                    ComputeBackend::WebGpu
+                } else {
+                    ComputeBackend::Cpu
+                },
+                note: adapter.as_ref().and(device.err()),
                 adapter,
+                switched: false,
             });
         }),
         ToWorker::LoadCsv {
@@ -206,7 +259,9 @@ fn handle_message(event: MessageEvent) {
             react(DRIVER.with(|d| d.borrow_mut().continue_run(run_id, &session)))
         }
         // The fault-injection hooks exist only in builds made for the browser tests.
-        ToWorker::Panic | ToWorker::Hang if !crate::protocol::TEST_HOOKS_BUILT => {}
+        ToWorker::Panic | ToWorker::Hang | ToWorker::LoseGpu
+            if !crate::protocol::TEST_HOOKS_BUILT => {}
+        ToWorker::LoseGpu => gpu_dispatch::lose(),
         ToWorker::Panic => panic!("deliberate panic requested by the page (test hook)"),
         ToWorker::Hang => {
             // Busy until the page's watchdog ends the worker (test hook).

@@ -28,9 +28,9 @@ export default defineConfig({
   },
   projects: [
     {
-      // With a WebGPU adapter on offer: the badge must still name the CPU, which does the work.
+      // With a WebGPU adapter on offer (SwiftShader): runs with the uncollapsed bound compute on it.
       name: 'webgpu',
-      testMatch: 'smoke.spec.mjs',
+      testMatch: /(smoke|webgpu)\.spec\.mjs/,
       metadata: { adapter: 'available' },
       use: {
         launchOptions: {

@@ -1,5 +1,5 @@
 // Smoke test of the page and its worker: the page loads without console errors, the worker answers
-// a ping naming its backend (WebGPU only when Chromium grants an adapter), and a CSV read through the
+// a ping naming its backend (WebGPU when Chromium grants an adapter), and a CSV read through the
 // data layer shows its summary or its validation error. Screenshots go to screenshots/ (git-ignored).
 import { test, expect } from '@playwright/test';
 import path from 'node:path';
@@ -32,14 +32,21 @@ function watch(page) {
   return seen;
 }
 
-test('page loads; the badge names the CPU, which computes, whether or not a WebGPU adapter is offered', async ({ page, baseURL }, info) => {
+test('page loads; the badge names WebGPU and its adapter when Chromium offers one, the CPU otherwise', async ({ page, baseURL }, info) => {
   const seen = watch(page);
   await page.goto('/');
   const badge = page.getByTestId('backend-badge');
-  await expect(badge).toHaveAttribute('data-backend', 'cpu');
+  const gpu = info.project.metadata.adapter === 'available';
+  await expect(badge).toHaveAttribute('data-backend', gpu ? 'webgpu' : 'cpu');
   await expect(badge).toHaveAttribute('data-gpu-adapter', info.project.metadata.adapter);
-  await expect(badge).toContainText('CPU');
-  await expect(badge).not.toContainText('WebGPU');
+  await expect(badge).toHaveAttribute('data-switched', 'no');
+  if (gpu) {
+    await expect(badge).toContainText('WebGPU');
+    await expect(badge).toHaveAttribute('title', /uncollapsed bound/);
+  } else {
+    await expect(badge).toContainText('CPU');
+    await expect(badge).not.toContainText('WebGPU');
+  }
   await expect(page.getByTestId('drop-zone')).toBeVisible();
   await page.screenshot({ path: path.join(shots, `smoke-loaded-${info.project.name}.png`), fullPage: true });
   expect(seen.errors).toEqual([]);

@@ -150,8 +150,10 @@ impl GpuBackend {
     ) -> Result<Vec<Outcome>, GpuError> {
         let jobs: Vec<&Job<'_>> = indices.iter().map(|&k| &jobs[k]).collect();
         // First half, f64 on the pool.
-        let begun: Vec<Result<PendingEvaluation, String>> =
-            self.cpu.pool().map(&jobs, |job| begin_evaluation(data, job));
+        let begun: Vec<Result<PendingEvaluation, String>> = self
+            .cpu
+            .pool()
+            .map(&jobs, |job| begin_evaluation(data, job));
         // The predictions of every evaluation whose first half succeeded, in one submission.
         let requests = prediction_requests(&jobs, &begun);
         let mut predictions = self.gpu.svgp_predictions(&requests)?.into_iter();

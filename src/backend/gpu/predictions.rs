@@ -27,9 +27,9 @@ use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_paramete
 use super::{f32_bytes, Gpu, GpuError};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::linalg::CholeskyError;
-use crate::gp::svgp::{PredictionRequest, Predictions, Products};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::svgp::{bound_and_gradient, InducingStep, SvgpInput, SvgpOutput};
+use crate::gp::svgp::{PredictionRequest, Predictions, Products};
 
 /// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
 const COLUMN_GROUP: u32 = 64;
