@@ -7,12 +7,15 @@
 //! A failed GPU step (a lost device, an error the device reports, a failed mapping) gives the GPU
 //! up for good: the unit in hand is computed again on the CPU from the same jobs, so the run loses
 //! nothing, and the driver is told ([`PoolEvent::GpuLost`]) before the outcomes arrive.
+//! A device that does not finish a unit in [`DEVICE_TIMEOUT_SECONDS`] counts as failed the same way.
 //! One unit is on the device at a time (its buffers are reused); a unit dispatched meanwhile waits.
+//! While a unit is on the device this worker beats to the page, as a long CPU job does.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use nalgebra::DMatrix;
+use wasm_bindgen::prelude::*;
 
 use super::compute_pool::{emit, PoolEvent};
 use crate::backend::gpu::{
@@ -27,6 +30,8 @@ struct State {
     gpu: Option<Rc<Gpu>>,
     /// Whether a unit is being computed here.
     busy: bool,
+    /// Identifies the unit being computed (raised when it completes).
+    unit: u64,
     /// The unit dispatched while another was busy (only the newest is wanted).
     queued: Option<(Dispatch, Rc<DMatrix<f64>>)>,
 }
@@ -74,38 +79,115 @@ pub fn dispatch(dispatch: Dispatch, data: Rc<DMatrix<f64>>) {
             None
         } else {
             state.busy = true;
-            Some((dispatch, data))
+            Some((Rc::new(dispatch), data, state.unit))
         }
     });
-    if let Some((dispatch, data)) = start {
-        wasm_bindgen_futures::spawn_local(run(dispatch, data));
+    if let Some((dispatch, data, unit)) = start {
+        wasm_bindgen_futures::spawn_local(run(dispatch, data, unit));
     }
 }
 
-async fn run(dispatch: Dispatch, data: Rc<DMatrix<f64>>) {
-    let batch = dispatch.batch;
-    let outcomes = match gpu() {
-        Some(gpu) => match compute(&gpu, &dispatch.jobs, &data).await {
-            Ok(outcomes) => outcomes,
-            Err(error) => {
-                // Given up for good; the jobs are values, so computing them again loses nothing.
-                STATE.with(|s| s.borrow_mut().gpu = None);
-                emit(PoolEvent::GpuLost {
-                    why: error.to_string(),
-                });
-                on_cpu(&dispatch.jobs, &data)
-            }
-        },
-        None => on_cpu(&dispatch.jobs, &data),
+/// Whether `unit` is still the one being computed (not finished, not given up by its watch).
+fn current(unit: u64) -> bool {
+    STATE.with(|s| {
+        let state = s.borrow();
+        state.busy && state.unit == unit
+    })
+}
+
+async fn run(dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>, unit: u64) {
+    let Some(gpu) = gpu() else {
+        complete(unit, dispatch.batch, on_cpu(&dispatch.jobs, &data));
+        return;
     };
+    let watch = Watch::start(unit, dispatch.clone(), data.clone());
+    let result = compute(&gpu, &dispatch.jobs, &data).await;
+    drop(watch);
+    if !current(unit) {
+        // The watch gave the device up while it was computing; the unit went on without it.
+        return;
+    }
+    match result {
+        Ok(outcomes) => complete(unit, dispatch.batch, outcomes),
+        Err(error) => give_up(unit, &error.to_string(), &dispatch, &data),
+    }
+}
+
+/// Gives the GPU up for good and computes unit `unit` again on the CPU: the jobs are values, so
+/// nothing is lost.
+fn give_up(unit: u64, why: &str, dispatch: &Dispatch, data: &DMatrix<f64>) {
+    STATE.with(|s| s.borrow_mut().gpu = None);
+    emit(PoolEvent::GpuLost { why: why.into() });
+    complete(unit, dispatch.batch, on_cpu(&dispatch.jobs, data));
+}
+
+/// Hands the outcomes of unit `unit` (batch `batch`) over and starts the unit that waited.
+fn complete(unit: u64, batch: u64, outcomes: Vec<Outcome>) {
+    if !current(unit) {
+        return;
+    }
     emit(PoolEvent::Done { batch, outcomes });
     let next = STATE.with(|s| {
         let mut state = s.borrow_mut();
         state.busy = false;
+        state.unit += 1;
         state.queued.take()
     });
     if let Some((dispatch, data)) = next {
         self::dispatch(dispatch, data);
+    }
+}
+
+/// The longest a unit may stay on the device before the device counts as hung: far beyond any
+/// unit at the paper's sizes on a software adapter.
+const DEVICE_TIMEOUT_SECONDS: f64 = 300.0;
+/// How often a unit on the device tells the page that this worker is alive.
+const BEAT_MILLISECONDS: i32 = 1000;
+
+/// While a unit is on the device: a beat to the page every [`BEAT_MILLISECONDS`] (this worker is
+/// idle, awaiting, and would otherwise be silent), and after [`DEVICE_TIMEOUT_SECONDS`] the
+/// device is given up and the unit computed on the CPU. Dropping it stops the timer.
+struct Watch {
+    interval: i32,
+    _tick: Closure<dyn FnMut()>,
+}
+
+impl Watch {
+    fn start(unit: u64, dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>) -> Option<Self> {
+        let started = js_sys::Date::now();
+        let tick = Closure::<dyn FnMut()>::new(move || {
+            if !current(unit) {
+                return;
+            }
+            if (js_sys::Date::now() - started) / 1000.0 > DEVICE_TIMEOUT_SECONDS {
+                give_up(
+                    unit,
+                    &format!("the device did not finish a unit in {DEVICE_TIMEOUT_SECONDS:.0} s"),
+                    &dispatch,
+                    &data,
+                );
+            } else {
+                emit(PoolEvent::Alive);
+            }
+        });
+        let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+        let interval = scope
+            .set_interval_with_callback_and_timeout_and_arguments_0(
+                tick.as_ref().unchecked_ref(),
+                BEAT_MILLISECONDS,
+            )
+            .ok()?;
+        Some(Self {
+            interval,
+            _tick: tick,
+        })
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let scope: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+        scope.clear_interval_with_handle(self.interval);
     }
 }
 
