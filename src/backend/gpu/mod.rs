@@ -20,12 +20,17 @@ mod evaluations;
 mod gemm;
 mod kernel;
 mod predictions;
+// The collapsed bound's Ψ2 sums: native only until the collapsed path is wired to a device.
+#[cfg(not(target_arch = "wasm32"))]
+mod psi;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use backend::GpuBackend;
 pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests, runs_on_gpu};
 pub use gemm::{Accumulation, Op};
 pub use predictions::SubmittedPredictions;
+#[cfg(not(target_arch = "wasm32"))]
+pub use psi::Psi2Factors;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -81,6 +86,10 @@ struct Pipelines {
     gemm: wgpu::ComputePipeline,
     gemm_compensated: wgpu::ComputePipeline,
     column_pass: wgpu::ComputePipeline,
+    #[cfg(not(target_arch = "wasm32"))]
+    psi_pairs: wgpu::ComputePipeline,
+    #[cfg(not(target_arch = "wasm32"))]
+    psi_rows: wgpu::ComputePipeline,
 }
 
 impl Pipelines {
@@ -162,11 +171,17 @@ impl Gpu {
             }));
         }
         let [gemm, gemm_compensated] = gemm::pipelines(&device);
+        #[cfg(not(target_arch = "wasm32"))]
+        let [psi_pairs, psi_rows] = psi::pipelines(&device);
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
             gemm,
             gemm_compensated,
             column_pass: predictions::pipeline(&device),
+            #[cfg(not(target_arch = "wasm32"))]
+            psi_pairs,
+            #[cfg(not(target_arch = "wasm32"))]
+            psi_rows,
         };
         Ok(Gpu {
             device,

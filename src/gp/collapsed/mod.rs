@@ -22,7 +22,7 @@ pub use fit::{
     LatentStart, MIN_START_SE_VARIANCE, NOISE_VARIANCE_FLOOR,
 };
 pub use noise::{linear_regression_evidence, root_noise_value, LinearEvidence};
-pub use psi::{psi_backward, psi_statistics, LatentPosterior, PsiGrad, PsiStatistics};
+pub use psi::{psi_backward, psi_statistics, LatentPosterior, Psi2Factors, PsiGrad, PsiStatistics};
 
 use crate::gp::linalg::CholeskyError;
 

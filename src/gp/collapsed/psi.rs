@@ -252,22 +252,12 @@ impl<'a> SeLinear<'a> {
 
     /// The statistics and the cache for [`SeLinear::backward`].
     pub(super) fn forward(&self) -> (PsiStatistics, LatentCache) {
-        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let (n, o) = (self.x.nrows(), self.obs());
         let (tw, vw, sf2) = (self.theta[o], self.v[o], self.sf2);
         let tw2 = tw * tw;
         let zw = self.z.column(o);
 
-        let mut le = DMatrix::zeros(n, m);
-        for d in (0..o).filter(|&d| self.theta[d] != 0.0) {
-            let t2 = self.theta[d] * self.theta[d];
-            let xd = self.x.column(d);
-            for (mut col, &zmd) in le.column_iter_mut().zip(self.z.column(d).iter()) {
-                col.iter_mut().zip(xd.iter()).for_each(|(l, &xn)| {
-                    let diff = xn - zmd;
-                    *l -= 0.5 * t2 * diff * diff;
-                });
-            }
-        }
+        let le = self.log_se_observed();
         let a: Vec<f64> = self.s.iter().map(|&s| 1.0 + tw2 * s).collect();
         let mut u1 = le.clone();
         for (mut col, &zm) in u1.column_iter_mut().zip(zw.iter()) {
@@ -299,6 +289,23 @@ impl<'a> SeLinear<'a> {
                 psi1_lin,
             },
         )
+    }
+
+    /// le_nm = −½ Σ_{d∈O} θ_d² (x_nd − z_md)² (N × M), skipping switched-off dimensions.
+    fn log_se_observed(&self) -> DMatrix<f64> {
+        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let mut le = DMatrix::zeros(n, m);
+        for d in (0..o).filter(|&d| self.theta[d] != 0.0) {
+            let t2 = self.theta[d] * self.theta[d];
+            let xd = self.x.column(d);
+            for (mut col, &zmd) in le.column_iter_mut().zip(self.z.column(d).iter()) {
+                col.iter_mut().zip(xd.iter()).for_each(|(l, &xn)| {
+                    let diff = xn - zmd;
+                    *l -= 0.5 * t2 * diff * diff;
+                });
+            }
+        }
+        le
     }
 
     /// Σ_{d∈O} ṽ_d x_nd z_md (N × M), skipping masked dimensions.
@@ -774,6 +781,49 @@ impl RowLatent {
             let d = self.mu - z;
             *o = l - 0.5 * self.c * d * d;
         }
+    }
+}
+
+/// The per-row factors of Σ_n ψ2_se/sf2² in the factored form of [`SeLinear::psi2_se_unit`]:
+/// p(n, m, m') = pref_n exp(B_nm + B_nm' − h_n (z_mw − z_m'w)²), every exponent ≤ 0. With them
+/// the O(N M²) sums (a device's work, `backend::gpu`) need nothing else of the kernel or the data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Psi2Factors {
+    /// B_nm = le_nm − (c_n/2)(μ_n − z_mw)², N × M, with c_n = θ_w²/(1 + 2θ_w² s_n).
+    pub b: DMatrix<f64>,
+    /// h_n = (θ_w² − c_n)/4 ≥ 0.
+    pub h: DVector<f64>,
+    /// pref_n = (1 + 2θ_w² s_n)^{-1/2}.
+    pub pref: DVector<f64>,
+    /// z_w, the inducing points' latent coordinates (M).
+    pub zw: DVector<f64>,
+}
+
+impl Psi2Factors {
+    /// The factors for the SE + linear `kernel` with latent posterior `q` (as [`psi_statistics`]
+    /// takes them): Ψ2's SE part is sf2² Σ_n p(n, ·, ·).
+    pub fn new(
+        kernel: &Kernel,
+        x: &DMatrix<f64>,
+        z: &DMatrix<f64>,
+        q: &LatentPosterior,
+    ) -> Result<Self, CollapsedError> {
+        let p = SeLinear::new(kernel, x, z, q)?;
+        let (n, m, o) = (x.nrows(), z.nrows(), p.obs());
+        let tw2 = p.theta[o] * p.theta[o];
+        let zw = z.column(o).into_owned();
+        let le = p.log_se_observed();
+        let mut b = DMatrix::zeros(n, m);
+        let (mut h, mut pref) = (DVector::zeros(n), DVector::zeros(n));
+        let mut row = vec![0.0; m];
+        for k in 0..n {
+            let lat = RowLatent::new(tw2, q.mean[k], q.variance[k]);
+            lat.exponents(&le, k, zw.as_slice(), &mut row);
+            b.row_mut(k).iter_mut().zip(&row).for_each(|(t, &v)| *t = v);
+            h[k] = lat.h;
+            pref[k] = lat.pref;
+        }
+        Ok(Self { b, h, pref, zw })
     }
 }
 

@@ -1,0 +1,146 @@
+//! The collapsed bound's O(N M²) Ψ2 work on the GPU (`psi.wgsl`): the pair sums Σ_n p and
+//! Σ_n h_n p of its squared-exponential part with a latent input, and the row sums
+//! Σ_j W_ij p(n, i, j) and Σ_j W_ij p Δ²_ij its reverse mode needs, with
+//! p(n, i, j) = pref_n exp(B_ni + B_nj − h_n (z_iw − z_jw)²). The host computes the factors
+//! ([`Psi2Factors`], O(N M D), f64) and finishes each two-word sum in f64.
+
+use nalgebra::DMatrix;
+
+use super::GpuError;
+use super::{uniform_words, Gpu};
+pub use crate::gp::collapsed::Psi2Factors;
+
+/// The compiled entry points of `psi.wgsl`: [pair sums, row sums].
+pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 2] {
+    let source = include_str!("psi.wgsl");
+    ["pair_sums", "row_sums"]
+        .map(|entry| super::compute_pipeline(device, "psi.wgsl", source, entry))
+}
+
+/// Invocations per workgroup side of `pair_sums` (`@workgroup_size(8, 8)`).
+const PAIR_SIDE: u32 = 8;
+/// Invocations per workgroup of `row_sums` (`@workgroup_size(64)`).
+const ROW_GROUP: u32 = 64;
+/// Workgroups along x before `row_sums` wraps into y (the shader's 65535).
+const ROW_WRAP: u32 = 65535;
+
+/// The uniform block: N, M and the compiler-opaque 1.0.
+fn dims(n: usize, m: usize) -> Vec<u8> {
+    uniform_words(&[n as u32, m as u32, 1.0f32.to_bits(), 0])
+}
+
+/// Each output's two sums (four words: head and tail of each), finished in f64.
+fn two_sums(values: &[f32]) -> impl Iterator<Item = (f64, f64)> + '_ {
+    values.chunks_exact(4).map(|c| {
+        (
+            f64::from(c[0]) + f64::from(c[1]),
+            f64::from(c[2]) + f64::from(c[3]),
+        )
+    })
+}
+
+impl Gpu {
+    /// Over the pairs of inducing points: (Σ_n p(n, i, j), Σ_n h_n p(n, i, j)), both M × M and
+    /// symmetric (computed for j ≤ i, mirrored).
+    pub fn psi2_pair_sums(
+        &self,
+        factors: &Psi2Factors,
+    ) -> Result<(DMatrix<f64>, DMatrix<f64>), GpuError> {
+        let m = factors.b.ncols();
+        if m == 0 {
+            return Ok((DMatrix::zeros(0, 0), DMatrix::zeros(0, 0)));
+        }
+        let out_bytes = (m * m * 16) as u64;
+        self.check_binding("the Ψ2 pair sums", out_bytes)?;
+        let side = (m as u32).div_ceil(PAIR_SIDE);
+        let groups = (side, side, 1);
+        self.check_groups("the Ψ2 pair sums' dispatch", groups)?;
+        let inputs = self.psi_inputs(factors, None)?;
+        let pipeline = &self.pipelines.psi_pairs;
+        let values = self.run_and_read("psi2 pair sums", pipeline, &inputs, groups, out_bytes)?;
+        let mut sums = DMatrix::zeros(m, m);
+        let mut weighted = DMatrix::zeros(m, m);
+        for (k, (p, hp)) in two_sums(&values).enumerate() {
+            let (i, j) = (k / m, k % m);
+            if j <= i {
+                sums[(i, j)] = p;
+                sums[(j, i)] = p;
+                weighted[(i, j)] = hp;
+                weighted[(j, i)] = hp;
+            }
+        }
+        Ok((sums, weighted))
+    }
+
+    /// Over rows and inducing points, for a symmetric W (M × M):
+    /// (Σ_j W_ij p(n, i, j), Σ_j W_ij p(n, i, j) Δ²_ij), both N × M.
+    ///
+    /// Panics if W is not M × M.
+    pub fn psi2_row_sums(
+        &self,
+        factors: &Psi2Factors,
+        w: &DMatrix<f64>,
+    ) -> Result<(DMatrix<f64>, DMatrix<f64>), GpuError> {
+        let (n, m) = factors.b.shape();
+        assert_eq!(w.shape(), (m, m), "W is M × M");
+        if n * m == 0 {
+            return Ok((DMatrix::zeros(n, m), DMatrix::zeros(n, m)));
+        }
+        let out_bytes = (n * m * 16) as u64;
+        self.check_binding("the Ψ2 row sums", out_bytes)?;
+        let groups_needed = ((n * m) as u32).div_ceil(ROW_GROUP);
+        let groups = (
+            groups_needed.min(ROW_WRAP),
+            groups_needed.div_ceil(ROW_WRAP),
+            1,
+        );
+        self.check_groups("the Ψ2 row sums' dispatch", groups)?;
+        let inputs = self.psi_inputs(factors, Some(w))?;
+        let pipeline = &self.pipelines.psi_rows;
+        let values = self.run_and_read("psi2 row sums", pipeline, &inputs, groups, out_bytes)?;
+        let mut wp = DMatrix::zeros(n, m);
+        let mut wpd = DMatrix::zeros(n, m);
+        for (k, (a, b)) in two_sums(&values).enumerate() {
+            let (row, i) = (k / m, k % m);
+            wp[(row, i)] = a;
+            wpd[(row, i)] = b;
+        }
+        Ok((wp, wpd))
+    }
+
+    /// The buffers both entry points bind before their output: dims, B (row-major), (h, pref)
+    /// per row, z_w, and W (row-major; a placeholder when absent).
+    fn psi_inputs(
+        &self,
+        factors: &Psi2Factors,
+        w: Option<&DMatrix<f64>>,
+    ) -> Result<Vec<wgpu::Buffer>, GpuError> {
+        let (n, m) = factors.b.shape();
+        assert_eq!(
+            (factors.h.len(), factors.pref.len(), factors.zw.len()),
+            (n, n, m),
+            "one h and pref per row, one z_w per inducing point"
+        );
+        self.check_binding("the Ψ2 factors", (n * m * 4) as u64)?;
+        let storage = wgpu::BufferUsages::STORAGE;
+        let row_major = |x: &DMatrix<f64>| super::f32_bytes(x.transpose().iter().copied());
+        let rows = super::f32_bytes(
+            factors
+                .h
+                .iter()
+                .zip(factors.pref.iter())
+                .flat_map(|(&h, &p)| [h, p]),
+        );
+        Ok(vec![
+            self.upload("psi2 dims", &dims(n, m), wgpu::BufferUsages::UNIFORM),
+            self.upload("psi2 b", &row_major(&factors.b), storage),
+            self.upload("psi2 rows", &rows, storage),
+            self.upload(
+                "psi2 zw",
+                &super::f32_bytes(factors.zw.iter().copied()),
+                storage,
+            ),
+            self.upload("psi2 w", &w.map(row_major).unwrap_or_default(), storage),
+        ])
+    }
+}

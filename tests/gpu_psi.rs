@@ -1,0 +1,149 @@
+//! The collapsed bound's O(N M²) Ψ2 sums on the GPU (float32 with compensated sums, WGSL through
+//! wgpu) against f64 references: the pair sums against a plain triple loop and, through
+//! [`Psi2Factors`], against the CPU's Ψ2 itself (with the linear part switched off, Ψ2 is
+//! sf2² Σ_n p); the row sums of the reverse mode against a triple loop. Like `gpu_bound.rs`, these
+//! run on Mesa's lavapipe in the README's test command and fail without an adapter unless
+//! `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
+//!
+//! Tolerance: every sum has positive terms p (or terms W p of either sign) each rounded once in
+//! float32 (its exponent from float32 B, h, Δ², so a relative error of a few 2⁻²⁴ · |exponent|),
+//! summed without loss (two-sum): an error of 2·10⁻⁵ of the sum of the terms' magnitudes allows
+//! exponents down to about −100 with room to spare. Terms below float32's range (about 10⁻³⁸)
+//! are 0 on the device; sums of such terms may be off by 10⁻³⁰ absolutely (the bound adds them to
+//! quantities of order 1).
+
+use nalgebra::{DMatrix, DVector};
+use occam::backend::gpu::{Gpu, Psi2Factors};
+use occam::gp::collapsed::{psi_statistics, LatentPosterior};
+use occam::gp::kernel::Kernel;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn gpu() -> Option<Gpu> {
+    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU Ψ tests skipped");
+        return None;
+    }
+    match Gpu::open() {
+        Ok(gpu) => Some(gpu),
+        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
+    }
+}
+
+const TOLERANCE: f64 = 2e-5;
+
+/// Random factors: B ≤ 0 (a few rows far below, whose terms underflow), h ≥ 0, pref in (0, 1].
+fn factors(n: usize, m: usize, seed: u64) -> Psi2Factors {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let far: Vec<bool> = (0..n).map(|_| rng.random_bool(0.05)).collect();
+    Psi2Factors {
+        b: DMatrix::from_fn(n, m, |r, _| {
+            if far[r] {
+                -rng.random_range(200.0..900.0)
+            } else {
+                -rng.random_range(0.0..6.0)
+            }
+        }),
+        h: DVector::from_fn(n, |_, _| rng.random_range(0.0..2.0)),
+        pref: DVector::from_fn(n, |_, _| rng.random_range(0.2..1.0)),
+        zw: DVector::from_fn(m, |_, _| rng.random_range(-2.0..2.0)),
+    }
+}
+
+/// p(n, i, j) in f64, written out from its definition.
+fn p(f: &Psi2Factors, n: usize, i: usize, j: usize) -> f64 {
+    let dz = f.zw[i] - f.zw[j];
+    f.pref[n] * (f.b[(n, i)] + f.b[(n, j)] - f.h[n] * dz * dz).exp()
+}
+
+/// |gpu − exact| ≤ TOLERANCE · scale, entry by entry; returns the worst ratio to the tolerance.
+fn compare(what: &str, gpu: &DMatrix<f64>, exact: &DMatrix<f64>, scale: &DMatrix<f64>) -> f64 {
+    assert_eq!(gpu.shape(), exact.shape(), "{what}");
+    let mut worst: f64 = 0.0;
+    for ((g, e), s) in gpu.iter().zip(exact.iter()).zip(scale.iter()) {
+        let allowed = TOLERANCE * s + 1e-30;
+        assert!(
+            (g - e).abs() <= allowed,
+            "{what}: {g} against {e} (scale {s})"
+        );
+        worst = worst.max((g - e).abs() / allowed);
+    }
+    worst
+}
+
+#[test]
+fn the_pair_sums_equal_a_triple_loop() {
+    let Some(gpu) = gpu() else { return };
+    for (n, m, seed) in [(1, 1, 1), (37, 5, 2), (300, 24, 3), (1200, 40, 4)] {
+        let f = factors(n, m, seed);
+        let (sums, weighted) = gpu.psi2_pair_sums(&f).unwrap();
+        let exact = DMatrix::from_fn(m, m, |i, j| (0..n).map(|k| p(&f, k, i, j)).sum::<f64>());
+        let exact_h = DMatrix::from_fn(m, m, |i, j| {
+            (0..n).map(|k| f.h[k] * p(&f, k, i, j)).sum::<f64>()
+        });
+        let worst = compare("Σ p", &sums, &exact, &exact)
+            .max(compare("Σ h p", &weighted, &exact_h, &exact_h));
+        eprintln!("N {n}, M {m}: worst error {worst:.3} of the tolerance");
+    }
+}
+
+#[test]
+fn the_row_sums_equal_a_triple_loop() {
+    let Some(gpu) = gpu() else { return };
+    for (n, m, seed) in [(1, 1, 5), (41, 7, 6), (500, 30, 7)] {
+        let f = factors(n, m, seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed + 100);
+        let half = DMatrix::from_fn(m, m, |_, _| rng.random_range(-1.0..1.0));
+        let w = &half + half.transpose();
+        let (wp, wpd) = gpu.psi2_row_sums(&f, &w).unwrap();
+        let dz2 = |i: usize, j: usize| (f.zw[i] - f.zw[j]).powi(2);
+        let sum = |k: usize, i: usize, g: &dyn Fn(usize) -> f64| {
+            (0..m).map(g).sum::<f64>() + 0.0 * (k + i) as f64
+        };
+        let exact = DMatrix::from_fn(n, m, |k, i| sum(k, i, &|j| w[(i, j)] * p(&f, k, i, j)));
+        let scale = DMatrix::from_fn(n, m, |k, i| {
+            sum(k, i, &|j| (w[(i, j)] * p(&f, k, i, j)).abs())
+        });
+        let exact_d = DMatrix::from_fn(n, m, |k, i| {
+            sum(k, i, &|j| w[(i, j)] * p(&f, k, i, j) * dz2(i, j))
+        });
+        let scale_d = DMatrix::from_fn(n, m, |k, i| {
+            sum(k, i, &|j| (w[(i, j)] * p(&f, k, i, j) * dz2(i, j)).abs())
+        });
+        let worst = compare("Σ W p", &wp, &exact, &scale).max(compare(
+            "Σ W p Δ²",
+            &wpd,
+            &exact_d,
+            &scale_d,
+        ));
+        eprintln!("N {n}, M {m}: worst error {worst:.3} of the tolerance");
+    }
+}
+
+/// Through the factors the CPU's own Ψ2 is reproduced: with every linear variance 0, Ψ2 =
+/// sf2² Σ_n p (the cross terms C vanish with the linear part).
+#[test]
+fn the_factors_give_the_cpus_psi2() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let (n, m, obs) = (250, 16, 3);
+    let x = DMatrix::from_fn(n, obs, |_, _| rng.random_range(-1.5..1.5));
+    let z = DMatrix::from_fn(m, obs + 1, |_, _| rng.random_range(-1.5..1.5));
+    let q = LatentPosterior {
+        mean: DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0)),
+        variance: DVector::from_fn(n, |_, _| rng.random_range(0.05..0.8)),
+    };
+    let sf2 = 1.3;
+    let mut kernel = Kernel::se_plus_linear(vec![0.0; obs + 1], sf2, vec![0.9, 0.6, 1.4, 1.1]);
+    kernel.mask[1] = 0.0;
+    let cpu = psi_statistics(&kernel, &x, &z, Some(&q)).unwrap();
+    let f = Psi2Factors::new(&kernel, &x, &z, &q).unwrap();
+    let (sums, _) = gpu.psi2_pair_sums(&f).unwrap();
+    let device = sums * (sf2 * sf2);
+    let worst = compare("Ψ2", &device, &cpu.psi2, &cpu.psi2.abs());
+    eprintln!("Ψ2 through the factors: worst error {worst:.3} of the tolerance");
+    // A kernel without the closed form is refused with the CPU's reason.
+    let mut other = kernel.clone();
+    other.linear = None;
+    assert!(Psi2Factors::new(&other, &x, &z, &q).is_err());
+}
