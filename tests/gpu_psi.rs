@@ -1,7 +1,9 @@
 //! The collapsed bound's O(N M²) Ψ2 sums on the GPU (float32 with compensated sums, WGSL through
 //! wgpu) against f64 references: the pair sums against a plain triple loop and, through
 //! [`Psi2Factors`], against the CPU's Ψ2 itself (with the linear part switched off, Ψ2 is
-//! sf2² Σ_n p); the row sums of the reverse mode against a triple loop. Like `gpu_bound.rs`, these
+//! sf2² Σ_n p); the row sums of the reverse mode against a triple loop; and whole collapsed
+//! evaluations (the bound and every gradient) with the sums on the GPU against the CPU's, through
+//! the variables and through [`GpuBackend`], with its fallback when the device is lost. Like `gpu_bound.rs`, these
 //! run on Mesa's lavapipe in the README's test command and fail without an adapter unless
 //! `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 //!
@@ -12,9 +14,15 @@
 //! are 0 on the device; sums of such terms may be off by 10⁻³⁰ absolutely (the bound adds them to
 //! quantities of order 1).
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::{Gpu, Psi2Factors};
-use occam::gp::collapsed::{psi_statistics, LatentPosterior};
+use occam::backend::gpu::{Gpu, GpuBackend, Psi2Factors};
+use occam::backend::{Backend, CpuBackend, Job, Outcome};
+use occam::discovery::cgp::start::VariableStart;
+use occam::discovery::cgp::{Evaluation, Preset, SearchSettings, Variable};
+use occam::gp::collapsed::{psi_statistics, LatentPosterior, Psi2Device};
 use occam::gp::kernel::Kernel;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -146,4 +154,132 @@ fn the_factors_give_the_cpus_psi2() {
     let mut other = kernel.clone();
     other.linear = None;
     assert!(Psi2Factors::new(&other, &x, &z, &q).is_err());
+}
+
+/// The GPU as a Ψ2 device (the backend's own wrapper is private to it).
+struct Device<'a>(&'a Gpu);
+
+impl Psi2Device for Device<'_> {
+    fn pair_sums(&self, f: &Psi2Factors) -> Result<(DMatrix<f64>, DMatrix<f64>), String> {
+        self.0.psi2_pair_sums(f).map_err(|e| e.to_string())
+    }
+
+    fn row_sums(
+        &self,
+        f: &Psi2Factors,
+        w: &DMatrix<f64>,
+    ) -> Result<(DMatrix<f64>, DMatrix<f64>), String> {
+        self.0.psi2_row_sums(f, w).map_err(|e| e.to_string())
+    }
+}
+
+/// Collapsed evaluation jobs (interactive preset, every other variable a candidate parent) on a
+/// nonlinear chain: each variable's start fitted on the CPU.
+fn collapsed_jobs(data: &DMatrix<f64>, m: usize) -> Vec<Job<'static>> {
+    let settings = SearchSettings {
+        inducing_points: m,
+        start_iterations: 30,
+        ..Preset::Interactive.settings()
+    };
+    (0..data.ncols())
+        .map(|child| {
+            let start = VariableStart {
+                child,
+                parents: (0..data.ncols()).filter(|&j| j != child).collect(),
+                noise_floor: 1e-4,
+                total_rows: data.nrows(),
+                settings: settings.clone(),
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(17 + child as u64);
+            let variable = start.build(data, &mut rng).expect("a variable");
+            assert!(matches!(variable, Variable::Collapsed(_)));
+            Job::Evaluate {
+                variable: Cow::Owned(variable),
+                jitter: 1e-6,
+                seed: 3,
+            }
+        })
+        .collect()
+}
+
+fn chain(n: usize) -> DMatrix<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut data = DMatrix::zeros(n, 3);
+    for r in 0..n {
+        let a: f64 = rng.random_range(-2.0..2.0);
+        let b = a.tanh() * 1.5 + 0.3 * rng.random_range(-1.0..1.0);
+        data[(r, 0)] = a;
+        data[(r, 1)] = b;
+        data[(r, 2)] = (b * 1.3).sin() + 0.3 * rng.random_range(-1.0..1.0);
+    }
+    data
+}
+
+fn collapsed(outcome: &Outcome) -> (f64, Vec<f64>) {
+    match outcome {
+        Outcome::Evaluation(Ok(Evaluation::Collapsed { value, gradient })) => {
+            (*value, gradient.clone())
+        }
+        other => panic!("a collapsed evaluation, got {other:?}"),
+    }
+}
+
+/// The collapsed bound and its whole gradient with Ψ2's sums on the GPU equal the CPU's f64 ones
+/// (through the variables' own evaluation, as training calls it), and the GPU backend sends
+/// such evaluations to the GPU from its work threshold on, falling back to the CPU's exact values
+/// when the device is lost.
+#[test]
+fn collapsed_evaluations_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
+    let Some(gpu) = gpu() else { return };
+    let data = chain(160);
+    let jobs = collapsed_jobs(&data, 24);
+    let cpu = CpuBackend::serial().run(&data, &jobs);
+    let device = Device(&gpu);
+    for (job, want) in jobs.iter().zip(&cpu) {
+        let Job::Evaluate {
+            variable, jitter, ..
+        } = job
+        else {
+            unreachable!()
+        };
+        let got = Outcome::Evaluation(
+            variable
+                .evaluate_collapsed_on(&data, *jitter, Some(&device))
+                .unwrap(),
+        );
+        let ((gv, gg), (wv, wg)) = (collapsed(&got), collapsed(want));
+        // The bound: Ψ2's relative error (≈ 10⁻⁶) through log det and the quadratic term.
+        assert!((gv - wv).abs() <= 1e-5 * wv.abs().max(1.0), "{gv} vs {wv}");
+        let scale = wg.iter().fold(0.0f64, |a, g| a.max(g.abs()));
+        let worst = gg
+            .iter()
+            .zip(&wg)
+            .fold(0.0f64, |a, (g, w)| a.max((g - w).abs()));
+        assert!(
+            worst <= 1e-4 * scale,
+            "gradient: worst error {worst} at scale {scale}"
+        );
+        assert_ne!(gv, wv, "float32 sums differ from f64 in the last digits");
+        eprintln!("bound {wv:.6}: error {:.2e}; gradient error {worst:.2e} of {scale:.2e}", gv - wv);
+    }
+
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial()).with_psi2_min_work(0.0);
+    let on_gpu = backend.run(&data, &jobs);
+    for (g, w) in on_gpu.iter().zip(&cpu) {
+        let ((gv, _), (wv, _)) = (collapsed(g), collapsed(w));
+        assert!((gv - wv).abs() <= 1e-5 * wv.abs().max(1.0), "{gv} vs {wv}");
+        assert_ne!(gv, wv, "computed on the GPU");
+    }
+    // Below the threshold the CPU computes, bit for bit.
+    let high = GpuBackend::new(Arc::new(Gpu::open().unwrap()), CpuBackend::serial())
+        .with_psi2_min_work(f64::INFINITY);
+    for (g, w) in high.run(&data, &jobs).iter().zip(&cpu) {
+        assert_eq!(collapsed(g), collapsed(w));
+    }
+    // The device goes away: the batch is computed on the CPU, whole.
+    backend.gpu().lose_device();
+    for (g, w) in backend.run(&data, &jobs).iter().zip(&cpu) {
+        assert_eq!(collapsed(g), collapsed(w));
+    }
+    assert!(backend.failure().is_some());
 }

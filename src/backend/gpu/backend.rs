@@ -5,8 +5,11 @@
 //! ([`Variable::begin_evaluation`]), the predictions of all of them in one GPU submission
 //! ([`Gpu::svgp_predictions`]), then each evaluation's gradient algebra on the pool again. A
 //! restart's final bound (every row, 100 draws each) goes the same way chunk by chunk of rows
-//! ([`Variable::final_bound_with`]). Jobs of other kinds (collapsed evaluations, starts, refits,
-//! family scores, pairs) run on the CPU as they would without a GPU; README says why.
+//! ([`Variable::final_bound_with`]). A collapsed evaluation with a latent input whose Ψ2 is large
+//! enough ([`PSI2_MIN_WORK`]) runs on the pool with Ψ2's O(N M²) sums on the GPU
+//! ([`Psi2Device`]: two submissions per evaluation, forward and reverse). Jobs of other kinds
+//! (smaller collapsed evaluations, starts, refits, family scores, pairs) run on the CPU as they
+//! would without a GPU; README says why.
 //!
 //! A failed GPU step (a lost device, an error the driver reports, a readback that times out)
 //! switches this backend to the CPU for good: the batch in hand is computed again there from the
@@ -17,19 +20,65 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use nalgebra::DMatrix;
 
+use nalgebra::DMatrix as Matrix;
+
 use super::evaluations::{self, begin_evaluation, finish_evaluation, prediction_requests};
-use super::{Gpu, GpuError};
+use super::{Gpu, GpuError, Psi2Factors};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
+use crate::gp::collapsed::Psi2Device;
 use crate::discovery::cgp::{PendingEvaluation, Variable};
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
 
-/// The GPU for the uncollapsed bound's predictions, the CPU for the rest and after a failure.
+/// N·M² (rows × inducing points²) from which a collapsed evaluation's Ψ2 sums go to the GPU:
+/// below it the two submissions cost more than the sums. Chosen without a GPU to measure on
+/// (N = 500 rows at M = 200, the paper-sized end of the collapsed presets); on lavapipe the CPU
+/// is faster at every size (BENCHMARKS.md).
+pub const PSI2_MIN_WORK: f64 = 2e7;
+
+/// The GPU for the uncollapsed bound's predictions and large collapsed Ψ2 sums, the CPU for the
+/// rest and after a failure.
 pub struct GpuBackend {
     gpu: Arc<Gpu>,
     cpu: CpuBackend,
     /// Why the GPU was given up, once it has been.
     failed: Mutex<Option<String>>,
+    /// N·M² from which collapsed evaluations use the GPU ([`PSI2_MIN_WORK`]).
+    psi2_min_work: f64,
+}
+
+/// The GPU as a [`Psi2Device`] for one batch, keeping the first failure so the backend can
+/// switch to the CPU.
+struct GpuPsi2<'a> {
+    gpu: &'a Gpu,
+    failure: Mutex<Option<GpuError>>,
+}
+
+impl GpuPsi2<'_> {
+    fn record<T>(&self, result: Result<T, GpuError>) -> Result<T, String> {
+        result.map_err(|e| {
+            let why = e.to_string();
+            self.failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert(e);
+            why
+        })
+    }
+}
+
+impl Psi2Device for GpuPsi2<'_> {
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<(Matrix<f64>, Matrix<f64>), String> {
+        self.record(self.gpu.psi2_pair_sums(factors))
+    }
+
+    fn row_sums(
+        &self,
+        factors: &Psi2Factors,
+        w: &Matrix<f64>,
+    ) -> Result<(Matrix<f64>, Matrix<f64>), String> {
+        self.record(self.gpu.psi2_row_sums(factors, w))
+    }
 }
 
 impl fmt::Debug for GpuBackend {
@@ -48,6 +97,16 @@ impl GpuBackend {
             gpu,
             cpu,
             failed: Mutex::new(None),
+            psi2_min_work: PSI2_MIN_WORK,
+        }
+    }
+
+    /// The same backend sending collapsed evaluations' Ψ2 sums to the GPU from `work` = N·M² on
+    /// (0: all of them; the tests' setting).
+    pub fn with_psi2_min_work(self, work: f64) -> Self {
+        Self {
+            psi2_min_work: work,
+            ..self
         }
     }
 
@@ -84,10 +143,16 @@ impl GpuBackend {
         jobs: &[Job<'_>],
         indices: &[usize],
     ) -> Result<Vec<(usize, Outcome)>, GpuError> {
+        let (collapsed, indices): (Vec<usize>, Vec<usize>) =
+            indices.iter().partition(|&&k| collapsed_evaluation(&jobs[k]));
         let (evaluations, finals): (Vec<usize>, Vec<usize>) = indices
             .iter()
             .partition(|&&k| matches!(jobs[k], Job::Evaluate { .. }));
-        let mut out = Vec::with_capacity(indices.len());
+        let mut out = Vec::with_capacity(indices.len() + collapsed.len());
+        if !collapsed.is_empty() {
+            let results = self.collapsed_on_gpu(data, jobs, &collapsed)?;
+            out.extend(collapsed.iter().copied().zip(results));
+        }
         if !evaluations.is_empty() {
             let results = self.evaluate_on_gpu(data, jobs, &evaluations)?;
             out.extend(evaluations.iter().copied().zip(results));
@@ -140,6 +205,53 @@ impl GpuBackend {
         }
     }
 
+    /// The collapsed evaluations of `jobs` at `indices` on the pool with their Ψ2 sums on the
+    /// GPU, in that order; `Err` when a GPU step failed (nothing of the batch is kept then).
+    fn collapsed_on_gpu(
+        &self,
+        data: &DMatrix<f64>,
+        jobs: &[Job<'_>],
+        indices: &[usize],
+    ) -> Result<Vec<Outcome>, GpuError> {
+        let device = GpuPsi2 {
+            gpu: &self.gpu,
+            failure: Mutex::new(None),
+        };
+        let outcomes = self.cpu.pool().map(indices, |&k| {
+            let Job::Evaluate {
+                variable, jitter, ..
+            } = &jobs[k]
+            else {
+                unreachable!("only collapsed evaluations are sent here")
+            };
+            Outcome::Evaluation(
+                variable
+                    .evaluate_collapsed_on(data, *jitter, Some(&device))
+                    .unwrap_or_else(|| Err("not a collapsed variable".into())),
+            )
+        });
+        match device
+            .failure
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Some(error) => Err(error),
+            None => Ok(outcomes),
+        }
+    }
+
+    /// Whether `job` runs on the GPU here: an uncollapsed evaluation or final bound, or a
+    /// collapsed evaluation whose Ψ2 is at least `psi2_min_work`.
+    fn runs_on_gpu(&self, job: &Job<'_>) -> bool {
+        match job {
+            Job::Evaluate { variable, .. } => match &**variable {
+                Variable::Collapsed(c) => c.psi2_work() >= self.psi2_min_work,
+                Variable::Uncollapsed(_) => true,
+            },
+            _ => runs_on_gpu(job),
+        }
+    }
+
     /// The evaluations of `jobs` at `indices` through the GPU, in that order; `Err` when the GPU
     /// step failed (nothing of the batch is kept then).
     fn evaluate_on_gpu(
@@ -181,6 +293,11 @@ impl GpuBackend {
     }
 }
 
+/// Whether `job` evaluates a collapsed variable.
+fn collapsed_evaluation(job: &Job<'_>) -> bool {
+    matches!(job, Job::Evaluate { variable, .. } if matches!(**variable, Variable::Collapsed(_)))
+}
+
 /// Whether `job` is an uncollapsed evaluation or final bound (what the GPU computes).
 fn runs_on_gpu(job: &Job<'_>) -> bool {
     match job {
@@ -203,7 +320,7 @@ impl Backend for GpuBackend {
 
     fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome> {
         let (gpu_jobs, cpu_jobs): (Vec<usize>, Vec<usize>) =
-            (0..jobs.len()).partition(|&k| self.failure().is_none() && runs_on_gpu(&jobs[k]));
+            (0..jobs.len()).partition(|&k| self.failure().is_none() && self.runs_on_gpu(&jobs[k]));
         let mut outcomes: Vec<Option<Outcome>> = vec![None; jobs.len()];
         let mut on_cpu = cpu_jobs;
         if !gpu_jobs.is_empty() {

@@ -18,7 +18,7 @@ use super::settings::{RowWeight, SubsetScaling};
 use crate::gp::adam::{Adam, AdamSettings};
 use crate::gp::collapsed::fit::Layout;
 use crate::gp::collapsed::{
-    collapsed_bound_with_grad_weighted, CollapsedError, CollapsedModel, CollapsedParams, FitError,
+    collapsed_bound_with_grad_on, CollapsedError, Psi2Device, CollapsedModel, CollapsedParams, FitError,
     FitSettings,
 };
 use crate::gp::kernel::Kernel;
@@ -194,8 +194,23 @@ impl Component {
         data: &DMatrix<f64>,
         jitter: f64,
     ) -> Result<(f64, Vec<f64>), CollapsedError> {
+        self.evaluate_with(data, jitter, None)
+    }
+
+    /// N·M² of its Ψ2 (rows used, inducing points): the work a device would take over.
+    pub fn psi2_work(&self) -> f64 {
+        self.rows_used as f64 * (self.m * self.m) as f64
+    }
+
+    /// [`Self::evaluate`] with Ψ2's O(N M²) sums on `device` when one is given.
+    pub fn evaluate_with(
+        &self,
+        data: &DMatrix<f64>,
+        jitter: f64,
+        device: Option<&dyn Psi2Device>,
+    ) -> Result<(f64, Vec<f64>), CollapsedError> {
         let (x, y) = self.columns(data)?;
-        self.evaluate_on(&x, &y, jitter)
+        self.evaluate_on(&x, &y, jitter, device)
     }
 
     fn evaluate_on(
@@ -203,6 +218,7 @@ impl Component {
         x: &DMatrix<f64>,
         y: &DVector<f64>,
         jitter: f64,
+        device: Option<&dyn Psi2Device>,
     ) -> Result<(f64, Vec<f64>), CollapsedError> {
         let layout = self.layout();
         let params = layout.unpack(&self.raw);
@@ -210,7 +226,7 @@ impl Component {
             SubsetScaling::ScaleBound => (1.0, self.rows.factor),
             SubsetScaling::CountRows => (self.rows.factor, 1.0),
         };
-        let (f, g) = collapsed_bound_with_grad_weighted(x, y, &params, jitter, copies)?;
+        let (f, g) = collapsed_bound_with_grad_on(x, y, &params, jitter, copies, device)?;
         if !f.is_finite() {
             return Err(CollapsedError::NonFinite { value: f });
         }
@@ -281,7 +297,7 @@ impl Component {
         let negated = |raw: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
             let mut probe = self.clone();
             probe.raw.copy_from_slice(raw);
-            match probe.evaluate_on(&x, &y, jitter) {
+            match probe.evaluate_on(&x, &y, jitter, None) {
                 Ok((f, mut g)) => {
                     let d_theta = vec![-PRIOR_RATE; probe.parents.len()];
                     probe.add_edge_gradient(&mut g, &d_theta);

@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::component::{Component, PRIOR_RATE};
+use crate::gp::collapsed::Psi2Device;
 use crate::gp::svgp::{
     bound_and_gradient, InducingStep, PredictionRequest, Predictions, SvgpInput, SvgpOutput,
 };
@@ -236,10 +237,9 @@ impl Variable {
         seed: u64,
     ) -> Result<Evaluation, String> {
         match self {
-            Variable::Collapsed(c) => c
-                .evaluate(data, jitter)
-                .map(|(value, gradient)| Evaluation::Collapsed { value, gradient })
-                .map_err(|e| e.to_string()),
+            Variable::Collapsed(_) => self
+                .evaluate_collapsed_on(data, jitter, None)
+                .unwrap_or_else(|| Err("not a collapsed variable".into())),
             Variable::Uncollapsed(u) => {
                 let prepared = u.minibatch(data, seed);
                 let output =
@@ -247,6 +247,25 @@ impl Variable {
                 uncollapsed_evaluation(prepared, output)
             }
         }
+    }
+
+    /// A collapsed variable's [`Variable::evaluate`] with Ψ2's O(N M²) sums on `device` when one
+    /// is given (the GPU backend): `Err(CollapsedError::Device)`'s text when the device failed.
+    /// `None` for an uncollapsed variable.
+    pub fn evaluate_collapsed_on(
+        &self,
+        data: &DMatrix<f64>,
+        jitter: f64,
+        device: Option<&dyn Psi2Device>,
+    ) -> Option<Result<Evaluation, String>> {
+        let Variable::Collapsed(c) = self else {
+            return None;
+        };
+        Some(
+            c.evaluate_with(data, jitter, device)
+                .map(|(value, gradient)| Evaluation::Collapsed { value, gradient })
+                .map_err(|e| e.to_string()),
+        )
     }
 
     /// The first half of an uncollapsed variable's [`Variable::evaluate`]: its minibatch from

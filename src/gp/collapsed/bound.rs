@@ -33,7 +33,8 @@ use nalgebra::{DMatrix, DVector};
 use serde::{Deserialize, Serialize};
 
 use super::psi::{
-    plain_backward, plain_forward, LatentCache, LatentPosterior, PsiStatistics, SeLinear,
+    plain_backward, plain_forward, LatentCache, LatentPosterior, Psi2Device, PsiStatistics,
+    SeLinear,
 };
 use super::CollapsedError;
 use crate::gp::kernel::{Kernel, KernelGrad};
@@ -79,7 +80,7 @@ pub fn collapsed_bound(
     if crate::heartbeat::interrupted() {
         return Err(CollapsedError::Interrupted);
     }
-    Ok(Forward::new(x, y, params, jitter, 1.0)?.value)
+    Ok(Forward::new(x, y, params, jitter, 1.0, None)?.value)
 }
 
 /// F and ∂F (see the module documentation for the adjoints).
@@ -103,6 +104,20 @@ pub fn collapsed_bound_with_grad_weighted(
     jitter: f64,
     row_copies: f64,
 ) -> Result<(f64, CollapsedGrad), CollapsedError> {
+    collapsed_bound_with_grad_on(x, y, params, jitter, row_copies, None)
+}
+
+/// [`collapsed_bound_with_grad_weighted`] with Ψ2's O(N M²) sums (forward and reverse) on
+/// `device` when one is given (a latent input and the SE + linear kernel; otherwise there are
+/// none to move). The same value and gradient to within the device's rounding.
+pub fn collapsed_bound_with_grad_on(
+    x: &DMatrix<f64>,
+    y: &DVector<f64>,
+    params: &CollapsedParams,
+    jitter: f64,
+    row_copies: f64,
+    device: Option<&dyn Psi2Device>,
+) -> Result<(f64, CollapsedGrad), CollapsedError> {
     // Every fit and training step passes through here: a beat tells a watching driver that a
     // long unit of work is still alive; a stop request ends the fit here, not hundreds of
     // evaluations later.
@@ -110,11 +125,11 @@ pub fn collapsed_bound_with_grad_weighted(
     if crate::heartbeat::interrupted() {
         return Err(CollapsedError::Interrupted);
     }
-    let fwd = Forward::new(x, y, params, jitter, row_copies)?;
+    let fwd = Forward::new(x, y, params, jitter, row_copies, device)?;
     if crate::heartbeat::interrupted() {
         return Err(CollapsedError::Interrupted);
     }
-    let grad = fwd.gradient(x, y, params)?;
+    let grad = fwd.gradient(x, y, params, device)?;
     Ok((fwd.value, grad))
 }
 
@@ -146,7 +161,7 @@ pub(super) fn posterior_mean_at_data(
     params: &CollapsedParams,
     jitter: f64,
 ) -> Result<DVector<f64>, CollapsedError> {
-    let fwd = Forward::new(x, y, params, jitter, 1.0)?;
+    let fwd = Forward::new(x, y, params, jitter, 1.0, None)?;
     let a_tilde = solve_upper_transposed_vec(&fwd.lb, &fwd.c);
     Ok(&fwd.psi.psi1 * solve_upper_transposed_vec(&fwd.l, &a_tilde))
 }
@@ -172,6 +187,7 @@ impl Forward {
         params: &CollapsedParams,
         jitter: f64,
         copies: f64,
+        device: Option<&dyn Psi2Device>,
     ) -> Result<Self, CollapsedError> {
         let n = x.nrows();
         if !(copies > 0.0 && copies.is_finite()) {
@@ -214,7 +230,9 @@ impl Forward {
                         "every q(w) variance must be positive".into(),
                     ));
                 }
-                let (psi, cache) = SeLinear::new(&params.kernel, x, &params.z, q)?.forward();
+                let (psi, cache) = SeLinear::new(&params.kernel, x, &params.z, q)?
+                    .on(device)
+                    .forward()?;
                 (psi, Some(cache))
             }
         };
@@ -276,6 +294,7 @@ impl Forward {
         x: &DMatrix<f64>,
         y: &DVector<f64>,
         params: &CollapsedParams,
+        device: Option<&dyn Psi2Device>,
     ) -> Result<CollapsedGrad, CollapsedError> {
         let n = x.nrows();
         let m = params.z.nrows();
@@ -312,9 +331,9 @@ impl Forward {
             - tr_c2 / (2.0 * sigma2);
 
         let mut psi_grad = match (&params.latent, &self.cache) {
-            (Some(q), Some(cache)) => {
-                SeLinear::new(&params.kernel, x, &params.z, q)?.backward(cache, g0, &g1, &w_raw)
-            }
+            (Some(q), Some(cache)) => SeLinear::new(&params.kernel, x, &params.z, q)?
+                .on(device)
+                .backward(cache, g0, &g1, &w_raw)?,
             _ => plain_backward(
                 &params.kernel,
                 x,

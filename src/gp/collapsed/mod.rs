@@ -14,15 +14,17 @@ pub mod noise;
 pub mod psi;
 
 pub use bound::{
-    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_weighted, sgpr_bound,
-    CollapsedGrad, CollapsedParams, DEFAULT_JITTER,
+    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_on,
+    collapsed_bound_with_grad_weighted, sgpr_bound, CollapsedGrad, CollapsedParams, DEFAULT_JITTER,
 };
 pub use fit::{
     precision_scale, CollapsedFit, CollapsedModel, FitError, FitSettings, GpInitialisation,
     LatentStart, MIN_START_SE_VARIANCE, NOISE_VARIANCE_FLOOR,
 };
 pub use noise::{linear_regression_evidence, root_noise_value, LinearEvidence};
-pub use psi::{psi_backward, psi_statistics, LatentPosterior, Psi2Factors, PsiGrad, PsiStatistics};
+pub use psi::{
+    psi_backward, psi_statistics, LatentPosterior, Psi2Device, Psi2Factors, PsiGrad, PsiStatistics,
+};
 
 use crate::gp::linalg::CholeskyError;
 
@@ -50,4 +52,7 @@ pub enum CollapsedError {
     /// A stop was requested while the bound was wanted ([`crate::heartbeat::interrupted`]).
     #[error("stopped on request")]
     Interrupted,
+    /// The device computing Ψ2's sums failed (the GPU backend then computes on the CPU).
+    #[error("the device computing Ψ2 failed: {0}")]
+    Device(String),
 }

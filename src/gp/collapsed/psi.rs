@@ -75,7 +75,7 @@ pub fn psi_statistics(
         }
         Some(q) => {
             let p = SeLinear::new(kernel, x, z, q)?;
-            Ok(p.forward().0)
+            Ok(p.forward()?.0)
         }
     }
 }
@@ -110,8 +110,8 @@ pub fn psi_backward(
         }
         Some(q) => {
             let p = SeLinear::new(kernel, x, z, q)?;
-            let (_, cache) = p.forward();
-            Ok(p.backward(&cache, d_psi0, d_psi1, &w))
+            let (_, cache) = p.forward()?;
+            p.backward(&cache, d_psi0, d_psi1, &w)
         }
     }
 }
@@ -167,8 +167,25 @@ pub(super) fn plain_backward(
     }
 }
 
+/// A device that computes the O(N M²) sums of Ψ2's squared-exponential part from the per-row
+/// [`Psi2Factors`] (the GPU backend; without one they run here, in f64, row by row). With
+/// p(n, i, j) = pref_n exp(B_ni + B_nj − h_n Δ²_ij), Δ²_ij = (z_iw − z_jw)²:
+pub trait Psi2Device: Sync {
+    /// (Σ_n p(n, ·, ·), Σ_n h_n p(n, ·, ·)), both M × M and symmetric.
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<(DMatrix<f64>, DMatrix<f64>), String>;
+
+    /// (Σ_j W_ij p(n, i, j), Σ_j W_ij p(n, i, j) Δ²_ij), both N × M, for a symmetric W.
+    fn row_sums(
+        &self,
+        factors: &Psi2Factors,
+        w: &DMatrix<f64>,
+    ) -> Result<(DMatrix<f64>, DMatrix<f64>), String>;
+}
+
 /// The SE + linear kernel on [x_O, w] unpacked into effective (masked) values.
 pub(super) struct SeLinear<'a> {
+    /// Where Ψ2's O(N M²) sums run (here when `None`).
+    device: Option<&'a dyn Psi2Device>,
     kernel: &'a Kernel,
     x: &'a DMatrix<f64>,
     z: &'a DMatrix<f64>,
@@ -183,6 +200,8 @@ pub(super) struct SeLinear<'a> {
 
 /// Forward quantities the backward pass reuses.
 pub(super) struct LatentCache {
+    /// With a device: the factors of Ψ2's SE part and Σ_n h_n p (the adjoint of h needs it).
+    device_sums: Option<(Psi2Factors, DMatrix<f64>)>,
     /// le_nm = −½ Σ_{d∈O} θ_d² (x_nd − z_md)².
     le: DMatrix<f64>,
     /// Ψ1_se / sf2.
@@ -235,6 +254,7 @@ impl<'a> SeLinear<'a> {
         let masked =
             |t: &[f64]| -> Vec<f64> { t.iter().zip(&kernel.mask).map(|(a, e)| a * e).collect() };
         Ok(Self {
+            device: None,
             kernel,
             x,
             z,
@@ -250,8 +270,31 @@ impl<'a> SeLinear<'a> {
         self.x.ncols()
     }
 
+    /// The same, with Ψ2's O(N M²) sums on `device` when one is given.
+    pub(super) fn on(self, device: Option<&'a dyn Psi2Device>) -> Self {
+        Self { device, ..self }
+    }
+
+    /// The factors of Σ_n ψ2_se/sf2² ([`Psi2Factors`]) from le.
+    fn factors(&self, le: &DMatrix<f64>) -> Psi2Factors {
+        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let tw2 = self.theta[o] * self.theta[o];
+        let zw = self.z.column(o).into_owned();
+        let mut b = DMatrix::zeros(n, m);
+        let (mut h, mut pref) = (DVector::zeros(n), DVector::zeros(n));
+        let mut row = vec![0.0; m];
+        for k in 0..n {
+            let lat = RowLatent::new(tw2, self.mu[k], self.s[k]);
+            lat.exponents(le, k, zw.as_slice(), &mut row);
+            b.row_mut(k).iter_mut().zip(&row).for_each(|(t, &v)| *t = v);
+            h[k] = lat.h;
+            pref[k] = lat.pref;
+        }
+        Psi2Factors { b, h, pref, zw }
+    }
+
     /// The statistics and the cache for [`SeLinear::backward`].
-    pub(super) fn forward(&self) -> (PsiStatistics, LatentCache) {
+    pub(super) fn forward(&self) -> Result<(PsiStatistics, LatentCache), CollapsedError> {
         let (n, o) = (self.x.nrows(), self.obs());
         let (tw, vw, sf2) = (self.theta[o], self.v[o], self.sf2);
         let tw2 = tw * tw;
@@ -275,20 +318,31 @@ impl<'a> SeLinear<'a> {
         psi0 += vw * (self.mu.norm_squared() + s_total);
 
         // Ψ2 = sf2² Σ_n ψ2_se + Ψ1_linᵀΨ1_lin + v_w² Σs z_w z_wᵀ + Cs + Csᵀ.
-        let mut psi2 = self.psi2_se_unit(&le) * (sf2 * sf2);
+        let (se_unit, device_sums) = match self.device {
+            None => (self.psi2_se_unit(&le), None),
+            Some(device) => {
+                let factors = self.factors(&le);
+                let (sums, h_sums) = device
+                    .pair_sums(&factors)
+                    .map_err(CollapsedError::Device)?;
+                (sums, Some((factors, h_sums)))
+            }
+        };
+        let mut psi2 = se_unit * (sf2 * sf2);
         psi2 += psi1_lin.tr_mul(&psi1_lin);
         psi2 += (zw * zw.transpose()) * (vw * vw * s_total);
         let cs = self.cross_sum(&u1, &lin_o, &a);
         psi2 += &cs + cs.transpose();
-        (
+        Ok((
             PsiStatistics { psi0, psi1, psi2 },
             LatentCache {
+                device_sums,
                 le,
                 u1,
                 lin_o,
                 psi1_lin,
             },
-        )
+        ))
     }
 
     /// le_nm = −½ Σ_{d∈O} θ_d² (x_nd − z_md)² (N × M), skipping switched-off dimensions.
@@ -362,7 +416,7 @@ impl<'a> SeLinear<'a> {
         g0: f64,
         g1: &DMatrix<f64>,
         w: &DMatrix<f64>,
-    ) -> PsiGrad {
+    ) -> Result<PsiGrad, CollapsedError> {
         let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
         let (tw, vw, sf2) = (self.theta[o], self.v[o], self.sf2);
         let tw2 = tw * tw;
@@ -476,7 +530,15 @@ impl<'a> SeLinear<'a> {
         }
 
         // Σ_n ψ2_se with adjoint sf2² W.
-        let se2 = self.psi2_se_backward(&cache.le, w, &mut le_bar);
+        let se2 = match &cache.device_sums {
+            None => self.psi2_se_backward(&cache.le, w, &mut le_bar),
+            Some((factors, h_sums)) => {
+                let device = self.device.ok_or_else(|| {
+                    CollapsedError::Device("the forward pass's device is not given".into())
+                })?;
+                self.psi2_se_backward_on(device, factors, h_sums, w, &mut le_bar)?
+            }
+        };
         g_sf2 += 2.0 * sf2 * se2.total;
         g_theta[o] += sf2 * sf2 * se2.theta_w;
         g_zw.axpy(sf2 * sf2, &se2.zw, 1.0);
@@ -512,12 +574,12 @@ impl<'a> SeLinear<'a> {
             .zip(&g_theta)
             .zip(mask)
             .for_each(|((g, t), e)| *g = t * e);
-        PsiGrad {
+        Ok(PsiGrad {
             kernel: kernel_grad,
             z: g_z,
             mean: g_mu,
             variance: g_s,
-        }
+        })
     }
 
     /// Reverse mode of Σ_n ψ2_se/sf2² against the symmetric W, in the factored form of
@@ -538,7 +600,6 @@ impl<'a> SeLinear<'a> {
         let tw2 = tw * tw;
         let zw = self.z.column(o);
         let pairs = PairTable::new(zw.as_slice());
-        let sf4 = self.sf2 * self.sf2;
         // Each unordered pair m > m' appears twice in Σ_{m,m'}.
         let mut wp = Vec::with_capacity(pairs.len());
         for i in 0..m {
@@ -570,33 +631,104 @@ impl<'a> SeLinear<'a> {
                 lat.h,
                 lat.pref,
             );
-            out.total += q_sum;
-            // Through B_nm = le_nm − (c/2) δ².
-            let mut c_bar = 0.0;
-            for (i, &rb) in row_bar.iter().enumerate() {
-                if rb == 0.0 {
-                    continue;
-                }
-                let delta = mu - zw[i];
-                out.mu[k] -= rb * lat.c * delta;
-                out.zw[i] += rb * lat.c * delta;
-                c_bar -= 0.5 * rb * delta * delta;
-            }
-            // h = (θ² − c)/4 enters as −h Δ².
-            let h_bar = -q_dz2;
-            let c_total = c_bar - 0.25 * h_bar;
-            let b = lat.b;
-            let b2 = b * b;
-            out.s[k] += -tw2 / b * q_sum + c_total * (-2.0 * tw2 * tw2 / b2);
-            out.theta_w +=
-                -2.0 * tw * s / b * q_sum + c_total * (2.0 * tw / b2) + 0.25 * h_bar * 2.0 * tw;
-            le_bar
-                .row_mut(k)
-                .iter_mut()
-                .zip(&row_bar)
-                .for_each(|(lb, rb)| *lb += sf4 * rb);
+            self.psi2_row_chain(k, &lat, (&row_bar, q_sum, q_dz2), &mut out, le_bar);
         }
-        // −h Δ² with ∂Δ²/∂z_mw = 2(z_mw − z_m'w) = −∂Δ²/∂z_m'w.
+        self.psi2_pair_chain(&qh_pair, &mut out);
+        out
+    }
+
+    /// [`SeLinear::psi2_se_backward`] with the O(N M²) sums on `device`, from the forward pass's
+    /// `factors` and Σ_n h_n p (`h_sums`): per row, ∂/∂B_ni = 2 Σ_j W_ij p, Σ q = Σ_i Σ_j W_ij p
+    /// and Σ q Δ² likewise; per pair, Σ_n q h_n = w'_ij Σ_n h_n p with w' the packed weights.
+    fn psi2_se_backward_on(
+        &self,
+        device: &dyn Psi2Device,
+        factors: &Psi2Factors,
+        h_sums: &DMatrix<f64>,
+        w: &DMatrix<f64>,
+        le_bar: &mut DMatrix<f64>,
+    ) -> Result<Se2Grad, CollapsedError> {
+        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let tw2 = self.theta[o] * self.theta[o];
+        let (wp_rows, wpd_rows) = device
+            .row_sums(factors, w)
+            .map_err(CollapsedError::Device)?;
+        let mut out = Se2Grad {
+            total: 0.0,
+            theta_w: 0.0,
+            zw: DVector::zeros(m),
+            mu: DVector::zeros(n),
+            s: DVector::zeros(n),
+        };
+        let mut row_bar = vec![0.0; m];
+        for k in 0..n {
+            let lat = RowLatent::new(tw2, self.mu[k], self.s[k]);
+            row_bar
+                .iter_mut()
+                .zip(wp_rows.row(k).iter())
+                .for_each(|(rb, &v)| *rb = 2.0 * v);
+            let (q_sum, q_dz2) = (wp_rows.row(k).sum(), wpd_rows.row(k).sum());
+            self.psi2_row_chain(k, &lat, (&row_bar, q_sum, q_dz2), &mut out, le_bar);
+        }
+        let mut qh_pair = Vec::with_capacity(m * (m + 1) / 2);
+        for i in 0..m {
+            for j in 0..=i {
+                let weight = if i == j { w[(i, i)] } else { 2.0 * w[(i, j)] };
+                qh_pair.push(weight * h_sums[(i, j)]);
+            }
+        }
+        self.psi2_pair_chain(&qh_pair, &mut out);
+        Ok(out)
+    }
+
+    /// Row k's share of [`SeLinear::psi2_se_backward`] from its adjoints: `row_bar` (∂/∂B_k·),
+    /// Σ q and Σ q Δ² over its pairs.
+    fn psi2_row_chain(
+        &self,
+        k: usize,
+        lat: &RowLatent,
+        (row_bar, q_sum, q_dz2): (&[f64], f64, f64),
+        out: &mut Se2Grad,
+        le_bar: &mut DMatrix<f64>,
+    ) {
+        let o = self.obs();
+        let tw = self.theta[o];
+        let tw2 = tw * tw;
+        let zw = self.z.column(o);
+        let (mu, s) = (self.mu[k], self.s[k]);
+        let sf4 = self.sf2 * self.sf2;
+        out.total += q_sum;
+        // Through B_nm = le_nm − (c/2) δ².
+        let mut c_bar = 0.0;
+        for (i, &rb) in row_bar.iter().enumerate() {
+            if rb == 0.0 {
+                continue;
+            }
+            let delta = mu - zw[i];
+            out.mu[k] -= rb * lat.c * delta;
+            out.zw[i] += rb * lat.c * delta;
+            c_bar -= 0.5 * rb * delta * delta;
+        }
+        // h = (θ² − c)/4 enters as −h Δ².
+        let h_bar = -q_dz2;
+        let c_total = c_bar - 0.25 * h_bar;
+        let b = lat.b;
+        let b2 = b * b;
+        out.s[k] += -tw2 / b * q_sum + c_total * (-2.0 * tw2 * tw2 / b2);
+        out.theta_w +=
+            -2.0 * tw * s / b * q_sum + c_total * (2.0 * tw / b2) + 0.25 * h_bar * 2.0 * tw;
+        le_bar
+            .row_mut(k)
+            .iter_mut()
+            .zip(row_bar)
+            .for_each(|(lb, rb)| *lb += sf4 * rb);
+    }
+
+    /// The pairs' share of [`SeLinear::psi2_se_backward`]: −h Δ² with ∂Δ²/∂z_mw =
+    /// 2(z_mw − z_m'w) = −∂Δ²/∂z_m'w, from Σ_n q h_n per packed pair.
+    fn psi2_pair_chain(&self, qh_pair: &[f64], out: &mut Se2Grad) {
+        let (m, o) = (self.z.nrows(), self.obs());
+        let zw = self.z.column(o);
         let mut idx = 0;
         for i in 0..m {
             for j in 0..=i {
@@ -606,7 +738,6 @@ impl<'a> SeLinear<'a> {
                 idx += 1;
             }
         }
-        out
     }
 }
 
@@ -809,21 +940,7 @@ impl Psi2Factors {
         q: &LatentPosterior,
     ) -> Result<Self, CollapsedError> {
         let p = SeLinear::new(kernel, x, z, q)?;
-        let (n, m, o) = (x.nrows(), z.nrows(), p.obs());
-        let tw2 = p.theta[o] * p.theta[o];
-        let zw = z.column(o).into_owned();
-        let le = p.log_se_observed();
-        let mut b = DMatrix::zeros(n, m);
-        let (mut h, mut pref) = (DVector::zeros(n), DVector::zeros(n));
-        let mut row = vec![0.0; m];
-        for k in 0..n {
-            let lat = RowLatent::new(tw2, q.mean[k], q.variance[k]);
-            lat.exponents(&le, k, zw.as_slice(), &mut row);
-            b.row_mut(k).iter_mut().zip(&row).for_each(|(t, &v)| *t = v);
-            h[k] = lat.h;
-            pref[k] = lat.pref;
-        }
-        Ok(Self { b, h, pref, zw })
+        Ok(p.factors(&p.log_se_observed()))
     }
 }
 
