@@ -25,8 +25,8 @@ use nalgebra::DMatrix as Matrix;
 use super::evaluations::{self, begin_evaluation, finish_evaluation, prediction_requests};
 use super::{Gpu, GpuError, Psi2Factors};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
-use crate::gp::collapsed::Psi2Device;
 use crate::discovery::cgp::{PendingEvaluation, Variable};
+use crate::gp::collapsed::Psi2Device;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
 
@@ -143,8 +143,9 @@ impl GpuBackend {
         jobs: &[Job<'_>],
         indices: &[usize],
     ) -> Result<Vec<(usize, Outcome)>, GpuError> {
-        let (collapsed, indices): (Vec<usize>, Vec<usize>) =
-            indices.iter().partition(|&&k| collapsed_evaluation(&jobs[k]));
+        let (collapsed, indices): (Vec<usize>, Vec<usize>) = indices
+            .iter()
+            .partition(|&&k| collapsed_evaluation(&jobs[k]));
         let (evaluations, finals): (Vec<usize>, Vec<usize>) = indices
             .iter()
             .partition(|&&k| matches!(jobs[k], Job::Evaluate { .. }));

@@ -37,8 +37,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use futures_channel::oneshot;
-#[cfg(not(target_arch = "wasm32"))]
-use wgpu::util::DeviceExt;
 
 /// Why a GPU step could not run. Every variant carries what a user needs to act on it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -286,7 +284,9 @@ impl Gpu {
         &self.adapter
     }
 
-    /// A buffer holding `contents` (one zero word when empty: WGSL arrays cannot be empty).
+    /// A buffer holding `contents` (one zero word when empty: WGSL arrays cannot be empty),
+    /// written through the queue: unlike a buffer mapped at creation, this cannot panic when the
+    /// device has gone (the failure surfaces at the next check instead).
     #[cfg(not(target_arch = "wasm32"))]
     fn upload(&self, label: &str, contents: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
         let contents = if contents.is_empty() {
@@ -294,12 +294,17 @@ impl Gpu {
         } else {
             contents
         };
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some(label),
-                contents,
-                usage,
-            })
+        let size = (contents.len() as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: usage | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut padded = contents.to_vec();
+        padded.resize(size as usize, 0);
+        self.queue.write_buffer(&buffer, 0, &padded);
+        buffer
     }
 
     /// Refuses an output larger than one storage binding of this device.

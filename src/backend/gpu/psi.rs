@@ -2,7 +2,9 @@
 //! Σ_n h_n p of its squared-exponential part with a latent input, and the row sums
 //! Σ_j W_ij p(n, i, j) and Σ_j W_ij p Δ²_ij its reverse mode needs, with
 //! p(n, i, j) = pref_n exp(B_ni + B_nj − h_n (z_iw − z_jw)²). The host computes the factors
-//! ([`Psi2Factors`], O(N M D), f64) and finishes each two-word sum in f64.
+//! ([`Psi2Factors`], O(N M D), f64); the device works in double-float (two float32 words, about
+//! 48 bits: a float32 Ψ2 was not accurate enough, `psi.wgsl` says why), and the host adds each
+//! result's two words in f64.
 
 use nalgebra::DMatrix;
 
@@ -27,6 +29,20 @@ const ROW_WRAP: u32 = 65535;
 /// The uniform block: N, M and the compiler-opaque 1.0.
 fn dims(n: usize, m: usize) -> Vec<u8> {
     uniform_words(&[n as u32, m as u32, 1.0f32.to_bits(), 0])
+}
+
+/// Little-endian bytes of each f64 value as a double-float: its nearest float32 (head), then the
+/// float32 nearest to the rest (tail).
+fn double_float_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
+    values
+        .into_iter()
+        .flat_map(|v| {
+            let head = v as f32;
+            let tail = (v - f64::from(head)) as f32;
+            [head.to_le_bytes(), tail.to_le_bytes()]
+        })
+        .flatten()
+        .collect()
 }
 
 /// Each output's two sums (four words: head and tail of each), finished in f64.
@@ -115,32 +131,37 @@ impl Gpu {
         factors: &Psi2Factors,
         w: Option<&DMatrix<f64>>,
     ) -> Result<Vec<wgpu::Buffer>, GpuError> {
+        self.check_alive()?;
         let (n, m) = factors.b.shape();
         assert_eq!(
             (factors.h.len(), factors.pref.len(), factors.zw.len()),
             (n, n, m),
             "one h and pref per row, one z_w per inducing point"
         );
-        self.check_binding("the Ψ2 factors", (n * m * 4) as u64)?;
+        self.check_binding("the Ψ2 factors", (n * m * 8) as u64)?;
         let storage = wgpu::BufferUsages::STORAGE;
-        let row_major = |x: &DMatrix<f64>| super::f32_bytes(x.transpose().iter().copied());
-        let rows = super::f32_bytes(
+        // Row-major head/tail pairs of an f64 matrix.
+        let row_major = |x: &DMatrix<f64>| double_float_bytes(x.transpose().iter().copied());
+        let rows = double_float_bytes(
             factors
                 .h
                 .iter()
                 .zip(factors.pref.iter())
                 .flat_map(|(&h, &p)| [h, p]),
         );
+        let zw = &factors.zw;
+        let dz2 = DMatrix::from_fn(m, m, |i, j| (zw[i] - zw[j]).powi(2));
         Ok(vec![
             self.upload("psi2 dims", &dims(n, m), wgpu::BufferUsages::UNIFORM),
             self.upload("psi2 b", &row_major(&factors.b), storage),
             self.upload("psi2 rows", &rows, storage),
+            self.upload("psi2 dz2", &row_major(&dz2), storage),
+            // The placeholder holds one double-float (a binding of vec2 needs 8 bytes).
             self.upload(
-                "psi2 zw",
-                &super::f32_bytes(factors.zw.iter().copied()),
+                "psi2 w",
+                &w.map(row_major).unwrap_or_else(|| vec![0; 8]),
                 storage,
             ),
-            self.upload("psi2 w", &w.map(row_major).unwrap_or_default(), storage),
         ])
     }
 }

@@ -18,8 +18,8 @@ use super::settings::{RowWeight, SubsetScaling};
 use crate::gp::adam::{Adam, AdamSettings};
 use crate::gp::collapsed::fit::Layout;
 use crate::gp::collapsed::{
-    collapsed_bound_with_grad_on, CollapsedError, Psi2Device, CollapsedModel, CollapsedParams, FitError,
-    FitSettings,
+    collapsed_bound_with_grad_on, CollapsedError, CollapsedModel, CollapsedParams, FitError,
+    FitSettings, Psi2Device,
 };
 use crate::gp::kernel::Kernel;
 use crate::gp::lbfgs::{minimize, LbfgsSettings};

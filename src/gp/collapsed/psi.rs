@@ -322,9 +322,7 @@ impl<'a> SeLinear<'a> {
             None => (self.psi2_se_unit(&le), None),
             Some(device) => {
                 let factors = self.factors(&le);
-                let (sums, h_sums) = device
-                    .pair_sums(&factors)
-                    .map_err(CollapsedError::Device)?;
+                let (sums, h_sums) = device.pair_sums(&factors).map_err(CollapsedError::Device)?;
                 (sums, Some((factors, h_sums)))
             }
         };
