@@ -9,6 +9,10 @@
 //! the GPU backend's (the M × M algebra in f64 here, the predictions in one submission), for a
 //! batch of `V` variables evaluated together as the engine batches them.
 //!
+//! The third table times the collapsed bound with every gradient, with a latent input (the
+//! interactive and thorough presets' bound): all on the CPU against Ψ2's O(N M²) sums on the GPU
+//! in double-float (`Psi2Device`; the rest on the CPU).
+//!
 //! Run: `cargo bench --bench gpu` (prints the adapter, then median ms per call and the GEMM's
 //! GFLOP/s). Under `cargo test` (no `--bench` argument) it times only the smallest size, once, so
 //! the test command checks that it runs without spending minutes.
@@ -18,6 +22,9 @@ mod common;
 use nalgebra::{DMatrix, DVector};
 use occam::backend::gpu::{Accumulation, Gpu, Op};
 use occam::backend::{available_threads, Pool};
+use occam::gp::collapsed::{
+    collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior, Psi2Device, Psi2Factors,
+};
 use occam::gp::kernel::Kernel;
 use occam::gp::linalg::JitterPolicy;
 use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput, FLOAT32_RELATIVE_JITTER};
@@ -110,6 +117,7 @@ fn main() {
         );
     }
     whole_evaluations(&gpu, quick);
+    collapsed_psi2(&gpu, quick);
 }
 
 /// One random uncollapsed problem at (M, b, S, D), the latent in slot 0.
@@ -206,6 +214,79 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
             format!("{size:?}"),
             cpu_serial * 1e3,
             cpu_pool * 1e3,
+            on_gpu * 1e3
+        );
+    }
+}
+
+/// The GPU as a Ψ2 device.
+struct Device<'a>(&'a Gpu);
+
+impl Psi2Device for Device<'_> {
+    fn pair_sums(&self, f: &Psi2Factors) -> Result<(DMatrix<f64>, DMatrix<f64>), String> {
+        self.0.psi2_pair_sums(f).map_err(|e| e.to_string())
+    }
+
+    fn row_sums(
+        &self,
+        f: &Psi2Factors,
+        w: &DMatrix<f64>,
+    ) -> Result<(DMatrix<f64>, DMatrix<f64>), String> {
+        self.0.psi2_row_sums(f, w).map_err(|e| e.to_string())
+    }
+}
+
+/// One collapsed bound with every gradient (D − 1 observed inputs and the latent), on one thread:
+/// all on the CPU, and with Ψ2's sums on the GPU.
+fn collapsed_psi2(gpu: &Gpu, quick: bool) {
+    let sizes: &[(usize, usize, usize)] = if quick {
+        &[(100, 10, 3)]
+    } else {
+        &[
+            (500, 50, 5),
+            (1000, 100, 10),
+            (1000, 200, 10),
+            (2000, 400, 10),
+        ]
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    println!(
+        "\ncollapsed bound + gradient with a latent input, median ms\n{:>16} {:>12} {:>14}",
+        "(N, M, D)", "cpu", "Ψ2 on gpu"
+    );
+    for &(n, m, d) in sizes {
+        let obs = d - 1;
+        let x = DMatrix::from_fn(n, obs, |_, _| rng.random_range(-1.5..1.5));
+        let y = DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0));
+        let params = CollapsedParams {
+            kernel: Kernel::se_plus_linear(
+                (0..d).map(|_| rng.random_range(0.1..0.5)).collect(),
+                1.0,
+                (0..d).map(|_| rng.random_range(0.5..1.5)).collect(),
+            ),
+            noise_variance: 0.1,
+            z: DMatrix::from_fn(m, d, |_, _| rng.random_range(-1.5..1.5)),
+            latent: Some(LatentPosterior {
+                mean: DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0)),
+                variance: DVector::from_fn(n, |_, _| rng.random_range(0.05..0.5)),
+            }),
+        };
+        let device = Device(gpu);
+        let cpu = median(quick, || {
+            std::hint::black_box(
+                collapsed_bound_with_grad_on(&x, &y, &params, 1e-6, 1.0, None).expect("the bound"),
+            );
+        });
+        let on_gpu = median(quick, || {
+            std::hint::black_box(
+                collapsed_bound_with_grad_on(&x, &y, &params, 1e-6, 1.0, Some(&device))
+                    .expect("the bound"),
+            );
+        });
+        println!(
+            "{:>16} {:>12.2} {:>14.2}",
+            format!("{:?}", (n, m, d)),
+            cpu * 1e3,
             on_gpu * 1e3
         );
     }
