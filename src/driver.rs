@@ -142,7 +142,7 @@ impl Driver {
     }
 
     /// Where the current run computes, for the page.
-    fn backend_message(&self, switched: bool) -> FromWorker {
+    pub fn backend_message(&self, switched: bool) -> FromWorker {
         let on_gpu = self.run_uses_gpu();
         let note = match (&self.adapter, on_gpu, &self.gpu_note) {
             (None, _, _) | (Some(_), true, _) => None,

@@ -11,7 +11,7 @@
 //! One unit is on the device at a time (its buffers are reused); a unit dispatched meanwhile waits.
 //! While a unit is on the device this worker beats to the page, as a long CPU job does.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use nalgebra::DMatrix;
@@ -64,7 +64,8 @@ pub fn lose() {
 }
 
 /// Whether this worker computes `dispatch` itself: it has evaluations for a working device, or
-/// there is no pool to send it to (`workers` is 1).
+/// there is no pool to send it to (`workers` is 1). (A unit with device work runs its other jobs
+/// here too; in a run with the uncollapsed bound, units are all evaluations or none.)
 pub fn takes(dispatch: &Dispatch, workers: usize) -> bool {
     workers <= 1 || (gpu().is_some() && dispatch.jobs.iter().any(runs_on_gpu))
 }
@@ -101,7 +102,12 @@ async fn run(dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>, unit: u64) {
         return;
     };
     let watch = Watch::start(unit, dispatch.clone(), data.clone());
-    let result = compute(&gpu, &dispatch.jobs, &data).await;
+    let result = compute(&gpu, &dispatch.jobs, &data, &|| {
+        if let Some(w) = &watch {
+            w.restart();
+        }
+    })
+    .await;
     drop(watch);
     if !current(unit) {
         // The watch gave the device up while it was computing; the unit went on without it.
@@ -149,17 +155,20 @@ const BEAT_MILLISECONDS: i32 = 1000;
 /// device is given up and the unit computed on the CPU. Dropping it stops the timer.
 struct Watch {
     interval: i32,
+    /// When the device was last given work (ms since the epoch).
+    started: Rc<Cell<f64>>,
     _tick: Closure<dyn FnMut()>,
 }
 
 impl Watch {
     fn start(unit: u64, dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>) -> Option<Self> {
-        let started = js_sys::Date::now();
+        let started = Rc::new(Cell::new(js_sys::Date::now()));
+        let since = started.clone();
         let tick = Closure::<dyn FnMut()>::new(move || {
             if !current(unit) {
                 return;
             }
-            if (js_sys::Date::now() - started) / 1000.0 > DEVICE_TIMEOUT_SECONDS {
+            if (js_sys::Date::now() - since.get()) / 1000.0 > DEVICE_TIMEOUT_SECONDS {
                 give_up(
                     unit,
                     &format!("the device did not finish a unit in {DEVICE_TIMEOUT_SECONDS:.0} s"),
@@ -179,8 +188,14 @@ impl Watch {
             .ok()?;
         Some(Self {
             interval,
+            started,
             _tick: tick,
         })
+    }
+
+    /// Counts the device's time from now (the host's work before the await is not the device's).
+    fn restart(&self) {
+        self.started.set(js_sys::Date::now());
     }
 }
 
@@ -198,10 +213,12 @@ fn on_cpu(jobs: &[Job<'static>], data: &DMatrix<f64>) -> Vec<Outcome> {
 
 /// The outcomes of `jobs`: the evaluations through the device, the rest on the CPU while it
 /// works. `Err` when a GPU step failed (nothing of the unit is kept then).
+/// `awaiting` is called when the host's share is done and the device's result is awaited.
 async fn compute(
     gpu: &Gpu,
     jobs: &[Job<'static>],
     data: &DMatrix<f64>,
+    awaiting: &dyn Fn(),
 ) -> Result<Vec<Outcome>, GpuError> {
     let (on_device, here): (Vec<usize>, Vec<usize>) =
         (0..jobs.len()).partition(|&k| runs_on_gpu(&jobs[k]));
@@ -216,6 +233,7 @@ async fn compute(
     for &k in &here {
         outcomes[k] = Some(jobs[k].run(data));
     }
+    awaiting();
     let mut predictions = submitted.finish(gpu, &requests).await?.into_iter();
     drop(requests);
     for ((&k, job), pending) in on_device.iter().zip(&device_jobs).zip(begun) {

@@ -214,8 +214,14 @@ fn handle_message(event: MessageEvent) {
                 }),
                 None => Err("no WebGPU adapter".into()),
             };
-            DRIVER.with(|d| d.borrow_mut().set_gpu(adapter.clone(), device.clone()));
-            post(&FromWorker::Pong {
+            // During a run (a worker restarted to go on with one) the badge names that run's
+            // backend; before any, the GPU if it works.
+            let during_run = DRIVER.with(|d| {
+                let mut driver = d.borrow_mut();
+                driver.set_gpu(adapter.clone(), device.clone());
+                driver.is_running().then(|| driver.backend_message(false))
+            });
+            post(&during_run.unwrap_or(FromWorker::Pong {
                 backend: if device.is_ok() {
                     ComputeBackend::WebGpu
                 } else {
@@ -224,7 +230,7 @@ fn handle_message(event: MessageEvent) {
                 note: adapter.as_ref().and(device.err()),
                 adapter,
                 switched: false,
-            });
+            }));
         }),
         ToWorker::LoadCsv {
             load_id,

@@ -246,7 +246,10 @@ impl GpuBackend {
     fn runs_on_gpu(&self, job: &Job<'_>) -> bool {
         match job {
             Job::Evaluate { variable, .. } => match &**variable {
-                Variable::Collapsed(c) => c.psi2_work() >= self.psi2_min_work,
+                Variable::Collapsed(c) => {
+                    let (n, m) = c.psi2_shape();
+                    (n * m * m) as f64 >= self.psi2_min_work && self.gpu.psi2_fits(n, m)
+                }
                 Variable::Uncollapsed(_) => true,
             },
             _ => runs_on_gpu(job),

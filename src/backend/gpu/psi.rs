@@ -56,6 +56,13 @@ fn two_sums(values: &[f32]) -> impl Iterator<Item = (f64, f64)> + '_ {
 }
 
 impl Gpu {
+    /// Whether Ψ2's sums for N rows and M inducing points fit this device's storage bindings
+    /// (a problem that does not is computed on the CPU; the device is not at fault).
+    pub fn psi2_fits(&self, n: usize, m: usize) -> bool {
+        let limit = self.device.limits().max_storage_buffer_binding_size;
+        [n * m * 16, m * m * 16].iter().all(|&b| b as u64 <= limit)
+    }
+
     /// Over the pairs of inducing points: (Σ_n p(n, i, j), Σ_n h_n p(n, i, j)), both M × M and
     /// symmetric (computed for j ≤ i, mirrored).
     pub fn psi2_pair_sums(
@@ -138,10 +145,18 @@ impl Gpu {
             (n, n, m),
             "one h and pref per row, one z_w per inducing point"
         );
-        self.check_binding("the Ψ2 factors", (n * m * 8) as u64)?;
+        for (what, bytes) in [
+            ("the Ψ2 factors", n * m * 8),
+            ("the Ψ2 pairs' Δ² and W", m * m * 8),
+        ] {
+            self.check_binding(what, bytes as u64)?;
+        }
         let storage = wgpu::BufferUsages::STORAGE;
         // Row-major head/tail pairs of an f64 matrix.
         let row_major = |x: &DMatrix<f64>| double_float_bytes(x.transpose().iter().copied());
+        // Exponents far below e^−87 give 0 on the device either way; clamping keeps B inside
+        // float32's range (a head of −inf would make the double-float sums NaN).
+        let b = factors.b.map(|v| v.max(-1e4));
         let rows = double_float_bytes(
             factors
                 .h
@@ -153,7 +168,7 @@ impl Gpu {
         let dz2 = DMatrix::from_fn(m, m, |i, j| (zw[i] - zw[j]).powi(2));
         Ok(vec![
             self.upload("psi2 dims", &dims(n, m), wgpu::BufferUsages::UNIFORM),
-            self.upload("psi2 b", &row_major(&factors.b), storage),
+            self.upload("psi2 b", &row_major(&b), storage),
             self.upload("psi2 rows", &rows, storage),
             self.upload("psi2 dz2", &row_major(&dz2), storage),
             // The placeholder holds one double-float (a binding of vec2 needs 8 bytes).

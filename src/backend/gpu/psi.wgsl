@@ -83,7 +83,7 @@ fn df_mul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
 
 // ln 2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits (k · LN2_HI is exact for |k| < 2⁸).
 const LN2_HI: f32 = 0.693145751953125;
-const LN2_LO: vec2<f32> = vec2<f32>(1.428606765330187e-06, 5.495603971894525e-14);
+const LN2_LO: vec2<f32> = vec2<f32>(1.428606765330187e-06, 5.497923148104107e-14);
 // 1/k! as double-floats.
 const C3: vec2<f32> = vec2<f32>(0.1666666716337204, -4.967053879312289e-09);
 const C4: vec2<f32> = vec2<f32>(0.0416666679084301, -1.2417634698280722e-09);
@@ -93,7 +93,8 @@ const C6: vec2<f32> = vec2<f32>(0.0013888889225199819, -3.3631094437103215e-11);
 // e^x for x ≤ 0 in double-float: x = k ln 2 + r with |r| ≤ ln2/2, e^r from e^{r/256} (Taylor to
 // degree 6, error below 10⁻²³) squared eight times in the e − 1 form, then scaled by 2^k.
 fn df_exp(x: vec2<f32>) -> vec2<f32> {
-    if (x.x < -87.0) {
+    // (Written so that a NaN exponent also gives 0.)
+    if (!(x.x >= -87.0)) {
         return vec2<f32>(0.0, 0.0);
     }
     let k = round(x.x * 1.4426950216293335);
@@ -112,8 +113,8 @@ fn df_exp(x: vec2<f32>) -> vec2<f32> {
         u = df_add(u * 2.0, df_mul(u, u));
     }
     let e = df_add(vec2<f32>(1.0, 0.0), u);
-    let scale = exp2(k);
-    return vec2<f32>(e.x * scale, e.y * scale);
+    // ldexp is exact (exp2 may be off by hundreds of ulps at k = −126 and stay conforming).
+    return vec2<f32>(ldexp(e.x, i32(k)), ldexp(e.y, i32(k)));
 }
 
 @compute @workgroup_size(8, 8)

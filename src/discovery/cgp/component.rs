@@ -197,9 +197,9 @@ impl Component {
         self.evaluate_with(data, jitter, None)
     }
 
-    /// N·M² of its Ψ2 (rows used, inducing points): the work a device would take over.
-    pub fn psi2_work(&self) -> f64 {
-        self.rows_used as f64 * (self.m * self.m) as f64
+    /// (N, M) of its Ψ2 (rows used, inducing points): N·M² is the work a device would take over.
+    pub fn psi2_shape(&self) -> (usize, usize) {
+        (self.rows_used, self.m)
     }
 
     /// [`Self::evaluate`] with Ψ2's O(N M²) sums on `device` when one is given.
