@@ -6,8 +6,9 @@
 //! ([`Gpu::svgp_predictions`]), then each evaluation's gradient algebra on the pool again. A
 //! restart's final bound (every row, 100 draws each) goes the same way chunk by chunk of rows
 //! ([`Variable::final_bound_with`]). A collapsed evaluation with a latent input whose Ψ2 is large
-//! enough ([`PSI2_MIN_WORK`]) runs on the pool with Ψ2's O(N M²) sums on the GPU
-//! ([`Psi2Device`]: two submissions per evaluation, forward and reverse). Jobs of other kinds
+//! enough ([`PSI2_MIN_WORK`]) runs on the pool with Ψ2's O(N M²) sums on the GPU: every such
+//! evaluation of the batch asks for its pair sums, the batch's go in one submission, then the
+//! same for the reverse mode's row sums ([`Psi2Replay`]). Jobs of other kinds
 //! (smaller collapsed evaluations, starts, refits, family scores, pairs) run on the CPU as they
 //! would without a GPU; README says why.
 //!
@@ -23,7 +24,7 @@ use nalgebra::DMatrix;
 use nalgebra::DMatrix as Matrix;
 
 use super::evaluations::{self, begin_evaluation, finish_evaluation, prediction_requests};
-use super::{Gpu, GpuError, Psi2Factors};
+use super::{Gpu, GpuError, Psi2Factors, Psi2Request};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
 use crate::discovery::cgp::{PendingEvaluation, Variable};
 use crate::gp::collapsed::Psi2Device;
@@ -47,29 +48,56 @@ pub struct GpuBackend {
     psi2_min_work: f64,
 }
 
-/// The GPU as a [`Psi2Device`] for one batch, keeping the first failure so the backend can
-/// switch to the CPU.
-struct GpuPsi2<'a> {
-    gpu: &'a Gpu,
-    failure: Mutex<Option<GpuError>>,
+/// What an evaluation asked its [`Psi2Replay`] for and did not get yet.
+enum Psi2Wanted {
+    Pairs(Psi2Factors),
+    Rows(Psi2Factors, Matrix<f64>),
 }
 
-impl GpuPsi2<'_> {
-    fn record<T>(&self, result: Result<T, GpuError>) -> Result<T, String> {
-        result.map_err(|e| {
-            let why = e.to_string();
-            self.failure
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert(e);
-            why
-        })
+impl Psi2Wanted {
+    fn request(&self) -> Psi2Request<'_> {
+        match self {
+            Psi2Wanted::Pairs(f) => Psi2Request::Pairs(f),
+            Psi2Wanted::Rows(f, w) => Psi2Request::Rows(f, w),
+        }
     }
 }
 
-impl Psi2Device for GpuPsi2<'_> {
+/// A [`Psi2Device`] that answers from sums the GPU computed for a whole batch. An evaluation runs
+/// until it asks for sums this replay does not hold yet; the replay records the request and
+/// fails the evaluation there. The batch's requests then go to the GPU in one submission, and
+/// the evaluation runs again from the start. An evaluation is a pure function of its job, so it
+/// asks for the same sums every time: three passes at most (pair sums, row sums, then done).
+#[derive(Default)]
+struct Psi2Replay {
+    pairs: Option<(Matrix<f64>, Matrix<f64>)>,
+    rows: Option<(Matrix<f64>, Matrix<f64>)>,
+    wanted: Mutex<Option<Psi2Wanted>>,
+}
+
+/// The error a replay gives for sums it does not hold yet.
+const PSI2_PENDING: &str = "Ψ2 sums not computed yet";
+
+impl Psi2Replay {
+    fn want(&self, wanted: Psi2Wanted) -> Result<(Matrix<f64>, Matrix<f64>), String> {
+        *self.wanted.lock().unwrap_or_else(PoisonError::into_inner) = Some(wanted);
+        Err(PSI2_PENDING.into())
+    }
+
+    fn take_wanted(&self) -> Option<Psi2Wanted> {
+        self.wanted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl Psi2Device for Psi2Replay {
     fn pair_sums(&self, factors: &Psi2Factors) -> Result<(Matrix<f64>, Matrix<f64>), String> {
-        self.record(self.gpu.psi2_pair_sums(factors))
+        match &self.pairs {
+            Some(sums) => Ok(sums.clone()),
+            None => self.want(Psi2Wanted::Pairs(factors.clone())),
+        }
     }
 
     fn row_sums(
@@ -77,7 +105,10 @@ impl Psi2Device for GpuPsi2<'_> {
         factors: &Psi2Factors,
         w: &Matrix<f64>,
     ) -> Result<(Matrix<f64>, Matrix<f64>), String> {
-        self.record(self.gpu.psi2_row_sums(factors, w))
+        match &self.rows {
+            Some(sums) => Ok(sums.clone()),
+            None => self.want(Psi2Wanted::Rows(factors.clone(), w.clone())),
+        }
     }
 }
 
@@ -207,38 +238,62 @@ impl GpuBackend {
     }
 
     /// The collapsed evaluations of `jobs` at `indices` on the pool with their Ψ2 sums on the
-    /// GPU, in that order; `Err` when a GPU step failed (nothing of the batch is kept then).
+    /// GPU, in that order: each pass runs the evaluations still waiting on the pool, then sends
+    /// the sums they asked for to the GPU in one submission ([`Psi2Replay`]). `Err` when a GPU
+    /// step failed (nothing of the batch is kept then).
     fn collapsed_on_gpu(
         &self,
         data: &DMatrix<f64>,
         jobs: &[Job<'_>],
         indices: &[usize],
     ) -> Result<Vec<Outcome>, GpuError> {
-        let device = GpuPsi2 {
-            gpu: &self.gpu,
-            failure: Mutex::new(None),
-        };
-        let outcomes = self.cpu.pool().map(indices, |&k| {
-            let Job::Evaluate {
-                variable, jitter, ..
-            } = &jobs[k]
-            else {
-                unreachable!("only collapsed evaluations are sent here")
-            };
-            Outcome::Evaluation(
+        let mut replays: Vec<Psi2Replay> = indices.iter().map(|_| Psi2Replay::default()).collect();
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; indices.len()];
+        for _pass in 0..3 {
+            let waiting: Vec<usize> = (0..indices.len())
+                .filter(|&i| outcomes[i].is_none())
+                .collect();
+            if waiting.is_empty() {
+                break;
+            }
+            let results = self.cpu.pool().map(&waiting, |&i| {
+                let Job::Evaluate {
+                    variable, jitter, ..
+                } = &jobs[indices[i]]
+                else {
+                    unreachable!("only collapsed evaluations are sent here")
+                };
                 variable
-                    .evaluate_collapsed_on(data, *jitter, Some(&device))
-                    .unwrap_or_else(|| Err("not a collapsed variable".into())),
-            )
-        });
-        match device
-            .failure
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            Some(error) => Err(error),
-            None => Ok(outcomes),
+                    .evaluate_collapsed_on(data, *jitter, Some(&replays[i]))
+                    .unwrap_or_else(|| Err("not a collapsed variable".into()))
+            });
+            let mut asked = Vec::new();
+            for (&i, result) in waiting.iter().zip(results) {
+                match replays[i].take_wanted() {
+                    Some(wanted) => asked.push((i, wanted)),
+                    None => outcomes[i] = Some(Outcome::Evaluation(result)),
+                }
+            }
+            if asked.is_empty() {
+                break;
+            }
+            let requests: Vec<Psi2Request<'_>> = asked.iter().map(|(_, w)| w.request()).collect();
+            let answers = self.gpu.psi2_batch(&requests)?;
+            for ((i, wanted), sums) in asked.into_iter().zip(answers) {
+                match wanted {
+                    Psi2Wanted::Pairs(_) => replays[i].pairs = Some(sums),
+                    Psi2Wanted::Rows(..) => replays[i].rows = Some(sums),
+                }
+            }
         }
+        Ok(outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Outcome::Evaluation(Err("an evaluation asked for Ψ2 sums four times".into()))
+                })
+            })
+            .collect())
     }
 
     /// Whether `job` runs on the GPU here: an uncollapsed evaluation or final bound, or a

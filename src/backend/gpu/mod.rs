@@ -30,7 +30,7 @@ pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests, 
 pub use gemm::{Accumulation, Op};
 pub use predictions::SubmittedPredictions;
 #[cfg(not(target_arch = "wasm32"))]
-pub use psi::Psi2Factors;
+pub use psi::{Psi2Factors, Psi2Request};
 
 use std::collections::HashMap;
 use std::fmt;

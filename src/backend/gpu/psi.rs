@@ -45,6 +45,48 @@ fn double_float_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
         .collect()
 }
 
+/// A request's two result matrices: (Σ p, Σ h p), M × M, or (Σ W p, Σ W p Δ²), N × M.
+pub type Psi2Sums = (DMatrix<f64>, DMatrix<f64>);
+
+/// One Ψ2 computation for a device: the pair sums of some factors, or their row sums against a
+/// symmetric W.
+#[derive(Debug, Clone, Copy)]
+pub enum Psi2Request<'a> {
+    Pairs(&'a Psi2Factors),
+    Rows(&'a Psi2Factors, &'a DMatrix<f64>),
+}
+
+/// A request's two result matrices from its read-back values.
+fn decode_psi2(request: &Psi2Request<'_>, values: &[f32]) -> Psi2Sums {
+    match request {
+        Psi2Request::Pairs(f) => {
+            let m = f.b.ncols();
+            let mut sums = DMatrix::zeros(m, m);
+            let mut weighted = DMatrix::zeros(m, m);
+            for (k, (p, hp)) in two_sums(values).take(m * m).enumerate() {
+                let (i, j) = (k / m, k % m);
+                if j <= i {
+                    sums[(i, j)] = p;
+                    sums[(j, i)] = p;
+                    weighted[(i, j)] = hp;
+                    weighted[(j, i)] = hp;
+                }
+            }
+            (sums, weighted)
+        }
+        Psi2Request::Rows(f, _) => {
+            let (n, m) = f.b.shape();
+            let mut wp = DMatrix::zeros(n, m);
+            let mut wpd = DMatrix::zeros(n, m);
+            for (k, (a, b)) in two_sums(values).take(n * m).enumerate() {
+                wp[(k / m, k % m)] = a;
+                wpd[(k / m, k % m)] = b;
+            }
+            (wp, wpd)
+        }
+    }
+}
+
 /// Each output's two sums (four words: head and tail of each), finished in f64.
 fn two_sums(values: &[f32]) -> impl Iterator<Item = (f64, f64)> + '_ {
     values.chunks_exact(4).map(|c| {
@@ -69,30 +111,8 @@ impl Gpu {
         &self,
         factors: &Psi2Factors,
     ) -> Result<(DMatrix<f64>, DMatrix<f64>), GpuError> {
-        let m = factors.b.ncols();
-        if m == 0 {
-            return Ok((DMatrix::zeros(0, 0), DMatrix::zeros(0, 0)));
-        }
-        let out_bytes = (m * m * 16) as u64;
-        self.check_binding("the Ψ2 pair sums", out_bytes)?;
-        let side = (m as u32).div_ceil(PAIR_SIDE);
-        let groups = (side, side, 1);
-        self.check_groups("the Ψ2 pair sums' dispatch", groups)?;
-        let inputs = self.psi_inputs(factors, None)?;
-        let pipeline = &self.pipelines.psi_pairs;
-        let values = self.run_and_read("psi2 pair sums", pipeline, &inputs, groups, out_bytes)?;
-        let mut sums = DMatrix::zeros(m, m);
-        let mut weighted = DMatrix::zeros(m, m);
-        for (k, (p, hp)) in two_sums(&values).enumerate() {
-            let (i, j) = (k / m, k % m);
-            if j <= i {
-                sums[(i, j)] = p;
-                sums[(j, i)] = p;
-                weighted[(i, j)] = hp;
-                weighted[(j, i)] = hp;
-            }
-        }
-        Ok((sums, weighted))
+        let mut out = self.psi2_batch(&[Psi2Request::Pairs(factors)])?;
+        Ok(out.pop().expect("one result per request"))
     }
 
     /// Over rows and inducing points, for a symmetric W (M × M):
@@ -104,31 +124,104 @@ impl Gpu {
         factors: &Psi2Factors,
         w: &DMatrix<f64>,
     ) -> Result<(DMatrix<f64>, DMatrix<f64>), GpuError> {
+        let mut out = self.psi2_batch(&[Psi2Request::Rows(factors, w)])?;
+        Ok(out.pop().expect("one result per request"))
+    }
+
+    /// Every request's sums ([`Gpu::psi2_pair_sums`] or [`Gpu::psi2_row_sums`]) in one
+    /// submission and one wait, in order.
+    ///
+    /// Panics if a request's W is not M × M.
+    pub fn psi2_batch(&self, requests: &[Psi2Request<'_>]) -> Result<Vec<Psi2Sums>, GpuError> {
+        self.check_alive()?;
+        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("psi2 sums"),
+            });
+        let mut readbacks = Vec::with_capacity(requests.len());
+        for request in requests {
+            readbacks.push(self.encode_psi2(&mut encoder, request)?);
+        }
+        let submission = self.queue.submit([encoder.finish()]);
+        for (what, scope) in [("out of memory", oom), ("invalid use", invalid)] {
+            if let Some(error) = pollster::block_on(scope.pop()) {
+                return Err(GpuError::Lost(format!("{what}: {error}")));
+            }
+        }
+        let buffers: Vec<(&wgpu::Buffer, usize)> =
+            readbacks.iter().map(|r| (r, r.size() as usize)).collect();
+        let values = self.read_back_all(&buffers, submission)?;
+        Ok(requests
+            .iter()
+            .zip(&values)
+            .map(|(request, v)| decode_psi2(request, v))
+            .collect())
+    }
+
+    /// Uploads one request's inputs and records its pass and read-back copy into `encoder`;
+    /// returns the buffer to read.
+    fn encode_psi2(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        request: &Psi2Request<'_>,
+    ) -> Result<wgpu::Buffer, GpuError> {
+        let (factors, w) = match request {
+            Psi2Request::Pairs(f) => (*f, None),
+            Psi2Request::Rows(f, w) => (*f, Some(*w)),
+        };
         let (n, m) = factors.b.shape();
-        assert_eq!(w.shape(), (m, m), "W is M × M");
-        if n * m == 0 {
-            return Ok((DMatrix::zeros(n, m), DMatrix::zeros(n, m)));
+        if let Some(w) = w {
+            assert_eq!(w.shape(), (m, m), "W is M × M");
         }
-        let out_bytes = (n * m * 16) as u64;
-        self.check_binding("the Ψ2 row sums", out_bytes)?;
-        let groups_needed = ((n * m) as u32).div_ceil(ROW_GROUP);
-        let groups = (
-            groups_needed.min(ROW_WRAP),
-            groups_needed.div_ceil(ROW_WRAP),
-            1,
-        );
-        self.check_groups("the Ψ2 row sums' dispatch", groups)?;
-        let inputs = self.psi_inputs(factors, Some(w))?;
-        let pipeline = &self.pipelines.psi_rows;
-        let values = self.run_and_read("psi2 row sums", pipeline, &inputs, groups, out_bytes)?;
-        let mut wp = DMatrix::zeros(n, m);
-        let mut wpd = DMatrix::zeros(n, m);
-        for (k, (a, b)) in two_sums(&values).enumerate() {
-            let (row, i) = (k / m, k % m);
-            wp[(row, i)] = a;
-            wpd[(row, i)] = b;
+        let (label, pipeline, outputs, groups) = match w {
+            None => {
+                let side = (m as u32).div_ceil(PAIR_SIDE);
+                (
+                    "psi2 pair sums",
+                    &self.pipelines.psi_pairs,
+                    m * m,
+                    (side, side, 1),
+                )
+            }
+            Some(_) => {
+                let needed = ((n * m) as u32).div_ceil(ROW_GROUP);
+                let groups = (needed.min(ROW_WRAP), needed.div_ceil(ROW_WRAP), 1);
+                ("psi2 row sums", &self.pipelines.psi_rows, n * m, groups)
+            }
+        };
+        let out_bytes = (outputs.max(1) * 16) as u64;
+        self.check_binding("the Ψ2 sums", out_bytes)?;
+        self.check_groups("the Ψ2 sums' dispatch", groups)?;
+        let mut buffers = self.psi_inputs(factors, w)?;
+        let output = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: out_bytes,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: out_bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        buffers.push(output.clone());
+        if outputs > 0 {
+            let refs: Vec<&wgpu::Buffer> = buffers.iter().collect();
+            let bind_group = self.bind(pipeline, &refs);
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(label),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
         }
-        Ok((wp, wpd))
+        encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
+        Ok(readback)
     }
 
     /// The buffers both entry points bind before their output: dims, B (row-major), (h, pref)
