@@ -32,7 +32,7 @@ use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
 
 /// N·M² (rows × inducing points²) from which a collapsed evaluation's Ψ2 sums go to the GPU:
-/// below it the two submissions cost more than the sums. Chosen without a GPU to measure on
+/// below it the submissions and the replayed host work cost more than the sums. Chosen without a GPU to measure on
 /// (N = 500 rows at M = 200, the paper-sized end of the collapsed presets); on lavapipe the CPU
 /// is faster at every size (BENCHMARKS.md).
 pub const PSI2_MIN_WORK: f64 = 2e7;
