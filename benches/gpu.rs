@@ -20,11 +20,9 @@
 mod common;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::{Accumulation, Gpu, Op};
+use occam::backend::gpu::{Accumulation, Gpu, Op, Psi2OnGpu};
 use occam::backend::{available_threads, Pool};
-use occam::gp::collapsed::{
-    collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior, Psi2Device, Psi2Factors,
-};
+use occam::gp::collapsed::{collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior};
 use occam::gp::kernel::Kernel;
 use occam::gp::linalg::JitterPolicy;
 use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput, FLOAT32_RELATIVE_JITTER};
@@ -219,23 +217,6 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
     }
 }
 
-/// The GPU as a Ψ2 device.
-struct Device<'a>(&'a Gpu);
-
-impl Psi2Device for Device<'_> {
-    fn pair_sums(&self, f: &Psi2Factors) -> Result<(DMatrix<f64>, DMatrix<f64>), String> {
-        self.0.psi2_pair_sums(f).map_err(|e| e.to_string())
-    }
-
-    fn row_sums(
-        &self,
-        f: &Psi2Factors,
-        w: &DMatrix<f64>,
-    ) -> Result<(DMatrix<f64>, DMatrix<f64>), String> {
-        self.0.psi2_row_sums(f, w).map_err(|e| e.to_string())
-    }
-}
-
 /// One collapsed bound with every gradient (D − 1 observed inputs and the latent), on one thread:
 /// all on the CPU, and with Ψ2's sums on the GPU.
 fn collapsed_psi2(gpu: &Gpu, quick: bool) {
@@ -271,7 +252,7 @@ fn collapsed_psi2(gpu: &Gpu, quick: bool) {
                 variance: DVector::from_fn(n, |_, _| rng.random_range(0.05..0.5)),
             }),
         };
-        let device = Device(gpu);
+        let device = Psi2OnGpu(gpu);
         let cpu = median(quick, || {
             std::hint::black_box(
                 collapsed_bound_with_grad_on(&x, &y, &params, 1e-6, 1.0, None).expect("the bound"),

@@ -18,11 +18,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::{Gpu, GpuBackend, Psi2Factors};
+use occam::backend::gpu::{Gpu, GpuBackend, Psi2Factors, Psi2OnGpu};
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::start::VariableStart;
 use occam::discovery::cgp::{Evaluation, Preset, SearchSettings, Variable};
-use occam::gp::collapsed::{psi_statistics, LatentPosterior, Psi2Device};
+use occam::gp::collapsed::{psi_statistics, LatentPosterior};
 use occam::gp::kernel::Kernel;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -160,23 +160,6 @@ fn the_factors_give_the_cpus_psi2() {
     assert!(Psi2Factors::new(&other, &x, &z, &q).is_err());
 }
 
-/// The GPU as a Ψ2 device (the backend's own wrapper is private to it).
-struct Device<'a>(&'a Gpu);
-
-impl Psi2Device for Device<'_> {
-    fn pair_sums(&self, f: &Psi2Factors) -> Result<(DMatrix<f64>, DMatrix<f64>), String> {
-        self.0.psi2_pair_sums(f).map_err(|e| e.to_string())
-    }
-
-    fn row_sums(
-        &self,
-        f: &Psi2Factors,
-        w: &DMatrix<f64>,
-    ) -> Result<(DMatrix<f64>, DMatrix<f64>), String> {
-        self.0.psi2_row_sums(f, w).map_err(|e| e.to_string())
-    }
-}
-
 /// Collapsed evaluation jobs (interactive preset, every other variable a candidate parent) on a
 /// nonlinear chain: each variable's start fitted on the CPU.
 fn collapsed_jobs(data: &DMatrix<f64>, m: usize) -> Vec<Job<'static>> {
@@ -238,7 +221,7 @@ fn collapsed_evaluations_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
     let data = chain(160);
     let jobs = collapsed_jobs(&data, 24);
     let cpu = CpuBackend::serial().run(&data, &jobs);
-    let device = Device(&gpu);
+    let device = Psi2OnGpu(&gpu);
     for (job, want) in jobs.iter().zip(&cpu) {
         let Job::Evaluate {
             variable, jitter, ..

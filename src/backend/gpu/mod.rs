@@ -30,7 +30,7 @@ pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests, 
 pub use gemm::{Accumulation, Op};
 pub use predictions::SubmittedPredictions;
 #[cfg(not(target_arch = "wasm32"))]
-pub use psi::{Psi2Factors, Psi2Request};
+pub use psi::{Psi2Factors, Psi2OnGpu, Psi2Request, Psi2Sums};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -279,6 +279,54 @@ impl Gpu {
         })
     }
 
+    /// A storage buffer of `bytes` for a kernel's output, and the mappable buffer it is copied to
+    /// for reading.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn output_and_readback(&self, label: &str, bytes: u64) -> (wgpu::Buffer, wgpu::Buffer) {
+        let buffer = |usage| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        (
+            buffer(wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC),
+            buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+        )
+    }
+
+    /// Records one dispatch of `pipeline` over `groups` workgroups with `buffers` bound at
+    /// 0, 1, … of group 0.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn record_pass(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        label: &str,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+        (x, y, z): (u32, u32, u32),
+    ) {
+        let bind_group = self.bind(pipeline, buffers);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(label),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(x, y, z);
+    }
+
+    /// Opens the error scopes of one submission (invalid use, out of memory); close them right
+    /// after submitting, so that no later work lands in them.
+    fn open_scopes(&self) -> OpenScopes {
+        OpenScopes {
+            invalid: self.device.push_error_scope(wgpu::ErrorFilter::Validation),
+            oom: self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+        }
+    }
+
     /// The adapter's name and API, e.g. "llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan)".
     pub fn adapter(&self) -> &str {
         &self.adapter
@@ -346,44 +394,13 @@ impl Gpu {
         out_bytes: u64,
     ) -> Result<Vec<f32>, GpuError> {
         self.check_alive()?;
-        let device = &self.device;
-        let output = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: out_bytes,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let readback = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: out_bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let entries: Vec<wgpu::BindGroupEntry> = inputs
-            .iter()
-            .chain(std::iter::once(&output))
-            .enumerate()
-            .map(|(i, buffer)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: buffer.as_entire_binding(),
-            })
-            .collect();
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(label),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        let mut encoder =
-            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(label),
-                timestamp_writes: None,
-            });
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
-        }
+        let (output, readback) = self.output_and_readback(label, out_bytes);
+        let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().collect();
+        buffers.push(&output);
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        self.record_pass(&mut encoder, label, pipeline, &buffers, groups);
         encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
         let submission = self.queue.submit([encoder.finish()]);
         self.read_back(&readback, submission)
@@ -485,6 +502,40 @@ impl Gpu {
         }
         self.check_alive()?;
         Ok(out)
+    }
+}
+
+/// The error scopes around one submission ([`Gpu::open_scopes`]).
+struct OpenScopes {
+    invalid: wgpu::ErrorScopeGuard,
+    oom: wgpu::ErrorScopeGuard,
+}
+
+/// What an error scope caught, once the device has checked its work.
+type ScopeVerdict = std::pin::Pin<Box<dyn std::future::Future<Output = Option<wgpu::Error>>>>;
+
+/// The closed scopes' verdicts, to be awaited once the submission has been checked.
+struct ScopeVerdicts(Vec<(&'static str, ScopeVerdict)>);
+
+impl OpenScopes {
+    /// Pops both scopes (innermost first, as wgpu requires) without waiting for their verdicts.
+    fn close(self) -> ScopeVerdicts {
+        ScopeVerdicts(vec![
+            ("out of memory", Box::pin(self.oom.pop())),
+            ("invalid use", Box::pin(self.invalid.pop())),
+        ])
+    }
+}
+
+impl ScopeVerdicts {
+    /// [`GpuError::Lost`] with the device's message when a scope caught an error.
+    async fn check(self) -> Result<(), GpuError> {
+        for (what, verdict) in self.0 {
+            if let Some(error) = verdict.await {
+                return Err(GpuError::Lost(format!("{what}: {error}")));
+            }
+        }
+        Ok(())
     }
 }
 

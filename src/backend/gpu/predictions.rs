@@ -92,9 +92,6 @@ struct Pending {
     readback: wgpu::Buffer,
 }
 
-/// What an error scope caught, once the device has checked its work.
-type ScopeVerdict = std::pin::Pin<Box<dyn std::future::Future<Output = Option<wgpu::Error>>>>;
-
 /// Predictions submitted to the device and not yet read ([`Gpu::submit_predictions`]).
 #[must_use = "the predictions are read by `finish`"]
 pub struct SubmittedPredictions {
@@ -102,7 +99,7 @@ pub struct SubmittedPredictions {
     /// The signal of each request's read-back mapping, in `pending`'s order.
     waits: Vec<futures_channel::oneshot::Receiver<Result<(), String>>>,
     /// The verdicts of the submission's error scopes.
-    scopes: Vec<(&'static str, ScopeVerdict)>,
+    scopes: super::ScopeVerdicts,
     #[cfg(not(target_arch = "wasm32"))]
     submission: wgpu::SubmissionIndex,
 }
@@ -115,11 +112,7 @@ impl SubmittedPredictions {
         gpu: &Gpu,
         requests: &[PredictionRequest<'_>],
     ) -> Result<Vec<Predictions>, GpuError> {
-        for (what, scope) in self.scopes {
-            if let Some(error) = scope.await {
-                return Err(GpuError::Lost(format!("{what}: {error}")));
-            }
-        }
+        self.scopes.check().await?;
         let mapping = super::Mapping {
             buffers: self
                 .pending
@@ -208,9 +201,7 @@ impl Gpu {
         requests: &[PredictionRequest],
     ) -> Result<SubmittedPredictions, GpuError> {
         self.check_alive()?;
-        // Errors the device reports for this submission, innermost first when popped.
-        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let scopes = self.open_scopes();
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -226,11 +217,7 @@ impl Gpu {
         // The browser needs no submission index: its mappings resolve by themselves.
         #[cfg(target_arch = "wasm32")]
         let _ = submission;
-        // Popped now, so that no later work lands in them; their verdicts are awaited in `finish`.
-        let scopes: Vec<(&'static str, ScopeVerdict)> = vec![
-            ("out of memory", Box::pin(oom.pop())),
-            ("invalid use", Box::pin(invalid.pop())),
-        ];
+        let scopes = scopes.close();
         let mapping = self.request_mapping(
             &pending
                 .iter()

@@ -10,6 +10,7 @@ use nalgebra::DMatrix;
 
 use super::GpuError;
 use super::{uniform_words, Gpu};
+use crate::gp::collapsed::Psi2Device;
 pub use crate::gp::collapsed::Psi2Factors;
 
 /// The compiled entry points of `psi.wgsl`: [pair sums, row sums].
@@ -97,6 +98,20 @@ fn two_sums(values: &[f32]) -> impl Iterator<Item = (f64, f64)> + '_ {
     })
 }
 
+/// The GPU as a [`Psi2Device`], one submission per call (the backend batches instead; this is for
+/// tests and benchmarks of single evaluations).
+pub struct Psi2OnGpu<'a>(pub &'a Gpu);
+
+impl Psi2Device for Psi2OnGpu<'_> {
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
+        self.0.psi2_pair_sums(factors).map_err(|e| e.to_string())
+    }
+
+    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
+        self.0.psi2_row_sums(factors, w).map_err(|e| e.to_string())
+    }
+}
+
 impl Gpu {
     /// Whether Ψ2's sums for N rows and M inducing points fit this device's storage bindings
     /// (a problem that does not is computed on the CPU; the device is not at fault).
@@ -134,8 +149,7 @@ impl Gpu {
     /// Panics if a request's W is not M × M.
     pub fn psi2_batch(&self, requests: &[Psi2Request<'_>]) -> Result<Vec<Psi2Sums>, GpuError> {
         self.check_alive()?;
-        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let scopes = self.open_scopes();
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -146,11 +160,7 @@ impl Gpu {
             readbacks.push(self.encode_psi2(&mut encoder, request)?);
         }
         let submission = self.queue.submit([encoder.finish()]);
-        for (what, scope) in [("out of memory", oom), ("invalid use", invalid)] {
-            if let Some(error) = pollster::block_on(scope.pop()) {
-                return Err(GpuError::Lost(format!("{what}: {error}")));
-            }
-        }
+        pollster::block_on(scopes.close().check())?;
         let buffers: Vec<(&wgpu::Buffer, usize)> =
             readbacks.iter().map(|r| (r, r.size() as usize)).collect();
         let values = self.read_back_all(&buffers, submission)?;
@@ -196,29 +206,11 @@ impl Gpu {
         self.check_binding("the Ψ2 sums", out_bytes)?;
         self.check_groups("the Ψ2 sums' dispatch", groups)?;
         let mut buffers = self.psi_inputs(factors, w)?;
-        let output = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: out_bytes,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: false,
-        });
-        let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: out_bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let (output, readback) = self.output_and_readback(label, out_bytes);
         buffers.push(output.clone());
         if outputs > 0 {
             let refs: Vec<&wgpu::Buffer> = buffers.iter().collect();
-            let bind_group = self.bind(pipeline, &refs);
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(label),
-                timestamp_writes: None,
-            });
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+            self.record_pass(encoder, label, pipeline, &refs, groups);
         }
         encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
         Ok(readback)
