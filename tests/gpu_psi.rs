@@ -277,3 +277,32 @@ fn collapsed_evaluations_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
     }
     assert!(backend.failure().is_some());
 }
+
+/// `occam discover --backend gpu` says what of a collapsed run computes on the GPU (and the
+/// result names the GPU backend).
+#[test]
+fn discover_with_the_gpu_says_what_of_a_collapsed_run_it_computes() {
+    if gpu().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/examples/fork.csv");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(["discover", data.to_str().unwrap(), "--out"])
+        .arg(dir.path().join("run"))
+        .args(["--backend", "gpu", "--quiet", "--seed", "1"])
+        .output()
+        .expect("occam runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bound is collapsed; only the Ψ2 sums of evaluations"),
+        "{stderr}"
+    );
+    let result = std::fs::read_to_string(dir.path().join("run/result.json")).unwrap();
+    assert!(result.contains("\"backend\": \"GPU (f32, "), "{result}");
+}

@@ -25,7 +25,7 @@ mod predictions;
 mod psi;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use backend::GpuBackend;
+pub use backend::{GpuBackend, PSI2_MIN_WORK};
 pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests, runs_on_gpu};
 pub use gemm::{Accumulation, Op};
 pub use predictions::SubmittedPredictions;

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use occam::backend::gpu::GpuBackend;
+use occam::backend::gpu::{GpuBackend, PSI2_MIN_WORK};
 use occam::backend::{CpuBackend, Pool};
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
-use occam::discovery::cgp::{BoundKind, Preset};
+use occam::discovery::cgp::{BoundKind, Method, Preset};
 use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::output_files;
@@ -69,7 +69,8 @@ pub struct DiscoverArgs {
     pub quiet: bool,
     /// Where the numeric work runs: `cpu` (f64 on every core) or `gpu` (the uncollapsed bound's
     /// kernel matrices and products on the first GPU wgpu finds through Vulkan, Metal, DX12 or
-    /// GL, float32, the rest on the CPU; a GPU that fails mid-run hands over to the CPU).
+    /// GL, float32, and large collapsed evaluations' Ψ2 sums in double-float; the rest on the
+    /// CPU; a GPU that fails mid-run hands over to the CPU).
     /// [default: cpu]
     #[arg(long, value_name = "cpu|gpu")]
     pub backend: Option<String>,
@@ -101,11 +102,18 @@ fn choose_backend(
     threads: usize,
 ) -> Result<(), CliError> {
     if choice == BackendChoice::Gpu {
-        if session.settings().bound != BoundKind::Uncollapsed {
+        let settings = session.settings();
+        if settings.method == Method::Exact {
             errln!(
-                "note: --backend gpu computes the uncollapsed bound (--preset paper, or \"bound\": \
-                 \"uncollapsed\" in --settings); this run's collapsed bound has no GPU path yet \
-                 and runs wholly on the CPU"
+                "note: --backend gpu: the exact search's family fits have no GPU path yet and run \
+                 on the CPU"
+            );
+        } else if settings.bound != BoundKind::Uncollapsed {
+            errln!(
+                "note: --backend gpu: this run's bound is collapsed; only the Ψ2 sums of \
+                 evaluations with rows × inducing points² ≥ {PSI2_MIN_WORK:e} \
+                 compute on the GPU, the rest (starts and refits included) on the CPU. The \
+                 uncollapsed bound (--preset paper) computes its predictions on the GPU"
             );
         }
         let pool = Pool::new(threads).map_err(|e| CliError(e.to_string()))?;
