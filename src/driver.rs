@@ -21,6 +21,7 @@
 
 use nalgebra::DMatrix;
 
+use crate::backend::gpu::PSI2_MIN_WORK;
 use crate::data::{CsvOptions, Dataset};
 use crate::discovery::cgp::{BoundKind, Method};
 use crate::discovery::jobs::{Job, Outcome};
@@ -103,6 +104,9 @@ pub struct Driver {
     adapter: Option<String>,
     /// Why the adapter is not computing (its device failed to open, or was lost), if it is not.
     gpu_note: Option<String>,
+    /// N·M² from which a collapsed run's Ψ2 goes to the GPU, when a test set it
+    /// ([`PSI2_MIN_WORK`] otherwise).
+    psi2_min_work: Option<f64>,
 }
 
 impl Driver {
@@ -131,13 +135,41 @@ impl Driver {
         }
     }
 
+    /// Test hook: collapsed runs whose Ψ2 work N·M² is at least `work` compute on the GPU.
+    pub fn set_psi2_min_work(&mut self, work: f64) {
+        self.psi2_min_work = Some(work);
+    }
+
+    /// N·M² from which a collapsed run's Ψ2 goes to the GPU.
+    fn psi2_min_work(&self) -> f64 {
+        self.psi2_min_work.unwrap_or(PSI2_MIN_WORK)
+    }
+
+    /// The Ψ2 work N·M² of the current run's largest collapsed variable (every other variable a
+    /// candidate parent, N the rows used), if it is a collapsed continuous search.
+    fn collapsed_psi2_work(&self) -> Option<f64> {
+        let session = self.session.as_ref()?;
+        let settings = session.settings();
+        if settings.bound != BoundKind::Collapsed || settings.method != Method::Cgp {
+            return None;
+        }
+        let (n, d) = session.data().shape();
+        let m = settings.inducing_for(d).min(n) as f64;
+        Some(n as f64 * m * m)
+    }
+
     /// Whether the current run computes on the GPU: a device works and the run's method and
-    /// bound have a GPU path (the continuous search with the uncollapsed bound).
+    /// bound have a GPU path (the continuous search with the uncollapsed bound, or with the
+    /// collapsed bound when its Ψ2 is large enough).
     pub fn run_uses_gpu(&self) -> bool {
         self.gpu.is_some()
             && self.session.as_ref().is_some_and(|s| {
                 let settings = s.settings();
-                settings.bound == BoundKind::Uncollapsed && settings.method == Method::Cgp
+                settings.method == Method::Cgp
+                    && (settings.bound == BoundKind::Uncollapsed
+                        || self
+                            .collapsed_psi2_work()
+                            .is_some_and(|work| work >= self.psi2_min_work()))
             })
     }
 
@@ -147,10 +179,13 @@ impl Driver {
         let note = match (&self.adapter, on_gpu, &self.gpu_note) {
             (None, _, _) | (Some(_), true, _) => None,
             (Some(_), false, Some(why)) => Some(why.clone()),
-            (Some(_), false, None) => Some(
-                "this run's bound has no GPU path yet (only the continuous search with the uncollapsed bound, the paper preset, computes on WebGPU): it computes on the CPU"
-                    .into(),
-            ),
+            (Some(_), false, None) => Some(match self.collapsed_psi2_work() {
+                Some(work) => format!(
+                    "this run's Ψ2 work (N·M² = {work:.1e}) is below the {:.0e} from which the collapsed bound sends it to WebGPU: it computes on the CPU, which is faster at this size",
+                    self.psi2_min_work()
+                ),
+                None => "this run's method has no GPU path (the continuous search computes on WebGPU; the exact search's family fits do not): it computes on the CPU".into(),
+            }),
         };
         FromWorker::Pong {
             backend: if on_gpu {
@@ -1135,7 +1170,7 @@ mod tests {
         assert_eq!(switched.edges, alone.edges);
         assert_eq!(switched.adjacency, alone.adjacency);
 
-        // A run whose bound has no GPU path says so, and computes in the worker.
+        // A collapsed run whose Ψ2 is too small for the GPU says so, and computes in the worker.
         let mut collapsed = loaded();
         collapsed.set_gpu(Some("test adapter".into()), Ok(()));
         let start = collapsed.start(request(40));
@@ -1145,10 +1180,38 @@ mod tests {
                 adapter: Some(_),
                 note: Some(note),
                 switched: false,
-            } => assert!(note.contains("no GPU path"), "{note}"),
+            } => assert!(note.contains("is below the 2e7"), "{note}"),
             other => panic!("{other:?}"),
         }
         assert!(collapsed.tick(start.step.unwrap(), 0.01).dispatch.is_none());
+        // With the threshold at 0 (the test hook) the same run is dispatched for the GPU.
+        let mut collapsed = loaded();
+        collapsed.set_gpu(Some("test adapter".into()), Ok(()));
+        collapsed.set_psi2_min_work(0.0);
+        let start = collapsed.start(request(40));
+        assert!(matches!(
+            &start.messages[0],
+            FromWorker::Pong {
+                backend: ComputeBackend::WebGpu,
+                note: None,
+                ..
+            }
+        ));
+        assert!(collapsed.tick(start.step.unwrap(), 0.01).dispatch.is_some());
+        // The exact search has no GPU path.
+        let mut exact = loaded();
+        exact.set_gpu(Some("test adapter".into()), Ok(()));
+        let mut req = request(40);
+        req.settings.method = Method::Exact;
+        let start = exact.start(req);
+        match &start.messages[0] {
+            FromWorker::Pong {
+                backend: ComputeBackend::Cpu,
+                note: Some(note),
+                ..
+            } => assert!(note.contains("no GPU path"), "{note}"),
+            other => panic!("{other:?}"),
+        }
         // A device that failed to open is named, and the run computes on the CPU.
         let mut refused = loaded();
         refused.set_gpu(Some("test adapter".into()), Err("no device".into()));

@@ -51,6 +51,13 @@ pub enum ToWorker {
     /// reset would, so the run's switch to the CPU can be exercised. Sent only from the
     /// `#test-hooks` page.
     LoseGpu,
+    /// Test hook: collapsed evaluations whose Ψ2 work N·M² is at least `work` send their Ψ2
+    /// sums to the WebGPU device (0: all of them; the default is
+    /// `backend::gpu::PSI2_MIN_WORK`), so the browser's collapsed GPU path can be exercised on the
+    /// small built-in examples. Sent only from the `#test-hooks` page.
+    GpuPsi2Threshold {
+        work: f64,
+    },
 }
 
 /// Everything a run needs besides the data (which the worker already holds).
@@ -313,6 +320,7 @@ mod tests {
             ToWorker::Stop,
             ToWorker::Panic,
             ToWorker::LoseGpu,
+            ToWorker::GpuPsi2Threshold { work: 0.0 },
         ] {
             assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);
         }

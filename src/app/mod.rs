@@ -716,6 +716,11 @@ fn App() -> impl IntoView {
                 <button data-testid="lose-gpu" on:click=move |_| state.send(&ToWorker::LoseGpu)>
                     "Destroy the worker's GPU device (test hook)"
                 </button>
+                <button data-testid="psi2-gpu-always" on:click=move |_| {
+                    state.send(&ToWorker::GpuPsi2Threshold { work: 0.0 })
+                }>
+                    "Send every collapsed Ψ2 to the GPU (test hook)"
+                </button>
                 <button data-testid="crash-page" on:click=move |_| {
                     panic!("deliberate panic in the page (test hook)")
                 }>
@@ -814,7 +819,7 @@ fn BackendBadge() -> impl IntoView {
             adapter,
             ..
         } => format!(
-            "The uncollapsed bound's predictions (the paper preset's bound) compute on WebGPU ({}) in float32; each variable's M × M algebra, starts and final bounds stay in f64 on the CPU. The collapsed bound (interactive and thorough presets) has no GPU path yet.",
+            "This run computes on WebGPU ({}): the uncollapsed bound's predictions (the paper preset's bound) in float32, or the collapsed bound's Ψ2 sums in double-float when they are large; each variable's M × M algebra, starts and final bounds stay in f64 on the CPU.",
             adapter.unwrap_or_else(|| "unnamed adapter".into())
         ),
         BackendState::Known {

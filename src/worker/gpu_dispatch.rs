@@ -1,8 +1,10 @@
 //! The coordinating worker's own computing (wasm only): a dispatched unit that the compute pool
 //! does not take ([`takes`]) runs here. Its uncollapsed evaluations go to the WebGPU device in one
 //! submission ([`crate::backend::gpu`]: first halves in f64 here, predictions on the device, second
-//! halves here), its other jobs run on this worker's CPU while the device works, and the readback is
-//! awaited, so the worker's event loop (pause, stop, the page's pings) runs meanwhile.
+//! halves here); its collapsed evaluations with a large Ψ2 (N·M² ≥ [`PSI2_MIN_WORK`]) send their
+//! Ψ2 sums to the device, one submission per phase for the whole unit ([`CollapsedBatch`]); its
+//! other jobs run on this worker's CPU while the device works. Every readback is awaited, so the
+//! worker's event loop (pause, stop, the page's pings) runs meanwhile.
 //!
 //! A failed GPU step (a lost device, an error the device reports, a failed mapping) gives the GPU
 //! up for good: the unit in hand is computed again on the CPU from the same jobs, so the run loses
@@ -19,7 +21,8 @@ use wasm_bindgen::prelude::*;
 
 use super::compute_pool::{emit, PoolEvent};
 use crate::backend::gpu::{
-    begin_evaluation, finish_evaluation, prediction_requests, runs_on_gpu, Gpu, GpuError,
+    begin_evaluation, finish_evaluation, prediction_requests, psi2_on_device, runs_on_gpu,
+    CollapsedBatch, Gpu, GpuError, PSI2_MIN_WORK, PSI2_PASSES,
 };
 use crate::discovery::jobs::{Job, Outcome};
 use crate::driver::Dispatch;
@@ -34,6 +37,8 @@ struct State {
     unit: u64,
     /// The unit dispatched while another was busy (only the newest is wanted).
     queued: Option<(Dispatch, Rc<DMatrix<f64>>)>,
+    /// N·M² from which collapsed evaluations send Ψ2 to the device, when a test set it.
+    psi2_min_work: Option<f64>,
 }
 
 thread_local! {
@@ -63,11 +68,24 @@ pub fn lose() {
     }
 }
 
+/// Test hook: collapsed evaluations with N·M² ≥ `work` send Ψ2 to the device from now on.
+pub fn set_psi2_min_work(work: f64) {
+    STATE.with(|s| s.borrow_mut().psi2_min_work = Some(work));
+}
+
+/// Whether `job` has work for `gpu`: an uncollapsed evaluation (its predictions), or a collapsed
+/// one whose Ψ2 is large enough and fits the device.
+fn has_device_work(job: &Job<'_>, gpu: &Gpu) -> bool {
+    let min_work = STATE.with(|s| s.borrow().psi2_min_work.unwrap_or(PSI2_MIN_WORK));
+    runs_on_gpu(job) || psi2_on_device(job, min_work, |n, m| gpu.psi2_fits(n, m))
+}
+
 /// Whether this worker computes `dispatch` itself: it has evaluations for a working device, or
 /// there is no pool to send it to (`workers` is 1). (A unit with device work runs its other jobs
-/// here too; in a run with the uncollapsed bound, units are all evaluations or none.)
+/// here too; in a continuous search, units are all evaluations or none.)
 pub fn takes(dispatch: &Dispatch, workers: usize) -> bool {
-    workers <= 1 || (gpu().is_some() && dispatch.jobs.iter().any(runs_on_gpu))
+    workers <= 1
+        || gpu().is_some_and(|gpu| dispatch.jobs.iter().any(|job| has_device_work(job, &gpu)))
 }
 
 /// Computes `dispatch` on `data` here (see the module's comment); its outcomes, and any switch
@@ -213,30 +231,76 @@ fn on_cpu(jobs: &[Job<'static>], data: &DMatrix<f64>) -> Vec<Outcome> {
 
 /// The outcomes of `jobs`: the evaluations through the device, the rest on the CPU while it
 /// works. `Err` when a GPU step failed (nothing of the unit is kept then).
-/// `awaiting` is called when the host's share is done and the device's result is awaited.
+/// `awaiting` is called before each await of the device, once the host's share is done.
 async fn compute(
     gpu: &Gpu,
     jobs: &[Job<'static>],
     data: &DMatrix<f64>,
     awaiting: &dyn Fn(),
 ) -> Result<Vec<Outcome>, GpuError> {
-    let (on_device, here): (Vec<usize>, Vec<usize>) =
-        (0..jobs.len()).partition(|&k| runs_on_gpu(&jobs[k]));
-    let device_jobs: Vec<&Job<'static>> = on_device.iter().map(|&k| &jobs[k]).collect();
+    let mut predicted = Vec::new();
+    let mut collapsed = Vec::new();
+    let mut here = Vec::new();
+    for (k, job) in jobs.iter().enumerate() {
+        if runs_on_gpu(job) {
+            predicted.push(k);
+        } else if has_device_work(job, gpu) {
+            collapsed.push(k);
+        } else {
+            here.push(k);
+        }
+    }
+    // The uncollapsed evaluations' predictions first, so the device works while the host does
+    // the rest.
+    let device_jobs: Vec<&Job<'static>> = predicted.iter().map(|&k| &jobs[k]).collect();
     let begun: Vec<_> = device_jobs
         .iter()
         .map(|job| begin_evaluation(data, job))
         .collect();
     let requests = prediction_requests(&device_jobs, &begun);
-    let submitted = gpu.submit_predictions(&requests)?;
+    let submitted = if requests.is_empty() {
+        None
+    } else {
+        Some(gpu.submit_predictions(&requests)?)
+    };
     let mut outcomes: Vec<Option<Outcome>> = vec![None; jobs.len()];
     for &k in &here {
         outcomes[k] = Some(jobs[k].run(data));
     }
-    awaiting();
-    let mut predictions = submitted.finish(gpu, &requests).await?.into_iter();
+    // The collapsed evaluations, pass by pass against their batch's Ψ2 sums.
+    let mut batch = CollapsedBatch::new(collapsed.iter().map(|&k| &jobs[k]).collect());
+    for _pass in 0..PSI2_PASSES {
+        let waiting = batch.waiting();
+        if waiting.is_empty() {
+            break;
+        }
+        for i in waiting {
+            let result = batch.evaluate(data, i);
+            batch.settle(i, result);
+        }
+        let requests = batch.requests();
+        if requests.is_empty() {
+            break;
+        }
+        let sums = gpu.submit_psi2(&requests)?;
+        drop(requests);
+        awaiting();
+        let answers = sums.finish(gpu).await?;
+        batch.answer(answers);
+    }
+    for (&k, outcome) in collapsed.iter().zip(batch.outcomes()) {
+        outcomes[k] = Some(outcome);
+    }
+    let predictions = match submitted {
+        Some(submitted) => {
+            awaiting();
+            submitted.finish(gpu, &requests).await?
+        }
+        None => Vec::new(),
+    };
     drop(requests);
-    for ((&k, job), pending) in on_device.iter().zip(&device_jobs).zip(begun) {
+    let mut predictions = predictions.into_iter();
+    for ((&k, job), pending) in predicted.iter().zip(&device_jobs).zip(begun) {
         let predictions = if pending.is_ok() {
             predictions.next()
         } else {

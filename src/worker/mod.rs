@@ -265,9 +265,16 @@ fn handle_message(event: MessageEvent) {
             react(DRIVER.with(|d| d.borrow_mut().continue_run(run_id, &session)))
         }
         // The fault-injection hooks exist only in builds made for the browser tests.
-        ToWorker::Panic | ToWorker::Hang | ToWorker::LoseGpu
+        ToWorker::Panic
+        | ToWorker::Hang
+        | ToWorker::LoseGpu
+        | ToWorker::GpuPsi2Threshold { .. }
             if !crate::protocol::TEST_HOOKS_BUILT => {}
         ToWorker::LoseGpu => gpu_dispatch::lose(),
+        ToWorker::GpuPsi2Threshold { work } => {
+            gpu_dispatch::set_psi2_min_work(work);
+            DRIVER.with(|d| d.borrow_mut().set_psi2_min_work(work));
+        }
         ToWorker::Panic => panic!("deliberate panic requested by the page (test hook)"),
         ToWorker::Hang => {
             // Busy until the page's watchdog ends the worker (test hook).

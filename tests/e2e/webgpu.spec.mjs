@@ -3,6 +3,8 @@
 // adapter; without one the same run computes on the CPU and the badge says CPU. Either way the graph
 // is the example's truth (altitude → temperature, SHD 0). Destroying the device
 // mid-run (test hook) switches the run to the CPU, shown on the badge, and the run still finishes.
+// A run with the collapsed bound sends its Ψ2 sums to the device once a test hook lowers the size
+// from which it does so.
 import { test, expect } from '@playwright/test';
 import { open, setFields, shot, watch, foreignRequests } from './helpers.mjs';
 
@@ -77,6 +79,42 @@ test('a run whose GPU device is destroyed midway goes on on the CPU, shows the s
   await shot(page, 'webgpu-3-switched', info);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toBeVisible();
+  expect(seen.errors).toEqual([]);
+  expect(foreignRequests(seen, baseURL)).toEqual([]);
+});
+
+test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at every size) and orients the pair as the truth does', async ({ page, baseURL }, info) => {
+  test.setTimeout(300_000);
+  const gpu = info.project.metadata.adapter === 'available';
+  const seen = watch(page);
+  await open(page, '#test-hooks');
+  const badge = page.getByTestId('backend-badge');
+  // The interactive preset's Ψ2 (N·M² about 10⁵) is far below the size from which it goes to the
+  // GPU; the hook lowers that size to 0, so the small example exercises the collapsed GPU path.
+  await page.getByTestId('psi2-gpu-always').click();
+  await page.getByTestId('example-select').selectOption('altitude_temperature');
+  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
+  await page.getByTestId('preset-select').selectOption('interactive');
+  await setFields(page, { restarts: 1, seed: 0 });
+  await page.getByTestId('run-button').click();
+  await expect(page.getByTestId('status')).toHaveText(/running|done/);
+  await expect(badge).toHaveAttribute('data-backend', gpu ? 'webgpu' : 'cpu');
+  if (gpu) await expect(badge).toHaveAttribute('title', /Ψ2 sums in double-float/);
+  await shot(page, 'webgpu-4-collapsed', info);
+  await expect(page.getByTestId('status')).toHaveText('done', { timeout: 280_000 });
+  await expect(badge).toHaveAttribute('data-switched', 'no');
+  await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
+  if (gpu) {
+    // The units really were on the device: destroying it in a second run switches that run to
+    // the CPU (a run computing on the CPU would never notice), and the run still finishes.
+    await page.getByTestId('run-button').click();
+    await expect(page.getByTestId('phase')).toHaveAttribute('data-phase', /warm_up|acyclic/, { timeout: 60_000 });
+    await page.getByTestId('lose-gpu').click();
+    await expect(badge).toHaveAttribute('data-switched', 'yes', { timeout: 60_000 });
+    await expect(badge).toHaveAttribute('data-backend', 'cpu');
+    await expect(page.getByTestId('status')).toHaveText('done', { timeout: 120_000 });
+    await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
+  }
   expect(seen.errors).toEqual([]);
   expect(foreignRequests(seen, baseURL)).toEqual([]);
 });

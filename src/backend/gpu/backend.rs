@@ -21,21 +21,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use nalgebra::DMatrix;
 
-use nalgebra::DMatrix as Matrix;
-
 use super::evaluations::{self, begin_evaluation, finish_evaluation, prediction_requests};
-use super::{Gpu, GpuError, Psi2Factors, Psi2Request};
+use super::psi_replay::{psi2_on_device, CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
+use super::{Gpu, GpuError};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
 use crate::discovery::cgp::{PendingEvaluation, Variable};
-use crate::gp::collapsed::Psi2Device;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
-
-/// N·M² (rows × inducing points²) from which a collapsed evaluation's Ψ2 sums go to the GPU:
-/// below it the submissions and the replayed host work cost more than the sums. Chosen without a GPU to measure on
-/// (N = 500 rows at M = 200, the paper-sized end of the collapsed presets); on lavapipe the CPU
-/// is faster at every size (BENCHMARKS.md).
-pub const PSI2_MIN_WORK: f64 = 2e7;
 
 /// The GPU for the uncollapsed bound's predictions and large collapsed Ψ2 sums, the CPU for the
 /// rest and after a failure.
@@ -46,70 +38,6 @@ pub struct GpuBackend {
     failed: Mutex<Option<String>>,
     /// N·M² from which collapsed evaluations use the GPU ([`PSI2_MIN_WORK`]).
     psi2_min_work: f64,
-}
-
-/// What an evaluation asked its [`Psi2Replay`] for and did not get yet.
-enum Psi2Wanted {
-    Pairs(Psi2Factors),
-    Rows(Psi2Factors, Matrix<f64>),
-}
-
-impl Psi2Wanted {
-    fn request(&self) -> Psi2Request<'_> {
-        match self {
-            Psi2Wanted::Pairs(f) => Psi2Request::Pairs(f),
-            Psi2Wanted::Rows(f, w) => Psi2Request::Rows(f, w),
-        }
-    }
-}
-
-/// A [`Psi2Device`] that answers from sums the GPU computed for a whole batch. An evaluation runs
-/// until it asks for sums this replay does not hold yet; the replay records the request and
-/// fails the evaluation there. The batch's requests then go to the GPU in one submission, and
-/// the evaluation runs again from the start. An evaluation is a pure function of its job, so it
-/// asks for the same sums every time: three passes at most (pair sums, row sums, then done).
-#[derive(Default)]
-struct Psi2Replay {
-    pairs: Option<(Matrix<f64>, Matrix<f64>)>,
-    rows: Option<(Matrix<f64>, Matrix<f64>)>,
-    wanted: Mutex<Option<Psi2Wanted>>,
-}
-
-/// The error a replay gives for sums it does not hold yet.
-const PSI2_PENDING: &str = "Ψ2 sums not computed yet";
-
-impl Psi2Replay {
-    fn want(&self, wanted: Psi2Wanted) -> Result<(Matrix<f64>, Matrix<f64>), String> {
-        *self.wanted.lock().unwrap_or_else(PoisonError::into_inner) = Some(wanted);
-        Err(PSI2_PENDING.into())
-    }
-
-    fn take_wanted(&self) -> Option<Psi2Wanted> {
-        self.wanted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-    }
-}
-
-impl Psi2Device for Psi2Replay {
-    fn pair_sums(&self, factors: &Psi2Factors) -> Result<(Matrix<f64>, Matrix<f64>), String> {
-        match &self.pairs {
-            Some(sums) => Ok(sums.clone()),
-            None => self.want(Psi2Wanted::Pairs(factors.clone())),
-        }
-    }
-
-    fn row_sums(
-        &self,
-        factors: &Psi2Factors,
-        w: &Matrix<f64>,
-    ) -> Result<(Matrix<f64>, Matrix<f64>), String> {
-        match &self.rows {
-            Some(sums) => Ok(sums.clone()),
-            None => self.want(Psi2Wanted::Rows(factors.clone(), w.clone())),
-        }
-    }
 }
 
 impl fmt::Debug for GpuBackend {
@@ -247,66 +175,34 @@ impl GpuBackend {
         jobs: &[Job<'_>],
         indices: &[usize],
     ) -> Result<Vec<Outcome>, GpuError> {
-        let mut replays: Vec<Psi2Replay> = indices.iter().map(|_| Psi2Replay::default()).collect();
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; indices.len()];
-        for _pass in 0..3 {
-            let waiting: Vec<usize> = (0..indices.len())
-                .filter(|&i| outcomes[i].is_none())
-                .collect();
+        let mut batch = CollapsedBatch::new(indices.iter().map(|&k| &jobs[k]).collect());
+        for _pass in 0..PSI2_PASSES {
+            let waiting = batch.waiting();
             if waiting.is_empty() {
                 break;
             }
-            let results = self.cpu.pool().map(&waiting, |&i| {
-                let Job::Evaluate {
-                    variable, jitter, ..
-                } = &jobs[indices[i]]
-                else {
-                    unreachable!("only collapsed evaluations are sent here")
-                };
-                variable
-                    .evaluate_collapsed_on(data, *jitter, Some(&replays[i]))
-                    .unwrap_or_else(|| Err("not a collapsed variable".into()))
-            });
-            let mut asked = Vec::new();
-            for (&i, result) in waiting.iter().zip(results) {
-                match replays[i].take_wanted() {
-                    Some(wanted) => asked.push((i, wanted)),
-                    None => outcomes[i] = Some(Outcome::Evaluation(result)),
-                }
+            let results = self.cpu.pool().map(&waiting, |&i| batch.evaluate(data, i));
+            for (i, result) in waiting.into_iter().zip(results) {
+                batch.settle(i, result);
             }
-            if asked.is_empty() {
+            let requests = batch.requests();
+            if requests.is_empty() {
                 break;
             }
-            let requests: Vec<Psi2Request<'_>> = asked.iter().map(|(_, w)| w.request()).collect();
             let answers = self.gpu.psi2_batch(&requests)?;
-            for ((i, wanted), sums) in asked.into_iter().zip(answers) {
-                match wanted {
-                    Psi2Wanted::Pairs(_) => replays[i].pairs = Some(sums),
-                    Psi2Wanted::Rows(..) => replays[i].rows = Some(sums),
-                }
-            }
+            drop(requests);
+            batch.answer(answers);
         }
-        Ok(outcomes
-            .into_iter()
-            .map(|o| {
-                o.unwrap_or_else(|| {
-                    Outcome::Evaluation(Err("an evaluation asked for Ψ2 sums four times".into()))
-                })
-            })
-            .collect())
+        Ok(batch.outcomes())
     }
 
     /// Whether `job` runs on the GPU here: an uncollapsed evaluation or final bound, or a
     /// collapsed evaluation whose Ψ2 is at least `psi2_min_work`.
     fn runs_on_gpu(&self, job: &Job<'_>) -> bool {
         match job {
-            Job::Evaluate { variable, .. } => match &**variable {
-                Variable::Collapsed(c) => {
-                    let (n, m) = c.psi2_shape();
-                    (n * m * m) as f64 >= self.psi2_min_work && self.gpu.psi2_fits(n, m)
-                }
-                Variable::Uncollapsed(_) => true,
-            },
+            Job::Evaluate { variable, .. } if matches!(**variable, Variable::Collapsed(_)) => {
+                psi2_on_device(job, self.psi2_min_work, |n, m| self.gpu.psi2_fits(n, m))
+            }
             _ => runs_on_gpu(job),
         }
     }

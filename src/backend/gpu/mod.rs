@@ -20,17 +20,18 @@ mod evaluations;
 mod gemm;
 mod kernel;
 mod predictions;
-// The collapsed bound's Ψ2 sums: native only until the collapsed path is wired to a device.
-#[cfg(not(target_arch = "wasm32"))]
 mod psi;
+mod psi_replay;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use backend::{GpuBackend, PSI2_MIN_WORK};
+pub use backend::GpuBackend;
 pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests, runs_on_gpu};
 pub use gemm::{Accumulation, Op};
 pub use predictions::SubmittedPredictions;
 #[cfg(not(target_arch = "wasm32"))]
-pub use psi::{Psi2Factors, Psi2OnGpu, Psi2Request, Psi2Sums};
+pub use psi::Psi2OnGpu;
+pub use psi::{Psi2Factors, Psi2Request, Psi2Sums, SubmittedPsi2};
+pub use psi_replay::{psi2_on_device, CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -84,9 +85,7 @@ struct Pipelines {
     gemm: wgpu::ComputePipeline,
     gemm_compensated: wgpu::ComputePipeline,
     column_pass: wgpu::ComputePipeline,
-    #[cfg(not(target_arch = "wasm32"))]
     psi_pairs: wgpu::ComputePipeline,
-    #[cfg(not(target_arch = "wasm32"))]
     psi_rows: wgpu::ComputePipeline,
 }
 
@@ -169,16 +168,13 @@ impl Gpu {
             }));
         }
         let [gemm, gemm_compensated] = gemm::pipelines(&device);
-        #[cfg(not(target_arch = "wasm32"))]
         let [psi_pairs, psi_rows] = psi::pipelines(&device);
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
             gemm,
             gemm_compensated,
             column_pass: predictions::pipeline(&device),
-            #[cfg(not(target_arch = "wasm32"))]
             psi_pairs,
-            #[cfg(not(target_arch = "wasm32"))]
             psi_rows,
         };
         Ok(Gpu {
@@ -281,7 +277,6 @@ impl Gpu {
 
     /// A storage buffer of `bytes` for a kernel's output, and the mappable buffer it is copied to
     /// for reading.
-    #[cfg(not(target_arch = "wasm32"))]
     fn output_and_readback(&self, label: &str, bytes: u64) -> (wgpu::Buffer, wgpu::Buffer) {
         let buffer = |usage| {
             self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -299,7 +294,6 @@ impl Gpu {
 
     /// Records one dispatch of `pipeline` over `groups` workgroups with `buffers` bound at
     /// 0, 1, … of group 0.
-    #[cfg(not(target_arch = "wasm32"))]
     fn record_pass(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -335,7 +329,6 @@ impl Gpu {
     /// A buffer holding `contents` (one zero word when empty: WGSL arrays cannot be empty),
     /// written through the queue: unlike a buffer mapped at creation, this cannot panic when the
     /// device has gone (the failure surfaces at the next check instead).
-    #[cfg(not(target_arch = "wasm32"))]
     fn upload(&self, label: &str, contents: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
         let contents = if contents.is_empty() {
             &[0u8; 4][..]

@@ -10,6 +10,7 @@ use nalgebra::DMatrix;
 
 use super::GpuError;
 use super::{uniform_words, Gpu};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::gp::collapsed::Psi2Device;
 pub use crate::gp::collapsed::Psi2Factors;
 
@@ -57,34 +58,85 @@ pub enum Psi2Request<'a> {
     Rows(&'a Psi2Factors, &'a DMatrix<f64>),
 }
 
-/// A request's two result matrices from its read-back values.
-fn decode_psi2(request: &Psi2Request<'_>, values: &[f32]) -> Psi2Sums {
-    match request {
-        Psi2Request::Pairs(f) => {
-            let m = f.b.ncols();
-            let mut sums = DMatrix::zeros(m, m);
-            let mut weighted = DMatrix::zeros(m, m);
-            for (k, (p, hp)) in two_sums(values).take(m * m).enumerate() {
-                let (i, j) = (k / m, k % m);
-                if j <= i {
-                    sums[(i, j)] = p;
-                    sums[(j, i)] = p;
-                    weighted[(i, j)] = hp;
-                    weighted[(j, i)] = hp;
+/// What a submitted request's read-back holds: M × M pair sums or N × M row sums.
+#[derive(Debug, Clone, Copy)]
+enum Psi2Shape {
+    Pairs { m: usize },
+    Rows { n: usize, m: usize },
+}
+
+impl Psi2Shape {
+    fn of(request: &Psi2Request<'_>) -> Self {
+        match request {
+            Psi2Request::Pairs(f) => Self::Pairs { m: f.b.ncols() },
+            Psi2Request::Rows(f, _) => {
+                let (n, m) = f.b.shape();
+                Self::Rows { n, m }
+            }
+        }
+    }
+
+    /// The request's two result matrices from its read-back values.
+    fn decode(self, values: &[f32]) -> Psi2Sums {
+        match self {
+            Self::Pairs { m } => {
+                let mut sums = DMatrix::zeros(m, m);
+                let mut weighted = DMatrix::zeros(m, m);
+                for (k, (p, hp)) in two_sums(values).take(m * m).enumerate() {
+                    let (i, j) = (k / m, k % m);
+                    if j <= i {
+                        sums[(i, j)] = p;
+                        sums[(j, i)] = p;
+                        weighted[(i, j)] = hp;
+                        weighted[(j, i)] = hp;
+                    }
                 }
+                (sums, weighted)
             }
-            (sums, weighted)
-        }
-        Psi2Request::Rows(f, _) => {
-            let (n, m) = f.b.shape();
-            let mut wp = DMatrix::zeros(n, m);
-            let mut wpd = DMatrix::zeros(n, m);
-            for (k, (a, b)) in two_sums(values).take(n * m).enumerate() {
-                wp[(k / m, k % m)] = a;
-                wpd[(k / m, k % m)] = b;
+            Self::Rows { n, m } => {
+                let mut wp = DMatrix::zeros(n, m);
+                let mut wpd = DMatrix::zeros(n, m);
+                for (k, (a, b)) in two_sums(values).take(n * m).enumerate() {
+                    wp[(k / m, k % m)] = a;
+                    wpd[(k / m, k % m)] = b;
+                }
+                (wp, wpd)
             }
-            (wp, wpd)
         }
+    }
+}
+
+/// Ψ2 requests submitted to the device and not yet read ([`Gpu::submit_psi2`]).
+#[must_use = "the sums are read by `finish`"]
+pub struct SubmittedPsi2 {
+    shapes: Vec<Psi2Shape>,
+    readbacks: Vec<wgpu::Buffer>,
+    waits: Vec<futures_channel::oneshot::Receiver<Result<(), String>>>,
+    scopes: super::ScopeVerdicts,
+    #[cfg(not(target_arch = "wasm32"))]
+    submission: wgpu::SubmissionIndex,
+}
+
+impl SubmittedPsi2 {
+    /// Every submitted request's sums, in order, once the device has finished them. Natively,
+    /// call after the submission has been waited for.
+    pub async fn finish(self, gpu: &Gpu) -> Result<Vec<Psi2Sums>, GpuError> {
+        self.scopes.check().await?;
+        let mapping = super::Mapping {
+            buffers: self
+                .readbacks
+                .iter()
+                .map(|r| (r, r.size() as usize))
+                .collect(),
+            waits: self.waits,
+        };
+        let values = gpu.read_mapping(mapping).await?;
+        Ok(self
+            .shapes
+            .iter()
+            .zip(&values)
+            .map(|(shape, v)| shape.decode(v))
+            .collect())
     }
 }
 
@@ -98,10 +150,12 @@ fn two_sums(values: &[f32]) -> impl Iterator<Item = (f64, f64)> + '_ {
     })
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// The GPU as a [`Psi2Device`], one submission per call (the backend batches instead; this is for
 /// tests and benchmarks of single evaluations).
 pub struct Psi2OnGpu<'a>(pub &'a Gpu);
 
+#[cfg(not(target_arch = "wasm32"))]
 impl Psi2Device for Psi2OnGpu<'_> {
     fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
         self.0.psi2_pair_sums(factors).map_err(|e| e.to_string())
@@ -122,6 +176,7 @@ impl Gpu {
 
     /// Over the pairs of inducing points: (Σ_n p(n, i, j), Σ_n h_n p(n, i, j)), both M × M and
     /// symmetric (computed for j ≤ i, mirrored).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn psi2_pair_sums(
         &self,
         factors: &Psi2Factors,
@@ -134,6 +189,7 @@ impl Gpu {
     /// (Σ_j W_ij p(n, i, j), Σ_j W_ij p(n, i, j) Δ²_ij), both N × M.
     ///
     /// Panics if W is not M × M.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn psi2_row_sums(
         &self,
         factors: &Psi2Factors,
@@ -144,10 +200,22 @@ impl Gpu {
     }
 
     /// Every request's sums ([`Gpu::psi2_pair_sums`] or [`Gpu::psi2_row_sums`]) in one
-    /// submission and one wait, in order.
+    /// submission and one wait, in order. Blocks until the device has finished.
     ///
     /// Panics if a request's W is not M × M.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn psi2_batch(&self, requests: &[Psi2Request<'_>]) -> Result<Vec<Psi2Sums>, GpuError> {
+        let submitted = self.submit_psi2(requests)?;
+        self.wait(submitted.submission.clone())?;
+        pollster::block_on(submitted.finish(self))
+    }
+
+    /// Encodes and submits every request in one submission and asks for the results to be
+    /// mapped; [`SubmittedPsi2::finish`] reads them once the device is done (awaited in the
+    /// browser, so the worker's event loop runs meanwhile).
+    ///
+    /// Panics if a request's W is not M × M.
+    pub fn submit_psi2(&self, requests: &[Psi2Request<'_>]) -> Result<SubmittedPsi2, GpuError> {
         self.check_alive()?;
         let scopes = self.open_scopes();
         let mut encoder = self
@@ -160,15 +228,21 @@ impl Gpu {
             readbacks.push(self.encode_psi2(&mut encoder, request)?);
         }
         let submission = self.queue.submit([encoder.finish()]);
-        pollster::block_on(scopes.close().check())?;
+        // The browser needs no submission index: its mappings resolve by themselves.
+        #[cfg(target_arch = "wasm32")]
+        let _ = submission;
+        let scopes = scopes.close();
         let buffers: Vec<(&wgpu::Buffer, usize)> =
             readbacks.iter().map(|r| (r, r.size() as usize)).collect();
-        let values = self.read_back_all(&buffers, submission)?;
-        Ok(requests
-            .iter()
-            .zip(&values)
-            .map(|(request, v)| decode_psi2(request, v))
-            .collect())
+        let waits = self.request_mapping(&buffers).waits;
+        Ok(SubmittedPsi2 {
+            shapes: requests.iter().map(Psi2Shape::of).collect(),
+            readbacks,
+            waits,
+            scopes,
+            #[cfg(not(target_arch = "wasm32"))]
+            submission,
+        })
     }
 
     /// Uploads one request's inputs and records its pass and read-back copy into `encoder`;

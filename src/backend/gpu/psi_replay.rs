@@ -1,0 +1,186 @@
+//! A batch of collapsed evaluations whose Ψ2 sums a device computes together: [`CollapsedBatch`].
+//!
+//! A collapsed evaluation asks for its Ψ2 sums in the middle of its forward pass (pair sums) and
+//! of its reverse pass (row sums), so its host work cannot be split into halves as the
+//! uncollapsed bound's is. Instead each evaluation runs against a [`Psi2Replay`]: it runs until
+//! it asks for sums the replay does not hold yet, the replay records the request and fails the
+//! evaluation there; the batch's requests then go to the device in one submission, and the
+//! evaluation runs again from the start. An evaluation is a pure function of its job, so it asks
+//! for the same sums every time: three passes at most (pair sums, row sums, then done), the cost
+//! being the host's forward work run up to three times. The native [`super::GpuBackend`] runs
+//! each pass on its thread pool and blocks on the device; the browser's coordinating worker runs
+//! them in order and awaits it.
+
+use std::sync::{Mutex, PoisonError};
+
+use nalgebra::DMatrix;
+
+use super::{Psi2Factors, Psi2Request, Psi2Sums};
+use crate::discovery::cgp::{Evaluation, Variable};
+use crate::discovery::jobs::{Job, Outcome};
+use crate::gp::collapsed::Psi2Device;
+
+/// N·M² (rows × inducing points²) from which a collapsed evaluation's Ψ2 sums go to the GPU:
+/// below it the submissions and the replayed host work cost more than the sums. Chosen without a
+/// GPU to measure on (N = 500 rows at M = 200, the paper-sized end of the collapsed presets); on
+/// lavapipe the CPU is faster at every size (BENCHMARKS.md).
+pub const PSI2_MIN_WORK: f64 = 2e7;
+
+/// Whether `job` is a collapsed evaluation whose Ψ2 work N·M² is at least `min_work` and whose
+/// sums `fits(N, M)` on the device.
+pub fn psi2_on_device(job: &Job<'_>, min_work: f64, fits: impl Fn(usize, usize) -> bool) -> bool {
+    match job {
+        Job::Evaluate { variable, .. } => match &**variable {
+            Variable::Collapsed(c) => {
+                let (n, m) = c.psi2_shape();
+                (n * m * m) as f64 >= min_work && fits(n, m)
+            }
+            Variable::Uncollapsed(_) => false,
+        },
+        _ => false,
+    }
+}
+
+/// What an evaluation asked its [`Psi2Replay`] for and did not get yet.
+enum Psi2Wanted {
+    Pairs(Psi2Factors),
+    Rows(Psi2Factors, DMatrix<f64>),
+}
+
+impl Psi2Wanted {
+    fn request(&self) -> Psi2Request<'_> {
+        match self {
+            Psi2Wanted::Pairs(f) => Psi2Request::Pairs(f),
+            Psi2Wanted::Rows(f, w) => Psi2Request::Rows(f, w),
+        }
+    }
+}
+
+/// A [`Psi2Device`] that answers from sums the device computed for a whole batch, and records
+/// what it was asked for and does not hold yet.
+#[derive(Default)]
+struct Psi2Replay {
+    pairs: Option<Psi2Sums>,
+    rows: Option<Psi2Sums>,
+    wanted: Mutex<Option<Psi2Wanted>>,
+}
+
+/// The error a replay gives for sums it does not hold yet.
+const PSI2_PENDING: &str = "Ψ2 sums not computed yet";
+
+impl Psi2Replay {
+    fn want(&self, wanted: Psi2Wanted) -> Result<Psi2Sums, String> {
+        *self.wanted.lock().unwrap_or_else(PoisonError::into_inner) = Some(wanted);
+        Err(PSI2_PENDING.into())
+    }
+
+    fn take_wanted(&self) -> Option<Psi2Wanted> {
+        self.wanted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+impl Psi2Device for Psi2Replay {
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
+        match &self.pairs {
+            Some(sums) => Ok(sums.clone()),
+            None => self.want(Psi2Wanted::Pairs(factors.clone())),
+        }
+    }
+
+    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
+        match &self.rows {
+            Some(sums) => Ok(sums.clone()),
+            None => self.want(Psi2Wanted::Rows(factors.clone(), w.clone())),
+        }
+    }
+}
+
+/// The most passes an evaluation may need (pair sums, row sums, then done).
+pub const PSI2_PASSES: usize = 3;
+
+/// Collapsed evaluation jobs run pass by pass against the Ψ2 sums a device computes for all of
+/// them at once (see the module's comment). Use: while [`CollapsedBatch::waiting`] is not
+/// empty, run [`CollapsedBatch::evaluate`] for each (in any order, on any thread), hand the
+/// results to [`CollapsedBatch::settle`], send [`CollapsedBatch::requests`] to the device (stop
+/// when there are none) and give its answers to [`CollapsedBatch::answer`]; at most
+/// [`PSI2_PASSES`] passes. Then [`CollapsedBatch::outcomes`].
+pub struct CollapsedBatch<'a, 'j> {
+    jobs: Vec<&'a Job<'j>>,
+    replays: Vec<Psi2Replay>,
+    outcomes: Vec<Option<Outcome>>,
+    /// The requests of the last pass, by evaluation.
+    asked: Vec<(usize, Psi2Wanted)>,
+}
+
+impl<'a, 'j> CollapsedBatch<'a, 'j> {
+    /// A batch of collapsed evaluation jobs (any other job's outcome is an error).
+    pub fn new(jobs: Vec<&'a Job<'j>>) -> Self {
+        Self {
+            replays: jobs.iter().map(|_| Psi2Replay::default()).collect(),
+            outcomes: vec![None; jobs.len()],
+            asked: Vec::new(),
+            jobs,
+        }
+    }
+
+    /// The evaluations (indices into the jobs) without an outcome yet.
+    pub fn waiting(&self) -> Vec<usize> {
+        (0..self.jobs.len())
+            .filter(|&i| self.outcomes[i].is_none())
+            .collect()
+    }
+
+    /// Runs evaluation `i` on `data` against the sums its replay holds.
+    pub fn evaluate(&self, data: &DMatrix<f64>, i: usize) -> Result<Evaluation, String> {
+        let Job::Evaluate {
+            variable, jitter, ..
+        } = self.jobs[i]
+        else {
+            return Err("only collapsed evaluations are batched for Ψ2".into());
+        };
+        variable
+            .evaluate_collapsed_on(data, *jitter, Some(&self.replays[i]))
+            .unwrap_or_else(|| Err("not a collapsed variable".into()))
+    }
+
+    /// Takes evaluation `i`'s result: its outcome, or the sums it asked for.
+    pub fn settle(&mut self, i: usize, result: Result<Evaluation, String>) {
+        match self.replays[i].take_wanted() {
+            Some(wanted) => self.asked.push((i, wanted)),
+            None => self.outcomes[i] = Some(Outcome::Evaluation(result)),
+        }
+    }
+
+    /// What this pass's evaluations asked the device for (none: the batch is done).
+    pub fn requests(&self) -> Vec<Psi2Request<'_>> {
+        self.asked.iter().map(|(_, w)| w.request()).collect()
+    }
+
+    /// The device's answers to [`CollapsedBatch::requests`], in the same order.
+    pub fn answer(&mut self, answers: Vec<Psi2Sums>) {
+        for ((i, wanted), sums) in self.asked.drain(..).zip(answers) {
+            match wanted {
+                Psi2Wanted::Pairs(_) => self.replays[i].pairs = Some(sums),
+                Psi2Wanted::Rows(..) => self.replays[i].rows = Some(sums),
+            }
+        }
+    }
+
+    /// Every evaluation's outcome, in the jobs' order (an error for one still asking after
+    /// [`PSI2_PASSES`] passes).
+    pub fn outcomes(self) -> Vec<Outcome> {
+        self.outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Outcome::Evaluation(Err(format!(
+                        "an evaluation still asked for Ψ2 sums after {PSI2_PASSES} passes"
+                    )))
+                })
+            })
+            .collect()
+    }
+}
