@@ -278,6 +278,56 @@ fn collapsed_evaluations_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
     assert!(backend.failure().is_some());
 }
 
+/// A refit (L-BFGS on a collapsed variable's objective, as the cool-down and pruning run it) with
+/// each evaluation's Ψ2 sums on the GPU reaches the CPU's objective, and falls back to the CPU's
+/// exact result when the device is lost.
+#[test]
+fn refits_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
+    let Some(gpu) = gpu() else { return };
+    let data = chain(120);
+    let jobs: Vec<Job<'static>> = collapsed_jobs(&data, 16)
+        .into_iter()
+        .enumerate()
+        .map(|(child, job)| {
+            let Job::Evaluate { variable, .. } = job else {
+                unreachable!()
+            };
+            let Variable::Collapsed(component) = variable.into_owned() else {
+                unreachable!()
+            };
+            Job::Refine {
+                component: Cow::Owned(*component),
+                // One refit drops a parent, as pruning's test of an edge does.
+                without: (child == 1).then_some(0),
+                jitter: 1e-6,
+                iterations: 15,
+            }
+        })
+        .collect();
+    let objective = |outcome: &Outcome| match outcome {
+        Outcome::Refined {
+            objective: Ok(value),
+            ..
+        } => *value,
+        other => panic!("a refit, got {other:?}"),
+    };
+    let cpu = CpuBackend::serial().run(&data, &jobs);
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial()).with_psi2_min_work(0.0);
+    for (g, w) in backend.run(&data, &jobs).iter().zip(&cpu) {
+        let (gv, wv) = (objective(g), objective(w));
+        // Fifteen L-BFGS steps from the same point on gradients that agree to 10⁻⁷: the paths
+        // stay together, and the objectives agree far inside the 10⁻² nats an edge's test uses.
+        assert!((gv - wv).abs() <= 1e-6 * wv.abs().max(1.0), "{gv} vs {wv}");
+        eprintln!("refit objective {wv:.6}: error {:.2e}", gv - wv);
+    }
+    assert!(backend.failure().is_none());
+    backend.gpu().lose_device();
+    for (g, w) in backend.run(&data, &jobs).iter().zip(&cpu) {
+        assert_eq!(objective(g), objective(w));
+    }
+    assert!(backend.failure().is_some());
+}
+
 /// `occam discover --backend gpu` says what of a collapsed run computes on the GPU (and the
 /// result names the GPU backend).
 #[test]

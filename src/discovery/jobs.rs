@@ -18,6 +18,25 @@ use super::cgp::component::Component;
 use super::cgp::start::VariableStart;
 use super::cgp::{Evaluation, Variable};
 use super::family::{family_score, FamilyScore, FamilyScoreSettings};
+use crate::gp::collapsed::{CollapsedError, Psi2Device};
+
+/// A [`Job::Refine`]'s work, with Ψ2's sums on `device` when one is given: `component` (without
+/// parent `without`, when one is named) refitted by L-BFGS on `data`, and the objective reached.
+pub fn refine(
+    data: &DMatrix<f64>,
+    component: &Component,
+    without: Option<usize>,
+    jitter: f64,
+    iterations: usize,
+    device: Option<&dyn Psi2Device>,
+) -> (Component, Result<f64, CollapsedError>) {
+    let mut fitted = match without {
+        Some(j) => component.without_parent(j),
+        None => component.clone(),
+    };
+    let objective = fitted.refine_on(data, jitter, iterations, device);
+    (fitted, objective)
+}
 
 /// One independent piece of numeric work on a data set (the rows used, N × D, standardised).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -112,16 +131,11 @@ impl Job<'_> {
                 jitter,
                 iterations,
             } => {
-                let mut fitted = match without {
-                    Some(j) => component.without_parent(*j),
-                    None => component.as_ref().clone(),
-                };
-                let objective = fitted
-                    .refine(data, *jitter, *iterations)
-                    .map_err(|e| e.to_string());
+                let (fitted, objective) =
+                    refine(data, component, *without, *jitter, *iterations, None);
                 Outcome::Refined {
                     component: Box::new(fitted),
-                    objective,
+                    objective: objective.map_err(|e| e.to_string()),
                 }
             }
             Job::FinalBound {

@@ -8,9 +8,11 @@
 //! ([`Variable::final_bound_with`]). A collapsed evaluation with a latent input whose Ψ2 is large
 //! enough ([`PSI2_MIN_WORK`]) runs on the pool with Ψ2's O(N M²) sums on the GPU: every such
 //! evaluation of the batch asks for its pair sums, the batch's go in one submission, then the
-//! same for the reverse mode's row sums ([`Psi2Replay`]). Jobs of other kinds
-//! (smaller collapsed evaluations, starts, refits, family scores, pairs) run on the CPU as they
-//! would without a GPU; README says why.
+//! same for the reverse mode's row sums ([`CollapsedBatch`]). A refit (L-BFGS on a collapsed
+//! variable, the cool-down's and pruning's) of the same size runs on the pool with each of its
+//! evaluations' Ψ2 sums on the GPU, one submission per evaluation. Jobs of other kinds (smaller
+//! collapsed evaluations and refits, starts, family scores, pairs) run on the CPU as they would
+//! without a GPU; README says why.
 //!
 //! A failed GPU step (a lost device, an error the driver reports, a readback that times out)
 //! switches this backend to the CPU for good: the batch in hand is computed again there from the
@@ -23,9 +25,11 @@ use nalgebra::DMatrix;
 
 use super::evaluations::{self, begin_evaluation, finish_evaluation, prediction_requests};
 use super::psi_replay::{psi2_on_device, CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
-use super::{Gpu, GpuError};
+use super::{Gpu, GpuError, Psi2Factors, Psi2Sums};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
 use crate::discovery::cgp::{PendingEvaluation, Variable};
+use crate::discovery::jobs;
+use crate::gp::collapsed::Psi2Device;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
 
@@ -102,6 +106,9 @@ impl GpuBackend {
         jobs: &[Job<'_>],
         indices: &[usize],
     ) -> Result<Vec<(usize, Outcome)>, GpuError> {
+        let (refits, indices): (Vec<usize>, Vec<usize>) = indices
+            .iter()
+            .partition(|&&k| matches!(jobs[k], Job::Refine { .. }));
         let (collapsed, indices): (Vec<usize>, Vec<usize>) = indices
             .iter()
             .partition(|&&k| collapsed_evaluation(&jobs[k]));
@@ -112,6 +119,10 @@ impl GpuBackend {
         if !collapsed.is_empty() {
             let results = self.collapsed_on_gpu(data, jobs, &collapsed)?;
             out.extend(collapsed.iter().copied().zip(results));
+        }
+        if !refits.is_empty() {
+            let results = self.refits_on_gpu(data, jobs, &refits)?;
+            out.extend(refits.iter().copied().zip(results));
         }
         if !evaluations.is_empty() {
             let results = self.evaluate_on_gpu(data, jobs, &evaluations)?;
@@ -196,12 +207,63 @@ impl GpuBackend {
         Ok(batch.outcomes())
     }
 
+    /// The refits of `jobs` at `indices` on the pool, each L-BFGS evaluation's Ψ2 sums on the
+    /// GPU (one submission per evaluation: an L-BFGS step waits for the last one's gradient, so
+    /// a fit's evaluations cannot be batched), in that order. `Err` when a GPU step failed
+    /// (nothing of the batch is kept then).
+    fn refits_on_gpu(
+        &self,
+        data: &DMatrix<f64>,
+        jobs: &[Job<'_>],
+        indices: &[usize],
+    ) -> Result<Vec<Outcome>, GpuError> {
+        let device = RecordingPsi2 {
+            gpu: &self.gpu,
+            failure: Mutex::new(None),
+        };
+        let results = self.cpu.pool().map(indices, |&k| {
+            let Job::Refine {
+                component,
+                without,
+                jitter,
+                iterations,
+            } = &jobs[k]
+            else {
+                unreachable!("only refits are sent here")
+            };
+            let (fitted, objective) = jobs::refine(
+                data,
+                component,
+                *without,
+                *jitter,
+                *iterations,
+                Some(&device),
+            );
+            Outcome::Refined {
+                component: Box::new(fitted),
+                objective: objective.map_err(|e| e.to_string()),
+            }
+        });
+        match device
+            .failure
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Some(error) => Err(error),
+            None => Ok(results),
+        }
+    }
+
     /// Whether `job` runs on the GPU here: an uncollapsed evaluation or final bound, or a
     /// collapsed evaluation whose Ψ2 is at least `psi2_min_work`.
     fn runs_on_gpu(&self, job: &Job<'_>) -> bool {
         match job {
             Job::Evaluate { variable, .. } if matches!(**variable, Variable::Collapsed(_)) => {
                 psi2_on_device(job, self.psi2_min_work, |n, m| self.gpu.psi2_fits(n, m))
+            }
+            Job::Refine { component, .. } => {
+                let (n, m) = component.psi2_shape();
+                (n * m * m) as f64 >= self.psi2_min_work && self.gpu.psi2_fits(n, m)
             }
             _ => runs_on_gpu(job),
         }
@@ -245,6 +307,36 @@ impl GpuBackend {
                 None => Outcome::Evaluation(Err("an evaluation was finished twice".into())),
             }
         }))
+    }
+}
+
+/// The GPU as the [`Psi2Device`] of concurrent fits, one submission per call, keeping the first
+/// device error whole (a fit sees only its text, as a failed evaluation).
+struct RecordingPsi2<'a> {
+    gpu: &'a Gpu,
+    failure: Mutex<Option<GpuError>>,
+}
+
+impl RecordingPsi2<'_> {
+    fn record<T>(&self, result: Result<T, GpuError>) -> Result<T, String> {
+        result.map_err(|error| {
+            let why = error.to_string();
+            self.failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert(error);
+            why
+        })
+    }
+}
+
+impl Psi2Device for RecordingPsi2<'_> {
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
+        self.record(self.gpu.psi2_pair_sums(factors))
+    }
+
+    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
+        self.record(self.gpu.psi2_row_sums(factors, w))
     }
 }
 

@@ -111,8 +111,8 @@ fn choose_backend(
         } else if settings.bound != BoundKind::Uncollapsed {
             errln!(
                 "note: --backend gpu: this run's bound is collapsed; only the Ψ2 sums of \
-                 evaluations with rows × inducing points² ≥ {PSI2_MIN_WORK:e} \
-                 compute on the GPU, the rest (starts and refits included) on the CPU. The \
+                 evaluations and refits with rows × inducing points² ≥ {PSI2_MIN_WORK:e} \
+                 compute on the GPU, the rest (starts included) on the CPU. The \
                  uncollapsed bound (--preset paper) computes its predictions on the GPU"
             );
         }

@@ -293,16 +293,34 @@ impl Component {
         jitter: f64,
         iterations: usize,
     ) -> Result<f64, CollapsedError> {
+        self.refine_on(data, jitter, iterations, None)
+    }
+
+    /// [`Component::refine`] with Ψ2's O(N M²) sums on `device` when one is given. A device
+    /// failure ends the fit with [`CollapsedError::Device`] and leaves this variable as it was
+    /// (so the caller can fit it again without the device).
+    pub fn refine_on(
+        &mut self,
+        data: &DMatrix<f64>,
+        jitter: f64,
+        iterations: usize,
+        device: Option<&dyn Psi2Device>,
+    ) -> Result<f64, CollapsedError> {
         let (x, y) = self.columns(data)?;
+        let device_failure = std::cell::RefCell::new(None::<String>);
         let negated = |raw: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
             let mut probe = self.clone();
             probe.raw.copy_from_slice(raw);
-            match probe.evaluate_on(&x, &y, jitter, None) {
+            match probe.evaluate_on(&x, &y, jitter, device) {
                 Ok((f, mut g)) => {
                     let d_theta = vec![-PRIOR_RATE; probe.parents.len()];
                     probe.add_edge_gradient(&mut g, &d_theta);
                     let value = f + probe.log_prior();
                     Ok((-value, g.into_iter().map(|v| -v).collect()))
+                }
+                Err(CollapsedError::Device(why)) => {
+                    device_failure.borrow_mut().get_or_insert(why);
+                    Ok((f64::NAN, vec![f64::NAN; raw.len()]))
                 }
                 Err(_) => Ok((f64::NAN, vec![f64::NAN; raw.len()])),
             }
@@ -311,7 +329,11 @@ impl Component {
             max_iterations: iterations,
             ..LbfgsSettings::default()
         };
-        match minimize(negated, &self.raw, &settings) {
+        let report = minimize(negated, &self.raw, &settings);
+        if let Some(why) = device_failure.into_inner() {
+            return Err(CollapsedError::Device(why));
+        }
+        match report {
             Ok(report) if report.value.is_finite() => {
                 self.raw = report.x;
                 Ok(-report.value)
