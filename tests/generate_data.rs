@@ -2,8 +2,8 @@
 //! mechanism carries from parents to children, and the validation messages.
 
 use occam::data::generate::{
-    generate, GenerateError, Generated, GeneratorSettings, GraphKind, Mechanism, NodeMechanism,
-    MAX_EXACT_GP_SAMPLES,
+    generate, simulate, GenerateError, Generated, GeneratorSettings, GraphKind, Mechanism,
+    NodeMechanism, SimulationSpec, MAX_EXACT_GP_SAMPLES,
 };
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -296,4 +296,70 @@ fn a_single_node_is_a_standardised_root() {
         let (m, sd) = mean_sd(g.dataset.column(0));
         assert!(m.abs() < 1e-12 && (sd - 1.0).abs() < 1e-12);
     }
+}
+
+/// A drawn graph simulates as `generate` does: given the graph `generate` drew, with its names,
+/// mechanism, rows and seed, `simulate` gives the same data bit for bit.
+#[test]
+fn simulating_a_drawn_graph_reproduces_generate_on_that_graph() {
+    for mechanism in [Mechanism::Linear, Mechanism::Mlp, Mechanism::GpCde] {
+        let generated = generate(&settings(GraphKind::Er, 5, 1, 200, mechanism, 11)).unwrap();
+        let spec = SimulationSpec {
+            names: generated.dataset.names().to_vec(),
+            edges: generated.truth.edges(),
+            hidden: vec![],
+            mechanism,
+            samples: 200,
+            seed: 11,
+        };
+        let simulated = simulate(&spec).unwrap();
+        assert_eq!(
+            simulated.dataset.fingerprint(),
+            generated.dataset.fingerprint(),
+            "{mechanism:?}"
+        );
+        assert_eq!(simulated.truth.edges(), generated.truth.edges());
+        assert_eq!(simulate(&spec).unwrap(), simulated, "deterministic");
+    }
+}
+
+/// A hidden variable is generated but left out: its children stay correlated in the data (it is
+/// their common cause), and the truth among the observed variables has no edge between them.
+#[test]
+fn a_hidden_confounder_is_left_out_of_the_data_and_the_truth() {
+    let spec = SimulationSpec {
+        names: vec!["Z".into(), "X".into(), "Y".into()],
+        edges: vec![(0, 1), (0, 2)],
+        hidden: vec![0],
+        mechanism: Mechanism::Linear,
+        samples: 500,
+        seed: 3,
+    };
+    let simulated = simulate(&spec).unwrap();
+    assert_eq!(simulated.dataset.names(), ["X", "Y"]);
+    assert_eq!(simulated.truth.edge_count(), 0);
+    let columns = simulated.dataset.columns();
+    assert!(corr(&columns[0], &columns[1]).abs() > 0.3);
+}
+
+/// A drawn graph that cannot be simulated is refused with what is wrong.
+#[test]
+fn a_cyclic_or_badly_named_drawing_is_refused() {
+    let spec = |names: &[&str], edges: Vec<(usize, usize)>, hidden: Vec<usize>| SimulationSpec {
+        names: names.iter().map(|s| s.to_string()).collect(),
+        edges,
+        hidden,
+        mechanism: Mechanism::Linear,
+        samples: 50,
+        seed: 0,
+    };
+    let message = |s: SimulationSpec| simulate(&s).unwrap_err().to_string();
+    assert!(message(spec(&["A", "B"], vec![(0, 1), (1, 0)], vec![])).contains("cycle"));
+    assert!(message(spec(&["A", "A"], vec![], vec![])).contains("two variables are called A"));
+    assert!(message(spec(&["A", " "], vec![], vec![])).contains("needs a name"));
+    assert!(message(spec(&["A"], vec![], vec![0])).contains("nothing would be observed"));
+    assert!(message(spec(&["A"], vec![], vec![4])).contains("does not exist"));
+    let mut few = spec(&["A"], vec![], vec![]);
+    few.samples = 1;
+    assert!(message(few).contains("samples must be between 2"));
 }

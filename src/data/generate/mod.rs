@@ -284,6 +284,12 @@ pub enum GenerateError {
         /// The last absolute jitter tried.
         jitter: f64,
     },
+    /// A drawn graph that cannot be simulated (a cycle, a bad name, an unknown variable).
+    #[error("the drawn graph cannot be simulated: {reason}")]
+    Graph {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A node's column came out constant or non-finite, so it cannot be standardised.
     #[error(
         "{node} came out {reason}, so it cannot be standardised; try another seed or more samples"
@@ -359,10 +365,33 @@ pub fn generate(settings: &GeneratorSettings) -> Result<Generated, GenerateError
 
     let truth = random_dag(graph, nodes, edges_per_node, &mut graph_rng);
     let names = column_names(nodes);
-    let order = truth.order();
+    let (columns, nodes_meta) = draw_columns(&truth, &names, mechanism, samples, &mut data_rng)?;
+    Ok(Generated {
+        dataset: Dataset::new(names, columns),
+        meta: GenerationMeta {
+            settings: settings.clone(),
+            edge_count: truth.edge_count(),
+            generation_order: truth.order(),
+            nodes: nodes_meta,
+        },
+        truth,
+    })
+}
+
+/// Draws every column of `truth`'s nodes: in topological order, each from its parents'
+/// standardised columns with `mechanism`, then standardised (mean 0, population sd 1) before any
+/// child reads it. Returns the columns and what was drawn for each, in node order.
+fn draw_columns(
+    truth: &Dag,
+    names: &[String],
+    mechanism: Mechanism,
+    samples: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<(Vec<Vec<f64>>, Vec<NodeMeta>), GenerateError> {
+    let nodes = truth.n();
     let mut columns: Vec<Option<Vec<f64>>> = vec![None; nodes];
     let mut node_meta: Vec<Option<NodeMeta>> = vec![None; nodes];
-    for &node in &order {
+    for node in truth.order() {
         let parents = truth.parents(node);
         let parent_columns: Vec<&[f64]> = parents
             .iter()
@@ -372,13 +401,11 @@ pub fn generate(settings: &GeneratorSettings) -> Result<Generated, GenerateError
                     .expect("a topological order visits parents first")
             })
             .collect();
-        let (raw, drawn) =
-            mechanisms::sample_node(mechanism, &parent_columns, samples, &mut data_rng).map_err(
-                |e| GenerateError::NotPositiveDefinite {
-                    node: names[node].clone(),
-                    jitter: e.jitter,
-                },
-            )?;
+        let (raw, drawn) = mechanisms::sample_node(mechanism, &parent_columns, samples, rng)
+            .map_err(|e| GenerateError::NotPositiveDefinite {
+                node: names[node].clone(),
+                jitter: e.jitter,
+            })?;
         columns[node] = Some(standardised_or_error(&raw, &names[node])?);
         node_meta[node] = Some(NodeMeta {
             name: names[node].clone(),
@@ -386,23 +413,103 @@ pub fn generate(settings: &GeneratorSettings) -> Result<Generated, GenerateError
             mechanism: drawn,
         });
     }
-    let columns: Vec<Vec<f64>> = columns
+    let columns = columns
         .into_iter()
         .map(|c| c.expect("every node is in the order"))
         .collect();
-    let nodes_meta: Vec<NodeMeta> = node_meta
+    let meta = node_meta
         .into_iter()
         .map(|m| m.expect("every node is in the order"))
         .collect();
-    Ok(Generated {
-        dataset: Dataset::new(names, columns),
-        meta: GenerationMeta {
-            settings: settings.clone(),
-            edge_count: truth.edge_count(),
-            generation_order: order,
-            nodes: nodes_meta,
-        },
-        truth,
+    Ok((columns, meta))
+}
+
+/// A graph someone drew, and how to simulate data from it ([`simulate`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SimulationSpec {
+    /// The variables' names, unique and non-empty.
+    pub names: Vec<String>,
+    /// The drawn edges (cause, effect) as indices into `names`; they must form a DAG.
+    pub edges: Vec<(usize, usize)>,
+    /// Variables generated but left out of the data set (a hidden confounder, say).
+    #[serde(default)]
+    pub hidden: Vec<usize>,
+    /// How each variable is computed from its parents.
+    pub mechanism: Mechanism,
+    /// Rows N.
+    pub samples: usize,
+    /// The seed of every random draw (ChaCha8 stream 1 of it, as [`generate`]'s data).
+    pub seed: u64,
+}
+
+/// Data simulated from a drawn graph: the observed columns and the truth among them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Simulated {
+    /// The observed columns (hidden variables left out), standardised.
+    pub dataset: Dataset,
+    /// The drawn graph restricted to the observed variables, over the dataset's columns.
+    pub truth: Dag,
+}
+
+/// Simulates `spec`: the drawn DAG's columns in topological order with [`generate`]'s mechanisms
+/// (each standardised before its children read it), then the hidden variables dropped. The truth
+/// returned keeps the edges between observed variables only (a hidden common cause leaves its
+/// children unconnected in it). Same spec, same data, bit for bit.
+pub fn simulate(spec: &SimulationSpec) -> Result<Simulated, GenerateError> {
+    let nodes = spec.names.len();
+    GeneratorSettings {
+        nodes,
+        samples: spec.samples,
+        mechanism: spec.mechanism,
+        ..GeneratorSettings::default()
+    }
+    .validate()?;
+    let mut seen = std::collections::HashSet::new();
+    for name in &spec.names {
+        if name.trim().is_empty() {
+            return Err(GenerateError::Graph {
+                reason: "every variable needs a name".into(),
+            });
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(GenerateError::Graph {
+                reason: format!("two variables are called {name}"),
+            });
+        }
+    }
+    if let Some(&h) = spec.hidden.iter().find(|&&h| h >= nodes) {
+        return Err(GenerateError::Graph {
+            reason: format!("hidden variable {h} does not exist ({nodes} variables)"),
+        });
+    }
+    let observed: Vec<usize> = (0..nodes).filter(|i| !spec.hidden.contains(i)).collect();
+    if observed.is_empty() {
+        return Err(GenerateError::Graph {
+            reason: "every variable is hidden: nothing would be observed".into(),
+        });
+    }
+    let truth = Dag::from_edges(nodes, &spec.edges).map_err(|e| GenerateError::Graph {
+        reason: e.to_string(),
+    })?;
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+    rng.set_stream(1);
+    let (columns, _) = draw_columns(&truth, &spec.names, spec.mechanism, spec.samples, &mut rng)?;
+    let position = |i: usize| observed.iter().position(|&o| o == i);
+    let edges: Vec<(usize, usize)> = spec
+        .edges
+        .iter()
+        .filter_map(|&(a, b)| Some((position(a)?, position(b)?)))
+        .collect();
+    let observed_truth =
+        Dag::from_edges(observed.len(), &edges).map_err(|e| GenerateError::Graph {
+            reason: e.to_string(),
+        })?;
+    Ok(Simulated {
+        dataset: Dataset::new(
+            observed.iter().map(|&i| spec.names[i].clone()).collect(),
+            observed.iter().map(|&i| columns[i].clone()).collect(),
+        ),
+        truth: observed_truth,
     })
 }
 
