@@ -6,6 +6,7 @@
 pub mod chart_scale;
 mod curves;
 mod format;
+pub mod graph_editor;
 mod knowledge_grid;
 mod record;
 mod settings_form;
