@@ -5,6 +5,7 @@
 //! as a transferable `ArrayBuffer` (field `bytes`), so it is moved, not copied or re-encoded. The
 //! types are plain Rust so they are tested natively.
 
+use crate::data::generate::{simulate, SimulationSpec};
 use crate::data::{parse_csv_with_progress, CsvOptions, DataError, DatasetSummary, Parsed};
 use crate::discovery::cgp::{Preset, SearchSettings};
 use crate::discovery::knowledge::Knowledge;
@@ -51,6 +52,12 @@ pub enum ToWorker {
     /// reset would, so the run's switch to the CPU can be exercised. Sent only from the
     /// `#test-hooks` page.
     LoseGpu,
+    /// Simulate data from a drawn graph (`data::generate::simulate`); answered by
+    /// [`FromWorker::Simulated`] (the page then loads it as a dropped file) or
+    /// [`FromWorker::SimulationFailed`].
+    Simulate {
+        spec: SimulationSpec,
+    },
     /// Test hook: collapsed evaluations whose Ψ2 work N·M² is at least `work` send their Ψ2
     /// sums to the WebGPU device (0: all of them; the default is
     /// `backend::gpu::PSI2_MIN_WORK`), so the browser's collapsed GPU path can be exercised on the
@@ -199,6 +206,11 @@ pub enum FromWorker {
         snapshot: Snapshot,
         result: Box<RunResult>,
     },
+    /// Data simulated from a drawn graph ([`ToWorker::Simulate`]), as CSV text under a file name
+    /// that says how it was made.
+    Simulated { file_name: String, csv: String },
+    /// The drawn graph could not be simulated, and why.
+    SimulationFailed { message: String },
     /// Something went wrong inside the worker (a bug, reported rather than hidden).
     Failed { message: String },
     /// The worker panicked: it cannot go on and must be restarted.
@@ -206,6 +218,25 @@ pub enum FromWorker {
 }
 
 impl FromWorker {
+    /// The reply to [`ToWorker::Simulate`]: the simulated data as CSV, named after the mechanism,
+    /// the rows and the seed, or why not.
+    pub fn from_simulation(spec: &SimulationSpec) -> Self {
+        match simulate(spec) {
+            Ok(simulated) => FromWorker::Simulated {
+                file_name: format!(
+                    "drawn_{}_{}rows_seed{}.csv",
+                    spec.mechanism.as_str(),
+                    spec.samples,
+                    spec.seed
+                ),
+                csv: simulated.dataset.to_csv(),
+            },
+            Err(e) => FromWorker::SimulationFailed {
+                message: e.to_string(),
+            },
+        }
+    }
+
     /// The reply to a parsed (or refused) file.
     pub fn from_parse(load_id: u64, file_name: &str, result: &Result<Parsed, DataError>) -> Self {
         match result {
@@ -342,6 +373,41 @@ mod tests {
                 switched: false
             }
         );
+    }
+
+    /// A drawn graph's simulation comes back as CSV that parses to its observed variables, named
+    /// after how it was made; a drawing that cannot be simulated says why.
+    #[test]
+    fn a_simulation_replies_with_csv_or_the_reason() {
+        use crate::data::generate::Mechanism;
+        let spec = SimulationSpec {
+            names: ["rain", "sprinkler", "wet"].map(String::from).to_vec(),
+            edges: vec![(0, 2), (1, 2)],
+            hidden: vec![],
+            mechanism: Mechanism::Mlp,
+            samples: 40,
+            seed: 2,
+        };
+        let request = ToWorker::Simulate { spec: spec.clone() };
+        assert_eq!(decode::<ToWorker>(&encode(&request)).unwrap(), request);
+        match FromWorker::from_simulation(&spec) {
+            FromWorker::Simulated { file_name, csv } => {
+                assert_eq!(file_name, "drawn_mlp_40rows_seed2.csv");
+                let parsed =
+                    crate::data::parse_csv(csv.as_bytes(), &CsvOptions::default()).unwrap();
+                assert_eq!(parsed.dataset.names(), spec.names.as_slice());
+                assert_eq!(parsed.dataset.rows(), 40);
+            }
+            other => panic!("{other:?}"),
+        }
+        let cyclic = SimulationSpec {
+            edges: vec![(0, 1), (1, 0)],
+            ..spec
+        };
+        assert!(matches!(
+            FromWorker::from_simulation(&cyclic),
+            FromWorker::SimulationFailed { message } if message.contains("cycle")
+        ));
     }
 
     #[test]

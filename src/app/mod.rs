@@ -12,6 +12,7 @@ mod data_panel;
 mod download;
 mod exact_view;
 mod examples;
+mod graph_editor;
 mod knowledge_panel;
 mod results_panel;
 mod run_panel;
@@ -132,6 +133,16 @@ pub enum RunState {
     Ended(Status),
 }
 
+/// Where a simulation from the drawn graph is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SimulationState {
+    Idle,
+    /// Sent to the worker; its data have not come back yet.
+    Running,
+    /// The worker could not simulate the drawing, and why.
+    Failed(String),
+}
+
 /// A ground truth the user uploaded (or an example brought along).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Truth {
@@ -190,6 +201,10 @@ pub struct AppState {
     /// Set when the user chose to go on with the saved run: sent once the fresh worker holds the
     /// data again.
     continue_pending: StoredValue<bool>,
+    /// A simulation from the drawn graph in progress or failed.
+    pub simulation: RwSignal<SimulationState>,
+    /// The drawn graph's truth, kept until its simulated data arrive.
+    simulated_truth: StoredValue<Option<Truth>>,
 }
 
 impl AppState {
@@ -222,6 +237,8 @@ impl AppState {
             checkpoint: StoredValue::new(None),
             saved_run: RwSignal::new(None),
             continue_pending: StoredValue::new(false),
+            simulation: RwSignal::new(SimulationState::Idle),
+            simulated_truth: StoredValue::new(None),
         }
     }
 
@@ -287,6 +304,14 @@ impl AppState {
         if let Err(e) = sent {
             self.error.set(Some(e));
         }
+    }
+
+    /// Has the worker simulate data from a drawn graph; they are loaded as a dropped file, with
+    /// `truth` (the drawing among its observed variables) as the ground truth.
+    pub fn simulate(self, spec: crate::data::generate::SimulationSpec, truth: Truth) {
+        self.simulated_truth.set_value(Some(truth));
+        self.simulation.set(SimulationState::Running);
+        self.send(&ToWorker::Simulate { spec });
     }
 
     /// Restarts the watchdog's clock (when a request that expects answers is sent).
@@ -364,6 +389,12 @@ impl AppState {
         self.worker.set_value(None);
         self.worker_dead.set(true);
         self.backend.set(BackendState::Unavailable);
+        if self.simulation.get_untracked() == SimulationState::Running {
+            self.simulation.set(SimulationState::Failed(
+                "the worker stopped before the simulation was done: restart it and simulate again"
+                    .into(),
+            ));
+        }
         if matches!(
             self.run.get_untracked(),
             RunState::Starting | RunState::Running | RunState::Paused
@@ -526,7 +557,31 @@ impl AppState {
                 self.record_file.set(None);
                 self.result.set(Some(*result));
             }
+            FromWorker::Simulated { file_name, csv } => {
+                let truth = self
+                    .simulated_truth
+                    .try_update_value(Option::take)
+                    .flatten();
+                self.simulation.set(SimulationState::Idle);
+                let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(&csv));
+                match Blob::new_with_str_sequence(&parts) {
+                    Ok(blob) => {
+                        self.submit_file(file_name, blob);
+                        self.truth.set(truth);
+                    }
+                    Err(e) => self.error.set(Some(format!(
+                        "the simulated data could not be kept by the browser: {e:?}"
+                    ))),
+                }
+            }
+            FromWorker::SimulationFailed { message } => {
+                self.simulated_truth.set_value(None);
+                self.simulation.set(SimulationState::Failed(message));
+            }
             FromWorker::Failed { message } => {
+                if self.simulation.get_untracked() == SimulationState::Running {
+                    self.simulation.set(SimulationState::Idle);
+                }
                 // Whatever was waiting for an answer will not get one.
                 if self.run_active() {
                     self.run.set(RunState::Idle);
@@ -692,6 +747,7 @@ fn App() -> impl IntoView {
         <main class="layout">
             <div class="column inputs">
                 <data_panel::DataPanel />
+                <graph_editor::GraphEditorPanel />
                 <settings_panel::SettingsPanel />
                 <knowledge_panel::KnowledgePanel />
             </div>

@@ -14,8 +14,29 @@ use crate::graph::{to_adjacency_csv, Digraph};
 /// The drawing area, in SVG user units (the editor scales it to its width).
 pub const CANVAS_WIDTH: f64 = 600.0;
 pub const CANVAS_HEIGHT: f64 = 340.0;
-/// A variable's circle radius, in the same units: positions keep whole circles inside the canvas.
-pub const NODE_RADIUS: f64 = 26.0;
+/// Half a variable's height, in the same units (a variable is drawn as a pill around its name).
+pub const NODE_HALF_HEIGHT: f64 = 20.0;
+/// Font size of the names, in the same units.
+pub const NODE_FONT_SIZE: f64 = 15.0;
+
+/// Half the width of the pill drawn around `name`: room for the name at [`NODE_FONT_SIZE`] (an
+/// average glyph is about 0.6 em wide), and never narrower than a circle.
+pub fn node_half_width(name: &str) -> f64 {
+    (0.3 * NODE_FONT_SIZE * name.chars().count() as f64 + 12.0).max(NODE_HALF_HEIGHT)
+}
+
+/// Where the ray from a variable's centre towards (dx, dy) leaves its pill (approximated by its
+/// bounding rectangle): the offset from the centre.
+pub fn pill_exit(name: &str, dx: f64, dy: f64) -> (f64, f64) {
+    let length = dx.hypot(dy);
+    if length == 0.0 {
+        return (0.0, 0.0);
+    }
+    let (ux, uy) = (dx / length, dy / length);
+    let t =
+        (node_half_width(name) / ux.abs().max(1e-12)).min(NODE_HALF_HEIGHT / uy.abs().max(1e-12));
+    (ux * t, uy * t)
+}
 /// Most variables a drawing may have: more would not fit the canvas readably.
 pub const MAX_DRAWN_VARIABLES: usize = 20;
 
@@ -114,7 +135,7 @@ impl DrawnGraph {
             .map(|k| format!("X{k}"))
             .find(|name| self.find(name).is_none())
             .expect("some name is free");
-        let (x, y) = inside_canvas(x, y);
+        let (x, y) = inside_canvas(&name, x, y);
         self.nodes.push(DrawnNode {
             name,
             x,
@@ -139,14 +160,17 @@ impl DrawnGraph {
         if self.find(name).is_some_and(|j| j != i) {
             return Err(EditError::NameTaken(name.to_string()));
         }
-        self.nodes[i].name = name.to_string();
+        let node = &mut self.nodes[i];
+        node.name = name.to_string();
+        // A longer name makes a wider pill: keep it inside.
+        (node.x, node.y) = inside_canvas(&node.name, node.x, node.y);
         Ok(())
     }
 
     /// Moves variable `i` to (x, y), kept inside the canvas.
     pub fn move_node(&mut self, i: usize, x: f64, y: f64) {
         if let Some(node) = self.nodes.get_mut(i) {
-            (node.x, node.y) = inside_canvas(x, y);
+            (node.x, node.y) = inside_canvas(&node.name, x, y);
         }
     }
 
@@ -287,22 +311,25 @@ impl DrawnGraph {
             .iter()
             .map(|&i| self.nodes[i].name.clone())
             .collect();
-        let graph = Digraph::from_edges(observed.len(), &edges)
-            .expect("a subgraph of a DAG is a DAG");
+        let graph =
+            Digraph::from_edges(observed.len(), &edges).expect("a subgraph of a DAG is a DAG");
         to_adjacency_csv(&graph, &names)
     }
 }
 
-/// (x, y) moved inside the canvas so a whole circle fits.
-fn inside_canvas(x: f64, y: f64) -> (f64, f64) {
-    let clamp = |v: f64, max: f64| {
+/// (x, y) moved inside the canvas so the whole pill around `name` fits.
+fn inside_canvas(name: &str, x: f64, y: f64) -> (f64, f64) {
+    let clamp = |v: f64, half: f64, max: f64| {
         if v.is_finite() {
-            v.clamp(NODE_RADIUS, max - NODE_RADIUS)
+            v.clamp(half, (max - half).max(half))
         } else {
             max / 2.0
         }
     };
-    (clamp(x, CANVAS_WIDTH), clamp(y, CANVAS_HEIGHT))
+    (
+        clamp(x, node_half_width(name), CANVAS_WIDTH),
+        clamp(y, NODE_HALF_HEIGHT, CANVAS_HEIGHT),
+    )
 }
 
 #[cfg(test)]
@@ -322,13 +349,21 @@ mod tests {
         let b = g.add_node(f64::NAN, 10.0).unwrap();
         assert_eq!(g.nodes()[a].name, "X1");
         assert_eq!(g.nodes()[b].name, "X2");
-        assert_eq!((g.nodes()[a].x, g.nodes()[a].y), (NODE_RADIUS, CANVAS_HEIGHT - NODE_RADIUS));
+        let half = node_half_width("X1");
+        assert_eq!(
+            (g.nodes()[a].x, g.nodes()[a].y),
+            (half, CANVAS_HEIGHT - NODE_HALF_HEIGHT)
+        );
         assert_eq!(g.nodes()[b].x, CANVAS_WIDTH / 2.0);
         assert_eq!(g.rename(b, "X1"), Err(EditError::NameTaken("X1".into())));
         assert_eq!(g.rename(b, "  "), Err(EditError::EmptyName));
         assert_eq!(g.rename(b, &"y".repeat(41)), Err(EditError::LongName));
         g.rename(a, " rain ").unwrap();
         assert_eq!(g.nodes()[a].name, "rain");
+        // A longer name widens the pill, which is kept inside the canvas.
+        g.rename(a, "precipitation (mm)").unwrap();
+        assert_eq!(g.nodes()[a].x, node_half_width("precipitation (mm)"));
+        g.rename(a, "rain").unwrap();
         // The first free name is reused.
         let c = g.add_node(0.0, 0.0).unwrap();
         assert_eq!(g.nodes()[c].name, "X1");
@@ -352,18 +387,40 @@ mod tests {
         g.reverse_edge(1, 2).unwrap();
         assert_eq!(g.edges(), &[(0, 1), (2, 1)]);
         // A refused reversal keeps the edge where it was.
-        let mut chain = DrawnGraph::from_parts(&["A", "B", "C"], &[(0, 1), (1, 2), (0, 2)]).unwrap();
-        assert!(matches!(chain.reverse_edge(0, 2), Err(EditError::Cycle { .. })));
+        let mut chain =
+            DrawnGraph::from_parts(&["A", "B", "C"], &[(0, 1), (1, 2), (0, 2)]).unwrap();
+        assert!(matches!(
+            chain.reverse_edge(0, 2),
+            Err(EditError::Cycle { .. })
+        ));
         assert_eq!(chain.edges(), &[(0, 1), (1, 2), (0, 2)]);
         assert_eq!(chain.reverse_edge(2, 0), Err(EditError::Missing));
     }
 
     #[test]
+    fn edges_leave_a_pill_at_its_border() {
+        let half = node_half_width("sprinkler");
+        assert!(half > NODE_HALF_HEIGHT);
+        assert_eq!(pill_exit("sprinkler", 10.0, 0.0), (half, 0.0));
+        assert_eq!(pill_exit("sprinkler", 0.0, -3.0), (0.0, -NODE_HALF_HEIGHT));
+        let (x, y) = pill_exit("sprinkler", 1.0, 1.0);
+        assert!((x - NODE_HALF_HEIGHT).abs() < 1e-9 && (y - NODE_HALF_HEIGHT).abs() < 1e-9);
+        assert_eq!(pill_exit("a", 0.0, 0.0), (0.0, 0.0));
+    }
+
+    #[test]
     fn deleting_a_variable_removes_its_edges_and_renumbers() {
-        let mut g = DrawnGraph::from_parts(&["A", "B", "C", "D"], &[(0, 1), (1, 2), (2, 3), (0, 3)])
-            .unwrap();
+        let mut g =
+            DrawnGraph::from_parts(&["A", "B", "C", "D"], &[(0, 1), (1, 2), (2, 3), (0, 3)])
+                .unwrap();
         g.delete_node(1);
-        assert_eq!(g.nodes().iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["A", "C", "D"]);
+        assert_eq!(
+            g.nodes()
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>(),
+            ["A", "C", "D"]
+        );
         assert_eq!(g.edges(), &[(1, 2), (0, 2)]);
         g.delete_edge(0, 2);
         assert_eq!(g.edges(), &[(1, 2)]);

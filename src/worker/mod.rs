@@ -258,6 +258,7 @@ fn handle_message(event: MessageEvent) {
             react(reaction);
         }
         ToWorker::Start(request) => react(DRIVER.with(|d| d.borrow_mut().start(*request))),
+        ToWorker::Simulate { spec } => post(&FromWorker::from_simulation(&spec)),
         ToWorker::Pause => react(DRIVER.with(|d| d.borrow_mut().pause())),
         ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
         ToWorker::Stop => react(DRIVER.with(|d| d.borrow_mut().stop())),
