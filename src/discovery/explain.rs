@@ -75,8 +75,8 @@ pub enum EvidenceStrength {
 }
 
 impl EvidenceStrength {
-    /// The band of |`delta_nats`| (the sign says in whose favour, not how strongly). NaN reads as
-    /// a bare mention.
+    /// The band of |Δ| = |`delta_nats`| = |ln B| (the sign says in whose favour, not how strongly).
+    /// NaN reads as a bare mention.
     pub fn from_nats(delta_nats: f64) -> Self {
         let size = delta_nats.abs();
         if size > 5.0 {
@@ -209,7 +209,8 @@ fn name_of(names: &[String], i: usize) -> String {
 }
 
 impl EdgeEvidence {
-    /// The change of score on reversal, None when the reversal would create a cycle.
+    /// The change of score on reversal, [F(i | pa(i) \ {j}) + F(j | pa(j) ∪ {i})] − [F(i | pa(i)) +
+    /// F(j | pa(j))]; None when the reversal would create a cycle.
     pub fn reversed_delta(&self) -> Option<f64> {
         match self.reversed {
             Reversal::Scored { delta, .. } => Some(delta),
@@ -217,8 +218,9 @@ impl EdgeEvidence {
         }
     }
 
-    /// [`favour_words`] for the removal: "the data favour keeping X → Y: …" when `removed` < 0,
-    /// "… favour removing X → Y: …" when > 0 (variables named by `names`, by index).
+    /// [`favour_words`] for Δ = `removed` = F(i | pa(i) \ {j}) − F(i | pa(i)): "the data favour
+    /// keeping X → Y: …" when Δ < 0, "… favour removing X → Y: …" when Δ > 0, Bayes factor e^{|Δ|}
+    /// (variables named by `names`, by index; "X{i+1}" past its end).
     pub fn removal_words(&self, names: &[String]) -> String {
         let edge = format!(
             "{} → {}",
@@ -232,8 +234,9 @@ impl EdgeEvidence {
         )
     }
 
-    /// [`favour_words`] for the reversal ("the data favour X → Y over Y → X: …"), or why it is not
-    /// scored ("Y → X would close the cycle Y → X → Z → Y").
+    /// [`favour_words`] for Δ = the reversal's change ([`EdgeEvidence::reversed_delta`]): "the data
+    /// favour X → Y over Y → X: …" when Δ < 0, the other way round when Δ > 0; or why it is not
+    /// scored ("Y → X is not scored: it would close the cycle Y → X → Z → Y").
     pub fn reversal_words(&self, names: &[String]) -> String {
         let (from, to) = (name_of(names, self.from), name_of(names, self.to));
         match &self.reversed {
@@ -256,7 +259,8 @@ impl EdgeEvidence {
     }
 }
 
-/// The parent of `child` whose removal costs the most evidence (the most negative `removed`
+/// The parent of `child` whose removal costs the most evidence, argmin_j removed(j → child) =
+/// argmin_j [F(child | pa \ {j}) − F(child | pa)] (the most negative `removed`
 /// among `evidence`'s edges into `child`; the lower index on a tie), None when no edge enters it.
 /// This is the parent a partial-dependence plot of `child` shows first.
 pub fn strongest_parent(evidence: &[EdgeEvidence], child: usize) -> Option<usize> {
@@ -378,8 +382,8 @@ impl EdgeEvidencePlan {
         })
     }
 
-    /// One [`Job::Family`] per family of the plan, in the order of `families`: hand them to a
-    /// backend and give the outcomes to [`EdgeEvidencePlan::assemble`].
+    /// One [`Job::Family`] per family (i, S) of the plan, computing F(i | S), in the order of
+    /// `families`: hand them to a backend and give the outcomes to [`EdgeEvidencePlan::assemble`].
     pub fn jobs(&self) -> Vec<Job<'_>> {
         self.families
             .iter()
@@ -429,18 +433,27 @@ impl EdgeEvidencePlan {
                 ExplainError::Outcomes(format!("family {} | {:?} is not planned", key.0, key.1))
             })
         };
+        // A plan read back from elsewhere may name variables it has no parents for.
+        let parents_of = |v: usize| -> Result<&Vec<usize>, ExplainError> {
+            self.parents.get(v).ok_or_else(|| {
+                ExplainError::Graph(format!(
+                    "variable {v} is not among the plan's {} variables",
+                    self.parents.len()
+                ))
+            })
+        };
         self.edges
             .iter()
             .map(|edge| {
                 let (j, i) = (edge.from, edge.to);
-                let child_family = value((i, self.parents[i].clone()))?;
-                let child_family_without = value((i, without(&self.parents[i], j)))?;
+                let child_family = value((i, parents_of(i)?.clone()))?;
+                let child_family_without = value((i, without(parents_of(i)?, j)))?;
                 let removed = child_family_without - child_family;
                 let reversed = match &edge.cycle_path {
                     Some(path) => Reversal::CreatesCycle { path: path.clone() },
                     None => {
-                        let parent_family = value((j, self.parents[j].clone()))?;
-                        let parent_family_reversed = value((j, with(&self.parents[j], i)))?;
+                        let parent_family = value((j, parents_of(j)?.clone()))?;
+                        let parent_family_reversed = value((j, with(parents_of(j)?, i)))?;
                         Reversal::Scored {
                             parent_family,
                             parent_family_reversed,
@@ -1061,7 +1074,13 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
         assert_eq!(plan_back, plan);
 
-        // Wrong outcomes are named errors.
+        // Wrong outcomes, or a plan that lost a variable on its travels, are named errors.
+        let mut broken = plan.clone();
+        broken.parents.pop();
+        assert!(matches!(
+            broken.assemble(&outcomes),
+            Err(ExplainError::Graph(_))
+        ));
         assert!(matches!(
             plan.assemble(&outcomes[1..]),
             Err(ExplainError::Outcomes(_))
