@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::bivariate::best_of;
 use crate::gp::collapsed::{
-    CollapsedModel, FitSettings, GpInitialisation, LatentStart, MIN_START_SE_VARIANCE,
-    NOISE_VARIANCE_FLOOR,
+    CollapsedFit, CollapsedModel, FitSettings, GpInitialisation, LatentStart,
+    MIN_START_SE_VARIANCE, NOISE_VARIANCE_FLOOR,
 };
 use crate::gp::lbfgs::LbfgsSettings;
 use crate::gp::resolution::resolution_noise_floor;
@@ -144,6 +144,14 @@ pub struct FamilyScore {
     pub fits_failed: usize,
 }
 
+/// A family's score together with the fitted model that reached its best bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilyFit {
+    pub score: FamilyScore,
+    /// The fit with the highest bound (the first of equal ones); None when every fit failed.
+    pub best: Option<CollapsedFit>,
+}
+
 /// F(i | S) on the rows of `data` (N × D, standardised): the best of `settings.restarts`
 /// collapsed GP-CDE fits (alternating the two starts of [`family_fit_settings`]) of column `child` given columns `parents` (SE + linear on [x_S, w], free
 /// q(w); MODEL.md §4 and §6), floored by the closed-form value, with a family-derived seed so the
@@ -155,30 +163,49 @@ pub fn family_score(
     settings: &FamilyScoreSettings,
     seed: u64,
 ) -> Result<FamilyScore, String> {
+    family_fit(data, child, parents, settings, seed).map(|f| f.score)
+}
+
+/// [`family_score`] and the best fit itself (its parameters, for predictions from the model that
+/// was scored): the same fits from the same seeds, so `score` is [`family_score`]'s value bit for
+/// bit. The model's inputs are the columns `parents` in the order given.
+pub fn family_fit(
+    data: &DMatrix<f64>,
+    child: usize,
+    parents: &[usize],
+    settings: &FamilyScoreSettings,
+    seed: u64,
+) -> Result<FamilyFit, String> {
     let n = data.nrows();
     let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
     let y = DVector::from_fn(n, |r, _| data[(r, child)]);
     let floor = resolution_noise_floor(y.as_slice(), NOISE_VARIANCE_FLOOR);
     let model = CollapsedModel::with_noise_floor(x, y, floor).map_err(|e| e.to_string())?;
     let mut restart = 0;
+    let mut best: Option<CollapsedFit> = None;
     let fit = best_of(
         settings.restarts,
         family_seed(seed, child, parents),
         |rng| {
             let fit_settings = family_fit_settings(settings, restart);
             restart += 1;
-            model
-                .fit(&fit_settings, rng)
-                .map(|f| f.bound)
-                .map_err(|e| e.to_string())
+            let fitted = model.fit(&fit_settings, rng).map_err(|e| e.to_string())?;
+            let bound = fitted.bound;
+            if best.as_ref().is_none_or(|b| bound > b.bound) {
+                best = Some(fitted);
+            }
+            Ok(bound)
         },
     );
     let floor_value = model.noise_value();
-    Ok(FamilyScore {
-        value: fit.bound.map_or(floor_value, |b| b.max(floor_value)),
-        best_bound: fit.bound,
-        floor: floor_value,
-        fits_failed: fit.restarts_failed,
+    Ok(FamilyFit {
+        score: FamilyScore {
+            value: fit.bound.map_or(floor_value, |b| b.max(floor_value)),
+            best_bound: fit.bound,
+            floor: floor_value,
+            fits_failed: fit.restarts_failed,
+        },
+        best,
     })
 }
 

@@ -2,7 +2,7 @@
 //! the CGP-CDE continuous search ([`cgp`]) with its acyclicity penalty ([`spectral`]) and prior
 //! knowledge ([`knowledge`]), and the evidence of one family F(i | S) ([`family`]), the local score
 //! of the DGP-CDE, used to compare the search's restarts and as the local score of the exact search over DAGs
-//! ([`exact`]). The numeric work of all of them is described as independent, serialisable
+//! ([`exact`]), and the evidence behind each edge of a result ([`explain`]). The numeric work of all of them is described as independent, serialisable
 //! [`jobs`], so a driver chooses where it runs.
 //!
 //! Owns: turning fitted model evidence into causal decisions.
@@ -10,6 +10,7 @@
 pub mod bivariate;
 pub mod cgp;
 pub mod exact;
+pub mod explain;
 pub mod family;
 pub mod jobs;
 pub mod knowledge;

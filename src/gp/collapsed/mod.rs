@@ -6,11 +6,13 @@
 //! - [`psi`]: ψ0, Ψ1, Ψ2 for SE-ARD + linear-ARD with a Gaussian latent input, and their adjoints;
 //! - [`bound`]: the bound F, its hand-derived gradient, and the SGPR bound without a latent;
 //! - [`noise`]: the noise-model values (root: Gaussian; conditional: Bayesian linear regression);
-//! - [`fit`]: initialisation and Adam-then-L-BFGS fitting of one variable given its parents.
+//! - [`fit`]: initialisation and Adam-then-L-BFGS fitting of one variable given its parents;
+//! - [`predict`]: the predictive of f at new inputs under the bound's optimal q(u).
 
 pub mod bound;
 pub mod fit;
 pub mod noise;
+pub mod predict;
 pub mod psi;
 
 pub use bound::{
@@ -22,6 +24,7 @@ pub use fit::{
     LatentStart, MIN_START_SE_VARIANCE, NOISE_VARIANCE_FLOOR,
 };
 pub use noise::{linear_regression_evidence, root_noise_value, LinearEvidence};
+pub use predict::{CollapsedPredictor, LatentFunctionPrediction};
 pub use psi::{
     psi_backward, psi_statistics, LatentPosterior, Psi2Device, Psi2Factors, PsiGrad, PsiStatistics,
 };
