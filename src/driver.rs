@@ -22,6 +22,9 @@
 use nalgebra::DMatrix;
 
 use crate::backend::gpu::PSI2_MIN_WORK;
+use crate::discovery::explain::EdgeEvidencePlan;
+use crate::discovery::family::FamilyScoreSettings;
+use crate::graph::Dag;
 use crate::data::{CsvOptions, Dataset};
 use crate::discovery::cgp::{BoundKind, Method};
 use crate::discovery::jobs::{Job, Outcome};
@@ -212,6 +215,48 @@ impl Driver {
             "occam: the GPU failed ({why}); computing on the CPU"
         ));
         Reaction::message(self.backend_message(was_on_gpu))
+    }
+
+    /// The evidence of `edge` in the graph `edges` on the loaded data (standardised, at most
+    /// [`EXPLAIN_MAX_ROWS`] rows, a subset drawn from `seed`): the families its removal and
+    /// reversal change, fitted as the exact search fits them (`discovery::explain`). Runs here,
+    /// one family after another; the page asks only while no run is in progress.
+    pub fn explain_edge(
+        &self,
+        request_id: u64,
+        edges: &[(usize, usize)],
+        edge: (usize, usize),
+        seed: u64,
+    ) -> FromWorker {
+        let failed = |message: String| FromWorker::ExplainFailed {
+            request_id,
+            message,
+        };
+        let Some(dataset) = &self.dataset else {
+            return failed("load data first".into());
+        };
+        if self.is_running() {
+            return failed("wait for the run to end: explaining an edge refits variables".into());
+        }
+        let data = explain_rows(&dataset.standardised().to_matrix(), seed);
+        let dag = match Dag::from_edges(data.ncols(), edges) {
+            Ok(dag) => dag,
+            Err(e) => return failed(format!("the graph cannot be explained: {e}")),
+        };
+        let settings = FamilyScoreSettings::with_inducing(EXPLAIN_INDUCING);
+        let plan = match EdgeEvidencePlan::for_edges(&dag, &[edge], settings, seed) {
+            Ok(plan) => plan,
+            Err(e) => return failed(e.to_string()),
+        };
+        let outcomes: Vec<Outcome> = plan.jobs().iter().map(|job| job.run(&data)).collect();
+        match plan.assemble(&outcomes).map(|mut all| all.pop()) {
+            Ok(Some(evidence)) => FromWorker::EdgeExplained {
+                request_id,
+                evidence: Box::new(evidence),
+            },
+            Ok(None) => failed("the edge is not in the graph".into()),
+            Err(e) => failed(e.to_string()),
+        }
     }
 
     /// Compute workers of the current run (1 when this worker computes itself).
@@ -684,6 +729,25 @@ fn finished(run_id: u64, session: &Session) -> FromWorker {
         snapshot: session.snapshot(),
         result: Box::new(session.result()),
     }
+}
+
+/// Most rows an edge's explanation fits on: each family fit is O(N M²), and a few hundred rows
+/// give the evidence of a clear edge many nats to spare.
+pub const EXPLAIN_MAX_ROWS: usize = 500;
+/// Inducing points of an explanation's family fits (the exact search's default size).
+pub const EXPLAIN_INDUCING: usize = 20;
+
+/// At most [`EXPLAIN_MAX_ROWS`] rows of `data`: all of them when there are no more, else a subset
+/// drawn from `seed` (in their original order).
+fn explain_rows(data: &DMatrix<f64>, seed: u64) -> DMatrix<f64> {
+    let rows = data.nrows();
+    if rows <= EXPLAIN_MAX_ROWS {
+        return data.clone();
+    }
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed);
+    let mut picked = rand::seq::index::sample(&mut rng, rows, EXPLAIN_MAX_ROWS).into_vec();
+    picked.sort_unstable();
+    DMatrix::from_fn(EXPLAIN_MAX_ROWS, data.ncols(), |r, c| data[(picked[r], c)])
 }
 
 #[cfg(test)]
@@ -1220,6 +1284,44 @@ mod tests {
             &start.messages[0],
             FromWorker::Pong { backend: ComputeBackend::Cpu, note: Some(n), .. } if n == "no device"
         ));
+    }
+
+    /// An edge of the loaded chain is explained by its evidence on the loaded data; a request
+    /// that cannot be answered says why.
+    #[test]
+    fn an_edge_is_explained_by_its_evidence() {
+        let driver = loaded();
+        match driver.explain_edge(4, &[(0, 1), (1, 2)], (1, 2), 0) {
+            FromWorker::EdgeExplained {
+                request_id,
+                evidence,
+            } => {
+                assert_eq!(request_id, 4);
+                assert_eq!((evidence.from, evidence.to), (1, 2));
+                // c = b² + small noise: dropping b leaves c nearly unexplained.
+                assert!(evidence.removed < -10.0, "{}", evidence.removed);
+                assert!(evidence.reversed_delta().is_some());
+            }
+            other => panic!("{other:?}"),
+        }
+        let refused = |reply: FromWorker, needle: &str| match reply {
+            FromWorker::ExplainFailed { message, .. } => {
+                assert!(message.contains(needle), "{message}")
+            }
+            other => panic!("{other:?}"),
+        };
+        refused(
+            driver.explain_edge(5, &[(0, 1)], (1, 2), 0),
+            "not an edge",
+        );
+        refused(
+            driver.explain_edge(6, &[(0, 1), (1, 0)], (0, 1), 0),
+            "cannot be explained",
+        );
+        refused(
+            Driver::new().explain_edge(7, &[(0, 1)], (0, 1), 0),
+            "load data first",
+        );
     }
 
     #[test]

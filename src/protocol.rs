@@ -8,6 +8,7 @@
 use crate::data::generate::{simulate, SimulationSpec};
 use crate::data::{parse_csv_with_progress, CsvOptions, DataError, DatasetSummary, Parsed};
 use crate::discovery::cgp::{Preset, SearchSettings};
+use crate::discovery::explain::EdgeEvidence;
 use crate::discovery::knowledge::Knowledge;
 use crate::engine::{RunResult, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,16 @@ pub enum ToWorker {
     /// [`FromWorker::SimulationFailed`].
     Simulate {
         spec: SimulationSpec,
+    },
+    /// Explain edge `edge` of the graph `edges` (a result's) on the loaded data by its evidence:
+    /// the change in the graph's score when it is removed and when it is reversed, refitting the
+    /// families concerned (`discovery::explain`). Answered by [`FromWorker::EdgeExplained`] or
+    /// [`FromWorker::ExplainFailed`].
+    ExplainEdge {
+        request_id: u64,
+        edges: Vec<(usize, usize)>,
+        edge: (usize, usize),
+        seed: u64,
     },
     /// Test hook: collapsed evaluations whose Ψ2 work N·M² is at least `work` send their Ψ2
     /// sums to the WebGPU device (0: all of them; the default is
@@ -211,6 +222,13 @@ pub enum FromWorker {
     Simulated { file_name: String, csv: String },
     /// The drawn graph could not be simulated, and why.
     SimulationFailed { message: String },
+    /// The evidence of one edge ([`ToWorker::ExplainEdge`]).
+    EdgeExplained {
+        request_id: u64,
+        evidence: Box<EdgeEvidence>,
+    },
+    /// An edge could not be explained, and why.
+    ExplainFailed { request_id: u64, message: String },
     /// Something went wrong inside the worker (a bug, reported rather than hidden).
     Failed { message: String },
     /// The worker panicked: it cannot go on and must be restarted.

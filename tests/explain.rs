@@ -6,10 +6,11 @@
 use std::time::Instant;
 
 use nalgebra::DMatrix;
+use occam::engine::explain_edges;
 use occam::backend::{CpuBackend, Pool};
 use occam::data::standardise;
 use occam::discovery::explain::{
-    explain_edges, fitted_conditional, strongest_parent, CurveSettings, EdgeEvidence,
+    fitted_conditional, strongest_parent, CurveSettings, EdgeEvidence,
     EdgeEvidencePlan, Reversal,
 };
 use occam::discovery::family::{family_score, FamilyScoreSettings};

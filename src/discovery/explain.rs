@@ -16,7 +16,7 @@
 //!
 //! The work is a list of [`Job::Family`] jobs ([`EdgeEvidencePlan::jobs`], each family once), so
 //! any backend runs them side by side; [`EdgeEvidencePlan::assemble`] turns their outcomes into
-//! [`EdgeEvidence`], and [`explain_edges`] does both on a [`Backend`].
+//! [`EdgeEvidence`]; `engine::explain_edges` does both on a backend.
 //!
 //! [`fitted_conditional`] refits one family exactly as its score was fitted and draws its
 //! predictive p(x_i | x_S) along one parent, the latent w integrated out ([`ConditionalCurve`]).
@@ -31,7 +31,6 @@ use serde::{Deserialize, Serialize};
 
 use super::family::{family_fit, FamilyKey, FamilyScore, FamilyScoreSettings};
 use super::jobs::{Job, Outcome};
-use crate::backend::Backend;
 use crate::gp::collapsed::CollapsedPredictor;
 use crate::graph::Dag;
 
@@ -488,29 +487,6 @@ fn with(set: &[usize], v: usize) -> Vec<usize> {
         out.insert(at, v);
     }
     out
-}
-
-/// The evidence of every edge of `dag` on `data` (N × D, standardised, as the engine scores it):
-/// [`EdgeEvidencePlan::new`]'s jobs run as one batch on `backend`, then
-/// [`EdgeEvidencePlan::assemble`]. removed = F(i | pa(i) \ {j}) − F(i | pa(i)); reversed as in the
-/// module documentation.
-pub fn explain_edges(
-    backend: &dyn Backend,
-    data: &DMatrix<f64>,
-    dag: &Dag,
-    settings: FamilyScoreSettings,
-    seed: u64,
-) -> Result<Vec<EdgeEvidence>, ExplainError> {
-    if dag.n() != data.ncols() {
-        return Err(ExplainError::Graph(format!(
-            "the graph has {} variables, the data {} columns",
-            dag.n(),
-            data.ncols()
-        )));
-    }
-    let plan = EdgeEvidencePlan::new(dag, settings, seed)?;
-    let outcomes = backend.run(data, &plan.jobs());
-    plan.assemble(&outcomes)
 }
 
 // ---------------------------------------------------------------------------------------------

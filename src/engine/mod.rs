@@ -3,11 +3,13 @@
 //! [`Snapshot`]; `result()` gives the [`RunResult`] that `result.json` records.
 
 pub mod exact_search;
+mod explain;
 pub mod output;
 pub mod session;
 
 pub use crate::clock::now_seconds;
 pub use exact_search::{fit_families, run_exact};
+pub use explain::explain_edges;
 pub use session::{
     CheckpointError, RestartProgress, RunResult, Session, SessionError, Snapshot, Status,
     TracePoint, CHECKPOINT_FORMAT, MAX_TRACE_POINTS,

@@ -259,6 +259,15 @@ fn handle_message(event: MessageEvent) {
         }
         ToWorker::Start(request) => react(DRIVER.with(|d| d.borrow_mut().start(*request))),
         ToWorker::Simulate { spec } => post(&FromWorker::from_simulation(&spec)),
+        ToWorker::ExplainEdge {
+            request_id,
+            edges,
+            edge,
+            seed,
+        } => {
+            let reply = DRIVER.with(|d| d.borrow().explain_edge(request_id, &edges, edge, seed));
+            post(&reply);
+        }
         ToWorker::Pause => react(DRIVER.with(|d| d.borrow_mut().pause())),
         ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
         ToWorker::Stop => react(DRIVER.with(|d| d.borrow_mut().stop())),
