@@ -122,7 +122,8 @@ pub fn RunPanel() -> impl IntoView {
             <PhaseBanner />
             <ProgressBar />
             <div class="live">
-                <figure>
+                // More than 12 variables get the whole width, so that every name fits.
+                <figure class:wide=move || heatmap_size(state).is_some()>
                     <figcaption>{move || heatmap_caption(state)}</figcaption>
                     <Heatmap />
                 </figure>
@@ -264,10 +265,24 @@ fn Heatmap() -> impl IntoView {
             web_sys::console::warn_1(&format!("heatmap: {e}").into());
         }
     });
+    let class = move || match heatmap_size(state) {
+        Some((size, _)) => format!("heatmap {size}"),
+        None => "heatmap".to_string(),
+    };
+    // A large canvas on a narrow screen scrolls inside the figure instead of widening the page.
     view! {
-        <canvas node_ref=canvas class="heatmap" data-testid="adjacency-canvas" width="420" height="400"
-            role="img" aria-label="Heatmap of the weighted adjacency matrix"></canvas>
+        <div class="heatmap-scroll">
+            <canvas node_ref=canvas class=class data-testid="adjacency-canvas" width="420" height="400"
+                role="img" aria-label="Heatmap of the weighted adjacency matrix"></canvas>
+        </div>
     }
+}
+
+/// The heatmap's size class for the variables shown (`None`: the default size).
+fn heatmap_size(state: AppState) -> Option<(&'static str, f64)> {
+    state
+        .names()
+        .and_then(|n| crate::ui::chart_scale::heatmap_size_class(n.len()))
 }
 
 /// The bound, h(A) and γ of the restart shown.
