@@ -161,7 +161,10 @@ fn note(root: &Area, surface: &Surface, message: &str) -> Result<(), String> {
 /// are pale red. The cells in `edges` (the current graph, `(cause, effect)` indices) get a dark
 /// border with a light inner line, visible on light and dark cells alike. Names longer than 12
 /// characters are truncated with an ellipsis; column labels are rotated when they do not fit
-/// flat; with many variables only every k-th name is written. The caption reads
+/// flat; with many variables the names shrink (down to 8 px) so that each row and column keeps
+/// its name, and only on a canvas too small even for that is every k-th name written (give the
+/// canvas [`scale::heatmap_size_class`]'s size). The canvas's `data-row-labels` and
+/// `data-column-labels` attributes say how many names were written. The caption reads
 /// "row = cause, column = effect".
 ///
 /// Only the first `min(names.len(), weights.len())` variables are drawn (ragged rows are
@@ -172,6 +175,8 @@ pub fn draw_heatmap(
     weights: &[Vec<f64>],
     edges: &[(usize, usize)],
 ) -> Result<(), String> {
+    // Until the names are drawn, the canvas names none.
+    set_label_counts(canvas, (0, 0))?;
     let (root, surface) = open(canvas)?;
     let n = names.len().min(weights.len());
     if n == 0 {
@@ -190,8 +195,9 @@ pub fn draw_heatmap(
 
     draw_cells(&root, &surface, &layout, weights, s)?;
     draw_edges(&root, &surface, &layout, n, edges)?;
-    draw_matrix_labels(&root, &surface, &layout, &labels)?;
+    let counts = draw_matrix_labels(&root, &surface, &layout, &labels)?;
     draw_colour_bar(&root, &surface, &layout, s)?;
+    set_label_counts(canvas, counts)?;
 
     let caption = surface
         .text(scale::FONT_PX, &MUTED)
@@ -282,13 +288,14 @@ fn draw_edges(
     Ok(())
 }
 
+/// Writes the row and column names and returns how many of each it wrote.
 fn draw_matrix_labels(
     root: &Area,
     surface: &Surface,
     layout: &HeatmapLayout,
     labels: &[String],
-) -> Result<(), String> {
-    let text = surface.text(scale::FONT_PX, &INK);
+) -> Result<(usize, usize), String> {
+    let text = surface.text(layout.font, &INK);
     let row_style = text.pos(Pos::new(HPos::Right, VPos::Center));
     let col_style = if layout.rotated {
         text.transform(FontTransform::Rotate270)
@@ -296,6 +303,7 @@ fn draw_matrix_labels(
     } else {
         text.pos(Pos::new(HPos::Center, VPos::Bottom))
     };
+    let (mut rows, mut columns) = (0, 0);
     for (k, label) in labels.iter().enumerate().step_by(layout.label_step) {
         let centre = (k as f64 + 0.5) * layout.cell;
         root.draw_text(
@@ -307,6 +315,7 @@ fn draw_matrix_labels(
             ),
         )
         .map_err(draw_err)?;
+        rows += 1;
         root.draw_text(
             label,
             &col_style,
@@ -316,8 +325,24 @@ fn draw_matrix_labels(
             ),
         )
         .map_err(draw_err)?;
+        columns += 1;
     }
-    Ok(())
+    Ok((rows, columns))
+}
+
+/// Records on the canvas how many row and column names it shows (`data-row-labels`,
+/// `data-column-labels`), for tests and for anyone inspecting the page.
+fn set_label_counts(
+    canvas: &web_sys::HtmlCanvasElement,
+    (rows, columns): (usize, usize),
+) -> Result<(), String> {
+    let set = |name: &str, value: usize| {
+        canvas
+            .set_attribute(name, &value.to_string())
+            .map_err(|e| format!("could not mark the canvas: {e:?}"))
+    };
+    set("data-row-labels", rows)?;
+    set("data-column-labels", columns)
 }
 
 fn draw_colour_bar(

@@ -15,6 +15,9 @@ pub fn current_knowledge(state: AppState) -> Option<Result<Knowledge, String>> {
     Some(knowledge_from_grid(&names, &rules, &tiers))
 }
 
+/// Column headers of up to this many characters are written flat; longer ones upwards.
+const FLAT_HEADER_CHARS: usize = 3;
+
 #[component]
 pub fn KnowledgePanel() -> impl IntoView {
     let state = expect_context::<AppState>();
@@ -24,9 +27,12 @@ pub fn KnowledgePanel() -> impl IntoView {
                 .into_any();
         };
         let d = names.len();
+        // Names wider than a cell are written upwards, so a column stays one cell wide; the
+        // full name is in the title either way (long ones are cut with an ellipsis).
+        let rotated = names.iter().any(|n| n.chars().count() > FLAT_HEADER_CHARS);
         let header = names
             .iter()
-            .map(|n| view! { <th scope="col" class="effect"><span>{n.clone()}</span></th> })
+            .map(|n| view! { <th scope="col" class="effect" title=n.clone()><span>{n.clone()}</span></th> })
             .collect_view();
         let rows = names
             .iter()
@@ -42,7 +48,7 @@ pub fn KnowledgePanel() -> impl IntoView {
                                 .rules
                                 .with(|r| r.get(i * d + j).copied().unwrap_or_default())
                         };
-                                                let title = format!("{} → {}", names[i], names[j]);
+                        let title = format!("{} → {}", names[i], names[j]);
                         let label = title.clone();
                         let on_click = move |_| {
                             state.rules.update(|r| {
@@ -59,7 +65,7 @@ pub fn KnowledgePanel() -> impl IntoView {
                                     data-from=i
                                     data-to=j
                                     data-rule=move || rule().code()
-                                                                        title=move || format!("{title}: {}", rule().code())
+                                    title=move || format!("{title}: {}", rule().code())
                                     aria-label=move || format!("{label}: {}", rule().code())
                                     on:click=on_click
                                 >
@@ -70,7 +76,7 @@ pub fn KnowledgePanel() -> impl IntoView {
                         .into_any()
                     })
                     .collect_view();
-                view! { <tr><th scope="row" class="cause">{cause.clone()}</th>{cells}</tr> }
+                view! { <tr><th scope="row" class="cause" title=cause.clone()>{cause.clone()}</th>{cells}</tr> }
             })
             .collect_view();
         let tiers = names
@@ -100,8 +106,11 @@ pub fn KnowledgePanel() -> impl IntoView {
         };
         view! {
             <p class="hint">"Click a cell to forbid (✕) or require (→) the edge row → column; click again to move on. Tiers: a variable in a later tier can never cause one in an earlier tier (leave empty for no tier)."</p>
-            <div class="scroll">
-                <table class="knowledge-grid" data-testid="knowledge-grid">
+            // The grid scrolls inside this box (both ways, headers sticky) rather than widening
+            // the panel: 20 and more variables do not fit a column.
+            <div class="scroll knowledge-scroll" data-testid="knowledge-scroll" tabindex="0"
+                role="region" aria-label="Prior knowledge grid, scrollable">
+                <table class="knowledge-grid" class:rotated=rotated data-testid="knowledge-grid">
                     <thead><tr><th class="corner">"cause ↓ effect →"</th>{header}</tr></thead>
                     <tbody>{rows}</tbody>
                 </table>

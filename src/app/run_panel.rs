@@ -8,8 +8,11 @@ use super::knowledge_panel::current_knowledge;
 use super::settings_panel::current_settings;
 use super::{AppState, DataState, RunState};
 use crate::discovery::cgp::Method;
+use crate::engine::Status;
 use crate::protocol::{RunRequest, ToWorker};
-use crate::ui::{format_number, format_seconds_left, phase_name, History};
+use crate::ui::{
+    format_number, fraction_reached, phase_name, progress_shown, History, RunProgress,
+};
 use leptos::prelude::*;
 
 /// Why the Run button is disabled, or `None` when a run can start.
@@ -122,7 +125,8 @@ pub fn RunPanel() -> impl IntoView {
             <PhaseBanner />
             <ProgressBar />
             <div class="live">
-                <figure>
+                // More than 12 variables get the whole width, so that every name fits.
+                <figure class:wide=move || heatmap_size(state).is_some()>
                     <figcaption>{move || heatmap_caption(state)}</figcaption>
                     <Heatmap />
                 </figure>
@@ -177,7 +181,7 @@ fn PhaseBanner() -> impl IntoView {
                     format_number(t.gamma)
                 )
             });
-                        let stopped = s.status == crate::engine::Status::Stopped;
+            let stopped = s.status == Status::Stopped;
             let sentence = if stopped {
                 format!(
                     "You stopped the run during the {} phase: the result below is the best graph so far.",
@@ -210,39 +214,60 @@ fn PhaseBanner() -> impl IntoView {
     }
 }
 
-/// Fraction done, and an upper estimate of the time left.
+/// Fraction done, and an upper estimate of the time left; a stopped run's bar stays where the run
+/// stopped.
 #[component]
 fn ProgressBar() -> impl IntoView {
     let state = expect_context::<AppState>();
-    let fraction = move || {
-        state
-            .snapshot
-            .with(|s| s.as_ref().map_or(0.0, |s| s.progress))
-    };
-    let text = move || {
-        state.snapshot.with(|s| match s {
-            None => "not started".to_string(),
-            Some(s) if state.run.get() == RunState::Paused => {
-                format!("{:.0} % · paused", 100.0 * s.progress)
-            }
-            Some(s) if state.run.get() == RunState::Ended(crate::engine::Status::Stopped) => {
-                format!("stopped after {:.1} s of computing", s.elapsed_seconds)
-            }
-            Some(s) if matches!(state.run.get(), RunState::Ended(_)) => {
-                format!("finished in {:.1} s of computing", s.elapsed_seconds)
-            }
-            Some(s) => format!(
-                "{:.0} % · {} · {:.1} s so far",
-                100.0 * s.progress,
-                format_seconds_left(s.remaining_seconds.unwrap_or(f64::INFINITY)),
-                s.elapsed_seconds
+    // The fraction the run had reached: the worker's final snapshot of a stopped run says 1, so
+    // the bar keeps the last running snapshot's fraction instead.
+    let reached = RwSignal::new(0.0);
+    Effect::new(move |_| {
+        let next = state.snapshot.with(|s| match s {
+            None => 0.0,
+            Some(s) => fraction_reached(
+                reached.get_untracked(),
+                s.status == Status::Running,
+                s.progress,
             ),
+        });
+        reached.set(next);
+    });
+    let shown = Memo::new(move |_| {
+        let run = state.run.get();
+        let reached = reached.get();
+        state.snapshot.with(|s| {
+            let progress = match s {
+                None => RunProgress::NotStarted,
+                Some(s) => match run {
+                    RunState::Paused => RunProgress::Paused {
+                        fraction: s.progress,
+                    },
+                    RunState::Ended(Status::Stopped) => RunProgress::Stopped {
+                        reached,
+                        elapsed: s.elapsed_seconds,
+                    },
+                    RunState::Ended(_) => RunProgress::Finished {
+                        elapsed: s.elapsed_seconds,
+                    },
+                    _ => RunProgress::Running {
+                        fraction: s.progress,
+                        elapsed: s.elapsed_seconds,
+                        remaining: s.remaining_seconds,
+                    },
+                },
+            };
+            progress_shown(progress)
         })
-    };
+    });
+    let fraction = move || shown.with(|p| p.fraction);
+    let bar_state = move || shown.with(|p| p.state);
     view! {
         <div class="progress-row">
-                        <progress data-testid="progress" aria-label="Progress of the run" max="1" prop:value=fraction data-fraction=move || format!("{:.3}", fraction())></progress>
-            <span data-testid="time-left">{text}</span>
+            <progress data-testid="progress" aria-label="Progress of the run" max="1"
+                data-state=bar_state
+                prop:value=fraction data-fraction=move || format!("{:.3}", fraction())></progress>
+            <span data-testid="time-left" data-state=bar_state>{move || shown.with(|p| p.text.clone())}</span>
         </div>
     }
 }
@@ -264,10 +289,24 @@ fn Heatmap() -> impl IntoView {
             web_sys::console::warn_1(&format!("heatmap: {e}").into());
         }
     });
+    let class = move || match heatmap_size(state) {
+        Some((size, _)) => format!("heatmap {size}"),
+        None => "heatmap".to_string(),
+    };
+    // A large canvas on a narrow screen scrolls inside the figure instead of widening the page.
     view! {
-        <canvas node_ref=canvas class="heatmap" data-testid="adjacency-canvas" width="420" height="400"
-            role="img" aria-label="Heatmap of the weighted adjacency matrix"></canvas>
+        <div class="heatmap-scroll">
+            <canvas node_ref=canvas class=class data-testid="adjacency-canvas" width="420" height="400"
+                role="img" aria-label="Heatmap of the weighted adjacency matrix"></canvas>
+        </div>
     }
+}
+
+/// The heatmap's size class for the variables shown (`None`: the default size).
+fn heatmap_size(state: AppState) -> Option<(&'static str, f64)> {
+    state
+        .names()
+        .and_then(|n| crate::ui::chart_scale::heatmap_size_class(n.len()))
 }
 
 /// The bound, h(A) and γ of the restart shown.

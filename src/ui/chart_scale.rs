@@ -457,7 +457,11 @@ pub struct HeatmapLayout {
     pub top: f64,
     /// Whether the column labels are rotated to read upwards.
     pub rotated: bool,
-    /// Label every `label_step`-th row and column (1 unless cells are smaller than the font).
+    /// Font size of the variable names: [`FONT_PX`], shrunk towards [`MIN_FONT_PX`] so that
+    /// each name fits its row and column.
+    pub font: f64,
+    /// Label every `label_step`-th row and column (1 unless the cells are smaller than even the
+    /// smallest font).
     pub label_step: usize,
     /// Left edge of the colour bar.
     pub bar_left: f64,
@@ -465,9 +469,54 @@ pub struct HeatmapLayout {
     pub bar_height: f64,
 }
 
+/// The smallest font the heatmap's variable names shrink to, in CSS pixels; with cells smaller
+/// than this only every k-th name is written.
+pub const MIN_FONT_PX: f64 = 8.0;
+/// The font sizes tried for the names, largest first (half-pixel steps).
+const FONT_STEPS: usize = ((FONT_PX - MIN_FONT_PX) * 2.0) as usize;
+
+/// The layout for one font size: cell side, the band above the grid, rotation, row-label width.
+struct Placement {
+    cell: f64,
+    band: f64,
+    rotated: bool,
+    row_label_w: f64,
+}
+
+fn place(width: f64, height: f64, n: usize, max_chars: usize, font: f64) -> Placement {
+    let nf = n as f64;
+    // Character width scales with the font (CHAR_PX at FONT_PX).
+    let label_len = max_chars.min(LABEL_CHARS) as f64 * CHAR_PX * font / FONT_PX;
+    let row_label_w = label_len + 8.0;
+    let avail_w = width - 2.0 * PAD_PX - row_label_w - BAR_BLOCK_PX;
+    let avail_h = |top_band: f64| height - 2.0 * PAD_PX - CAPTION_PX - top_band;
+    let flat_band = font + 10.0;
+    let flat_cell = (avail_w.min(avail_h(flat_band)) / nf).min(MAX_CELL_PX);
+    if label_len + 4.0 <= flat_cell {
+        Placement {
+            cell: flat_cell,
+            band: flat_band,
+            rotated: false,
+            row_label_w,
+        }
+    } else {
+        let cell = (avail_w.min(avail_h(row_label_w)) / nf).min(MAX_CELL_PX);
+        Placement {
+            cell,
+            band: row_label_w,
+            rotated: true,
+            row_label_w,
+        }
+    }
+}
+
 /// The heatmap layout for `n` variables whose (truncated) labels have at most `max_chars`
 /// characters, on a canvas of `width × height` CSS pixels; `None` when the cells would be
 /// smaller than [`MIN_CELL_PX`] or `n` is 0.
+///
+/// The names are written at the largest font (from [`FONT_PX`] down to [`MIN_FONT_PX`]) whose
+/// cells are at least a font size plus a pixel high, so that every row and column is named;
+/// smaller text also leaves more room for the cells.
 pub fn heatmap_layout(
     width: f64,
     height: f64,
@@ -477,29 +526,25 @@ pub fn heatmap_layout(
     if n == 0 || !(width.is_finite() && height.is_finite()) {
         return None;
     }
-    let nf = n as f64;
-    let label_len = max_chars.min(LABEL_CHARS) as f64 * CHAR_PX;
-    let row_label_w = label_len + 8.0;
-    let avail_w = width - 2.0 * PAD_PX - row_label_w - BAR_BLOCK_PX;
-    let avail_h = |top_band: f64| height - 2.0 * PAD_PX - CAPTION_PX - top_band;
-    let flat_band = FONT_PX + 10.0;
-    let flat_cell = (avail_w.min(avail_h(flat_band)) / nf).min(MAX_CELL_PX);
-    let (cell, band, rotated) = if label_len + 4.0 <= flat_cell {
-        (flat_cell, flat_band, false)
-    } else {
-        let cell = (avail_w.min(avail_h(row_label_w)) / nf).min(MAX_CELL_PX);
-        (cell, row_label_w, true)
-    };
+    let fonts = (0..=FONT_STEPS).map(|k| FONT_PX - 0.5 * k as f64);
+    let (font, p) = fonts
+        .map(|font| (font, place(width, height, n, max_chars, font)))
+        .find(|(font, p)| p.cell >= font + 1.0)
+        .unwrap_or_else(|| (MIN_FONT_PX, place(width, height, n, max_chars, MIN_FONT_PX)));
+    let cell = p.cell;
     if cell.is_nan() || cell < MIN_CELL_PX {
         return None;
     }
+    let nf = n as f64;
     let grid = nf * cell;
+    let avail_w = width - 2.0 * PAD_PX - p.row_label_w - BAR_BLOCK_PX;
+    let avail_h = height - 2.0 * PAD_PX - CAPTION_PX - p.band;
     // Centre the block (labels, grid, colour bar; band, grid, caption) on the canvas.
     let spare_w = (avail_w - grid).max(0.0);
-    let spare_h = (avail_h(band) - grid).max(0.0);
-    let left = PAD_PX + spare_w / 2.0 + row_label_w;
-    let top = PAD_PX + spare_h / 2.0 + band;
-    let label_step = ((FONT_PX + 2.0) / cell).ceil().max(1.0) as usize;
+    let spare_h = (avail_h - grid).max(0.0);
+    let left = PAD_PX + spare_w / 2.0 + p.row_label_w;
+    let top = PAD_PX + spare_h / 2.0 + p.band;
+    let label_step = ((font + 1.0) / cell).ceil().max(1.0) as usize;
     let bar_height = grid
         .max(60.0)
         .min((height - top - CAPTION_PX - PAD_PX).max(grid));
@@ -507,12 +552,32 @@ pub fn heatmap_layout(
         cell,
         left,
         top,
-        rotated,
+        rotated: p.rotated,
+        font,
         label_step,
         bar_left: left + grid + BAR_GAP_PX,
         bar_height,
     })
 }
+
+/// The heatmap canvas's size class for `n` variables and the smallest CSS width (px) that class
+/// gives the canvas in `www/style.css` (which must agree): more variables get a larger canvas, so
+/// that up to [`HEATMAP_ALL_NAMED`] variables every name is written, at [`MIN_FONT_PX`] or more.
+/// `None` is the default size (up to 12 variables, which fit any figure).
+pub fn heatmap_size_class(n: usize) -> Option<(&'static str, f64)> {
+    match n {
+        0..=12 => None,
+        13..=30 => Some(("heatmap-large", 480.0)),
+        31..=50 => Some(("heatmap-huge", 640.0)),
+        _ => Some(("heatmap-giant", 960.0)),
+    }
+}
+
+/// Up to this many variables the heatmap names every row and column (see [`heatmap_size_class`]).
+pub const HEATMAP_ALL_NAMED: usize = 80;
+
+/// The canvas's CSS aspect ratio, width / height (`aspect-ratio: 21 / 20` in `www/style.css`).
+pub const HEATMAP_ASPECT: f64 = 21.0 / 20.0;
 
 #[cfg(test)]
 mod tests {
@@ -890,9 +955,10 @@ mod tests {
             assert!(l.bar_left > l.left + grid);
             assert!(l.bar_height > 0.0 && l.top + l.bar_height <= h);
             assert!(l.label_step >= 1);
-            assert!(l.label_step as f64 * l.cell >= FONT_PX);
+            assert!(l.label_step as f64 * l.cell >= l.font);
+            assert!((MIN_FONT_PX..=FONT_PX).contains(&l.font));
             if !l.rotated {
-                assert!(chars as f64 * CHAR_PX <= l.cell);
+                assert!(chars as f64 * CHAR_PX * l.font / FONT_PX <= l.cell);
             }
         }
         // Short names fit flat in big cells; long names are rotated.
@@ -901,5 +967,33 @@ mod tests {
         assert_eq!(heatmap_layout(600.0, 400.0, 0, 2), None);
         assert_eq!(heatmap_layout(100.0, 80.0, 10, 12), None);
         assert_eq!(heatmap_layout(f64::NAN, 80.0, 1, 1), None);
+    }
+
+    #[test]
+    fn every_name_is_written_at_the_size_class_of_its_count() {
+        // The smallest canvas each class allows (a figure of 18rem for the default size), the
+        // longest names (12 characters, ellipsis included) and the shortest ("X1").
+        for n in 1..=HEATMAP_ALL_NAMED {
+            let width = heatmap_size_class(n).map_or(288.0, |(_, w)| w);
+            let height = width / HEATMAP_ASPECT;
+            for chars in [2, LABEL_CHARS] {
+                let l = heatmap_layout(width, height, n, chars).unwrap();
+                assert_eq!(l.label_step, 1, "{n} variables, {chars} characters: {l:?}");
+                assert!(l.font >= MIN_FONT_PX && l.cell >= l.font, "{n}: {l:?}");
+            }
+        }
+        // 20 short names, as in the SynTReN example, keep the full font.
+        let l = heatmap_layout(480.0, 480.0 / HEATMAP_ASPECT, 20, 3).unwrap();
+        assert_eq!((l.font, l.label_step), (FONT_PX, 1));
+        // Beyond the largest class, or on a canvas too small for its class, every k-th name.
+        let l = heatmap_layout(960.0, 960.0 / HEATMAP_ASPECT, 150, LABEL_CHARS).unwrap();
+        assert!(l.label_step > 1 && l.font == MIN_FONT_PX, "{l:?}");
+        let l = heatmap_layout(400.0, 380.0, 50, LABEL_CHARS).unwrap();
+        assert!(l.label_step > 1, "{l:?}");
+        // The classes grow with the count.
+        assert_eq!(heatmap_size_class(12), None);
+        assert_eq!(heatmap_size_class(20).map(|c| c.0), Some("heatmap-large"));
+        assert_eq!(heatmap_size_class(50).map(|c| c.0), Some("heatmap-huge"));
+        assert_eq!(heatmap_size_class(51).map(|c| c.0), Some("heatmap-giant"));
     }
 }

@@ -1,13 +1,14 @@
 //! What the page computes that is not DOM: reading the settings form, the prior-knowledge grid,
-//! comparing a result with an uploaded ground truth, checking a saved run record, the objective curves' history, and number
-//! formatting. Plain Rust, compiled and tested natively; the Leptos components in `app` only bind
-//! these to inputs and draw the results.
+//! comparing a result with an uploaded ground truth, checking a saved run record, the objective
+//! curves' history, what the progress bar shows, and number formatting. Plain Rust, compiled and
+//! tested natively; the Leptos components in `app` only bind these to inputs and draw the results.
 
 pub mod chart_scale;
 mod curves;
 mod format;
 pub mod graph_editor;
 mod knowledge_grid;
+mod progress;
 mod record;
 mod settings_form;
 mod truth;
@@ -15,6 +16,7 @@ mod truth;
 pub use curves::{phase_name, CurvePoint, History};
 pub use format::{format_bytes, format_number, format_seconds_left};
 pub use knowledge_grid::{knowledge_from_grid, EdgeRule};
+pub use progress::{fraction_reached, progress_shown, ProgressShown, RunProgress};
 pub use record::{read_record, MAX_RECORD_VARIABLES};
 pub use settings_form::{parse_settings, preset_values, FieldSpec, FIELDS};
 pub use truth::{compare_to_truth, parse_truth, TruthReport};

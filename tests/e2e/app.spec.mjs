@@ -121,7 +121,10 @@ test('pause and resume work, snapshots arrive at least 4 times a second, stop ke
   await expect(page.getByTestId('results')).toBeVisible();
     await expect(page.getByTestId('result-summary')).toContainText('stopped early');
   await expect(page.getByTestId('phase')).toContainText('best graph so far');
-  await expect(page.getByTestId('time-left')).toContainText('stopped after');
+  // The bar stays where the run stopped (issue 15), not full.
+  await expect(page.getByTestId('time-left')).toContainText(/^stopped at \d+ % · after /);
+  await expect(page.getByTestId('progress')).toHaveAttribute('data-state', 'stopped');
+  expect(Number(await page.getByTestId('progress').getAttribute('data-fraction'))).toBeLessThan(1);
   await expect(page.getByTestId('dag-svg').locator('[data-node]')).toHaveCount(3);
   await expect(page.getByTestId('run-button')).toBeEnabled();
   await shot(page, 'app-5-stopped', info);
