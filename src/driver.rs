@@ -22,13 +22,13 @@
 use nalgebra::DMatrix;
 
 use crate::backend::gpu::PSI2_MIN_WORK;
-use crate::discovery::explain::EdgeEvidencePlan;
-use crate::discovery::family::FamilyScoreSettings;
-use crate::graph::Dag;
 use crate::data::{CsvOptions, Dataset};
 use crate::discovery::cgp::{BoundKind, Method};
+use crate::discovery::explain::EdgeEvidencePlan;
+use crate::discovery::family::FamilyScoreSettings;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::engine::{now_seconds, Session};
+use crate::graph::Dag;
 use crate::protocol::{
     compute_workers, decode_compute, encode_compute, load_csv, ComputeBackend, FromCompute,
     FromWorker, RunRequest, ToCompute,
@@ -1310,10 +1310,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         };
-        refused(
-            driver.explain_edge(5, &[(0, 1)], (1, 2), 0),
-            "not an edge",
-        );
+        refused(driver.explain_edge(5, &[(0, 1)], (1, 2), 0), "not an edge");
         refused(
             driver.explain_edge(6, &[(0, 1), (1, 0)], (0, 1), 0),
             "cannot be explained",

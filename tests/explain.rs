@@ -6,14 +6,13 @@
 use std::time::Instant;
 
 use nalgebra::DMatrix;
-use occam::engine::explain_edges;
 use occam::backend::{CpuBackend, Pool};
 use occam::data::standardise;
 use occam::discovery::explain::{
-    fitted_conditional, strongest_parent, CurveSettings, EdgeEvidence,
-    EdgeEvidencePlan, Reversal,
+    fitted_conditional, strongest_parent, CurveSettings, EdgeEvidence, EdgeEvidencePlan, Reversal,
 };
 use occam::discovery::family::{family_score, FamilyScoreSettings};
+use occam::engine::explain_edges;
 use occam::graph::Dag;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -12,6 +12,7 @@ mod data_panel;
 mod download;
 mod exact_view;
 mod examples;
+mod explain_view;
 mod graph_editor;
 mod knowledge_panel;
 mod results_panel;
@@ -133,6 +134,21 @@ pub enum RunState {
     Ended(Status),
 }
 
+/// The explanation of one edge of the result on screen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Explanation {
+    None,
+    /// Asked of the worker; the families are being refitted.
+    Working {
+        edge: (usize, usize),
+    },
+    Ready(Box<crate::discovery::explain::EdgeEvidence>),
+    Failed {
+        edge: (usize, usize),
+        message: String,
+    },
+}
+
 /// Where a simulation from the drawn graph is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SimulationState {
@@ -205,6 +221,10 @@ pub struct AppState {
     pub simulation: RwSignal<SimulationState>,
     /// The drawn graph's truth, kept until its simulated data arrive.
     simulated_truth: StoredValue<Option<Truth>>,
+    /// The explanation of an edge of the result on screen.
+    pub explanation: RwSignal<Explanation>,
+    /// Id of the latest explanation asked for; answers to older ones are ignored.
+    explain_seq: StoredValue<u64>,
 }
 
 impl AppState {
@@ -239,6 +259,8 @@ impl AppState {
             continue_pending: StoredValue::new(false),
             simulation: RwSignal::new(SimulationState::Idle),
             simulated_truth: StoredValue::new(None),
+            explanation: RwSignal::new(Explanation::None),
+            explain_seq: StoredValue::new(0),
         }
     }
 
@@ -314,6 +336,25 @@ impl AppState {
         self.send(&ToWorker::Simulate { spec });
     }
 
+    /// Asks the worker to explain `edge` of the result on screen by its evidence.
+    pub fn explain(self, edge: (usize, usize)) {
+        let Some((edges, seed)) = self
+            .result
+            .with_untracked(|r| r.as_ref().map(|r| (r.edges.clone(), r.seed)))
+        else {
+            return;
+        };
+        let request_id = self.explain_seq.get_value() + 1;
+        self.explain_seq.set_value(request_id);
+        self.explanation.set(Explanation::Working { edge });
+        self.send(&ToWorker::ExplainEdge {
+            request_id,
+            edges,
+            edge,
+            seed,
+        });
+    }
+
     /// Restarts the watchdog's clock (when a request that expects answers is sent).
     pub fn mark_alive(self) {
         self.last_message_ms.set_value(js_sys::Date::now());
@@ -327,6 +368,7 @@ impl AppState {
             .set_value(Some((file_name.clone(), blob.clone())));
         self.history.set(History::default());
         self.error.set(None);
+        self.explanation.set(Explanation::None);
         self.result.set(None);
         self.record_file.set(None);
         self.snapshot.set(None);
@@ -389,6 +431,12 @@ impl AppState {
         self.worker.set_value(None);
         self.worker_dead.set(true);
         self.backend.set(BackendState::Unavailable);
+        if let Explanation::Working { edge } = self.explanation.get_untracked() {
+            self.explanation.set(Explanation::Failed {
+                edge,
+                message: "the worker stopped before it was done: restart it and ask again".into(),
+            });
+        }
         if self.simulation.get_untracked() == SimulationState::Running {
             self.simulation.set(SimulationState::Failed(
                 "the worker stopped before the simulation was done: restart it and simulate again"
@@ -572,6 +620,26 @@ impl AppState {
                     Err(e) => self.error.set(Some(format!(
                         "the simulated data could not be kept by the browser: {e:?}"
                     ))),
+                }
+            }
+            FromWorker::EdgeExplained {
+                request_id,
+                evidence,
+            } => {
+                if request_id == self.explain_seq.get_value() {
+                    self.explanation.set(Explanation::Ready(evidence));
+                }
+            }
+            FromWorker::ExplainFailed {
+                request_id,
+                message,
+            } => {
+                if request_id == self.explain_seq.get_value() {
+                    let edge = match self.explanation.get_untracked() {
+                        Explanation::Working { edge } => edge,
+                        _ => (0, 0),
+                    };
+                    self.explanation.set(Explanation::Failed { edge, message });
                 }
             }
             FromWorker::SimulationFailed { message } => {

@@ -3,7 +3,8 @@
 
 use super::download::{download_graph_png, download_text, graph_svg_text};
 use super::exact_view::ExactResults;
-use super::{edge_weight, result_graph, AppState, Truth};
+use super::explain_view::{EdgeExplanation, EquivalenceClass};
+use super::{edge_weight, result_graph, AppState, Explanation, Truth};
 use crate::discovery::cgp::Method;
 use crate::engine::{RunResult, Status};
 use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad, EdgeKind};
@@ -134,7 +135,16 @@ pub fn ResultsPanel() -> impl IntoView {
             .map(|&(i, j)| {
                 let w = edge_weight(&result.adjacency, i, j);
                 let what = if result.exact.is_some() { " (posterior probability " } else { " (weight " };
-                view! { <li><span class="name">{result.names[i].clone()}</span> " → " <span class="name">{result.names[j].clone()}</span> {what} {format_number(w)} ")"</li> }
+                let busy = move || matches!(state.explanation.get(), Explanation::Working { .. });
+                view! {
+                    <li>
+                        <span class="name">{result.names[i].clone()}</span> " → " <span class="name">{result.names[j].clone()}</span> {what} {format_number(w)} ")"
+                        " "
+                        <button class="small" data-testid="explain-edge" data-edge=format!("{i}->{j}")
+                            title="Refit the variables this edge concerns without it and reversed, and compare the evidence"
+                            disabled=busy on:click=move |_| state.explain((i, j))>"Why?"</button>
+                    </li>
+                }
             })
             .collect_view();
         let truth_name = state.truth.get().map(|t| t.file_name);
@@ -151,6 +161,8 @@ pub fn ResultsPanel() -> impl IntoView {
                 <details open>
                     <summary>"Edges"</summary>
                     <ul class="edges" data-testid="edge-list">{edge_list}</ul>
+                    <EdgeExplanation />
+                    <EquivalenceClass />
                 </details>
                 <ExactResults />
                 {(result.method != Method::Exact).then(|| view! {

@@ -53,6 +53,7 @@ fn start_run(state: AppState) {
     state.history.set(History::default());
     state.run.set(RunState::Starting);
     state.mark_alive();
+    state.explanation.set(super::Explanation::None);
     state.send(&ToWorker::Start(Box::new(RunRequest {
         run_id: state.next_run_id(),
         preset: state.preset.get_untracked(),

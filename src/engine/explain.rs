@@ -31,4 +31,3 @@ pub fn explain_edges(
     let outcomes = backend.run(data, &plan.jobs());
     plan.assemble(&outcomes)
 }
-

@@ -73,6 +73,18 @@ test('a collider drawn from scratch simulates 500 rows in the worker and comes b
   await page.getByTestId('run-button').click();
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 150_000 });
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
+  // Each edge explained by its evidence: removing it costs nats, in words.
+  await page.locator('[data-testid="explain-edge"][data-edge="0->2"]').click();
+  const explanation = page.getByTestId('edge-explanation');
+  await expect(explanation.locator('[data-state="ready"]')).toBeVisible({ timeout: 60_000 });
+  const removed = Number(await explanation.locator('[data-state="ready"]').getAttribute('data-removed'));
+  expect(removed).toBeLessThan(-5);
+  await expect(explanation).toContainText('favour keeping rain → wet');
+  await expect(page.getByTestId('reversal-words')).toContainText('wet → rain');
+  // The equivalence class: a collider's edges are both oriented by independence.
+  await page.getByTestId('cpdag-toggle').check();
+  await expect(page.getByTestId('cpdag-view')).toHaveAttribute('data-undirected', '0');
+  await expect(page.getByTestId('cpdag-summary')).toContainText('oriented by conditional independence alone');
   await shot(page, 'teach-2-result', info);
   expect(seen.errors).toEqual([]);
   expect(foreignRequests(seen, baseURL)).toEqual([]);
