@@ -24,7 +24,7 @@ use nalgebra::DMatrix;
 use crate::backend::gpu::PSI2_MIN_WORK;
 use crate::data::{CsvOptions, Dataset};
 use crate::discovery::cgp::{BoundKind, Method};
-use crate::discovery::explain::EdgeEvidencePlan;
+use crate::discovery::explain::{fitted_conditional, CurveSettings, EdgeEvidencePlan};
 use crate::discovery::family::FamilyScoreSettings;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::engine::{now_seconds, Session};
@@ -255,6 +255,55 @@ impl Driver {
                 evidence: Box::new(evidence),
             },
             Ok(None) => failed("the edge is not in the graph".into()),
+            Err(e) => failed(e.to_string()),
+        }
+    }
+
+    /// Variable `child`'s fitted conditional given its parents in the graph `edges`, along parent
+    /// `shown_parent`, on the loaded data (as [`Driver::explain_edge`] reads them).
+    pub fn fit_conditional(
+        &self,
+        request_id: u64,
+        edges: &[(usize, usize)],
+        child: usize,
+        shown_parent: usize,
+        seed: u64,
+    ) -> FromWorker {
+        let failed = |message: String| FromWorker::ExplainFailed {
+            request_id,
+            message,
+        };
+        let Some(dataset) = &self.dataset else {
+            return failed("load data first".into());
+        };
+        if self.is_running() {
+            return failed(
+                "wait for the run to end: a fitted conditional refits a variable".into(),
+            );
+        }
+        let data = explain_rows(&dataset.standardised().to_matrix(), seed);
+        let dag = match Dag::from_edges(data.ncols(), edges) {
+            Ok(dag) => dag,
+            Err(e) => return failed(format!("the graph cannot be explained: {e}")),
+        };
+        if child >= dag.n() {
+            return failed(format!("there is no variable {child}"));
+        }
+        let parents = dag.parents(child);
+        let settings = FamilyScoreSettings::with_inducing(EXPLAIN_INDUCING);
+        match fitted_conditional(
+            &data,
+            child,
+            &parents,
+            shown_parent,
+            &settings,
+            seed,
+            &CurveSettings::default(),
+        ) {
+            Ok(curve) => FromWorker::ConditionalFitted {
+                request_id,
+                curve: Box::new(curve),
+            },
             Err(e) => failed(e.to_string()),
         }
     }
@@ -1319,6 +1368,18 @@ mod tests {
             Driver::new().explain_edge(7, &[(0, 1)], (0, 1), 0),
             "load data first",
         );
+        // A variable's fitted conditional: c = b² along b, a parabola.
+        match driver.fit_conditional(8, &[(0, 1), (1, 2)], 2, 1, 0) {
+            FromWorker::ConditionalFitted { request_id, curve } => {
+                assert_eq!((request_id, curve.child, curve.shown_parent), (8, 2, 1));
+                let g = curve.grid.len();
+                let middle = curve.mean[g / 2];
+                assert!(curve.mean[0] > middle && curve.mean[g - 1] > middle);
+                assert_eq!(curve.points.len(), 80);
+            }
+            other => panic!("{other:?}"),
+        }
+        refused(driver.fit_conditional(9, &[(0, 1)], 2, 1, 0), "");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use crate::data::generate::{simulate, SimulationSpec};
 use crate::data::{parse_csv_with_progress, CsvOptions, DataError, DatasetSummary, Parsed};
 use crate::discovery::cgp::{Preset, SearchSettings};
-use crate::discovery::explain::EdgeEvidence;
+use crate::discovery::explain::{ConditionalCurve, EdgeEvidence};
 use crate::discovery::knowledge::Knowledge;
 use crate::engine::{RunResult, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,17 @@ pub enum ToWorker {
         request_id: u64,
         edges: Vec<(usize, usize)>,
         edge: (usize, usize),
+        seed: u64,
+    },
+    /// Fit variable `child`'s conditional given its parents in the graph `edges` on the loaded
+    /// data, and compute its predictive along parent `shown_parent` (`discovery::explain::
+    /// fitted_conditional`). Answered by [`FromWorker::ConditionalFitted`] or
+    /// [`FromWorker::ExplainFailed`].
+    FitConditional {
+        request_id: u64,
+        edges: Vec<(usize, usize)>,
+        child: usize,
+        shown_parent: usize,
         seed: u64,
     },
     /// Test hook: collapsed evaluations whose Ψ2 work N·M² is at least `work` send their Ψ2
@@ -227,7 +238,12 @@ pub enum FromWorker {
         request_id: u64,
         evidence: Box<EdgeEvidence>,
     },
-    /// An edge could not be explained, and why.
+    /// A variable's fitted conditional along one parent ([`ToWorker::FitConditional`]).
+    ConditionalFitted {
+        request_id: u64,
+        curve: Box<ConditionalCurve>,
+    },
+    /// An edge or a variable could not be explained, and why.
     ExplainFailed { request_id: u64, message: String },
     /// Something went wrong inside the worker (a bug, reported rather than hidden).
     Failed { message: String },

@@ -683,3 +683,108 @@ fn draw_phase_labels(
     }
     Ok(())
 }
+
+/// Draws a variable's fitted conditional: the data (x_p, x_i) as dots, the predictive band
+/// between its `lower` and `upper` quantiles, and the predictive mean as a line, with the axes
+/// named `x_name` (the parent) and `y_name` (the child). Errors are the canvas's, as text.
+pub fn draw_conditional(
+    canvas: &web_sys::HtmlCanvasElement,
+    curve: &crate::discovery::explain::ConditionalCurve,
+    x_name: &str,
+    y_name: &str,
+) -> Result<(), String> {
+    let (root, surface) = open(canvas)?;
+    let finite = |v: &f64| v.is_finite();
+    let xs = curve
+        .points
+        .iter()
+        .map(|p| p[0])
+        .chain(curve.grid.iter().copied())
+        .filter(finite);
+    let ys = curve
+        .points
+        .iter()
+        .map(|p| p[1])
+        .chain(curve.lower.iter().copied())
+        .chain(curve.upper.iter().copied())
+        .filter(finite);
+    let range = |values: &mut dyn Iterator<Item = f64>| {
+        let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+        if lo.is_finite() && hi > lo {
+            let pad = 0.05 * (hi - lo);
+            (lo - pad, hi + pad)
+        } else {
+            (-1.0, 1.0)
+        }
+    };
+    let (x_lo, x_hi) = range(&mut { xs });
+    let (y_lo, y_hi) = range(&mut { ys });
+    let mut chart = ChartBuilder::on(&root)
+        .margin(surface.px(10.0))
+        .x_label_area_size(surface.px(34.0))
+        .y_label_area_size(surface.px(44.0))
+        .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
+        .map_err(draw_err)?;
+    let labels = surface.text(scale::FONT_PX, &MUTED);
+    chart
+        .configure_mesh()
+        .x_desc(x_name)
+        .y_desc(y_name)
+        .label_style(labels.clone())
+        .axis_desc_style(labels)
+        .axis_style(LINE.stroke_width(surface.stroke(1.0)))
+        .bold_line_style(GRID.stroke_width(surface.stroke(1.0)))
+        .light_line_style(TRANSPARENT)
+        .draw()
+        .map_err(draw_err)?;
+    let band: Vec<(f64, f64)> = curve
+        .grid
+        .iter()
+        .zip(&curve.upper)
+        .map(|(&x, &y)| (x, y))
+        .chain(
+            curve
+                .grid
+                .iter()
+                .zip(&curve.lower)
+                .rev()
+                .map(|(&x, &y)| (x, y)),
+        )
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    chart
+        .draw_series(std::iter::once(Polygon::new(
+            band,
+            ACCENT.mix(0.18).filled(),
+        )))
+        .map_err(draw_err)?;
+    chart
+        .draw_series(
+            curve
+                .points
+                .iter()
+                .filter(|p| p[0].is_finite() && p[1].is_finite())
+                .map(|p| {
+                    Circle::new(
+                        (p[0], p[1]),
+                        surface.px(1.6).max(1),
+                        MUTED.mix(0.55).filled(),
+                    )
+                }),
+        )
+        .map_err(draw_err)?;
+    chart
+        .draw_series(LineSeries::new(
+            curve
+                .grid
+                .iter()
+                .zip(&curve.mean)
+                .map(|(&x, &y)| (x, y))
+                .filter(|(x, y)| x.is_finite() && y.is_finite()),
+            ACCENT.stroke_width(surface.stroke(2.0)),
+        ))
+        .map_err(draw_err)?;
+    root.present().map_err(draw_err)
+}

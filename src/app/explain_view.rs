@@ -6,8 +6,9 @@
 //!   equivalence class (CPDAG) drawn beside it, with the edges that conditional independence
 //!   alone could not orient drawn undirected and listed.
 
+use super::charts::draw_conditional;
 use super::{result_graph, AppState, Explanation};
-use crate::discovery::explain::{EdgeEvidence, Reversal};
+use crate::discovery::explain::{ConditionalCurve, EdgeEvidence, Reversal};
 use crate::graph::{cpdag, layered_layout, Dag, LayoutOptions};
 use crate::ui::format_number;
 use leptos::prelude::*;
@@ -18,33 +19,72 @@ pub fn EdgeExplanation() -> impl IntoView {
     let state = expect_context::<AppState>();
     move || {
         let names = state.result.with(|r| r.as_ref().map(|r| r.names.clone()))?;
-        let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("#{i}"));
         let body = match state.explanation.get() {
             Explanation::None => return None,
-            Explanation::Working { edge: (i, j) } => view! {
+            Explanation::Working { subject } => view! {
                 <p data-state="working">
-                    "Refitting the variables that " {name(i)} " → " {name(j)}
-                    " concerns, with the edge, without it and reversed (a few seconds)…"
+                    "Refitting what " {subject} " concerns (a few seconds)…"
                 </p>
             }
             .into_any(),
-            Explanation::Failed {
-                edge: (i, j),
-                message,
-            } => view! {
+            Explanation::Failed { subject, message } => view! {
                 <p data-state="failed" class="error-text">
-                    {name(i)} " → " {name(j)} " could not be explained: " {message}
+                    {subject} " could not be explained: " {message}
                 </p>
             }
             .into_any(),
-            Explanation::Ready(evidence) => evidence_view(&evidence, &names).into_any(),
+            Explanation::Edge(evidence) => evidence_view(&evidence, &names).into_any(),
+            Explanation::Curve(curve) => curve_view(*curve, &names).into_any(),
         };
         Some(view! {
             <div class="edge-explanation" data-testid="edge-explanation">
-                <h3>"Why this edge?"</h3>
+                <h3>"Why?"</h3>
                 {body}
             </div>
         })
+    }
+}
+
+/// A variable's fitted conditional drawn along its strongest parent, with the data.
+fn curve_view(curve: ConditionalCurve, names: &[String]) -> impl IntoView {
+    let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("#{i}"));
+    let (child, parent) = (name(curve.child), name(curve.shown_parent));
+    let held: Vec<String> = curve
+        .held_at
+        .iter()
+        // A standardised column's mean is 0 up to rounding: say 0, not -1.8e-17.
+        .map(|&(p, v)| {
+            format!(
+                "{} at {}",
+                name(p),
+                format_number(if v.abs() < 1e-9 { 0.0 } else { v })
+            )
+        })
+        .collect();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    let drawn = RwSignal::new(None::<String>);
+    let (x_name, y_name) = (parent.clone(), child.clone());
+    let to_draw = curve.clone();
+    Effect::new(move |_| {
+        if let Some(canvas) = canvas.get() {
+            if let Err(e) = draw_conditional(&canvas, &to_draw, &x_name, &y_name) {
+                drawn.set(Some(e));
+            }
+        }
+    });
+    view! {
+        <p data-state="ready" data-variable=child.clone() data-parent=parent.clone()>
+            "The fitted conditional of " <strong>{child.clone()}</strong> " given its parents, along "
+            <strong>{parent.clone()}</strong>
+            {(!held.is_empty()).then(|| format!(" (the other parents held at their means: {})", held.join(", ")))}
+            ": the line is E[" {child.clone()} " | " {parent.clone()} "], the band holds "
+            {format!("{:.0} %", 100.0 * (curve.upper_quantile - curve.lower_quantile))}
+            " of the predictive (the latent input w integrated out, so the spread need not be Gaussian). Family score: "
+            {format_number(curve.score.value)} " nats."
+        </p>
+        <canvas class="conditional" data-testid="conditional-curve" node_ref=canvas
+            width="560" height="300" aria-label=format!("{child} against {parent}: data and fitted conditional")></canvas>
+        {move || drawn.get().map(|e| view! { <p class="error-text">{e}</p> })}
     }
 }
 

@@ -134,17 +134,18 @@ pub enum RunState {
     Ended(Status),
 }
 
-/// The explanation of one edge of the result on screen.
+/// The explanation of one edge or variable of the result on screen.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Explanation {
     None,
-    /// Asked of the worker; the families are being refitted.
+    /// Asked of the worker (`subject`: "a → b" or a variable's name); it is refitting.
     Working {
-        edge: (usize, usize),
+        subject: String,
     },
-    Ready(Box<crate::discovery::explain::EdgeEvidence>),
+    Edge(Box<crate::discovery::explain::EdgeEvidence>),
+    Curve(Box<crate::discovery::explain::ConditionalCurve>),
     Failed {
-        edge: (usize, usize),
+        subject: String,
         message: String,
     },
 }
@@ -338,21 +339,67 @@ impl AppState {
 
     /// Asks the worker to explain `edge` of the result on screen by its evidence.
     pub fn explain(self, edge: (usize, usize)) {
-        let Some((edges, seed)) = self
-            .result
-            .with_untracked(|r| r.as_ref().map(|r| (r.edges.clone(), r.seed)))
-        else {
+        let Some((edges, seed, names)) = self.result.with_untracked(|r| {
+            r.as_ref()
+                .map(|r| (r.edges.clone(), r.seed, r.names.clone()))
+        }) else {
             return;
         };
-        let request_id = self.explain_seq.get_value() + 1;
-        self.explain_seq.set_value(request_id);
-        self.explanation.set(Explanation::Working { edge });
+        let request_id = self.next_explanation(format!(
+            "{} → {}",
+            names.get(edge.0).cloned().unwrap_or_default(),
+            names.get(edge.1).cloned().unwrap_or_default()
+        ));
         self.send(&ToWorker::ExplainEdge {
             request_id,
             edges,
             edge,
             seed,
         });
+    }
+
+    /// Asks the worker for variable `child`'s fitted conditional along its strongest parent (the
+    /// parent with the largest weight in the result's adjacency).
+    pub fn explain_variable(self, child: usize) {
+        let Some((edges, seed, name, strongest)) = self.result.with_untracked(|r| {
+            let r = r.as_ref()?;
+            let strongest = r
+                .edges
+                .iter()
+                .filter(|&&(_, j)| j == child)
+                .map(|&(i, _)| i)
+                .max_by(|&a, &b| {
+                    edge_weight(&r.adjacency, a, child).total_cmp(&edge_weight(
+                        &r.adjacency,
+                        b,
+                        child,
+                    ))
+                })?;
+            Some((
+                r.edges.clone(),
+                r.seed,
+                r.names.get(child)?.clone(),
+                strongest,
+            ))
+        }) else {
+            return;
+        };
+        let request_id = self.next_explanation(name);
+        self.send(&ToWorker::FitConditional {
+            request_id,
+            edges,
+            child,
+            shown_parent: strongest,
+            seed,
+        });
+    }
+
+    /// Marks a new explanation of `subject` as asked for; returns its request id.
+    fn next_explanation(self, subject: String) -> u64 {
+        let request_id = self.explain_seq.get_value() + 1;
+        self.explain_seq.set_value(request_id);
+        self.explanation.set(Explanation::Working { subject });
+        request_id
     }
 
     /// Restarts the watchdog's clock (when a request that expects answers is sent).
@@ -431,9 +478,9 @@ impl AppState {
         self.worker.set_value(None);
         self.worker_dead.set(true);
         self.backend.set(BackendState::Unavailable);
-        if let Explanation::Working { edge } = self.explanation.get_untracked() {
+        if let Explanation::Working { subject } = self.explanation.get_untracked() {
             self.explanation.set(Explanation::Failed {
-                edge,
+                subject,
                 message: "the worker stopped before it was done: restart it and ask again".into(),
             });
         }
@@ -627,7 +674,12 @@ impl AppState {
                 evidence,
             } => {
                 if request_id == self.explain_seq.get_value() {
-                    self.explanation.set(Explanation::Ready(evidence));
+                    self.explanation.set(Explanation::Edge(evidence));
+                }
+            }
+            FromWorker::ConditionalFitted { request_id, curve } => {
+                if request_id == self.explain_seq.get_value() {
+                    self.explanation.set(Explanation::Curve(curve));
                 }
             }
             FromWorker::ExplainFailed {
@@ -635,11 +687,12 @@ impl AppState {
                 message,
             } => {
                 if request_id == self.explain_seq.get_value() {
-                    let edge = match self.explanation.get_untracked() {
-                        Explanation::Working { edge } => edge,
-                        _ => (0, 0),
+                    let subject = match self.explanation.get_untracked() {
+                        Explanation::Working { subject } => subject,
+                        _ => String::new(),
                     };
-                    self.explanation.set(Explanation::Failed { edge, message });
+                    self.explanation
+                        .set(Explanation::Failed { subject, message });
                 }
             }
             FromWorker::SimulationFailed { message } => {

@@ -147,6 +147,23 @@ pub fn ResultsPanel() -> impl IntoView {
                 }
             })
             .collect_view();
+        // Every variable with a parent can show its fitted conditional.
+        let with_parents: Vec<usize> = (0..result.names.len())
+            .filter(|&j| result.edges.iter().any(|&(_, c)| c == j))
+            .collect();
+        let variable_buttons = (!with_parents.is_empty()).then(|| {
+            let buttons = with_parents
+                .into_iter()
+                .map(|j| {
+                    let busy = move || matches!(state.explanation.get(), Explanation::Working { .. });
+                    view! {
+                        <button class="small" data-testid="explain-variable" data-variable=result.names[j].clone()
+                            disabled=busy on:click=move |_| state.explain_variable(j)>{result.names[j].clone()}</button>
+                    }
+                })
+                .collect_view();
+            view! { <p class="variable-buttons">"Fitted conditional of: " {buttons}</p> }
+        });
         let truth_name = state.truth.get().map(|t| t.file_name);
         Some(view! {
             <section class="panel" data-testid="results" aria-labelledby="results-heading">
@@ -161,6 +178,7 @@ pub fn ResultsPanel() -> impl IntoView {
                 <details open>
                     <summary>"Edges"</summary>
                     <ul class="edges" data-testid="edge-list">{edge_list}</ul>
+                    {variable_buttons}
                     <EdgeExplanation />
                     <EquivalenceClass />
                 </details>

@@ -268,6 +268,19 @@ fn handle_message(event: MessageEvent) {
             let reply = DRIVER.with(|d| d.borrow().explain_edge(request_id, &edges, edge, seed));
             post(&reply);
         }
+        ToWorker::FitConditional {
+            request_id,
+            edges,
+            child,
+            shown_parent,
+            seed,
+        } => {
+            let reply = DRIVER.with(|d| {
+                d.borrow()
+                    .fit_conditional(request_id, &edges, child, shown_parent, seed)
+            });
+            post(&reply);
+        }
         ToWorker::Pause => react(DRIVER.with(|d| d.borrow_mut().pause())),
         ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
         ToWorker::Stop => react(DRIVER.with(|d| d.borrow_mut().stop())),

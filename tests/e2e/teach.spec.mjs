@@ -81,6 +81,12 @@ test('a collider drawn from scratch simulates 500 rows in the worker and comes b
   expect(removed).toBeLessThan(-5);
   await expect(explanation).toContainText('favour keeping rain → wet');
   await expect(page.getByTestId('reversal-words')).toContainText('wet → rain');
+  // A variable's fitted conditional along its strongest parent, drawn with the data.
+  await page.locator('[data-testid="explain-variable"][data-variable="wet"]').click();
+  await expect(explanation.locator('[data-state="ready"][data-variable="wet"]')).toBeVisible({ timeout: 60_000 });
+  expect(['rain', 'sprinkler']).toContain(await explanation.locator('[data-state="ready"]').getAttribute('data-parent'));
+  await expect(page.getByTestId('conditional-curve')).toBeVisible();
+  await shot(page, 'teach-3-conditional', info);
   // The equivalence class: a collider's edges are both oriented by independence.
   await page.getByTestId('cpdag-toggle').check();
   await expect(page.getByTestId('cpdag-view')).toHaveAttribute('data-undirected', '0');
