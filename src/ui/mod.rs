@@ -8,6 +8,7 @@ mod curves;
 mod format;
 pub mod graph_editor;
 mod knowledge_grid;
+pub mod lessons;
 mod progress;
 mod record;
 mod settings_form;
