@@ -104,10 +104,18 @@ pub enum StepCheck {
 pub struct PageFacts {
     /// The loaded data's column names.
     pub names: Option<Vec<String>>,
-    /// The result on screen: its variables' names and edges (indices into them).
-    pub result: Option<(Vec<String>, Vec<(usize, usize)>)>,
+    /// The result on screen.
+    pub result: Option<ResultFacts>,
     pub cpdag_shown: bool,
     pub edge_explained: bool,
+}
+
+/// A result as a lesson's checks read it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResultFacts {
+    pub names: Vec<String>,
+    /// (cause, effect) indices into `names`.
+    pub edges: Vec<(usize, usize)>,
 }
 
 /// Why a lesson file was refused.
@@ -213,10 +221,10 @@ impl StepCheck {
     /// Whether the check holds on `facts`: `Ok(())`, or what is still missing, in words.
     pub fn evaluate(&self, facts: &PageFacts) -> Result<(), String> {
         let edge = |from: &str, to: &str| {
-            facts.result.as_ref().is_some_and(|(names, edges)| {
-                let at = |n: &str| names.iter().position(|x| x == n);
+            facts.result.as_ref().is_some_and(|r| {
+                let at = |n: &str| r.names.iter().position(|x| x == n);
                 match (at(from), at(to)) {
-                    (Some(i), Some(j)) => edges.contains(&(i, j)),
+                    (Some(i), Some(j)) => r.edges.contains(&(i, j)),
                     _ => false,
                 }
             })
@@ -303,9 +311,13 @@ mod tests {
         assert!(check(2, &facts)
             .unwrap_err()
             .contains("run the search first"));
-        facts.result = Some((vec!["x".into(), "y".into()], vec![(1, 0)]));
+        let result = |edges| ResultFacts {
+            names: vec!["x".into(), "y".into()],
+            edges,
+        };
+        facts.result = Some(result(vec![(1, 0)]));
         assert!(check(2, &facts).unwrap_err().contains("no edge x → y"));
-        facts.result = Some((vec!["x".into(), "y".into()], vec![(0, 1)]));
+        facts.result = Some(result(vec![(0, 1)]));
         assert_eq!(check(2, &facts), Ok(()));
         assert!(check(3, &facts).is_err());
         facts.cpdag_shown = true;
