@@ -217,6 +217,24 @@ impl Driver {
         Reaction::message(self.backend_message(was_on_gpu))
     }
 
+    /// What an explanation fits on: the loaded data (standardised, at most [`EXPLAIN_MAX_ROWS`]
+    /// rows drawn from `seed`) and the graph `edges` over them; or why there is nothing to
+    /// explain now (no data, a run in progress, a graph that is not a DAG of the data's columns).
+    fn explanation_inputs(
+        &self,
+        edges: &[(usize, usize)],
+        seed: u64,
+    ) -> Result<(DMatrix<f64>, Dag), String> {
+        let dataset = self.dataset.as_ref().ok_or("load data first")?;
+        if self.is_running() {
+            return Err("wait for the run to end: an explanation refits variables".into());
+        }
+        let data = explain_rows(&dataset.standardised().to_matrix(), seed);
+        let dag = Dag::from_edges(data.ncols(), edges)
+            .map_err(|e| format!("the graph cannot be explained: {e}"))?;
+        Ok((data, dag))
+    }
+
     /// The evidence of `edge` in the graph `edges` on the loaded data (standardised, at most
     /// [`EXPLAIN_MAX_ROWS`] rows, a subset drawn from `seed`): the families its removal and
     /// reversal change, fitted as the exact search fits them (`discovery::explain`). Runs here,
@@ -232,16 +250,9 @@ impl Driver {
             request_id,
             message,
         };
-        let Some(dataset) = &self.dataset else {
-            return failed("load data first".into());
-        };
-        if self.is_running() {
-            return failed("wait for the run to end: explaining an edge refits variables".into());
-        }
-        let data = explain_rows(&dataset.standardised().to_matrix(), seed);
-        let dag = match Dag::from_edges(data.ncols(), edges) {
-            Ok(dag) => dag,
-            Err(e) => return failed(format!("the graph cannot be explained: {e}")),
+        let (data, dag) = match self.explanation_inputs(edges, seed) {
+            Ok(inputs) => inputs,
+            Err(why) => return failed(why),
         };
         let settings = FamilyScoreSettings::with_inducing(EXPLAIN_INDUCING);
         let plan = match EdgeEvidencePlan::for_edges(&dag, &[edge], settings, seed) {
@@ -273,18 +284,9 @@ impl Driver {
             request_id,
             message,
         };
-        let Some(dataset) = &self.dataset else {
-            return failed("load data first".into());
-        };
-        if self.is_running() {
-            return failed(
-                "wait for the run to end: a fitted conditional refits a variable".into(),
-            );
-        }
-        let data = explain_rows(&dataset.standardised().to_matrix(), seed);
-        let dag = match Dag::from_edges(data.ncols(), edges) {
-            Ok(dag) => dag,
-            Err(e) => return failed(format!("the graph cannot be explained: {e}")),
+        let (data, dag) = match self.explanation_inputs(edges, seed) {
+            Ok(inputs) => inputs,
+            Err(why) => return failed(why),
         };
         if child >= dag.n() {
             return failed(format!("there is no variable {child}"));

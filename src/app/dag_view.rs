@@ -7,7 +7,7 @@
 
 use super::results_panel::truth_report;
 use super::{edge_weight, AppState};
-use crate::graph::{layered_layout, EdgeKind, LayoutOptions};
+use crate::graph::{layered_layout, EdgeKind, LayoutOptions, NodeBox};
 use leptos::prelude::*;
 
 /// Colour and dash pattern of each edge kind (none = no truth known).
@@ -139,13 +139,7 @@ pub fn DagView() -> impl IntoView {
                     .find(|&(i, j, _, _)| i == route.from && j == route.to)
                     .unwrap_or((route.from, route.to, 0.0, None));
                 let (colour, dash, marker) = edge_style(kind);
-                let d = route
-                    .points
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (x, y))| format!("{} {x:.1} {y:.1}", if k == 0 { "M" } else { "L" }))
-                    .collect::<Vec<_>>()
-                    .join(" ");
+                let d = route_path(&route.points);
                 let width = if kind == Some(EdgeKind::Missing) {
                     1.5
                 } else {
@@ -173,15 +167,7 @@ pub fn DagView() -> impl IntoView {
             .iter()
             .zip(&names)
             .map(|(node, name)| {
-                view! {
-                    <g class="node" data-node=name.clone()>
-                        <rect x=format!("{:.1}", node.x - node.width / 2.0) y=format!("{:.1}", node.y - node.height / 2.0)
-                            width=format!("{:.1}", node.width) height=format!("{:.1}", node.height)
-                            rx="6" fill="#ffffff" stroke="#1d2430" stroke-width="1.2" />
-                        <text x=format!("{:.1}", node.x) y=format!("{:.1}", node.y + 4.5) text-anchor="middle"
-                            font-family="sans-serif" font-size="13" fill="#1d2430">{name.clone()}</text>
-                    </g>
-                }
+                view! { <g class="node" data-node=name.clone()>{node_box(node, name)}</g> }
             })
             .collect_view();
         view! {
@@ -194,5 +180,26 @@ pub fn DagView() -> impl IntoView {
             </svg>
         }
         .into_any()
+    }
+}
+
+/// An edge route's points as an SVG path (`M x y L x y …`).
+pub(super) fn route_path(points: &[(f64, f64)]) -> String {
+    points
+        .iter()
+        .enumerate()
+        .map(|(k, (x, y))| format!("{} {x:.1} {y:.1}", if k == 0 { "M" } else { "L" }))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A laid-out variable: its box and its name (the caller wraps it in its own group).
+pub(super) fn node_box(node: &NodeBox, name: &str) -> impl IntoView {
+    view! {
+        <rect x=format!("{:.1}", node.x - node.width / 2.0) y=format!("{:.1}", node.y - node.height / 2.0)
+            width=format!("{:.1}", node.width) height=format!("{:.1}", node.height)
+            rx="6" fill="#ffffff" stroke="#1d2430" stroke-width="1.2" />
+        <text x=format!("{:.1}", node.x) y=format!("{:.1}", node.y + 4.5) text-anchor="middle"
+            font-family="sans-serif" font-size="13" fill="#1d2430">{name.to_string()}</text>
     }
 }

@@ -7,6 +7,7 @@
 //!   alone could not orient drawn undirected and listed.
 
 use super::charts::draw_conditional;
+use super::dag_view::{node_box, route_path};
 use super::{result_graph, AppState, Explanation};
 use crate::discovery::explain::{ConditionalCurve, EdgeEvidence, Reversal};
 use crate::graph::{cpdag, layered_layout, Dag, LayoutOptions};
@@ -168,13 +169,7 @@ pub fn EquivalenceClass() -> impl IntoView {
             .iter()
             .map(|route| {
                 let oriented = directed.contains(&(route.from, route.to));
-                let d = route
-                    .points
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (x, y))| format!("{} {x:.1} {y:.1}", if k == 0 { "M" } else { "L" }))
-                    .collect::<Vec<_>>()
-                    .join(" ");
+                let d = route_path(&route.points);
                 let label = if oriented {
                     format!(
                         "{} → {}: oriented by independence (a v-structure or Meek's rules)",
@@ -201,15 +196,7 @@ pub fn EquivalenceClass() -> impl IntoView {
             .iter()
             .zip(&names)
             .map(|(node, name)| {
-                view! {
-                    <g>
-                        <rect x=format!("{:.1}", node.x - node.width / 2.0) y=format!("{:.1}", node.y - node.height / 2.0)
-                            width=format!("{:.1}", node.width) height=format!("{:.1}", node.height)
-                            rx="6" fill="#ffffff" stroke="#1d2430" stroke-width="1.2" />
-                        <text x=format!("{:.1}", node.x) y=format!("{:.1}", node.y + 4.5) text-anchor="middle"
-                            font-size="13" fill="#1d2430">{name.clone()}</text>
-                    </g>
-                }
+                view! { <g>{node_box(node, name)}</g> }
             })
             .collect_view();
         let pair = |&(a, b): &(usize, usize)| format!("{} — {}", names[a], names[b]);
