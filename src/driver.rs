@@ -1381,7 +1381,15 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        refused(driver.fit_conditional(9, &[(0, 1)], 2, 1, 0), "");
+        // c has no parent in this graph, so b is not one to draw it along.
+        refused(
+            driver.fit_conditional(9, &[(0, 1)], 2, 1, 0),
+            "1 is not one of the parents []",
+        );
+        refused(
+            driver.fit_conditional(10, &[(0, 1)], 7, 0, 0),
+            "there is no variable 7",
+        );
     }
 
     #[test]

@@ -291,7 +291,7 @@ impl Gpu {
     }
 
     /// The buffers both entry points bind before their output: dims, B (row-major), (h, pref)
-    /// per row, z_w, and W (row-major; a placeholder when absent).
+    /// per row, z_w, and W (row-major; one zero value when absent).
     fn psi_inputs(
         &self,
         factors: &Psi2Factors,
@@ -330,7 +330,7 @@ impl Gpu {
             self.upload("psi2 b", &row_major(&b), storage),
             self.upload("psi2 rows", &rows, storage),
             self.upload("psi2 dz2", &row_major(&dz2), storage),
-            // The placeholder holds one double-float (a binding of vec2 needs 8 bytes).
+            // Absent, W is one zero double-float (a binding of vec2 needs 8 bytes).
             self.upload(
                 "psi2 w",
                 &w.map(row_major).unwrap_or_else(|| vec![0; 8]),

@@ -29,7 +29,7 @@ struct Dims {
 @group(0) @binding(2) var<storage, read> rows: array<vec4<f32>>;
 // Δ², M × M row-major.
 @group(0) @binding(3) var<storage, read> dz2: array<vec2<f32>>;
-// W, M × M row-major (row_sums only; pair_sums binds a placeholder).
+// W, M × M row-major (row_sums only; pair_sums binds one zero value).
 @group(0) @binding(4) var<storage, read> w: array<vec2<f32>>;
 // pair_sums: per pair (i, j), i * M + j: Σ p, Σ h p.
 // row_sums: per (n, i), n * M + i: Σ W p, Σ W p Δ².

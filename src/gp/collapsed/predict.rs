@@ -170,6 +170,24 @@ mod tests {
 
     /// The exact GP regression posterior of f at `test` for `kernel` on inputs `train`, computed
     /// densely: mean k_*X (K_XX + σ²I)⁻¹ y, variance k_** − k_*X (K_XX + σ²I)⁻¹ k_X*.
+    /// The predictive's mean and variance equal the dense reference's at every test point.
+    fn agrees(p: &LatentFunctionPrediction, mean: &DVector<f64>, var: &DVector<f64>) {
+        for r in 0..mean.len() {
+            assert!(
+                (p.mean[r] - mean[r]).abs() < 1e-7,
+                "mean {r}: {} vs {}",
+                p.mean[r],
+                mean[r]
+            );
+            assert!(
+                (p.variance[r] - var[r]).abs() < 1e-7,
+                "var {r}: {} vs {}",
+                p.variance[r],
+                var[r]
+            );
+        }
+    }
+
     fn dense_posterior(
         kernel: &Kernel,
         train: &DMatrix<f64>,
@@ -215,20 +233,7 @@ mod tests {
             .unwrap()
             .predict_f(&test)
             .unwrap();
-        for r in 0..test.nrows() {
-            assert!(
-                (p.mean[r] - mean[r]).abs() < 1e-7,
-                "mean {r}: {} vs {}",
-                p.mean[r],
-                mean[r]
-            );
-            assert!(
-                (p.variance[r] - var[r]).abs() < 1e-7,
-                "var {r}: {} vs {}",
-                p.variance[r],
-                var[r]
-            );
-        }
+        agrees(&p, &mean, &var);
 
         // The same with a latent column the kernel does not see.
         let ignored = Kernel::se_plus_linear(vec![0.3, 0.2, 0.0], 1.2, vec![0.9, 0.6, 0.0]);
@@ -257,20 +262,7 @@ mod tests {
             .unwrap()
             .predict_f(&with_w)
             .unwrap();
-        for r in 0..test.nrows() {
-            assert!(
-                (p.mean[r] - mean[r]).abs() < 1e-7,
-                "mean {r}: {} vs {}",
-                p.mean[r],
-                mean[r]
-            );
-            assert!(
-                (p.variance[r] - var[r]).abs() < 1e-7,
-                "var {r}: {} vs {}",
-                p.variance[r],
-                var[r]
-            );
-        }
+        agrees(&p, &mean, &var);
     }
 
     #[test]
