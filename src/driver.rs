@@ -24,7 +24,10 @@ use nalgebra::DMatrix;
 use crate::backend::gpu::PSI2_MIN_WORK;
 use crate::data::{CsvOptions, Dataset};
 use crate::discovery::cgp::{BoundKind, Method};
-use crate::discovery::explain::{fitted_conditional, CurveSettings, EdgeEvidencePlan};
+use crate::discovery::explain::{
+    fitted_conditional, ConditionalCurve, CurveSettings, DirectionComparison, EdgeEvidence,
+    EdgeEvidencePlan,
+};
 use crate::discovery::family::FamilyScoreSettings;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::engine::{now_seconds, Session};
@@ -246,27 +249,18 @@ impl Driver {
         edge: (usize, usize),
         seed: u64,
     ) -> FromWorker {
-        let failed = |message: String| FromWorker::ExplainFailed {
-            request_id,
-            message,
-        };
-        let (data, dag) = match self.explanation_inputs(edges, seed) {
-            Ok(inputs) => inputs,
-            Err(why) => return failed(why),
-        };
-        let settings = FamilyScoreSettings::with_inducing(EXPLAIN_INDUCING);
-        let plan = match EdgeEvidencePlan::for_edges(&dag, &[edge], settings, seed) {
-            Ok(plan) => plan,
-            Err(e) => return failed(e.to_string()),
-        };
-        let outcomes: Vec<Outcome> = plan.jobs().iter().map(|job| job.run(&data)).collect();
-        match plan.assemble(&outcomes).map(|mut all| all.pop()) {
-            Ok(Some(evidence)) => FromWorker::EdgeExplained {
+        let explained = self
+            .explanation_inputs(edges, seed)
+            .and_then(|(data, dag)| edge_evidence(&data, &dag, edge, seed));
+        match explained {
+            Ok(evidence) => FromWorker::EdgeExplained {
                 request_id,
                 evidence: Box::new(evidence),
             },
-            Ok(None) => failed("the edge is not in the graph".into()),
-            Err(e) => failed(e.to_string()),
+            Err(message) => FromWorker::ExplainFailed {
+                request_id,
+                message,
+            },
         }
     }
 
@@ -280,33 +274,61 @@ impl Driver {
         shown_parent: usize,
         seed: u64,
     ) -> FromWorker {
-        let failed = |message: String| FromWorker::ExplainFailed {
-            request_id,
-            message,
-        };
-        let (data, dag) = match self.explanation_inputs(edges, seed) {
-            Ok(inputs) => inputs,
-            Err(why) => return failed(why),
-        };
-        if child >= dag.n() {
-            return failed(format!("there is no variable {child}"));
-        }
-        let parents = dag.parents(child);
-        let settings = FamilyScoreSettings::with_inducing(EXPLAIN_INDUCING);
-        match fitted_conditional(
-            &data,
-            child,
-            &parents,
-            shown_parent,
-            &settings,
-            seed,
-            &CurveSettings::default(),
-        ) {
+        let fitted = self
+            .explanation_inputs(edges, seed)
+            .and_then(|(data, dag)| {
+                if child >= dag.n() {
+                    return Err(format!("there is no variable {child}"));
+                }
+                conditional(&data, child, &dag.parents(child), shown_parent, seed)
+            });
+        match fitted {
             Ok(curve) => FromWorker::ConditionalFitted {
                 request_id,
                 curve: Box::new(curve),
             },
-            Err(e) => failed(e.to_string()),
+            Err(message) => FromWorker::ExplainFailed {
+                request_id,
+                message,
+            },
+        }
+    }
+
+    /// Edge `edge` = j → i of the graph `edges` and its reversal side by side: the edge's evidence
+    /// ([`Driver::explain_edge`]), i's fitted conditional given pa(i) along j, and j's given
+    /// pa(j) ∪ {i} along i (the family the reversal would give j). Their scores are the evidence's
+    /// F(i | pa(i)) and F(j | pa(j) ∪ {i}).
+    pub fn compare_directions(
+        &self,
+        request_id: u64,
+        edges: &[(usize, usize)],
+        edge: (usize, usize),
+        seed: u64,
+    ) -> FromWorker {
+        let compared = self
+            .explanation_inputs(edges, seed)
+            .and_then(|(data, dag)| {
+                let evidence = edge_evidence(&data, &dag, edge, seed)?;
+                let (cause, effect) = edge;
+                let forward = conditional(&data, effect, &dag.parents(effect), cause, seed)?;
+                let mut reversed_parents = dag.parents(cause);
+                reversed_parents.push(effect);
+                let backward = conditional(&data, cause, &reversed_parents, effect, seed)?;
+                Ok(DirectionComparison {
+                    evidence,
+                    forward,
+                    backward,
+                })
+            });
+        match compared {
+            Ok(comparison) => FromWorker::DirectionsCompared {
+                request_id,
+                comparison: Box::new(comparison),
+            },
+            Err(message) => FromWorker::ExplainFailed {
+                request_id,
+                message,
+            },
         }
     }
 
@@ -787,6 +809,45 @@ fn finished(run_id: u64, session: &Session) -> FromWorker {
 pub const EXPLAIN_MAX_ROWS: usize = 500;
 /// Inducing points of an explanation's family fits (the exact search's default size).
 pub const EXPLAIN_INDUCING: usize = 20;
+
+/// The evidence of `edge` in `dag` on `data`: the families its removal and reversal change,
+/// fitted as the exact search fits them (`discovery::explain`), one after another.
+fn edge_evidence(
+    data: &DMatrix<f64>,
+    dag: &Dag,
+    edge: (usize, usize),
+    seed: u64,
+) -> Result<EdgeEvidence, String> {
+    let settings = FamilyScoreSettings::with_inducing(EXPLAIN_INDUCING);
+    let plan =
+        EdgeEvidencePlan::for_edges(dag, &[edge], settings, seed).map_err(|e| e.to_string())?;
+    let outcomes: Vec<Outcome> = plan.jobs().iter().map(|job| job.run(data)).collect();
+    plan.assemble(&outcomes)
+        .map_err(|e| e.to_string())?
+        .pop()
+        .ok_or_else(|| "the edge is not in the graph".to_string())
+}
+
+/// One family's fitted conditional along `shown_parent`, fitted as the explanations fit families.
+fn conditional(
+    data: &DMatrix<f64>,
+    child: usize,
+    parents: &[usize],
+    shown_parent: usize,
+    seed: u64,
+) -> Result<ConditionalCurve, String> {
+    let settings = FamilyScoreSettings::with_inducing(EXPLAIN_INDUCING);
+    fitted_conditional(
+        data,
+        child,
+        parents,
+        shown_parent,
+        &settings,
+        seed,
+        &CurveSettings::default(),
+    )
+    .map_err(|e| e.to_string())
+}
 
 /// At most [`EXPLAIN_MAX_ROWS`] rows of `data`: all of them when there are no more, else a subset
 /// drawn from `seed` (in their original order).
@@ -1381,6 +1442,36 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // b → c and its reversal side by side: each curve is the family the evidence scored.
+        match driver.compare_directions(11, &[(0, 1), (1, 2)], (1, 2), 0) {
+            FromWorker::DirectionsCompared {
+                request_id,
+                comparison,
+            } => {
+                let (evidence, forward, backward) = (
+                    &comparison.evidence,
+                    &comparison.forward,
+                    &comparison.backward,
+                );
+                assert_eq!(request_id, 11);
+                assert_eq!((forward.child, forward.shown_parent), (2, 1));
+                assert_eq!((backward.child, backward.shown_parent), (1, 2));
+                assert_eq!(backward.parents, vec![0, 2], "b's parent a, and c");
+                assert_eq!(forward.score.value, evidence.child_family);
+                match evidence.reversed {
+                    crate::discovery::explain::Reversal::Scored {
+                        parent_family_reversed,
+                        ..
+                    } => assert_eq!(backward.score.value, parent_family_reversed),
+                    ref other => panic!("{other:?}"),
+                }
+            }
+            other => panic!("{other:?}"),
+        }
+        refused(
+            driver.compare_directions(12, &[(0, 1)], (1, 2), 0),
+            "not an edge",
+        );
         // c has no parent in this graph, so b is not one to draw it along.
         refused(
             driver.fit_conditional(9, &[(0, 1)], 2, 1, 0),

@@ -8,7 +8,7 @@
 use crate::data::generate::{simulate, SimulationSpec};
 use crate::data::{parse_csv_with_progress, CsvOptions, DataError, DatasetSummary, Parsed};
 use crate::discovery::cgp::{Preset, SearchSettings};
-use crate::discovery::explain::{ConditionalCurve, EdgeEvidence};
+use crate::discovery::explain::{ConditionalCurve, DirectionComparison, EdgeEvidence};
 use crate::discovery::knowledge::Knowledge;
 use crate::engine::{RunResult, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -78,6 +78,16 @@ pub enum ToWorker {
         edges: Vec<(usize, usize)>,
         child: usize,
         shown_parent: usize,
+        seed: u64,
+    },
+    /// Edge `edge` = j → i of the graph `edges` and its reversal side by side: the edge's
+    /// evidence and both directions' fitted conditionals (i given pa(i) along j; j given
+    /// pa(j) ∪ {i} along i). Answered by [`FromWorker::DirectionsCompared`] or
+    /// [`FromWorker::ExplainFailed`].
+    CompareDirections {
+        request_id: u64,
+        edges: Vec<(usize, usize)>,
+        edge: (usize, usize),
         seed: u64,
     },
     /// Test hook: collapsed evaluations whose Ψ2 work N·M² is at least `work` send their Ψ2
@@ -229,8 +239,13 @@ pub enum FromWorker {
         result: Box<RunResult>,
     },
     /// Data simulated from a drawn graph ([`ToWorker::Simulate`]), as CSV text under a file name
-    /// that says how it was made.
-    Simulated { file_name: String, csv: String },
+    /// that says how it was made, with the drawing's truth among the observed variables (an
+    /// adjacency CSV: hidden variables and their edges left out).
+    Simulated {
+        file_name: String,
+        csv: String,
+        truth_csv: String,
+    },
     /// The drawn graph could not be simulated, and why.
     SimulationFailed { message: String },
     /// The evidence of one edge ([`ToWorker::ExplainEdge`]).
@@ -242,6 +257,11 @@ pub enum FromWorker {
     ConditionalFitted {
         request_id: u64,
         curve: Box<ConditionalCurve>,
+    },
+    /// An edge and its reversal side by side ([`ToWorker::CompareDirections`]).
+    DirectionsCompared {
+        request_id: u64,
+        comparison: Box<DirectionComparison>,
     },
     /// An edge or a variable could not be explained, and why.
     ExplainFailed { request_id: u64, message: String },
@@ -264,6 +284,10 @@ impl FromWorker {
                     spec.seed
                 ),
                 csv: simulated.dataset.to_csv(),
+                truth_csv: crate::graph::to_adjacency_csv(
+                    simulated.truth.as_digraph(),
+                    simulated.dataset.names(),
+                ),
             },
             Err(e) => FromWorker::SimulationFailed {
                 message: e.to_string(),
@@ -425,12 +449,33 @@ mod tests {
         let request = ToWorker::Simulate { spec: spec.clone() };
         assert_eq!(decode::<ToWorker>(&encode(&request)).unwrap(), request);
         match FromWorker::from_simulation(&spec) {
-            FromWorker::Simulated { file_name, csv } => {
+            FromWorker::Simulated {
+                file_name,
+                csv,
+                truth_csv,
+            } => {
                 assert_eq!(file_name, "drawn_mlp_40rows_seed2.csv");
                 let parsed =
                     crate::data::parse_csv(csv.as_bytes(), &CsvOptions::default()).unwrap();
                 assert_eq!(parsed.dataset.names(), spec.names.as_slice());
                 assert_eq!(parsed.dataset.rows(), 40);
+                let truth =
+                    crate::graph::read_adjacency(&truth_csv, Some(parsed.dataset.names())).unwrap();
+                assert_eq!(truth.edges(), vec![(0, 2), (1, 2)]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A hidden common cause leaves the truth with its children unconnected.
+        let hidden = SimulationSpec {
+            hidden: vec![2],
+            edges: vec![(2, 0), (2, 1)],
+            ..spec.clone()
+        };
+        match FromWorker::from_simulation(&hidden) {
+            FromWorker::Simulated { truth_csv, .. } => {
+                let names = ["rain".to_string(), "sprinkler".to_string()];
+                let truth = crate::graph::read_adjacency(&truth_csv, Some(&names)).unwrap();
+                assert_eq!((truth.n(), truth.edge_count()), (2, 0));
             }
             other => panic!("{other:?}"),
         }

@@ -7,7 +7,7 @@
 //! drawing as its ground truth. The drawing's rules live in [`crate::ui::graph_editor`].
 
 use super::download::download_text;
-use super::{AppState, DataState, RunState, SimulationState, Truth};
+use super::{AppState, DataState, RunState, SimulationState};
 use crate::data::generate::Mechanism;
 use crate::graph::to_adjacency_csv;
 use crate::ui::graph_editor::{
@@ -372,11 +372,7 @@ pub fn GraphEditorPanel() -> impl IntoView {
             return;
         }
         message.set(None);
-        let truth = Truth {
-            file_name: "drawn graph".into(),
-            text: drawn.observed_truth_csv(),
-        };
-        state.simulate(drawn.spec(mechanism.get_untracked(), samples, seed), truth);
+        state.simulate(drawn.spec(mechanism.get_untracked(), samples, seed));
     };
     let export = move |_| {
         let (g, names) = graph.with_untracked(DrawnGraph::digraph);

@@ -220,8 +220,6 @@ pub struct AppState {
     continue_pending: StoredValue<bool>,
     /// A simulation from the drawn graph in progress or failed.
     pub simulation: RwSignal<SimulationState>,
-    /// The drawn graph's truth, kept until its simulated data arrive.
-    simulated_truth: StoredValue<Option<Truth>>,
     /// The explanation of an edge of the result on screen.
     pub explanation: RwSignal<Explanation>,
     /// Id of the latest explanation asked for; answers to older ones are ignored.
@@ -259,7 +257,6 @@ impl AppState {
             saved_run: RwSignal::new(None),
             continue_pending: StoredValue::new(false),
             simulation: RwSignal::new(SimulationState::Idle),
-            simulated_truth: StoredValue::new(None),
             explanation: RwSignal::new(Explanation::None),
             explain_seq: StoredValue::new(0),
         }
@@ -330,9 +327,8 @@ impl AppState {
     }
 
     /// Has the worker simulate data from a drawn graph; they are loaded as a dropped file, with
-    /// `truth` (the drawing among its observed variables) as the ground truth.
-    pub fn simulate(self, spec: crate::data::generate::SimulationSpec, truth: Truth) {
-        self.simulated_truth.set_value(Some(truth));
+    /// the drawing among its observed variables as the ground truth.
+    pub fn simulate(self, spec: crate::data::generate::SimulationSpec) {
         self.simulation.set(SimulationState::Running);
         self.send(&ToWorker::Simulate { spec });
     }
@@ -652,17 +648,21 @@ impl AppState {
                 self.record_file.set(None);
                 self.result.set(Some(*result));
             }
-            FromWorker::Simulated { file_name, csv } => {
-                let truth = self
-                    .simulated_truth
-                    .try_update_value(Option::take)
-                    .flatten();
+            FromWorker::Simulated {
+                file_name,
+                csv,
+                truth_csv,
+            } => {
+                let truth = Truth {
+                    file_name: "the simulated graph".into(),
+                    text: truth_csv,
+                };
                 self.simulation.set(SimulationState::Idle);
                 let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(&csv));
                 match Blob::new_with_str_sequence(&parts) {
                     Ok(blob) => {
                         self.submit_file(file_name, blob);
-                        self.truth.set(truth);
+                        self.truth.set(Some(truth));
                     }
                     Err(e) => self.error.set(Some(format!(
                         "the simulated data could not be kept by the browser: {e:?}"
@@ -696,7 +696,6 @@ impl AppState {
                 }
             }
             FromWorker::SimulationFailed { message } => {
-                self.simulated_truth.set_value(None);
                 self.simulation.set(SimulationState::Failed(message));
             }
             FromWorker::Failed { message } => {

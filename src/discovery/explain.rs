@@ -577,6 +577,19 @@ pub struct ConditionalCurve {
     pub latent_nodes: usize,
 }
 
+/// One edge j → i and its reversal side by side, as a student compares "cause or effect": the
+/// edge's evidence, the effect's fitted conditional p(x_i | x_pa(i)) along j, and the cause's
+/// p(x_j | x_pa(j) ∪ {i}) along i (the family the reversal would give j). Their scores are
+/// F(i | pa(i)) and F(j | pa(j) ∪ {i}) of the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionComparison {
+    pub evidence: EdgeEvidence,
+    /// The effect given its parents, along the cause.
+    pub forward: ConditionalCurve,
+    /// The cause given its parents and the effect, along the effect.
+    pub backward: ConditionalCurve,
+}
+
 /// Fits the family x_`child` | x_`parents` exactly as its score is fitted ([`family_fit`]: the
 /// same restarts, starts and family-derived seed from run seed `seed`, so the model is the one
 /// whose bound F(i | S) the evidence used) and computes its predictive along `shown_parent` ∈ S.

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::data::generate::{Mechanism, SimulationSpec};
-use crate::graph::{to_adjacency_csv, Digraph};
+use crate::graph::Digraph;
 
 /// The drawing area, in SVG user units (the editor scales it to its width).
 pub const CANVAS_WIDTH: f64 = 600.0;
@@ -294,27 +294,6 @@ impl DrawnGraph {
             .expect("edges are checked when drawn");
         (graph, names)
     }
-
-    /// The ground truth among the observed variables, as the adjacency CSV the page's truth
-    /// comparison reads (the edges between observed variables; a hidden variable's are left out).
-    pub fn observed_truth_csv(&self) -> String {
-        let observed: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| !self.nodes[i].hidden)
-            .collect();
-        let position = |i: usize| observed.iter().position(|&o| o == i);
-        let edges: Vec<(usize, usize)> = self
-            .edges
-            .iter()
-            .filter_map(|&(a, b)| Some((position(a)?, position(b)?)))
-            .collect();
-        let names: Vec<String> = observed
-            .iter()
-            .map(|&i| self.nodes[i].name.clone())
-            .collect();
-        let graph =
-            Digraph::from_edges(observed.len(), &edges).expect("a subgraph of a DAG is a DAG");
-        to_adjacency_csv(&graph, &names)
-    }
 }
 
 /// (x, y) moved inside the canvas so the whole pill around `name` fits.
@@ -336,7 +315,6 @@ fn inside_canvas(name: &str, x: f64, y: f64) -> (f64, f64) {
 mod tests {
     use super::*;
     use crate::data::generate::simulate;
-    use crate::graph::read_adjacency;
 
     fn collider() -> DrawnGraph {
         DrawnGraph::from_parts(&["A", "B", "C"], &[(0, 2), (1, 2)]).unwrap()
@@ -429,21 +407,19 @@ mod tests {
     }
 
     #[test]
-    fn a_drawing_simulates_and_its_truth_reads_back_over_the_observed_variables() {
+    fn a_drawing_simulates_with_its_truth_over_the_observed_variables() {
         let mut g = collider();
         let spec = g.spec(Mechanism::Gp, 100, 4);
         assert_eq!(spec.names, ["A", "B", "C"]);
         assert_eq!(spec.edges, vec![(0, 2), (1, 2)]);
         let simulated = simulate(&spec).unwrap();
-        let truth =
-            read_adjacency(&g.observed_truth_csv(), Some(simulated.dataset.names())).unwrap();
-        assert_eq!(truth.edges(), simulated.truth.edges());
-        // A hidden common cause: its edges leave the truth, and the spec names it hidden.
+        assert_eq!(simulated.truth.edges(), vec![(0, 2), (1, 2)]);
+        // A hidden common cause: the spec names it hidden, and its edges leave the truth.
         let mut confounded = DrawnGraph::from_parts(&["Z", "X", "Y"], &[(0, 1), (0, 2)]).unwrap();
         confounded.set_hidden(0, true);
-        assert_eq!(confounded.spec(Mechanism::Linear, 50, 0).hidden, vec![0]);
-        let names = ["X".to_string(), "Y".to_string()];
-        let truth = read_adjacency(&confounded.observed_truth_csv(), Some(&names)).unwrap();
+        let spec = confounded.spec(Mechanism::Linear, 50, 0);
+        assert_eq!(spec.hidden, vec![0]);
+        let truth = simulate(&spec).unwrap().truth;
         assert_eq!(truth.n(), 2);
         assert_eq!(truth.edge_count(), 0, "no edge between X and Y");
         g.set_hidden(2, true);

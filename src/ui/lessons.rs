@@ -79,6 +79,11 @@ pub enum StepAction {
     Run,
     /// Shows the result's Markov equivalence class.
     ShowCpdag,
+    /// Explains the result's edge from → to by its evidence ("Why?").
+    ExplainEdge { from: String, to: String },
+    /// Draws the result's edge from → to and its reversal side by side: both directions' fitted
+    /// models and the Bayes factor between them.
+    CompareDirections { from: String, to: String },
 }
 
 /// What must hold on the page for a step to be done.
@@ -97,6 +102,8 @@ pub enum StepCheck {
     CpdagShown,
     /// An edge of the result has been explained by its evidence.
     EdgeExplained,
+    /// An edge and its reversal have been drawn side by side.
+    DirectionsCompared,
 }
 
 /// What the page shows, as a lesson's checks read it.
@@ -108,6 +115,7 @@ pub struct PageFacts {
     pub result: Option<ResultFacts>,
     pub cpdag_shown: bool,
     pub edge_explained: bool,
+    pub directions_compared: bool,
 }
 
 /// A result as a lesson's checks read it.
@@ -266,8 +274,256 @@ impl StepCheck {
                 true => Ok(()),
                 false => Err("press “Why?” next to an edge of the result".into()),
             },
+            StepCheck::DirectionsCompared => match facts.directions_compared {
+                true => Ok(()),
+                false => Err("draw both directions of an edge (the button under “Why?”)".into()),
+            },
         }
     }
+}
+
+impl StepAction {
+    /// The words on the step's button.
+    pub fn label(&self) -> String {
+        let pairs = |edges: &[(String, String)]| {
+            edges
+                .iter()
+                .map(|(a, b)| format!("{a} → {b}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            StepAction::LoadExample { example } => format!("Load the example {example}"),
+            StepAction::Simulate {
+                edges,
+                hidden,
+                mechanism,
+                rows,
+                ..
+            } => {
+                let graph = if edges.is_empty() {
+                    "a graph without edges".to_string()
+                } else {
+                    pairs(edges)
+                };
+                let hidden = if hidden.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} hidden", hidden.join(", "))
+                };
+                format!(
+                    "Simulate {rows} rows from {graph} ({}{hidden})",
+                    mechanism.as_str()
+                )
+            }
+            StepAction::UseSettings { preset, method, .. } => {
+                let mut parts = Vec::new();
+                if let Some(p) = preset {
+                    parts.push(format!("the {} preset", p.name()));
+                }
+                if let Some(m) = method {
+                    parts.push(format!("the {} method", m.name()));
+                }
+                if parts.is_empty() {
+                    "Use these settings".to_string()
+                } else {
+                    format!("Use {}", parts.join(" and "))
+                }
+            }
+            StepAction::Knowledge { forbid, require } => {
+                let mut parts = Vec::new();
+                if !forbid.is_empty() {
+                    parts.push(format!("forbid {}", pairs(forbid)));
+                }
+                if !require.is_empty() {
+                    parts.push(format!("require {}", pairs(require)));
+                }
+                let mut text = parts.join(", ");
+                if let Some(first) = text.get(..1) {
+                    text = first.to_uppercase() + &text[1..];
+                }
+                text
+            }
+            StepAction::Run => "Start the run".to_string(),
+            StepAction::ShowCpdag => "Show the equivalence class".to_string(),
+            StepAction::ExplainEdge { from, to } => format!("Why {from} → {to}?"),
+            StepAction::CompareDirections { from, to } => {
+                format!("Draw {from} → {to} and {to} → {from} side by side")
+            }
+        }
+    }
+
+    /// The result's edge an explain or compare action is about, as (cause, effect) indices, or
+    /// why it cannot be asked now. None for other actions.
+    pub fn result_edge(
+        &self,
+        result: Option<&ResultFacts>,
+    ) -> Option<Result<(usize, usize), String>> {
+        let (StepAction::ExplainEdge { from, to } | StepAction::CompareDirections { from, to }) =
+            self
+        else {
+            return None;
+        };
+        let Some(result) = result else {
+            return Some(Err("run the search first".into()));
+        };
+        let at = |n: &String| result.names.iter().position(|x| x == n);
+        Some(match (at(from), at(to)) {
+            (Some(i), Some(j)) if result.edges.contains(&(i, j)) => Ok((i, j)),
+            (Some(_), Some(_)) => Err(format!(
+                "the result has no edge {from} → {to} to explain: run again, or with another seed"
+            )),
+            _ => Err(format!("the result has no variables {from} and {to}")),
+        })
+    }
+}
+
+/// Where a student is in an open lesson. The page keeps one; its methods are the only way the
+/// step changes, so what the lesson panel shows follows from this and the page's facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LessonProgress {
+    /// The step shown (0-based).
+    pub step: usize,
+    /// Whether the step's action was carried out since the step was opened. A step with an action
+    /// counts as done only after it: a result left from an earlier step must not pass its check.
+    pub action_done: bool,
+}
+
+/// How a step stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepStatus {
+    /// The check holds (or there is none): the student may go on.
+    Done,
+    /// The step's button has not been pressed yet.
+    ActionPending,
+    /// What is still missing, in words.
+    Waiting(String),
+}
+
+impl StepStatus {
+    pub fn code(&self) -> &'static str {
+        match self {
+            StepStatus::Done => "done",
+            StepStatus::ActionPending => "action",
+            StepStatus::Waiting(_) => "waiting",
+        }
+    }
+}
+
+impl LessonProgress {
+    /// How the current step of `lesson` stands on `facts`.
+    pub fn status(&self, lesson: &Lesson, facts: &PageFacts) -> StepStatus {
+        let Some(step) = lesson.steps.get(self.step) else {
+            return StepStatus::Done;
+        };
+        if step.action.is_some() && !self.action_done {
+            return StepStatus::ActionPending;
+        }
+        match step.check.as_ref().map(|c| c.evaluate(facts)) {
+            None | Some(Ok(())) => StepStatus::Done,
+            Some(Err(missing)) => StepStatus::Waiting(missing),
+        }
+    }
+
+    /// Records that the step's action was carried out.
+    pub fn action_carried_out(&mut self) {
+        self.action_done = true;
+    }
+
+    /// Goes to the next step when the current one is done; returns whether it moved.
+    pub fn next(&mut self, lesson: &Lesson, facts: &PageFacts) -> bool {
+        if self.step + 1 >= lesson.steps.len() || self.status(lesson, facts) != StepStatus::Done {
+            return false;
+        }
+        *self = LessonProgress {
+            step: self.step + 1,
+            action_done: false,
+        };
+        true
+    }
+
+    /// Goes back one step (its action to be carried out again).
+    pub fn back(&mut self) {
+        *self = LessonProgress {
+            step: self.step.saturating_sub(1),
+            action_done: false,
+        };
+    }
+
+    /// Whether the whole lesson is done: its last step is shown and done.
+    pub fn completed(&self, lesson: &Lesson, facts: &PageFacts) -> bool {
+        self.step + 1 == lesson.steps.len() && self.status(lesson, facts) == StepStatus::Done
+    }
+}
+
+/// One Markov equivalence class of an exact posterior as a lesson shows it: its probability,
+/// its CPDAG in words, and its member DAGs with theirs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassLine {
+    pub probability: f64,
+    /// The CPDAG: "A → B, B — C" ("no edges" for the empty graph).
+    pub cpdag: String,
+    /// (edges in words, probability) of each member DAG, most probable first.
+    pub members: Vec<(String, f64)>,
+}
+
+/// The `max_classes` most probable classes of `posterior`, each with every member DAG (a class
+/// over five variables has at most a few dozen), for a lesson's summary of the exact posterior.
+pub fn posterior_classes(
+    posterior: &crate::discovery::exact::GraphPosterior,
+    names: &[String],
+    max_classes: usize,
+) -> Vec<ClassLine> {
+    let name = |i: usize| {
+        names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("X{}", i + 1))
+    };
+    let words = |parts: Vec<String>| {
+        if parts.is_empty() {
+            "no edges".to_string()
+        } else {
+            parts.join(", ")
+        }
+    };
+    posterior
+        .classes
+        .iter()
+        .take(max_classes)
+        .map(|class| {
+            let mut members: Vec<(String, f64)> = class
+                .members
+                .iter()
+                .filter_map(|&g| posterior.graphs.get(g))
+                .map(|g| {
+                    let edges = g
+                        .edges
+                        .iter()
+                        .map(|&(a, b)| format!("{} → {}", name(a), name(b)))
+                        .collect();
+                    (words(edges), g.probability)
+                })
+                .collect();
+            members.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let cpdag = class
+                .directed
+                .iter()
+                .map(|&(a, b)| format!("{} → {}", name(a), name(b)))
+                .chain(
+                    class
+                        .undirected
+                        .iter()
+                        .map(|&(a, b)| format!("{} — {}", name(a), name(b))),
+                )
+                .collect();
+            ClassLine {
+                probability: class.probability,
+                cpdag: words(cpdag),
+                members,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -354,5 +610,133 @@ mod tests {
         .contains("cycle"));
         assert!(refused(r#"[{"text": "a", "colour": "red"}]"#).contains("unknown field"));
         assert!(Lesson::parse("{", &EXAMPLES).is_err());
+    }
+
+    #[test]
+    fn a_step_with_an_action_counts_only_after_it_and_next_waits_for_the_check() {
+        let text = lesson(
+            r#"[
+            {"text": "Simulate.", "action": {"kind": "simulate", "names": ["x", "y"], "edges": [["x", "y"]],
+             "mechanism": "gp", "rows": 100, "seed": 0}, "check": {"kind": "run_finished"}},
+            {"text": "Read."},
+            {"text": "Compare.", "action": {"kind": "compare_directions", "from": "x", "to": "y"},
+             "check": {"kind": "directions_compared"}}
+        ]"#,
+        );
+        let l = Lesson::parse(&text, &EXAMPLES).unwrap();
+        let mut facts = PageFacts {
+            result: Some(ResultFacts {
+                names: vec!["x".into(), "y".into()],
+                edges: vec![(0, 1)],
+            }),
+            ..PageFacts::default()
+        };
+        let mut progress = LessonProgress::default();
+        // A result left from before does not pass a step whose button was not pressed.
+        assert_eq!(progress.status(&l, &facts), StepStatus::ActionPending);
+        assert!(!progress.next(&l, &facts));
+        progress.action_carried_out();
+        assert_eq!(progress.status(&l, &facts), StepStatus::Done);
+        assert!(progress.next(&l, &facts));
+        assert_eq!(
+            progress.status(&l, &facts).code(),
+            "done",
+            "reading is enough"
+        );
+        assert!(progress.next(&l, &facts));
+        progress.action_carried_out();
+        assert!(
+            matches!(progress.status(&l, &facts), StepStatus::Waiting(w) if w.contains("both directions"))
+        );
+        assert!(!progress.completed(&l, &facts));
+        facts.directions_compared = true;
+        assert!(progress.completed(&l, &facts));
+        assert!(!progress.next(&l, &facts), "the last step has no next");
+        progress.back();
+        assert_eq!(
+            progress,
+            LessonProgress {
+                step: 1,
+                action_done: false
+            }
+        );
+        // The compare action finds its edge in the result, or says why not.
+        let compare = l.steps[2].action.as_ref().unwrap();
+        assert_eq!(compare.result_edge(facts.result.as_ref()), Some(Ok((0, 1))));
+        assert!(compare
+            .result_edge(None)
+            .unwrap()
+            .unwrap_err()
+            .contains("run the search"));
+        let reversed = ResultFacts {
+            names: vec!["x".into(), "y".into()],
+            edges: vec![(1, 0)],
+        };
+        assert!(compare
+            .result_edge(Some(&reversed))
+            .unwrap()
+            .unwrap_err()
+            .contains("no edge x → y"));
+        assert_eq!(l.steps[0].action.as_ref().unwrap().result_edge(None), None);
+    }
+
+    #[test]
+    fn every_action_says_what_its_button_does() {
+        let label = |json: &str| serde_json::from_str::<StepAction>(json).unwrap().label();
+        assert_eq!(
+            label(r#"{"kind": "load_example", "example": "chain"}"#),
+            "Load the example chain"
+        );
+        assert_eq!(
+            label(
+                r#"{"kind": "simulate", "names": ["Z", "X", "Y"], "edges": [["Z", "X"], ["Z", "Y"]],
+                "hidden": ["Z"], "mechanism": "gp", "rows": 500, "seed": 0}"#
+            ),
+            "Simulate 500 rows from Z → X, Z → Y (gp, Z hidden)"
+        );
+        assert_eq!(
+            label(r#"{"kind": "use_settings", "preset": "interactive", "method": "exact"}"#),
+            "Use the interactive preset and the exact method"
+        );
+        assert_eq!(
+            label(r#"{"kind": "knowledge", "forbid": [["A", "C"]], "require": [["A", "B"]]}"#),
+            "Forbid A → C, require A → B"
+        );
+        assert_eq!(
+            label(r#"{"kind": "explain_edge", "from": "A", "to": "B"}"#),
+            "Why A → B?"
+        );
+        assert_eq!(
+            label(r#"{"kind": "show_cpdag"}"#),
+            "Show the equivalence class"
+        );
+    }
+
+    /// Two variables: the empty graph is a class of its own, X → Y and Y → X are one class whose
+    /// members keep their own probabilities.
+    #[test]
+    fn the_exact_posterior_is_summarised_by_class_with_every_member() {
+        use crate::discovery::exact::{enumerate_posterior, GraphPrior};
+        // F(X | ∅) = -10, F(X | Y) = -9; F(Y | ∅) = -10, F(Y | X) = -7.
+        let families = vec![
+            vec![(0, -10.0), (0b10, -9.0)],
+            vec![(0, -10.0), (0b01, -7.0)],
+        ];
+        let posterior = enumerate_posterior(&families, GraphPrior::Uniform).unwrap();
+        let names = ["X".to_string(), "Y".to_string()];
+        let lines = posterior_classes(&posterior, &names, 5);
+        assert_eq!(lines.len(), 2);
+        let (e3, e1, e0) = (3f64.exp(), 1f64.exp(), 1.0);
+        let z = e3 + e1 + e0;
+        assert!((lines[0].probability - (e3 + e1) / z).abs() < 1e-12);
+        assert_eq!(lines[0].cpdag, "X — Y");
+        assert_eq!(lines[0].members[0].0, "X → Y");
+        assert!((lines[0].members[0].1 - e3 / z).abs() < 1e-12);
+        assert_eq!(lines[0].members[1].0, "Y → X");
+        assert_eq!(
+            (lines[1].cpdag.as_str(), lines[1].members.len()),
+            ("no edges", 1)
+        );
+        assert_eq!(posterior_classes(&posterior, &names, 1).len(), 1);
     }
 }

@@ -281,6 +281,18 @@ fn handle_message(event: MessageEvent) {
             });
             post(&reply);
         }
+        ToWorker::CompareDirections {
+            request_id,
+            edges,
+            edge,
+            seed,
+        } => {
+            let reply = DRIVER.with(|d| {
+                d.borrow()
+                    .compare_directions(request_id, &edges, edge, seed)
+            });
+            post(&reply);
+        }
         ToWorker::Pause => react(DRIVER.with(|d| d.borrow_mut().pause())),
         ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
         ToWorker::Stop => react(DRIVER.with(|d| d.borrow_mut().stop())),
