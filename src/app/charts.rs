@@ -730,6 +730,8 @@ pub fn draw_conditional(
     let labels = surface.text(scale::FONT_PX, &MUTED);
     chart
         .configure_mesh()
+        // About one x label per 80 CSS px, so a narrow chart's labels do not run together.
+        .x_labels((surface.css_w / 80.0).clamp(3.0, 10.0) as usize)
         .x_desc(x_name)
         .y_desc(y_name)
         .label_style(labels.clone())

@@ -6,7 +6,7 @@
 use super::charts::draw_heatmap;
 use super::AppState;
 use crate::discovery::exact::GraphPosterior;
-use crate::ui::format_number;
+use crate::ui::{format_number, format_probability};
 use leptos::prelude::*;
 
 /// Classes listed at most; further ones are summed into one line.
@@ -91,7 +91,7 @@ fn posterior_view(p: &GraphPosterior, names: &[String]) -> impl IntoView {
                     view! {
                         <figure class="small-dag" data-probability=format!("{:.6}", g.probability)>
                             {small_dag(names, &g.edges, &format!("c{k}m{m}"))}
-                            <figcaption>{percent(g.probability)}</figcaption>
+                            <figcaption>{format_probability(g.probability)}</figcaption>
                         </figure>
                     }
                 })
@@ -101,7 +101,7 @@ fn posterior_view(p: &GraphPosterior, names: &[String]) -> impl IntoView {
             view! {
                 <li class="class" data-probability=format!("{:.6}", class.probability)>
                     <p>
-                        <strong>{percent(class.probability)}</strong>
+                        <strong>{format_probability(class.probability)}</strong>
                         " · " {class.members.len()} " DAG" {if class.members.len() == 1 { "" } else { "s" }}
                         " in this equivalence class (" {class.directed.len()} " directed, "
                         {undirected} " undirected edges in its CPDAG)"
@@ -118,19 +118,11 @@ fn posterior_view(p: &GraphPosterior, names: &[String]) -> impl IntoView {
             <p class="hint">
                 "Every one of the " {p.graphs.len()} " DAGs was scored. Prior: " {p.prior.clone()}
                 ". Probability that the best graph's class is right: "
-                <strong data-testid="best-class-probability">{percent(p.best_class_probability)}</strong> "."
+                <strong data-testid="best-class-probability">{format_probability(p.best_class_probability)}</strong> "."
             </p>
             <ol class="classes">{rows}</ol>
-            {(rest > 0.0).then(|| view! { <p class="hint">"All other classes together: " {percent(rest)}</p> })}
+            {(rest > 0.0).then(|| view! { <p class="hint">"All other classes together: " {format_probability(rest)}</p> })}
         </section>
-    }
-}
-
-fn percent(p: f64) -> String {
-    if p >= 0.001 {
-        format!("{:.1} %", 100.0 * p)
-    } else {
-        format!("{p:.1e}")
     }
 }
 

@@ -62,7 +62,7 @@ async fn fetch(path: &str) -> Result<Response, String> {
     Ok(response)
 }
 
-async fn fetch_text(path: &str) -> Result<String, String> {
+pub(super) async fn fetch_text(path: &str) -> Result<String, String> {
     let response = fetch(path).await?;
     let promise = response.text().map_err(|e| format!("{path}: {e:?}"))?;
     JsFuture::from(promise)

@@ -9,9 +9,9 @@
 use super::charts::draw_conditional;
 use super::dag_view::{node_box, route_path};
 use super::{result_graph, AppState, Explanation};
-use crate::discovery::explain::{ConditionalCurve, EdgeEvidence, Reversal};
+use crate::discovery::explain::{ConditionalCurve, DirectionComparison, EdgeEvidence, Reversal};
 use crate::graph::{cpdag, layered_layout, Dag, LayoutOptions};
-use crate::ui::format_number;
+use crate::ui::{format_bayes_factor, format_number};
 use leptos::prelude::*;
 
 /// The explanation of one edge, or what is happening to it.
@@ -34,8 +34,9 @@ pub fn EdgeExplanation() -> impl IntoView {
                 </p>
             }
             .into_any(),
-            Explanation::Edge(evidence) => evidence_view(&evidence, &names).into_any(),
+            Explanation::Edge(evidence) => evidence_view(state, &evidence, &names).into_any(),
             Explanation::Curve(curve) => curve_view(*curve, &names).into_any(),
+            Explanation::Directions(comparison) => directions_view(*comparison, &names).into_any(),
         };
         Some(view! {
             <div class="edge-explanation" data-testid="edge-explanation">
@@ -62,17 +63,6 @@ fn curve_view(curve: ConditionalCurve, names: &[String]) -> impl IntoView {
             )
         })
         .collect();
-    let canvas = NodeRef::<leptos::html::Canvas>::new();
-    let drawn = RwSignal::new(None::<String>);
-    let (x_name, y_name) = (parent.clone(), child.clone());
-    let to_draw = curve.clone();
-    Effect::new(move |_| {
-        if let Some(canvas) = canvas.get() {
-            if let Err(e) = draw_conditional(&canvas, &to_draw, &x_name, &y_name) {
-                drawn.set(Some(e));
-            }
-        }
-    });
     view! {
         <p data-state="ready" data-variable=child.clone() data-parent=parent.clone()>
             "The fitted conditional of " <strong>{child.clone()}</strong> " given its parents, along "
@@ -83,13 +73,140 @@ fn curve_view(curve: ConditionalCurve, names: &[String]) -> impl IntoView {
             " of the predictive (the latent input w integrated out, so the spread need not be Gaussian). Family score: "
             {format_number(curve.score.value)} " nats."
         </p>
-        <canvas class="conditional" data-testid="conditional-curve" node_ref=canvas
-            width="560" height="300" aria-label=format!("{child} against {parent}: data and fitted conditional")></canvas>
-        {move || drawn.get().map(|e| view! { <p class="error-text">{e}</p> })}
+        {conditional_canvas(curve, &parent, &child, "conditional-curve", 560)}
     }
 }
 
-fn evidence_view(evidence: &EdgeEvidence, names: &[String]) -> impl IntoView {
+/// A fitted conditional drawn with its data on a canvas `width` px wide (plotters); a drawing
+/// failure is written under it.
+fn conditional_canvas(
+    curve: ConditionalCurve,
+    x_name: &str,
+    y_name: &str,
+    test_id: &'static str,
+    width: u32,
+) -> impl IntoView {
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    let failed = RwSignal::new(None::<String>);
+    let label = format!("{y_name} against {x_name}: data and fitted conditional");
+    let (x_name, y_name) = (x_name.to_string(), y_name.to_string());
+    Effect::new(move |_| {
+        if let Some(canvas) = canvas.get() {
+            if let Err(e) = draw_conditional(&canvas, &curve, &x_name, &y_name) {
+                failed.set(Some(e));
+            }
+        }
+    });
+    view! {
+        <canvas class="conditional" data-testid=test_id node_ref=canvas
+            width=width.to_string() height="300" aria-label=label></canvas>
+        {move || failed.get().map(|e| view! { <p class="error-text">{e}</p> })}
+    }
+}
+
+/// An edge j → i and its reversal side by side: i's fitted conditional along j, j's along i, and
+/// the Bayes factor between the two directions in words.
+fn directions_view(comparison: DirectionComparison, names: &[String]) -> impl IntoView {
+    let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("#{i}"));
+    let evidence = &comparison.evidence;
+    let (cause, effect) = (name(evidence.from), name(evidence.to));
+    let verdict = match evidence.reversed_delta() {
+        Some(delta) => format!(
+            "Reversing the edge changes the graph's score by {} nats: a Bayes factor of {} for {cause} → {effect} against {effect} → {cause}. {}.",
+            signed(delta),
+            format_bayes_factor(-delta),
+            capitalised(&evidence.reversal_words(names)),
+        ),
+        None => format!("{}.", capitalised(&evidence.reversal_words(names))),
+    };
+    // Each direction's score is the sum of the two families the edge concerns: the cause's given
+    // its other parents and the effect's given its parents (every other family is the same).
+    let totals = match evidence.reversed {
+        Reversal::Scored {
+            parent_family,
+            parent_family_reversed,
+            ..
+        } => Some((
+            (parent_family, evidence.child_family),
+            (evidence.child_family_without, parent_family_reversed),
+        )),
+        Reversal::CreatesCycle { .. } => None,
+    };
+    // "F(b)" or "F(b | a, c)": a family by names.
+    let family = |child: usize, parents: &[usize]| {
+        if parents.is_empty() {
+            format!("F({})", name(child))
+        } else {
+            let given: Vec<String> = parents.iter().map(|&p| name(p)).collect();
+            format!("F({} | {})", name(child), given.join(", "))
+        }
+    };
+    let without = |parents: &[usize], left_out: usize| -> Vec<usize> {
+        parents.iter().copied().filter(|&p| p != left_out).collect()
+    };
+    let forward_terms = (
+        family(
+            evidence.from,
+            &without(&comparison.backward.parents, evidence.to),
+        ),
+        family(evidence.to, &comparison.forward.parents),
+    );
+    let backward_terms = (
+        family(
+            evidence.to,
+            &without(&comparison.forward.parents, evidence.from),
+        ),
+        family(evidence.from, &comparison.backward.parents),
+    );
+    let panel = |curve: ConditionalCurve,
+                 direction: &'static str,
+                 x: String,
+                 y: String,
+                 terms: (String, String),
+                 families: Option<(f64, f64)>| {
+        let held = if curve.parents.len() > 1 {
+            " (other parents held at their means)"
+        } else {
+            ""
+        };
+        let score_attribute = format!("{:.3}", curve.score.value);
+        let sum = families.map(|(first, conditional)| {
+            format!(
+                "Score of this direction: {} + {} = {} + {} = {} nats",
+                terms.0,
+                terms.1,
+                format_number(first),
+                format_number(conditional),
+                format_number(first + conditional)
+            )
+        });
+        view! {
+            <figure class="direction" data-direction=direction data-score=score_attribute>
+                <figcaption>
+                    <strong>{format!("{x} → {y}")}</strong> ": " {y.clone()} " given " {x.clone()} {held}
+                    {sum.map(|s| view! { <br /><span data-testid="direction-score">{s}</span> })}
+                </figcaption>
+                {conditional_canvas(curve, &x, &y, "direction-curve", 380)}
+            </figure>
+        }
+    };
+    view! {
+        <div data-state="ready" data-testid="directions" data-edge=format!("{}->{}", evidence.from, evidence.to)
+            data-reversed=evidence.reversed_delta().map(|d| format!("{d:.3}")).unwrap_or_default()>
+            <p data-testid="directions-verdict">{verdict}</p>
+            <div class="directions">
+                {panel(comparison.forward, "forward", cause.clone(), effect.clone(), forward_terms, totals.map(|t| t.0))}
+                {panel(comparison.backward, "backward", effect, cause, backward_terms, totals.map(|t| t.1))}
+            </div>
+            <p class="hint">
+                "Each panel is one direction's conditional model: the line is the fitted mean, the band holds 80 % of the predictive, the dots are the data (at most 500 rows). A direction's score also counts the cause's own family (given its other parents; none in a graph of two variables): that sum is what the two directions compare, and the family shown can favour one direction while the sum favours the other."
+            </p>
+        </div>
+    }
+}
+
+fn evidence_view(state: AppState, evidence: &EdgeEvidence, names: &[String]) -> impl IntoView {
+    let edge = (evidence.from, evidence.to);
     let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("#{i}"));
     let (from, to) = (name(evidence.from), name(evidence.to));
     let reversal = match &evidence.reversed {
@@ -120,6 +237,9 @@ fn evidence_view(evidence: &EdgeEvidence, names: &[String]) -> impl IntoView {
             {capitalised(&evidence.removal_words(names))} "."
         </p>
         <p data-testid="reversal-words">{reversal}</p>
+        <button class="small" data-testid="compare-directions" on:click=move |_| state.compare_directions(edge)>
+            "Draw " {from.clone()} " → " {to.clone()} " and " {to.clone()} " → " {from.clone()} " side by side"
+        </button>
         <p class="hint">
             "The scores are bounds on each variable's log evidence given its parents (a GP-CDE fitted per family, as the exact search fits them), on at most 500 rows. A difference of Δ nats is a Bayes factor of e^Δ."
         </p>
@@ -147,7 +267,7 @@ fn capitalised(text: &str) -> String {
 #[component]
 pub fn EquivalenceClass() -> impl IntoView {
     let state = expect_context::<AppState>();
-    let shown = RwSignal::new(false);
+    let shown = state.cpdag_shown;
     let view_class = move || {
         if !shown.get() {
             return None;

@@ -4,7 +4,7 @@
 
 use super::{AppState, DataState};
 use crate::discovery::knowledge::Knowledge;
-use crate::ui::{knowledge_from_grid, EdgeRule};
+use crate::ui::{grid_from_names, knowledge_from_grid, EdgeRule};
 use leptos::prelude::*;
 
 /// The knowledge as the run would use it, or why it cannot be used.
@@ -13,6 +13,23 @@ pub fn current_knowledge(state: AppState) -> Option<Result<Knowledge, String>> {
     let rules = state.rules.get();
     let tiers = state.tiers.get();
     Some(knowledge_from_grid(&names, &rules, &tiers))
+}
+
+/// Sets the grid to forbid and require the named edges, every other cell free and no tiers (a
+/// lesson's knowledge step), or says which name is not a variable of the loaded data.
+pub fn set_knowledge(
+    state: AppState,
+    forbid: &[(String, String)],
+    require: &[(String, String)],
+) -> Result<(), String> {
+    let names = state
+        .data
+        .with_untracked(DataState::names)
+        .ok_or("load the data first")?;
+    let rules = grid_from_names(&names, forbid, require)?;
+    state.rules.set(rules);
+    state.tiers.set(vec![String::new(); names.len()]);
+    Ok(())
 }
 
 /// Column headers of up to this many characters are written flat; longer ones upwards.

@@ -15,6 +15,7 @@ mod examples;
 mod explain_view;
 mod graph_editor;
 mod knowledge_panel;
+mod lesson_panel;
 mod results_panel;
 mod run_panel;
 mod settings_panel;
@@ -144,6 +145,8 @@ pub enum Explanation {
     },
     Edge(Box<crate::discovery::explain::EdgeEvidence>),
     Curve(Box<crate::discovery::explain::ConditionalCurve>),
+    /// An edge and its reversal side by side.
+    Directions(Box<crate::discovery::explain::DirectionComparison>),
     Failed {
         subject: String,
         message: String,
@@ -177,6 +180,8 @@ pub struct AppState {
     pub compute_workers: RwSignal<Option<usize>>,
     pub data: RwSignal<DataState>,
     pub run: RwSignal<RunState>,
+    /// Runs started on this page so far (a lesson's check waits for a run after its step's change).
+    pub runs_started: RwSignal<u64>,
     pub snapshot: RwSignal<Option<Snapshot>>,
     /// Snapshots received during the current run (the end-to-end test reads it to check the rate).
     pub snapshots_seen: RwSignal<u64>,
@@ -222,6 +227,8 @@ pub struct AppState {
     pub simulation: RwSignal<SimulationState>,
     /// The explanation of an edge of the result on screen.
     pub explanation: RwSignal<Explanation>,
+    /// Whether the result's Markov equivalence class is drawn beside it (`cpdag-toggle`).
+    pub cpdag_shown: RwSignal<bool>,
     /// Id of the latest explanation asked for; answers to older ones are ignored.
     explain_seq: StoredValue<u64>,
 }
@@ -233,6 +240,7 @@ impl AppState {
             compute_workers: RwSignal::new(None),
             data: RwSignal::new(DataState::Empty),
             run: RwSignal::new(RunState::Idle),
+            runs_started: RwSignal::new(0),
             snapshot: RwSignal::new(None),
             snapshots_seen: RwSignal::new(0),
             pause_pending: RwSignal::new(false),
@@ -258,6 +266,7 @@ impl AppState {
             continue_pending: StoredValue::new(false),
             simulation: RwSignal::new(SimulationState::Idle),
             explanation: RwSignal::new(Explanation::None),
+            cpdag_shown: RwSignal::new(false),
             explain_seq: StoredValue::new(0),
         }
     }
@@ -335,22 +344,43 @@ impl AppState {
 
     /// Asks the worker to explain `edge` of the result on screen by its evidence.
     pub fn explain(self, edge: (usize, usize)) {
+        self.ask_about_edge(edge, false);
+    }
+
+    /// Asks the worker to draw `edge` of the result on screen and its reversal side by side.
+    pub fn compare_directions(self, edge: (usize, usize)) {
+        self.ask_about_edge(edge, true);
+    }
+
+    fn ask_about_edge(self, edge: (usize, usize), both_directions: bool) {
         let Some((edges, seed, names)) = self.result.with_untracked(|r| {
             r.as_ref()
                 .map(|r| (r.edges.clone(), r.seed, r.names.clone()))
         }) else {
             return;
         };
-        let request_id = self.next_explanation(format!(
-            "{} → {}",
-            names.get(edge.0).cloned().unwrap_or_default(),
-            names.get(edge.1).cloned().unwrap_or_default()
-        ));
-        self.send(&ToWorker::ExplainEdge {
-            request_id,
-            edges,
-            edge,
-            seed,
+        let name = |i: usize| names.get(i).cloned().unwrap_or_default();
+        let (cause, effect) = (name(edge.0), name(edge.1));
+        let subject = if both_directions {
+            format!("{cause} → {effect} against {effect} → {cause}")
+        } else {
+            format!("{cause} → {effect}")
+        };
+        let request_id = self.next_explanation(subject);
+        self.send(&if both_directions {
+            ToWorker::CompareDirections {
+                request_id,
+                edges,
+                edge,
+                seed,
+            }
+        } else {
+            ToWorker::ExplainEdge {
+                request_id,
+                edges,
+                edge,
+                seed,
+            }
         });
     }
 
@@ -682,6 +712,14 @@ impl AppState {
                     self.explanation.set(Explanation::Curve(curve));
                 }
             }
+            FromWorker::DirectionsCompared {
+                request_id,
+                comparison,
+            } => {
+                if request_id == self.explain_seq.get_value() {
+                    self.explanation.set(Explanation::Directions(comparison));
+                }
+            }
             FromWorker::ExplainFailed {
                 request_id,
                 message,
@@ -866,6 +904,7 @@ fn App() -> impl IntoView {
         <ErrorBanner />
         <main class="layout">
             <div class="column inputs">
+                <lesson_panel::LessonPanel />
                 <data_panel::DataPanel />
                 <graph_editor::GraphEditorPanel />
                 <settings_panel::SettingsPanel />

@@ -16,7 +16,7 @@ use crate::ui::{
 use leptos::prelude::*;
 
 /// Why the Run button is disabled, or `None` when a run can start.
-fn blocker(state: AppState) -> Option<String> {
+pub(super) fn blocker(state: AppState) -> Option<String> {
     if state.worker_dead.get() {
         return Some("the worker must be restarted first".into());
     }
@@ -38,7 +38,7 @@ fn blocker(state: AppState) -> Option<String> {
     None
 }
 
-fn start_run(state: AppState) {
+pub(super) fn start_run(state: AppState) {
     let (Ok((settings, seed)), Some(Ok(knowledge))) =
         (current_settings(state), current_knowledge(state))
     else {
@@ -52,6 +52,7 @@ fn start_run(state: AppState) {
     state.snapshots_seen.set(0);
     state.history.set(History::default());
     state.run.set(RunState::Starting);
+    state.runs_started.update(|n| *n += 1);
     state.mark_alive();
     state.explanation.set(super::Explanation::None);
     state.send(&ToWorker::Start(Box::new(RunRequest {

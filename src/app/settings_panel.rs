@@ -4,7 +4,7 @@
 
 use super::AppState;
 use crate::discovery::cgp::{Method, Preset};
-use crate::ui::{parse_settings, preset_values, FIELDS};
+use crate::ui::{parse_settings, set_field, values_for_preset, FIELDS};
 use leptos::prelude::*;
 
 /// The settings as the run would use them, or why they cannot be used.
@@ -19,21 +19,39 @@ pub fn current_settings(
     Ok((settings, seed))
 }
 
+/// Chooses a preset (its values, the seed typed kept), a method, and then sets fields by key (a
+/// lesson's settings step). An unknown field is refused before anything changes.
+pub fn use_settings(
+    state: AppState,
+    preset: Option<Preset>,
+    method: Option<Method>,
+    fields: &[(String, String)],
+) -> Result<(), String> {
+    let mut values = state.settings_values.get_untracked();
+    if let Some(preset) = preset {
+        values = values_for_preset(preset, &values);
+    }
+    for (key, text) in fields {
+        set_field(&mut values, key, text)?;
+    }
+    if let Some(preset) = preset {
+        state.preset.set(preset);
+    }
+    if let Some(method) = method {
+        state.method.set(method);
+    }
+    state.settings_values.set(values);
+    Ok(())
+}
+
 #[component]
 pub fn SettingsPanel() -> impl IntoView {
     let state = expect_context::<AppState>();
     let on_preset = move |ev: web_sys::Event| {
-        let Ok(preset) = Preset::parse(&event_target_value(&ev)) else {
-            return;
-        };
-        // Keep the seed the user chose; everything else follows the preset.
-        let seed_index = FIELDS.iter().position(|f| f.key == "seed").unwrap_or(1);
-        let seed = state
-            .settings_values
-            .with_untracked(|v| v.get(seed_index).and_then(|s| s.trim().parse().ok()))
-            .unwrap_or(0);
-        state.preset.set(preset);
-        state.settings_values.set(preset_values(preset, seed));
+        if let Ok(preset) = Preset::parse(&event_target_value(&ev)) {
+            // Keep the seed the user chose; everything else follows the preset.
+            let _ = use_settings(state, Some(preset), None, &[]);
+        }
     };
     let field_view = move |k: usize| {
         let spec = FIELDS[k];
@@ -97,8 +115,9 @@ pub fn SettingsPanel() -> impl IntoView {
             <h2 id="settings-heading">"2. Settings"</h2>
             <div class="field">
                 <label for="setting-preset">"Preset"</label>
-                <select id="setting-preset" data-testid="preset-select" on:change=on_preset>
-                    <option value="interactive" selected>"interactive: fast, converges early"</option>
+                <select id="setting-preset" data-testid="preset-select" on:change=on_preset
+                    prop:value=move || state.preset.get().name()>
+                    <option value="interactive">"interactive: fast, converges early"</option>
                     <option value="thorough">"thorough: more rows, points and restarts (minutes)"</option>
                     <option value="paper">"paper: the published schedule"</option>
                 </select>
@@ -106,8 +125,9 @@ pub fn SettingsPanel() -> impl IntoView {
             {preset_note}
             <div class="field">
                 <label for="setting-method">"Method"</label>
-                <select id="setting-method" data-testid="method-select" on:change=on_method>
-                    <option value="cgp" selected>"continuous (CGP-CDE)"</option>
+                <select id="setting-method" data-testid="method-select" on:change=on_method
+                    prop:value=move || state.method.get().name()>
+                    <option value="cgp">"continuous (CGP-CDE)"</option>
                     <option value="exact">"exact over DAGs (DGP-CDE)"</option>
                     <option value="hybrid">"hybrid: continuous, then exact"</option>
                 </select>

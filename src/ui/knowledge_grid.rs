@@ -42,6 +42,34 @@ impl EdgeRule {
     }
 }
 
+/// The grid with the named edges forbidden and required and every other cell free (what a
+/// lesson's knowledge step sets), or which name is not a variable. `rules[i * d + j]` as in
+/// [`knowledge_from_grid`].
+pub fn grid_from_names(
+    names: &[String],
+    forbid: &[(String, String)],
+    require: &[(String, String)],
+) -> Result<Vec<EdgeRule>, String> {
+    let d = names.len();
+    let mut rules = vec![EdgeRule::Free; d * d];
+    let at = |n: &String| {
+        names
+            .iter()
+            .position(|x| x == n)
+            .ok_or_else(|| format!("{n} is not one of the variables {}", names.join(", ")))
+    };
+    for (pairs, rule) in [(forbid, EdgeRule::Forbidden), (require, EdgeRule::Required)] {
+        for (a, b) in pairs {
+            let (i, j) = (at(a)?, at(b)?);
+            if i == j {
+                return Err(format!("{a} → {a} is not an edge"));
+            }
+            rules[i * d + j] = rule;
+        }
+    }
+    Ok(rules)
+}
+
 /// Builds the knowledge from the grid: `rules[i * d + j]` is the rule for names[i] → names[j];
 /// `tiers[i]` is empty (no tier) or a whole number (smaller tiers come first: no edge may point
 /// from a later tier to an earlier one).
@@ -143,5 +171,24 @@ mod tests {
         let tiers = vec!["x".to_string(), String::new(), String::new()];
         let err = knowledge_from_grid(&names(), &[EdgeRule::Free; 9], &tiers).unwrap_err();
         assert!(err.contains("tier of 'a'"), "{err}");
+    }
+
+    #[test]
+    fn a_grid_is_set_from_named_edges() {
+        let names: Vec<String> = ["A", "B", "C"].map(String::from).to_vec();
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        let rules =
+            grid_from_names(&names, &[pair("A", "C"), pair("C", "A")], &[pair("A", "B")]).unwrap();
+        assert_eq!(rules[2], EdgeRule::Forbidden);
+        assert_eq!(rules[2 * 3], EdgeRule::Forbidden);
+        assert_eq!(rules[1], EdgeRule::Required);
+        assert_eq!(rules.iter().filter(|&&r| r == EdgeRule::Free).count(), 6);
+        let knowledge = knowledge_from_grid(&names, &rules, &vec![String::new(); 3]).unwrap();
+        assert!(!knowledge.allowed(0, 2) && !knowledge.allowed(2, 0));
+        assert!(knowledge.is_required(0, 1) && knowledge.allowed(1, 2));
+        assert!(grid_from_names(&names, &[pair("A", "D")], &[])
+            .unwrap_err()
+            .contains("D is not one"));
+        assert!(grid_from_names(&names, &[], &[pair("B", "B")]).is_err());
     }
 }

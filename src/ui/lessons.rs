@@ -116,6 +116,8 @@ pub struct PageFacts {
     pub cpdag_shown: bool,
     pub edge_explained: bool,
     pub directions_compared: bool,
+    /// Runs started on the page so far (a result must come from a run after a step's action).
+    pub runs_started: u64,
 }
 
 /// A result as a lesson's checks read it.
@@ -181,6 +183,20 @@ impl Lesson {
                     })
                     .map_err(|e| at(e.to_string()))?;
                 }
+                Some(StepAction::UseSettings { fields, .. }) => {
+                    if let Some((key, _)) = fields
+                        .iter()
+                        .find(|(key, _)| !crate::ui::FIELDS.iter().any(|f| f.key == key))
+                    {
+                        return Err(at(format!("the settings have no field {key}")));
+                    }
+                }
+                Some(
+                    StepAction::ExplainEdge { from, to }
+                    | StepAction::CompareDirections { from, to },
+                ) if from == to => {
+                    return Err(at(format!("{from} → {to} is not an edge")));
+                }
                 _ => {}
             }
         }
@@ -226,6 +242,15 @@ impl StepAction {
 }
 
 impl StepCheck {
+    /// Whether the check reads the result of a run (which must then be a run started after the
+    /// step's action: the settings or knowledge it set must have been used).
+    pub fn reads_a_run(&self) -> bool {
+        matches!(
+            self,
+            StepCheck::RunFinished | StepCheck::HasEdge { .. } | StepCheck::NotAdjacent { .. }
+        )
+    }
+
     /// Whether the check holds on `facts`: `Ok(())`, or what is still missing, in words.
     pub fn evaluate(&self, facts: &PageFacts) -> Result<(), String> {
         let edge = |from: &str, to: &str| {
@@ -387,6 +412,9 @@ pub struct LessonProgress {
     /// Whether the step's action was carried out since the step was opened. A step with an action
     /// counts as done only after it: a result left from an earlier step must not pass its check.
     pub action_done: bool,
+    /// [`PageFacts::runs_started`] when the action was carried out: a check that reads a run
+    /// needs a later one.
+    pub runs_at_action: u64,
 }
 
 /// How a step stands.
@@ -419,15 +447,27 @@ impl LessonProgress {
         if step.action.is_some() && !self.action_done {
             return StepStatus::ActionPending;
         }
+        if let Some(check) = &step.check {
+            if step.action.is_some()
+                && check.reads_a_run()
+                && facts.runs_started <= self.runs_at_action
+            {
+                return StepStatus::Waiting(
+                    "run the search now (the Run button), after this step's change".into(),
+                );
+            }
+        }
         match step.check.as_ref().map(|c| c.evaluate(facts)) {
             None | Some(Ok(())) => StepStatus::Done,
             Some(Err(missing)) => StepStatus::Waiting(missing),
         }
     }
 
-    /// Records that the step's action was carried out.
-    pub fn action_carried_out(&mut self) {
+    /// Records that the step's action was carried out, `runs_started` runs into the page's life
+    /// (read before the action: an action that starts a run counts that run as later).
+    pub fn action_carried_out(&mut self, runs_started: u64) {
         self.action_done = true;
+        self.runs_at_action = runs_started;
     }
 
     /// Goes to the next step when the current one is done; returns whether it moved.
@@ -437,7 +477,7 @@ impl LessonProgress {
         }
         *self = LessonProgress {
             step: self.step + 1,
-            action_done: false,
+            ..LessonProgress::default()
         };
         true
     }
@@ -446,7 +486,7 @@ impl LessonProgress {
     pub fn back(&mut self) {
         *self = LessonProgress {
             step: self.step.saturating_sub(1),
-            action_done: false,
+            ..LessonProgress::default()
         };
     }
 
@@ -609,6 +649,14 @@ mod tests {
         )
         .contains("cycle"));
         assert!(refused(r#"[{"text": "a", "colour": "red"}]"#).contains("unknown field"));
+        assert!(refused(
+            r#"[{"text": "a", "action": {"kind": "use_settings", "fields": [["colour", "red"]]}}]"#
+        )
+        .contains("step 1: the settings have no field colour"));
+        assert!(refused(
+            r#"[{"text": "a", "action": {"kind": "explain_edge", "from": "x", "to": "x"}}]"#
+        )
+        .contains("x → x is not an edge"));
         assert!(Lesson::parse("{", &EXAMPLES).is_err());
     }
 
@@ -629,13 +677,19 @@ mod tests {
                 names: vec!["x".into(), "y".into()],
                 edges: vec![(0, 1)],
             }),
+            runs_started: 2,
             ..PageFacts::default()
         };
         let mut progress = LessonProgress::default();
-        // A result left from before does not pass a step whose button was not pressed.
+        // A result left from before does not pass a step whose button was not pressed,
         assert_eq!(progress.status(&l, &facts), StepStatus::ActionPending);
         assert!(!progress.next(&l, &facts));
-        progress.action_carried_out();
+        // nor one from a run before it was pressed.
+        progress.action_carried_out(facts.runs_started);
+        assert!(
+            matches!(progress.status(&l, &facts), StepStatus::Waiting(w) if w.contains("run the search now"))
+        );
+        facts.runs_started = 3;
         assert_eq!(progress.status(&l, &facts), StepStatus::Done);
         assert!(progress.next(&l, &facts));
         assert_eq!(
@@ -644,7 +698,7 @@ mod tests {
             "reading is enough"
         );
         assert!(progress.next(&l, &facts));
-        progress.action_carried_out();
+        progress.action_carried_out(facts.runs_started);
         assert!(
             matches!(progress.status(&l, &facts), StepStatus::Waiting(w) if w.contains("both directions"))
         );
@@ -657,7 +711,8 @@ mod tests {
             progress,
             LessonProgress {
                 step: 1,
-                action_done: false
+                action_done: false,
+                runs_at_action: 0
             }
         );
         // The compare action finds its edge in the result, or says why not.

@@ -15,9 +15,13 @@ mod settings_form;
 mod truth;
 
 pub use curves::{phase_name, CurvePoint, History};
-pub use format::{format_bytes, format_number, format_seconds_left};
-pub use knowledge_grid::{knowledge_from_grid, EdgeRule};
+pub use format::{
+    format_bayes_factor, format_bytes, format_number, format_probability, format_seconds_left,
+};
+pub use knowledge_grid::{grid_from_names, knowledge_from_grid, EdgeRule};
 pub use progress::{fraction_reached, progress_shown, ProgressShown, RunProgress};
 pub use record::{read_record, MAX_RECORD_VARIABLES};
-pub use settings_form::{parse_settings, preset_values, FieldSpec, FIELDS};
+pub use settings_form::{
+    parse_settings, preset_values, set_field, values_for_preset, FieldSpec, FIELDS,
+};
 pub use truth::{compare_to_truth, parse_truth, TruthReport};

@@ -209,6 +209,31 @@ pub fn preset_values(preset: Preset, seed: u64) -> Vec<String> {
         .collect()
 }
 
+/// The form's values after choosing `preset`: its values, with the seed the user had typed kept
+/// (0 when it is not a number).
+pub fn values_for_preset(preset: Preset, values: &[String]) -> Vec<String> {
+    let seed = FIELDS
+        .iter()
+        .position(|f| f.key == "seed")
+        .and_then(|k| values.get(k))
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    preset_values(preset, seed)
+}
+
+/// Sets field `key` of the form's values to `text`, or says there is no such field.
+pub fn set_field(values: &mut [String], key: &str, text: &str) -> Result<(), String> {
+    let k = FIELDS
+        .iter()
+        .position(|f| f.key == key)
+        .ok_or_else(|| format!("the settings have no field {key}"))?;
+    let slot = values
+        .get_mut(k)
+        .ok_or_else(|| format!("the form has no value for {key}"))?;
+    *slot = text.to_string();
+    Ok(())
+}
+
 /// Reads the form (values in [`FIELDS`] order) into settings based on `preset` (which fixes
 /// what the form does not show: the bound, phase-convergence windows and tolerances) and a seed.
 /// The first unusable value is explained, naming its field.
@@ -388,5 +413,27 @@ mod tests {
             let err = parse_settings(Preset::Interactive, &v).unwrap_err();
             assert!(err.contains(expected), "{key}={value}: {err}");
         }
+    }
+
+    #[test]
+    fn a_preset_keeps_the_seed_and_a_field_is_set_by_its_key() {
+        let seed_at = FIELDS.iter().position(|f| f.key == "seed").unwrap();
+        let restarts_at = FIELDS.iter().position(|f| f.key == "restarts").unwrap();
+        let mut values = preset_values(Preset::Interactive, 7);
+        values[restarts_at] = "9".into();
+        let thorough = values_for_preset(Preset::Thorough, &values);
+        assert_eq!(thorough, preset_values(Preset::Thorough, 7));
+        values[seed_at] = "not a number".into();
+        assert_eq!(
+            values_for_preset(Preset::Interactive, &values)[seed_at],
+            "0"
+        );
+        let mut values = preset_values(Preset::Interactive, 0);
+        set_field(&mut values, "restarts", "1").unwrap();
+        assert_eq!(values[restarts_at], "1");
+        assert!(parse_settings(Preset::Interactive, &values).is_ok());
+        assert!(set_field(&mut values, "colour", "red")
+            .unwrap_err()
+            .contains("no field colour"));
     }
 }
