@@ -15,20 +15,30 @@ pub fn current_knowledge(state: AppState) -> Option<Result<Knowledge, String>> {
     Some(knowledge_from_grid(&names, &rules, &tiers))
 }
 
-/// Sets the grid to forbid and require the named edges, every other cell free and no tiers (a
-/// lesson's knowledge step), or says which name is not a variable of the loaded data.
+/// Sets the grid to forbid and require the named edges (every other cell free) and the named
+/// variables' tiers (the others none): a lesson's knowledge step. Says which name is not a
+/// variable of the loaded data, changing nothing then.
 pub fn set_knowledge(
     state: AppState,
     forbid: &[(String, String)],
     require: &[(String, String)],
+    tiers: &[(String, u32)],
 ) -> Result<(), String> {
     let names = state
         .data
         .with_untracked(DataState::names)
         .ok_or("load the data first")?;
     let rules = grid_from_names(&names, forbid, require)?;
+    let mut tier_texts = vec![String::new(); names.len()];
+    for (name, tier) in tiers {
+        let i = names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| format!("{name} is not one of the variables {}", names.join(", ")))?;
+        tier_texts[i] = tier.to_string();
+    }
     state.rules.set(rules);
-    state.tiers.set(vec![String::new(); names.len()]);
+    state.tiers.set(tier_texts);
     Ok(())
 }
 

@@ -82,7 +82,11 @@ fn carry_out(state: AppState, action: &StepAction, facts: &PageFacts) -> Result<
             method,
             fields,
         } => use_settings(state, *preset, *method, fields)?,
-        StepAction::Knowledge { forbid, require } => set_knowledge(state, forbid, require)?,
+        StepAction::Knowledge {
+            forbid,
+            require,
+            tiers,
+        } => set_knowledge(state, forbid, require, tiers)?,
         StepAction::Run => {
             if let Some(why) = blocker(state) {
                 return Err(format!("the run cannot start: {why}"));

@@ -68,12 +68,15 @@ pub enum StepAction {
         #[serde(default)]
         fields: Vec<(String, String)>,
     },
-    /// States prior knowledge by variable names: forbidden and required edges.
+    /// States prior knowledge by variable names: forbidden and required edges, and tiers (a
+    /// variable in a later tier never causes one in an earlier tier). Replaces what was stated.
     Knowledge {
         #[serde(default)]
         forbid: Vec<(String, String)>,
         #[serde(default)]
         require: Vec<(String, String)>,
+        #[serde(default)]
+        tiers: Vec<(String, u32)>,
     },
     /// Starts a run with the settings on the page.
     Run,
@@ -295,6 +298,9 @@ impl StepCheck {
                 true => Ok(()),
                 false => Err("show the equivalence class (the CPDAG box under the edges)".into()),
             },
+            StepCheck::EdgeExplained | StepCheck::DirectionsCompared if facts.result.is_none() => {
+                Err("run the search first".into())
+            }
             StepCheck::EdgeExplained => match facts.edge_explained {
                 true => Ok(()),
                 false => Err("press “Why?” next to an edge of the result".into()),
@@ -355,13 +361,25 @@ impl StepAction {
                     format!("Use {}", parts.join(" and "))
                 }
             }
-            StepAction::Knowledge { forbid, require } => {
+            StepAction::Knowledge {
+                forbid,
+                require,
+                tiers,
+            } => {
                 let mut parts = Vec::new();
                 if !forbid.is_empty() {
                     parts.push(format!("forbid {}", pairs(forbid)));
                 }
                 if !require.is_empty() {
                     parts.push(format!("require {}", pairs(require)));
+                }
+                if !tiers.is_empty() {
+                    let tiers: Vec<String> =
+                        tiers.iter().map(|(n, t)| format!("{n} {t}")).collect();
+                    parts.push(format!("set the tiers {}", tiers.join(", ")));
+                }
+                if parts.is_empty() {
+                    parts.push("clear the knowledge".into());
                 }
                 let mut text = parts.join(", ");
                 if let Some(first) = text.get(..1) {
@@ -733,6 +751,15 @@ mod tests {
             .unwrap_err()
             .contains("no edge x → y"));
         assert_eq!(l.steps[0].action.as_ref().unwrap().result_edge(None), None);
+        // An explanation is of a result: without one the check asks for a run.
+        let no_result = PageFacts {
+            edge_explained: true,
+            ..PageFacts::default()
+        };
+        assert_eq!(
+            StepCheck::EdgeExplained.evaluate(&no_result),
+            Err("run the search first".into())
+        );
     }
 
     #[test]
@@ -756,6 +783,10 @@ mod tests {
         assert_eq!(
             label(r#"{"kind": "knowledge", "forbid": [["A", "C"]], "require": [["A", "B"]]}"#),
             "Forbid A → C, require A → B"
+        );
+        assert_eq!(
+            label(r#"{"kind": "knowledge", "tiers": [["A", 1], ["B", 2]]}"#),
+            "Set the tiers A 1, B 2"
         );
         assert_eq!(
             label(r#"{"kind": "explain_edge", "from": "A", "to": "B"}"#),

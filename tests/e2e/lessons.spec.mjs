@@ -21,7 +21,7 @@ async function satisfy(page, deadline) {
       await run.click();
       await expect(page.getByTestId('status')).toHaveText(/done|stopped/, { timeout: 240_000 });
     } else if (/press “Why\?”/.test(text)) {
-      await page.getByTestId('explain-edge').first().click();
+      await page.getByTestId('explain-edge').first().click({ timeout: 30_000 });
       await expect(page.getByTestId('edge-explanation').locator('[data-state="ready"]').first())
         .toBeVisible({ timeout: 90_000 });
     } else {
