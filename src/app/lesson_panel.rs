@@ -12,12 +12,15 @@ use super::settings_panel::use_settings;
 use super::{AppState, DataState, Explanation, RunState, SimulationState};
 use crate::ui::format_probability;
 use crate::ui::lessons::{
-    posterior_classes, Lesson, LessonProgress, PageFacts, ResultFacts, StepAction, StepStatus,
+    posterior_classes, ClassLine, Lesson, LessonProgress, PageFacts, ResultFacts, StepAction,
+    StepStatus,
 };
 use leptos::prelude::*;
 
 /// Classes of the exact posterior a lesson step lists.
 const LESSON_CLASSES: usize = 3;
+/// Most DAGs a lesson step offers to list one by one (every DAG on four variables).
+const MAX_LISTED_GRAPHS: usize = 543;
 
 /// The lessons as read from `lessons/`, or why they could not be.
 #[derive(Debug, Clone, PartialEq)]
@@ -296,23 +299,38 @@ fn LessonPosterior() -> impl IntoView {
             .skip(LESSON_CLASSES)
             .map(|c| c.probability)
             .sum();
-        let items = lines
-            .into_iter()
-            .map(|line| {
-                let members = line
-                    .members
-                    .iter()
-                    .map(|(graph, p)| format!("{graph} ({})", format_probability(*p)))
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                view! {
-                    <li data-probability=format!("{:.6}", line.probability)>
-                        <strong>{format_probability(line.probability)}</strong> " for the class " <code>{line.cpdag}</code>
-                        <span class="members">": " {members}</span>
-                    </li>
-                }
-            })
-            .collect_view();
+        let class_items = |lines: Vec<ClassLine>| {
+            lines
+                .into_iter()
+                .map(|line| {
+                    let members = line
+                        .members
+                        .iter()
+                        .map(|(graph, p)| format!("{graph} ({})", format_probability(*p)))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    view! {
+                        <li data-probability=format!("{:.6}", line.probability)>
+                            <strong>{format_probability(line.probability)}</strong> " for the class "
+                            <code>{line.cpdag}</code>
+                            <span class="members">": " {members}</span>
+                        </li>
+                    }
+                })
+                .collect_view()
+        };
+        let items = class_items(lines);
+        // Every graph, class by class, where there are few enough to read (three or four
+        // variables: 25 or 543 DAGs); five variables' 29,281 stay summed.
+        let every = (posterior.graphs.len() <= MAX_LISTED_GRAPHS && rest > 0.0).then(|| {
+            let all = class_items(posterior_classes(&posterior, &names, usize::MAX));
+            view! {
+                <details data-testid="lesson-posterior-all">
+                    <summary>"Every graph, class by class (" {posterior.classes.len()} " classes)"</summary>
+                    <ol>{all}</ol>
+                </details>
+            }
+        });
         Some(view! {
             <div class="lesson-posterior" data-testid="lesson-posterior">
                 <p>
@@ -321,6 +339,7 @@ fn LessonPosterior() -> impl IntoView {
                 </p>
                 <ol>{items}</ol>
                 {(rest > 0.0).then(|| view! { <p class="hint">"All other classes: " {format_probability(rest)}</p> })}
+                {every}
             </div>
         })
     }
