@@ -15,11 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use super::bivariate::best_of;
 use crate::gp::collapsed::{
-    CollapsedFit, CollapsedModel, FitSettings, GpInitialisation, LatentStart,
-    MIN_START_SE_VARIANCE, NOISE_VARIANCE_FLOOR,
+    CollapsedFit, CollapsedModel, FitSettings, GpInitialisation, LatentStart, MIN_START_SE_VARIANCE,
 };
 use crate::gp::lbfgs::LbfgsSettings;
 use crate::gp::resolution::resolution_noise_floor;
+use crate::gp::NOISE_VARIANCE_FLOOR;
 
 /// Fits per family; the best bound is kept (each family is its own model, MODEL.md §7.2).
 pub const FAMILY_RESTARTS: usize = 2;

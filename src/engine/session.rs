@@ -33,8 +33,8 @@ use crate::discovery::exact::{ExactRun, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
-use crate::gp::collapsed::NOISE_VARIANCE_FLOOR;
 use crate::gp::resolution::resolution_noise_floor;
+use crate::gp::NOISE_VARIANCE_FLOOR;
 use crate::heartbeat::{self, StopFlag};
 
 /// Why a session could not start.
@@ -44,7 +44,10 @@ pub enum SessionError {
     Settings(String),
     #[error("the prior knowledge is for {knowledge} variables but the data have {data}")]
     KnowledgeSize { knowledge: usize, data: usize },
-    #[error("the data need at least 2 columns and 10 rows (got {cols} columns, {rows} rows)")]
+    #[error(
+        "the data need at least 2 columns and {} rows (got {cols} columns, {rows} rows)",
+        crate::data::MIN_ROWS
+    )]
     TooSmall { rows: usize, cols: usize },
     /// A column the model cannot use (the data layer refuses these when it reads a CSV; this
     /// guards datasets built in code).
@@ -321,7 +324,7 @@ impl Session {
     ) -> Result<Self, SessionError> {
         settings.validate().map_err(SessionError::Settings)?;
         let (rows, d) = (dataset.rows(), dataset.cols());
-        if d < 2 || rows < 10 {
+        if d < 2 || rows < crate::data::MIN_ROWS {
             return Err(SessionError::TooSmall { rows, cols: d });
         }
         if knowledge.d() != d {
@@ -1169,8 +1172,7 @@ impl Session {
             let mut kept = DMatrix::zeros(d, d);
             for c in r.components() {
                 for (j, lin, se) in c.edge_hyperparameters() {
-                    if lin >= s.linear_threshold || se.iter().any(|&t| t >= s.stationary_threshold)
-                    {
+                    if s.edge_passes_thresholds(lin, &se) {
                         kept[(j, c.child())] = 1.0;
                     }
                 }

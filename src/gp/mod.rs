@@ -8,6 +8,10 @@
 //! latent w). Kernel hyperparameters here are constrained values (variances and precisions ≥ 0);
 //! the softplus transform to unconstrained optimiser variables lives in [`transform`].
 
+/// The floor of every likelihood variance φ² (GPflow's Gaussian-likelihood default, MODEL.md
+/// §2.3), raised per column to Δ²/12 for data recorded at resolution Δ ([`resolution`]).
+pub const NOISE_VARIANCE_FLOOR: f64 = 1e-6;
+
 pub mod adam;
 pub mod collapsed;
 pub mod encoder;

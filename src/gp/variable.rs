@@ -19,9 +19,6 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
-/// Likelihood-variance floor φ² ≥ 1e-6 (GPflow's Gaussian likelihood default, MODEL.md §2.3).
-pub const NOISE_FLOOR: f64 = 1e-6;
-
 /// How q(w) is represented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -171,7 +168,7 @@ impl GpCdeVariable {
 
         let kappa: f64 = rng.random_range(50.0..100.0);
         let column: Vec<f64> = data.column(slot).iter().copied().collect();
-        let noise_floor = resolution_noise_floor(&column, NOISE_FLOOR);
+        let noise_floor = resolution_noise_floor(&column, super::NOISE_VARIANCE_FLOOR);
         let noise_raw = softplus_inverse(1.0 / (kappa * kappa));
         let latent = match settings.latent {
             LatentKind::Encoder => Latent::Encoder(Encoder::new(

@@ -405,9 +405,10 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
             args.restarts, args.inducing
         )));
     }
-    if args.max_rows < 10 {
+    if args.max_rows < occam::data::MIN_ROWS {
         return Err(CliError(format!(
-            "--max-rows must be at least 10, got {}",
+            "--max-rows must be at least {}, got {}",
+            occam::data::MIN_ROWS,
             args.max_rows
         )));
     }

@@ -822,10 +822,7 @@ impl Restart {
             .flat_map(|c| {
                 c.edge_hyperparameters()
                     .into_iter()
-                    .filter(|(_, lin, st)| {
-                        *lin >= s.linear_threshold
-                            || st.iter().any(|&t| t >= s.stationary_threshold)
-                    })
+                    .filter(|(_, lin, st)| s.edge_passes_thresholds(*lin, st))
                     .map(move |(j, _, _)| (j, c.child()))
             })
             .collect()
@@ -902,8 +899,7 @@ impl Restart {
         let mut weights = vec![vec![0.0; d]; d];
         for c in &self.components {
             for (j, lin, st) in c.edge_hyperparameters() {
-                let keep = lin >= s.linear_threshold
-                    || st.iter().any(|&t| t >= s.stationary_threshold)
+                let keep = s.edge_passes_thresholds(lin, &st)
                     || problem.knowledge.is_required(j, c.child());
                 if keep {
                     edges.push((j, c.child()));

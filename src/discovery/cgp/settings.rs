@@ -4,6 +4,7 @@
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+use crate::data::MIN_ROWS;
 use crate::discovery::exact::ExactSettings;
 use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge, KnowledgeError};
 use crate::graph::Dag;
@@ -395,6 +396,14 @@ pub const MAX_PHASE_ITERATIONS: usize = 100_000_000;
 pub const MAX_THREADS: usize = 4096;
 
 impl SearchSettings {
+    /// The final thresholds (§5.4), the one rule for whether edge j → i is in the graph: its
+    /// linear weight θ^lin ≥ `linear_threshold`, or some stationary kernel's precision θ ≥
+    /// `stationary_threshold` (`stationary` holds one θ per stationary kernel on input j).
+    pub fn edge_passes_thresholds(&self, linear: f64, stationary: &[f64]) -> bool {
+        linear >= self.linear_threshold
+            || stationary.iter().any(|&t| t >= self.stationary_threshold)
+    }
+
     /// Checks every field, naming the first one that is unusable.
     pub fn validate(&self) -> Result<(), String> {
         let positive = |name: &str, v: f64| {
@@ -404,9 +413,9 @@ impl SearchSettings {
                 Err(format!("{name} must be a positive number, got {v}"))
             }
         };
-        if self.max_rows < 10 {
+        if self.max_rows < MIN_ROWS {
             return Err(format!(
-                "rows used must be at least 10, got {}",
+                "rows used must be at least {MIN_ROWS}, got {}",
                 self.max_rows
             ));
         }

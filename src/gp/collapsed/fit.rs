@@ -49,6 +49,7 @@ use crate::gp::encoder::{FreeLatents, LATENT_VARIANCE_FLOOR};
 use crate::gp::kernel::{Kernel, StationaryKind};
 use crate::gp::lbfgs::{minimize, LbfgsError, LbfgsSettings, StopReason};
 use crate::gp::transform::{softplus, softplus_derivative, softplus_inverse};
+use crate::gp::NOISE_VARIANCE_FLOOR;
 
 /// Φ⁻¹(p) for p in (0, 1), by Acklam's rational approximations (relative error below 1.2e-9,
 /// plenty for an initialisation).
@@ -98,9 +99,6 @@ fn inverse_normal_cdf(p: f64) -> f64 {
             / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
     }
 }
-
-/// The floor of φ² (GPflow's Gaussian-likelihood default).
-pub const NOISE_VARIANCE_FLOOR: f64 = 1e-6;
 
 /// How a collapsed model is fitted.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -21,7 +21,7 @@ pub use bound::{
 };
 pub use fit::{
     precision_scale, CollapsedFit, CollapsedModel, FitError, FitSettings, GpInitialisation,
-    LatentStart, MIN_START_SE_VARIANCE, NOISE_VARIANCE_FLOOR,
+    LatentStart, MIN_START_SE_VARIANCE,
 };
 pub use noise::{linear_regression_evidence, root_noise_value, LinearEvidence};
 pub use predict::{CollapsedPredictor, LatentFunctionPrediction};
