@@ -9,7 +9,7 @@
 use super::download::download_text;
 use super::{AppState, DataState, RunState, SimulationState};
 use crate::data::generate::Mechanism;
-use crate::graph::to_adjacency_csv;
+use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad};
 use crate::ui::graph_editor::{
     node_half_width, pill_exit, DrawnGraph, CANVAS_HEIGHT, CANVAS_WIDTH, NODE_FONT_SIZE,
     NODE_HALF_HEIGHT,
@@ -374,16 +374,54 @@ pub fn GraphEditorPanel() -> impl IntoView {
         message.set(None);
         state.simulate(drawn.spec(mechanism.get_untracked(), samples, seed));
     };
-    let export = move |_| {
+    // The drawing downloads in every format a result's graph does.
+    type Writer = fn(&crate::graph::Digraph, &[String]) -> String;
+    let export = move |file_name: &'static str, mime: &'static str, write: Writer| {
         let (g, names) = graph.with_untracked(DrawnGraph::digraph);
-        if let Err(e) = download_text(
-            "drawn_graph.adjacency.csv",
-            "text/csv",
-            &to_adjacency_csv(&g, &names),
-        ) {
+        if let Err(e) = download_text(file_name, mime, &write(&g, &names)) {
             message.set(Some(e));
         }
     };
+    let formats: [(&str, &str, &'static str, &'static str, Writer); 5] = [
+        (
+            "csv",
+            "Adjacency CSV",
+            "drawn_graph.adjacency.csv",
+            "text/csv",
+            to_adjacency_csv,
+        ),
+        (
+            "edges",
+            "Edge list CSV",
+            "drawn_graph.edges.csv",
+            "text/csv",
+            to_edge_list_csv,
+        ),
+        ("dot", "DOT", "drawn_graph.dot", "text/vnd.graphviz", to_dot),
+        (
+            "dagitty",
+            "DAGitty",
+            "drawn_graph.dagitty.txt",
+            "text/plain",
+            to_dagitty,
+        ),
+        (
+            "tetrad",
+            "Tetrad",
+            "drawn_graph.tetrad.txt",
+            "text/plain",
+            to_tetrad,
+        ),
+    ];
+    let export_buttons = formats
+        .into_iter()
+        .map(|(format, label, file_name, mime, write)| {
+            view! {
+                <button class="small" data-testid="export-drawn-graph" data-format=format
+                    on:click=move |_| export(file_name, mime, write)>{label}</button>
+            }
+        })
+        .collect_view();
     let status = move || match state.simulation.get() {
         SimulationState::Running => Some("Simulating in the worker…".to_string()),
         SimulationState::Failed(why) => Some(why),
@@ -456,8 +494,8 @@ pub fn GraphEditorPanel() -> impl IntoView {
                 <label>"Seed " <input data-testid="simulate-seed" type="text" inputmode="numeric" size="6"
                     prop:value=move || seed.get() on:change=move |ev| seed.set(event_target_value(&ev)) /></label>
                 <button data-testid="simulate-button" class="primary" disabled=busy on:click=simulate>"Simulate"</button>
-                <button data-testid="export-drawn-graph" on:click=export>"Download the drawing (CSV)"</button>
             </div>
+            <div class="editor-export">"Download the drawing: " {export_buttons}</div>
             <p class="hint" data-testid="simulation-status">{status}</p>
         </section>
     }

@@ -1,4 +1,7 @@
 // Teaching: draw a graph, simulate data from it in the worker, run, and compare with the drawing.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test, expect } from '@playwright/test';
 import { open, setFields, shot, watch, foreignRequests } from './helpers.mjs';
 
@@ -58,6 +61,25 @@ test('a collider drawn from scratch simulates 500 rows in the worker and comes b
   await page.getByTestId('delete-variable').click();
   await expect(page.getByTestId('editor-node')).toHaveCount(3);
   await shot(page, 'teach-1-drawn', info);
+  // The drawing downloads in every format a result's graph does.
+  const download = async (format) => {
+    const [file] = await Promise.all([
+      page.waitForEvent('download'),
+      page.locator(`[data-testid="export-drawn-graph"][data-format="${format}"]`).click(),
+    ]);
+    const where = path.join(os.tmpdir(), `occam-${Date.now()}-${file.suggestedFilename()}`);
+    await file.saveAs(where);
+    return { name: file.suggestedFilename(), text: fs.readFileSync(where, 'utf8') };
+  };
+  const dot = await download('dot');
+  expect(dot.name).toBe('drawn_graph.dot');
+  expect(dot.text).toMatch(/"rain"\s*->\s*"wet"/);
+  expect(dot.text).toMatch(/"sprinkler"\s*->\s*"wet"/);
+  const edges = await download('edges');
+  expect(edges.text.trim().split('\n').slice(1).sort()).toEqual(['rain,wet', 'sprinkler,wet']);
+  for (const format of ['csv', 'dagitty', 'tetrad']) {
+    expect((await download(format)).text).toContain('sprinkler');
+  }
 
   // Simulate 500 rows in the worker: they load as a dropped file, the drawing as the truth.
   // (Seed 0: natively both searches find this collider from it; over seeds 0–3 the continuous
