@@ -58,20 +58,15 @@ fn open_record(state: AppState, file: File) {
 pub fn DataPanel() -> impl IntoView {
     let state = expect_context::<AppState>();
     let dragging = RwSignal::new(false);
-    // No new file while a run is in progress or a file is still being read.
-    let busy = move || {
-        matches!(
-            state.run.get(),
-            RunState::Starting | RunState::Running | RunState::Paused
-        ) || matches!(state.data.get(), DataState::Reading { .. })
-    };
+    // No new file while a run is in progress or other data are still on their way.
+    let busy = move || state.busy_with().is_some();
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
         dragging.set(false);
-        if busy() {
-            state.error.set(Some(
-                "a run is in progress or a file is being read: wait or stop the run before loading other data".into(),
-            ));
+        if let Some(work) = state.busy_with() {
+            state.error.set(Some(format!(
+                "{work}: wait for it (or stop the run) before loading other data"
+            )));
             return;
         }
         let file = ev

@@ -7,7 +7,7 @@
 //! drawing as its ground truth. The drawing's rules live in [`crate::ui::graph_editor`].
 
 use super::download::download_text;
-use super::{AppState, DataState, RunState, SimulationState};
+use super::{AppState, SimulationState};
 use crate::data::generate::Mechanism;
 use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad};
 use crate::ui::graph_editor::{
@@ -350,13 +350,7 @@ pub fn GraphEditorPanel() -> impl IntoView {
     }
     };
 
-    let busy = move || {
-        matches!(
-            state.run.get(),
-            RunState::Starting | RunState::Running | RunState::Paused
-        ) || matches!(state.data.get(), DataState::Reading { .. })
-            || state.simulation.get() == SimulationState::Running
-    };
+    let busy = move || state.busy_with().is_some();
     let simulate = move |_| {
         let Ok(samples) = rows.get_untracked().trim().parse::<usize>() else {
             message.set(Some("rows must be a whole number, e.g. 500".into()));

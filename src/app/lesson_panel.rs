@@ -9,7 +9,7 @@ use super::examples::{fetch_text, EXAMPLES};
 use super::knowledge_panel::set_knowledge;
 use super::run_panel::{blocker, start_run};
 use super::settings_panel::use_settings;
-use super::{AppState, DataState, Explanation, RunState, SimulationState};
+use super::{AppState, DataState, Explanation};
 use crate::ui::format_probability;
 use crate::ui::lessons::{
     posterior_classes, ClassLine, Lesson, LessonProgress, PageFacts, ResultFacts, StepAction,
@@ -139,11 +139,7 @@ pub fn LessonPanel() -> impl IntoView {
     };
     // The page is busy: a button that starts more work waits.
     let busy = move || {
-        matches!(
-            state.run.get(),
-            RunState::Starting | RunState::Running | RunState::Paused
-        ) || matches!(state.data.get(), DataState::Reading { .. })
-            || state.simulation.get() == SimulationState::Running
+        state.busy_with().is_some()
             || matches!(state.explanation.get(), Explanation::Working { .. })
     };
 

@@ -761,6 +761,25 @@ impl AppState {
         )
     }
 
+    /// What keeps the page from starting other work (a run, loading other data, simulating),
+    /// or `None` when nothing is under way. Tracked: the buttons it disables follow it.
+    pub fn busy_with(self) -> Option<&'static str> {
+        if matches!(
+            self.run.get(),
+            RunState::Starting | RunState::Running | RunState::Paused
+        ) {
+            Some("a run is in progress")
+        } else if matches!(self.data.get(), DataState::Reading { .. }) {
+            Some("data are being read")
+        } else if self.simulation.get() == SimulationState::Running {
+            // The simulated data replace what is loaded when they arrive: a run started on
+            // the old data would be dropped with them.
+            Some("data are being simulated")
+        } else {
+            None
+        }
+    }
+
     /// A new run id (messages about older runs are ignored from now on).
     pub fn next_run_id(self) -> u64 {
         let id = self.run_seq.get_value() + 1;

@@ -20,11 +20,8 @@ pub(super) fn blocker(state: AppState) -> Option<String> {
     if state.worker_dead.get() {
         return Some("the worker must be restarted first".into());
     }
-    if matches!(
-        state.run.get(),
-        RunState::Starting | RunState::Running | RunState::Paused
-    ) {
-        return Some("a run is in progress".into());
+    if let Some(work) = state.busy_with() {
+        return Some(work.into());
     }
     if !matches!(state.data.get(), DataState::Loaded { .. }) {
         return Some("load data first".into());
