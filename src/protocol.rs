@@ -120,16 +120,6 @@ pub enum ComputeBackend {
     Cpu,
 }
 
-impl ComputeBackend {
-    /// Name shown to users.
-    pub fn label(self) -> &'static str {
-        match self {
-            ComputeBackend::WebGpu => "WebGPU",
-            ComputeBackend::Cpu => "CPU",
-        }
-    }
-}
-
 /// A refusal as the page shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorReport {

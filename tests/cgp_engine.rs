@@ -8,6 +8,7 @@ use occam::discovery::cgp::{
     Evaluation, Phase, PhaseEnd, PhaseLength, Preset, Problem, Restart, RowWeight, SearchSettings,
     SubsetScaling, Variable,
 };
+use occam::discovery::jobs::Outcome;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::{Session, Status, CHECKPOINT_FORMAT};
 use occam::gp::adam::AdamSettings;
@@ -49,6 +50,18 @@ fn tiny() -> SearchSettings {
         threads: 2,
         ..Preset::Interactive.settings()
     }
+}
+
+/// Draws seeds and evaluates every variable of `r` in turn, as a driver that does not batch would.
+fn evaluate_all(r: &mut Restart, problem: &Problem) -> Vec<Result<Evaluation, String>> {
+    r.draw_seeds();
+    r.evaluation_jobs()
+        .iter()
+        .map(|job| match job.run(&problem.data) {
+            Outcome::Evaluation(e) => e,
+            other => Err(format!("an evaluation gave {}", other.kind())),
+        })
+        .collect()
 }
 
 fn run(session: &mut Session) {
@@ -252,13 +265,13 @@ fn a_numerical_fault_undoes_the_step_and_is_reported() {
     };
     // One good iteration, remembering the parameters it started from.
     let before = raw(&r);
-    let evals = r.evaluate_all(&problem);
+    let evals = evaluate_all(&mut r, &problem);
     r.finish_iteration(evals, &problem);
     let after = raw(&r);
     assert_ne!(before, after);
     let lr = r.components()[0].learning_rate();
     // The next evaluation "fails" in variable 1.
-    let mut evals: Vec<Result<Evaluation, String>> = r.evaluate_all(&problem);
+    let mut evals: Vec<Result<Evaluation, String>> = evaluate_all(&mut r, &problem);
     evals[1] = Err("the collapsed bound is not finite (NaN)".into());
     r.finish_iteration(evals, &problem);
     let restored = raw(&r);
@@ -269,7 +282,7 @@ fn a_numerical_fault_undoes_the_step_and_is_reported() {
     assert_eq!((f.variable, f.phase), (1, Phase::WarmUp));
     assert!(f.action.contains("halved"), "{}", f.action);
     // The run goes on from there.
-    let evals = r.evaluate_all(&problem);
+    let evals = evaluate_all(&mut r, &problem);
     r.finish_iteration(evals, &problem);
     assert_eq!(r.phase(), Phase::WarmUp);
     assert!(r.last_terms().unwrap().objective.is_finite());

@@ -8,6 +8,7 @@ use occam::gp::collapsed::{
     GpInitialisation,
 };
 use occam::gp::lbfgs::{LbfgsSettings, StopReason};
+use occam::gp::linalg::JitterPolicy;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -259,7 +260,7 @@ fn cholesky_failure_escalates_jitter_and_is_reported() {
     let settings = FitSettings {
         inducing_points: 2,
         adam_steps: 20,
-        initial_jitter: 1e-20,
+        jitter: JitterPolicy::up_to(1e-20, 10.0, 1.0),
         lbfgs: LbfgsSettings {
             max_iterations: 20,
             ..FitSettings::default().lbfgs
@@ -278,7 +279,7 @@ fn cholesky_failure_escalates_jitter_and_is_reported() {
     assert!(fit.bound.is_finite());
 
     let capped = FitSettings {
-        max_jitter: 1e-17,
+        jitter: JitterPolicy::up_to(1e-20, 10.0, 1e-17),
         ..settings
     };
     match model.fit_from(init, &capped) {
@@ -302,7 +303,7 @@ fn invalid_input_is_rejected_with_a_message() {
     let (x, y) = sine_data(8, 7);
     let model = CollapsedModel::new(x, y).unwrap();
     let bad = FitSettings {
-        initial_jitter: 0.0,
+        jitter: JitterPolicy::up_to(0.0, 10.0, 1.0),
         ..FitSettings::default()
     };
     assert!(matches!(

@@ -29,7 +29,10 @@ pub enum CholeskyError {
 }
 
 /// How jitter escalates: start at `initial`, multiply by `factor` after each failed attempt, give
-/// up after `max_attempts` attempts. Jitter is absolute (added to every diagonal entry).
+/// up after `max_attempts` attempts. The jitter is ε_k = initial · factor^k for k = 0, 1, …,
+/// max_attempts − 1, computed by repeated multiplication. It is absolute (added to every diagonal
+/// entry) wherever a policy is applied as it stands; a caller that scales it (the simulator's
+/// relative jitter) says so. Every jitter ladder in the engine is one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct JitterPolicy {
     pub initial: f64,
@@ -46,6 +49,73 @@ impl Default for JitterPolicy {
             factor: 10.0,
             max_attempts: 6,
         }
+    }
+}
+
+/// The most attempts [`JitterPolicy::up_to`] makes (a ladder from 1e-300 to 1e300 by ×10 fits).
+const MAX_LADDER: usize = 700;
+
+impl JitterPolicy {
+    /// One attempt at exactly `jitter` (0: the matrix must factorise as it stands).
+    pub fn exactly(jitter: f64) -> Self {
+        Self {
+            initial: jitter,
+            factor: 1.0,
+            max_attempts: 1,
+        }
+    }
+
+    /// The ladder initial, initial·factor, … whose last rung is the largest not above `largest`
+    /// (with a relative slack of 1e-9, so that a `largest` that is a rung up to rounding, as 1e-1
+    /// from 1e-6 by ×10, is still tried). At least one attempt; `factor` ≤ 1 gives one.
+    pub fn up_to(initial: f64, factor: f64, largest: f64) -> Self {
+        let mut attempts = 1;
+        if factor > 1.0 && initial > 0.0 {
+            let mut jitter = initial;
+            while attempts < MAX_LADDER && jitter * factor <= largest * (1.0 + 1e-9) {
+                jitter *= factor;
+                attempts += 1;
+            }
+        }
+        Self {
+            initial,
+            factor,
+            max_attempts: attempts,
+        }
+    }
+
+    /// The jitters tried, in order: ε_0 = initial, ε_{k+1} = ε_k · factor.
+    pub fn ladder(self) -> impl Iterator<Item = f64> {
+        std::iter::successors(Some(self.initial), move |&j| Some(j * self.factor))
+            .take(self.max_attempts.max(1))
+    }
+
+    /// The rung after `jitter`, or `None` when `jitter` is the last rung (or beyond it). For a
+    /// caller that keeps the current jitter between attempts rather than iterating [`Self::ladder`].
+    pub fn next_after(self, jitter: f64) -> Option<f64> {
+        let last = self.ladder().last().unwrap_or(self.initial);
+        let next = jitter * self.factor;
+        (next <= last * (1.0 + 1e-9)).then_some(next)
+    }
+
+    /// Why the policy cannot be used, if it cannot: jitter must start positive and finite and grow.
+    pub fn check(self) -> Result<(), String> {
+        if !(self.initial > 0.0 && self.initial.is_finite()) {
+            return Err(format!(
+                "the initial jitter must be positive and finite, got {}",
+                self.initial
+            ));
+        }
+        if !(self.factor > 1.0 && self.factor.is_finite()) {
+            return Err(format!(
+                "the jitter must grow by a finite factor above 1, got {}",
+                self.factor
+            ));
+        }
+        if self.max_attempts == 0 {
+            return Err("at least one jitter attempt is needed".into());
+        }
+        Ok(())
     }
 }
 
@@ -80,7 +150,8 @@ pub fn cholesky_jittered(a: &DMatrix<f64>, policy: JitterPolicy) -> Result<Facto
     }
     let mut jitter = policy.initial;
     let mut last = (0, 0.0);
-    for attempt in 0..policy.max_attempts.max(1) {
+    for (attempt, rung) in policy.ladder().enumerate() {
+        jitter = rung;
         match cholesky_in_place(a, jitter) {
             Ok(l) => {
                 return Ok(Factor {
@@ -90,9 +161,6 @@ pub fn cholesky_jittered(a: &DMatrix<f64>, policy: JitterPolicy) -> Result<Facto
                 })
             }
             Err(fail) => last = fail,
-        }
-        if attempt + 1 < policy.max_attempts {
-            jitter *= policy.factor;
         }
     }
     Err(CholeskyError::NotPositiveDefinite {
@@ -308,6 +376,35 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(err.to_string().contains("pivot 1"));
+    }
+
+    #[test]
+    fn a_ladder_runs_from_its_first_rung_to_its_last() {
+        // GPflow's ladder: 1e-6 … 1e-1, the last rung within rounding of the bound.
+        assert_eq!(JitterPolicy::up_to(1e-6, 10.0, 1e-1), JitterPolicy::default());
+        let rungs: Vec<f64> = JitterPolicy::default().ladder().collect();
+        assert_eq!(rungs.len(), 6);
+        let mut expected = 1e-6;
+        for rung in &rungs {
+            assert_eq!(*rung, expected);
+            expected *= 10.0;
+        }
+        assert_eq!(JitterPolicy::up_to(1e-8, 10.0, 1e-4).max_attempts, 5);
+        assert_eq!(JitterPolicy::up_to(1e-6, 10.0, 1.0).max_attempts, 7);
+        // A bound below the first rung still tries the first; a factor ≤ 1 tries once.
+        assert_eq!(JitterPolicy::up_to(1e-3, 10.0, 1e-9).max_attempts, 1);
+        assert_eq!(JitterPolicy::up_to(1e-3, 1.0, 1.0).max_attempts, 1);
+        // Stepping one rung at a time visits the same rungs and stops after the last.
+        let policy = JitterPolicy::default();
+        let mut stepped = vec![policy.initial];
+        while let Some(next) = policy.next_after(*stepped.last().unwrap()) {
+            stepped.push(next);
+        }
+        assert_eq!(stepped, rungs);
+        assert_eq!(JitterPolicy::exactly(0.0).ladder().collect::<Vec<_>>(), [0.0]);
+        assert!(policy.check().is_ok());
+        assert!(JitterPolicy::exactly(1e-6).check().unwrap_err().contains("factor"));
+        assert!(JitterPolicy::up_to(0.0, 10.0, 1.0).check().unwrap_err().contains("positive"));
     }
 
     #[test]

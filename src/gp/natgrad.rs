@@ -48,14 +48,7 @@ impl InducingPosterior {
         let eta1 = &self.eta1 * (1.0 - gamma) + &stats.r * gamma;
         // Symmetrise: the two SYRK-derived terms are symmetric only up to rounding.
         let precision = (&precision + precision.transpose()) * 0.5;
-        let factor = cholesky_jittered(
-            &precision,
-            JitterPolicy {
-                initial: 0.0,
-                factor: 10.0,
-                max_attempts: 1,
-            },
-        )?;
+        let factor = cholesky_jittered(&precision, JitterPolicy::exactly(0.0))?;
         let l_inv = lower_inverse(&factor.l);
         let cov = l_inv.transpose() * &l_inv;
         self.mean = &cov * &eta1;

@@ -274,12 +274,7 @@ fn kzz_half(input: &SvgpInput, relative_floor: f64) -> Result<KzzHalf, CholeskyE
 /// q(v)'s factor and S⁻¹. S must be positive definite as it stands: jitter here would silently
 /// change the KL, so a failure is reported instead (one attempt, no jitter).
 fn covariance_half(input: &SvgpInput) -> Result<(Factor, DMatrix<f64>), CholeskyError> {
-    let no_jitter = JitterPolicy {
-        initial: 0.0,
-        factor: 1.0,
-        max_attempts: 1,
-    };
-    let s_factor = cholesky_jittered(input.q_cov, no_jitter)?;
+    let s_factor = cholesky_jittered(input.q_cov, JitterPolicy::exactly(0.0))?;
     let li = lower_inverse(&s_factor.l);
     let s_inv = transpose_times(&li, &li);
     Ok((s_factor, s_inv))

@@ -7,7 +7,7 @@
 
 use super::adam::{Adam, AdamSettings};
 use super::encoder::{Encoder, EncoderTape, FreeLatents};
-use super::kernel::{Kernel, StationaryKind, StationaryPart};
+use super::kernel::Kernel;
 use super::linalg::JitterPolicy;
 use super::natgrad::{step_size, InducingPosterior};
 use super::resolution::resolution_noise_floor;
@@ -137,22 +137,11 @@ impl GpCdeVariable {
                 .map(|_| rng.random_range(0.01..1.0))
                 .collect::<Vec<f64>>()
         };
-        let stationary = StationaryKind::ALL
-            .iter()
-            .map(|&kind| StationaryPart {
-                kind,
-                variance: 1.0,
-                precision: uniform_precisions(),
-            })
-            .collect();
-        let mut mask = mask.to_vec();
-        mask[slot] = 1.0;
-        let kernel = Kernel {
-            linear: Some(vec![0.25; d]),
-            stationary,
-            rq_alpha: rng.random_range(0.1..10.0),
-            mask,
-        };
+        // One precision vector per kind, in the order of `StationaryKind::ALL`, then a.
+        let precisions = std::array::from_fn(|_| uniform_precisions());
+        let mut kernel = Kernel::cgp_cde(d, 0.25, 1.0, precisions, rng.random_range(0.1..10.0));
+        kernel.mask.copy_from_slice(mask);
+        kernel.mask[slot] = 1.0;
         let kernel_raw = kernel
             .params_to_vec()
             .into_iter()

@@ -2,18 +2,23 @@
 //! jitter.
 //!
 //! Jitter is relative to the mean of K's diagonal: the GP-CDE recipe's kernel variances reach the
-//! hundreds, where an absolute 1e-8 would be below rounding. It starts at [`JITTER_START`] × mean
-//! diagonal and grows ×10 per failed factorisation up to [`JITTER_MAX`] × mean diagonal; the jitter
-//! used is reported so the run record says how far the draw is from the exact kernel.
+//! hundreds, where an absolute 1e-8 would be below rounding. The ladder [`RELATIVE_JITTER`]
+//! (1e-8 ×10 up to 1e-4) is scaled by the mean diagonal; the jitter used is reported so the run
+//! record says how far the draw is from the exact kernel.
 
 use nalgebra::{Cholesky, DMatrix};
 use rand::Rng;
 use rand_distr::StandardNormal;
 
-/// First relative jitter tried (for a unit-variance kernel this is the plain K + 1e-8·I).
-pub(crate) const JITTER_START: f64 = 1e-8;
-/// Largest relative jitter tried before giving up.
-pub(crate) const JITTER_MAX: f64 = 1e-4;
+use crate::gp::linalg::JitterPolicy;
+
+/// The relative jitters tried, as multiples of K's mean diagonal: 1e-8 (for a unit-variance kernel
+/// the plain K + 1e-8·I) ×10 up to 1e-4.
+pub(crate) const RELATIVE_JITTER: JitterPolicy = JitterPolicy {
+    initial: 1e-8,
+    factor: 10.0,
+    max_attempts: 5,
+};
 
 /// One exact GP draw and the absolute jitter that made K factorisable.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,9 +68,9 @@ pub(crate) fn draw_exact<R: Rng + ?Sized>(
     if !(mean_diag.is_finite() && mean_diag > 0.0) {
         return Err(NotPositiveDefinite { jitter: 0.0 });
     }
-    let mut relative = JITTER_START;
-    loop {
-        let jitter = relative * mean_diag;
+    let mut jitter = 0.0;
+    for relative in RELATIVE_JITTER.ladder() {
+        jitter = relative * mean_diag;
         let mut jittered = k.clone();
         for i in 0..n {
             jittered[(i, i)] += jitter;
@@ -79,12 +84,8 @@ pub(crate) fn draw_exact<R: Rng + ?Sized>(
                 .collect();
             return Ok(Draw { values, jitter });
         }
-        // Compare with a little slack so that exactly JITTER_MAX is still tried.
-        if relative * 10.0 > JITTER_MAX * (1.0 + 1e-9) {
-            return Err(NotPositiveDefinite { jitter });
-        }
-        relative *= 10.0;
     }
+    Err(NotPositiveDefinite { jitter })
 }
 
 #[cfg(test)]
@@ -139,7 +140,8 @@ mod tests {
         k[(1, 0)] = 3.0;
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let err = draw_exact(&k, &mut rng).unwrap_err();
-        assert!((err.jitter - JITTER_MAX).abs() < 1e-18, "{err:?}");
+        assert!((err.jitter - 1e-4).abs() < 1e-18, "{err:?}");
+        assert_eq!(RELATIVE_JITTER, JitterPolicy::up_to(1e-8, 10.0, 1e-4));
         let zero = DMatrix::zeros(2, 2);
         assert_eq!(
             draw_exact(&zero, &mut rng).unwrap_err(),

@@ -28,6 +28,7 @@ use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
 use crate::discovery::spectral::{two_cycle_penalty, PowerIteration};
 use crate::graph::Digraph;
+use crate::gp::linalg::JitterPolicy;
 use rand::Rng;
 
 /// Where a restart is.
@@ -217,8 +218,12 @@ struct Finishing {
     seeds: Vec<u64>,
 }
 
-/// The largest jitter tried before a restart gives up.
-const MAX_JITTER: f64 = 1e-1;
+/// The jitter a restart starts at and raises on each fault: 1e-6 ×10 up to 1e-1, then it gives up.
+const RESTART_JITTER: JitterPolicy = JitterPolicy {
+    initial: 1e-6,
+    factor: 10.0,
+    max_attempts: 6,
+};
 /// The most faults one restart may absorb.
 const MAX_FAULTS: usize = 30;
 
@@ -266,7 +271,7 @@ impl Restart {
             history: Vec::new(),
             checkpoints: None,
             last_values: Vec::new(),
-            jitter: 1e-6,
+            jitter: RESTART_JITTER.initial,
             faults: Vec::new(),
             last: None,
             pruning: None,
@@ -335,19 +340,6 @@ impl Restart {
     /// The seeds drawn by [`Restart::draw_seeds`].
     pub fn seeds(&self) -> &[u64] {
         &self.seeds
-    }
-
-    /// Draws seeds and evaluates every variable in turn (drivers that batch across restarts
-    /// evaluate [`Restart::components`] themselves).
-    pub fn evaluate_all(&mut self, problem: &Problem) -> Vec<Result<Evaluation, String>> {
-        self.draw_seeds();
-        self.evaluation_jobs()
-            .iter()
-            .map(|job| match job.run(&problem.data) {
-                Outcome::Evaluation(e) => e,
-                other => Err(format!("an evaluation gave {}", other.kind())),
-            })
-            .collect()
     }
 
     /// This iteration's jobs: every variable's bound and gradient at [`Restart::jitter`] with
@@ -844,15 +836,15 @@ impl Restart {
     }
 
     fn handle_fault(&mut self, variable: usize, message: String) {
-        let next_jitter = self.jitter * 10.0;
-        if self.faults.len() >= MAX_FAULTS || next_jitter > MAX_JITTER {
+        let next_jitter = RESTART_JITTER.next_after(self.jitter);
+        let Some(next_jitter) = next_jitter.filter(|_| self.faults.len() < MAX_FAULTS) else {
             let msg = format!(
                 "gave up after {} numerical faults (jitter {:.0e}); last, in variable {variable}: {message}",
                 self.faults.len() + 1,
                 self.jitter
             );
             return self.fail(msg);
-        }
+        };
         let action = match self.checkpoints.take() {
             Some(saved) => {
                 for (c, cp) in self.components.iter_mut().zip(saved) {

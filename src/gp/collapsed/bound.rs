@@ -239,12 +239,7 @@ impl Forward {
         psi.psi0 *= copies;
         psi.psi2 *= copies;
         let kzz = params.kernel.gram(&params.z);
-        let once = |initial| JitterPolicy {
-            initial,
-            factor: 10.0,
-            max_attempts: 1,
-        };
-        let l = cholesky_jittered(&kzz, once(jitter))
+        let l = cholesky_jittered(&kzz, JitterPolicy::exactly(jitter))
             .map_err(CollapsedError::InducingCovariance)?
             .l;
         let m = params.z.nrows();
@@ -252,7 +247,7 @@ impl Forward {
         let mut c2 = solve_lower(&l, &l_inv_psi2.transpose()) / sigma2;
         c2 = (&c2 + c2.transpose()) * 0.5;
         let b = &c2 + DMatrix::identity(m, m);
-        let lb = cholesky_jittered(&b, once(0.0))
+        let lb = cholesky_jittered(&b, JitterPolicy::exactly(0.0))
             .map_err(CollapsedError::InnerCovariance)?
             .l;
         let b_tilde = solve_lower_vec(&l, &(psi.psi1.tr_mul(y) * copies));

@@ -28,7 +28,7 @@
 //! Optimisation: Adam (lr 0.05) on −F until F exceeds the noise-model value F_noise (at most
 //! `adam_steps` steps), then L-BFGS to convergence. A factorisation failure or a non-finite bound
 //! during Adam, or at L-BFGS's starting point, restarts the whole fit from the same initial values
-//! with ten times the jitter, up to `max_jitter`; during an L-BFGS line search the same failure
+//! with ten times the jitter, up to the ladder's last rung; during an L-BFGS line search the same failure
 //! just marks the trial step as too long.
 
 use std::cell::RefCell;
@@ -45,6 +45,7 @@ use super::noise::{linear_regression_evidence, root_noise_value};
 use super::psi::LatentPosterior;
 use super::CollapsedError;
 use crate::gp::adam::{Adam, AdamSettings};
+use crate::gp::linalg::JitterPolicy;
 use crate::gp::encoder::{FreeLatents, LATENT_VARIANCE_FLOOR};
 use crate::gp::kernel::{Kernel, StationaryKind};
 use crate::gp::lbfgs::{minimize, LbfgsError, LbfgsSettings, StopReason};
@@ -111,10 +112,8 @@ pub struct FitSettings {
     pub adam_learning_rate: f64,
     /// L-BFGS settings (SciPy's defaults with `max_iterations` 10 000, as [B]).
     pub lbfgs: LbfgsSettings,
-    /// The jitter of the first attempt (1e-6).
-    pub initial_jitter: f64,
-    /// The largest jitter tried before giving up (1, as [B]).
-    pub max_jitter: f64,
+    /// The jitter ladder: 1e-6 ×10 up to 1 (as [B]); a failed attempt restarts one rung up.
+    pub jitter: JitterPolicy,
     /// Whether a fit starts from data: a conditional from a GP regression fit (a coin flip, as
     /// [B]), a root from the normal scores of y (unless `Never`).
     pub gp_initialisation: GpInitialisation,
@@ -212,8 +211,7 @@ impl Default for FitSettings {
                 max_iterations: 10_000,
                 ..LbfgsSettings::default()
             },
-            initial_jitter: 1e-6,
-            max_jitter: 1.0,
+            jitter: JitterPolicy::up_to(1e-6, 10.0, 1.0),
             gp_initialisation: GpInitialisation::CoinFlip,
             initial_precision: (1.0, 100.0),
             latent_start: LatentStart::Residual,
@@ -490,7 +488,7 @@ impl CollapsedModel {
                 ..start.clone()
             }
         };
-        let jitter = settings.initial_jitter;
+        let jitter = settings.jitter.initial;
         let negated = |raw: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
             match collapsed_bound_with_grad(&self.parents, &self.y, &unpack(raw), jitter) {
                 Ok((f, g)) => {
@@ -588,7 +586,7 @@ impl CollapsedModel {
 
     /// Fits from the given initial parameters: Adam on −F until F > F_noise (at most
     /// `adam_steps`), then L-BFGS; on a factorisation failure or a non-finite bound (during Adam or
-    /// at L-BFGS's start) the fit restarts from `initial` with jitter ×10, up to `max_jitter`.
+    /// at L-BFGS's start) the fit restarts from `initial` one rung up `settings.jitter`.
     pub fn fit_from(
         &self,
         initial: CollapsedParams,
@@ -597,34 +595,29 @@ impl CollapsedModel {
         check_settings(settings)?;
         let layout = Layout::new(self, &initial)?;
         let raw0 = layout.pack(&initial);
-        let mut jitter = settings.initial_jitter;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
+        let mut last = None;
+        for (attempt, jitter) in settings.jitter.ladder().enumerate() {
             match self.attempt(&layout, &raw0, settings, jitter) {
                 Ok(mut fit) => {
-                    fit.attempts = attempts;
+                    fit.attempts = attempt + 1;
                     return Ok(fit);
                 }
                 Err(
                     e @ (CollapsedError::InducingCovariance(_)
                     | CollapsedError::InnerCovariance(_)
                     | CollapsedError::NonFinite { .. }),
-                ) => {
-                    let next = jitter * 10.0;
-                    if next > settings.max_jitter * (1.0 + 1e-9) {
-                        return Err(FitError::JitterExhausted {
-                            jitter,
-                            attempts,
-                            source: e,
-                        });
-                    }
-                    jitter = next;
-                }
+                ) => last = Some((jitter, attempt + 1, e)),
                 Err(CollapsedError::Interrupted) => return Err(FitError::Interrupted),
                 Err(e) => return Err(FitError::Bound(e)),
             }
         }
+        let (jitter, attempts, source) =
+            last.expect("a jitter ladder has at least one rung, and each failed");
+        Err(FitError::JitterExhausted {
+            jitter,
+            attempts,
+            source,
+        })
     }
 
     /// One attempt at a fixed jitter.
@@ -719,18 +712,7 @@ fn check_settings(s: &FitSettings) -> Result<(), FitError> {
     if s.inducing_points == 0 {
         return bad("at least one inducing point is needed".into());
     }
-    if !(s.initial_jitter > 0.0 && s.initial_jitter.is_finite()) {
-        return bad(format!(
-            "the initial jitter must be positive (it is multiplied by 10 on failure), got {}",
-            s.initial_jitter
-        ));
-    }
-    if !(s.max_jitter >= s.initial_jitter && s.max_jitter.is_finite()) {
-        return bad(format!(
-            "the largest jitter {} is below the initial jitter {}",
-            s.max_jitter, s.initial_jitter
-        ));
-    }
+    s.jitter.check().map_err(FitError::InvalidSettings)?;
     let (lo, hi) = s.initial_precision;
     if !(lo > 0.0 && hi > lo && hi.is_finite()) {
         return bad(format!(

@@ -88,13 +88,8 @@ impl CollapsedPredictor {
             )));
         }
         let psi = psi_statistics(&params.kernel, x, &params.z, params.latent.as_ref())?;
-        let once = |initial| JitterPolicy {
-            initial,
-            factor: 10.0,
-            max_attempts: 1,
-        };
         let kzz = params.kernel.gram(&params.z);
-        let l = cholesky_jittered(&kzz, once(jitter))
+        let l = cholesky_jittered(&kzz, JitterPolicy::exactly(jitter))
             .map_err(CollapsedError::InducingCovariance)?
             .l;
         let m = params.z.nrows();
@@ -102,7 +97,7 @@ impl CollapsedPredictor {
         let mut c2 = solve_lower(&l, &l_inv_psi2.transpose()) / sigma2;
         c2 = (&c2 + c2.transpose()) * 0.5;
         let b = c2 + DMatrix::identity(m, m);
-        let lb = cholesky_jittered(&b, once(0.0))
+        let lb = cholesky_jittered(&b, JitterPolicy::exactly(0.0))
             .map_err(CollapsedError::InnerCovariance)?
             .l;
         // β = L⁻ᵀ LB⁻ᵀ LB⁻¹ L⁻¹ Ψ1ᵀ y / σ².

@@ -80,46 +80,6 @@ pub fn psi_statistics(
     }
 }
 
-/// Reverse mode of [`psi_statistics`]: given ∂F/∂ψ0, ∂F/∂Ψ1 (N × M) and ∂F/∂Ψ2 (M × M; only its
-/// symmetric part matters, since Ψ2 is symmetric), returns ∂F with respect to the kernel
-/// hyperparameters (in [`KernelGrad`]'s shape: sf2, every θ_d, every v_d, latent included), Z, μ
-/// and s.
-pub fn psi_backward(
-    kernel: &Kernel,
-    x: &DMatrix<f64>,
-    z: &DMatrix<f64>,
-    latent: Option<&LatentPosterior>,
-    d_psi0: f64,
-    d_psi1: &DMatrix<f64>,
-    d_psi2: &DMatrix<f64>,
-) -> Result<PsiGrad, CollapsedError> {
-    let (n, m) = (x.nrows(), z.nrows());
-    if d_psi1.shape() != (n, m) || d_psi2.shape() != (m, m) {
-        return Err(CollapsedError::Shape(format!(
-            "psi adjoints must be {n}×{m} and {m}×{m}, got {:?} and {:?}",
-            d_psi1.shape(),
-            d_psi2.shape()
-        )));
-    }
-    let w = symmetric_part(d_psi2);
-    match latent {
-        None => {
-            check_plain(kernel, x, z)?;
-            let psi1 = kernel.cross(x, z);
-            Ok(plain_backward(kernel, x, z, &psi1, d_psi0, d_psi1, &w))
-        }
-        Some(q) => {
-            let p = SeLinear::new(kernel, x, z, q)?;
-            let (_, cache) = p.forward()?;
-            p.backward(&cache, d_psi0, d_psi1, &w)
-        }
-    }
-}
-
-/// (A + Aᵀ)/2.
-pub(super) fn symmetric_part(a: &DMatrix<f64>) -> DMatrix<f64> {
-    (a + a.transpose()) * 0.5
-}
 
 fn check_plain(kernel: &Kernel, x: &DMatrix<f64>, z: &DMatrix<f64>) -> Result<(), CollapsedError> {
     if x.ncols() != kernel.dim() || z.ncols() != kernel.dim() {
