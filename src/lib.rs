@@ -20,6 +20,8 @@
 //! - [`data`]: CSV parsing and validation, [`data::Dataset`], standardisation, synthetic generators.
 //! - [`graph`]: directed graphs and DAGs in the one orientation convention `A[i][j] = 1 ⇔ i → j`,
 //!   DAG enumeration, CPDAGs, metrics (SHD, SID, precision/recall/F1), imports and exports.
+//! - [`names`]: how the engine's choices (methods, presets, mechanisms, …) are spelled, declared
+//!   once per enum.
 //! - [`driver`]: what the Web Worker does with each request (load, start, pause, resume, stop,
 //!   step), natively testable.
 //! - [`protocol`]: the messages between the page and the Web Worker (plain serde types, so they are
@@ -39,6 +41,7 @@ pub mod engine;
 pub mod gp;
 pub mod graph;
 pub mod heartbeat;
+pub mod names;
 pub mod protocol;
 pub mod ui;
 

@@ -75,7 +75,7 @@ fn edge_pair(g: &Generated) -> (&[f64], &[f64]) {
 
 #[test]
 fn same_settings_give_identical_output_and_seeds_differ() {
-    for mechanism in Mechanism::ALL {
+    for &mechanism in Mechanism::ALL {
         let s = settings(GraphKind::Er, 5, 2, 60, mechanism, 17);
         let a = generate(&s).unwrap();
         let b = generate(&s).unwrap();
@@ -98,7 +98,7 @@ fn same_settings_give_identical_output_and_seeds_differ() {
 fn the_graph_depends_only_on_the_seed_and_graph_settings() {
     let base = settings(GraphKind::Er, 12, 2, 50, Mechanism::Mlp, 5);
     let truth = generate(&base).unwrap().truth;
-    for mechanism in Mechanism::ALL {
+    for &mechanism in Mechanism::ALL {
         for samples in [20, 80] {
             let g = generate(&GeneratorSettings {
                 mechanism,
@@ -113,8 +113,8 @@ fn the_graph_depends_only_on_the_seed_and_graph_settings() {
 
 #[test]
 fn every_column_is_standardised_and_the_truth_is_a_dag() {
-    for mechanism in Mechanism::ALL {
-        for graph in GraphKind::ALL {
+    for &mechanism in Mechanism::ALL {
+        for &graph in GraphKind::ALL {
             for seed in 0..2 {
                 let s = settings(graph, 7, 2, 120, mechanism, seed);
                 let g = generate(&s).unwrap();
@@ -290,7 +290,7 @@ fn validation_refuses_bad_sizes_with_clear_messages() {
 
 #[test]
 fn a_single_node_is_a_standardised_root() {
-    for mechanism in Mechanism::ALL {
+    for &mechanism in Mechanism::ALL {
         let g = generate(&settings(GraphKind::Sf, 1, 4, 30, mechanism, 2)).unwrap();
         assert_eq!(g.truth.edge_count(), 0);
         let (m, sd) = mean_sd(g.dataset.column(0));

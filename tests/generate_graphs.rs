@@ -65,7 +65,7 @@ fn sf_edge_counts_are_exact_and_out_degrees_at_most_k() {
 #[test]
 fn node_labels_are_permuted() {
     let seeds = 200u64;
-    for kind in GraphKind::ALL {
+    for &kind in GraphKind::ALL {
         let graphs: Vec<Dag> = (0..seeds).map(|s| dag(kind, 10, 1, s)).collect();
         // With ~10 edges in random label order, the column order is topological only by luck.
         let topological = graphs.iter().filter(|g| identity_is_topological(g)).count();
@@ -115,7 +115,7 @@ fn sf_hubs_have_many_parents() {
 
 #[test]
 fn graphs_are_deterministic_for_a_seed_and_vary_across_seeds() {
-    for kind in GraphKind::ALL {
+    for &kind in GraphKind::ALL {
         for k in [1, 4] {
             assert_eq!(dag(kind, 15, k, 42), dag(kind, 15, k, 42));
             let distinct: std::collections::HashSet<Dag> =

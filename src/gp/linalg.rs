@@ -381,7 +381,10 @@ mod tests {
     #[test]
     fn a_ladder_runs_from_its_first_rung_to_its_last() {
         // GPflow's ladder: 1e-6 … 1e-1, the last rung within rounding of the bound.
-        assert_eq!(JitterPolicy::up_to(1e-6, 10.0, 1e-1), JitterPolicy::default());
+        assert_eq!(
+            JitterPolicy::up_to(1e-6, 10.0, 1e-1),
+            JitterPolicy::default()
+        );
         let rungs: Vec<f64> = JitterPolicy::default().ladder().collect();
         assert_eq!(rungs.len(), 6);
         let mut expected = 1e-6;
@@ -401,10 +404,19 @@ mod tests {
             stepped.push(next);
         }
         assert_eq!(stepped, rungs);
-        assert_eq!(JitterPolicy::exactly(0.0).ladder().collect::<Vec<_>>(), [0.0]);
+        assert_eq!(
+            JitterPolicy::exactly(0.0).ladder().collect::<Vec<_>>(),
+            [0.0]
+        );
         assert!(policy.check().is_ok());
-        assert!(JitterPolicy::exactly(1e-6).check().unwrap_err().contains("factor"));
-        assert!(JitterPolicy::up_to(0.0, 10.0, 1.0).check().unwrap_err().contains("positive"));
+        assert!(JitterPolicy::exactly(1e-6)
+            .check()
+            .unwrap_err()
+            .contains("factor"));
+        assert!(JitterPolicy::up_to(0.0, 10.0, 1.0)
+            .check()
+            .unwrap_err()
+            .contains("positive"));
     }
 
     #[test]

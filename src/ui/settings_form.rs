@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn a_preset_reads_back_as_itself() {
-        for preset in Preset::ALL {
+        for &preset in Preset::ALL {
             let (settings, seed) = parse_settings(preset, &preset_values(preset, 42)).unwrap();
             let mut expected = preset.settings();
             expected.threads = 0;

@@ -19,6 +19,7 @@ use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::output_files;
 use occam::engine::{now_seconds, Session, Snapshot, Status};
+use occam::names;
 
 use crate::overrides::Overrides;
 use crate::{
@@ -77,7 +78,8 @@ pub struct DiscoverArgs {
 }
 
 /// Where `occam discover --backend` sends the work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "lowercase")]
 enum BackendChoice {
     Cpu,
     Gpu,
@@ -85,13 +87,13 @@ enum BackendChoice {
 
 impl BackendChoice {
     fn parse(name: Option<&str>) -> Result<Self, CliError> {
-        match name.unwrap_or("cpu") {
-            "cpu" => Ok(Self::Cpu),
-            "gpu" => Ok(Self::Gpu),
-            other => Err(CliError(format!(
-                "--backend {other}: choose 'cpu' or 'gpu'"
-            ))),
-        }
+        let given = name.unwrap_or("cpu");
+        names::parse(given).ok_or_else(|| {
+            CliError(format!(
+                "--backend {given}: choose {}",
+                names::choices::<Self>()
+            ))
+        })
     }
 }
 

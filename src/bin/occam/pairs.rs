@@ -33,7 +33,9 @@ const DEFAULT_ADAM_STEPS: usize = 300;
 const DEFAULT_LBFGS_ITERATIONS: usize = 300;
 const DEFAULT_TIE_NATS: f64 = 0.5;
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// clap (`ValueEnum`) and the summary (`IntoStaticStr`) spell its values alike: lowercase.
+#[derive(Debug, Clone, Copy, ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum BoundArg {
     /// Collapsed bound with psi-statistics (Adam then L-BFGS).
     Collapsed,
@@ -44,7 +46,9 @@ pub enum BoundArg {
     Both,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// clap (`ValueEnum`) and the summary (`IntoStaticStr`) spell its values alike: lowercase.
+#[derive(Debug, Clone, Copy, ValueEnum, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum RepeatsArg {
     /// Spread each repeated value uniformly over its cell (data::dequantise), so binary columns,
     /// whole numbers and point masses are scored as binned data, not as spikes.
@@ -465,15 +469,8 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
         tally.add(o.decision(args.tie_nats), o.truth.forward, o.truth.weight);
     }
     let settings = serde_json::json!({
-        "bound": match args.bound {
-            BoundArg::Collapsed => "collapsed",
-            BoundArg::Uncollapsed => "uncollapsed",
-            BoundArg::Both => "both",
-        },
-        "repeats": match args.repeats {
-            RepeatsArg::Dequantise => "dequantise",
-            RepeatsArg::Keep => "keep",
-        },
+        "bound": <&str>::from(args.bound),
+        "repeats": <&str>::from(args.repeats),
         "tie_nats": args.tie_nats,
         "svgp_steps": args.svgp_steps,
         "restarts": args.restarts,

@@ -16,7 +16,6 @@ mod kernels;
 mod mechanisms;
 mod mlp;
 
-use std::fmt;
 use std::str::FromStr;
 
 use rand::SeedableRng;
@@ -26,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use super::dataset::{mean_sd, standardise};
 use super::Dataset;
 use crate::graph::Dag;
+use crate::names;
 
 pub use graphs::random_dag;
 pub use kernels::StationaryKernel;
@@ -44,8 +44,21 @@ pub const MAX_CELLS: usize = 10_000_000;
 pub const MAX_EXACT_GP_SAMPLES: usize = 4000;
 
 /// The random graph model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+    strum::Display,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum GraphKind {
     /// Erdős–Rényi over a random order: each forward pair is an edge with p = min(1, 2k/(D−1)).
     Er,
@@ -55,8 +68,21 @@ pub enum GraphKind {
 }
 
 /// How each node is computed from its parents (see [`NodeMechanism`] for the exact formulas).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+    strum::Display,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Mechanism {
     /// X_i = MLP_i([X_pa(i), ε_i]), the paper's 20/50-variable recipe.
     Mlp,
@@ -71,34 +97,21 @@ pub enum Mechanism {
 
 impl GraphKind {
     /// All kinds, in the order listed to users.
-    pub const ALL: [GraphKind; 2] = [GraphKind::Er, GraphKind::Sf];
+    pub const ALL: &'static [GraphKind] = <Self as strum::VariantArray>::VARIANTS;
 
     /// The lowercase name used on the command line and in JSON.
     pub fn as_str(self) -> &'static str {
-        match self {
-            GraphKind::Er => "er",
-            GraphKind::Sf => "sf",
-        }
+        names::name(self)
     }
 }
 
 impl Mechanism {
     /// All mechanisms, in the order listed to users.
-    pub const ALL: [Mechanism; 4] = [
-        Mechanism::Mlp,
-        Mechanism::Linear,
-        Mechanism::Gp,
-        Mechanism::GpCde,
-    ];
+    pub const ALL: &'static [Mechanism] = <Self as strum::VariantArray>::VARIANTS;
 
     /// The lowercase name used on the command line and in JSON.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Mechanism::Mlp => "mlp",
-            Mechanism::Linear => "linear",
-            Mechanism::Gp => "gp",
-            Mechanism::GpCde => "gpcde",
-        }
+        names::name(self)
     }
 
     /// True for the mechanisms that draw an exact GP (an N × N Cholesky per node).
@@ -107,35 +120,15 @@ impl Mechanism {
     }
 }
 
-impl fmt::Display for GraphKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for Mechanism {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-fn names_of<T: Copy>(all: &[T], name: impl Fn(T) -> &'static str) -> String {
-    all.iter().map(|&v| name(v)).collect::<Vec<_>>().join(", ")
-}
-
 impl FromStr for GraphKind {
     type Err = GenerateError;
 
     /// Parses "er" or "sf" (case-insensitive, surrounding spaces ignored).
     fn from_str(s: &str) -> Result<Self, GenerateError> {
-        let wanted = s.trim().to_ascii_lowercase();
-        GraphKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == wanted)
-            .ok_or_else(|| GenerateError::UnknownGraphKind {
-                given: s.to_string(),
-                valid: names_of(&GraphKind::ALL, GraphKind::as_str),
-            })
+        names::parse(s).ok_or_else(|| GenerateError::UnknownGraphKind {
+            given: s.to_string(),
+            valid: names::list::<GraphKind>(),
+        })
     }
 }
 
@@ -144,14 +137,10 @@ impl FromStr for Mechanism {
 
     /// Parses "mlp", "linear", "gp" or "gpcde" (case-insensitive, surrounding spaces ignored).
     fn from_str(s: &str) -> Result<Self, GenerateError> {
-        let wanted = s.trim().to_ascii_lowercase();
-        Mechanism::ALL
-            .into_iter()
-            .find(|m| m.as_str() == wanted)
-            .ok_or_else(|| GenerateError::UnknownMechanism {
-                given: s.to_string(),
-                valid: names_of(&Mechanism::ALL, Mechanism::as_str),
-            })
+        names::parse(s).ok_or_else(|| GenerateError::UnknownMechanism {
+            given: s.to_string(),
+            valid: names::list::<Mechanism>(),
+        })
     }
 }
 
@@ -538,7 +527,7 @@ mod tests {
 
     #[test]
     fn names_parse_case_insensitively_and_round_trip() {
-        for k in GraphKind::ALL {
+        for &k in GraphKind::ALL {
             assert_eq!(k.as_str().parse::<GraphKind>().unwrap(), k);
             assert_eq!(
                 k.to_string().to_uppercase().parse::<GraphKind>().unwrap(),
@@ -546,7 +535,7 @@ mod tests {
             );
             assert_eq!(serde_json::to_string(&k).unwrap(), format!("\"{k}\""));
         }
-        for m in Mechanism::ALL {
+        for &m in Mechanism::ALL {
             assert_eq!(format!(" {m} ").parse::<Mechanism>().unwrap(), m);
             assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{m}\""));
         }

@@ -27,8 +27,8 @@ use super::variable::{BoundKind, Checkpoint, Evaluation, Variable};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
 use crate::discovery::spectral::{two_cycle_penalty, PowerIteration};
-use crate::graph::Digraph;
 use crate::gp::linalg::JitterPolicy;
+use crate::graph::Digraph;
 use rand::Rng;
 
 /// Where a restart is.

@@ -8,6 +8,7 @@ use crate::data::MIN_ROWS;
 use crate::discovery::exact::ExactSettings;
 use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge, KnowledgeError};
 use crate::graph::Dag;
+use crate::names;
 
 pub use super::variable::BoundKind;
 pub use crate::gp::collapsed::LatentStart;
@@ -119,8 +120,20 @@ pub struct SearchSettings {
 }
 
 /// Which search a run uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Method {
     /// The continuous search (CGP-CDE, MODEL.md §5): restarts, phases, thresholding.
     #[default]
@@ -134,22 +147,15 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 3] = [Self::Cgp, Self::Exact, Self::Hybrid];
+    pub const ALL: &'static [Method] = <Self as strum::VariantArray>::VARIANTS;
 
     /// Parses `cgp`, `exact` or `hybrid`.
     pub fn parse(name: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name() == name)
-            .ok_or_else(|| format!("unknown method '{name}': choose 'cgp', 'exact' or 'hybrid'"))
+        names::parse_or_explain("method", name)
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Cgp => "cgp",
-            Self::Exact => "exact",
-            Self::Hybrid => "hybrid",
-        }
+        names::name(self)
     }
 
     /// Whether the continuous search's restarts run.
@@ -231,8 +237,19 @@ impl DagRule {
 }
 
 /// A named preset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Preset {
     /// Few rows and inducing points, phases that end on convergence (DESIGN.md §4).
     Interactive,
@@ -247,25 +264,16 @@ pub enum Preset {
 
 impl Preset {
     /// Every preset, fastest first.
-    pub const ALL: [Preset; 3] = [Self::Interactive, Self::Thorough, Self::Paper];
+    pub const ALL: &'static [Preset] = <Self as strum::VariantArray>::VARIANTS;
 
     /// Parses `interactive`, `thorough` or `paper`.
     pub fn parse(name: &str) -> Result<Self, String> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.name() == name)
-            .ok_or_else(|| {
-                format!("unknown preset '{name}': choose 'interactive', 'thorough' or 'paper'")
-            })
+        names::parse_or_explain("preset", name)
     }
 
     /// The preset's name.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Interactive => "interactive",
-            Self::Thorough => "thorough",
-            Self::Paper => "paper",
-        }
+        names::name(self)
     }
 
     /// The preset's settings.

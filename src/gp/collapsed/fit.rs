@@ -45,60 +45,19 @@ use super::noise::{linear_regression_evidence, root_noise_value};
 use super::psi::LatentPosterior;
 use super::CollapsedError;
 use crate::gp::adam::{Adam, AdamSettings};
-use crate::gp::linalg::JitterPolicy;
 use crate::gp::encoder::{FreeLatents, LATENT_VARIANCE_FLOOR};
 use crate::gp::kernel::{Kernel, StationaryKind};
 use crate::gp::lbfgs::{minimize, LbfgsError, LbfgsSettings, StopReason};
+use crate::gp::linalg::JitterPolicy;
 use crate::gp::transform::{softplus, softplus_derivative, softplus_inverse};
 use crate::gp::NOISE_VARIANCE_FLOOR;
 
-/// Φ⁻¹(p) for p in (0, 1), by Acklam's rational approximations (relative error below 1.2e-9,
-/// plenty for an initialisation).
+/// Φ⁻¹(p) for p in (0, 1): statrs's −√2 · erfc⁻¹(2p). Against Python's `NormalDist.inv_cdf`
+/// (AS241) on 1006 points it is within 1.4e-15; the Acklam approximation it replaced was within
+/// 5.0e-9 (measured 2026-11-25).
 fn inverse_normal_cdf(p: f64) -> f64 {
-    const A: [f64; 6] = [
-        -3.969683028665376e1,
-        2.209460984245205e2,
-        -2.759285104469687e2,
-        1.38357751867269e2,
-        -3.066479806614716e1,
-        2.506628277459239,
-    ];
-    const B: [f64; 5] = [
-        -5.447609879822406e1,
-        1.615858368580409e2,
-        -1.556989798598866e2,
-        6.680131188771972e1,
-        -1.328068155288572e1,
-    ];
-    const C: [f64; 6] = [
-        -7.784894002430293e-3,
-        -3.223964580411365e-1,
-        -2.400758277161838,
-        -2.549732539343734,
-        4.374664141464968,
-        2.938163982698783,
-    ];
-    const D: [f64; 4] = [
-        7.784695709041462e-3,
-        3.224671290700398e-1,
-        2.445134137142996,
-        3.754408661907416,
-    ];
-    const LOW: f64 = 0.02425;
-    let tail = |q: f64| {
-        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
-            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
-    };
-    if p < LOW {
-        tail((-2.0 * p.ln()).sqrt())
-    } else if p > 1.0 - LOW {
-        -tail((-2.0 * (1.0 - p).ln()).sqrt())
-    } else {
-        let q = p - 0.5;
-        let r = q * q;
-        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
-            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
-    }
+    use statrs::distribution::{ContinuousCDF, Normal};
+    Normal::standard().inverse_cdf(p)
 }
 
 /// How a collapsed model is fitted.
@@ -877,8 +836,8 @@ mod tests {
             (0.001, -3.090232306167814),
             (0.99999, 4.264890793922825),
         ] {
-            assert!((inverse_normal_cdf(p) - z).abs() < 1e-8, "p = {p}");
-            assert!((inverse_normal_cdf(1.0 - p) + z).abs() < 1e-8, "p = {p}");
+            assert!((inverse_normal_cdf(p) - z).abs() < 1e-11, "p = {p}");
+            assert!((inverse_normal_cdf(1.0 - p) + z).abs() < 1e-11, "p = {p}");
         }
     }
 

@@ -25,9 +25,7 @@ pub use fit::{
 };
 pub use noise::{linear_regression_evidence, root_noise_value, LinearEvidence};
 pub use predict::{CollapsedPredictor, LatentFunctionPrediction};
-pub use psi::{
-    psi_statistics, LatentPosterior, Psi2Device, Psi2Factors, PsiGrad, PsiStatistics,
-};
+pub use psi::{psi_statistics, LatentPosterior, Psi2Device, Psi2Factors, PsiGrad, PsiStatistics};
 
 use crate::gp::linalg::CholeskyError;
 

@@ -80,7 +80,6 @@ pub fn psi_statistics(
     }
 }
 
-
 fn check_plain(kernel: &Kernel, x: &DMatrix<f64>, z: &DMatrix<f64>) -> Result<(), CollapsedError> {
     if x.ncols() != kernel.dim() || z.ncols() != kernel.dim() {
         return Err(CollapsedError::Shape(format!(
