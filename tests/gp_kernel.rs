@@ -6,6 +6,7 @@ use nalgebra::{Cholesky, DMatrix, DVector};
 use occam::gp::kernel::{
     unit_dvalue_dalpha, unit_dvalue_dr2, unit_value, Kernel, StationaryKind, StationaryPart,
 };
+use occam::gp::params::ParamStore;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -101,10 +102,8 @@ fn unit_derivatives_match_hand_computed_numbers_and_branch() {
 
 /// A small kernel with every part and distinct numbers, for hand computation.
 fn hand_kernel() -> Kernel {
-    let part = |kind, variance, precision: [f64; 2]| StationaryPart {
-        kind,
-        variance,
-        precision: precision.to_vec(),
+    let part = |kind, variance, precision: [f64; 2]| {
+        StationaryPart::new(kind, variance, precision.to_vec(), 2.0)
     };
     Kernel {
         linear: Some(vec![0.5, 0.25]),
@@ -114,7 +113,6 @@ fn hand_kernel() -> Kernel {
             part(Matern32, 1.0, [1.0, 1.0]),
             part(RationalQuadratic, 0.5, [2.0, 0.0]),
         ],
-        rq_alpha: 2.0,
         mask: vec![1.0, 1.0],
     }
 }
@@ -271,7 +269,7 @@ fn coincident_points_give_exactly_zero_distance_gradients() {
             part.kind
         );
         assert_eq!(g.stationary[0].variance, 1.7);
-        assert_eq!(g.rq_alpha, 0.0);
+        assert_eq!(g.stationary[0].alpha.unwrap_or(0.0), 0.0);
         // Duplicated rows in a Gram matrix: every pair coincides.
         let a = DMatrix::from_fn(3, 3, |_, j| x[(0, j)]);
         let (g, da) = kk.gram_backward(&a, &random_points(&mut rng, 3, 3));
@@ -309,7 +307,7 @@ fn flat_parameter_order_round_trips() {
     let shifted: Vec<f64> = want.iter().map(|x| x + 1.0).collect();
     k2.set_params_from_slice(&shifted);
     assert_eq!(k2.params_to_vec(), shifted);
-    assert_eq!(k2.rq_alpha, 3.0);
+    assert_eq!(k2.rq_alpha(), Some(3.0));
     assert_eq!(k2.stationary[1].precision, vec![1.5, 2.0]);
     let g = k.new_zeroed_grad();
     assert_eq!(g.to_vec().len(), k.param_count());
@@ -322,6 +320,50 @@ fn flat_parameter_order_round_trips() {
     assert_eq!(se.new_zeroed_grad().to_vec().len(), 3);
     let json = serde_json::to_string(&k).unwrap();
     assert_eq!(serde_json::from_str::<Kernel>(&json).unwrap(), k);
+}
+
+/// The kernel's declared blocks cover `params_to_vec` exactly: each block's slice is that
+/// parameter, input j's entries are θ^lin_j and every θ^c_j, and a belongs to the RQ part.
+#[test]
+fn declared_blocks_match_the_flat_order() {
+    let k = hand_kernel();
+    let mut store = ParamStore::new();
+    k.declare_params(&mut store, "k.");
+    let flat = k.params_to_vec();
+    assert_eq!(store.len(), flat.len());
+    assert_eq!(
+        &flat[store.range("k.linear")],
+        &k.linear.clone().unwrap()[..]
+    );
+    for part in &k.stationary {
+        let kind: &str = part.kind.into();
+        assert_eq!(
+            flat[store.range(&format!("k.{kind}.variance"))],
+            [part.variance]
+        );
+        assert_eq!(
+            &flat[store.range(&format!("k.{kind}.precision"))],
+            &part.precision[..]
+        );
+        assert_eq!(
+            store.block(&format!("k.{kind}.alpha")).is_some(),
+            part.alpha.is_some()
+        );
+    }
+    assert_eq!(flat[store.range("k.rational_quadratic.alpha")], [2.0]);
+    for j in 0..k.dim() {
+        let on: Vec<f64> = store.input_indices(j).iter().map(|&i| flat[i]).collect();
+        let mut want = vec![k.linear.as_ref().unwrap()[j]];
+        want.extend(k.stationary.iter().map(|p| p.precision[j]));
+        assert_eq!(on, want, "input {j}");
+    }
+    // Values round-trip through the store's transforms (all positive, no floor; a 0, as the
+    // hand kernel's last precision, comes back as the smallest normal number).
+    let raw = store.pack(&flat);
+    let back = store.unpack(&raw);
+    for (a, b) in flat.iter().zip(back) {
+        assert!((a - b).abs() <= 1e-12 * a.abs() + 1e-300, "{a} vs {b}");
+    }
 }
 
 #[test]
@@ -339,7 +381,7 @@ fn constructors_build_the_documented_kernels() {
     assert_eq!(kinds, KINDS);
     assert_eq!(k.stationary[2].precision, vec![0.3; 3]);
     assert!(k.stationary.iter().all(|p| p.variance == 1.0));
-    assert_eq!((k.rq_alpha, k.mask.clone()), (5.0, vec![1.0; 3]));
+    assert_eq!((k.rq_alpha(), k.mask.clone()), (Some(5.0), vec![1.0; 3]));
     assert_eq!(k.param_count(), 3 + 4 * 4 + 1);
     let s = Kernel::se_plus_linear(vec![0.5, 0.5], 2.0, vec![1.0, 3.0]);
     assert_eq!(s.stationary.len(), 1);

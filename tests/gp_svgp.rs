@@ -37,18 +37,26 @@ fn random_kernel(d: usize, masked: bool, rng: &mut ChaCha8Rng) -> Kernel {
         // Switch off one non-latent dimension (the latent slot is 0 in these problems).
         mask[rng.random_range(1..d)] = 0.0;
     }
-    Kernel {
-        linear: Some((0..d).map(|_| rng.random_range(0.1..0.6)).collect()),
-        stationary: KINDS
+    {
+        let linear = Some((0..d).map(|_| rng.random_range(0.1..0.6)).collect());
+        let stationary = KINDS
             .iter()
-            .map(|&kind| StationaryPart {
-                kind,
-                variance: rng.random_range(0.3..1.5),
-                precision: (0..d).map(|_| rng.random_range(0.3..1.5)).collect(),
+            .map(|&kind| {
+                StationaryPart::new(
+                    kind,
+                    rng.random_range(0.3..1.5),
+                    (0..d).map(|_| rng.random_range(0.3..1.5)).collect(),
+                    1.0,
+                )
             })
-            .collect(),
-        rq_alpha: rng.random_range(0.5..3.0),
-        mask,
+            .collect();
+        let alpha = rng.random_range(0.5..3.0);
+        Kernel {
+            linear,
+            stationary,
+            mask,
+        }
+        .with_rq_alpha(alpha)
     }
 }
 

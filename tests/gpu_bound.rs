@@ -50,18 +50,26 @@ fn problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> Problem {
     if d > 2 {
         mask[rng.random_range(1..d)] = 0.0;
     }
-    let kernel = Kernel {
-        linear: Some((0..d).map(|_| rng.random_range(0.1..0.6)).collect()),
-        stationary: StationaryKind::ALL
+    let kernel = {
+        let linear = Some((0..d).map(|_| rng.random_range(0.1..0.6)).collect());
+        let stationary = StationaryKind::ALL
             .iter()
-            .map(|&kind| StationaryPart {
-                kind,
-                variance: rng.random_range(0.3..1.5),
-                precision: (0..d).map(|_| rng.random_range(0.3..1.5)).collect(),
+            .map(|&kind| {
+                StationaryPart::new(
+                    kind,
+                    rng.random_range(0.3..1.5),
+                    (0..d).map(|_| rng.random_range(0.3..1.5)).collect(),
+                    1.0,
+                )
             })
-            .collect(),
-        rq_alpha: rng.random_range(0.5..3.0),
-        mask,
+            .collect();
+        let alpha = rng.random_range(0.5..3.0);
+        Kernel {
+            linear,
+            stationary,
+            mask,
+        }
+        .with_rq_alpha(alpha)
     };
     let z = DMatrix::from_fn(m, d, |_, _| normal(&mut rng));
     let q_mean = DVector::from_fn(m, |_, _| 0.5 * normal(&mut rng));
@@ -112,7 +120,7 @@ fn blocks(out: &SvgpOutput) -> Vec<(&'static str, Vec<f64>)> {
             v.push(p.variance);
             v.extend(&p.precision);
         }
-        v.push(g.rq_alpha);
+        v.extend(g.stationary.iter().filter_map(|p| p.alpha));
         v
     };
     let g = &out.grad;

@@ -25,30 +25,38 @@ fn gpu() -> Option<Gpu> {
 }
 
 fn random_kernel(d: usize, parts: &[StationaryKind], rng: &mut ChaCha8Rng) -> Kernel {
-    Kernel {
-        linear: rng
-            .random_bool(0.7)
-            .then(|| (0..d).map(|_| rng.random_range(0.0..0.5)).collect()),
-        stationary: parts
-            .iter()
-            .map(|&kind| StationaryPart {
+    // Drawn in the order the fields were once written: θ^lin, the parts, a, the mask.
+    let linear = rng
+        .random_bool(0.7)
+        .then(|| (0..d).map(|_| rng.random_range(0.0..0.5)).collect());
+    let stationary = parts
+        .iter()
+        .map(|&kind| {
+            StationaryPart::new(
                 kind,
-                variance: rng.random_range(0.2..2.0),
-                precision: (0..d).map(|_| rng.random_range(0.01..1.5)).collect(),
-            })
-            .collect(),
-        rq_alpha: rng.random_range(0.2..8.0),
-        // Some inputs masked off, never all.
-        mask: (0..d)
-            .map(|j| {
-                if j > 0 && rng.random_bool(0.3) {
-                    0.0
-                } else {
-                    1.0
-                }
-            })
-            .collect(),
+                rng.random_range(0.2..2.0),
+                (0..d).map(|_| rng.random_range(0.01..1.5)).collect(),
+                1.0,
+            )
+        })
+        .collect();
+    let alpha = rng.random_range(0.2..8.0);
+    // Some inputs masked off, never all.
+    let mask = (0..d)
+        .map(|j| {
+            if j > 0 && rng.random_bool(0.3) {
+                0.0
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    Kernel {
+        linear,
+        stationary,
+        mask,
     }
+    .with_rq_alpha(alpha)
 }
 
 /// The bound the comparison is held to. Every input is rounded to float32 (relative 2⁻²⁴), and

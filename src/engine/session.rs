@@ -240,8 +240,9 @@ pub struct ExactSummary {
     pub complete: bool,
 }
 
-/// The format number written in every checkpoint; raised whenever the session's layout changes.
-pub const CHECKPOINT_FORMAT: u32 = 2;
+/// The format number written in every checkpoint; raised whenever the session's layout changes
+/// (3: a rational-quadratic part carries its own shape a, the kernel no `rq_alpha`).
+pub const CHECKPOINT_FORMAT: u32 = 3;
 
 /// A checkpoint file: the format, the version that wrote it, and the session.
 #[derive(Serialize, Deserialize)]

@@ -20,6 +20,7 @@ pub(crate) mod lane_math;
 pub mod lbfgs;
 pub mod linalg;
 pub mod natgrad;
+pub mod params;
 pub mod resolution;
 pub mod svgp;
 pub mod transform;

@@ -10,9 +10,10 @@ use super::encoder::{Encoder, EncoderTape, FreeLatents};
 use super::kernel::Kernel;
 use super::linalg::JitterPolicy;
 use super::natgrad::{step_size, InducingPosterior};
+use super::params::{ParamStore, Transform};
 use super::resolution::resolution_noise_floor;
 use super::svgp::{bound_and_gradient, LatentBatch, SvgpInput, SvgpOutput, SvgpTerms};
-use super::transform::{softplus, softplus_derivative, softplus_inverse};
+use super::transform::{softplus, softplus_inverse};
 use nalgebra::{DMatrix, DVector};
 use rand::seq::index::sample;
 use rand::Rng;
@@ -142,11 +143,9 @@ impl GpCdeVariable {
         let mut kernel = Kernel::cgp_cde(d, 0.25, 1.0, precisions, rng.random_range(0.1..10.0));
         kernel.mask.copy_from_slice(mask);
         kernel.mask[slot] = 1.0;
-        let kernel_raw = kernel
-            .params_to_vec()
-            .into_iter()
-            .map(softplus_inverse)
-            .collect();
+        let mut kernel_store = ParamStore::new();
+        kernel.declare_params(&mut kernel_store, "kernel.");
+        let kernel_raw = kernel_store.pack(&kernel.params_to_vec());
 
         let m = settings.inducing.min(n);
         let chosen = sample(rng, n, m).into_vec();
@@ -182,19 +181,40 @@ impl GpCdeVariable {
             jitter: settings.jitter,
             natural_steps: 0,
         };
-        variable.adam = Adam::new(variable.adam_len(), settings.adam);
+        variable.adam = Adam::new(variable.store().len(), settings.adam);
         variable
     }
 
-    fn latent_len(&self) -> usize {
+    /// The flat vector Adam steps, declared once: `kernel.*` (positive, in
+    /// `Kernel::params_to_vec` order, first, so a kernel index is also a flat index), `z`
+    /// (identity), `noise` (φ² above its floor), then q(w): `encoder` (the network's weights,
+    /// identity) or `latent.mean` (identity) and `latent.variance` (above
+    /// [`LATENT_VARIANCE_FLOOR`](super::encoder::LATENT_VARIANCE_FLOOR)).
+    fn store(&self) -> ParamStore {
+        let mut store = ParamStore::new();
+        self.kernel.declare_params(&mut store, "kernel.");
+        store.add("z", self.z.len(), Transform::Identity);
+        store.add(
+            "noise",
+            1,
+            Transform::Positive {
+                floor: self.noise_floor,
+            },
+        );
         match &self.latent {
-            Latent::Encoder(e) => e.param_count(),
-            Latent::Free(f) => 2 * f.mu.len(),
+            Latent::Encoder(e) => store.add("encoder", e.param_count(), Transform::Identity),
+            Latent::Free(f) => {
+                store.add("latent.mean", f.mu.len(), Transform::Identity);
+                store.add(
+                    "latent.variance",
+                    f.raw_var.len(),
+                    Transform::Positive {
+                        floor: super::encoder::LATENT_VARIANCE_FLOOR,
+                    },
+                );
+            }
         }
-    }
-
-    fn adam_len(&self) -> usize {
-        self.kernel_raw.len() + self.z.len() + 1 + self.latent_len()
+        store
     }
 
     /// The kernel with its current (constrained) values.
@@ -208,19 +228,9 @@ impl GpCdeVariable {
     }
 
     /// Flat kernel indices of the hyperparameters that switch input `j` on: θ^lin_j and θ^c_j of
-    /// every stationary part.
+    /// every stationary part (the kernel's per-input blocks).
     pub fn input_indices(&self, j: usize) -> Vec<usize> {
-        let d = self.kernel.dim();
-        let mut out = Vec::new();
-        let mut offset = 0;
-        if self.kernel.linear.is_some() {
-            out.push(j);
-            offset = d;
-        }
-        for c in 0..self.kernel.stationary.len() {
-            out.push(offset + c * (1 + d) + 1 + j);
-        }
-        out
+        self.store().input_indices(j)
     }
 
     /// Sets the kernel's unconstrained entries `indices` to `raw[k]` (same flat order) and clears
@@ -229,7 +239,7 @@ impl GpCdeVariable {
         for &k in indices {
             self.kernel_raw[k] = raw[k];
         }
-        let values: Vec<f64> = self.kernel_raw.iter().map(|&r| softplus(r)).collect();
+        let values = self.store().unpack_block_span("kernel.", &self.kernel_raw);
         self.kernel.set_params_from_slice(&values);
         // The kernel entries come first in Adam's flat vector.
         self.adam.reset(indices.iter().copied());
@@ -262,36 +272,35 @@ impl GpCdeVariable {
         }
     }
 
-    fn flat_params(&self) -> Vec<f64> {
-        let mut p = Vec::with_capacity(self.adam_len());
-        p.extend(&self.kernel_raw);
-        p.extend(self.z.iter());
-        p.push(self.noise_raw);
+    /// The raw numbers in the store's order.
+    fn flat_params(&self, store: &ParamStore) -> Vec<f64> {
+        let mut p = vec![0.0; store.len()];
+        p[store.span("kernel.")].copy_from_slice(&self.kernel_raw);
+        p[store.range("z")].copy_from_slice(self.z.as_slice());
+        p[store.range("noise")][0] = self.noise_raw;
         match &self.latent {
-            Latent::Encoder(e) => p.extend(e.params_to_vec()),
+            Latent::Encoder(e) => p[store.range("encoder")].copy_from_slice(&e.params_to_vec()),
             Latent::Free(f) => {
-                p.extend(&f.mu);
-                p.extend(&f.raw_var);
+                p[store.range("latent.mean")].copy_from_slice(&f.mu);
+                p[store.range("latent.variance")].copy_from_slice(&f.raw_var);
             }
         }
         p
     }
 
-    fn set_flat_params(&mut self, p: &[f64]) {
-        let nk = self.kernel_raw.len();
-        self.kernel_raw.copy_from_slice(&p[..nk]);
-        let values: Vec<f64> = self.kernel_raw.iter().map(|&r| softplus(r)).collect();
+    /// Sets the raw numbers from `p` (the store's order) and the kernel's values from them.
+    fn set_flat_params(&mut self, store: &ParamStore, p: &[f64]) {
+        self.kernel_raw.copy_from_slice(&p[store.span("kernel.")]);
+        let values = store.unpack_block_span("kernel.", p);
         self.kernel.set_params_from_slice(&values);
-        let nz = self.z.len();
-        self.z.as_mut_slice().copy_from_slice(&p[nk..nk + nz]);
-        self.noise_raw = p[nk + nz];
-        let rest = &p[nk + nz + 1..];
+        self.z.as_mut_slice().copy_from_slice(&p[store.range("z")]);
+        self.noise_raw = p[store.range("noise")][0];
         match &mut self.latent {
-            Latent::Encoder(e) => e.set_params_from_slice(rest),
+            Latent::Encoder(e) => e.set_params_from_slice(&p[store.range("encoder")]),
             Latent::Free(f) => {
-                let n = f.mu.len();
-                f.mu.copy_from_slice(&rest[..n]);
-                f.raw_var.copy_from_slice(&rest[n..]);
+                f.mu.copy_from_slice(&p[store.range("latent.mean")]);
+                f.raw_var
+                    .copy_from_slice(&p[store.range("latent.variance")]);
             }
         }
     }
@@ -371,14 +380,22 @@ impl GpCdeVariable {
         let mut q = self.q.clone();
         q.natural_step(&output.natgrad, step_size(self.natural_steps))?;
 
-        // Loss = −bound; gradients w.r.t. raw values carry the softplus derivative.
-        let mut grad = Vec::with_capacity(self.adam_len());
-        for (k, (&raw, &gk)) in self.kernel_raw.iter().zip(&kernel_grad).enumerate() {
-            let extra = kernel_extra.map_or(0.0, |e| e[k]);
-            grad.push(-(gk + extra) * softplus_derivative(raw));
+        // Loss = −bound: the negated gradient with respect to each block's values, then the
+        // store's chain rule to raw numbers (the encoder's backward pass gives raw weights'
+        // gradients already: an identity block).
+        let store = self.store();
+        let mut minus = vec![0.0; store.len()];
+        for ((out, &gk), k) in minus[store.span("kernel.")]
+            .iter_mut()
+            .zip(&kernel_grad)
+            .zip(0..)
+        {
+            *out = -(gk + kernel_extra.map_or(0.0, |e| e[k]));
         }
-        grad.extend(g.z.iter().map(|v| -v));
-        grad.push(-g.noise * softplus_derivative(self.noise_raw));
+        for (out, v) in minus[store.range("z")].iter_mut().zip(g.z.iter()) {
+            *out = -v;
+        }
+        minus[store.range("noise")][0] = -g.noise;
         match &self.latent {
             Latent::Encoder(e) => {
                 let tape = prepared
@@ -386,21 +403,20 @@ impl GpCdeVariable {
                     .as_ref()
                     .expect("an encoder step keeps its tape");
                 let d = e.backward(tape, &(-&g.latent_mu), &(-&g.latent_var));
-                grad.extend(d);
+                minus[store.range("encoder")].copy_from_slice(&d);
             }
-            Latent::Free(f) => {
-                let n = f.mu.len();
-                let mut d = vec![0.0; 2 * n];
+            Latent::Free(_) => {
+                let (mean, variance) = (store.range("latent.mean"), store.range("latent.variance"));
                 for (k, &row) in prepared.rows.iter().enumerate() {
-                    d[row] -= g.latent_mu[k];
-                    d[n + row] -= g.latent_var[k] * softplus_derivative(f.raw_var[row]);
+                    minus[mean.start + row] -= g.latent_mu[k];
+                    minus[variance.start + row] -= g.latent_var[k];
                 }
-                grad.extend(d);
             }
         }
-        let mut params = self.flat_params();
+        let mut params = self.flat_params(&store);
+        let grad = store.chain(&params, &minus);
         self.adam.step(&mut params, &grad);
-        self.set_flat_params(&params);
+        self.set_flat_params(&store, &params);
         self.q = q;
         self.natural_steps += 1;
         Ok(StepReport {

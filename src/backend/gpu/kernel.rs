@@ -231,7 +231,18 @@ pub(super) fn kernel_parameters(kernel: &Kernel, n: usize, m: usize, chunk: usiz
     for v in [n as u32, m as u32, d as u32, kernel.stationary.len() as u32] {
         dims.extend(v.to_le_bytes());
     }
-    dims.extend((kernel.rq_alpha as f32).to_le_bytes());
+    // The shaders take one shape a: that of the kernel's rational-quadratic part (the CGP-CDE
+    // kernel has one; 1, unused, without).
+    debug_assert!(
+        kernel
+            .stationary
+            .iter()
+            .filter(|p| p.alpha.is_some())
+            .count()
+            <= 1,
+        "the GPU kernel takes one rational-quadratic part"
+    );
+    dims.extend((kernel.rq_alpha().unwrap_or(1.0) as f32).to_le_bytes());
     dims.extend((chunk as u32).to_le_bytes());
     dims.extend([0u8; 8]);
     [dims, f32_bytes(linear), f32_bytes(parts), kinds]
@@ -284,8 +295,8 @@ pub(super) fn decode_rows(kernel: &Kernel, rows: &[f32], n: usize) -> (KernelGra
         }
     }
     let alpha_at = d + parts * (d + 1);
-    if grad.has_rq {
-        grad.rq_alpha = sums[alpha_at];
+    for alpha in grad.stationary.iter_mut().filter_map(|p| p.alpha.as_mut()) {
+        *alpha = sums[alpha_at];
     }
     if let Some(glin) = grad.linear.as_mut() {
         for (j, g) in glin.iter_mut().enumerate() {

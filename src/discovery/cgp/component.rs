@@ -23,7 +23,6 @@ use crate::gp::collapsed::{
 };
 use crate::gp::kernel::Kernel;
 use crate::gp::lbfgs::{minimize, LbfgsSettings};
-use crate::gp::transform::{softplus, softplus_derivative};
 
 /// The Gamma(1, 10) prior's rate: log p(θ) = log 10 − 10 θ per graph hyperparameter (§5.2).
 pub const PRIOR_RATE: f64 = 10.0;
@@ -122,10 +121,20 @@ impl Component {
         Layout::for_shape(&template, self.noise_floor, self.m, self.rows_used)
     }
 
-    /// Flat indices of θ^lin and θ^se of the k-th parent (kernel order: v[0..d], s, θ[0..d]).
-    fn theta_indices(&self, k: usize) -> (usize, usize) {
-        let d = self.parents.len() + 1;
-        (k, d + 1 + k)
+    /// For each candidate parent k, the flat indices of θ^lin and θ^se (the entries of input k
+    /// in the layout's per-input blocks) and their values.
+    fn thetas(&self) -> Vec<[(usize, f64); 2]> {
+        let layout = self.layout();
+        let store = layout.store();
+        let entry = |i: usize| (i, store.transform_at(i).value(self.raw[i]));
+        (0..self.parents.len())
+            .map(|k| match store.input_indices(k)[..] {
+                [linear, se] => [entry(linear), entry(se)],
+                ref other => unreachable!(
+                    "an SE + linear kernel switches an input by 2 entries, not {other:?}"
+                ),
+            })
+            .collect()
     }
 
     /// The current parameters in constrained form.
@@ -137,11 +146,8 @@ impl Component {
     pub fn dependence(&self) -> Vec<(usize, f64)> {
         self.parents
             .iter()
-            .enumerate()
-            .map(|(k, &j)| {
-                let (a, b) = self.theta_indices(k);
-                (j, softplus(self.raw[a]) + softplus(self.raw[b]))
-            })
+            .zip(self.thetas())
+            .map(|(&j, [(_, linear), (_, se)])| (j, linear + se))
             .collect()
     }
 
@@ -149,11 +155,8 @@ impl Component {
     pub fn edge_hyperparameters(&self) -> Vec<(usize, f64, f64)> {
         self.parents
             .iter()
-            .enumerate()
-            .map(|(k, &j)| {
-                let (a, b) = self.theta_indices(k);
-                (j, softplus(self.raw[a]), softplus(self.raw[b]))
-            })
+            .zip(self.thetas())
+            .map(|(&j, [(_, linear), (_, se)])| (j, linear, se))
             .collect()
     }
 
@@ -236,12 +239,14 @@ impl Component {
     }
 
     /// Adds ∂/∂θ_ij = `d_theta[k]` for the k-th parent, to both kinds, into the flat gradient
-    /// `grad` (chain rule through softplus).
+    /// `grad` (chain rule through each entry's transform).
     pub fn add_edge_gradient(&self, grad: &mut [f64], d_theta: &[f64]) {
+        let layout = self.layout();
+        let store = layout.store();
         for (k, &d) in d_theta.iter().enumerate() {
-            let (a, b) = self.theta_indices(k);
-            grad[a] += d * softplus_derivative(self.raw[a]);
-            grad[b] += d * softplus_derivative(self.raw[b]);
+            for i in store.input_indices(k) {
+                grad[i] += d * store.transform_at(i).derivative(self.raw[i]);
+            }
         }
     }
 

@@ -49,7 +49,7 @@ use crate::gp::encoder::{FreeLatents, LATENT_VARIANCE_FLOOR};
 use crate::gp::kernel::{Kernel, StationaryKind};
 use crate::gp::lbfgs::{minimize, LbfgsError, LbfgsSettings, StopReason};
 use crate::gp::linalg::JitterPolicy;
-use crate::gp::transform::{softplus, softplus_derivative, softplus_inverse};
+use crate::gp::params::{ParamStore, Transform};
 use crate::gp::NOISE_VARIANCE_FLOOR;
 
 /// Φ⁻¹(p) for p in (0, 1): statrs's −√2 · erfc⁻¹(2p). Against Python's `NormalDist.inv_cdf`
@@ -435,15 +435,14 @@ impl CollapsedModel {
             z: params.z.columns(0, p).into_owned(),
             latent: None,
         };
-        let template = start.kernel.clone();
-        let kl = template.param_count();
+        let store = kernel_and_noise_store(&start.kernel, self.noise_floor);
         let unpack = |raw: &[f64]| -> CollapsedParams {
-            let mut kernel = template.clone();
-            let values: Vec<f64> = raw[..kl].iter().map(|&r| softplus(r)).collect();
-            kernel.set_params_from_slice(&values);
+            let values = store.unpack(raw);
+            let mut kernel = start.kernel.clone();
+            kernel.set_params_from_slice(&values[store.span("kernel.")]);
             CollapsedParams {
                 kernel,
-                noise_variance: softplus(raw[kl]) + self.noise_floor,
+                noise_variance: values[store.range("noise")][0],
                 ..start.clone()
             }
         };
@@ -451,26 +450,16 @@ impl CollapsedModel {
         let negated = |raw: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
             match collapsed_bound_with_grad(&self.parents, &self.y, &unpack(raw), jitter) {
                 Ok((f, g)) => {
-                    let mut out: Vec<f64> = g
-                        .kernel
-                        .to_vec()
-                        .iter()
-                        .zip(raw)
-                        .map(|(gv, &r)| -gv * softplus_derivative(r))
-                        .collect();
-                    out.push(-g.noise_variance * softplus_derivative(raw[kl]));
-                    Ok((-f, out))
+                    let mut minus: Vec<f64> = g.kernel.to_vec().iter().map(|v| -v).collect();
+                    minus.push(-g.noise_variance);
+                    Ok((-f, store.chain(raw, &minus)))
                 }
                 Err(_) => Ok((f64::NAN, vec![f64::NAN; raw.len()])),
             }
         };
-        let mut raw0: Vec<f64> = start
-            .kernel
-            .params_to_vec()
-            .into_iter()
-            .map(softplus_inverse)
-            .collect();
-        raw0.push(softplus_inverse(start.noise_variance - self.noise_floor));
+        let mut values = start.kernel.params_to_vec();
+        values.push(start.noise_variance);
+        let raw0 = store.pack(&values);
         let Ok(report) = minimize(negated, &raw0, &settings.lbfgs) else {
             return false;
         };
@@ -687,16 +676,25 @@ fn check_settings(s: &FitSettings) -> Result<(), FitError> {
     Ok(())
 }
 
-/// The flat unconstrained vector the optimisers see:
-/// [softplus⁻¹(kernel params in `Kernel::params_to_vec` order), softplus⁻¹(φ² − floor),
-///  Z (column-major), μ, softplus⁻¹(s − floor)].
+/// The flat unconstrained vector the optimisers see, declared as a [`ParamStore`]:
+/// `kernel.*` (every kernel hyperparameter, positive, in `Kernel::params_to_vec` order),
+/// `noise` (φ² above its floor), `z` (Z column-major), `latent.mean` (μ) and `latent.variance`
+/// (s above [`LATENT_VARIANCE_FLOOR`]).
 pub(crate) struct Layout {
     kernel: Kernel,
-    noise_floor: f64,
-    kernel_len: usize,
+    store: ParamStore,
     m: usize,
     dim: usize,
     n: usize,
+}
+
+/// The store of a kernel and a noise variance above `noise_floor`: the first blocks of every
+/// collapsed model's vector, and the whole of a GP-regression start's.
+fn kernel_and_noise_store(kernel: &Kernel, noise_floor: f64) -> ParamStore {
+    let mut store = ParamStore::new();
+    kernel.declare_params(&mut store, "kernel.");
+    store.add("noise", 1, Transform::Positive { floor: noise_floor });
+    store
 }
 
 impl Layout {
@@ -747,80 +745,69 @@ impl Layout {
     /// The layout of a latent SE + linear model with `kernel`'s shape (its values are not used),
     /// φ² ≥ `noise_floor`, M inducing points and N rows. No checks: the caller vouches for them.
     pub(crate) fn for_shape(kernel: &Kernel, noise_floor: f64, m: usize, n: usize) -> Self {
+        let dim = kernel.dim();
+        let mut store = kernel_and_noise_store(kernel, noise_floor);
+        store.add("z", m * dim, Transform::Identity);
+        store.add("latent.mean", n, Transform::Identity);
+        store.add(
+            "latent.variance",
+            n,
+            Transform::Positive {
+                floor: LATENT_VARIANCE_FLOOR,
+            },
+        );
         Self {
             kernel: kernel.clone(),
-            noise_floor,
-            kernel_len: kernel.param_count(),
+            store,
             m,
-            dim: kernel.dim(),
+            dim,
             n,
         }
+    }
+
+    /// The model's parameter store.
+    pub(crate) fn store(&self) -> &ParamStore {
+        &self.store
     }
 
     pub(crate) fn pack(&self, p: &CollapsedParams) -> Vec<f64> {
         let q = p.latent.as_ref().expect("checked by Layout::new");
-        let mut raw: Vec<f64> = p
-            .kernel
-            .params_to_vec()
-            .into_iter()
-            .map(softplus_inverse)
-            .collect();
-        raw.push(softplus_inverse(p.noise_variance - self.noise_floor));
-        raw.extend_from_slice(p.z.as_slice());
-        raw.extend(q.mean.iter());
-        raw.extend(
-            q.variance
-                .iter()
-                .map(|s| softplus_inverse(s - LATENT_VARIANCE_FLOOR)),
-        );
-        raw
+        let mut values = p.kernel.params_to_vec();
+        values.push(p.noise_variance);
+        values.extend_from_slice(p.z.as_slice());
+        values.extend(q.mean.iter());
+        values.extend(q.variance.iter());
+        self.store.pack(&values)
     }
 
     pub(crate) fn unpack(&self, raw: &[f64]) -> CollapsedParams {
-        let (kl, mz, n) = (self.kernel_len, self.m * self.dim, self.n);
+        let values = self.store.unpack(raw);
+        let at = |name: &str| &values[self.store.range(name)];
         let mut kernel = self.kernel.clone();
-        let kp: Vec<f64> = raw[..kl].iter().map(|&r| softplus(r)).collect();
-        kernel.set_params_from_slice(&kp);
-        let noise_variance = softplus(raw[kl]) + self.noise_floor;
-        let z = DMatrix::from_column_slice(self.m, self.dim, &raw[kl + 1..kl + 1 + mz]);
-        let rest = &raw[kl + 1 + mz..];
-        let mean = DVector::from_column_slice(&rest[..n]);
-        let variance = DVector::from_iterator(
-            n,
-            rest[n..]
-                .iter()
-                .map(|&r| softplus(r) + LATENT_VARIANCE_FLOOR),
-        );
+        kernel.set_params_from_slice(&values[self.store.span("kernel.")]);
         CollapsedParams {
             kernel,
-            noise_variance,
-            z,
-            latent: Some(LatentPosterior { mean, variance }),
+            noise_variance: at("noise")[0],
+            z: DMatrix::from_column_slice(self.m, self.dim, at("z")),
+            latent: Some(LatentPosterior {
+                mean: DVector::from_column_slice(at("latent.mean")),
+                variance: DVector::from_column_slice(at("latent.variance")),
+            }),
         }
     }
 
-    /// ∂F/∂raw: the constrained gradient times sigmoid(raw) for the softplus entries.
+    /// ∂F/∂raw: the constrained gradient through the store's chain rule.
     pub(crate) fn raw_gradient(&self, raw: &[f64], g: &CollapsedGrad) -> Vec<f64> {
-        let (kl, n) = (self.kernel_len, self.n);
-        let mut out = Vec::with_capacity(raw.len());
-        out.extend(
-            g.kernel
-                .to_vec()
-                .iter()
-                .zip(raw)
-                .map(|(gv, &r)| gv * softplus_derivative(r)),
+        debug_assert_eq!(
+            (g.latent_mean.len(), self.n),
+            (self.n, g.latent_variance.len())
         );
-        out.push(g.noise_variance * softplus_derivative(raw[kl]));
-        out.extend_from_slice(g.z.as_slice());
-        out.extend(g.latent_mean.iter());
-        let s_raw = &raw[raw.len() - n..];
-        out.extend(
-            g.latent_variance
-                .iter()
-                .zip(s_raw)
-                .map(|(gv, &r)| gv * softplus_derivative(r)),
-        );
-        out
+        let mut values = g.kernel.to_vec();
+        values.push(g.noise_variance);
+        values.extend_from_slice(g.z.as_slice());
+        values.extend(g.latent_mean.iter());
+        values.extend(g.latent_variance.iter());
+        self.store.chain(raw, &values)
     }
 }
 

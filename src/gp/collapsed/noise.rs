@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 
 use crate::gp::lbfgs::{minimize, LbfgsSettings};
-use crate::gp::transform::{softplus, softplus_derivative, softplus_inverse};
+use crate::gp::params::{ParamStore, Transform};
 
 /// The maximised log-likelihood of y under N(0, σ²I) with σ² ≥ `floor`:
 /// −(N/2)(log(2π σ̂²) + σ̄²/σ̂²) with σ̄² = mean(y²) and σ̂² = max(σ̄², floor) (the closed form of
@@ -53,7 +53,10 @@ pub fn linear_regression_evidence(
     }
     let stats = SpectralStats::new(x, y);
     let s2_start = (0.5f64).max(2.0 * floor);
-    let start = [softplus_inverse(1.0), softplus_inverse(s2_start - floor)];
+    let mut store = ParamStore::new();
+    store.add("weight_variance", 1, Transform::POSITIVE);
+    store.add("noise", 1, Transform::Positive { floor });
+    let start = store.pack(&[1.0, s2_start]);
     let settings = LbfgsSettings {
         max_iterations: 1000,
         gradient_tolerance: 1e-9 * (1.0 + y.len() as f64),
@@ -61,18 +64,17 @@ pub fn linear_regression_evidence(
         ..LbfgsSettings::default()
     };
     let objective = |raw: &[f64]| -> Result<(f64, Vec<f64>), Infallible> {
-        let (v, s2) = (softplus(raw[0]), softplus(raw[1]) + floor);
+        let [v, s2] = store.unpack(raw)[..] else {
+            unreachable!("two parameters declared")
+        };
         let (f, dv, ds2) = stats.evidence(v, s2);
-        Ok((
-            -f,
-            vec![
-                -dv * softplus_derivative(raw[0]),
-                -ds2 * softplus_derivative(raw[1]),
-            ],
-        ))
+        Ok((-f, store.chain(raw, &[-dv, -ds2])))
     };
     let (v, s2) = match minimize(objective, &start, &settings) {
-        Ok(r) => (softplus(r.x[0]), softplus(r.x[1]) + floor),
+        Ok(r) => match store.unpack(&r.x)[..] {
+            [v, s2] => (v, s2),
+            _ => unreachable!("two parameters declared"),
+        },
         // The objective is finite everywhere, so this cannot happen; fall back to the start.
         Err(_) => (1.0, s2_start),
     };

@@ -7,7 +7,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::dense::{col, scaled_sq_dist};
 use super::shapes::backward_values;
-use super::{Kernel, KernelGrad, StationaryKind};
+use super::{Kernel, KernelGrad};
 use crate::backend::split_map;
 use crate::gp::lane_math::{lane_sum, vectorised};
 
@@ -56,7 +56,7 @@ impl Kernel {
         let parts = split_map(self.stationary.iter().collect(), |part| {
             let theta = self.masked(&part.precision);
             let r2 = scaled_sq_dist(a, b, &theta);
-            let (s, alpha) = (part.variance, self.rq_alpha);
+            let (s, alpha) = (part.variance, part.shape());
             let mut g = DMatrix::zeros(n, m);
             let (dvar, da_sum) = backward_values(
                 part.kind,
@@ -68,11 +68,7 @@ impl Kernel {
             );
             let mut share = PartShare {
                 variance: dvar,
-                rq_alpha: if part.kind == StationaryKind::RationalQuadratic {
-                    s * da_sum
-                } else {
-                    0.0
-                },
+                alpha: part.alpha.map(|_| s * da_sum),
                 precision: vec![0.0; d],
                 da: DMatrix::zeros(n, d),
                 db: DMatrix::zeros(m, d),
@@ -92,7 +88,7 @@ impl Kernel {
         for (share, pgrad) in parts.iter().zip(&mut grad.stationary) {
             pgrad.variance = share.variance;
             pgrad.precision.copy_from_slice(&share.precision);
-            grad.rq_alpha += share.rq_alpha;
+            pgrad.alpha = share.alpha;
             da += &share.da;
             db += &share.db;
         }
@@ -151,7 +147,7 @@ impl Kernel {
 /// One stationary part's share of [`Kernel::cross_backward`].
 struct PartShare {
     variance: f64,
-    rq_alpha: f64,
+    alpha: Option<f64>,
     precision: Vec<f64>,
     da: DMatrix<f64>,
     db: DMatrix<f64>,

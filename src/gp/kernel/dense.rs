@@ -90,7 +90,7 @@ impl Kernel {
             add_values(
                 part.kind,
                 part.variance,
-                self.rq_alpha,
+                part.shape(),
                 r2.as_slice(),
                 k.as_mut_slice(),
             );

@@ -529,7 +529,7 @@ impl Kernel {
                 let part = PartForward {
                     kind: part.kind,
                     variance: part.variance,
-                    alpha: self.rq_alpha,
+                    alpha: part.shape(),
                     slot_precision_sq: op.theta[obs.slot] * op.theta[obs.slot],
                     r_obs: op.r_obs.as_slice(),
                 };
@@ -595,8 +595,8 @@ impl Kernel {
                 &mut gpart.precision,
             );
             gpart.variance += sums.variance;
-            if part.kind == StationaryKind::RationalQuadratic {
-                grad.rq_alpha += sums.alpha;
+            if let Some(alpha) = gpart.alpha.as_mut() {
+                *alpha += sums.alpha;
             }
             gpart.precision[slot] += sums.slot_precision;
         }
@@ -722,13 +722,15 @@ mod tests {
             stationary: StationaryKind::ALL
                 .iter()
                 .enumerate()
-                .map(|(c, &kind)| StationaryPart {
-                    kind,
-                    variance: 0.5 + 0.3 * c as f64,
-                    precision: (0..d).map(|j| 0.4 + 0.15 * (j + c) as f64).collect(),
+                .map(|(c, &kind)| {
+                    StationaryPart::new(
+                        kind,
+                        0.5 + 0.3 * c as f64,
+                        (0..d).map(|j| 0.4 + 0.15 * (j + c) as f64).collect(),
+                        1.7,
+                    )
                 })
                 .collect(),
-            rq_alpha: 1.7,
             mask,
         }
     }

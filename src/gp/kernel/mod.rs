@@ -32,6 +32,8 @@ pub use scalar::{
 
 use serde::{Deserialize, Serialize};
 
+use super::params::{ParamStore, Transform};
+
 /// One stationary summand s · κ(r²) with its own ARD precisions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StationaryPart {
@@ -40,6 +42,28 @@ pub struct StationaryPart {
     pub variance: f64,
     /// The precisions θ^c_j (inverse lengthscales), one per input dimension.
     pub precision: Vec<f64>,
+    /// The shape a of a rational-quadratic part (`Some` exactly for that kind): a parameter of
+    /// its kind, declared with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
+}
+
+impl StationaryPart {
+    /// A part of `kind`; `alpha` is kept only for the rational-quadratic kind, which needs it.
+    pub fn new(kind: StationaryKind, variance: f64, precision: Vec<f64>, alpha: f64) -> Self {
+        Self {
+            kind,
+            variance,
+            precision,
+            alpha: (kind == StationaryKind::RationalQuadratic).then_some(alpha),
+        }
+    }
+
+    /// The shape handed to the unit shapes of [`StationaryKind`]: a for a rational-quadratic
+    /// part, 1 (unused) for the others.
+    pub fn shape(&self) -> f64 {
+        self.alpha.unwrap_or(1.0)
+    }
 }
 
 /// The kernel k = k_lin + Σ stationary parts, on D-dimensional inputs (slot layout, MODEL.md §2.1).
@@ -48,8 +72,6 @@ pub struct Kernel {
     /// θ^lin_j, per-dimension variances of the linear part; `None` for no linear part.
     pub linear: Option<Vec<f64>>,
     pub stationary: Vec<StationaryPart>,
-    /// The shape a of the rational-quadratic part(s); ignored without one.
-    pub rq_alpha: f64,
     /// E_j ∈ {0, 1}: multiplies θ^lin_j and every θ^c_j.
     pub mask: Vec<f64>,
 }
@@ -59,11 +81,6 @@ pub struct Kernel {
 pub struct KernelGrad {
     pub linear: Option<Vec<f64>>,
     pub stationary: Vec<StationaryPartGrad>,
-    /// dL/da; 0 when the kernel has no RQ part.
-    pub rq_alpha: f64,
-    /// Whether the kernel has an RQ part, i.e. whether [`KernelGrad::to_vec`] appends `rq_alpha`
-    /// (the flat order of [`Kernel::params_to_vec`]). Set by [`Kernel::new_zeroed_grad`].
-    pub has_rq: bool,
 }
 
 /// dL/d(s^c) and dL/d(θ^c_j) of one stationary part.
@@ -71,13 +88,16 @@ pub struct KernelGrad {
 pub struct StationaryPartGrad {
     pub variance: f64,
     pub precision: Vec<f64>,
+    /// dL/da of a rational-quadratic part (`Some` exactly where the part has a).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
 }
 
 impl Kernel {
     /// The CGP-CDE kernel of MODEL.md §2.2: k = k_lin + k_se + k_m12 + k_m32 + k_rq on `dim`
     /// inputs, with θ^lin_j = `linear` for every j, s^c = `variance` for every part, θ^c =
-    /// `precisions[c]` in the order of [`StationaryKind::ALL`] (se, m12, m32, rq), RQ shape
-    /// `rq_alpha`, and every mask entry 1. The §2.4 initialisation is `linear = 0.25`,
+    /// `precisions[c]` in the order of [`StationaryKind::ALL`] (se, m12, m32, rq), the RQ part's
+    /// shape `rq_alpha`, and every mask entry 1. The §2.4 initialisation is `linear = 0.25`,
     /// `variance = 1`, θ^c_j ~ U(0.01, 1), a ~ U(0.1, 10), drawn by the caller.
     ///
     /// Panics if a precision vector does not have length `dim`.
@@ -97,17 +117,12 @@ impl Kernel {
                     dim,
                     "{kind:?} precisions must have length {dim}"
                 );
-                StationaryPart {
-                    kind,
-                    variance,
-                    precision,
-                }
+                StationaryPart::new(kind, variance, precision, rq_alpha)
             })
             .collect();
         Kernel {
             linear: Some(vec![linear; dim]),
             stationary,
-            rq_alpha,
             mask: vec![1.0; dim],
         }
     }
@@ -127,12 +142,12 @@ impl Kernel {
         let dim = precision.len();
         Kernel {
             linear: Some(linear),
-            stationary: vec![StationaryPart {
-                kind: StationaryKind::SquaredExponential,
+            stationary: vec![StationaryPart::new(
+                StationaryKind::SquaredExponential,
                 variance,
                 precision,
-            }],
-            rq_alpha: 1.0,
+                1.0,
+            )],
             mask: vec![1.0; dim],
         }
     }
@@ -144,9 +159,20 @@ impl Kernel {
 
     /// Whether any stationary part is rational quadratic (so a is a parameter).
     pub fn has_rq(&self) -> bool {
-        self.stationary
-            .iter()
-            .any(|p| p.kind == StationaryKind::RationalQuadratic)
+        self.stationary.iter().any(|p| p.alpha.is_some())
+    }
+
+    /// The kernel with `alpha` as the shape of its rational-quadratic part(s).
+    pub fn with_rq_alpha(mut self, alpha: f64) -> Kernel {
+        for a in self.stationary.iter_mut().filter_map(|p| p.alpha.as_mut()) {
+            *a = alpha;
+        }
+        self
+    }
+
+    /// The shape a of the rational-quadratic part, if there is one (the GPU's kernel takes one).
+    pub fn rq_alpha(&self) -> Option<f64> {
+        self.stationary.iter().find_map(|p| p.alpha)
     }
 
     /// A gradient of this kernel's shape with every entry 0 (the start of an accumulation).
@@ -157,28 +183,30 @@ impl Kernel {
             stationary: self
                 .stationary
                 .iter()
-                .map(|_| StationaryPartGrad {
+                .map(|part| StationaryPartGrad {
                     variance: 0.0,
                     precision: vec![0.0; d],
+                    alpha: part.alpha.map(|_| 0.0),
                 })
                 .collect(),
-            rq_alpha: 0.0,
-            has_rq: self.has_rq(),
         }
     }
 
-    /// The number of flat parameters: D (if linear) + (1 + D) per stationary part + 1 (if RQ).
+    /// The number of flat parameters: D (if linear) + (1 + D) per stationary part + 1 per RQ part.
     pub fn param_count(&self) -> usize {
         let d = self.dim();
         self.linear.as_ref().map_or(0, |_| d)
-            + self.stationary.len() * (1 + d)
-            + usize::from(self.has_rq())
+            + self
+                .stationary
+                .iter()
+                .map(|p| 1 + d + usize::from(p.alpha.is_some()))
+                .sum::<usize>()
     }
 
     /// The hyperparameters flattened in the one order used everywhere (optimisers, finite
     /// differences, [`KernelGrad::to_vec`]): θ^lin[0..D] (if a linear part), then for each
-    /// stationary part in order its s^c followed by θ^c[0..D], then a if an RQ part is present.
-    /// The mask is not a parameter.
+    /// stationary part in order its s^c, θ^c[0..D] and, for a rational-quadratic part, a. With
+    /// the RQ part last (the CGP-CDE kernel) a is the last entry. The mask is not a parameter.
     pub fn params_to_vec(&self) -> Vec<f64> {
         let mut v = Vec::with_capacity(self.param_count());
         if let Some(lin) = &self.linear {
@@ -187,11 +215,28 @@ impl Kernel {
         for part in &self.stationary {
             v.push(part.variance);
             v.extend_from_slice(&part.precision);
-        }
-        if self.has_rq() {
-            v.push(self.rq_alpha);
+            v.extend(part.alpha);
         }
         v
+    }
+
+    /// Declares the hyperparameters as blocks of `store`, named `prefix` + `linear`,
+    /// `<kind>.variance`, `<kind>.precision` (e.g. `squared_exponential.precision`) and
+    /// `rational_quadratic.alpha`, in the order of [`Kernel::params_to_vec`]; all positive with
+    /// no floor; `linear` and every precision block per input (entry j switches input j on).
+    pub fn declare_params(&self, store: &mut ParamStore, prefix: &str) {
+        let d = self.dim();
+        if self.linear.is_some() {
+            store.add_per_input(format!("{prefix}linear"), d, Transform::POSITIVE);
+        }
+        for part in &self.stationary {
+            let kind: &str = part.kind.into();
+            store.add(format!("{prefix}{kind}.variance"), 1, Transform::POSITIVE);
+            store.add_per_input(format!("{prefix}{kind}.precision"), d, Transform::POSITIVE);
+            if part.alpha.is_some() {
+                store.add(format!("{prefix}{kind}.alpha"), 1, Transform::POSITIVE);
+            }
+        }
     }
 
     /// Sets the hyperparameters from a flat slice in the order of [`Kernel::params_to_vec`].
@@ -212,9 +257,9 @@ impl Kernel {
         for part in &mut self.stationary {
             part.variance = take(1)[0];
             part.precision.copy_from_slice(take(d));
-        }
-        if self.has_rq() {
-            self.rq_alpha = take(1)[0];
+            if let Some(alpha) = &mut part.alpha {
+                *alpha = take(1)[0];
+            }
         }
     }
 
@@ -239,9 +284,7 @@ impl KernelGrad {
         for part in &self.stationary {
             v.push(part.variance);
             v.extend_from_slice(&part.precision);
-        }
-        if self.has_rq {
-            v.push(self.rq_alpha);
+            v.extend(part.alpha);
         }
         v
     }
@@ -266,7 +309,11 @@ impl KernelGrad {
         for (a, b) in self.stationary.iter_mut().zip(&other.stationary) {
             a.variance += b.variance;
             add(&mut a.precision, &b.precision);
+            match (&mut a.alpha, b.alpha) {
+                (Some(x), Some(y)) => *x += y,
+                (None, None) => {}
+                _ => panic!("kernel gradient shapes differ (rational-quadratic shape)"),
+            }
         }
-        self.rq_alpha += other.rq_alpha;
     }
 }

@@ -20,8 +20,9 @@ fn guarded_r(r2: f64) -> f64 {
 /// - Matérn-1/2: κ = e^{−r}
 /// - Matérn-3/2: κ = (1 + √3 r) e^{−√3 r}
 /// - rational quadratic: κ = (1 + r²/(2a))^{−a}
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum StationaryKind {
     SquaredExponential,
     Matern12,
