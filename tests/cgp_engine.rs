@@ -5,14 +5,14 @@
 use occam::data::Dataset;
 use occam::discovery::cgp::component::Component;
 use occam::discovery::cgp::{
-    Evaluation, Phase, PhaseEnd, PhaseLength, Preset, Problem, Restart, RowWeight, SearchSettings,
-    SubsetScaling, Variable,
+    Evaluation, EvaluationError, Phase, PhaseEnd, PhaseLength, Preset, Problem, Restart, RowWeight,
+    SearchSettings, SubsetScaling, Variable,
 };
 use occam::discovery::jobs::Outcome;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::{Session, Status, CHECKPOINT_FORMAT};
 use occam::gp::adam::AdamSettings;
-use occam::gp::collapsed::{FitSettings, GpInitialisation};
+use occam::gp::collapsed::{CollapsedError, FitSettings, GpInitialisation};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -53,13 +53,16 @@ fn tiny() -> SearchSettings {
 }
 
 /// Draws seeds and evaluates every variable of `r` in turn, as a driver that does not batch would.
-fn evaluate_all(r: &mut Restart, problem: &Problem) -> Vec<Result<Evaluation, String>> {
+fn evaluate_all(r: &mut Restart, problem: &Problem) -> Vec<Result<Evaluation, EvaluationError>> {
     r.draw_seeds();
     r.evaluation_jobs()
         .iter()
         .map(|job| match job.run(&problem.data) {
             Outcome::Evaluation(e) => e,
-            other => Err(format!("an evaluation gave {}", other.kind())),
+            other => Err(EvaluationError::Mismatch(format!(
+                "an evaluation gave {}",
+                other.kind()
+            ))),
         })
         .collect()
 }
@@ -271,8 +274,10 @@ fn a_numerical_fault_undoes_the_step_and_is_reported() {
     assert_ne!(before, after);
     let lr = r.components()[0].learning_rate();
     // The next evaluation "fails" in variable 1.
-    let mut evals: Vec<Result<Evaluation, String>> = evaluate_all(&mut r, &problem);
-    evals[1] = Err("the collapsed bound is not finite (NaN)".into());
+    let mut evals = evaluate_all(&mut r, &problem);
+    evals[1] = Err(EvaluationError::Collapsed(CollapsedError::NonFinite {
+        value: f64::NAN,
+    }));
     r.finish_iteration(evals, &problem);
     let restored = raw(&r);
     assert_eq!(restored, before, "the step into the faulty point is undone");

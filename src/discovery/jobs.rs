@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::bivariate::{pair_evidence, DirectionEvidence, PairTest};
 use super::cgp::component::Component;
 use super::cgp::start::VariableStart;
-use super::cgp::{Evaluation, Variable};
+use super::cgp::{Evaluation, EvaluationError, Variable};
 use super::family::{family_score, FamilyScore, FamilyScoreSettings};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
 
@@ -90,7 +90,7 @@ pub enum Job<'a> {
 /// What a [`Job`] gives back, of the same kind.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Outcome {
-    Evaluation(Result<Evaluation, String>),
+    Evaluation(Result<Evaluation, EvaluationError>),
     /// The started variable and the random stream after it (a restart draws on from there).
     Started {
         variable: Result<Variable, String>,
@@ -142,7 +142,11 @@ impl Job<'_> {
                 variable,
                 evaluated,
                 seed,
-            } => Outcome::Value(variable.final_bound(data, *evaluated, *seed)),
+            } => Outcome::Value(
+                variable
+                    .final_bound(data, *evaluated, *seed)
+                    .map_err(|e| e.to_string()),
+            ),
             Job::Family {
                 child,
                 parents,
@@ -230,7 +234,7 @@ impl Outcome {
     pub fn into_value(self) -> Result<f64, String> {
         match self {
             Outcome::Value(v) => v,
-            Outcome::Evaluation(e) => e.map(|e| e.value()),
+            Outcome::Evaluation(e) => e.map(|e| e.value()).map_err(|e| e.to_string()),
             Outcome::Family(f) => f.map(|f| f.value),
             other => Err(format!("expected a value, got {}", other.kind())),
         }

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use crate::backend::{Backend, CpuBackend, Pool, PoolError};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
-    DagRule, Evaluation, FaultEvent, Method, Phase, PhaseEnd, Preset, Problem, Restart,
-    RestartOutcome, RestartSelection, SearchSettings, Terms,
+    DagRule, Evaluation, EvaluationError, FaultEvent, Method, Phase, PhaseEnd, Preset, Problem,
+    Restart, RestartOutcome, RestartSelection, SearchSettings, Terms,
 };
 use crate::discovery::exact::{ExactRun, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings};
@@ -850,12 +850,15 @@ impl Session {
                 let mut outcomes = outcomes.into_iter();
                 for k in positions {
                     let r = &mut self.restarts[k];
-                    let evals: Vec<Result<Evaluation, String>> = outcomes
+                    let evals: Vec<Result<Evaluation, EvaluationError>> = outcomes
                         .by_ref()
                         .take(r.components().len())
                         .map(|o| match o {
                             Outcome::Evaluation(e) => e,
-                            other => Err(format!("an evaluation came back as {}", other.kind())),
+                            other => Err(EvaluationError::Mismatch(format!(
+                                "an evaluation came back as {}",
+                                other.kind()
+                            ))),
                         })
                         .collect();
                     r.finish_iteration(evals, &self.problem);

@@ -146,7 +146,9 @@ impl ParamStore {
         let Some(first) = matching.next() else {
             return 0..0;
         };
-        let end = matching.next_back().map_or(first.range().end, |b| b.range().end);
+        let end = matching
+            .next_back()
+            .map_or(first.range().end, |b| b.range().end);
         debug_assert_eq!(
             self.blocks
                 .iter()

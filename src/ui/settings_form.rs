@@ -2,8 +2,9 @@
 //! [`SearchSettings`] and a seed. A value that cannot be used is explained by naming its field;
 //! nothing is silently clamped or fixed.
 
-use crate::discovery::cgp::{Preset, SearchSettings};
-use crate::discovery::exact::GraphPrior;
+use std::sync::LazyLock;
+
+use crate::discovery::cgp::{setting_field, Preset, SearchSettings, SettingField, SETTING_FIELDS};
 use crate::protocol::MAX_COMPUTE_WORKERS;
 
 /// One field of the form.
@@ -18,193 +19,44 @@ pub struct FieldSpec {
     pub advanced: bool,
 }
 
-const fn field(
-    key: &'static str,
-    label: &'static str,
-    help: &'static str,
-    advanced: bool,
-) -> FieldSpec {
-    FieldSpec {
-        key,
-        label,
-        help,
-        advanced,
-    }
-}
-
-/// The form's fields, in display order.
-pub const FIELDS: [FieldSpec; 23] = [
-    field(
-        "restarts",
-        "Restarts",
-        "Independent runs from different random starts; the one with the highest evidence wins.",
-        false,
-    ),
-    field(
-        "seed",
-        "Seed",
-        "Every random choice (row subset, starts, Monte Carlo draws) follows from this number.",
-        false,
-    ),
-    field(
-        "workers",
-        "Compute workers",
-        "Web Workers that compute in parallel: \"auto\" is one per core but one (at most 8). The graph does not depend on it.",
-        false,
-    ),
-    field(
-        "max_rows",
-        "Rows used",
-        "A seeded random subset of rows is fitted when the data have more (\"all\" for every row).",
-        true,
-    ),
-    field(
-        "inducing_points",
-        "Inducing points M",
-        "Per variable; more is more accurate and slower (capped at the rows used).",
-        true,
-    ),
-    field(
-        "inducing_per_input",
-        "Extra M per input",
-        "Inducing points added per kernel input (candidate parents + w), so M grows with the number of variables.",
-        true,
-    ),
-    field(
-        "batch_size",
-        "Batch size b",
-        "Rows per minibatch (paper preset's uncollapsed bound only).",
-        true,
-    ),
-    field(
-        "samples",
-        "Monte Carlo samples S",
-        "Draws of the latent input per row (uncollapsed bound only).",
-        true,
-    ),
-    field("learning_rate", "Learning rate", "Adam's step size.", true),
-    field(
-        "warmup_min",
-        "Warm-up: min iterations",
-        "The warm-up (no acyclicity pressure) runs at least this long.",
-        true,
-    ),
-    field(
-        "warmup_max",
-        "Warm-up: max iterations",
-        "…and at most this long; in between it ends when the objective stops improving.",
-        true,
-    ),
-    field(
-        "acyclic_max",
-        "Acyclic phase: max iterations",
-        "The penalty phase ends earlier once h(A) < τ or the graph is already a DAG.",
-        true,
-    ),
-    field(
-        "cooldown_min",
-        "Cool-down: min iterations",
-        "Refitting with the graph fixed runs at least this long.",
-        true,
-    ),
-    field(
-        "cooldown_max",
-        "Cool-down: max iterations",
-        "…and at most this long.",
-        true,
-    ),
-    field(
-        "rho",
-        "ρ (γ growth per epoch)",
-        "γ rises by ρ every epoch of the acyclic phase; leave empty for 5·D.",
-        true,
-    ),
-    field(
-        "gamma_interval",
-        "Iterations per epoch (full batch)",
-        "How often γ rises when every row is used in each iteration.",
-        true,
-    ),
-    field(
-        "tau",
-        "τ (acyclicity tolerance)",
-        "The acyclic phase ends when h(A) = |λ_max(A)| falls below τ.",
-        true,
-    ),
-    field(
-        "linear_threshold",
-        "Final threshold: linear θ",
-        "A linear-kernel weight below this counts as no edge.",
-        true,
-    ),
-    field(
-        "stationary_threshold",
-        "Final threshold: stationary θ",
-        "A stationary-kernel precision below this counts as no edge.",
-        true,
-    ),
-    field(
-        "start_iterations",
-        "Start: L-BFGS iterations",
-        "Iterations of each variable's GP-regression starting fit.",
-        true,
-    ),
-    field(
-        "max_parents",
-        "Exact: most parents K",
-        "Exact and hybrid searches: no variable gets more parents than this.",
-        false,
-    ),
-    field(
-        "candidates",
-        "Exact: candidate parents P",
-        "Exact and hybrid searches: each variable's parents come from the P variables that explain it best on their own.",
-        false,
-    ),
-    field(
-        "edge_prior",
-        "Exact: graph prior",
-        "\"uniform\" (every DAG equally likely), or q: each pair of variables joined with probability q.",
-        false,
-    ),
-];
+/// The form's fields, in display order: the search settings of
+/// [`SETTING_FIELDS`](crate::discovery::cgp::SETTING_FIELDS) (their one declaration), with the
+/// seed and the number of compute workers, which only the page sets this way, after the first.
+pub static FIELDS: LazyLock<Vec<FieldSpec>> = LazyLock::new(|| {
+    let from = |f: &SettingField| FieldSpec {
+        key: f.key,
+        label: f.label,
+        help: f.help,
+        advanced: f.advanced,
+    };
+    let mut fields: Vec<FieldSpec> = SETTING_FIELDS.iter().map(from).collect();
+    let page_only = [
+        FieldSpec {
+            key: "seed",
+            label: "Seed",
+            help: "Every random choice (row subset, starts, Monte Carlo draws) follows from this number.",
+            advanced: false,
+        },
+        FieldSpec {
+            key: "workers",
+            label: "Compute workers",
+            help: "Web Workers that compute in parallel: \"auto\" is one per core but one (at most 8). The graph does not depend on it.",
+            advanced: false,
+        },
+    ];
+    fields.splice(1..1, page_only);
+    fields
+});
 
 /// The form's values (in [`FIELDS`] order) for `preset` and `seed`.
 pub fn preset_values(preset: Preset, seed: u64) -> Vec<String> {
     let s = preset.settings();
-    let rows = if s.max_rows == usize::MAX {
-        "all".to_string()
-    } else {
-        s.max_rows.to_string()
-    };
-    let rho = s.rho.map_or(String::new(), |r| r.to_string());
     FIELDS
         .iter()
         .map(|f| match f.key {
-            "restarts" => s.restarts.to_string(),
             "seed" => seed.to_string(),
             "workers" => "auto".to_string(),
-            "max_rows" => rows.clone(),
-            "inducing_points" => s.inducing_points.to_string(),
-            "inducing_per_input" => s.inducing_per_input.to_string(),
-            "batch_size" => s.batch_size.to_string(),
-            "samples" => s.samples.to_string(),
-            "learning_rate" => s.learning_rate.to_string(),
-            "warmup_min" => s.warmup.min.to_string(),
-            "warmup_max" => s.warmup.max.to_string(),
-            "acyclic_max" => s.acyclic_max.to_string(),
-            "cooldown_min" => s.cooldown.min.to_string(),
-            "cooldown_max" => s.cooldown.max.to_string(),
-            "rho" => rho.clone(),
-            "gamma_interval" => s.gamma_interval.to_string(),
-            "tau" => s.tau.to_string(),
-            "linear_threshold" => s.linear_threshold.to_string(),
-            "stationary_threshold" => s.stationary_threshold.to_string(),
-            "start_iterations" => s.start_iterations.to_string(),
-            "max_parents" => s.exact.max_parents.to_string(),
-            "candidates" => s.exact.candidates.to_string(),
-            "edge_prior" => s.exact.prior.as_text(),
-            other => unreachable!("field {other} has no preset value"),
+            key => setting_field(key).map_or_else(String::new, |field| (field.get)(&s)),
         })
         .collect()
 }
@@ -249,18 +101,7 @@ pub fn parse_settings(preset: Preset, values: &[String]) -> Result<(SearchSettin
     let mut seed = 0u64;
     for (f, raw) in FIELDS.iter().zip(values) {
         let v = raw.trim();
-        let whole = || -> Result<usize, String> {
-            v.parse::<usize>()
-                .map_err(|_| format!("{}: '{v}' is not a whole number ≥ 0", f.label))
-        };
-        let real = || -> Result<f64, String> {
-            match v.parse::<f64>() {
-                Ok(x) if x.is_finite() => Ok(x),
-                _ => Err(format!("{}: '{v}' is not a finite number", f.label)),
-            }
-        };
         match f.key {
-            "restarts" => s.restarts = whole()?,
             "seed" => {
                 seed = v.parse::<u64>().map_err(|_| {
                     format!(
@@ -284,35 +125,11 @@ pub fn parse_settings(preset: Preset, values: &[String]) -> Result<(SearchSettin
                     }
                 }
             }
-            "max_rows" => {
-                s.max_rows = if v.eq_ignore_ascii_case("all") {
-                    usize::MAX
-                } else {
-                    whole()?
-                }
+            key => {
+                let field =
+                    setting_field(key).ok_or_else(|| format!("unknown settings field {key}"))?;
+                (field.set)(&mut s, v).map_err(|e| format!("{}: {e}", f.label))?;
             }
-            "inducing_points" => s.inducing_points = whole()?,
-            "inducing_per_input" => s.inducing_per_input = whole()?,
-            "batch_size" => s.batch_size = whole()?,
-            "samples" => s.samples = whole()?,
-            "learning_rate" => s.learning_rate = real()?,
-            "warmup_min" => s.warmup.min = whole()?,
-            "warmup_max" => s.warmup.max = whole()?,
-            "acyclic_max" => s.acyclic_max = whole()?,
-            "cooldown_min" => s.cooldown.min = whole()?,
-            "cooldown_max" => s.cooldown.max = whole()?,
-            "rho" => s.rho = if v.is_empty() { None } else { Some(real()?) },
-            "gamma_interval" => s.gamma_interval = whole()?,
-            "tau" => s.tau = real()?,
-            "linear_threshold" => s.linear_threshold = real()?,
-            "stationary_threshold" => s.stationary_threshold = real()?,
-            "start_iterations" => s.start_iterations = whole()?,
-            "max_parents" => s.exact.max_parents = whole()?,
-            "candidates" => s.exact.candidates = whole()?,
-            "edge_prior" => {
-                s.exact.prior = GraphPrior::parse(v).map_err(|e| format!("{}: {e}", f.label))?
-            }
-            other => return Err(format!("unknown settings field {other}")),
         }
     }
     // In the browser, `threads` is the number of compute workers (0: the default for the

@@ -27,7 +27,7 @@ use super::evaluations::{self, begin_evaluation, finish_evaluation, prediction_r
 use super::psi_replay::{psi2_on_device, CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
 use super::{Gpu, GpuError, Psi2Factors, Psi2Sums};
 use crate::backend::{Backend, CpuBackend, Job, Outcome};
-use crate::discovery::cgp::{PendingEvaluation, Variable};
+use crate::discovery::cgp::{EvaluationError, PendingEvaluation, Variable};
 use crate::discovery::jobs;
 use crate::gp::collapsed::Psi2Device;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
@@ -154,25 +154,23 @@ impl GpuBackend {
         seed: u64,
     ) -> Result<Outcome, GpuError> {
         let mut failure = None;
-        let value = variable.final_bound_with(data, evaluated, seed, |input| {
-            match self
-                .gpu
-                .bounds_and_gradients(&[*input], FLOAT32_RELATIVE_JITTER)
-            {
-                Ok(mut outputs) => match outputs.pop() {
-                    Some(output) => output.map_err(StepError::from),
-                    None => Err(StepError::Device("the GPU returned no result".into())),
-                },
-                Err(e) => {
-                    let why = e.to_string();
-                    failure = Some(e);
-                    Err(StepError::Device(why))
-                }
+        let value = variable.final_bound_with(data, evaluated, seed, &mut |input| match self
+            .gpu
+            .bounds_and_gradients(&[*input], FLOAT32_RELATIVE_JITTER)
+        {
+            Ok(mut outputs) => match outputs.pop() {
+                Some(output) => output.map_err(StepError::from),
+                None => Err(StepError::Device("the GPU returned no result".into())),
+            },
+            Err(e) => {
+                let why = e.to_string();
+                failure = Some(e);
+                Err(StepError::Device(why))
             }
         });
         match failure {
             Some(e) => Err(e),
-            None => Ok(Outcome::Value(value)),
+            None => Ok(Outcome::Value(value.map_err(|e| e.to_string()))),
         }
     }
 
@@ -279,7 +277,7 @@ impl GpuBackend {
     ) -> Result<Vec<Outcome>, GpuError> {
         let jobs: Vec<&Job<'_>> = indices.iter().map(|&k| &jobs[k]).collect();
         // First half, f64 on the pool.
-        let begun: Vec<Result<PendingEvaluation, String>> = self
+        let begun: Vec<Result<PendingEvaluation, EvaluationError>> = self
             .cpu
             .pool()
             .map(&jobs, |job| begin_evaluation(data, job));
@@ -304,7 +302,9 @@ impl GpuBackend {
         Ok(self.cpu.pool().map(&finishing, |(job, cell)| {
             match cell.lock().unwrap_or_else(PoisonError::into_inner).take() {
                 Some((pending, predictions)) => finish_evaluation(job, pending, predictions),
-                None => Outcome::Evaluation(Err("an evaluation was finished twice".into())),
+                None => Outcome::Evaluation(Err(EvaluationError::Mismatch(
+                    "an evaluation was finished twice".into(),
+                ))),
             }
         }))
     }

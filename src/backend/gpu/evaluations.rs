@@ -8,7 +8,7 @@
 
 use nalgebra::DMatrix;
 
-use crate::discovery::cgp::{PendingEvaluation, Variable};
+use crate::discovery::cgp::{EvaluationError, PendingEvaluation, Variable};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::svgp::{PredictionRequest, Predictions, FLOAT32_RELATIVE_JITTER};
 
@@ -21,13 +21,16 @@ pub fn runs_on_gpu(job: &Job<'_>) -> bool {
 /// [`FLOAT32_RELATIVE_JITTER`] · mean diag(K_ZZ). A job that cannot be begun or asked of the
 /// device (a failed factorisation, not an uncollapsed evaluation) keeps its own error, and stays
 /// out of the device's batch.
-pub fn begin_evaluation(data: &DMatrix<f64>, job: &Job<'_>) -> Result<PendingEvaluation, String> {
+pub fn begin_evaluation(
+    data: &DMatrix<f64>,
+    job: &Job<'_>,
+) -> Result<PendingEvaluation, EvaluationError> {
     let Job::Evaluate { variable, seed, .. } = job else {
-        return Err("only evaluations are computed on the GPU".into());
+        return Err(mismatch("only evaluations are computed on the GPU"));
     };
     let pending = variable
         .begin_evaluation(data, *seed, FLOAT32_RELATIVE_JITTER)
-        .unwrap_or_else(|| Err("not an uncollapsed variable".into()))?;
+        .unwrap_or_else(|| Err(mismatch("not an uncollapsed variable")))?;
     pending.request(variable)?;
     Ok(pending)
 }
@@ -36,7 +39,7 @@ pub fn begin_evaluation(data: &DMatrix<f64>, job: &Job<'_>) -> Result<PendingEva
 /// same order), in that order.
 pub fn prediction_requests<'a>(
     jobs: &[&'a Job<'_>],
-    begun: &'a [Result<PendingEvaluation, String>],
+    begun: &'a [Result<PendingEvaluation, EvaluationError>],
 ) -> Vec<PredictionRequest<'a>> {
     jobs.iter()
         .zip(begun)
@@ -53,15 +56,21 @@ pub fn prediction_requests<'a>(
 /// (`None` when the device gave fewer results than it was asked for).
 pub fn finish_evaluation(
     job: &Job<'_>,
-    begun: Result<PendingEvaluation, String>,
+    begun: Result<PendingEvaluation, EvaluationError>,
     predictions: Option<Predictions>,
 ) -> Outcome {
     let Job::Evaluate { variable, .. } = job else {
-        return Outcome::Evaluation(Err("only evaluations are computed on the GPU".into()));
+        return Outcome::Evaluation(Err(mismatch("only evaluations are computed on the GPU")));
     };
     Outcome::Evaluation(match (begun, predictions) {
         (Ok(pending), Some(predictions)) => pending.finish(variable, predictions),
-        (Ok(_), None) => Err("the GPU returned fewer results than requests".into()),
+        (Ok(_), None) => Err(EvaluationError::Device(
+            "the GPU returned fewer results than requests".into(),
+        )),
         (Err(e), _) => Err(e),
     })
+}
+
+fn mismatch(why: &str) -> EvaluationError {
+    EvaluationError::Mismatch(why.into())
 }

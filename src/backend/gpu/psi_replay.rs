@@ -16,7 +16,7 @@ use std::sync::{Mutex, PoisonError};
 use nalgebra::DMatrix;
 
 use super::{Psi2Factors, Psi2Request, Psi2Sums};
-use crate::discovery::cgp::{Evaluation, Variable};
+use crate::discovery::cgp::{Evaluation, EvaluationError, Variable};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::collapsed::Psi2Device;
 
@@ -134,20 +134,22 @@ impl<'a, 'j> CollapsedBatch<'a, 'j> {
     }
 
     /// Runs evaluation `i` on `data` against the sums its replay holds.
-    pub fn evaluate(&self, data: &DMatrix<f64>, i: usize) -> Result<Evaluation, String> {
+    pub fn evaluate(&self, data: &DMatrix<f64>, i: usize) -> Result<Evaluation, EvaluationError> {
         let Job::Evaluate {
             variable, jitter, ..
         } = self.jobs[i]
         else {
-            return Err("only collapsed evaluations are batched for Ψ2".into());
+            return Err(EvaluationError::Mismatch(
+                "only collapsed evaluations are batched for Ψ2".into(),
+            ));
         };
         variable
             .evaluate_collapsed_on(data, *jitter, Some(&self.replays[i]))
-            .unwrap_or_else(|| Err("not a collapsed variable".into()))
+            .unwrap_or_else(|| Err(EvaluationError::Mismatch("not a collapsed variable".into())))
     }
 
     /// Takes evaluation `i`'s result: its outcome, or the sums it asked for.
-    pub fn settle(&mut self, i: usize, result: Result<Evaluation, String>) {
+    pub fn settle(&mut self, i: usize, result: Result<Evaluation, EvaluationError>) {
         match self.replays[i].take_wanted() {
             Some(wanted) => self.asked.push((i, wanted)),
             None => self.outcomes[i] = Some(Outcome::Evaluation(result)),
@@ -176,9 +178,9 @@ impl<'a, 'j> CollapsedBatch<'a, 'j> {
             .into_iter()
             .map(|o| {
                 o.unwrap_or_else(|| {
-                    Outcome::Evaluation(Err(format!(
+                    Outcome::Evaluation(Err(EvaluationError::Device(format!(
                         "an evaluation still asked for Ψ2 sums after {PSI2_PASSES} passes"
-                    )))
+                    ))))
                 })
             })
             .collect()

@@ -209,20 +209,19 @@ fn refuse_settings_with_resume(args: &DiscoverArgs) -> Result<(), CliError> {
     let given = [
         ("--preset", args.preset.is_some()),
         ("--seed", args.seed.is_some()),
-        ("--restarts", o.restarts.is_some()),
-        ("--max-rows", o.max_rows.is_some()),
-        ("--inducing", o.inducing.is_some()),
         ("--max-iterations", o.max_iterations.is_some()),
         ("--method", o.method.is_some()),
-        ("--max-parents", o.max_parents.is_some()),
-        ("--candidates", o.candidates.is_some()),
-        ("--edge-prior", o.edge_prior.is_some()),
         ("--settings", o.settings.is_some()),
         ("--forbid", !args.forbid.is_empty()),
         ("--require", !args.require.is_empty()),
         ("--tiers", args.tiers.is_some()),
     ];
-    let named: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
+    let mut named: Vec<String> = given
+        .iter()
+        .filter(|g| g.1)
+        .map(|g| g.0.to_string())
+        .collect();
+    named.extend(o.fields.flags_given());
     if named.is_empty() {
         return Ok(());
     }

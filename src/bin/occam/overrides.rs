@@ -2,23 +2,16 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
-use occam::discovery::cgp::{Method, SearchSettings};
-use occam::discovery::exact::GraphPrior;
+use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
+use occam::discovery::cgp::{Method, SearchSettings, SettingField, SETTING_FIELDS};
 
 use crate::{read_file_limited, CliError};
 
 #[derive(Debug, Args)]
 pub struct Overrides {
-    /// Independent restarts (default: the preset's).
-    #[arg(long)]
-    pub restarts: Option<usize>,
-    /// Rows used for fitting (default: the preset's; a seeded random subset when there are more).
-    #[arg(long)]
-    pub max_rows: Option<usize>,
-    /// Inducing points per variable (default: the preset's).
-    #[arg(long)]
-    pub inducing: Option<usize>,
+    /// One flag per hand-set search setting (`--restarts`, `--max-rows`, `--warmup-min`, …).
+    #[command(flatten)]
+    pub fields: SettingFlags,
     /// Worker threads (0 = all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -30,16 +23,6 @@ pub struct Overrides {
     /// the candidate parents). Default: the preset's (cgp).
     #[arg(long, value_name = "cgp|exact|hybrid")]
     pub method: Option<String>,
-    /// Exact search: the most parents a variable may have (K).
-    #[arg(long, value_name = "K")]
-    pub max_parents: Option<usize>,
-    /// Exact search: candidate parents per variable, chosen by one-parent evidence gain (P).
-    #[arg(long, value_name = "P")]
-    pub candidates: Option<usize>,
-    /// Exact search: the graph prior, `uniform` or an edge probability q in (0, 1) (each pair of
-    /// variables joined independently with probability q).
-    #[arg(long, value_name = "uniform|q")]
-    pub edge_prior: Option<String>,
     /// A JSON object of search settings (the keys of result.json's `settings`) that replace the
     /// preset's, e.g. `{"subset_scaling": "count_rows"}`; applied before the flags above.
     #[arg(long, value_name = "FILE.json")]
@@ -52,14 +35,9 @@ impl Overrides {
         if let Some(path) = &self.settings {
             *settings = merge_settings_file(settings, path)?;
         }
-        if let Some(r) = self.restarts {
-            settings.restarts = r;
-        }
-        if let Some(m) = self.max_rows {
-            settings.max_rows = m;
-        }
-        if let Some(m) = self.inducing {
-            settings.inducing_points = m;
+        for (field, text) in &self.fields.given {
+            (field.set)(settings, text)
+                .map_err(|e| CliError(format!("--{}: {e}", field.flag())))?;
         }
         if let Some(t) = self.threads {
             settings.threads = t;
@@ -70,17 +48,66 @@ impl Overrides {
         if let Some(m) = &self.method {
             settings.method = Method::parse(m).map_err(CliError)?;
         }
-        if let Some(k) = self.max_parents {
-            settings.exact.max_parents = k;
-        }
-        if let Some(p) = self.candidates {
-            settings.exact.candidates = p;
-        }
-        if let Some(prior) = &self.edge_prior {
-            settings.exact.prior =
-                GraphPrior::parse(prior).map_err(|e| CliError(format!("--edge-prior: {e}")))?;
+        Ok(())
+    }
+}
+
+/// The flags of [`SETTING_FIELDS`], built from that one declaration: `--<key with dashes>`
+/// (and the field's older spelling, if any) taking the text the page's form takes, with the
+/// field's help. Those given are applied in the declaration's order.
+#[derive(Debug, Clone, Default)]
+pub struct SettingFlags {
+    given: Vec<(&'static SettingField, String)>,
+}
+
+impl SettingFlags {
+    /// The flags given, as typed (`--restarts`).
+    pub fn flags_given(&self) -> Vec<String> {
+        self.given
+            .iter()
+            .map(|(field, _)| format!("--{}", field.flag()))
+            .collect()
+    }
+}
+
+impl FromArgMatches for SettingFlags {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = Self::default();
+        flags.update_from_arg_matches(matches)?;
+        Ok(flags)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        for field in SETTING_FIELDS {
+            if let Some(text) = matches.get_one::<String>(field.key) {
+                self.given.retain(|(f, _)| f.key != field.key);
+                self.given.push((field, text.clone()));
+            }
         }
         Ok(())
+    }
+}
+
+impl Args for SettingFlags {
+    fn augment_args(command: Command) -> Command {
+        SETTING_FIELDS.iter().fold(command, |command, field| {
+            let mut arg = Arg::new(field.key)
+                .long(field.flag())
+                .value_name("VALUE")
+                .num_args(1)
+                .help(format!(
+                    "{} (default: the preset's)",
+                    field.help.trim_end_matches('.')
+                ));
+            if let Some(alias) = field.cli_alias {
+                arg = arg.visible_alias(alias);
+            }
+            command.arg(arg)
+        })
+    }
+
+    fn augment_args_for_update(command: Command) -> Command {
+        Self::augment_args(command)
     }
 }
 
@@ -112,4 +139,63 @@ fn merge_settings_file(base: &SearchSettings, path: &Path) -> Result<SearchSetti
         fields.insert(key, value);
     }
     serde_json::from_value(merged).map_err(|e| CliError(format!("{shown}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        overrides: Overrides,
+    }
+
+    /// Every hand-set setting has its flag, and a flag sets what the page's field of the same key
+    /// sets.
+    #[test]
+    fn every_setting_field_is_a_flag() {
+        let command = <Cli as clap::CommandFactory>::command();
+        for field in SETTING_FIELDS {
+            let flag = field.flag();
+            assert!(
+                command
+                    .get_arguments()
+                    .any(|a| a.get_long() == Some(flag.as_str())),
+                "--{flag} is missing"
+            );
+        }
+        let cli = Cli::try_parse_from([
+            "occam",
+            "--restarts",
+            "3",
+            "--inducing",
+            "12",
+            "--max-rows",
+            "all",
+            "--warmup-min",
+            "7",
+            "--edge-prior",
+            "0.2",
+            "--rho",
+            "",
+        ])
+        .unwrap();
+        let mut settings = occam::discovery::cgp::Preset::Interactive.settings();
+        cli.overrides.apply(&mut settings).unwrap();
+        assert_eq!(
+            (
+                settings.restarts,
+                settings.inducing_points,
+                settings.max_rows
+            ),
+            (3, 12, usize::MAX)
+        );
+        assert_eq!((settings.warmup.min, settings.rho), (7, None));
+        assert_eq!(settings.exact.prior.as_text(), "0.2");
+        let bad = Cli::try_parse_from(["occam", "--tau", "inf"]).unwrap();
+        let err = bad.overrides.apply(&mut settings).unwrap_err();
+        assert_eq!(err.0, "--tau: 'inf' is not a finite number");
+    }
 }

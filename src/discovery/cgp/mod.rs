@@ -12,16 +12,19 @@
 //! γ's schedule (γ += ρ every `gamma_interval` = 4 iterations, as N = 1000, b = 256 gives).
 //!
 //! - [`settings`]: schedule, sizes, thresholds and the presets;
+//! - [`fields`]: the settings a user sets by hand, declared once for the page and the CLI;
 //! - [`component`]: one variable's model and optimiser state;
 //! - [`variable`]: the interface over both bounds;
 //! - [`restart`]: one restart's state machine.
 
 pub mod component;
+pub mod fields;
 pub mod restart;
 pub mod settings;
 pub mod start;
 pub mod variable;
 
+pub use fields::{setting_field, SettingField, NOT_FIELDS, SETTING_FIELDS};
 pub use restart::{
     FaultEvent, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome, Terms,
 };
@@ -30,4 +33,6 @@ pub use settings::{
     SubsetScaling, MAX_BATCH_SIZE, MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_POWER_ITERATIONS,
     MAX_RESTARTS, MAX_SAMPLES, MAX_THREADS,
 };
-pub use variable::{BoundKind, Evaluation, PendingEvaluation, Variable};
+pub use variable::{
+    BoundKind, Evaluation, EvaluationError, PendingEvaluation, SearchVariable, Variable,
+};

@@ -23,7 +23,7 @@ use std::borrow::Cow;
 use super::component::{LatentRecord, PRIOR_RATE};
 use super::settings::{DagRule, SearchSettings};
 use super::start::VariableStart;
-use super::variable::{BoundKind, Checkpoint, Evaluation, Variable};
+use super::variable::{BoundKind, Checkpoint, Evaluation, EvaluationError, Variable};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
 use crate::discovery::spectral::{two_cycle_penalty, PowerIteration};
@@ -640,7 +640,7 @@ impl Restart {
         let w = self.weights(d);
         let candidates: usize = self.components.iter().map(|c| c.parents().len()).sum();
         let absent = (d * d.saturating_sub(1)).saturating_sub(candidates);
-        let kinds = self.components.first().map_or(2, Variable::kinds) as f64;
+        let kinds = self.components.first().map_or(2, |v| v.kinds()) as f64;
         let log_prior = self.components.iter().map(|c| c.log_prior()).sum::<f64>()
             + kinds * absent as f64 * PRIOR_RATE.ln();
         let estimate = self.power.estimate(&w, problem.settings.power_iterations);
@@ -668,7 +668,7 @@ impl Restart {
     /// Completes an iteration from the bound evaluations of [`Restart::components`] (in order).
     pub fn finish_iteration(
         &mut self,
-        evaluations: Vec<Result<Evaluation, String>>,
+        evaluations: Vec<Result<Evaluation, EvaluationError>>,
         problem: &Problem,
     ) {
         if !self.wants_evaluation() {
@@ -677,7 +677,7 @@ impl Restart {
         if let Some((variable, err)) = evaluations
             .iter()
             .enumerate()
-            .find_map(|(k, r)| r.as_ref().err().map(|e| (k, e.clone())))
+            .find_map(|(k, r)| r.as_ref().err().map(|e| (k, e.to_string())))
         {
             return self.handle_fault(variable, err);
         }
@@ -738,7 +738,7 @@ impl Restart {
             }
         }
         if let Some((k, e)) = step_error {
-            return self.handle_fault(k, e);
+            return self.handle_fault(k, e.to_string());
         }
         if self.phase == Phase::Acyclic
             && self.phase_iterations > 0
@@ -931,7 +931,7 @@ impl Restart {
             latents: self
                 .components
                 .iter()
-                .filter_map(Variable::latent_record)
+                .filter_map(|v| v.latent_record())
                 .collect(),
             graph_evidence: None,
         });

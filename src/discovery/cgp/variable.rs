@@ -13,8 +13,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use super::component::{Component, PRIOR_RATE};
-use crate::gp::collapsed::Psi2Device;
+use super::component::{Component, LatentRecord, PRIOR_RATE};
+use crate::gp::collapsed::{CollapsedError, Psi2Device};
+use crate::gp::linalg::CholeskyError;
 use crate::gp::svgp::{
     bound_and_gradient, InducingStep, PredictionRequest, Predictions, SvgpInput, SvgpOutput,
 };
@@ -86,13 +87,20 @@ pub struct PendingEvaluation {
 
 impl PendingEvaluation {
     /// What a device needs to compute the predictions, for the `variable` this was begun from.
-    pub fn request<'a>(&'a self, variable: &'a Variable) -> Result<PredictionRequest<'a>, String> {
+    pub fn request<'a>(
+        &'a self,
+        variable: &'a Variable,
+    ) -> Result<PredictionRequest<'a>, EvaluationError> {
         let Variable::Uncollapsed(u) = variable else {
-            return Err("a pending evaluation belongs to an uncollapsed variable".into());
+            return Err(EvaluationError::Mismatch(
+                "a pending evaluation belongs to an uncollapsed variable".into(),
+            ));
         };
         self.step
             .request(&u.variable.input(&self.prepared))
-            .ok_or_else(|| "the uncollapsed bound has a latent input".into())
+            .ok_or_else(|| {
+                EvaluationError::Device("the uncollapsed bound has a latent input".into())
+            })
     }
 
     /// The evaluation, from the predictions at the minibatch's evaluation points.
@@ -100,9 +108,11 @@ impl PendingEvaluation {
         self,
         variable: &Variable,
         predictions: Predictions,
-    ) -> Result<Evaluation, String> {
+    ) -> Result<Evaluation, EvaluationError> {
         let Variable::Uncollapsed(u) = variable else {
-            return Err("a pending evaluation belongs to an uncollapsed variable".into());
+            return Err(EvaluationError::Mismatch(
+                "a pending evaluation belongs to an uncollapsed variable".into(),
+            ));
         };
         let output = self
             .step
@@ -112,10 +122,13 @@ impl PendingEvaluation {
 }
 
 /// An uncollapsed evaluation, refused when its bound is not finite.
-fn uncollapsed_evaluation(prepared: Prepared, output: SvgpOutput) -> Result<Evaluation, String> {
+fn uncollapsed_evaluation(
+    prepared: Prepared,
+    output: SvgpOutput,
+) -> Result<Evaluation, EvaluationError> {
     let value = output.terms.elbo;
     if !value.is_finite() {
-        return Err(format!("the bound is not finite ({value})"));
+        return Err(EvaluationError::NonFinite(value));
     }
     Ok(Evaluation::Uncollapsed {
         value,
@@ -147,70 +160,64 @@ impl UncollapsedComponent {
     }
 }
 
-impl Variable {
-    /// The modelled column.
-    pub fn child(&self) -> usize {
-        match self {
-            Variable::Collapsed(c) => c.child(),
-            Variable::Uncollapsed(u) => u.child,
+/// Why a variable could not be evaluated or stepped. It serialises, so it can come back from
+/// another thread or worker with the outcome it stands for.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+pub enum EvaluationError {
+    /// The collapsed bound failed: a factorisation, a non-finite value, the Ψ2 device.
+    #[error(transparent)]
+    Collapsed(#[from] CollapsedError),
+    /// The uncollapsed bound's factorisation failed.
+    #[error("the bound could not be evaluated: {0}")]
+    Cholesky(#[from] CholeskyError),
+    /// The (estimated) bound or its gradient is not finite.
+    #[error("the bound or its gradient is not finite (bound {0})")]
+    NonFinite(f64),
+    /// The device computing the bound's heavy half (the GPU) failed or could not be asked.
+    #[error("the device computing the bound failed: {0}")]
+    Device(String),
+    /// An evaluation of one bound handed to a variable of the other, or a job of another kind
+    /// where an evaluation was expected: a driver's mistake, reported rather than panicked on.
+    #[error("{0}")]
+    Mismatch(String),
+}
+
+impl From<StepError> for EvaluationError {
+    fn from(e: StepError) -> Self {
+        match e {
+            StepError::Cholesky(c) => EvaluationError::Cholesky(c),
+            StepError::NonFinite(v) => EvaluationError::NonFinite(v),
+            StepError::Device(d) => EvaluationError::Device(d),
         }
     }
+}
+
+/// What the restart state machine asks of a search variable, whichever bound it is on: its
+/// graph hyperparameters and their prior, one evaluation, one ascent step with the graph
+/// gradient added, the re-initialisation after thresholding, checkpoints and the final score.
+/// [`Variable`] holds one of the two implementations and dereferences to it.
+pub trait SearchVariable {
+    /// The modelled column.
+    fn child(&self) -> usize;
 
     /// The candidate parents still switched on.
-    pub fn parents(&self) -> Vec<usize> {
-        match self {
-            Variable::Collapsed(c) => c.parents().to_vec(),
-            Variable::Uncollapsed(u) => {
-                let mask = &u.variable.kernel().mask;
-                (0..mask.len())
-                    .filter(|&j| j != u.child && mask[j] != 0.0)
-                    .collect()
-            }
-        }
-    }
+    fn parents(&self) -> Vec<usize>;
 
     /// Graph hyperparameters per edge: 2 (θ^lin, θ^se) collapsed, 5 (θ^lin and four stationary
     /// kinds) uncollapsed.
-    pub fn kinds(&self) -> usize {
-        match self {
-            Variable::Collapsed(_) => 2,
-            Variable::Uncollapsed(u) => u.variable.input_indices(0).len(),
-        }
-    }
+    fn kinds(&self) -> usize;
 
     /// What the latent w does in this variable's model (collapsed bound only: the uncollapsed
     /// bound's q(w) comes from an encoder and is not stored per row).
-    pub fn latent_record(&self) -> Option<super::component::LatentRecord> {
-        match self {
-            Variable::Collapsed(c) => Some(c.latent_record()),
-            Variable::Uncollapsed(_) => None,
-        }
+    fn latent_record(&self) -> Option<LatentRecord> {
+        None
     }
 
     /// (j, θ^lin_ij, the stationary θ^c_ij) for every candidate parent j.
-    pub fn edge_hyperparameters(&self) -> Vec<(usize, f64, Vec<f64>)> {
-        match self {
-            Variable::Collapsed(c) => c
-                .edge_hyperparameters()
-                .into_iter()
-                .map(|(j, lin, se)| (j, lin, vec![se]))
-                .collect(),
-            Variable::Uncollapsed(u) => {
-                let k = u.variable.kernel();
-                self.parents()
-                    .into_iter()
-                    .map(|j| {
-                        let lin = k.linear.as_ref().map_or(0.0, |l| l[j]);
-                        let st = k.stationary.iter().map(|p| p.precision[j]).collect();
-                        (j, lin, st)
-                    })
-                    .collect()
-            }
-        }
-    }
+    fn edge_hyperparameters(&self) -> Vec<(usize, f64, Vec<f64>)>;
 
     /// (j, A_ij) with A_ij = θ^lin_ij + Σ_c θ^c_ij for every candidate parent j.
-    pub fn dependence(&self) -> Vec<(usize, f64)> {
+    fn dependence(&self) -> Vec<(usize, f64)> {
         self.edge_hyperparameters()
             .into_iter()
             .map(|(j, lin, st)| (j, lin + st.iter().sum::<f64>()))
@@ -218,7 +225,7 @@ impl Variable {
     }
 
     /// Σ over candidate parents and kinds of log 10 − 10 θ.
-    pub fn log_prior(&self) -> f64 {
+    fn log_prior(&self) -> f64 {
         let per_edge = self.kinds() as f64 * PRIOR_RATE.ln();
         self.dependence()
             .iter()
@@ -230,54 +237,297 @@ impl Variable {
     /// (uncollapsed: b rows drawn without replacement each iteration, a choice: MODEL.md §5.4
     /// reshuffles once per epoch, which visits every row equally often but needs state that
     /// survives across steps; both give unbiased minibatch estimates).
-    pub fn evaluate(
+    fn evaluate(
         &self,
         data: &DMatrix<f64>,
         jitter: f64,
         seed: u64,
-    ) -> Result<Evaluation, String> {
-        match self {
-            Variable::Collapsed(_) => self
-                .evaluate_collapsed_on(data, jitter, None)
-                .unwrap_or_else(|| Err("not a collapsed variable".into())),
-            Variable::Uncollapsed(u) => {
-                let prepared = u.minibatch(data, seed);
-                let output =
-                    bound_and_gradient(&u.variable.input(&prepared)).map_err(|e| e.to_string())?;
-                uncollapsed_evaluation(prepared, output)
-            }
+    ) -> Result<Evaluation, EvaluationError>;
+
+    /// One ascent step from `evaluation`, with ∂/∂θ_ij = `d_theta[k]` added for the k-th parent
+    /// of [`SearchVariable::parents`] on every kind.
+    fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), EvaluationError>;
+
+    /// Keeps only the parents in `keep` and resets their edge hyperparameters to this restart's
+    /// starting values (MODEL.md §5.4).
+    fn restrict_parents(&mut self, keep: &[usize]);
+
+    /// A saved state to undo a step.
+    fn checkpoint(&self) -> Checkpoint;
+
+    /// Restores a checkpoint, keeping the current learning rate.
+    fn restore(&mut self, checkpoint: Checkpoint);
+
+    fn scale_learning_rate(&mut self, factor: f64);
+
+    fn learning_rate(&self) -> f64;
+
+    /// The final bound for comparing restarts, with each chunk's bound computed by `evaluate`
+    /// (the CPU's `bound_and_gradient`, or the GPU backend's path): the collapsed bound itself
+    /// (`evaluated`), or the uncollapsed bound on all rows with 100 Monte Carlo samples
+    /// (MODEL.md §5.4, [B]'s final evaluation).
+    fn final_bound_with(
+        &self,
+        data: &DMatrix<f64>,
+        evaluated: f64,
+        seed: u64,
+        evaluate: &mut dyn FnMut(&SvgpInput) -> Result<SvgpOutput, StepError>,
+    ) -> Result<f64, EvaluationError>;
+
+    /// [`SearchVariable::final_bound_with`] on the CPU.
+    fn final_bound(
+        &self,
+        data: &DMatrix<f64>,
+        evaluated: f64,
+        seed: u64,
+    ) -> Result<f64, EvaluationError> {
+        self.final_bound_with(data, evaluated, seed, &mut |input| {
+            bound_and_gradient(input).map_err(StepError::from)
+        })
+    }
+}
+
+impl SearchVariable for Component {
+    fn child(&self) -> usize {
+        Component::child(self)
+    }
+
+    fn parents(&self) -> Vec<usize> {
+        Component::parents(self).to_vec()
+    }
+
+    fn kinds(&self) -> usize {
+        2
+    }
+
+    fn latent_record(&self) -> Option<LatentRecord> {
+        Some(Component::latent_record(self))
+    }
+
+    fn edge_hyperparameters(&self) -> Vec<(usize, f64, Vec<f64>)> {
+        Component::edge_hyperparameters(self)
+            .into_iter()
+            .map(|(j, lin, se)| (j, lin, vec![se]))
+            .collect()
+    }
+
+    fn evaluate(
+        &self,
+        data: &DMatrix<f64>,
+        jitter: f64,
+        _seed: u64,
+    ) -> Result<Evaluation, EvaluationError> {
+        collapsed_evaluation(self, data, jitter, None)
+    }
+
+    fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), EvaluationError> {
+        let Evaluation::Collapsed { mut gradient, .. } = evaluation else {
+            return Err(other_bound());
+        };
+        self.add_edge_gradient(&mut gradient, d_theta);
+        Component::ascend(self, &gradient);
+        Ok(())
+    }
+
+    fn restrict_parents(&mut self, keep: &[usize]) {
+        Component::restrict_parents(self, keep)
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        let (raw, adam) = Component::checkpoint(self);
+        Checkpoint::Collapsed(raw, adam)
+    }
+
+    fn restore(&mut self, checkpoint: Checkpoint) {
+        if let Checkpoint::Collapsed(raw, adam) = checkpoint {
+            Component::restore(self, (raw, adam));
         }
     }
 
-    /// A collapsed variable's [`Variable::evaluate`] with Ψ2's O(N M²) sums on `device` when one
-    /// is given (the GPU backend): `Err(CollapsedError::Device)`'s text when the device failed.
-    /// `None` for an uncollapsed variable.
+    fn scale_learning_rate(&mut self, factor: f64) {
+        Component::scale_learning_rate(self, factor)
+    }
+
+    fn learning_rate(&self) -> f64 {
+        Component::learning_rate(self)
+    }
+
+    fn final_bound_with(
+        &self,
+        _data: &DMatrix<f64>,
+        evaluated: f64,
+        _seed: u64,
+        _evaluate: &mut dyn FnMut(&SvgpInput) -> Result<SvgpOutput, StepError>,
+    ) -> Result<f64, EvaluationError> {
+        Ok(evaluated)
+    }
+}
+
+impl SearchVariable for UncollapsedComponent {
+    fn child(&self) -> usize {
+        self.child
+    }
+
+    fn parents(&self) -> Vec<usize> {
+        let mask = &self.variable.kernel().mask;
+        (0..mask.len())
+            .filter(|&j| j != self.child && mask[j] != 0.0)
+            .collect()
+    }
+
+    fn kinds(&self) -> usize {
+        self.variable.input_indices(0).len()
+    }
+
+    fn edge_hyperparameters(&self) -> Vec<(usize, f64, Vec<f64>)> {
+        let k = self.variable.kernel();
+        self.parents()
+            .into_iter()
+            .map(|j| {
+                let lin = k.linear.as_ref().map_or(0.0, |l| l[j]);
+                let st = k.stationary.iter().map(|p| p.precision[j]).collect();
+                (j, lin, st)
+            })
+            .collect()
+    }
+
+    fn evaluate(
+        &self,
+        data: &DMatrix<f64>,
+        _jitter: f64,
+        seed: u64,
+    ) -> Result<Evaluation, EvaluationError> {
+        let prepared = self.minibatch(data, seed);
+        let output = bound_and_gradient(&self.variable.input(&prepared))?;
+        uncollapsed_evaluation(prepared, output)
+    }
+
+    fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), EvaluationError> {
+        let Evaluation::Uncollapsed {
+            prepared, output, ..
+        } = evaluation
+        else {
+            return Err(other_bound());
+        };
+        let mut extra = vec![0.0; self.variable.kernel_raw().len()];
+        for (k, j) in self.parents().into_iter().enumerate() {
+            for idx in self.variable.input_indices(j) {
+                extra[idx] += d_theta[k];
+            }
+        }
+        self.variable.apply(&prepared, &output, Some(&extra))?;
+        Ok(())
+    }
+
+    fn restrict_parents(&mut self, keep: &[usize]) {
+        let mut reset = Vec::new();
+        for j in self.parents() {
+            if keep.contains(&j) {
+                reset.extend(self.variable.input_indices(j));
+            } else {
+                self.variable.set_mask(j, false);
+            }
+        }
+        let initial = self.initial_kernel_raw.clone();
+        self.variable.reset_kernel_entries(&reset, &initial);
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        Checkpoint::Uncollapsed(Box::new(self.variable.clone()))
+    }
+
+    fn restore(&mut self, checkpoint: Checkpoint) {
+        if let Checkpoint::Uncollapsed(v) = checkpoint {
+            let lr = self.variable.learning_rate();
+            self.variable = *v;
+            let now = self.variable.learning_rate();
+            self.variable.scale_learning_rate(lr / now);
+        }
+    }
+
+    fn scale_learning_rate(&mut self, factor: f64) {
+        self.variable.scale_learning_rate(factor)
+    }
+
+    fn learning_rate(&self) -> f64 {
+        self.variable.learning_rate()
+    }
+
+    fn final_bound_with(
+        &self,
+        data: &DMatrix<f64>,
+        _evaluated: f64,
+        seed: u64,
+        evaluate: &mut dyn FnMut(&SvgpInput) -> Result<SvgpOutput, StepError>,
+    ) -> Result<f64, EvaluationError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        Ok(self
+            .variable
+            .full_bound_with(data, 100, 500, &mut rng, evaluate)?)
+    }
+}
+
+/// The error of an evaluation handed to a variable of the other bound.
+fn other_bound() -> EvaluationError {
+    EvaluationError::Mismatch("an evaluation was applied to a variable of the other bound".into())
+}
+
+/// A collapsed variable's evaluation, with Ψ2's O(N M²) sums on `device` when one is given.
+fn collapsed_evaluation(
+    c: &Component,
+    data: &DMatrix<f64>,
+    jitter: f64,
+    device: Option<&dyn Psi2Device>,
+) -> Result<Evaluation, EvaluationError> {
+    let (value, gradient) = c.evaluate_with(data, jitter, device)?;
+    Ok(Evaluation::Collapsed { value, gradient })
+}
+
+impl std::ops::Deref for Variable {
+    type Target = dyn SearchVariable;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Variable::Collapsed(c) => c.as_ref(),
+            Variable::Uncollapsed(u) => u.as_ref(),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Variable {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Variable::Collapsed(c) => c.as_mut(),
+            Variable::Uncollapsed(u) => u.as_mut(),
+        }
+    }
+}
+
+impl Variable {
+    /// A collapsed variable's evaluation with Ψ2's O(N M²) sums on `device` when one is given (the
+    /// GPU backend). `None` for an uncollapsed variable.
     pub fn evaluate_collapsed_on(
         &self,
         data: &DMatrix<f64>,
         jitter: f64,
         device: Option<&dyn Psi2Device>,
-    ) -> Option<Result<Evaluation, String>> {
+    ) -> Option<Result<Evaluation, EvaluationError>> {
         let Variable::Collapsed(c) = self else {
             return None;
         };
-        Some(
-            c.evaluate_with(data, jitter, device)
-                .map(|(value, gradient)| Evaluation::Collapsed { value, gradient })
-                .map_err(|e| e.to_string()),
-        )
+        Some(collapsed_evaluation(c, data, jitter, device))
     }
 
-    /// The first half of an uncollapsed variable's [`Variable::evaluate`]: its minibatch from
-    /// `seed` and the inducing-point algebra in f64, waiting for predictions a device computes
-    /// (the GPU backend), with K_ZZ's jitter at least `relative_jitter` · mean diag(K_ZZ)
+    /// The first half of an uncollapsed variable's evaluation: its minibatch from `seed` and the
+    /// inducing-point algebra in f64, waiting for predictions a device computes (the GPU
+    /// backend), with K_ZZ's jitter at least `relative_jitter` · mean diag(K_ZZ)
     /// (`svgp::FLOAT32_RELATIVE_JITTER` for a float32 device). `None` for a collapsed variable.
     pub fn begin_evaluation(
         &self,
         data: &DMatrix<f64>,
         seed: u64,
         relative_jitter: f64,
-    ) -> Option<Result<PendingEvaluation, String>> {
+    ) -> Option<Result<PendingEvaluation, EvaluationError>> {
         let Variable::Uncollapsed(u) = self else {
             return None;
         };
@@ -285,130 +535,7 @@ impl Variable {
         Some(
             InducingStep::new(&u.variable.input(&prepared), relative_jitter)
                 .map(|step| PendingEvaluation { prepared, step })
-                .map_err(|e| e.to_string()),
+                .map_err(EvaluationError::from),
         )
-    }
-
-    /// One ascent step from `evaluation`, with ∂/∂θ_ij = `d_theta[k]` added for the k-th parent
-    /// of [`Variable::parents`] on every kind.
-    pub fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), String> {
-        let parents = self.parents();
-        match (self, evaluation) {
-            (Variable::Collapsed(c), Evaluation::Collapsed { mut gradient, .. }) => {
-                c.add_edge_gradient(&mut gradient, d_theta);
-                c.ascend(&gradient);
-                Ok(())
-            }
-            (
-                Variable::Uncollapsed(u),
-                Evaluation::Uncollapsed {
-                    prepared, output, ..
-                },
-            ) => {
-                let mut extra = vec![0.0; u.variable.kernel_raw().len()];
-                for (k, &j) in parents.iter().enumerate() {
-                    for idx in u.variable.input_indices(j) {
-                        extra[idx] += d_theta[k];
-                    }
-                }
-                u.variable
-                    .apply(&prepared, &output, Some(&extra))
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            }
-            _ => Err("an evaluation was applied to a variable of the other bound".into()),
-        }
-    }
-
-    /// Keeps only the parents in `keep` and resets their edge hyperparameters to this restart's
-    /// starting values (MODEL.md §5.4).
-    pub fn restrict_parents(&mut self, keep: &[usize]) {
-        let parents = self.parents();
-        match self {
-            Variable::Collapsed(c) => c.restrict_parents(keep),
-            Variable::Uncollapsed(u) => {
-                let mut reset = Vec::new();
-                for j in parents {
-                    if keep.contains(&j) {
-                        reset.extend(u.variable.input_indices(j));
-                    } else {
-                        u.variable.set_mask(j, false);
-                    }
-                }
-                let initial = u.initial_kernel_raw.clone();
-                u.variable.reset_kernel_entries(&reset, &initial);
-            }
-        }
-    }
-
-    pub fn checkpoint(&self) -> Checkpoint {
-        match self {
-            Variable::Collapsed(c) => {
-                let (raw, adam) = c.checkpoint();
-                Checkpoint::Collapsed(raw, adam)
-            }
-            Variable::Uncollapsed(u) => Checkpoint::Uncollapsed(Box::new(u.variable.clone())),
-        }
-    }
-
-    /// Restores a checkpoint, keeping the current learning rate.
-    pub fn restore(&mut self, checkpoint: Checkpoint) {
-        match (self, checkpoint) {
-            (Variable::Collapsed(c), Checkpoint::Collapsed(raw, adam)) => c.restore((raw, adam)),
-            (Variable::Uncollapsed(u), Checkpoint::Uncollapsed(v)) => {
-                let lr = u.variable.learning_rate();
-                u.variable = *v;
-                let now = u.variable.learning_rate();
-                u.variable.scale_learning_rate(lr / now);
-            }
-            _ => {}
-        }
-    }
-
-    pub fn scale_learning_rate(&mut self, factor: f64) {
-        match self {
-            Variable::Collapsed(c) => c.scale_learning_rate(factor),
-            Variable::Uncollapsed(u) => u.variable.scale_learning_rate(factor),
-        }
-    }
-
-    pub fn learning_rate(&self) -> f64 {
-        match self {
-            Variable::Collapsed(c) => c.learning_rate(),
-            Variable::Uncollapsed(u) => u.variable.learning_rate(),
-        }
-    }
-
-    /// The final bound for comparing restarts: the collapsed bound itself, or the uncollapsed
-    /// bound on all rows with 100 Monte Carlo samples (MODEL.md §5.4, [B]'s final evaluation).
-    pub fn final_bound(
-        &self,
-        data: &DMatrix<f64>,
-        evaluated: f64,
-        seed: u64,
-    ) -> Result<f64, String> {
-        self.final_bound_with(data, evaluated, seed, |input| {
-            bound_and_gradient(input).map_err(StepError::from)
-        })
-    }
-
-    /// [`Variable::final_bound`] with each chunk's bound computed by `evaluate` (the CPU's
-    /// `bound_and_gradient`, or the GPU backend's path); the same chunks and draws.
-    pub fn final_bound_with(
-        &self,
-        data: &DMatrix<f64>,
-        evaluated: f64,
-        seed: u64,
-        evaluate: impl FnMut(&SvgpInput) -> Result<SvgpOutput, StepError>,
-    ) -> Result<f64, String> {
-        match self {
-            Variable::Collapsed(_) => Ok(evaluated),
-            Variable::Uncollapsed(u) => {
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                u.variable
-                    .full_bound_with(data, 100, 500, &mut rng, evaluate)
-                    .map_err(|e| e.to_string())
-            }
-        }
     }
 }
