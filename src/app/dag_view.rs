@@ -7,7 +7,8 @@
 
 use super::results_panel::truth_report;
 use super::{edge_weight, AppState};
-use crate::graph::{layered_layout, EdgeKind, LayoutOptions, NodeBox};
+use crate::graph::EdgeKind;
+use crate::ui::graph_layout::{layered_layout, LayoutOptions, NodeBox};
 use leptos::prelude::*;
 
 /// Colour and dash pattern of each edge kind (none = no truth known).

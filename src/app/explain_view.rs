@@ -10,7 +10,8 @@ use super::charts::draw_conditional;
 use super::dag_view::{node_box, route_path};
 use super::{result_graph, AppState, Explanation};
 use crate::discovery::explain::{ConditionalCurve, DirectionComparison, EdgeEvidence, Reversal};
-use crate::graph::{cpdag, layered_layout, Dag, LayoutOptions};
+use crate::graph::{cpdag, Dag};
+use crate::ui::graph_layout::{layered_layout, LayoutOptions};
 use crate::ui::{format_bayes_factor, format_number};
 use leptos::prelude::*;
 

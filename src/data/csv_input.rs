@@ -209,7 +209,7 @@ impl DataError {
 /// about it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Problem {
+pub enum DataWarning {
     /// Rows with missing values were removed (only when the user asked for it).
     RowsDropped { count: usize, first_line: usize },
     /// A column with very few distinct values: likely discrete, while the model assumes continuous
@@ -217,14 +217,14 @@ pub enum Problem {
     FewDistinctValues { column: String, distinct: usize },
 }
 
-impl Problem {
+impl DataWarning {
     /// One sentence: what was found.
     pub fn message(&self) -> String {
         match self {
-            Problem::RowsDropped { count, first_line } => {
+            DataWarning::RowsDropped { count, first_line } => {
                 format!("{count} row(s) had missing values (the first on line {first_line})")
             }
-            Problem::FewDistinctValues { column, distinct } => {
+            DataWarning::FewDistinctValues { column, distinct } => {
                 format!("column '{column}' has only {distinct} distinct values: it looks discrete")
             }
         }
@@ -233,8 +233,8 @@ impl Problem {
     /// One sentence: what is done about it.
     pub fn action(&self) -> String {
         match self {
-            Problem::RowsDropped { .. } => "those rows were dropped".to_string(),
-            Problem::FewDistinctValues { .. } => {
+            DataWarning::RowsDropped { .. } => "those rows were dropped".to_string(),
+            DataWarning::FewDistinctValues { .. } => {
                 "it is modelled as continuous; results for it may be less reliable".to_string()
             }
         }
@@ -249,7 +249,7 @@ pub struct Parsed {
     /// The detected delimiter.
     pub delimiter: char,
     /// Accepted oddities, each with what was done about it.
-    pub problems: Vec<Problem>,
+    pub problems: Vec<DataWarning>,
 }
 
 /// A column with at most this many distinct values is reported as probably discrete.
@@ -357,14 +357,14 @@ pub fn parse_csv_with_progress(
 
     let mut problems = Vec::new();
     if dropped > 0 {
-        problems.push(Problem::RowsDropped {
+        problems.push(DataWarning::RowsDropped {
             count: dropped,
             first_line: first_dropped_line,
         });
     }
     for summary in dataset.summary().column_summaries {
         if summary.distinct <= FEW_DISTINCT {
-            problems.push(Problem::FewDistinctValues {
+            problems.push(DataWarning::FewDistinctValues {
                 column: summary.name,
                 distinct: summary.distinct,
             });
@@ -856,7 +856,7 @@ mod tests {
         assert_eq!(parsed.dataset.rows(), 12);
         assert_eq!(
             parsed.problems[0],
-            Problem::RowsDropped {
+            DataWarning::RowsDropped {
                 count: 2,
                 first_line: 6
             }
@@ -1015,7 +1015,7 @@ mod tests {
         let parsed = parse(&text).unwrap();
         assert_eq!(
             parsed.problems,
-            vec![Problem::FewDistinctValues {
+            vec![DataWarning::FewDistinctValues {
                 column: "a".into(),
                 distinct: 2
             }]

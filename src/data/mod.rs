@@ -2,7 +2,7 @@
 //! synthetic data generators with known ground truth.
 //!
 //! Owns: the CSV dialect Occam accepts and every way a file can be refused ([`DataError`]), the
-//! problems that are repaired rather than refused ([`Problem`]), standardisation, and the seeded
+//! problems that are repaired rather than refused ([`DataWarning`]), standardisation, and the seeded
 //! generators of [`generate`].
 
 mod csv_input;
@@ -11,7 +11,7 @@ mod dequantise;
 pub mod generate;
 
 pub use csv_input::{
-    parse_csv, parse_csv_with_progress, CsvOptions, DataError, Parsed, Problem, MAX_CSV_BYTES,
+    parse_csv, parse_csv_with_progress, CsvOptions, DataError, DataWarning, Parsed, MAX_CSV_BYTES,
     MIN_ROWS, PROGRESS_STEP_BYTES,
 };
 pub use dataset::{standardise, ColumnSummary, Dataset, DatasetSummary};

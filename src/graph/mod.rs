@@ -7,7 +7,8 @@
 //!
 //! Files, one job each: `digraph` (storage), `enumerate` (all DAGs on ≤ 5 nodes), `cpdag` (Markov
 //! equivalence), `dsep` (d-separation), `sid` (structural intervention distance), `metrics` (SHD,
-//! precision/recall/F1, edge classes), `export` (writers), `import` (readers) and `layout` (a layered drawing of a graph).
+//! precision/recall/F1, edge classes), `export` (writers) and `import` (readers). The drawing
+//! geometry belongs to the page (`ui::graph_layout`).
 
 mod cpdag;
 mod digraph;
@@ -15,7 +16,6 @@ mod dsep;
 mod enumerate;
 mod export;
 mod import;
-mod layout;
 mod metrics;
 mod sid;
 
@@ -30,7 +30,6 @@ pub use export::{
 pub use import::{
     adjacency_labels, read_adjacency, read_edge_list, read_graph_json, GraphIoError, NamedGraph,
 };
-pub use layout::{layered_layout, EdgeRoute, Layout, LayoutOptions, NodeBox};
 pub use metrics::{
     classify_edges, compare, f1, precision, recall, shd, shd_reversal_1, Comparison, EdgeClass,
     EdgeKind,

@@ -1,12 +1,14 @@
 //! What the page computes that is not DOM: reading the settings form, the prior-knowledge grid,
 //! comparing a result with an uploaded ground truth, checking a saved run record, the objective
-//! curves' history, what the progress bar shows, and number formatting. Plain Rust, compiled and
-//! tested natively; the Leptos components in `app` only bind these to inputs and draw the results.
+//! curves' history, what the progress bar shows, number formatting and the layered drawing of a
+//! graph (`graph_layout`). Plain Rust, compiled and tested natively; the Leptos components in `app`
+//! only bind these to inputs and draw the results.
 
 pub mod chart_scale;
 mod curves;
 mod format;
 pub mod graph_editor;
+pub mod graph_layout;
 mod knowledge_grid;
 pub mod lessons;
 mod progress;

@@ -50,7 +50,7 @@ pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
 
 /// Where each result lies in a request's read-back buffer, in f32 values.
 #[derive(Debug, Clone, Copy)]
-struct Layout {
+struct ReadbackLayout {
     m: usize,
     t: usize,
     d: usize,
@@ -58,11 +58,11 @@ struct Layout {
     width: usize,
 }
 
-impl Layout {
+impl ReadbackLayout {
     /// misfit (T) | [Ã g_mean, Ã y] (2M, twice: head and tail) | P = Ã Ãᵀ (M², lower tiles,
     /// twice) | row sums (chunks·M·W) | ∂U (T·D).
     fn parts(&self) -> [usize; 5] {
-        let Layout {
+        let ReadbackLayout {
             m,
             t,
             d,
@@ -86,7 +86,7 @@ type Step<'a> = (
 
 /// What the host keeps of an encoded request to finish it after the read-back.
 struct Pending {
-    layout: Layout,
+    layout: ReadbackLayout,
     /// The evaluation points (T × D), for k_tt's adjoint.
     u: DMatrix<f64>,
     readback: wgpu::Buffer,
@@ -264,7 +264,7 @@ impl Gpu {
             "m is M, L⁻¹ and S − I are M × M"
         );
         let chunk = backward_chunk(t);
-        let layout = Layout {
+        let layout = ReadbackLayout {
             m,
             t,
             d,
@@ -471,7 +471,7 @@ impl Gpu {
 
 /// A request's [`Predictions`] from its read-back values, with k_tt's adjoint added on the host.
 fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Predictions {
-    let Layout { m, t, d, .. } = pending.layout;
+    let ReadbackLayout { m, t, d, .. } = pending.layout;
     let kernel = request.kernel;
     let slot = request.latent.slot;
     let (samples, b) = request.draws.shape();

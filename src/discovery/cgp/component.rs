@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::settings::{RowWeight, SubsetScaling};
 use crate::gp::adam::{Adam, AdamSettings};
-use crate::gp::collapsed::fit::Layout;
+use crate::gp::collapsed::fit::CollapsedLayout;
 use crate::gp::collapsed::{
     collapsed_bound_with_grad_on, CollapsedError, CollapsedModel, CollapsedParams, FitError,
     FitSettings, Psi2Device,
@@ -87,7 +87,7 @@ impl Component {
         let model = CollapsedModel::with_noise_floor(x, y, noise_floor)?;
         let params = model.initial_params(init, rng);
         let m = params.z.nrows();
-        let layout = Layout::for_shape(&params.kernel, noise_floor, m, n);
+        let layout = CollapsedLayout::for_shape(&params.kernel, noise_floor, m, n);
         let raw = layout.pack(&params);
         let lin = params.kernel.linear.as_ref().expect("SE + linear");
         let se = &params.kernel.stationary[0].precision;
@@ -115,10 +115,10 @@ impl Component {
         &self.parents
     }
 
-    fn layout(&self) -> Layout {
+    fn layout(&self) -> CollapsedLayout {
         let d = self.parents.len() + 1;
         let template = Kernel::se_plus_linear(vec![0.0; d], 0.0, vec![0.0; d]);
-        Layout::for_shape(&template, self.noise_floor, self.m, self.rows_used)
+        CollapsedLayout::for_shape(&template, self.noise_floor, self.m, self.rows_used)
     }
 
     /// For each candidate parent k, the flat indices of θ^lin and θ^se (the entries of input k

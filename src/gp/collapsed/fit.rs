@@ -541,7 +541,7 @@ impl CollapsedModel {
         settings: &FitSettings,
     ) -> Result<CollapsedFit, FitError> {
         check_settings(settings)?;
-        let layout = Layout::new(self, &initial)?;
+        let layout = CollapsedLayout::new(self, &initial)?;
         let raw0 = layout.pack(&initial);
         let mut last = None;
         for (attempt, jitter) in settings.jitter.ladder().enumerate() {
@@ -571,7 +571,7 @@ impl CollapsedModel {
     /// One attempt at a fixed jitter.
     fn attempt(
         &self,
-        layout: &Layout,
+        layout: &CollapsedLayout,
         raw0: &[f64],
         settings: &FitSettings,
         jitter: f64,
@@ -680,7 +680,7 @@ fn check_settings(s: &FitSettings) -> Result<(), FitError> {
 /// `kernel.*` (every kernel hyperparameter, positive, in `Kernel::params_to_vec` order),
 /// `noise` (φ² above its floor), `z` (Z column-major), `latent.mean` (μ) and `latent.variance`
 /// (s above [`LATENT_VARIANCE_FLOOR`]).
-pub(crate) struct Layout {
+pub(crate) struct CollapsedLayout {
     kernel: Kernel,
     store: ParamStore,
     m: usize,
@@ -697,7 +697,7 @@ fn kernel_and_noise_store(kernel: &Kernel, noise_floor: f64) -> ParamStore {
     store
 }
 
-impl Layout {
+impl CollapsedLayout {
     /// Checks that `p` is a latent SE + linear model of this data with values inside the
     /// transforms' ranges.
     fn new(model: &CollapsedModel, p: &CollapsedParams) -> Result<Self, FitError> {
@@ -771,7 +771,7 @@ impl Layout {
     }
 
     pub(crate) fn pack(&self, p: &CollapsedParams) -> Vec<f64> {
-        let q = p.latent.as_ref().expect("checked by Layout::new");
+        let q = p.latent.as_ref().expect("checked by CollapsedLayout::new");
         let mut values = p.kernel.params_to_vec();
         values.push(p.noise_variance);
         values.extend_from_slice(p.z.as_slice());
@@ -849,7 +849,7 @@ mod tests {
         // Moderate precisions and noise keep the difference quotients accurate.
         init.kernel.stationary[0].precision = vec![0.8, 1.3];
         init.noise_variance = 0.2;
-        let layout = Layout::new(&model, &init).unwrap();
+        let layout = CollapsedLayout::new(&model, &init).unwrap();
         let raw = layout.pack(&init);
         let f = |r: &[f64]| {
             super::super::bound::collapsed_bound(&model.parents, &model.y, &layout.unpack(r), 1e-6)

@@ -104,7 +104,7 @@ pub struct LatentBlockGrad {
 
 /// One block's columns: rows n0..n0 + rows of the minibatch, all S samples of each.
 #[derive(Clone, Copy)]
-struct Layout<'a> {
+struct BlockColumns<'a> {
     m: usize,
     samples: usize,
     n0: usize,
@@ -114,7 +114,7 @@ struct Layout<'a> {
     w: &'a [f64],
 }
 
-impl Layout<'_> {
+impl BlockColumns<'_> {
     /// (local column, row n, w_sn) for the block's evaluation points, in column order
     /// (local column (n − n0)·S + s).
     fn points(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
@@ -128,7 +128,7 @@ impl Layout<'_> {
 vectorised! {
 /// One stationary part's forward pass over the block's columns: K[:, t] += s·κ(r²), and what the
 /// backward pass needs kept per entry: κ, κ′ and (RQ) ∂κ/∂a, with (1, 0, 0) at r² ≤ 0.
-fn stationary_forward(part: PartForward, lay: Layout, k: &mut [f64], kept: &mut KeptSlots) {
+fn stationary_forward(part: PartForward, lay: BlockColumns, k: &mut [f64], kept: &mut KeptSlots) {
     // Fused multiply-adds where this version's target has them (same accuracy bound).
     if multiversion::target::target_cfg_f!(target_feature = "fma") {
         match part.kind {
@@ -165,7 +165,7 @@ struct PartForward<'a> {
 #[inline(always)]
 fn forward_columns<S: Shape, const FMA: bool>(
     part: PartForward,
-    lay: Layout,
+    lay: BlockColumns,
     k: &mut [f64],
     kept: &mut KeptSlots,
 ) {
@@ -226,7 +226,7 @@ struct KeptSlots<'a> {
 impl PartValues {
     /// One stationary part's forward pass over the block ([`stationary_forward`]): adds s·κ to
     /// `k` and returns what it keeps, in storage it writes once and never zeroes.
-    fn forward(part: PartForward, lay: Layout, k: &mut [f64]) -> Self {
+    fn forward(part: PartForward, lay: BlockColumns, k: &mut [f64]) -> Self {
         let entries = lay.m * lay.samples * lay.rows;
         assert_eq!(k.len(), entries, "K covers the block");
         let alpha_entries = if part.kind == StationaryKind::RationalQuadratic {
@@ -248,7 +248,7 @@ impl PartValues {
             },
         );
         // SAFETY: `stationary_forward`'s loops run over every column t < S·rows of the block
-        // (`Layout::points`) and every row i < M, and write value, slope and, for the rational
+        // (`BlockColumns::points`) and every row i < M, and write value, slope and, for the rational
         // quadratic (the only kind given ∂κ/∂a slots), ∂κ/∂a at t·M + i: every one of the
         // `entries` (and `alpha_entries`) reserved slots is initialised before the lengths are set.
         unsafe {
@@ -266,7 +266,7 @@ impl PartValues {
 
 vectorised! {
 /// The linear part's forward pass: K[:, t] += O[:, n] + θ̃_i z_i w_sn, with O the observed part.
-fn linear_forward(obs: &[f64], slot_theta: f64, lay: Layout, k: &mut [f64]) {
+fn linear_forward(obs: &[f64], slot_theta: f64, lay: BlockColumns, k: &mut [f64]) {
     let m = lay.m;
     for (t, n, wsn) in lay.points() {
         let oc = &obs[n * m..(n + 1) * m];
@@ -295,7 +295,7 @@ vectorised! {
 fn stationary_backward(
     variance: f64,
     slot_theta: f64,
-    lay: Layout,
+    lay: BlockColumns,
     kept: &PartValues,
     k_bar: &[f64],
     e_sum: &mut [f64],
@@ -311,7 +311,7 @@ fn stationary_backward(
 }
 }
 
-type BackwardArgs<'a> = (f64, f64, Layout<'a>, &'a PartValues, &'a [f64]);
+type BackwardArgs<'a> = (f64, f64, BlockColumns<'a>, &'a PartValues, &'a [f64]);
 
 #[inline(always)]
 fn backward_columns<const HAS_ALPHA: bool>(
@@ -412,7 +412,7 @@ fn linear_backward(
     z: &DMatrix<f64>,
     x: &DMatrix<f64>,
     slot: usize,
-    lay: Layout,
+    lay: BlockColumns,
     k_bar: &[f64],
     d_theta: &mut [f64],
     dz: &mut DMatrix<f64>,
@@ -686,8 +686,8 @@ impl LatentObserved<'_> {
             .collect()
     }
 
-    fn layout(&self, n0: usize, rows: usize) -> Layout<'_> {
-        Layout {
+    fn layout(&self, n0: usize, rows: usize) -> BlockColumns<'_> {
+        BlockColumns {
             m: self.z.nrows(),
             samples: self.w.nrows(),
             n0,
