@@ -252,16 +252,12 @@ impl Driver {
         let explained = self
             .explanation_inputs(edges, seed)
             .and_then(|(data, dag)| edge_evidence(&data, &dag, edge, seed));
-        match explained {
-            Ok(evidence) => FromWorker::EdgeExplained {
+        explanation_reply(request_id, explained, |evidence| {
+            FromWorker::EdgeExplained {
                 request_id,
                 evidence: Box::new(evidence),
-            },
-            Err(message) => FromWorker::ExplainFailed {
-                request_id,
-                message,
-            },
-        }
+            }
+        })
     }
 
     /// Variable `child`'s fitted conditional given its parents in the graph `edges`, along parent
@@ -282,16 +278,10 @@ impl Driver {
                 }
                 conditional(&data, child, &dag.parents(child), shown_parent, seed)
             });
-        match fitted {
-            Ok(curve) => FromWorker::ConditionalFitted {
-                request_id,
-                curve: Box::new(curve),
-            },
-            Err(message) => FromWorker::ExplainFailed {
-                request_id,
-                message,
-            },
-        }
+        explanation_reply(request_id, fitted, |curve| FromWorker::ConditionalFitted {
+            request_id,
+            curve: Box::new(curve),
+        })
     }
 
     /// Edge `edge` = j → i of the graph `edges` and its reversal side by side: the edge's evidence
@@ -320,16 +310,12 @@ impl Driver {
                     backward,
                 })
             });
-        match compared {
-            Ok(comparison) => FromWorker::DirectionsCompared {
+        explanation_reply(request_id, compared, |comparison| {
+            FromWorker::DirectionsCompared {
                 request_id,
                 comparison: Box::new(comparison),
-            },
-            Err(message) => FromWorker::ExplainFailed {
-                request_id,
-                message,
-            },
-        }
+            }
+        })
     }
 
     /// Compute workers of the current run (1 when this worker computes itself).
@@ -860,6 +846,22 @@ fn explain_rows(data: &DMatrix<f64>, seed: u64) -> DMatrix<f64> {
     let mut picked = rand::seq::index::sample(&mut rng, rows, EXPLAIN_MAX_ROWS).into_vec();
     picked.sort_unstable();
     DMatrix::from_fn(EXPLAIN_MAX_ROWS, data.ncols(), |r, c| data[(picked[r], c)])
+}
+
+/// The reply to explanation request `request_id`: `reply(value)` when it was answered,
+/// `ExplainFailed` with the reason when not.
+fn explanation_reply<T>(
+    request_id: u64,
+    answered: Result<T, String>,
+    reply: impl FnOnce(T) -> FromWorker,
+) -> FromWorker {
+    answered.map_or_else(
+        |message| FromWorker::ExplainFailed {
+            request_id,
+            message,
+        },
+        reply,
+    )
 }
 
 #[cfg(test)]

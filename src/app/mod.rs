@@ -857,7 +857,7 @@ fn start_watchdog(state: AppState) {
     } else {
         WATCHDOG_SECONDS
     };
-    let check = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
+    let check = move || {
         let waiting = matches!(
             state.run.get_untracked(),
             RunState::Starting | RunState::Running
@@ -868,31 +868,22 @@ fn start_watchdog(state: AppState) {
                 "the Web Worker has not answered for {silent:.0} s and was ended"
             ));
         }
-    });
-    if let Some(window) = web_sys::window() {
-        let _ = window.set_interval_with_callback_and_timeout_and_arguments_0(
-            check.as_ref().unchecked_ref(),
-            2000,
-        );
+    };
+    // Cleared with the component that started it (the page, for its whole life).
+    if let Ok(handle) = set_interval_with_handle(check, std::time::Duration::from_secs(2)) {
+        on_cleanup(move || handle.clear());
     }
-    // The watchdog runs for the page's whole life.
-    check.forget();
 }
 
 /// A file dropped outside the drop zone would make the browser open it in place of the app (and
-/// lose everything on the page): cancel the default for drags and drops on the whole window.
+/// lose everything on the page): cancel the default for drags and drops on the whole window, for
+/// as long as the component that calls this lives.
 fn guard_window_drops() {
-    let Some(window) = web_sys::window() else {
-        return;
-    };
-    for event in ["dragover", "drop"] {
-        let cancel = wasm_bindgen::closure::Closure::<dyn FnMut(web_sys::Event)>::new(
-            |e: web_sys::Event| e.prevent_default(),
-        );
-        let _ = window.add_event_listener_with_callback(event, cancel.as_ref().unchecked_ref());
-        // Listeners for the page's whole life.
-        cancel.forget();
-    }
+    let listeners = [
+        window_event_listener(leptos::ev::dragover, |e| e.prevent_default()),
+        window_event_listener(leptos::ev::drop, |e| e.prevent_default()),
+    ];
+    on_cleanup(move || listeners.into_iter().for_each(WindowListenerHandle::remove));
 }
 
 /// Whether the page shows the fault-injection buttons: a build made with `OCCAM_TEST_HOOKS` (the

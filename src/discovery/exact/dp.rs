@@ -44,6 +44,27 @@ pub enum DpError {
     WrongLength { got: usize, d: usize },
 }
 
+/// The variables that appear as a parent in any of `child`'s scored families (global masks), in
+/// index order: the positions a subset table over its candidates is written over. More than
+/// [`MAX_CANDIDATES`] is refused (the table has 2^candidates entries).
+pub(super) fn candidate_parents(
+    child: usize,
+    families: &[(Mask, f64)],
+) -> Result<Vec<usize>, DpError> {
+    let union = families.iter().fold(0, |u, &(m, _)| u | m);
+    let candidates: Vec<usize> = (0..Mask::BITS as usize)
+        .filter(|&j| union & (1 << j) != 0)
+        .collect();
+    if candidates.len() > MAX_CANDIDATES {
+        return Err(DpError::TooManyCandidates {
+            child,
+            count: candidates.len(),
+            max: MAX_CANDIDATES,
+        });
+    }
+    Ok(candidates)
+}
+
 /// The best score within each subset of one variable's candidate parents, and which family
 /// attains it: `best[c]` and `argmax[c]` for a subset c written over the candidates' positions.
 struct BestWithin {
@@ -56,17 +77,7 @@ impl BestWithin {
     /// Builds the table from the scored families (global masks), by the subset-max transform:
     /// for each candidate bit b, best[c] = max(best[c], best[c without b]).
     fn new(child: usize, families: &[(Mask, f64)]) -> Result<Self, DpError> {
-        let union = families.iter().fold(0, |u, &(m, _)| u | m);
-        let candidates: Vec<usize> = (0..Mask::BITS as usize)
-            .filter(|&j| union & (1 << j) != 0)
-            .collect();
-        if candidates.len() > MAX_CANDIDATES {
-            return Err(DpError::TooManyCandidates {
-                child,
-                count: candidates.len(),
-                max: MAX_CANDIDATES,
-            });
-        }
+        let candidates = candidate_parents(child, families)?;
         let size = 1usize << candidates.len();
         let mut best = vec![f64::NEG_INFINITY; size];
         let mut argmax = vec![0; size];

@@ -14,7 +14,7 @@
 //! the last because the families within U that avoid u are exactly the families within U∖u. All
 //! sums run in log space: family evidences differ by thousands of nats.
 
-use super::dp::{Mask, MAX_CANDIDATES, MAX_DP_VARIABLES};
+use super::dp::{candidate_parents, Mask, MAX_DP_VARIABLES};
 use super::DpError;
 
 /// log(e^a + e^b) without overflow; −∞ is the identity.
@@ -38,17 +38,7 @@ struct LogAlpha {
 
 impl LogAlpha {
     fn new(child: usize, families: &[(Mask, f64)]) -> Result<Self, DpError> {
-        let union = families.iter().fold(0, |u, &(m, _)| u | m);
-        let candidates: Vec<usize> = (0..Mask::BITS as usize)
-            .filter(|&j| union & (1 << j) != 0)
-            .collect();
-        if candidates.len() > MAX_CANDIDATES {
-            return Err(DpError::TooManyCandidates {
-                child,
-                count: candidates.len(),
-                max: MAX_CANDIDATES,
-            });
-        }
+        let candidates = candidate_parents(child, families)?;
         let size = 1usize << candidates.len();
         let mut values = vec![f64::NEG_INFINITY; size];
         for &(mask, score) in families {
