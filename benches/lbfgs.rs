@@ -100,10 +100,13 @@ impl Fit {
     }
 }
 
+/// The point last evaluated, with −F and −∂F/∂raw there.
+type Evaluated = (Vec<f64>, f64, Vec<f64>);
+
 /// argmin's view of a fit: cost and gradient from one evaluation, cached for the point last asked.
 struct ArgminFit<'a> {
     fit: &'a Fit,
-    last: RefCell<Option<(Vec<f64>, f64, Vec<f64>)>>,
+    last: RefCell<Option<Evaluated>>,
     evaluations: Rc<Cell<usize>>,
 }
 
