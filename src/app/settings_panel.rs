@@ -15,7 +15,7 @@ pub fn current_settings(
         .settings_values
         .with(|values| parse_settings(state.preset.get(), values))?;
     settings.method = state.method.get();
-    settings.validate()?;
+    settings.validate().map_err(|e| e.to_string())?;
     Ok((settings, seed))
 }
 

@@ -27,7 +27,7 @@ use crate::backend::{Backend, CpuBackend, Pool, PoolError};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
     DagRule, Evaluation, EvaluationError, FaultEvent, Method, Phase, PhaseEnd, Preset, Problem,
-    Restart, RestartOutcome, RestartSelection, SearchSettings, Terms,
+    Restart, RestartOutcome, RestartSelection, SearchSettings, SettingsError, Terms,
 };
 use crate::discovery::exact::{ExactRun, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings};
@@ -41,7 +41,7 @@ use crate::heartbeat::{self, StopFlag};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SessionError {
     #[error("invalid settings: {0}")]
-    Settings(String),
+    Settings(#[from] SettingsError),
     #[error("the prior knowledge is for {knowledge} variables but the data have {data}")]
     KnowledgeSize { knowledge: usize, data: usize },
     #[error(
@@ -378,7 +378,7 @@ impl Session {
             .collect();
         if settings.method.runs_exact() {
             ExactRun::check(d, &knowledge, &settings.exact)
-                .map_err(|e| SessionError::Settings(e.to_string()))?;
+                .map_err(|e| SessionError::Settings(SettingsError::Exact(e.to_string())))?;
         }
         let restarts = if settings.method.runs_cgp() {
             (0..settings.restarts)

@@ -134,7 +134,7 @@ pub fn parse_settings(preset: Preset, values: &[String]) -> Result<(SearchSettin
     }
     // In the browser, `threads` is the number of compute workers (0: the default for the
     // browser's cores, `protocol::compute_workers`).
-    s.validate()?;
+    s.validate().map_err(|e| e.to_string())?;
     Ok((s, seed))
 }
 
@@ -208,7 +208,7 @@ mod tests {
                 "Inducing points M: 'abc' is not a whole number",
             ),
             ("restarts", "-1", "Restarts: '-1' is not a whole number"),
-            ("restarts", "0", "at least one restart"),
+            ("restarts", "0", "restarts must be at least 1"),
             (
                 "tau",
                 "inf",

@@ -30,8 +30,8 @@ pub use restart::{
 };
 pub use settings::{
     DagRule, Method, PhaseLength, Preset, RestartSelection, RowWeight, SearchSettings,
-    SubsetScaling, MAX_BATCH_SIZE, MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_POWER_ITERATIONS,
-    MAX_RESTARTS, MAX_SAMPLES, MAX_THREADS,
+    SettingsError, SubsetScaling, MAX_BATCH_SIZE, MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS,
+    MAX_POWER_ITERATIONS, MAX_RESTARTS, MAX_SAMPLES, MAX_THREADS,
 };
 pub use variable::{
     BoundKind, Evaluation, EvaluationError, PendingEvaluation, SearchVariable, Variable,

@@ -403,6 +403,77 @@ pub const MAX_PHASE_ITERATIONS: usize = 100_000_000;
 /// The most worker threads.
 pub const MAX_THREADS: usize = 4096;
 
+/// Why search settings cannot be used: one variant per rule, each naming the setting it is
+/// about ([`SettingsError::setting`], the key of the settings' JSON and of
+/// [`SETTING_FIELDS`](super::SETTING_FIELDS) where it is a field).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("rows used must be at least {MIN_ROWS}, got {0}")]
+    TooFewRows(usize),
+    /// A count that must be at least 1: (key, what it counts).
+    #[error("{1} must be at least 1")]
+    Zero(&'static str, &'static str),
+    #[error("{name} must be a positive number, got {value}")]
+    NotPositive {
+        key: &'static str,
+        name: &'static str,
+        value: f64,
+    },
+    #[error(
+        "the {} minimum ({min}) exceeds its maximum ({max})",
+        phase_name(phase)
+    )]
+    PhaseOrder {
+        phase: &'static str,
+        min: usize,
+        max: usize,
+    },
+    #[error("the {} tolerance must be ≥ 0", phase_name(phase))]
+    PhaseTolerance { phase: &'static str },
+    #[error("{name} must be at most {limit}, got {value}")]
+    TooLarge {
+        key: &'static str,
+        name: &'static str,
+        value: usize,
+        limit: usize,
+    },
+    #[error("the pruning margin must be a finite number of nats ≥ 0, got {0}")]
+    PruneMargin(f64),
+    /// A final threshold below 0 (its key).
+    #[error("final thresholds must be ≥ 0")]
+    NegativeThreshold(&'static str),
+    /// The exact search's settings (`exact`: limits, family fits, graph prior).
+    #[error("{0}")]
+    Exact(String),
+}
+
+/// How a message names the phase of `key`.
+fn phase_name(key: &str) -> &'static str {
+    if key == "warmup" {
+        "warm-up"
+    } else {
+        "cool-down"
+    }
+}
+
+impl SettingsError {
+    /// The key of the setting at fault (`max_rows`, `tau`, `warmup`, `exact`, …).
+    pub fn setting(&self) -> &'static str {
+        match self {
+            SettingsError::TooFewRows(_) => "max_rows",
+            SettingsError::Zero(key, _)
+            | SettingsError::NotPositive { key, .. }
+            | SettingsError::TooLarge { key, .. }
+            | SettingsError::NegativeThreshold(key) => key,
+            SettingsError::PhaseOrder { phase, .. } | SettingsError::PhaseTolerance { phase } => {
+                phase
+            }
+            SettingsError::PruneMargin(_) => "prune_margin",
+            SettingsError::Exact(_) => "exact",
+        }
+    }
+}
+
 impl SearchSettings {
     /// The final thresholds (§5.4), the one rule for whether edge j → i is in the graph: its
     /// linear weight θ^lin ≥ `linear_threshold`, or some stationary kernel's precision θ ≥
@@ -413,105 +484,138 @@ impl SearchSettings {
     }
 
     /// Checks every field, naming the first one that is unusable.
-    pub fn validate(&self) -> Result<(), String> {
-        let positive = |name: &str, v: f64| {
-            if v > 0.0 && v.is_finite() {
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        let positive = |key: &'static str, name: &'static str, value: f64| {
+            if value > 0.0 && value.is_finite() {
                 Ok(())
             } else {
-                Err(format!("{name} must be a positive number, got {v}"))
+                Err(SettingsError::NotPositive { key, name, value })
             }
         };
         if self.max_rows < MIN_ROWS {
-            return Err(format!(
-                "rows used must be at least {MIN_ROWS}, got {}",
-                self.max_rows
-            ));
+            return Err(SettingsError::TooFewRows(self.max_rows));
         }
-        if self.batch_size == 0 || self.samples == 0 {
-            return Err("the batch size and the Monte Carlo samples must be at least 1".into());
+        if self.batch_size == 0 {
+            return Err(SettingsError::Zero("batch_size", "the batch size"));
+        }
+        if self.samples == 0 {
+            return Err(SettingsError::Zero("samples", "the Monte Carlo samples"));
         }
         if self.inducing_points == 0 {
-            return Err("inducing points must be at least 1".into());
+            return Err(SettingsError::Zero("inducing_points", "inducing points"));
         }
-        positive("the learning rate", self.learning_rate)?;
-        positive("τ", self.tau)?;
+        positive("learning_rate", "the learning rate", self.learning_rate)?;
+        positive("tau", "τ", self.tau)?;
         if let Some(rho) = self.rho {
-            positive("ρ", rho)?;
+            positive("rho", "ρ", rho)?;
         }
-        for (name, p) in [("warm-up", self.warmup), ("cool-down", self.cooldown)] {
+        for (phase, p) in [("warmup", self.warmup), ("cooldown", self.cooldown)] {
             if p.min > p.max {
-                return Err(format!(
-                    "the {name} minimum ({}) exceeds its maximum ({})",
-                    p.min, p.max
-                ));
+                return Err(SettingsError::PhaseOrder {
+                    phase,
+                    min: p.min,
+                    max: p.max,
+                });
             }
             if p.tolerance < 0.0 || !p.tolerance.is_finite() {
-                return Err(format!("the {name} tolerance must be ≥ 0"));
+                return Err(SettingsError::PhaseTolerance { phase });
             }
         }
         if self.gamma_interval == 0 {
-            return Err("γ must be raised every 1 or more iterations".into());
+            return Err(SettingsError::Zero(
+                "gamma_interval",
+                "the iterations between rises of γ",
+            ));
         }
         if self.restarts == 0 {
-            return Err("at least one restart is needed".into());
+            return Err(SettingsError::Zero("restarts", "restarts"));
         }
         // Sizes no machine could hold or finish are refused up front, naming the limit.
-        for (name, value, limit) in [
-            ("restarts", self.restarts, MAX_RESTARTS),
-            ("inducing points", self.inducing_points, MAX_INDUCING_POINTS),
+        for (key, name, value, limit) in [
+            ("restarts", "restarts", self.restarts, MAX_RESTARTS),
             (
+                "inducing_points",
+                "inducing points",
+                self.inducing_points,
+                MAX_INDUCING_POINTS,
+            ),
+            (
+                "inducing_per_input",
                 "inducing points per input",
                 self.inducing_per_input,
                 MAX_INDUCING_POINTS,
             ),
-            ("the batch size", self.batch_size, MAX_BATCH_SIZE),
-            ("Monte Carlo samples", self.samples, MAX_SAMPLES),
             (
+                "batch_size",
+                "the batch size",
+                self.batch_size,
+                MAX_BATCH_SIZE,
+            ),
+            ("samples", "Monte Carlo samples", self.samples, MAX_SAMPLES),
+            (
+                "power_iterations",
                 "power iterations",
                 self.power_iterations,
                 MAX_POWER_ITERATIONS,
             ),
             (
+                "start_iterations",
                 "GP-regression start iterations",
                 self.start_iterations,
                 MAX_PHASE_ITERATIONS,
             ),
             (
+                "prune_iterations",
                 "pruning refit iterations",
                 self.prune_iterations,
                 MAX_PHASE_ITERATIONS,
             ),
             (
+                "acyclic_max",
                 "acyclic-phase iterations",
                 self.acyclic_max,
                 MAX_PHASE_ITERATIONS,
             ),
-            ("warm-up iterations", self.warmup.max, MAX_PHASE_ITERATIONS),
             (
+                "warmup_max",
+                "warm-up iterations",
+                self.warmup.max,
+                MAX_PHASE_ITERATIONS,
+            ),
+            (
+                "cooldown_max",
                 "cool-down iterations",
                 self.cooldown.max,
                 MAX_PHASE_ITERATIONS,
             ),
-            ("threads", self.threads, MAX_THREADS),
+            ("threads", "threads", self.threads, MAX_THREADS),
         ] {
             if value > limit {
-                return Err(format!("{name} must be at most {limit}, got {value}"));
+                return Err(SettingsError::TooLarge {
+                    key,
+                    name,
+                    value,
+                    limit,
+                });
             }
         }
         if self.power_iterations == 0 {
-            return Err("at least one power iteration per step is needed".into());
-        }
-        if !(self.prune_margin >= 0.0 && self.prune_margin.is_finite()) {
-            return Err(format!(
-                "the pruning margin must be a finite number of nats ≥ 0, got {}",
-                self.prune_margin
+            return Err(SettingsError::Zero(
+                "power_iterations",
+                "power iterations per step",
             ));
         }
-        if self.linear_threshold < 0.0 || self.stationary_threshold < 0.0 {
-            return Err("final thresholds must be ≥ 0".into());
+        if !(self.prune_margin >= 0.0 && self.prune_margin.is_finite()) {
+            return Err(SettingsError::PruneMargin(self.prune_margin));
+        }
+        if self.linear_threshold < 0.0 {
+            return Err(SettingsError::NegativeThreshold("linear_threshold"));
+        }
+        if self.stationary_threshold < 0.0 {
+            return Err(SettingsError::NegativeThreshold("stationary_threshold"));
         }
         if self.method.runs_exact() {
-            self.exact.validate()?;
+            self.exact.validate().map_err(SettingsError::Exact)?;
         }
         Ok(())
     }
@@ -534,5 +638,52 @@ impl SearchSettings {
     /// ρ for D variables (5D unless set).
     pub fn rho_for(&self, d: usize) -> f64 {
         self.rho.unwrap_or(5.0 * d as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A change that breaks one rule, and the key the refusal must name.
+    type Breaks = (fn(&mut SearchSettings), &'static str);
+
+    /// Each broken rule is its own error, naming a key of the settings' JSON.
+    #[test]
+    fn every_refusal_names_its_setting() {
+        let json = serde_json::to_value(Preset::Interactive.settings()).unwrap();
+        let keys = json.as_object().unwrap();
+        let cases: [Breaks; 9] = [
+            (|s| s.max_rows = 3, "max_rows"),
+            (|s| s.samples = 0, "samples"),
+            (|s| s.tau = f64::NAN, "tau"),
+            (|s| s.rho = Some(-1.0), "rho"),
+            (|s| s.warmup.min = s.warmup.max + 1, "warmup"),
+            (|s| s.restarts = MAX_RESTARTS + 1, "restarts"),
+            (|s| s.prune_margin = -1.0, "prune_margin"),
+            (|s| s.stationary_threshold = -0.1, "stationary_threshold"),
+            (
+                |s| {
+                    s.method = Method::Exact;
+                    s.exact.max_parents = 0;
+                },
+                "exact",
+            ),
+        ];
+        for (breaks, key) in cases {
+            let mut s = Preset::Interactive.settings();
+            breaks(&mut s);
+            let err = s.validate().unwrap_err();
+            assert_eq!(err.setting(), key, "{err}");
+            assert!(keys.contains_key(key), "{key} is not a setting");
+        }
+        let mut s = Preset::Interactive.settings();
+        s.warmup.min = 700;
+        s.warmup.max = 600;
+        assert_eq!(
+            s.validate().unwrap_err().to_string(),
+            "the warm-up minimum (700) exceeds its maximum (600)"
+        );
+        assert!(Preset::ALL.iter().all(|p| p.settings().validate().is_ok()));
     }
 }
