@@ -1,9 +1,11 @@
 //! The uncollapsed bound: every gradient against central finite differences (f64, relative error
 //! below 1e-6), and the natural-gradient step against an independent dense collapsed (SGPR) bound.
 
+mod common;
+
 use nalgebra::{DMatrix, DVector};
 use occam::gp::encoder::Encoder;
-use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
+use occam::gp::kernel::{Kernel, StationaryKind};
 use occam::gp::linalg::JitterPolicy;
 use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput};
@@ -24,40 +26,13 @@ struct Problem {
     total_rows: usize,
 }
 
-const KINDS: [StationaryKind; 4] = [
-    StationaryKind::SquaredExponential,
-    StationaryKind::Matern12,
-    StationaryKind::Matern32,
-    StationaryKind::RationalQuadratic,
-];
-
 fn random_kernel(d: usize, masked: bool, rng: &mut ChaCha8Rng) -> Kernel {
     let mut mask = vec![1.0; d];
     if masked && d > 1 {
         // Switch off one non-latent dimension (the latent slot is 0 in these problems).
         mask[rng.random_range(1..d)] = 0.0;
     }
-    {
-        let linear = Some((0..d).map(|_| rng.random_range(0.1..0.6)).collect());
-        let stationary = KINDS
-            .iter()
-            .map(|&kind| {
-                StationaryPart::new(
-                    kind,
-                    rng.random_range(0.3..1.5),
-                    (0..d).map(|_| rng.random_range(0.3..1.5)).collect(),
-                    1.0,
-                )
-            })
-            .collect();
-        let alpha = rng.random_range(0.5..3.0);
-        Kernel {
-            linear,
-            stationary,
-            mask,
-        }
-        .with_rq_alpha(alpha)
-    }
+    common::random_cgp_kernel(mask, rng)
 }
 
 fn random_problem(
@@ -235,7 +210,7 @@ fn gradients_match_finite_differences_without_a_latent() {
 
 #[test]
 fn gradients_match_for_each_kernel_kind_alone() {
-    for (k, kind) in KINDS.iter().enumerate() {
+    for (k, kind) in StationaryKind::ALL.iter().enumerate() {
         let mut p = random_problem(2, 5, 6, 2, true, false, 40 + k as u64);
         p.kernel.linear = None;
         p.kernel.stationary.retain(|part| part.kind == *kind);

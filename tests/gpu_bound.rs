@@ -4,6 +4,8 @@
 //! nothing lost. Like `gpu_parity.rs`, these run on Mesa's lavapipe in the README's test command
 //! and fail without an adapter unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
+mod common;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use occam::backend::gpu::{Accumulation, Gpu, GpuBackend};
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::start::VariableStart;
 use occam::discovery::cgp::{Preset, SearchSettings};
-use occam::gp::kernel::{Kernel, KernelGrad, StationaryKind, StationaryPart};
+use occam::gp::kernel::{Kernel, KernelGrad};
 use occam::gp::linalg::JitterPolicy;
 use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput, SvgpOutput};
 use rand::{Rng, SeedableRng};
@@ -50,27 +52,7 @@ fn problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> Problem {
     if d > 2 {
         mask[rng.random_range(1..d)] = 0.0;
     }
-    let kernel = {
-        let linear = Some((0..d).map(|_| rng.random_range(0.1..0.6)).collect());
-        let stationary = StationaryKind::ALL
-            .iter()
-            .map(|&kind| {
-                StationaryPart::new(
-                    kind,
-                    rng.random_range(0.3..1.5),
-                    (0..d).map(|_| rng.random_range(0.3..1.5)).collect(),
-                    1.0,
-                )
-            })
-            .collect();
-        let alpha = rng.random_range(0.5..3.0);
-        Kernel {
-            linear,
-            stationary,
-            mask,
-        }
-        .with_rq_alpha(alpha)
-    };
+    let kernel = common::random_cgp_kernel(mask, &mut rng);
     let z = DMatrix::from_fn(m, d, |_, _| normal(&mut rng));
     let q_mean = DVector::from_fn(m, |_, _| 0.5 * normal(&mut rng));
     let a = DMatrix::from_fn(m, m, |_, _| 0.3 * normal(&mut rng) / (m as f64).sqrt());

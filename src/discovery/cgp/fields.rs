@@ -55,8 +55,9 @@ pub fn real(text: &str) -> Result<f64, String> {
     }
 }
 
-macro_rules! whole_field {
-    ($key:literal, $label:literal, $help:literal, $advanced:expr, $($path:ident).+) => {
+/// A field whose text is read by `$parse` ([`whole`] or [`real`]) into the setting at `$path`.
+macro_rules! parsed_field {
+    ($parse:ident, $key:literal, $label:literal, $help:literal, $advanced:expr, $($path:ident).+) => {
         SettingField {
             key: $key,
             label: $label,
@@ -65,24 +66,7 @@ macro_rules! whole_field {
             cli_alias: None,
             get: |s| s.$($path).+.to_string(),
             set: |s, text| {
-                s.$($path).+ = whole(text)?;
-                Ok(())
-            },
-        }
-    };
-}
-
-macro_rules! real_field {
-    ($key:literal, $label:literal, $help:literal, $advanced:expr, $($path:ident).+) => {
-        SettingField {
-            key: $key,
-            label: $label,
-            help: $help,
-            advanced: $advanced,
-            cli_alias: None,
-            get: |s| s.$($path).+.to_string(),
-            set: |s, text| {
-                s.$($path).+ = real(text)?;
+                s.$($path).+ = $parse(text)?;
                 Ok(())
             },
         }
@@ -91,7 +75,8 @@ macro_rules! real_field {
 
 /// The hand-set search settings, in the page form's order.
 pub const SETTING_FIELDS: &[SettingField] = &[
-    whole_field!(
+    parsed_field!(
+        whole,
         "restarts",
         "Restarts",
         "Independent runs from different random starts; the one with the highest evidence wins.",
@@ -122,7 +107,8 @@ pub const SETTING_FIELDS: &[SettingField] = &[
     },
     SettingField {
         cli_alias: Some("inducing"),
-        ..whole_field!(
+        ..parsed_field!(
+        whole,
             "inducing_points",
             "Inducing points M",
             "Per variable; more is more accurate and slower (capped at the rows used).",
@@ -130,63 +116,72 @@ pub const SETTING_FIELDS: &[SettingField] = &[
             inducing_points
         )
     },
-    whole_field!(
+    parsed_field!(
+        whole,
         "inducing_per_input",
         "Extra M per input",
         "Inducing points added per kernel input (candidate parents + w), so M grows with the number of variables.",
         true,
         inducing_per_input
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "batch_size",
         "Batch size b",
         "Rows per minibatch (paper preset's uncollapsed bound only).",
         true,
         batch_size
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "samples",
         "Monte Carlo samples S",
         "Draws of the latent input per row (uncollapsed bound only).",
         true,
         samples
     ),
-    real_field!(
+    parsed_field!(
+        real,
         "learning_rate",
         "Learning rate",
         "Adam's step size.",
         true,
         learning_rate
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "warmup_min",
         "Warm-up: min iterations",
         "The warm-up (no acyclicity pressure) runs at least this long.",
         true,
         warmup.min
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "warmup_max",
         "Warm-up: max iterations",
         "…and at most this long; in between it ends when the objective stops improving.",
         true,
         warmup.max
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "acyclic_max",
         "Acyclic phase: max iterations",
         "The penalty phase ends earlier once h(A) < τ or the graph is already a DAG.",
         true,
         acyclic_max
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "cooldown_min",
         "Cool-down: min iterations",
         "Refitting with the graph fixed runs at least this long.",
         true,
         cooldown.min
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "cooldown_max",
         "Cool-down: max iterations",
         "…and at most this long.",
@@ -209,49 +204,56 @@ pub const SETTING_FIELDS: &[SettingField] = &[
             Ok(())
         },
     },
-    whole_field!(
+    parsed_field!(
+        whole,
         "gamma_interval",
         "Iterations per epoch (full batch)",
         "How often γ rises when every row is used in each iteration.",
         true,
         gamma_interval
     ),
-    real_field!(
+    parsed_field!(
+        real,
         "tau",
         "τ (acyclicity tolerance)",
         "The acyclic phase ends when h(A) = |λ_max(A)| falls below τ.",
         true,
         tau
     ),
-    real_field!(
+    parsed_field!(
+        real,
         "linear_threshold",
         "Final threshold: linear θ",
         "A linear-kernel weight below this counts as no edge.",
         true,
         linear_threshold
     ),
-    real_field!(
+    parsed_field!(
+        real,
         "stationary_threshold",
         "Final threshold: stationary θ",
         "A stationary-kernel precision below this counts as no edge.",
         true,
         stationary_threshold
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "start_iterations",
         "Start: L-BFGS iterations",
         "Iterations of each variable's GP-regression starting fit.",
         true,
         start_iterations
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "max_parents",
         "Exact: most parents K",
         "Exact and hybrid searches: no variable gets more parents than this.",
         false,
         exact.max_parents
     ),
-    whole_field!(
+    parsed_field!(
+        whole,
         "candidates",
         "Exact: candidate parents P",
         "Exact and hybrid searches: each variable's parents come from the P variables that explain it best on their own.",
