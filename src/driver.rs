@@ -30,7 +30,7 @@ use crate::discovery::explain::{
 };
 use crate::discovery::family::FamilyScoreSettings;
 use crate::discovery::jobs::{Job, Outcome};
-use crate::engine::{now_seconds, Session};
+use crate::engine::{now_seconds, Session, SessionError};
 use crate::graph::Dag;
 use crate::protocol::{
     compute_workers, decode_compute, encode_compute, load_csv, ComputeBackend, FromCompute,
@@ -364,13 +364,21 @@ impl Driver {
             });
         };
         let workers = compute_workers(request.settings.threads, self.cores);
-        match Session::new(
-            dataset,
-            request.knowledge,
-            request.settings,
-            request.seed,
-            Some(request.preset),
-        ) {
+        // The page checks its form too; the request is still checked here, where it is used.
+        let started = request
+            .settings
+            .check()
+            .map_err(SessionError::Settings)
+            .and_then(|settings| {
+                Session::new(
+                    dataset,
+                    request.knowledge,
+                    settings,
+                    request.seed,
+                    Some(request.preset),
+                )
+            });
+        match started {
             Ok(session) => self.begin(session, workers),
             Err(e) => Reaction::message(FromWorker::RunRefused {
                 run_id,
@@ -1243,8 +1251,8 @@ mod tests {
         settings.restarts = 1;
         settings.max_rows = 60;
         settings.inducing_points = 6;
-        settings.batch_size = 20;
-        settings.samples = 2;
+        settings.uncollapsed.batch_size = 20;
+        settings.uncollapsed.samples = 2;
         settings.start_iterations = 20;
         settings.threads = 1;
         settings.cap_iterations(30);

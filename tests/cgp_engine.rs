@@ -5,8 +5,8 @@
 use occam::data::Dataset;
 use occam::discovery::cgp::component::Component;
 use occam::discovery::cgp::{
-    Evaluation, EvaluationError, Phase, PhaseEnd, PhaseLength, Preset, Problem, Restart, RowWeight,
-    SearchSettings, SubsetScaling, Variable,
+    CollapsedSettings, Evaluation, EvaluationError, Phase, PhaseEnd, PhaseLength, Preset, Problem,
+    Restart, RowWeight, SearchSettings, SubsetScaling, UncollapsedSettings, Variable,
 };
 use occam::discovery::jobs::Outcome;
 use occam::discovery::knowledge::Knowledge;
@@ -128,7 +128,7 @@ fn the_objective_gradient_matches_finite_differences() {
 #[test]
 fn a_session_is_deterministic_and_passes_through_every_phase() {
     let data = chain(100, 3);
-    let mut a = Session::new(&data, Knowledge::none(3), tiny(), 7, None).unwrap();
+    let mut a = Session::new(&data, Knowledge::none(3), tiny().check().unwrap(), 7, None).unwrap();
     assert_eq!(a.snapshot().phase, Phase::Initialising);
     assert_eq!(a.snapshot().status, Status::Running);
     let mut phases = Vec::new();
@@ -157,13 +157,13 @@ fn a_session_is_deterministic_and_passes_through_every_phase() {
     assert!(occam::engine::output::result_graph(&ra).is_acyclic());
 
     // Same seed, different step budgets: the same result.
-    let mut b = Session::new(&data, Knowledge::none(3), tiny(), 7, None).unwrap();
+    let mut b = Session::new(&data, Knowledge::none(3), tiny().check().unwrap(), 7, None).unwrap();
     run(&mut b);
     let rb = b.result();
     assert_eq!(ra.edges, rb.edges);
     assert_eq!(ra.restarts, rb.restarts);
     // Another seed draws other rows and starts.
-    let mut c = Session::new(&data, Knowledge::none(3), tiny(), 8, None).unwrap();
+    let mut c = Session::new(&data, Knowledge::none(3), tiny().check().unwrap(), 8, None).unwrap();
     run(&mut c);
     assert_ne!(c.result().restarts, ra.restarts);
 }
@@ -171,7 +171,7 @@ fn a_session_is_deterministic_and_passes_through_every_phase() {
 #[test]
 fn stopping_mid_run_keeps_the_best_graph_so_far() {
     let data = chain(100, 4);
-    let mut s = Session::new(&data, Knowledge::none(3), tiny(), 1, None).unwrap();
+    let mut s = Session::new(&data, Knowledge::none(3), tiny().check().unwrap(), 1, None).unwrap();
     // Run until every restart is iterating, then a little more, then stop.
     while s.snapshot().restarts.iter().any(|r| r.iteration < 30) {
         s.step(0.01);
@@ -203,7 +203,7 @@ fn forbidden_and_required_edges_hold_inside_the_model() {
         None,
     )
     .unwrap();
-    let mut s = Session::new(&data, knowledge, tiny(), 2, None).unwrap();
+    let mut s = Session::new(&data, knowledge, tiny().check().unwrap(), 2, None).unwrap();
     run(&mut s);
     let r = s.result();
     assert!(r.edges.contains(&(2, 0)), "{:?}", r.edges);
@@ -235,9 +235,9 @@ fn contradictory_knowledge_and_bad_settings_are_errors() {
         restarts: 0,
         ..tiny()
     };
-    let e = Session::new(&data, Knowledge::none(3), bad, 0, None).unwrap_err();
-    assert!(e.to_string().contains("restart"), "{e}");
-    let e = Session::new(&data, Knowledge::none(4), tiny(), 0, None).unwrap_err();
+    let e = bad.check().unwrap_err();
+    assert_eq!(e.setting(), "restarts", "{e}");
+    let e = Session::new(&data, Knowledge::none(4), tiny().check().unwrap(), 0, None).unwrap_err();
     assert!(e.to_string().contains("4 variables"), "{e}");
 }
 
@@ -250,7 +250,7 @@ fn a_numerical_fault_undoes_the_step_and_is_reported() {
         total_rows: 60,
         noise_floors: vec![1e-6; 3],
         knowledge: Knowledge::none(3),
-        settings: tiny(),
+        settings: tiny().check().unwrap(),
     };
     let mut r = Restart::new(0, 11, 3);
     while r.phase() == Phase::Initialising {
@@ -299,8 +299,10 @@ fn the_paper_bound_runs_the_same_schedule_deterministically() {
     let data = chain(60, 9);
     let settings = SearchSettings {
         bound: BoundKind::Uncollapsed,
-        batch_size: 16,
-        samples: 2,
+        uncollapsed: UncollapsedSettings {
+            batch_size: 16,
+            samples: 2,
+        },
         inducing_points: 6,
         warmup: PhaseLength::fixed(15),
         acyclic_max: 30,
@@ -312,7 +314,7 @@ fn the_paper_bound_runs_the_same_schedule_deterministically() {
     let mut s = Session::new(
         &data,
         knowledge.clone(),
-        settings.clone(),
+        settings.clone().check().unwrap(),
         4,
         Some(Preset::Paper),
     )
@@ -326,7 +328,14 @@ fn the_paper_bound_runs_the_same_schedule_deterministically() {
         assert!(o.score.is_finite() && o.elbo.is_finite());
         assert_eq!(o.weights[0][2], 0.0);
     }
-    let mut again = Session::new(&data, knowledge, settings, 4, Some(Preset::Paper)).unwrap();
+    let mut again = Session::new(
+        &data,
+        knowledge,
+        settings.check().unwrap(),
+        4,
+        Some(Preset::Paper),
+    )
+    .unwrap();
     run(&mut again);
     assert_eq!(again.result().restarts, r.restarts);
 }
@@ -342,15 +351,21 @@ fn an_epoch_is_a_pass_over_the_rows_on_minibatches() {
         knowledge: Knowledge::none(3),
         settings: SearchSettings {
             bound: BoundKind::Uncollapsed,
-            batch_size: 256,
             ..tiny()
-        },
+        }
+        .check()
+        .unwrap(),
     };
     assert_eq!(problem.epoch_iterations(), 4);
-    problem.settings.batch_size = 100;
+    let change = |problem: &mut Problem, change: fn(&mut SearchSettings)| {
+        problem.settings = problem.settings.clone().with(change).unwrap();
+    };
+    change(&mut problem, |s| s.uncollapsed.batch_size = 100);
     assert_eq!(problem.epoch_iterations(), 10);
-    problem.settings.bound = BoundKind::Collapsed;
-    problem.settings.gamma_interval = 7;
+    change(&mut problem, |s| {
+        s.bound = BoundKind::Collapsed;
+        s.collapsed.gamma_interval = 7;
+    });
     assert_eq!(problem.epoch_iterations(), 7);
 }
 
@@ -359,18 +374,32 @@ fn unusable_columns_and_an_early_stop_are_explained() {
     let mut cols = chain(50, 11).columns().to_vec();
     cols[1] = vec![2.0; 50];
     let constant = Dataset::new(vec!["a".into(), "b".into(), "c".into()], cols.clone());
-    let e = Session::new(&constant, Knowledge::none(3), tiny(), 0, None).unwrap_err();
+    let e = Session::new(
+        &constant,
+        Knowledge::none(3),
+        tiny().check().unwrap(),
+        0,
+        None,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("'b' is constant"), "{e}");
     cols[1][3] = f64::NAN;
     let nan = Dataset::new(vec!["a".into(), "b".into(), "c".into()], cols);
-    let e = Session::new(&nan, Knowledge::none(3), tiny(), 0, None).unwrap_err();
+    let e = Session::new(&nan, Knowledge::none(3), tiny().check().unwrap(), 0, None).unwrap_err();
     assert!(
         e.to_string().contains("'b'") && e.to_string().contains("finite"),
         "{e}"
     );
 
     // Stopped before any work: an empty graph that says why.
-    let mut s = Session::new(&chain(50, 12), Knowledge::none(3), tiny(), 0, None).unwrap();
+    let mut s = Session::new(
+        &chain(50, 12),
+        Knowledge::none(3),
+        tiny().check().unwrap(),
+        0,
+        None,
+    )
+    .unwrap();
     s.stop();
     let r = s.result();
     assert_eq!(r.status, Status::Stopped);
@@ -385,7 +414,7 @@ fn unusable_columns_and_an_early_stop_are_explained() {
 #[test]
 fn each_step_carries_the_terms_of_every_iteration_it_did() {
     let data = chain(60, 5);
-    let mut s = Session::new(&data, Knowledge::none(3), tiny(), 3, None).unwrap();
+    let mut s = Session::new(&data, Knowledge::none(3), tiny().check().unwrap(), 3, None).unwrap();
     let mut seen: Vec<Vec<usize>> = vec![Vec::new(); tiny().restarts];
     let mut last = None;
     while !s.is_finished() {
@@ -444,14 +473,23 @@ fn a_twenty_node_run_keeps_most_true_edges_the_warm_up_found() {
         cooldown: PhaseLength::fixed(40),
         restarts: 1,
         start_iterations: 20,
-        prune_iterations: 0,
+        collapsed: CollapsedSettings {
+            prune_iterations: 0,
+            ..Preset::Interactive.settings().collapsed
+        },
         threads: 2,
         ..Preset::Interactive.settings()
     };
     let kept_fraction = |settings: SearchSettings| {
         let d = generated.dataset.cols();
-        let mut s =
-            Session::new(&generated.dataset, Knowledge::none(d), settings, 1, None).unwrap();
+        let mut s = Session::new(
+            &generated.dataset,
+            Knowledge::none(d),
+            settings.check().unwrap(),
+            1,
+            None,
+        )
+        .unwrap();
         run(&mut s);
         let result = s.result();
         let outcome = &result.restarts[0];
@@ -561,7 +599,14 @@ fn restarts_are_compared_by_the_evidence_of_their_graphs() {
         restart_selection: RestartSelection::GraphEvidence,
         ..tiny()
     };
-    let mut s = Session::new(&dataset, Knowledge::none(3), settings.clone(), 11, None).unwrap();
+    let mut s = Session::new(
+        &dataset,
+        Knowledge::none(3),
+        settings.clone().check().unwrap(),
+        11,
+        None,
+    )
+    .unwrap();
     let mut saw_rescoring = false;
     let mut guard = 0;
     while !s.is_finished() {
@@ -612,7 +657,14 @@ fn restarts_are_compared_by_the_evidence_of_their_graphs() {
     assert_eq!(chosen_evidence, Some(best.0), "best is restart {}", best.1);
 
     // A stop while the graphs are being compared keeps the objective's choice and says so.
-    let mut s = Session::new(&dataset, Knowledge::none(3), settings, 11, None).unwrap();
+    let mut s = Session::new(
+        &dataset,
+        Knowledge::none(3),
+        settings.check().unwrap(),
+        11,
+        None,
+    )
+    .unwrap();
     let mut guard = 0;
     while !s
         .step(0.001)
@@ -651,7 +703,8 @@ fn a_run_whose_acyclic_phase_hits_its_cap_says_so() {
         restarts: 1,
         ..tiny()
     };
-    let mut session = Session::new(&data, Knowledge::none(3), capped, 3, None).unwrap();
+    let mut session =
+        Session::new(&data, Knowledge::none(3), capped.check().unwrap(), 3, None).unwrap();
     run(&mut session);
     let result = session.result();
     let chosen = &result.restarts[result.chosen_restart.unwrap()];
@@ -670,7 +723,8 @@ fn a_run_whose_acyclic_phase_hits_its_cap_says_so() {
     assert!(occam::engine::output::result_graph(&result).is_acyclic());
 
     // A phase that ends on its own adds no such note.
-    let mut free = Session::new(&data, Knowledge::none(3), tiny(), 3, None).unwrap();
+    let mut free =
+        Session::new(&data, Knowledge::none(3), tiny().check().unwrap(), 3, None).unwrap();
     run(&mut free);
     let result = free.result();
     let chosen = &result.restarts[result.chosen_restart.unwrap()];
@@ -709,7 +763,14 @@ fn results_do_not_depend_on_the_thread_count() {
                 };
                 settings.exact.max_parents = 1;
                 settings.exact.candidates = 1;
-                let mut s = Session::new(&data, Knowledge::none(3), settings, 9, None).unwrap();
+                let mut s = Session::new(
+                    &data,
+                    Knowledge::none(3),
+                    settings.check().unwrap(),
+                    9,
+                    None,
+                )
+                .unwrap();
                 run(&mut s);
                 let mut r = s.result();
                 r.seconds = 0.0;
@@ -736,7 +797,16 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
         let mut settings = SearchSettings { method, ..tiny() };
         settings.exact.max_parents = 1;
         settings.exact.candidates = 1;
-        let fresh = || Session::new(&data, Knowledge::none(3), settings.clone(), 9, None).unwrap();
+        let fresh = || {
+            Session::new(
+                &data,
+                Knowledge::none(3),
+                settings.clone().check().unwrap(),
+                9,
+                None,
+            )
+            .unwrap()
+        };
         let strip = |mut r: occam::engine::RunResult| {
             r.seconds = 0.0;
             r.settings.threads = 0;
@@ -791,5 +861,21 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
         value["session"]["names"] = serde_json::json!(["a", "b"]);
         let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
         assert!(err.to_string().contains("disagree"), "{err}");
+        // An older format is refused for its format, although its settings no longer parse.
+        let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        value["format"] = serde_json::json!(3);
+        let settings = &mut value["session"]["problem"]["settings"];
+        let collapsed = settings["collapsed"].take();
+        settings["gamma_interval"] = collapsed["gamma_interval"].clone();
+        let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
+        assert!(matches!(err, CheckpointError::Format { found: 3, .. }), "{err}");
+        // Settings that break a rule are refused as they are read, with the rule.
+        let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        value["session"]["problem"]["settings"]["tau"] = serde_json::json!(0.0);
+        let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
+        assert!(
+            err.to_string().contains("τ must be a positive number"),
+            "{err}"
+        );
     }
 }

@@ -963,7 +963,7 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
     let file = write(
         dir.path(),
         "s.json",
-        r#"{"prune_margin": 2.5, "latent_start": "shared", "inducing_per_input": 1}"#,
+        r#"{"collapsed": {"prune_margin": 2.5}, "latent_start": "shared", "inducing_per_input": 1}"#,
     );
     let o = occam(&[
         "discover",
@@ -987,11 +987,17 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
         serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
     let s = &json["settings"];
     assert_eq!(json["preset"], "thorough");
-    assert_eq!(s["prune_margin"], 2.5);
-    assert_eq!(s["latent_start"], "shared");
+    // A bound's own settings: given in its object or by key, the rest kept from the preset.
+    let thorough = occam::discovery::cgp::Preset::Thorough.settings();
+    assert_eq!(s["collapsed"]["prune_margin"], 2.5);
+    assert_eq!(s["collapsed"]["latent_start"], "shared");
+    assert_eq!(
+        s["collapsed"]["prune_iterations"],
+        thorough.collapsed.prune_iterations
+    );
+    assert!(s.get("latent_start").is_none());
     assert_eq!(s["inducing_per_input"], 1);
     assert_eq!(s["inducing_points"], 6, "the flag applies after the file");
-    let thorough = occam::discovery::cgp::Preset::Thorough.settings();
     assert_eq!(
         s["max_rows"], thorough.max_rows,
         "the thorough preset's rows"
@@ -999,6 +1005,11 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
     assert_eq!(s["start_iterations"], thorough.start_iterations);
     for (contents, expected) in [
         (r#"{"prune_margn": 1}"#, "unknown setting 'prune_margn'"),
+        (
+            r#"{"collapsed": {"samples": 1}}"#,
+            "unknown setting 'collapsed.samples'",
+        ),
+        (r#"{"uncollapsed": 3}"#, "must be an object"),
         (r#"{"restarts": "four"}"#, "s.json"),
         ("[1, 2]", "JSON object"),
         ("{", "not valid JSON"),

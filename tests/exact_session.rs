@@ -7,7 +7,7 @@ use occam::discovery::cgp::{Method, Preset, SearchSettings};
 use occam::discovery::exact::{ExactSettings, GraphPrior};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::discovery::knowledge::Knowledge;
-use occam::engine::{Session, SessionError, Status};
+use occam::engine::{Session, Status};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -55,8 +55,14 @@ fn run_to_end(session: &mut Session) -> Vec<occam::engine::Snapshot> {
 #[test]
 fn an_exact_run_reports_its_families_posterior_and_edge_probabilities() {
     let data = chain();
-    let mut session =
-        Session::new(&data, Knowledge::none(3), settings(Method::Exact), 0, None).unwrap();
+    let mut session = Session::new(
+        &data,
+        Knowledge::none(3),
+        settings(Method::Exact).check().unwrap(),
+        0,
+        None,
+    )
+    .unwrap();
     let snaps = run_to_end(&mut session);
     // Progress is reported family by family, and the stage total is known while it runs.
     let progress: Vec<_> = snaps.iter().filter_map(|s| s.exact.clone()).collect();
@@ -116,7 +122,14 @@ fn an_exact_run_reports_its_families_posterior_and_edge_probabilities() {
     // A second run with other knowledge reads every score from the first run's cache.
     let cache = session.score_cache().clone();
     let forbid = Knowledge::from_indices(3, vec![(2, 1)], vec![], None).unwrap();
-    let mut again = Session::new(&data, forbid, settings(Method::Exact), 0, None).unwrap();
+    let mut again = Session::new(
+        &data,
+        forbid,
+        settings(Method::Exact).check().unwrap(),
+        0,
+        None,
+    )
+    .unwrap();
     assert!(again.use_score_cache(cache.clone()));
     run_to_end(&mut again);
     let second = again.result();
@@ -124,8 +137,14 @@ fn an_exact_run_reports_its_families_posterior_and_edge_probabilities() {
     assert!(second.cache_hits > 0);
     assert!(!second.edges.contains(&(2, 1)));
     // Another seed is another key: the cache is refused.
-    let mut other =
-        Session::new(&data, Knowledge::none(3), settings(Method::Exact), 1, None).unwrap();
+    let mut other = Session::new(
+        &data,
+        Knowledge::none(3),
+        settings(Method::Exact).check().unwrap(),
+        1,
+        None,
+    )
+    .unwrap();
     assert!(!other.use_score_cache(cache));
 }
 
@@ -134,7 +153,7 @@ fn a_stopped_exact_run_keeps_what_it_fitted() {
     let data = chain();
     let mut s = settings(Method::Exact);
     s.threads = 1;
-    let mut session = Session::new(&data, Knowledge::none(3), s, 0, None).unwrap();
+    let mut session = Session::new(&data, Knowledge::none(3), s.check().unwrap(), 0, None).unwrap();
     // Fit the screening stage one family per step (planning the search needs no step), then stop.
     for _ in 0..9 {
         session.step(0.0);
@@ -166,7 +185,7 @@ fn a_hybrid_run_adds_the_continuous_graphs_edges_to_the_candidates() {
     s.exact.candidates = 1;
     s.restarts = 1;
     s.cap_iterations(120);
-    let mut session = Session::new(&data, Knowledge::none(3), s, 0, None).unwrap();
+    let mut session = Session::new(&data, Knowledge::none(3), s.check().unwrap(), 0, None).unwrap();
     let snaps = run_to_end(&mut session);
     // The continuous search runs first, then the exact one.
     let first_exact = snaps.iter().position(|s| s.exact.is_some()).unwrap();
@@ -189,12 +208,14 @@ fn impossible_exact_settings_are_refused_before_any_work() {
     let data = chain();
     let mut s = settings(Method::Exact);
     s.exact.max_parents = 0;
-    let e = Session::new(&data, Knowledge::none(3), s, 0, None).unwrap_err();
-    assert!(matches!(e, SessionError::Settings(_)), "{e}");
+    let e = s.check().unwrap_err();
+    assert_eq!(e.setting(), "exact", "{e}");
     // Two required parents with K = 1.
     let mut s = settings(Method::Exact);
     s.exact.max_parents = 1;
     let k = Knowledge::from_indices(3, vec![], vec![(0, 2), (1, 2)], None).unwrap();
-    let e = Session::new(&data, k, s, 0, None).unwrap_err().to_string();
+    let e = Session::new(&data, k, s.check().unwrap(), 0, None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("required parents"), "{e}");
 }

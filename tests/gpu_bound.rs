@@ -13,7 +13,7 @@ use nalgebra::{DMatrix, DVector};
 use occam::backend::gpu::{Accumulation, Gpu, GpuBackend};
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::start::VariableStart;
-use occam::discovery::cgp::{Preset, SearchSettings};
+use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings};
 use occam::gp::kernel::{Kernel, KernelGrad};
 use occam::gp::linalg::JitterPolicy;
 use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput, SvgpOutput};
@@ -231,10 +231,14 @@ fn the_symmetric_product_equals_nalgebras() {
 fn evaluation_jobs(data: &DMatrix<f64>) -> Vec<Job<'static>> {
     let settings = SearchSettings {
         inducing_points: 24,
-        batch_size: 40,
-        samples: 6,
+        uncollapsed: UncollapsedSettings {
+            batch_size: 40,
+            samples: 6,
+        },
         ..Preset::Paper.settings()
-    };
+    }
+    .check()
+    .unwrap();
     (0..data.ncols())
         .map(|child| {
             let start = VariableStart {
@@ -343,7 +347,7 @@ fn the_gpu_backend_matches_the_cpu_and_falls_back_when_the_device_is_lost() {
 /// graph. At Adam's 0.05 the two runs' minibatch bounds drift apart in the first hundred steps
 /// (bound values of −10⁶ to −10⁹ while φ² sits at its starting 10⁻⁴) and the chain set's graph
 /// differed; at 0.01 all three agree.
-const SHORT_RUN: &str = r#"{"batch_size": 64, "samples": 5, "inducing_points": 10, "restarts": 1,
+const SHORT_RUN: &str = r#"{"uncollapsed": {"batch_size": 64, "samples": 5}, "inducing_points": 10, "restarts": 1,
  "learning_rate": 0.01,
  "warmup": {"min": 300, "max": 300, "window": 25, "tolerance": 0.001},
  "acyclic_max": 600,
@@ -433,7 +437,7 @@ fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
     let mut session = Session::new(
         &dataset,
         Knowledge::none(3),
-        settings,
+        settings.check().unwrap(),
         5,
         Some(Preset::Paper),
     )

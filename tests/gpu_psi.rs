@@ -167,7 +167,9 @@ fn collapsed_jobs(data: &DMatrix<f64>, m: usize) -> Vec<Job<'static>> {
         inducing_points: m,
         start_iterations: 30,
         ..Preset::Interactive.settings()
-    };
+    }
+    .check()
+    .unwrap();
     (0..data.ncols())
         .map(|child| {
             let start = VariableStart {

@@ -160,7 +160,14 @@ fn a_session_stops_inside_a_unit_and_records_no_failure_or_fault() {
             ..Preset::Interactive.settings()
         };
         let dataset = chain_dataset(60);
-        let mut session = Session::new(&dataset, Knowledge::none(3), settings, 7, None).unwrap();
+        let mut session = Session::new(
+            &dataset,
+            Knowledge::none(3),
+            settings.check().unwrap(),
+            7,
+            None,
+        )
+        .unwrap();
         let flag = session.stop_flag();
         let snapshot = {
             let hook = RaiseAtFirstBeat::install(&flag);

@@ -256,7 +256,7 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::cgp::{Preset, SearchSettings};
+    use crate::discovery::cgp::{CheckedSettings, Preset};
     use rand::SeedableRng;
 
     /// A nonlinear chain a → b → c, standardised enough for the fits.
@@ -272,11 +272,11 @@ mod tests {
         })
     }
 
-    fn settings() -> SearchSettings {
+    fn settings() -> CheckedSettings {
         let mut s = Preset::Interactive.settings();
         s.inducing_points = 6;
         s.start_iterations = 10;
-        s
+        s.check().unwrap()
     }
 
     /// Starting variable `child` given `parents` on `rows` rows, drawing from seed `seed`.

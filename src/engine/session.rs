@@ -26,8 +26,9 @@ use std::sync::Arc;
 use crate::backend::{Backend, CpuBackend, Pool, PoolError};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
-    DagRule, Evaluation, EvaluationError, FaultEvent, Method, Phase, PhaseEnd, Preset, Problem,
-    Restart, RestartOutcome, RestartSelection, SearchSettings, SettingsError, Terms,
+    CheckedSettings, DagRule, Evaluation, EvaluationError, FaultEvent, Method, Phase, PhaseEnd,
+    Preset, Problem, Restart, RestartOutcome, RestartSelection, SearchSettings, SettingsError,
+    Terms,
 };
 use crate::discovery::exact::{ExactRun, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings};
@@ -88,7 +89,9 @@ pub fn model_bytes(settings: &SearchSettings, variables: usize, rows_used: usize
     let n = rows_used as f64;
     let batch = match settings.bound {
         crate::discovery::cgp::BoundKind::Collapsed => n,
-        crate::discovery::cgp::BoundKind::Uncollapsed => settings.batch_size.min(rows_used) as f64,
+        crate::discovery::cgp::BoundKind::Uncollapsed => {
+            settings.uncollapsed.batch_size.min(rows_used) as f64
+        }
     };
     let m = settings.inducing_for(variables).min(rows_used) as f64;
     let per_variable = 8.0 * (2.0 * batch * m + 4.0 * m * m + n * variables as f64);
@@ -241,8 +244,17 @@ pub struct ExactSummary {
 }
 
 /// The format number written in every checkpoint; raised whenever the session's layout changes
-/// (3: a rational-quadratic part carries its own shape a, the kernel no `rq_alpha`).
-pub const CHECKPOINT_FORMAT: u32 = 3;
+/// (3: a rational-quadratic part carries its own shape a, the kernel no `rq_alpha`; 4: each
+/// bound's own settings under `collapsed` and `uncollapsed`, checked when read).
+pub const CHECKPOINT_FORMAT: u32 = 4;
+
+/// The first fields of a checkpoint file, read before the rest so that a checkpoint of another
+/// format is refused for its format, not for the first field that moved.
+#[derive(Deserialize)]
+struct CheckpointHeader {
+    format: u32,
+    version: String,
+}
 
 /// A checkpoint file: the format, the version that wrote it, and the session.
 #[derive(Serialize, Deserialize)]
@@ -319,11 +331,10 @@ impl Session {
     pub fn new(
         dataset: &Dataset,
         knowledge: Knowledge,
-        settings: SearchSettings,
+        settings: CheckedSettings,
         seed: u64,
         preset: Option<Preset>,
     ) -> Result<Self, SessionError> {
-        settings.validate().map_err(SessionError::Settings)?;
         let (rows, d) = (dataset.rows(), dataset.cols());
         if d < 2 || rows < crate::data::MIN_ROWS {
             return Err(SessionError::TooSmall { rows, cols: d });
@@ -445,14 +456,16 @@ impl Session {
         threads: usize,
         fingerprint: Option<u64>,
     ) -> Result<Self, CheckpointError> {
-        let file: CheckpointFile<'static> =
-            serde_json::from_str(text).map_err(|e| CheckpointError::Unreadable(e.to_string()))?;
-        if file.format != CHECKPOINT_FORMAT {
+        let unreadable = |e: serde_json::Error| CheckpointError::Unreadable(e.to_string());
+        let header: CheckpointHeader = serde_json::from_str(text).map_err(unreadable)?;
+        if header.format != CHECKPOINT_FORMAT {
             return Err(CheckpointError::Format {
-                found: file.format,
-                version: file.version,
+                found: header.format,
+                version: header.version,
             });
         }
+        // The settings are checked as they are read (`CheckedSettings`).
+        let file: CheckpointFile<'static> = serde_json::from_str(text).map_err(unreadable)?;
         let mut session = file.session.into_owned();
         if let Some(f) = fingerprint.filter(|&f| f != session.fingerprint) {
             return Err(CheckpointError::OtherData {
@@ -476,12 +489,12 @@ impl Session {
         if let Some(why) = inconsistent {
             return Err(CheckpointError::Unreadable(why.into()));
         }
-        session
+        session.problem.settings = session
             .problem
             .settings
-            .validate()
-            .map_err(|e| CheckpointError::Unreadable(format!("its settings are invalid: {e}")))?;
-        session.problem.settings.threads = threads;
+            .clone()
+            .with(|s| s.threads = threads)
+            .map_err(SessionError::Settings)?;
         session.set_backend(Arc::new(CpuBackend::new(
             Pool::new(threads).map_err(SessionError::from)?,
         )));
@@ -977,7 +990,7 @@ impl Session {
         // Pruning refits one variable at a time, about (edges + D) refits of at most
         // `prune_iterations` evaluations of one variable, i.e. about 2 · prune_iterations
         // iterations of all D variables when there are about D edges.
-        let pruning = 2 * s.prune_iterations;
+        let pruning = 2 * s.collapsed.prune_iterations;
         match r.phase() {
             Phase::Initialising => s.warmup.max + s.acyclic_max + s.cooldown.max + pruning,
             Phase::WarmUp => left(s.warmup.max) + s.acyclic_max + s.cooldown.max + pruning,
@@ -1331,7 +1344,7 @@ impl Session {
             status: self.status(),
             seed: self.seed,
             preset: self.preset,
-            settings: s.clone(),
+            settings: s.clone().into_inner(),
             knowledge: self.problem.knowledge.clone(),
             rows: self.problem.total_rows,
             rows_used: self.problem.data.nrows(),
@@ -1453,6 +1466,7 @@ mod tests {
         let mut settings = Preset::Interactive.settings();
         settings.restarts = 1;
         settings.inducing_points = 5;
+        let settings = settings.check().unwrap();
         let mut session = Session::new(&data, Knowledge::none(2), settings, 0, None).unwrap();
         let first = session.snapshot();
         assert_eq!(first.status, Status::Running);
@@ -1493,7 +1507,8 @@ mod tests {
         settings.max_rows = rows;
         settings.inducing_points = 10_000;
         settings.restarts = 1000;
-        let Err(err) = Session::new(&data, Knowledge::none(10), settings.clone(), 0, None) else {
+        let checked = settings.clone().check().unwrap();
+        let Err(err) = Session::new(&data, Knowledge::none(10), checked, 0, None) else {
             panic!("a run of 1000 restarts at M = 10 000 on 20 000 rows was accepted");
         };
         let text = err.to_string();

@@ -72,6 +72,7 @@ mod tests {
         settings.restarts = 1;
         settings.inducing_points = 5;
         settings.cap_iterations(5);
+        let settings = settings.check().unwrap();
         let mut s = Session::new(&data, Knowledge::none(2), settings, 0, None).unwrap();
         while !s.is_finished() {
             s.step(1.0);

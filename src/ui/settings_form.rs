@@ -191,10 +191,20 @@ mod tests {
         let (s, seed) = parse_settings(Preset::Interactive, &v).unwrap();
         assert_eq!(seed, u64::MAX);
         assert_eq!((s.restarts, s.max_rows, s.inducing_points), (3, 150, 12));
-        assert_eq!((s.batch_size, s.samples, s.learning_rate), (64, 7, 0.02));
+        assert_eq!(
+            (
+                s.uncollapsed.batch_size,
+                s.uncollapsed.samples,
+                s.learning_rate
+            ),
+            (64, 7, 0.02)
+        );
         assert_eq!((s.warmup.min, s.warmup.max, s.acyclic_max), (10, 20, 30));
         assert_eq!((s.cooldown.min, s.cooldown.max), (5, 6));
-        assert_eq!((s.rho, s.gamma_interval, s.tau), (Some(2.5), 3, 0.01));
+        assert_eq!(
+            (s.rho, s.collapsed.gamma_interval, s.tau),
+            (Some(2.5), 3, 0.01)
+        );
         assert_eq!((s.linear_threshold, s.stationary_threshold), (0.001, 0.1));
         assert_eq!(s.start_iterations, 9);
     }

@@ -13,7 +13,7 @@ use occam::discovery::cgp::Preset;
 use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::result_graph;
-use occam::engine::Session;
+use occam::engine::{Session, SessionError};
 use occam::graph::{compare, read_adjacency, read_edge_list, Digraph};
 
 use crate::overrides::Overrides;
@@ -338,6 +338,9 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     }
     let mut settings = preset.settings();
     args.overrides.apply(&mut settings)?;
+    let settings = settings
+        .check()
+        .map_err(|e| CliError(SessionError::Settings(e).to_string()))?;
     let mut rows = Vec::new();
     for set in &sets {
         let (dataset, truth) = load(set)?;

@@ -18,7 +18,7 @@ use occam::discovery::cgp::{BoundKind, Method, Preset};
 use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::output_files;
-use occam::engine::{now_seconds, Session, Snapshot, Status};
+use occam::engine::{now_seconds, Session, SessionError, Snapshot, Status};
 use occam::names;
 
 use crate::overrides::Overrides;
@@ -184,14 +184,19 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     let mut settings = preset.settings();
     args.overrides.apply(&mut settings)?;
     let threads = settings.threads;
-    let mut session = Session::new(
-        &dataset,
-        knowledge,
-        settings,
-        args.seed.unwrap_or(0),
-        Some(preset),
-    )
-    .map_err(|e| CliError(format!("{shown}: {e}")))?;
+    let mut session = settings
+        .check()
+        .map_err(SessionError::Settings)
+        .and_then(|settings| {
+            Session::new(
+                &dataset,
+                knowledge,
+                settings,
+                args.seed.unwrap_or(0),
+                Some(preset),
+            )
+        })
+        .map_err(|e| CliError(format!("{shown}: {e}")))?;
     choose_backend(&mut session, backend, threads)?;
     drive(args, session, &dataset, false)
 }

@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
-use occam::discovery::cgp::{Method, SearchSettings, SettingField, SETTING_FIELDS};
+use occam::discovery::cgp::{
+    setting_keys, Method, SearchSettings, SettingField, BOUND_SECTIONS, SETTING_FIELDS,
+};
 
 use crate::{read_file_limited, CliError};
 
@@ -112,7 +114,9 @@ impl Args for SettingFlags {
 }
 
 /// `base` with every key of the JSON object in `path` replacing its own; an unknown key or a value
-/// of the wrong type is an error that names it.
+/// of the wrong type is an error that names it. A bound's own settings may be given in its object
+/// (`{"uncollapsed": {"samples": 5}}`, the keys given replacing only theirs) or at the top level
+/// by their key, as their flags are (`{"samples": 5}`).
 fn merge_settings_file(base: &SearchSettings, path: &Path) -> Result<SearchSettings, CliError> {
     let shown = path.display();
     let bytes = read_file_limited(path, 1 << 20)?;
@@ -128,15 +132,39 @@ fn merge_settings_file(base: &SearchSettings, path: &Path) -> Result<SearchSetti
     let serde_json::Value::Object(fields) = &mut merged else {
         return Err(CliError("the settings are not a JSON object".into()));
     };
+    let known = setting_keys(&serde_json::Value::Object(fields.clone())).join(", ");
+    let unknown =
+        |key: &str| CliError(format!("{shown}: unknown setting '{key}' (known: {known})"));
     for (key, value) in given {
-        if !fields.contains_key(&key) {
-            let known: Vec<&str> = fields.keys().map(String::as_str).collect();
-            return Err(CliError(format!(
-                "{shown}: unknown setting '{key}' (known: {})",
-                known.join(", ")
-            )));
+        let section = BOUND_SECTIONS.into_iter().find(|&s| {
+            fields
+                .get(s)
+                .and_then(|v| v.as_object())
+                .is_some_and(|o| o.contains_key(&key))
+        });
+        match (fields.get_mut(&key), section) {
+            // A bound's object given in part: each key given replaces only its own.
+            (Some(serde_json::Value::Object(own)), _) if BOUND_SECTIONS.contains(&key.as_str()) => {
+                let serde_json::Value::Object(given) = value else {
+                    return Err(CliError(format!(
+                        "{shown}: '{key}' must be an object of the {key} bound's settings"
+                    )));
+                };
+                for (inner, v) in given {
+                    if !own.contains_key(&inner) {
+                        return Err(unknown(&format!("{key}.{inner}")));
+                    }
+                    own.insert(inner, v);
+                }
+            }
+            (Some(slot), _) => *slot = value,
+            (None, Some(section)) => {
+                if let Some(own) = fields.get_mut(section).and_then(|v| v.as_object_mut()) {
+                    own.insert(key, value);
+                }
+            }
+            (None, None) => return Err(unknown(&key)),
         }
-        fields.insert(key, value);
     }
     serde_json::from_value(merged).map_err(|e| CliError(format!("{shown}: {e}")))
 }

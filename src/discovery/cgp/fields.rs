@@ -130,7 +130,7 @@ pub const SETTING_FIELDS: &[SettingField] = &[
         "Batch size b",
         "Rows per minibatch (paper preset's uncollapsed bound only).",
         true,
-        batch_size
+        uncollapsed.batch_size
     ),
     parsed_field!(
         whole,
@@ -138,7 +138,7 @@ pub const SETTING_FIELDS: &[SettingField] = &[
         "Monte Carlo samples S",
         "Draws of the latent input per row (uncollapsed bound only).",
         true,
-        samples
+        uncollapsed.samples
     ),
     parsed_field!(
         real,
@@ -210,7 +210,7 @@ pub const SETTING_FIELDS: &[SettingField] = &[
         "Iterations per epoch (full batch)",
         "How often γ rises when every row is used in each iteration.",
         true,
-        gamma_interval
+        collapsed.gamma_interval
     ),
     parsed_field!(
         real,
@@ -304,6 +304,14 @@ pub const NOT_FIELDS: &[(&str, &str)] = &[
         "a research choice: --settings FILE.json",
     ),
     (
+        "collapsed",
+        "the collapsed bound's own settings: each is a field or listed here by its key",
+    ),
+    (
+        "uncollapsed",
+        "the uncollapsed bound's own settings: each is a field or listed here by its key",
+    ),
+    (
         "scale_start_precisions",
         "a research choice: --settings FILE.json",
     ),
@@ -324,6 +332,31 @@ pub const NOT_FIELDS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The objects of the settings' JSON form that hold one bound's own settings
+/// ([`CollapsedSettings`](super::settings::CollapsedSettings),
+/// [`UncollapsedSettings`](super::settings::UncollapsedSettings)). Their keys are unique across
+/// the whole form, so a key names one setting wherever it sits.
+pub const BOUND_SECTIONS: [&str; 2] = ["collapsed", "uncollapsed"];
+
+/// Every key of the settings' JSON form `json` that names one setting: the top-level keys, and
+/// inside each of [`BOUND_SECTIONS`] its own keys too.
+pub fn setting_keys(json: &serde_json::Value) -> Vec<String> {
+    let mut keys = Vec::new();
+    for (key, value) in json.as_object().into_iter().flatten() {
+        keys.push(key.clone());
+        if BOUND_SECTIONS.contains(&key.as_str()) {
+            keys.extend(
+                value
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| k.clone()),
+            );
+        }
+    }
+    keys
+}
+
 /// The field called `key`.
 pub fn setting_field(key: &str) -> Option<&'static SettingField> {
     SETTING_FIELDS.iter().find(|f| f.key == key)
@@ -339,7 +372,9 @@ mod tests {
     #[test]
     fn every_setting_has_a_place() {
         let json = serde_json::to_value(Preset::Interactive.settings()).unwrap();
-        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        let keys = setting_keys(&json);
+        let unique: std::collections::HashSet<&String> = keys.iter().collect();
+        assert_eq!(unique.len(), keys.len(), "a key is used twice: {keys:?}");
         for key in &keys {
             let field = SETTING_FIELDS.iter().any(|f| f.key == key.as_str());
             let listed = NOT_FIELDS.iter().any(|(k, _)| k == key);

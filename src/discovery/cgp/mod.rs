@@ -9,7 +9,7 @@
 //! SE + linear kernel, so A_ij = θ^lin_ij + θ^se_ij (the `interactive` preset). The collapsed
 //! bound needs no Monte Carlo and no q(u), so far fewer iterations reach a usable graph on a CPU
 //! (BENCHMARKS.md records what it measures). A full-batch iteration counts as a quarter epoch for
-//! γ's schedule (γ += ρ every `gamma_interval` = 4 iterations, as N = 1000, b = 256 gives).
+//! γ's schedule (γ += ρ every `collapsed.gamma_interval` = 4 iterations, as N = 1000, b = 256 gives).
 //!
 //! - [`settings`]: schedule, sizes, thresholds and the presets;
 //! - [`fields`]: the settings a user sets by hand, declared once for the page and the CLI;
@@ -24,14 +24,17 @@ pub mod settings;
 pub mod start;
 pub mod variable;
 
-pub use fields::{setting_field, SettingField, NOT_FIELDS, SETTING_FIELDS};
+pub use fields::{
+    setting_field, setting_keys, SettingField, BOUND_SECTIONS, NOT_FIELDS, SETTING_FIELDS,
+};
 pub use restart::{
     FaultEvent, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome, Terms,
 };
 pub use settings::{
-    DagRule, Method, PhaseLength, Preset, RestartSelection, RowWeight, SearchSettings,
-    SettingsError, SubsetScaling, MAX_BATCH_SIZE, MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS,
-    MAX_POWER_ITERATIONS, MAX_RESTARTS, MAX_SAMPLES, MAX_THREADS,
+    CheckedSettings, CollapsedSettings, DagRule, Method, PhaseLength, Preset, RestartSelection,
+    RowWeight, SearchSettings, SettingsError, SubsetScaling, UncollapsedSettings, MAX_BATCH_SIZE,
+    MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_POWER_ITERATIONS, MAX_RESTARTS, MAX_SAMPLES,
+    MAX_THREADS,
 };
 pub use variable::{
     BoundKind, Evaluation, EvaluationError, PendingEvaluation, SearchVariable, Variable,

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 use super::component::{LatentRecord, PRIOR_RATE};
-use super::settings::{DagRule, SearchSettings};
+use super::settings::{CheckedSettings, DagRule};
 use super::start::VariableStart;
 use super::variable::{BoundKind, Checkpoint, Evaluation, EvaluationError, Variable};
 use crate::discovery::jobs::{Job, Outcome};
@@ -172,7 +172,7 @@ pub struct Problem {
     /// φ²'s floor per variable.
     pub noise_floors: Vec<f64>,
     pub knowledge: Knowledge,
-    pub settings: SearchSettings,
+    pub settings: CheckedSettings,
 }
 
 impl Problem {
@@ -182,15 +182,15 @@ impl Problem {
     }
 
     /// Iterations per epoch, after each of which γ grows by ρ: ⌈N/b⌉ on minibatches (MODEL.md
-    /// §5.4), `gamma_interval` for the full-batch collapsed bound.
+    /// §5.4), `collapsed.gamma_interval` for the full-batch collapsed bound.
     pub fn epoch_iterations(&self) -> usize {
         match self.settings.bound {
             BoundKind::Uncollapsed => self
                 .data
                 .nrows()
-                .div_ceil(self.settings.batch_size.max(1))
+                .div_ceil(self.settings.uncollapsed.batch_size.max(1))
                 .max(1),
-            BoundKind::Collapsed => self.settings.gamma_interval,
+            BoundKind::Collapsed => self.settings.collapsed.gamma_interval,
         }
     }
 }
@@ -474,7 +474,7 @@ impl Restart {
                 component: Cow::Owned(component.as_ref().clone()),
                 without,
                 jitter: self.jitter,
-                iterations: problem.settings.prune_iterations,
+                iterations: problem.settings.collapsed.prune_iterations,
             }];
         }
         state.rescoring = true;
@@ -530,7 +530,7 @@ impl Restart {
                     let absent_prior = 2.0 * PRIOR_RATE.ln();
                     if let Ok(without) = objective {
                         let without = without + absent_prior;
-                        if without + problem.settings.prune_margin >= with {
+                        if without + problem.settings.collapsed.prune_margin >= with {
                             self.components[k] = Variable::Collapsed(fitted);
                             state.objective = Some(without);
                             state.removed.push((j, k));
@@ -705,7 +705,7 @@ impl Restart {
                     return;
                 }
                 Phase::CoolDown => {
-                    if problem.settings.prune_iterations > 0
+                    if problem.settings.collapsed.prune_iterations > 0
                         && matches!(self.components.first(), Some(Variable::Collapsed(_)))
                     {
                         self.pruning = Some(PruneState::default());

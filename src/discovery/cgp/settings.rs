@@ -37,14 +37,15 @@ impl PhaseLength {
 }
 
 /// Everything that decides the search, apart from the data, the seed and the prior knowledge.
+/// The engine takes it only once checked ([`SearchSettings::check`] → [`CheckedSettings`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchSettings {
     /// Which bound each variable uses.
     pub bound: BoundKind,
-    /// Minibatch size b (uncollapsed bound only).
-    pub batch_size: usize,
-    /// Monte Carlo samples S of w per row (uncollapsed bound only).
-    pub samples: usize,
+    /// The collapsed bound's own settings (used when `bound` is collapsed).
+    pub collapsed: CollapsedSettings,
+    /// The uncollapsed bound's own settings (used when `bound` is uncollapsed).
+    pub uncollapsed: UncollapsedSettings,
     /// Rows used for fitting: a seeded random subset when the data set has more (the bound is
     /// scaled by N/rows so the prior and penalty still weigh against the whole data set).
     pub max_rows: usize,
@@ -61,10 +62,9 @@ pub struct SearchSettings {
     /// The most acyclic-phase iterations (T_a); the phase also ends when h < τ.
     pub acyclic_max: usize,
     /// γ grows by ρ every epoch; `None` means ρ = 5D (MODEL.md §5.4). An epoch is ⌈N/b⌉
-    /// iterations on minibatches and `gamma_interval` iterations for the full-batch collapsed
-    /// bound.
+    /// iterations on minibatches and `collapsed.gamma_interval` iterations for the full-batch
+    /// collapsed bound.
     pub rho: Option<f64>,
-    pub gamma_interval: usize,
     /// τ: the acyclic phase ends when h(A) < τ.
     pub tau: f64,
     /// Cool-down after thresholding, with the graph fixed.
@@ -88,26 +88,6 @@ pub struct SearchSettings {
     /// Whether the acyclic phase also penalises every 2-cycle (γ·h₂, `spectral::two_cycle_penalty`).
     #[serde(default)]
     pub two_cycle_penalty: bool,
-    /// Whether the initial precisions U(0.01, 1) are scaled by `precision_scale(inputs)` so the
-    /// expected scaled squared distance between rows is about 1 whatever D is (collapsed bound).
-    #[serde(default)]
-    pub scale_start_precisions: bool,
-    /// What the latent w starts as after each variable's regression start (collapsed bound).
-    #[serde(default)]
-    pub latent_start: LatentStart,
-    /// After the cool-down, test every edge by evidence: refit its child with and without it (at
-    /// most this many L-BFGS iterations each) and drop it unless the objective is higher with it.
-    /// 0 = no pruning (the paper's schedule); collapsed bound only.
-    #[serde(default)]
-    pub prune_iterations: usize,
-    /// Pruning keeps an edge only if the objective with it exceeds the objective without it by
-    /// more than this many nats (0: any gain keeps it). A margin of m asks for a Bayes factor
-    /// above e^m in the edge's favour, as the scores are bounds on the log evidence.
-    #[serde(default)]
-    pub prune_margin: f64,
-    /// How the bound of a row subset stands for the whole data set (collapsed bound only).
-    #[serde(default)]
-    pub subset_scaling: SubsetScaling,
     /// How the winning restart is chosen.
     #[serde(default)]
     pub restart_selection: RestartSelection,
@@ -117,6 +97,88 @@ pub struct SearchSettings {
     /// The exact search's limits, family fits and graph prior (`exact` and `hybrid` only).
     #[serde(default)]
     pub exact: ExactSettings,
+}
+
+/// The settings only the collapsed bound reads (MODEL.md §4: full batch on the rows used, free
+/// q(w), evidence pruning after the cool-down).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollapsedSettings {
+    /// Iterations per epoch: γ grows by ρ every `gamma_interval` full-batch iterations.
+    pub gamma_interval: usize,
+    /// How the bound of a row subset stands for the whole data set.
+    #[serde(default)]
+    pub subset_scaling: SubsetScaling,
+    /// Whether the initial precisions U(0.01, 1) are scaled by `precision_scale(inputs)` so the
+    /// expected scaled squared distance between rows is about 1 whatever D is.
+    #[serde(default)]
+    pub scale_start_precisions: bool,
+    /// What the latent w starts as after each variable's regression start.
+    #[serde(default)]
+    pub latent_start: LatentStart,
+    /// After the cool-down, test every edge by evidence: refit its child with and without it (at
+    /// most this many L-BFGS iterations each) and drop it unless the objective is higher with it.
+    /// 0 = no pruning (the paper's schedule).
+    #[serde(default)]
+    pub prune_iterations: usize,
+    /// Pruning keeps an edge only if the objective with it exceeds the objective without it by
+    /// more than this many nats (0: any gain keeps it). A margin of m asks for a Bayes factor
+    /// above e^m in the edge's favour, as the scores are bounds on the log evidence.
+    #[serde(default)]
+    pub prune_margin: f64,
+}
+
+/// The settings only the uncollapsed bound reads (MODEL.md §3: minibatches and Monte Carlo).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UncollapsedSettings {
+    /// Minibatch size b.
+    pub batch_size: usize,
+    /// Monte Carlo samples S of w per row.
+    pub samples: usize,
+}
+
+/// Search settings that passed every rule of [`SearchSettings::validate`]: the only form the
+/// engine takes (`Problem`, `VariableStart`, `Session`), so no run starts on numbers nobody
+/// checked. It reads like the settings it holds (`Deref`); it is made by
+/// [`SearchSettings::check`], or read from JSON and checked on the way in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "SearchSettings", into = "SearchSettings")]
+pub struct CheckedSettings(SearchSettings);
+
+impl TryFrom<SearchSettings> for CheckedSettings {
+    type Error = SettingsError;
+
+    fn try_from(settings: SearchSettings) -> Result<Self, SettingsError> {
+        settings.validate()?;
+        Ok(Self(settings))
+    }
+}
+
+impl From<CheckedSettings> for SearchSettings {
+    fn from(checked: CheckedSettings) -> Self {
+        checked.0
+    }
+}
+
+impl std::ops::Deref for CheckedSettings {
+    type Target = SearchSettings;
+
+    fn deref(&self) -> &SearchSettings {
+        &self.0
+    }
+}
+
+impl CheckedSettings {
+    /// The settings, to change and check again.
+    pub fn into_inner(self) -> SearchSettings {
+        self.0
+    }
+
+    /// These settings with `change` made to them, checked again.
+    pub fn with(self, change: impl FnOnce(&mut SearchSettings)) -> Result<Self, SettingsError> {
+        let mut settings = self.0;
+        change(&mut settings);
+        settings.check()
+    }
 }
 
 /// Which search a run uses.
@@ -276,13 +338,37 @@ impl Preset {
         names::name(self)
     }
 
+    /// The preset's settings, checked (every preset passes its own rules: a test checks it).
+    pub fn checked(self) -> CheckedSettings {
+        self.settings()
+            .check()
+            .expect("every preset passes the settings' rules")
+    }
+
     /// The preset's settings.
     pub fn settings(self) -> SearchSettings {
         match self {
             Self::Interactive => SearchSettings {
                 bound: BoundKind::Collapsed,
-                batch_size: 256,
-                samples: 10,
+                collapsed: CollapsedSettings {
+                    gamma_interval: 4,
+                    // Measured in BENCHMARKS.md (issue 10): neither helped at this budget; the
+                    // shared latent start reaches far higher evidence but worse graphs on dense
+                    // sets.
+                    scale_start_precisions: false,
+                    latent_start: LatentStart::Residual,
+                    prune_iterations: 100,
+                    // A Bayes factor above e³ ≈ 20 keeps an edge: 14.83 / 0.585 against 15.42 /
+                    // 0.581 with 0 on the 12 ten-node sets (BENCHMARKS.md, issue 10).
+                    prune_margin: 3.0,
+                    // Counting the rows r times gave 22.33 / 0.475 against 15.42 / 0.581
+                    // (BENCHMARKS.md).
+                    subset_scaling: SubsetScaling::ScaleBound,
+                },
+                uncollapsed: UncollapsedSettings {
+                    batch_size: 256,
+                    samples: 10,
+                },
                 // Chosen by accuracy per second on the 10-node sets (BENCHMARKS.md): 200 rows and
                 // M = 20 reach a DAG in about 25 s; 300 rows and M = 30 are more accurate but take
                 // 2.5 times as long.
@@ -298,7 +384,6 @@ impl Preset {
                 },
                 acyclic_max: 1500,
                 rho: None,
-                gamma_interval: 4,
                 tau: 0.005,
                 cooldown: PhaseLength {
                     min: 50,
@@ -314,16 +399,6 @@ impl Preset {
                 threads: 0,
                 dag_rule: DagRule::Greedy,
                 two_cycle_penalty: true,
-                // Measured in BENCHMARKS.md (issue 10): neither helped at this budget; the shared
-                // latent start reaches far higher evidence but worse graphs on dense sets.
-                scale_start_precisions: false,
-                latent_start: LatentStart::Residual,
-                prune_iterations: 100,
-                // A Bayes factor above e³ ≈ 20 keeps an edge: 14.83 / 0.585 against 15.42 / 0.581
-                // with 0 on the 12 ten-node sets (BENCHMARKS.md, issue 10).
-                prune_margin: 3.0,
-                // Counting the rows r times gave 22.33 / 0.475 against 15.42 / 0.581 (BENCHMARKS.md).
-                subset_scaling: SubsetScaling::ScaleBound,
                 restart_selection: RestartSelection::Objective,
                 method: Method::Cgp,
                 exact: ExactSettings::default(),
@@ -345,7 +420,10 @@ impl Preset {
                     },
                     restarts: 4,
                     start_iterations: 200,
-                    prune_iterations: 200,
+                    collapsed: CollapsedSettings {
+                        prune_iterations: 200,
+                        ..fast.collapsed.clone()
+                    },
                     // With 4 restarts the final objective rarely picks the best graph; the graphs'
                     // evidence picked the best in 3 of 4 sets (BENCHMARKS.md, issue 10).
                     restart_selection: RestartSelection::GraphEvidence,
@@ -354,8 +432,19 @@ impl Preset {
             }
             Self::Paper => SearchSettings {
                 bound: BoundKind::Uncollapsed,
-                batch_size: 256,
-                samples: 50,
+                // Not read by the uncollapsed bound; the paper's schedule has no pruning.
+                collapsed: CollapsedSettings {
+                    gamma_interval: 4,
+                    subset_scaling: SubsetScaling::ScaleBound,
+                    scale_start_precisions: false,
+                    latent_start: LatentStart::Residual,
+                    prune_iterations: 0,
+                    prune_margin: 0.0,
+                },
+                uncollapsed: UncollapsedSettings {
+                    batch_size: 256,
+                    samples: 50,
+                },
                 max_rows: usize::MAX,
                 inducing_points: 400,
                 inducing_per_input: 0,
@@ -363,7 +452,6 @@ impl Preset {
                 warmup: PhaseLength::fixed(25_000),
                 acyclic_max: 50_000,
                 rho: None,
-                gamma_interval: 4,
                 tau: 0.005,
                 cooldown: PhaseLength::fixed(25_000),
                 power_iterations: 50,
@@ -374,11 +462,6 @@ impl Preset {
                 threads: 0,
                 dag_rule: DagRule::Prefix,
                 two_cycle_penalty: false,
-                scale_start_precisions: false,
-                latent_start: LatentStart::Residual,
-                prune_iterations: 0,
-                prune_margin: 0.0,
-                subset_scaling: SubsetScaling::ScaleBound,
                 restart_selection: RestartSelection::Objective,
                 method: Method::Cgp,
                 exact: ExactSettings::default(),
@@ -483,6 +566,11 @@ impl SearchSettings {
             || stationary.iter().any(|&t| t >= self.stationary_threshold)
     }
 
+    /// These settings, checked: the form the engine takes.
+    pub fn check(self) -> Result<CheckedSettings, SettingsError> {
+        CheckedSettings::try_from(self)
+    }
+
     /// Checks every field, naming the first one that is unusable.
     pub fn validate(&self) -> Result<(), SettingsError> {
         let positive = |key: &'static str, name: &'static str, value: f64| {
@@ -495,10 +583,10 @@ impl SearchSettings {
         if self.max_rows < MIN_ROWS {
             return Err(SettingsError::TooFewRows(self.max_rows));
         }
-        if self.batch_size == 0 {
+        if self.uncollapsed.batch_size == 0 {
             return Err(SettingsError::Zero("batch_size", "the batch size"));
         }
-        if self.samples == 0 {
+        if self.uncollapsed.samples == 0 {
             return Err(SettingsError::Zero("samples", "the Monte Carlo samples"));
         }
         if self.inducing_points == 0 {
@@ -521,7 +609,7 @@ impl SearchSettings {
                 return Err(SettingsError::PhaseTolerance { phase });
             }
         }
-        if self.gamma_interval == 0 {
+        if self.collapsed.gamma_interval == 0 {
             return Err(SettingsError::Zero(
                 "gamma_interval",
                 "the iterations between rises of γ",
@@ -548,10 +636,15 @@ impl SearchSettings {
             (
                 "batch_size",
                 "the batch size",
-                self.batch_size,
+                self.uncollapsed.batch_size,
                 MAX_BATCH_SIZE,
             ),
-            ("samples", "Monte Carlo samples", self.samples, MAX_SAMPLES),
+            (
+                "samples",
+                "Monte Carlo samples",
+                self.uncollapsed.samples,
+                MAX_SAMPLES,
+            ),
             (
                 "power_iterations",
                 "power iterations",
@@ -567,7 +660,7 @@ impl SearchSettings {
             (
                 "prune_iterations",
                 "pruning refit iterations",
-                self.prune_iterations,
+                self.collapsed.prune_iterations,
                 MAX_PHASE_ITERATIONS,
             ),
             (
@@ -605,8 +698,9 @@ impl SearchSettings {
                 "power iterations per step",
             ));
         }
-        if !(self.prune_margin >= 0.0 && self.prune_margin.is_finite()) {
-            return Err(SettingsError::PruneMargin(self.prune_margin));
+        let margin = self.collapsed.prune_margin;
+        if !(margin >= 0.0 && margin.is_finite()) {
+            return Err(SettingsError::PruneMargin(margin));
         }
         if self.linear_threshold < 0.0 {
             return Err(SettingsError::NegativeThreshold("linear_threshold"));
@@ -651,16 +745,17 @@ mod tests {
     /// Each broken rule is its own error, naming a key of the settings' JSON.
     #[test]
     fn every_refusal_names_its_setting() {
-        let json = serde_json::to_value(Preset::Interactive.settings()).unwrap();
-        let keys = json.as_object().unwrap();
+        let keys = super::super::fields::setting_keys(
+            &serde_json::to_value(Preset::Interactive.settings()).unwrap(),
+        );
         let cases: [Breaks; 9] = [
             (|s| s.max_rows = 3, "max_rows"),
-            (|s| s.samples = 0, "samples"),
+            (|s| s.uncollapsed.samples = 0, "samples"),
             (|s| s.tau = f64::NAN, "tau"),
             (|s| s.rho = Some(-1.0), "rho"),
             (|s| s.warmup.min = s.warmup.max + 1, "warmup"),
             (|s| s.restarts = MAX_RESTARTS + 1, "restarts"),
-            (|s| s.prune_margin = -1.0, "prune_margin"),
+            (|s| s.collapsed.prune_margin = -1.0, "prune_margin"),
             (|s| s.stationary_threshold = -0.1, "stationary_threshold"),
             (
                 |s| {
@@ -675,7 +770,7 @@ mod tests {
             breaks(&mut s);
             let err = s.validate().unwrap_err();
             assert_eq!(err.setting(), key, "{err}");
-            assert!(keys.contains_key(key), "{key} is not a setting");
+            assert!(keys.contains(&key.to_string()), "{key} is not a setting");
         }
         let mut s = Preset::Interactive.settings();
         s.warmup.min = 700;
@@ -685,5 +780,39 @@ mod tests {
             "the warm-up minimum (700) exceeds its maximum (600)"
         );
         assert!(Preset::ALL.iter().all(|p| p.settings().validate().is_ok()));
+    }
+
+    /// Checked settings are only made from settings that pass, by `check` or from JSON, and a
+    /// change to them is checked again.
+    #[test]
+    fn checked_settings_hold_only_valid_settings() {
+        let mut bad = Preset::Interactive.settings();
+        bad.tau = 0.0;
+        assert_eq!(bad.clone().check().unwrap_err().setting(), "tau");
+        let json = serde_json::to_string(&bad).unwrap();
+        let err = serde_json::from_str::<CheckedSettings>(&json).unwrap_err();
+        assert!(
+            err.to_string().contains("τ must be a positive number"),
+            "{err}"
+        );
+        let good = Preset::Thorough.checked();
+        let back: CheckedSettings =
+            serde_json::from_str(&serde_json::to_string(&good).unwrap()).unwrap();
+        assert_eq!(back, good);
+        let err = good.clone().with(|s| s.restarts = 0).unwrap_err();
+        assert_eq!(err.setting(), "restarts");
+        let more = good.with(|s| s.restarts = 7).unwrap();
+        assert_eq!(more.restarts, 7);
+    }
+
+    /// Each bound's own settings sit under its name in the JSON form, not at the top.
+    #[test]
+    fn bound_settings_live_with_their_bound() {
+        let json = serde_json::to_value(Preset::Paper.settings()).unwrap();
+        assert_eq!(json["uncollapsed"]["samples"], 50);
+        assert_eq!(json["collapsed"]["gamma_interval"], 4);
+        for key in ["batch_size", "samples", "gamma_interval", "prune_margin"] {
+            assert!(json.get(key).is_none(), "{key} is at the top level");
+        }
     }
 }

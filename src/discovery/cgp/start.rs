@@ -9,7 +9,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use super::component::Component;
-use super::settings::{RowWeight, SearchSettings};
+use super::settings::{CheckedSettings, RowWeight};
 use super::variable::{BoundKind, UncollapsedComponent, Variable};
 use crate::gp::adam::AdamSettings;
 use crate::gp::collapsed::{precision_scale, FitSettings, GpInitialisation, MIN_START_SE_VARIANCE};
@@ -27,7 +27,7 @@ pub struct VariableStart {
     pub noise_floor: f64,
     /// Rows of the whole data set (the bound of the rows used stands for them).
     pub total_rows: usize,
-    pub settings: SearchSettings,
+    pub settings: CheckedSettings,
 }
 
 impl VariableStart {
@@ -42,7 +42,7 @@ impl VariableStart {
             ));
         }
         // The kernel's inputs: the candidate parents and w.
-        let start_scale = if s.scale_start_precisions {
+        let start_scale = if s.collapsed.scale_start_precisions {
             precision_scale(parents.len() + 1)
         } else {
             1.0
@@ -51,7 +51,7 @@ impl VariableStart {
             inducing_points: s.inducing_for(parents.len() + 1),
             gp_initialisation: GpInitialisation::Always,
             initial_precision: (0.01 * start_scale, start_scale),
-            latent_start: s.latent_start,
+            latent_start: s.collapsed.latent_start,
             min_start_se_variance: MIN_START_SE_VARIANCE,
             lbfgs: LbfgsSettings {
                 max_iterations: s.start_iterations,
@@ -61,7 +61,7 @@ impl VariableStart {
         };
         let rows = RowWeight {
             factor: self.total_rows as f64 / data.nrows() as f64,
-            scaling: s.subset_scaling,
+            scaling: s.collapsed.subset_scaling,
         };
         let adam = AdamSettings {
             learning_rate: s.learning_rate,
@@ -85,7 +85,7 @@ impl VariableStart {
                     .collect();
                 let settings = VariableSettings {
                     inducing: s.inducing_for(parents.len() + 1),
-                    samples: s.samples,
+                    samples: s.uncollapsed.samples,
                     latent: LatentKind::Encoder,
                     adam,
                     ..VariableSettings::default()
@@ -94,7 +94,7 @@ impl VariableStart {
                 Ok(Variable::Uncollapsed(Box::new(UncollapsedComponent::new(
                     i,
                     v,
-                    s.batch_size,
+                    s.uncollapsed.batch_size,
                 ))))
             }
         }
