@@ -868,7 +868,10 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
         let collapsed = settings["collapsed"].take();
         settings["gamma_interval"] = collapsed["gamma_interval"].clone();
         let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
-        assert!(matches!(err, CheckpointError::Format { found: 3, .. }), "{err}");
+        assert!(
+            matches!(err, CheckpointError::Format { found: 3, .. }),
+            "{err}"
+        );
         // Settings that break a rule are refused as they are read, with the rule.
         let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
         value["session"]["problem"]["settings"]["tau"] = serde_json::json!(0.0);

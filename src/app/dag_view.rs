@@ -55,7 +55,7 @@ fn drawing(state: AppState) -> Option<Drawing> {
     let names = state.names()?;
     let d = names.len();
 
-    let edges = if let Some(result) = state.result.get() {
+    let edges = if let Some(result) = state.page.result.get() {
         match truth_report(state) {
             Some(Ok(report)) => report
                 .classes
@@ -75,7 +75,7 @@ fn drawing(state: AppState) -> Option<Drawing> {
                 .map(|&(i, j)| (i, j, edge_weight(&result.adjacency, i, j), None))
                 .collect(),
         }
-    } else if let Some(s) = state.snapshot.get() {
+    } else if let Some(s) = state.page.snapshot.get() {
         s.edges
             .iter()
             .map(|&(i, j)| (i, j, edge_weight(&s.adjacency, i, j), None))

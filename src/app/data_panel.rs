@@ -2,11 +2,11 @@
 //! then the view of what the worker made of the file (progress while reading, summary,
 //! per-column statistics, preview, problems with what is done about each).
 
-use super::{examples, AppState, DataState, RunState};
+use super::{examples, AppState, DataState};
 use crate::data::DatasetSummary;
 
 use crate::protocol::ProblemReport;
-use crate::ui::{format_bytes, format_number, read_record, History};
+use crate::ui::{format_bytes, format_number, read_record};
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::File;
@@ -16,7 +16,7 @@ const MAX_RECORD_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 
 fn submit_user_file(state: AppState, file: File) {
     // A user's own file comes without a ground truth.
-    state.truth.set(None);
+    state.set_truth(None);
     state.submit_file(file.name(), file.into());
 }
 
@@ -24,32 +24,23 @@ fn submit_user_file(state: AppState, file: File) {
 fn open_record(state: AppState, file: File) {
     let name = file.name();
     if file.size() > MAX_RECORD_BYTES {
-        state.error.set(Some(format!(
+        state.show_error(format!(
             "{name} is {}: too large for a run record",
             format_bytes(file.size() as usize)
-        )));
+        ));
         return;
     }
     wasm_bindgen_futures::spawn_local(async move {
         let text = match JsFuture::from(file.text()).await {
             Ok(t) => t.as_string().unwrap_or_default(),
             Err(e) => {
-                state
-                    .error
-                    .set(Some(format!("the browser could not read {name}: {e:?}")));
+                state.show_error(format!("the browser could not read {name}: {e:?}"));
                 return;
             }
         };
         match read_record(&text) {
-            Ok(result) => {
-                state.error.set(None);
-                state.run.set(RunState::Idle);
-                state.snapshot.set(None);
-                state.history.set(History::default());
-                state.result.set(Some(result));
-                state.record_file.set(Some(name));
-            }
-            Err(e) => state.error.set(Some(format!("{name} was not opened: {e}"))),
+            Ok(result) => state.show_record(name, result),
+            Err(e) => state.show_error(format!("{name} was not opened: {e}")),
         }
     });
 }
@@ -64,9 +55,9 @@ pub fn DataPanel() -> impl IntoView {
         ev.prevent_default();
         dragging.set(false);
         if let Some(work) = state.busy_with() {
-            state.error.set(Some(format!(
+            state.show_error(format!(
                 "{work}: wait for it (or stop the run) before loading other data"
-            )));
+            ));
             return;
         }
         let file = ev
@@ -134,7 +125,7 @@ pub fn DataPanel() -> impl IntoView {
                     <input type="file" accept=".json,application/json" data-testid="record-input" on:change=on_record prop:disabled=busy />
                 </label>
             </div>
-            {move || view_state(state.data.get())}
+            {move || view_state(state.page.data.get())}
         </section>
     }
 }

@@ -18,7 +18,7 @@ const MAX_MEMBERS: usize = 4;
 pub fn ExactResults() -> impl IntoView {
     let state = expect_context::<AppState>();
     move || {
-        let result = state.result.get()?;
+        let result = state.page.result.get()?;
         let probabilities = result.edge_probabilities.clone()?;
         let prior = result
             .exact

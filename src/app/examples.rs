@@ -3,7 +3,6 @@
 
 use super::{AppState, Truth};
 use js_sys::Uint8Array;
-use leptos::prelude::Set;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Blob, Response};
@@ -92,12 +91,12 @@ pub fn load(state: AppState, stem: &'static str) {
         match data {
             Ok(blob) => {
                 state.submit_file(format!("{stem}.csv"), blob);
-                state.truth.set(truth.ok().map(|text| Truth {
+                state.set_truth(truth.ok().map(|text| Truth {
                     file_name: format!("{stem}.truth.csv"),
                     text,
                 }));
             }
-            Err(e) => state.error.set(Some(e)),
+            Err(e) => state.show_error(e),
         }
     });
 }

@@ -20,8 +20,11 @@ use leptos::prelude::*;
 pub fn EdgeExplanation() -> impl IntoView {
     let state = expect_context::<AppState>();
     move || {
-        let names = state.result.with(|r| r.as_ref().map(|r| r.names.clone()))?;
-        let body = match state.explanation.get() {
+        let names = state
+            .page
+            .result
+            .with(|r| r.as_ref().map(|r| r.names.clone()))?;
+        let body = match state.page.explanation.get() {
             Explanation::None => return None,
             Explanation::Working { subject } => view! {
                 <p data-state="working">
@@ -273,7 +276,7 @@ pub fn EquivalenceClass() -> impl IntoView {
         if !shown.get() {
             return None;
         }
-        let (names, graph) = state.result.with(|r| {
+        let (names, graph) = state.page.result.with(|r| {
             let r = r.as_ref()?;
             Some((r.names.clone(), result_graph(r)?))
         })?;

@@ -416,7 +416,7 @@ pub fn GraphEditorPanel() -> impl IntoView {
             }
         })
         .collect_view();
-    let status = move || match state.simulation.get() {
+    let status = move || match state.page.simulation.get() {
         SimulationState::Running => Some("Simulating in the worker…".to_string()),
         SimulationState::Failed(why) => Some(why),
         SimulationState::Idle => None,

@@ -9,7 +9,7 @@ use leptos::prelude::*;
 
 /// The knowledge as the run would use it, or why it cannot be used.
 pub fn current_knowledge(state: AppState) -> Option<Result<Knowledge, String>> {
-    let names = state.data.with(DataState::names)?;
+    let names = state.page.data.with(DataState::names)?;
     let rules = state.rules.get();
     let tiers = state.tiers.get();
     Some(knowledge_from_grid(&names, &rules, &tiers))
@@ -25,6 +25,7 @@ pub fn set_knowledge(
     tiers: &[(String, u32)],
 ) -> Result<(), String> {
     let names = state
+        .page
         .data
         .with_untracked(DataState::names)
         .ok_or("load the data first")?;
@@ -49,7 +50,7 @@ const FLAT_HEADER_CHARS: usize = 3;
 pub fn KnowledgePanel() -> impl IntoView {
     let state = expect_context::<AppState>();
     let body = move || {
-        let Some(names) = state.data.with(DataState::names) else {
+        let Some(names) = state.page.data.with(DataState::names) else {
             return view! { <p class="hint">"Load data to state what you already know about its causes."</p> }
                 .into_any();
         };

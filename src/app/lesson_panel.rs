@@ -46,10 +46,10 @@ async fn read_catalogue() -> Result<Vec<Lesson>, String> {
 
 /// What the page shows, as the lessons' checks read it.
 fn page_facts(state: AppState) -> PageFacts {
-    let explanation = state.explanation.get();
+    let explanation = state.page.explanation.get();
     PageFacts {
-        names: state.data.with(DataState::names),
-        result: state.result.with(|r| {
+        names: state.page.data.with(DataState::names),
+        result: state.page.result.with(|r| {
             r.as_ref().map(|r| ResultFacts {
                 names: r.names.clone(),
                 edges: r.edges.clone(),
@@ -61,7 +61,7 @@ fn page_facts(state: AppState) -> PageFacts {
             Explanation::Edge(_) | Explanation::Directions(_)
         ),
         directions_compared: matches!(explanation, Explanation::Directions(_)),
-        runs_started: state.runs_started.get(),
+        runs_started: state.page.runs_started.get(),
     }
 }
 
@@ -140,7 +140,7 @@ pub fn LessonPanel() -> impl IntoView {
     // The page is busy: a button that starts more work waits.
     let busy = move || {
         state.busy_with().is_some()
-            || matches!(state.explanation.get(), Explanation::Working { .. })
+            || matches!(state.page.explanation.get(), Explanation::Working { .. })
     };
 
     let list = move || {
@@ -284,7 +284,7 @@ pub fn LessonPanel() -> impl IntoView {
 fn LessonPosterior() -> impl IntoView {
     let state = expect_context::<AppState>();
     move || {
-        let (names, posterior) = state.result.with(|r| {
+        let (names, posterior) = state.page.result.with(|r| {
             let r = r.as_ref()?;
             Some((r.names.clone(), r.posterior.clone()?))
         })?;

@@ -14,8 +14,8 @@ use wasm_bindgen_futures::JsFuture;
 
 /// The comparison of the result on screen with the truth, when both exist.
 pub fn truth_report(state: AppState) -> Option<Result<TruthReport, String>> {
-    let truth = state.truth.get()?;
-    state.result.with(|r| {
+    let truth = state.page.truth.get()?;
+    state.page.result.with(|r| {
         let result = r.as_ref()?;
         let pred = result_graph(result)?;
         Some(
@@ -28,10 +28,12 @@ pub fn truth_report(state: AppState) -> Option<Result<TruthReport, String>> {
 
 fn export_name(state: AppState, suffix: &str) -> String {
     let stem = state
+        .page
         .data
         .with_untracked(|d| d.stem())
         .or_else(|| {
             state
+                .page
                 .record_file
                 .get_untracked()
                 .map(|f| f.trim_end_matches(".json").to_string())
@@ -48,12 +50,12 @@ fn export_button(
     make: fn(AppState, &RunResult) -> Result<(), String>,
 ) -> impl IntoView {
     let on_click = move |_| {
-        let outcome = state.result.with_untracked(|r| match r {
+        let outcome = state.page.result.with_untracked(|r| match r {
             Some(r) => make(state, r),
             None => Err("there is no result to export".into()),
         });
         if let Err(e) = outcome {
-            state.error.set(Some(format!("export failed: {e}")));
+            state.show_error(format!("export failed: {e}"));
         }
     };
     view! { <button data-testid=testid on:click=on_click>{label}</button> }
@@ -81,20 +83,19 @@ pub fn ResultsPanel() -> impl IntoView {
         input.set_value("");
         wasm_bindgen_futures::spawn_local(async move {
             match JsFuture::from(file.text()).await {
-                Ok(text) => state.truth.set(Some(Truth {
+                Ok(text) => state.set_truth(Some(Truth {
                     file_name: file.name(),
                     text: text.as_string().unwrap_or_default(),
                 })),
-                Err(e) => state.error.set(Some(format!(
-                    "the browser could not read {}: {e:?}",
-                    file.name()
-                ))),
+                Err(e) => {
+                    state.show_error(format!("the browser could not read {}: {e:?}", file.name()))
+                }
             }
         });
     };
 
     move || {
-        let result = state.result.get()?;
+        let result = state.page.result.get()?;
         let status = match result.status {
             Status::Done => "finished",
             Status::Stopped => "stopped early: the best graph so far",
@@ -102,6 +103,7 @@ pub fn ResultsPanel() -> impl IntoView {
             Status::Running => "running",
         };
         let source = state
+            .page
             .record_file
             .get()
             .map(|f| view! { <p class="note">"Loaded from the saved run record " <strong>{f}</strong> "."</p> });
@@ -135,7 +137,7 @@ pub fn ResultsPanel() -> impl IntoView {
             .map(|&(i, j)| {
                 let w = edge_weight(&result.adjacency, i, j);
                 let what = if result.exact.is_some() { " (posterior probability " } else { " (weight " };
-                let busy = move || matches!(state.explanation.get(), Explanation::Working { .. });
+                let busy = move || matches!(state.page.explanation.get(), Explanation::Working { .. });
                 view! {
                     <li>
                         <span class="name">{result.names[i].clone()}</span> " → " <span class="name">{result.names[j].clone()}</span> {what} {format_number(w)} ")"
@@ -155,7 +157,7 @@ pub fn ResultsPanel() -> impl IntoView {
             let buttons = with_parents
                 .into_iter()
                 .map(|j| {
-                    let busy = move || matches!(state.explanation.get(), Explanation::Working { .. });
+                    let busy = move || matches!(state.page.explanation.get(), Explanation::Working { .. });
                     view! {
                         <button class="small" data-testid="explain-variable" data-variable=result.names[j].clone()
                             disabled=busy on:click=move |_| state.explain_variable(j)>{result.names[j].clone()}</button>
@@ -164,7 +166,7 @@ pub fn ResultsPanel() -> impl IntoView {
                 .collect_view();
             view! { <p class="variable-buttons">"Fitted conditional of: " {buttons}</p> }
         });
-        let truth_name = state.truth.get().map(|t| t.file_name);
+        let truth_name = state.page.truth.get().map(|t| t.file_name);
         Some(view! {
             <section class="panel" data-testid="results" aria-labelledby="results-heading">
                 <h2 id="results-heading">"5. Result"</h2>

@@ -9,21 +9,19 @@ use super::settings_panel::current_settings;
 use super::{AppState, DataState, RunState};
 use crate::discovery::cgp::Method;
 use crate::engine::Status;
-use crate::protocol::{RunRequest, ToWorker};
-use crate::ui::{
-    format_number, fraction_reached, phase_name, progress_shown, History, RunProgress,
-};
+use crate::protocol::RunRequest;
+use crate::ui::{format_number, fraction_reached, phase_name, progress_shown, RunProgress};
 use leptos::prelude::*;
 
 /// Why the Run button is disabled, or `None` when a run can start.
 pub(super) fn blocker(state: AppState) -> Option<String> {
-    if state.worker_dead.get() {
+    if state.page.worker_dead.get() {
         return Some("the worker must be restarted first".into());
     }
     if let Some(work) = state.busy_with() {
         return Some(work.into());
     }
-    if !matches!(state.data.get(), DataState::Loaded { .. }) {
+    if !matches!(state.page.data.get(), DataState::Loaded { .. }) {
         return Some("load data first".into());
     }
     if let Err(e) = current_settings(state) {
@@ -41,54 +39,32 @@ pub(super) fn start_run(state: AppState) {
     else {
         return;
     };
-    state.error.set(None);
-    state.saved_run.set(None);
-    state.result.set(None);
-    state.record_file.set(None);
-    state.snapshot.set(None);
-    state.snapshots_seen.set(0);
-    state.history.set(History::default());
-    state.run.set(RunState::Starting);
-    state.runs_started.update(|n| *n += 1);
-    state.mark_alive();
-    state.explanation.set(super::Explanation::None);
-    state.send(&ToWorker::Start(Box::new(RunRequest {
-        run_id: state.next_run_id(),
+    state.start_run(RunRequest {
+        // Given by the model.
+        run_id: 0,
         preset: state.preset.get_untracked(),
         settings,
         seed,
         knowledge,
-    })));
+    });
 }
 
 #[component]
 pub fn RunPanel() -> impl IntoView {
     let state = expect_context::<AppState>();
-    let active = move || {
-        matches!(
-            state.run.get(),
-            RunState::Starting | RunState::Running | RunState::Paused
-        )
-    };
-    let on_pause = move |_| match state.run.get_untracked() {
-        RunState::Running | RunState::Starting => {
-            state.pause_pending.set(true);
-            state.send(&ToWorker::Pause)
-        }
-        RunState::Paused => state.send(&ToWorker::Resume),
-        _ => {}
-    };
+    let active = move || state.page.run.get().active();
+    let on_pause = move |_| state.toggle_pause();
     let pause_label = move || {
-        if state.run.get() == RunState::Paused {
+        if state.page.run.get() == RunState::Paused {
             "Resume"
-        } else if state.pause_pending.get() {
+        } else if state.page.pause_pending.get() {
             "Pausing…"
         } else {
             "Pause"
         }
     };
     let pause_title = move || {
-        state.pause_pending.get().then_some(
+        state.page.pause_pending.get().then_some(
             "The worker pauses when the computation it is inside ends (a large fit can take a \
              while); Stop acts within 2 s.",
         )
@@ -104,19 +80,19 @@ pub fn RunPanel() -> impl IntoView {
                     "Run"
                 </button>
                 <button data-testid="pause-button" on:click=on_pause title=pause_title
-                    prop:disabled=move || !active() || state.pause_pending.get()>
+                    prop:disabled=move || !active() || state.page.pause_pending.get()>
                     {pause_label}
                 </button>
                 <button data-testid="stop-button" on:click=move |_| state.request_stop() prop:disabled=move || !active()>
                     "Stop"
                 </button>
                 <span class="status-label">"Status: "
-                                        <strong data-testid="status" aria-live="polite" data-snapshots=move || state.snapshots_seen.get() data-saved=move || state.saved_run.with(Option::is_some).to_string()>{move || state.status_code()}</strong>
+                                        <strong data-testid="status" aria-live="polite" data-snapshots=move || state.page.snapshots_seen.get() data-saved=move || state.page.saved_run.with(Option::is_some).to_string()>{move || state.status_code()}</strong>
                 </span>
             </div>
                         {move || blocker(state).filter(|_| !active()).map(|b| view! {
                 <p class="hint">"Run is unavailable: " {b} " "
-                    {move || state.worker_dead.get().then(|| view! {
+                    {move || state.page.worker_dead.get().then(|| view! {
                         <button on:click=move |_| state.restart_worker()>"Restart the worker"</button>
                     })}
                 </p>
@@ -147,8 +123,12 @@ pub fn RunPanel() -> impl IntoView {
 
 /// What the live heatmap shows now.
 fn heatmap_caption(state: AppState) -> &'static str {
-    let exact_result = state.result.with(|r| r.as_ref().map(|r| r.exact.is_some()));
+    let exact_result = state
+        .page
+        .result
+        .with(|r| r.as_ref().map(|r| r.exact.is_some()));
     let exact_running = state
+        .page
         .snapshot
         .with(|s| s.as_ref().is_some_and(|s| s.exact.is_some()));
     match exact_result {
@@ -166,7 +146,7 @@ fn heatmap_caption(state: AppState) -> &'static str {
 fn PhaseBanner() -> impl IntoView {
     let state = expect_context::<AppState>();
     move || {
-        state.snapshot.get().map(|s| {
+        state.page.snapshot.get().map(|s| {
             let restarts = s.restarts.len();
             let code = serde_json::to_value(s.phase)
                 .ok()
@@ -222,7 +202,7 @@ fn ProgressBar() -> impl IntoView {
     // the bar keeps the last running snapshot's fraction instead.
     let reached = RwSignal::new(0.0);
     Effect::new(move |_| {
-        let next = state.snapshot.with(|s| match s {
+        let next = state.page.snapshot.with(|s| match s {
             None => 0.0,
             Some(s) => fraction_reached(
                 reached.get_untracked(),
@@ -233,9 +213,9 @@ fn ProgressBar() -> impl IntoView {
         reached.set(next);
     });
     let shown = Memo::new(move |_| {
-        let run = state.run.get();
+        let run = state.page.run.get();
         let reached = reached.get();
-        state.snapshot.with(|s| {
+        state.page.snapshot.with(|s| {
             let progress = match s {
                 None => RunProgress::NotStarted,
                 Some(s) => match run {
@@ -279,7 +259,7 @@ fn Heatmap() -> impl IntoView {
     Effect::new(move |_| {
         let Some(el) = canvas.get() else { return };
         let names = state.names().unwrap_or_default();
-        let (weights, edges) = match (state.result.get(), state.snapshot.get()) {
+        let (weights, edges) = match (state.page.result.get(), state.page.snapshot.get()) {
             (Some(r), _) => (r.adjacency.clone(), r.edges.clone()),
             (None, Some(s)) => (s.adjacency.clone(), s.edges.clone()),
             (None, None) => (Vec::new(), Vec::new()),
@@ -315,8 +295,12 @@ fn LossChart() -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     Effect::new(move |_| {
         let Some(el) = canvas.get() else { return };
-        let shown = state.snapshot.with(|s| s.as_ref().map_or(0, |s| s.restart));
+        let shown = state
+            .page
+            .snapshot
+            .with(|s| s.as_ref().map_or(0, |s| s.restart));
         let result = state
+            .page
             .history
             .with(|h| draw_curves(&el, h.points(shown), &h.phase_starts(shown)));
         if let Err(e) = result {

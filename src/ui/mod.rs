@@ -11,6 +11,7 @@ pub mod graph_editor;
 pub mod graph_layout;
 mod knowledge_grid;
 pub mod lessons;
+pub mod page;
 mod progress;
 mod record;
 mod settings_form;

@@ -1,0 +1,1226 @@
+//! The page's state and every change made to it, without the browser: what the worker's replies,
+//! the user's commands and the watchdog do to the run, the data, the result and the messages.
+//!
+//! Why a separate, native module (as `driver.rs` is for the worker): the page (`app`, wasm only)
+//! is a shell of signals, files and timers; everything that decides what the page shows after a
+//! reply or a click lives here, in [`PageModel`], and is tested natively. A transition returns the
+//! [`PageEffect`]s the shell must carry out (a request to send, a file to read); the shell then
+//! publishes the model's fields to the signals its components read.
+
+use crate::data::generate::SimulationSpec;
+use crate::data::DatasetSummary;
+use crate::engine::{RunResult, Snapshot, Status};
+use crate::protocol::{
+    ComputeBackend, ErrorReport, FromWorker, ProblemReport, RunRequest, ToWorker,
+};
+use crate::ui::History;
+
+/// What the page knows about the worker's compute backend.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendState {
+    /// The worker has not answered the ping yet.
+    Probing,
+    Known {
+        backend: ComputeBackend,
+        /// The WebGPU adapter the browser granted (described), whether or not it computes.
+        adapter: Option<String>,
+        /// Why the adapter is not computing, when there is one and it is not.
+        note: Option<String>,
+        /// The run left the GPU (it failed) and goes on on the CPU.
+        switched: bool,
+    },
+    /// The worker failed to start or died.
+    Unavailable,
+}
+
+/// What the page shows about the current file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataState {
+    Empty,
+    Reading {
+        file_name: String,
+        bytes_read: usize,
+        total_bytes: usize,
+    },
+    Loaded {
+        file_name: String,
+        summary: DatasetSummary,
+        delimiter: char,
+        problems: Vec<ProblemReport>,
+        preview: Vec<Vec<f64>>,
+    },
+    Rejected {
+        file_name: String,
+        error: ErrorReport,
+    },
+}
+
+impl DataState {
+    /// The loaded data's column names.
+    pub fn names(&self) -> Option<Vec<String>> {
+        match self {
+            DataState::Loaded { summary, .. } => Some(summary.names.clone()),
+            _ => None,
+        }
+    }
+
+    /// The loaded file's name without its extension, for export file names.
+    pub fn stem(&self) -> Option<String> {
+        match self {
+            DataState::Loaded { file_name, .. } => Some(
+                file_name
+                    .rsplit_once('.')
+                    .map_or(file_name.as_str(), |(s, _)| s)
+                    .to_string(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Where the run is, from the page's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    Idle,
+    /// Start was sent; the first snapshot has not arrived.
+    Starting,
+    Running,
+    Paused,
+    /// The run ended (its result says how: done, stopped or failed).
+    Ended(Status),
+}
+
+impl RunState {
+    /// Whether a run is starting, running or paused.
+    pub fn active(self) -> bool {
+        matches!(
+            self,
+            RunState::Starting | RunState::Running | RunState::Paused
+        )
+    }
+}
+
+/// The explanation of one edge or variable of the result on screen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Explanation {
+    None,
+    /// Asked of the worker (`subject`: "a → b" or a variable's name); it is refitting.
+    Working {
+        subject: String,
+    },
+    Edge(Box<crate::discovery::explain::EdgeEvidence>),
+    Curve(Box<crate::discovery::explain::ConditionalCurve>),
+    /// An edge and its reversal side by side.
+    Directions(Box<crate::discovery::explain::DirectionComparison>),
+    Failed {
+        subject: String,
+        message: String,
+    },
+}
+
+/// Where a simulation from the drawn graph is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SimulationState {
+    Idle,
+    /// Sent to the worker; its data have not come back yet.
+    Running,
+    /// The worker could not simulate the drawing, and why.
+    Failed(String),
+}
+
+/// A ground truth the user uploaded (or an example brought along).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Truth {
+    pub file_name: String,
+    /// The raw text, kept so it can be re-read against other column names.
+    pub text: String,
+}
+
+/// What the shell must do after a transition, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PageEffect {
+    /// Post this request to the worker.
+    Send(ToWorker),
+    /// Read the current file's bytes and send them to the worker as load `load_id`.
+    ReadSource { load_id: u64 },
+    /// Make `csv` the current file `file_name` and load it as if it had been dropped.
+    LoadText { file_name: String, csv: String },
+    /// The data have other columns: every prior-knowledge rule free, every tier empty.
+    ResetKnowledge { columns: usize },
+}
+
+/// The page's state: everything the worker's replies and the user's commands change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageModel {
+    pub backend: BackendState,
+    /// Compute workers of the current or last run (1: the worker computes alone).
+    pub compute_workers: Option<usize>,
+    pub data: DataState,
+    pub run: RunState,
+    /// Runs started on this page so far (a lesson's check waits for a run after its step's change).
+    pub runs_started: u64,
+    pub snapshot: Option<Snapshot>,
+    /// Snapshots received during the current run (the end-to-end test reads it to check the rate).
+    pub snapshots_seen: u64,
+    /// A pause was asked for and the worker has not confirmed it yet (it reads requests between
+    /// units of work, so inside a long fit the pause waits for the fit's end).
+    pub pause_pending: bool,
+    pub history: History,
+    pub result: Option<RunResult>,
+    /// Set when the result shown was loaded from a saved run record (its file name).
+    pub record_file: Option<String>,
+    pub truth: Option<Truth>,
+    /// The one error the banner shows (worker, data, run or record problems).
+    pub error: Option<String>,
+    /// Whether the worker died and must be restarted.
+    pub worker_dead: bool,
+    /// The current run saved whole ([`FromWorker::Saved`]): if its worker dies, a fresh one can
+    /// go on from here.
+    pub saved_run: Option<String>,
+    /// A simulation from the drawn graph in progress or failed.
+    pub simulation: SimulationState,
+    /// The explanation of an edge or variable of the result on screen.
+    pub explanation: Explanation,
+    /// Id of the latest file sent to the worker; replies about older files are ignored.
+    load_seq: u64,
+    /// Id of the latest run started; messages about older runs are ignored.
+    run_seq: u64,
+    /// Id of the latest explanation asked for; answers to older ones are ignored.
+    explain_seq: u64,
+    /// The column names the knowledge grid was made for (kept when the same file is read again).
+    knowledge_names: Vec<String>,
+    /// When the worker last sent anything (ms since the epoch), for the watchdog.
+    last_message_ms: f64,
+    /// The current file's name and size (its bytes stay with the shell), kept so a restarted
+    /// worker can be given it again.
+    source: Option<(String, usize)>,
+    /// The current run's latest [`FromWorker::Checkpoint`]: shown if the worker must be ended
+    /// because it is inside a long unit of work when the user stops the run.
+    checkpoint: Option<RunResult>,
+    /// The user chose to go on with the saved run: sent once the fresh worker holds the data.
+    continue_pending: bool,
+}
+
+impl PageModel {
+    /// A page with nothing loaded, its worker starting at `now_ms`.
+    pub fn new(now_ms: f64) -> Self {
+        Self {
+            backend: BackendState::Probing,
+            compute_workers: None,
+            data: DataState::Empty,
+            run: RunState::Idle,
+            runs_started: 0,
+            snapshot: None,
+            snapshots_seen: 0,
+            pause_pending: false,
+            history: History::default(),
+            result: None,
+            record_file: None,
+            truth: None,
+            error: None,
+            worker_dead: false,
+            saved_run: None,
+            simulation: SimulationState::Idle,
+            explanation: Explanation::None,
+            load_seq: 0,
+            run_seq: 0,
+            explain_seq: 0,
+            knowledge_names: Vec::new(),
+            last_message_ms: now_ms,
+            source: None,
+            checkpoint: None,
+            continue_pending: false,
+        }
+    }
+
+    /// Whether a run is starting, running or paused.
+    pub fn run_active(&self) -> bool {
+        self.run.active()
+    }
+
+    /// What keeps the page from starting other work (a run, loading other data, simulating), or
+    /// `None` when nothing is under way.
+    pub fn busy_with(&self) -> Option<&'static str> {
+        if self.run_active() {
+            Some("a run is in progress")
+        } else if matches!(self.data, DataState::Reading { .. }) {
+            Some("data are being read")
+        } else if self.simulation == SimulationState::Running {
+            // The simulated data replace what is loaded when they arrive: a run started on the
+            // old data would be dropped with them.
+            Some("data are being simulated")
+        } else {
+            None
+        }
+    }
+
+    /// The word the `status` element shows.
+    pub fn status_code(&self) -> &'static str {
+        match self.run {
+            RunState::Starting | RunState::Running => "running",
+            RunState::Paused => "paused",
+            RunState::Ended(Status::Done) => "done",
+            RunState::Ended(Status::Stopped) => "stopped",
+            RunState::Ended(Status::Failed) => "failed",
+            RunState::Ended(Status::Running) => "running",
+            RunState::Idle => match self.data {
+                DataState::Reading { .. } => "loading",
+                DataState::Loaded { .. } => "ready",
+                _ if self.result.is_some() => "done",
+                _ => "idle",
+            },
+        }
+    }
+
+    /// The variable names shown: the result's when a result is on screen, else the data's.
+    pub fn names(&self) -> Option<Vec<String>> {
+        self.result
+            .as_ref()
+            .map(|r| r.names.clone())
+            .or_else(|| self.data.names())
+    }
+
+    /// Restarts the watchdog's clock (a request that expects answers was sent at `now_ms`).
+    pub fn mark_alive(&mut self, now_ms: f64) {
+        self.last_message_ms = now_ms;
+    }
+
+    /// Seconds the worker has been silent at `now_ms` when it should be answering (a run going,
+    /// data being read) and that is longer than `limit_seconds`: the watchdog's verdict that it is
+    /// stuck. `None` when all is well.
+    pub fn silent_too_long(&self, now_ms: f64, limit_seconds: f64) -> Option<f64> {
+        let waiting = matches!(self.run, RunState::Starting | RunState::Running)
+            || matches!(self.data, DataState::Reading { .. });
+        let silent = (now_ms - self.last_message_ms) / 1000.0;
+        (waiting && !self.worker_dead && silent > limit_seconds).then_some(silent)
+    }
+
+    /// Shows `message` in the error banner (replacing what it showed).
+    pub fn show_error(&mut self, message: impl Into<String>) {
+        self.error = Some(message.into());
+    }
+
+    /// Clears the error banner.
+    pub fn dismiss_error(&mut self) {
+        self.error = None;
+    }
+
+    /// A new run id (messages about older runs are ignored from now on).
+    fn next_run_id(&mut self) -> u64 {
+        self.run_seq += 1;
+        self.pause_pending = false;
+        self.checkpoint = None;
+        self.run_seq
+    }
+
+    /// A new file `file_name` of `bytes` bytes is to be read at `now_ms`: what was on screen for
+    /// the old one goes. Returns the load's id, for [`PageModel::is_current_load`].
+    pub fn begin_load(&mut self, file_name: String, bytes: usize, now_ms: f64) -> u64 {
+        self.source = Some((file_name.clone(), bytes));
+        self.history = History::default();
+        self.error = None;
+        self.explanation = Explanation::None;
+        self.result = None;
+        self.record_file = None;
+        self.snapshot = None;
+        self.run = RunState::Idle;
+        self.reading(file_name, bytes, now_ms)
+    }
+
+    /// Marks the current file as being read again (load id returned), keeping the screen.
+    fn reading(&mut self, file_name: String, total_bytes: usize, now_ms: f64) -> u64 {
+        self.load_seq += 1;
+        self.mark_alive(now_ms);
+        self.data = DataState::Reading {
+            file_name,
+            bytes_read: 0,
+            total_bytes,
+        };
+        self.load_seq
+    }
+
+    /// Whether `load_id` is still the file wanted (a newer one may have been chosen meanwhile).
+    pub fn is_current_load(&self, load_id: u64) -> bool {
+        load_id == self.load_seq
+    }
+
+    /// The file of load `load_id` could not be read or sent, and why.
+    pub fn load_failed(&mut self, load_id: u64, message: String) {
+        if self.is_current_load(load_id) {
+            self.data = DataState::Empty;
+            self.error = Some(message);
+        }
+    }
+
+    /// A saved run record `file_name` is shown in place of a run.
+    pub fn show_record(&mut self, file_name: String, result: RunResult) {
+        self.error = None;
+        self.run = RunState::Idle;
+        self.snapshot = None;
+        self.history = History::default();
+        self.result = Some(result);
+        self.record_file = Some(file_name);
+    }
+
+    /// Starts a run of `request` (its run id is filled in here) at `now_ms`: what the last run
+    /// showed goes, and the request to send is returned.
+    pub fn start_run(&mut self, mut request: RunRequest, now_ms: f64) -> ToWorker {
+        self.error = None;
+        self.saved_run = None;
+        self.result = None;
+        self.record_file = None;
+        self.snapshot = None;
+        self.snapshots_seen = 0;
+        self.history = History::default();
+        self.run = RunState::Starting;
+        self.runs_started += 1;
+        self.mark_alive(now_ms);
+        self.explanation = Explanation::None;
+        request.run_id = self.next_run_id();
+        ToWorker::Start(Box::new(request))
+    }
+
+    /// Pause or resume, whichever the run's state calls for (`None`: no run to pause).
+    pub fn toggle_pause(&mut self) -> Option<ToWorker> {
+        match self.run {
+            RunState::Running | RunState::Starting => {
+                self.pause_pending = true;
+                Some(ToWorker::Pause)
+            }
+            RunState::Paused => Some(ToWorker::Resume),
+            _ => None,
+        }
+    }
+
+    /// The id of the run a stop request is sent for, to check later with
+    /// [`PageModel::stop_unanswered`].
+    pub fn stop_requested(&self) -> u64 {
+        self.run_seq
+    }
+
+    /// Whether the stop sent for run `run_id` is still unanswered (that run is still going).
+    pub fn stop_unanswered(&self, run_id: u64) -> bool {
+        self.run_active() && self.run_seq == run_id
+    }
+
+    /// The worker did not answer a stop in time and is replaced (the shell starts the fresh one,
+    /// at `now_ms`): the run's last checkpoint is shown as its stopped result.
+    pub fn end_unanswered_stop(&mut self, now_ms: f64) {
+        // A stopped run is over: nothing to go on with.
+        self.saved_run = None;
+        let checkpoint = self.checkpoint.take();
+        let had_checkpoint = checkpoint.is_some();
+        // A newer run id makes anything the old worker still had in flight stale.
+        self.next_run_id();
+        self.worker_restarted(now_ms);
+        self.result = checkpoint;
+        self.record_file = None;
+        self.run = RunState::Ended(Status::Stopped);
+        let shown = if had_checkpoint {
+            "the result shown is the run as it stood after its last completed step"
+        } else {
+            "it had not completed a step of the run yet, so there is no graph"
+        };
+        self.error = Some(format!(
+            "Stopped. The worker was inside one long computation and could not read the stop \
+             request, so it was ended and a fresh one started with the same data; {shown}."
+        ));
+    }
+
+    /// A fresh worker replaces the old one at `now_ms` (the shell starts it).
+    pub fn worker_restarted(&mut self, now_ms: f64) {
+        self.worker_dead = false;
+        self.error = None;
+        if self.run_active() {
+            self.run = RunState::Idle;
+        }
+        self.backend = BackendState::Probing;
+        self.mark_alive(now_ms);
+    }
+
+    /// Goes on with the saved run in a fresh worker (the shell starts it, at `now_ms`) once it
+    /// holds the data again. False when no run is saved.
+    pub fn continue_saved_run(&mut self, now_ms: f64) -> bool {
+        if self.saved_run.is_none() {
+            return false;
+        }
+        self.continue_pending = true;
+        self.worker_restarted(now_ms);
+        self.run = RunState::Starting;
+        true
+    }
+
+    /// The worker died or was ended (`message` says why): whatever waited for it is told, and
+    /// everything on the page stays.
+    pub fn worker_died(&mut self, message: &str) {
+        self.worker_dead = true;
+        self.backend = BackendState::Unavailable;
+        if let Explanation::Working { subject } = &self.explanation {
+            self.explanation = Explanation::Failed {
+                subject: subject.clone(),
+                message: "the worker stopped before it was done: restart it and ask again".into(),
+            };
+        }
+        if self.simulation == SimulationState::Running {
+            self.simulation = SimulationState::Failed(
+                "the worker stopped before the simulation was done: restart it and simulate again"
+                    .into(),
+            );
+        }
+        if self.run_active() {
+            self.run = RunState::Idle;
+        }
+        if matches!(self.data, DataState::Reading { .. }) {
+            self.data = DataState::Empty;
+        }
+        self.error = Some(format!(
+            "{message}. Your data and results on this page are kept: restart the worker to go on."
+        ));
+    }
+
+    /// Asks for data simulated from a drawn graph.
+    pub fn simulate(&mut self, spec: SimulationSpec) -> ToWorker {
+        self.simulation = SimulationState::Running;
+        ToWorker::Simulate { spec }
+    }
+
+    /// Asks for the evidence of `edge` of the result on screen, or (`both_directions`) for the
+    /// edge and its reversal drawn side by side. `None` without a result.
+    pub fn ask_about_edge(
+        &mut self,
+        edge: (usize, usize),
+        both_directions: bool,
+    ) -> Option<ToWorker> {
+        let r = self.result.as_ref()?;
+        let (edges, seed) = (r.edges.clone(), r.seed);
+        let name = |i: usize| r.names.get(i).cloned().unwrap_or_default();
+        let (cause, effect) = (name(edge.0), name(edge.1));
+        let subject = if both_directions {
+            format!("{cause} → {effect} against {effect} → {cause}")
+        } else {
+            format!("{cause} → {effect}")
+        };
+        let request_id = self.next_explanation(subject);
+        Some(if both_directions {
+            ToWorker::CompareDirections {
+                request_id,
+                edges,
+                edge,
+                seed,
+            }
+        } else {
+            ToWorker::ExplainEdge {
+                request_id,
+                edges,
+                edge,
+                seed,
+            }
+        })
+    }
+
+    /// Asks for variable `child`'s fitted conditional along its strongest parent (the parent
+    /// with the largest weight in the result's adjacency). `None` without a result or a parent.
+    pub fn ask_about_variable(&mut self, child: usize) -> Option<ToWorker> {
+        let r = self.result.as_ref()?;
+        let strongest = r
+            .edges
+            .iter()
+            .filter(|&&(_, j)| j == child)
+            .map(|&(i, _)| i)
+            .max_by(|&a, &b| {
+                edge_weight(&r.adjacency, a, child).total_cmp(&edge_weight(&r.adjacency, b, child))
+            })?;
+        let (edges, seed, name) = (r.edges.clone(), r.seed, r.names.get(child)?.clone());
+        let request_id = self.next_explanation(name);
+        Some(ToWorker::FitConditional {
+            request_id,
+            edges,
+            child,
+            shown_parent: strongest,
+            seed,
+        })
+    }
+
+    /// Marks a new explanation of `subject` as asked for; returns its request id.
+    fn next_explanation(&mut self, subject: String) -> u64 {
+        self.explain_seq += 1;
+        self.explanation = Explanation::Working { subject };
+        self.explain_seq
+    }
+
+    /// What the worker's `reply`, received at `now_ms`, changes, and what the shell must do.
+    pub fn on_reply(&mut self, reply: FromWorker, now_ms: f64) -> Vec<PageEffect> {
+        self.last_message_ms = now_ms;
+        let mut effects = Vec::new();
+        match reply {
+            FromWorker::Ready => {
+                effects.push(PageEffect::Send(ToWorker::Ping));
+                // A restarted worker gets the current file again; what is on screen stays (the
+                // result, the last snapshot and curves, the note on why the worker restarted).
+                if let Some((name, bytes)) = self.source.clone() {
+                    if !matches!(self.data, DataState::Rejected { .. }) {
+                        let load_id = self.reading(name, bytes, now_ms);
+                        effects.push(PageEffect::ReadSource { load_id });
+                    }
+                }
+            }
+            // Alive inside a long unit: the time of this message is all the watchdog needs.
+            FromWorker::Busy => {}
+            FromWorker::Pong {
+                backend,
+                adapter,
+                note,
+                switched,
+            } => {
+                self.backend = BackendState::Known {
+                    backend,
+                    adapter,
+                    note,
+                    switched,
+                }
+            }
+            FromWorker::LoadProgress { load_id, .. }
+            | FromWorker::DataLoaded { load_id, .. }
+            | FromWorker::DataRejected { load_id, .. }
+                if !self.is_current_load(load_id) => {}
+            FromWorker::RunRefused { run_id, .. }
+            | FromWorker::Progress { run_id, .. }
+            | FromWorker::Checkpoint { run_id, .. }
+            | FromWorker::Finished { run_id, .. }
+            | FromWorker::Compute { run_id, .. }
+            | FromWorker::Saved { run_id, .. }
+                if run_id != self.run_seq => {}
+            FromWorker::Checkpoint { result, .. } => self.checkpoint = Some(*result),
+            FromWorker::Compute { workers, .. } => self.compute_workers = Some(workers),
+            FromWorker::Saved { session, .. } => self.saved_run = Some(session),
+            FromWorker::LoadProgress {
+                file_name,
+                bytes_read,
+                total_bytes,
+                ..
+            } => {
+                self.data = DataState::Reading {
+                    file_name,
+                    bytes_read,
+                    total_bytes,
+                }
+            }
+            FromWorker::DataLoaded {
+                file_name,
+                summary,
+                delimiter,
+                problems,
+                preview,
+                ..
+            } => {
+                // The grid survives reading the same columns again (a restarted worker).
+                if self.knowledge_names != summary.names {
+                    self.knowledge_names = summary.names.clone();
+                    effects.push(PageEffect::ResetKnowledge {
+                        columns: summary.columns,
+                    });
+                }
+                self.data = DataState::Loaded {
+                    file_name,
+                    summary,
+                    delimiter,
+                    problems,
+                    preview,
+                };
+                if std::mem::take(&mut self.continue_pending) {
+                    if let Some(session) = self.saved_run.clone() {
+                        let run_id = self.next_run_id();
+                        self.result = None;
+                        self.record_file = None;
+                        self.run = RunState::Starting;
+                        self.mark_alive(now_ms);
+                        effects.push(PageEffect::Send(ToWorker::Continue { run_id, session }));
+                    }
+                }
+            }
+            FromWorker::DataRejected {
+                file_name, error, ..
+            } => {
+                self.error = Some(format!("{file_name} was not loaded: {}", error.message));
+                self.data = DataState::Rejected { file_name, error };
+            }
+            FromWorker::RunRefused { message, .. } => {
+                self.run = RunState::Idle;
+                self.error = Some(message);
+            }
+            FromWorker::Progress {
+                snapshot, paused, ..
+            } => {
+                // A late snapshot after the run ended (or after the worker moved on) is ignored.
+                if !matches!(self.run, RunState::Idle | RunState::Ended(_)) {
+                    self.history.record(&snapshot);
+                    self.snapshots_seen += 1;
+                    self.snapshot = Some(snapshot);
+                    if paused {
+                        self.pause_pending = false;
+                    }
+                    self.run = if paused {
+                        RunState::Paused
+                    } else {
+                        RunState::Running
+                    };
+                }
+            }
+            FromWorker::Finished {
+                snapshot, result, ..
+            } => {
+                if self.run_active() {
+                    self.history.record(&snapshot);
+                    self.snapshots_seen += 1;
+                    self.snapshot = Some(snapshot);
+                    self.run = RunState::Ended(result.status);
+                    self.pause_pending = false;
+                    // An ended run is not continued.
+                    self.saved_run = None;
+                    self.record_file = None;
+                    self.result = Some(*result);
+                }
+            }
+            FromWorker::Simulated {
+                file_name,
+                csv,
+                truth_csv,
+            } => {
+                self.simulation = SimulationState::Idle;
+                self.truth = Some(Truth {
+                    file_name: "the simulated graph".into(),
+                    text: truth_csv,
+                });
+                effects.push(PageEffect::LoadText { file_name, csv });
+            }
+            FromWorker::EdgeExplained {
+                request_id,
+                evidence,
+            } => self.explained(request_id, Explanation::Edge(evidence)),
+            FromWorker::ConditionalFitted { request_id, curve } => {
+                self.explained(request_id, Explanation::Curve(curve))
+            }
+            FromWorker::DirectionsCompared {
+                request_id,
+                comparison,
+            } => self.explained(request_id, Explanation::Directions(comparison)),
+            FromWorker::ExplainFailed {
+                request_id,
+                message,
+            } => {
+                let subject = match &self.explanation {
+                    Explanation::Working { subject } => subject.clone(),
+                    _ => String::new(),
+                };
+                self.explained(request_id, Explanation::Failed { subject, message });
+            }
+            FromWorker::SimulationFailed { message } => {
+                self.simulation = SimulationState::Failed(message);
+            }
+            FromWorker::Failed { message } => {
+                if self.simulation == SimulationState::Running {
+                    self.simulation = SimulationState::Idle;
+                }
+                // Whatever was waiting for an answer will not get one.
+                if self.run_active() {
+                    self.run = RunState::Idle;
+                }
+                if matches!(self.data, DataState::Reading { .. }) {
+                    self.data = DataState::Empty;
+                }
+                self.error = Some(message);
+            }
+            FromWorker::Crashed { message } => self.worker_died(&message),
+        }
+        effects
+    }
+
+    /// Shows the answer to explanation request `request_id` if it is the latest asked for.
+    fn explained(&mut self, request_id: u64, explanation: Explanation) {
+        if request_id == self.explain_seq {
+            self.explanation = explanation;
+        }
+    }
+}
+
+/// The weight of the edge i → j in a cause × effect matrix (0 where the matrix has no entry).
+pub fn edge_weight(adjacency: &[Vec<f64>], i: usize, j: usize) -> f64 {
+    adjacency
+        .get(i)
+        .and_then(|row| row.get(j))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::cgp::Preset;
+    use crate::discovery::knowledge::Knowledge;
+    use crate::driver::Driver;
+
+    /// A page wired to the native worker logic: every effect is carried out as the shell would,
+    /// every reply handed back, and a run stepped to its end on request.
+    struct Wired {
+        page: PageModel,
+        driver: Driver,
+        /// The current file's bytes (the shell keeps them; the model only their name and size).
+        source: Vec<u8>,
+        now: f64,
+        /// Requests the page sent, in order.
+        sent: Vec<ToWorker>,
+        /// Knowledge resets asked for (their column counts).
+        resets: Vec<usize>,
+        /// The step the driver asked for, if any.
+        step: Option<u64>,
+    }
+
+    impl Wired {
+        fn new() -> Self {
+            let mut w = Self {
+                page: PageModel::new(0.0),
+                driver: Driver::new(),
+                source: Vec::new(),
+                now: 0.0,
+                sent: Vec::new(),
+                resets: Vec::new(),
+                step: None,
+            };
+            w.reply(FromWorker::Ready);
+            w
+        }
+
+        fn reply(&mut self, reply: FromWorker) {
+            self.now += 10.0;
+            let effects = self.page.on_reply(reply, self.now);
+            self.carry_out(effects);
+        }
+
+        fn carry_out(&mut self, effects: Vec<PageEffect>) {
+            for effect in effects {
+                match effect {
+                    PageEffect::Send(request) => self.send(request),
+                    PageEffect::ReadSource { load_id } => self.read(load_id),
+                    PageEffect::LoadText { file_name, csv } => self.drop_file(&file_name, &csv),
+                    PageEffect::ResetKnowledge { columns } => self.resets.push(columns),
+                }
+            }
+        }
+
+        fn send(&mut self, request: ToWorker) {
+            self.sent.push(request.clone());
+            let reaction = match request {
+                ToWorker::Ping => {
+                    let pong = self.driver.backend_message(false);
+                    return self.reply(pong);
+                }
+                ToWorker::Start(request) => self.driver.start(*request),
+                ToWorker::Pause => self.driver.pause(),
+                ToWorker::Resume => self.driver.resume(),
+                ToWorker::Stop => self.driver.stop(),
+                ToWorker::Continue { run_id, session } => {
+                    self.driver.continue_run(run_id, &session)
+                }
+                ToWorker::Simulate { spec } => {
+                    return self.reply(FromWorker::from_simulation(&spec));
+                }
+                // Explanations and test hooks are answered by the tests themselves.
+                _ => return,
+            };
+            self.react(reaction);
+        }
+
+        fn react(&mut self, reaction: crate::driver::Reaction) {
+            if reaction.step.is_some() {
+                self.step = reaction.step;
+            }
+            for message in reaction.messages {
+                self.reply(message);
+            }
+        }
+
+        /// The user drops a file.
+        fn drop_file(&mut self, name: &str, csv: &str) {
+            self.source = csv.as_bytes().to_vec();
+            let load_id = self.page.begin_load(name.into(), csv.len(), self.now);
+            self.read(load_id);
+        }
+
+        /// The shell read the source and sends it as load `load_id`.
+        fn read(&mut self, load_id: u64) {
+            let (name, bytes) = (self.file_name(), self.source.clone());
+            let reaction =
+                self.driver
+                    .load(load_id, &name, &bytes, &Default::default(), &mut |_| ());
+            self.react(reaction);
+        }
+
+        fn file_name(&self) -> String {
+            self.page
+                .source
+                .as_ref()
+                .map(|(n, _)| n.clone())
+                .unwrap_or_default()
+        }
+
+        /// Steps the worker until the run ends or `max_steps` steps have been taken.
+        fn run_steps(&mut self, max_steps: usize) {
+            for _ in 0..max_steps {
+                let Some(generation) = self.step.take() else {
+                    return;
+                };
+                let reaction = self.driver.tick(generation, 0.05);
+                self.react(reaction);
+            }
+        }
+
+        fn start(&mut self) {
+            let columns = self.page.data.names().map_or(0, |n| n.len());
+            let request = RunRequest {
+                run_id: 0,
+                preset: Preset::Interactive,
+                settings: short_settings(),
+                seed: 3,
+                knowledge: Knowledge::none(columns),
+            };
+            let start = self.page.start_run(request, self.now);
+            self.send(start);
+        }
+    }
+
+    /// A run of a few seconds: one restart, small models, short phases.
+    fn short_settings() -> crate::discovery::cgp::SearchSettings {
+        let mut settings = Preset::Interactive.settings();
+        settings.restarts = 1;
+        settings.inducing_points = 6;
+        settings.start_iterations = 10;
+        settings.threads = 1;
+        // Long enough to be caught running after a few 50 ms steps.
+        settings.cap_iterations(200);
+        settings
+    }
+
+    /// A run on `csv` saved whole after a few steps, as the worker sends it
+    /// ([`FromWorker::Saved`]).
+    fn saved_run(csv: &str) -> String {
+        let parsed = crate::data::parse_csv(csv.as_bytes(), &Default::default()).unwrap();
+        let settings = short_settings().check().unwrap();
+        let mut session = crate::engine::Session::new(
+            &parsed.dataset,
+            Knowledge::none(3),
+            settings,
+            3,
+            Some(Preset::Interactive),
+        )
+        .unwrap();
+        session.step(0.05);
+        session.checkpoint()
+    }
+
+    /// A small non-linear chain a → b → c.
+    fn chain_csv(rows: usize) -> String {
+        let mut csv = String::from("a,b,c\n");
+        for n in 0..rows {
+            let a = ((n * 37) % 61) as f64 / 61.0 * 4.0 - 2.0;
+            let b = (1.5 * a).sin() + 0.1 * ((n * 13 % 7) as f64 - 3.0);
+            let c = b * b + 0.1 * ((n * 5 % 11) as f64 - 5.0);
+            csv.push_str(&format!("{a},{b},{c}\n"));
+        }
+        csv
+    }
+
+    /// Dropping a file, running, pausing, resuming and finishing move the page through its
+    /// states as the status line names them, and the curves follow the snapshots.
+    #[test]
+    fn a_run_goes_from_ready_to_done_through_pause() {
+        let mut w = Wired::new();
+        assert!(matches!(w.page.backend, BackendState::Known { .. }));
+        assert_eq!(w.page.status_code(), "idle");
+        w.drop_file("chain.csv", &chain_csv(60));
+        assert_eq!(w.page.status_code(), "ready");
+        assert_eq!(w.resets, vec![3], "a grid for the three columns");
+        assert_eq!(w.page.busy_with(), None);
+        w.start();
+        assert_eq!(w.page.status_code(), "running");
+        assert_eq!(w.page.busy_with(), Some("a run is in progress"));
+        assert_eq!(w.page.runs_started, 1);
+        w.run_steps(2);
+        assert!(w.page.snapshots_seen >= 1 && w.page.snapshot.is_some());
+        let pause = w.page.toggle_pause().unwrap();
+        assert!(w.page.pause_pending);
+        w.send(pause);
+        assert_eq!(
+            (w.page.status_code(), w.page.pause_pending),
+            ("paused", false)
+        );
+        let resume = w.page.toggle_pause().unwrap();
+        w.send(resume);
+        assert_eq!(w.page.status_code(), "running");
+        w.run_steps(10_000);
+        assert_eq!(w.page.status_code(), "done");
+        let result = w.page.result.clone().expect("a result");
+        assert_eq!(result.names, ["a", "b", "c"]);
+        assert_eq!(w.page.names(), Some(result.names.clone()));
+        assert!(!w.page.history.points(0).is_empty());
+        assert_eq!(w.page.toggle_pause(), None, "nothing to pause");
+    }
+
+    /// Replies about an older file or an older run change nothing.
+    #[test]
+    fn replies_about_older_files_and_runs_are_ignored() {
+        let mut w = Wired::new();
+        w.drop_file("chain.csv", &chain_csv(40));
+        w.start();
+        w.run_steps(1);
+        let before = w.page.clone();
+        let FromWorker::Progress { snapshot, .. } = w.driver.pause().messages.remove(0) else {
+            panic!("a paused snapshot")
+        };
+        for stale in [
+            FromWorker::Progress {
+                run_id: 0,
+                snapshot: snapshot.clone(),
+                paused: true,
+            },
+            FromWorker::RunRefused {
+                run_id: 0,
+                message: "old".into(),
+            },
+            FromWorker::Compute {
+                run_id: 0,
+                workers: 7,
+            },
+            FromWorker::LoadProgress {
+                load_id: 0,
+                file_name: "old.csv".into(),
+                bytes_read: 1,
+                total_bytes: 2,
+            },
+        ] {
+            w.page.on_reply(stale, before.last_message_ms);
+            assert_eq!(w.page, before);
+        }
+        // The same snapshot for the current run is taken.
+        let run_id = w.page.run_seq;
+        w.reply(FromWorker::Progress {
+            run_id,
+            snapshot,
+            paused: true,
+        });
+        assert_eq!(w.page.status_code(), "paused");
+    }
+
+    /// A worker that dies mid-run is reported with everything kept; a restarted one is given the
+    /// file again without clearing the screen, and a saved run goes on from its save.
+    #[test]
+    fn a_dead_worker_is_reported_and_a_saved_run_goes_on() {
+        let mut w = Wired::new();
+        w.drop_file("chain.csv", &chain_csv(40));
+        w.start();
+        w.run_steps(1);
+        assert_eq!(w.page.status_code(), "running");
+        let run_id = w.page.run_seq;
+        w.reply(FromWorker::Saved {
+            run_id,
+            session: saved_run(&chain_csv(40)),
+        });
+        let shown = w.page.snapshot.clone();
+        w.reply(FromWorker::Crashed {
+            message: "the Web Worker stopped".into(),
+        });
+        assert!(w.page.worker_dead);
+        assert_eq!(w.page.backend, BackendState::Unavailable);
+        assert_eq!(w.page.status_code(), "ready");
+        assert!(w
+            .page
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("restart the worker"));
+        assert_eq!(w.page.snapshot, shown, "the last snapshot stays");
+        // Going on: a fresh worker, the data again, then the saved run.
+        assert!(w.page.continue_saved_run(w.now));
+        w.driver = Driver::new();
+        w.sent.clear();
+        w.reply(FromWorker::Ready);
+        assert!(matches!(
+            w.sent[..],
+            [ToWorker::Ping, ToWorker::Continue { .. }]
+        ));
+        assert_eq!(w.resets, vec![3], "the same columns keep their grid");
+        assert!(!w.page.worker_dead && w.page.error.is_none());
+        w.run_steps(10_000);
+        assert_eq!(w.page.status_code(), "done");
+        assert_eq!(w.page.saved_run, None, "an ended run is not continued");
+    }
+
+    /// A stop the worker does not answer in time ends it: the last checkpoint is the stopped
+    /// result, and anything the old worker still sends is ignored.
+    #[test]
+    fn an_unanswered_stop_shows_the_last_checkpoint() {
+        let mut w = Wired::new();
+        w.drop_file("chain.csv", &chain_csv(40));
+        w.start();
+        w.run_steps(2);
+        let run_id = w.page.stop_requested();
+        let checkpoint = w.driver.stop();
+        let FromWorker::Finished {
+            result, snapshot, ..
+        } = checkpoint.messages[0].clone()
+        else {
+            panic!("a result")
+        };
+        w.reply(FromWorker::Checkpoint {
+            run_id,
+            result: result.clone(),
+        });
+        assert!(w.page.stop_unanswered(run_id));
+        w.page.end_unanswered_stop(w.now);
+        assert_eq!(w.page.status_code(), "stopped");
+        assert_eq!(w.page.result.as_ref(), Some(&*result));
+        assert!(w
+            .page
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("last completed step"));
+        assert!(!w.page.stop_unanswered(run_id));
+        let stopped = w.page.clone();
+        w.reply(FromWorker::Finished {
+            run_id,
+            snapshot,
+            result,
+        });
+        assert_eq!(
+            w.page.result, stopped.result,
+            "the old worker's result is stale"
+        );
+    }
+
+    /// Simulated data load as a dropped file with the drawn graph as the truth; the page is busy
+    /// while they are made, and a failure or a dead worker says so.
+    #[test]
+    fn simulated_data_load_with_their_truth() {
+        use crate::data::generate::Mechanism;
+        let mut w = Wired::new();
+        let spec = SimulationSpec {
+            names: vec!["x".into(), "y".into()],
+            edges: vec![(0, 1)],
+            hidden: vec![],
+            mechanism: Mechanism::Linear,
+            samples: 50,
+            seed: 1,
+        };
+        let request = w.page.simulate(spec.clone());
+        assert_eq!(w.page.busy_with(), Some("data are being simulated"));
+        w.send(request);
+        assert_eq!(w.page.simulation, SimulationState::Idle);
+        assert_eq!(w.page.status_code(), "ready");
+        assert_eq!(w.page.data.names(), Some(vec!["x".into(), "y".into()]));
+        let truth = w.page.truth.clone().expect("the drawn graph as truth");
+        assert!(truth.text.contains('x'), "{}", truth.text);
+        // A worker that dies while simulating.
+        let _ = w.page.simulate(spec);
+        w.reply(FromWorker::Crashed {
+            message: "gone".into(),
+        });
+        assert!(matches!(w.page.simulation, SimulationState::Failed(_)));
+        assert_eq!(w.page.busy_with(), None);
+    }
+
+    /// Only the latest explanation asked for is shown; a variable is explained along its
+    /// strongest parent.
+    #[test]
+    fn only_the_latest_explanation_is_shown() {
+        let mut w = Wired::new();
+        assert_eq!(w.page.ask_about_edge((0, 1), false), None, "no result yet");
+        w.drop_file("chain.csv", &chain_csv(40));
+        w.start();
+        w.run_steps(10_000);
+        let mut result = w.page.result.clone().unwrap();
+        result.edges = vec![(0, 2), (1, 2)];
+        result.adjacency = vec![vec![0.0, 0.0, 0.2], vec![0.0, 0.0, 0.9], vec![0.0; 3]];
+        w.page.result = Some(result);
+        let Some(ToWorker::ExplainEdge {
+            request_id: first, ..
+        }) = w.page.ask_about_edge((0, 2), false)
+        else {
+            panic!("an edge explanation")
+        };
+        assert_eq!(
+            w.page.explanation,
+            Explanation::Working {
+                subject: "a → c".into()
+            }
+        );
+        let Some(ToWorker::FitConditional {
+            request_id: second,
+            shown_parent,
+            ..
+        }) = w.page.ask_about_variable(2)
+        else {
+            panic!("a conditional")
+        };
+        assert_eq!(shown_parent, 1, "b weighs 0.9 against a's 0.2");
+        assert_eq!(w.page.ask_about_variable(0), None, "a has no parent");
+        w.reply(FromWorker::ExplainFailed {
+            request_id: first,
+            message: "old".into(),
+        });
+        assert_eq!(
+            w.page.explanation,
+            Explanation::Working {
+                subject: "c".into()
+            }
+        );
+        w.reply(FromWorker::ExplainFailed {
+            request_id: second,
+            message: "no".into(),
+        });
+        assert_eq!(
+            w.page.explanation,
+            Explanation::Failed {
+                subject: "c".into(),
+                message: "no".into()
+            }
+        );
+    }
+
+    /// The watchdog calls a worker stuck only when it should be answering and has been silent
+    /// longer than the limit; a rejected file is shown with its reason.
+    #[test]
+    fn the_watchdog_and_a_rejected_file() {
+        let mut w = Wired::new();
+        let t = w.now;
+        assert_eq!(
+            w.page.silent_too_long(t + 60_000.0, 30.0),
+            None,
+            "nothing asked"
+        );
+        w.drop_file("bad.csv", "a,b\n1,x\n");
+        assert_eq!(w.page.status_code(), "idle");
+        assert!(matches!(w.page.data, DataState::Rejected { .. }));
+        assert!(w
+            .page
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("bad.csv was not loaded"));
+        // A file being read waits for answers.
+        let load_id = w.page.begin_load("slow.csv".into(), 10, t);
+        assert_eq!(w.page.status_code(), "loading");
+        assert_eq!(w.page.silent_too_long(t + 20_000.0, 30.0), None);
+        assert_eq!(w.page.silent_too_long(t + 31_000.0, 30.0), Some(31.0));
+        w.page.load_failed(load_id - 1, "older".into());
+        assert_eq!(
+            w.page.status_code(),
+            "loading",
+            "an older load's failure is ignored"
+        );
+        w.page.load_failed(load_id, "unreadable".into());
+        assert_eq!(
+            (w.page.status_code(), w.page.error.as_deref()),
+            ("idle", Some("unreadable"))
+        );
+    }
+}
