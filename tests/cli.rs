@@ -404,24 +404,9 @@ fn pairs_refuses_escapes_bad_weights_and_counts_missing_pairs() {
     }
     write(dir.path(), "pair0001.csv", &a);
     let folder = dir.path().to_str().unwrap();
-    let fast = [
-        "--restarts",
-        "1",
-        "--inducing",
-        "8",
-        "--adam-steps",
-        "20",
-        "--lbfgs-iterations",
-        "20",
-        "--threads",
-        "1",
-    ];
     let pairs = |truth: &str, extra: &[&str]| {
         write(dir.path(), "truth.csv", truth);
-        let mut args = vec!["pairs", folder];
-        args.extend_from_slice(&fast);
-        args.extend_from_slice(extra);
-        occam(&args)
+        quick_pairs(folder, extra)
     };
     let header = "pair,direction,weight\n";
     for (row, expected) in [
@@ -517,20 +502,7 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
         "truth.csv",
         "pair,direction,weight,n,dropped_extra_columns\npair0001,x->y,1,60,0\npair0002,y->x,0.5,60,0\n",
     );
-    let out = occam(&[
-        "pairs",
-        dir.path().to_str().unwrap(),
-        "--restarts",
-        "1",
-        "--inducing",
-        "10",
-        "--adam-steps",
-        "30",
-        "--lbfgs-iterations",
-        "30",
-        "--threads",
-        "1",
-    ]);
+    let out = quick_pairs(dir.path().to_str().unwrap(), &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
@@ -573,22 +545,7 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
     assert!([0.0, 0.5, 1.0].contains(&accuracy));
 
     // Every decision is a tie when the band is wider than any gap.
-    let out = occam(&[
-        "pairs",
-        dir.path().to_str().unwrap(),
-        "--restarts",
-        "1",
-        "--inducing",
-        "10",
-        "--adam-steps",
-        "30",
-        "--lbfgs-iterations",
-        "30",
-        "--threads",
-        "1",
-        "--tie-nats",
-        "1e9",
-    ]);
+    let out = quick_pairs(dir.path().to_str().unwrap(), &["--tie-nats", "1e9"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("decided tie  tie"), "{stdout}");
@@ -609,6 +566,26 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
 }
 
 /// A 3-variable chain x → y → z, 80 rows, deterministic.
+/// `occam pairs FOLDER` with small, fast fits, then `extra`.
+fn quick_pairs(folder: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "pairs",
+        folder,
+        "--restarts",
+        "1",
+        "--inducing",
+        "10",
+        "--adam-steps",
+        "30",
+        "--lbfgs-iterations",
+        "30",
+        "--threads",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    occam(&args)
+}
+
 fn chain_csv() -> String {
     let mut s = String::from("x,y,z\n");
     for n in 0..80 {

@@ -2,37 +2,19 @@
 //! by a second run with other knowledge (nothing new fitted), the posterior agreeing with the best
 //! DAG, and a stop keeping what was fitted.
 
+mod common;
+
 use nalgebra::DMatrix;
 use occam::backend::{CpuBackend, Pool};
 use occam::discovery::exact::{CacheKey, ExactError, ExactSettings, GraphPrior, ScoreCache};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::run_exact;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use rand_distr::StandardNormal;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// a → b → c with non-linear mechanisms, 80 rows, standardised.
 fn chain() -> DMatrix<f64> {
-    let mut rng = ChaCha8Rng::seed_from_u64(21);
-    let n = 80;
-    let mut noise = || rng.sample::<f64, _>(StandardNormal);
-    let a: Vec<f64> = (0..n).map(|_| noise()).collect();
-    let b: Vec<f64> = a
-        .iter()
-        .map(|&x| (1.5 * x).sin() * 1.5 + 0.25 * noise())
-        .collect();
-    let c: Vec<f64> = b.iter().map(|&x| x * x * 0.8 + 0.25 * noise()).collect();
-    let cols: Vec<Vec<f64>> = [a, b, c]
-        .into_iter()
-        .map(|v| {
-            let m = v.iter().sum::<f64>() / n as f64;
-            let s = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64).sqrt();
-            v.iter().map(|x| (x - m) / s).collect()
-        })
-        .collect();
-    DMatrix::from_fn(n, 3, |r, k| cols[k][r])
+    common::nonlinear_chain(21, 80).standardised().to_matrix()
 }
 
 fn settings() -> ExactSettings {

@@ -2,28 +2,18 @@
 //! them: progress in the snapshots, the result's exact keys, a second run served from the first
 //! run's score cache, a stop that keeps the families fitted, and settings refused up front.
 
+mod common;
+
 use occam::data::Dataset;
 use occam::discovery::cgp::{Method, Preset, SearchSettings};
 use occam::discovery::exact::{ExactSettings, GraphPrior};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::{Session, Status};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use rand_distr::StandardNormal;
 
 /// a → b → c with non-linear mechanisms, 120 rows.
 fn chain() -> Dataset {
-    let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let n = 120;
-    let mut noise = || rng.sample::<f64, _>(StandardNormal);
-    let a: Vec<f64> = (0..n).map(|_| noise()).collect();
-    let b: Vec<f64> = a
-        .iter()
-        .map(|&x| (1.5 * x).sin() * 1.5 + 0.25 * noise())
-        .collect();
-    let c: Vec<f64> = b.iter().map(|&x| x * x * 0.8 + 0.25 * noise()).collect();
-    Dataset::new(vec!["a".into(), "b".into(), "c".into()], vec![a, b, c])
+    common::nonlinear_chain(5, 120)
 }
 
 fn settings(method: Method) -> SearchSettings {

@@ -6,25 +6,12 @@ mod common;
 use nalgebra::{DMatrix, DVector};
 use occam::gp::encoder::Encoder;
 use occam::gp::kernel::{Kernel, StationaryKind};
-use occam::gp::linalg::JitterPolicy;
 use occam::gp::natgrad::InducingPosterior;
-use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput};
+use occam::gp::svgp::bound_and_gradient;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::StandardNormal;
 
-/// A random problem: kernel, inducing inputs, q(v), noise, minibatch, latent.
-struct Problem {
-    kernel: Kernel,
-    z: DMatrix<f64>,
-    q_mean: DVector<f64>,
-    q_cov: DMatrix<f64>,
-    noise: f64,
-    x: DMatrix<f64>,
-    y: DVector<f64>,
-    latent: Option<LatentBatch>,
-    total_rows: usize,
-}
+use common::SvgpProblem as Problem;
 
 fn random_kernel(d: usize, masked: bool, rng: &mut ChaCha8Rng) -> Kernel {
     let mut mask = vec![1.0; d];
@@ -45,50 +32,12 @@ fn random_problem(
     seed: u64,
 ) -> Problem {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let normal = |rng: &mut ChaCha8Rng| -> f64 { rng.sample(StandardNormal) };
     let kernel = random_kernel(d, masked, &mut rng);
-    let z = DMatrix::from_fn(m, d, |_, _| normal(&mut rng));
-    let q_mean = DVector::from_fn(m, |_, _| 0.5 * normal(&mut rng));
-    let a = DMatrix::from_fn(m, m, |_, _| 0.3 * normal(&mut rng));
-    let q_cov = &a * a.transpose() + DMatrix::identity(m, m) * 0.2;
-    let x = DMatrix::from_fn(b, d, |_, _| normal(&mut rng));
-    let y = DVector::from_fn(b, |_, _| normal(&mut rng));
-    let latent = latent.then(|| LatentBatch {
-        slot: 0,
-        mu: DVector::from_fn(b, |_, _| 0.5 * normal(&mut rng)),
-        var: DVector::from_fn(b, |_, _| rng.random_range(0.05..0.8)),
-        eps: DMatrix::from_fn(samples, b, |_, _| normal(&mut rng)),
-    });
-    Problem {
-        kernel,
-        z,
-        q_mean,
-        q_cov,
-        noise: rng.random_range(0.05..0.5),
-        x,
-        y,
-        latent,
-        total_rows: 2 * b + 1,
-    }
-}
-
-fn input(p: &Problem) -> SvgpInput<'_> {
-    SvgpInput {
-        kernel: &p.kernel,
-        z: &p.z,
-        q_mean: &p.q_mean,
-        q_cov: &p.q_cov,
-        noise: p.noise,
-        x: &p.x,
-        y: &p.y,
-        latent: p.latent.as_ref(),
-        total_rows: p.total_rows,
-        jitter: JitterPolicy::default(),
-    }
+    Problem::random(kernel, m, b, samples, latent, 0.3, 2 * b + 1, &mut rng)
 }
 
 fn elbo(p: &Problem) -> f64 {
-    bound_and_gradient(&input(p)).unwrap().terms.elbo
+    bound_and_gradient(&p.input()).unwrap().terms.elbo
 }
 
 /// |fd − an| ≤ 1e-6·max(1, |fd|, |an|): relative where the gradient is large, absolute near 0.
@@ -117,7 +66,7 @@ fn central(p: &mut Problem, get: impl Fn(&Problem) -> f64, set: impl Fn(&mut Pro
 }
 
 fn check_all_gradients(p: &mut Problem, label: &str) {
-    let out = bound_and_gradient(&input(p)).unwrap();
+    let out = bound_and_gradient(&p.input()).unwrap();
     let g = out.grad;
 
     let kernel_grad = g.kernel.to_vec();
@@ -239,7 +188,7 @@ fn encoder_weight_gradients_match_finite_differences() {
         let lat = p.latent.as_mut().unwrap();
         lat.mu = mu;
         lat.var = var;
-        (bound_and_gradient(&input(p)).unwrap(), tape)
+        (bound_and_gradient(&p.input()).unwrap(), tape)
     };
     let (out, tape) = bound(&mut p, &encoder);
     let grad = encoder.backward(&tape, &out.grad.latent_mu, &out.grad.latent_var);
@@ -289,11 +238,11 @@ fn one_full_batch_natural_step_gives_the_collapsed_bound() {
         let mut q = InducingPosterior::prior(m);
         p.q_mean = q.mean.clone();
         p.q_cov = q.cov.clone();
-        let before = bound_and_gradient(&input(&p)).unwrap();
+        let before = bound_and_gradient(&p.input()).unwrap();
         q.natural_step(&before.natgrad, 1.0).unwrap();
         p.q_mean = q.mean.clone();
         p.q_cov = q.cov.clone();
-        let after = bound_and_gradient(&input(&p)).unwrap();
+        let after = bound_and_gradient(&p.input()).unwrap();
         let collapsed = dense_sgpr(&p.kernel, &p.x, &p.y, &p.z, p.noise, after.terms.jitter);
         let rel = (after.terms.elbo - collapsed).abs() / collapsed.abs();
         assert!(
@@ -316,7 +265,7 @@ fn natural_steps_with_small_gamma_increase_the_bound_monotonically_in_expectatio
     for t in 0..8 {
         p.q_mean = q.mean.clone();
         p.q_cov = q.cov.clone();
-        let out = bound_and_gradient(&input(&p)).unwrap();
+        let out = bound_and_gradient(&p.input()).unwrap();
         assert!(
             out.terms.elbo > last,
             "step {t}: {} after {last}",
@@ -332,14 +281,14 @@ fn natural_steps_with_small_gamma_increase_the_bound_monotonically_in_expectatio
 fn an_indefinite_q_covariance_is_an_error_not_a_jittered_kl() {
     let mut p = random_problem(2, 4, 5, 2, true, false, 6);
     p.q_cov[(2, 2)] = -0.5;
-    assert!(bound_and_gradient(&input(&p)).is_err());
+    assert!(bound_and_gradient(&p.input()).is_err());
 }
 
 #[test]
 fn a_failed_factorisation_is_an_error_not_a_nan() {
     let mut p = random_problem(2, 4, 5, 2, true, false, 5);
     p.z[(1, 0)] = f64::NAN;
-    assert!(bound_and_gradient(&input(&p)).is_err());
+    assert!(bound_and_gradient(&p.input()).is_err());
 }
 
 /// The fast K_Zt path (observed coordinates shared across samples) against the dense reference:
@@ -369,8 +318,8 @@ fn fast_path_matches_the_dense_reference() {
             // Put the latent in a middle slot to exercise the slot bookkeeping.
             p.latent.as_mut().unwrap().slot = d / 2;
             p.kernel.mask[d / 2] = 1.0;
-            let fast = bound_and_gradient(&input(&p)).unwrap();
-            let dense = bound_and_gradient_reference(&input(&p)).unwrap();
+            let fast = bound_and_gradient(&p.input()).unwrap();
+            let dense = bound_and_gradient_reference(&p.input()).unwrap();
             // With many inducing points, K_ZZ⁻¹ amplifies the round-off of K_Zt K_Ztᵀ (summed in a
             // different order by the two paths) in the Z gradient, where terms also cancel.
             let tol = if m > 50 { 1e-8 } else { 1e-10 };
@@ -430,7 +379,7 @@ fn one_evaluation_gives_the_same_bits_on_any_number_of_threads() {
     let on = |threads: usize| {
         occam::backend::Pool::new(threads)
             .unwrap()
-            .run(|| bound_and_gradient(&input(&p)).unwrap())
+            .run(|| bound_and_gradient(&p.input()).unwrap())
     };
     let one = on(1);
     for threads in [2, 3] {

@@ -6,17 +6,16 @@
 
 mod common;
 
-use std::borrow::Cow;
+use common::SvgpProblem;
+
 use std::sync::Arc;
 
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
 use occam::backend::gpu::{Accumulation, Gpu, GpuBackend};
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
-use occam::discovery::cgp::start::VariableStart;
 use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings};
-use occam::gp::kernel::{Kernel, KernelGrad};
-use occam::gp::linalg::JitterPolicy;
-use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput, SvgpOutput};
+use occam::gp::kernel::KernelGrad;
+use occam::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -33,65 +32,16 @@ fn gpu() -> Option<Gpu> {
 }
 
 /// A random uncollapsed problem: every kernel kind, one input masked off when `d > 2`, the latent
-/// in slot 0, q(v) with a full covariance.
-struct Problem {
-    kernel: Kernel,
-    z: DMatrix<f64>,
-    q_mean: DVector<f64>,
-    q_cov: DMatrix<f64>,
-    noise: f64,
-    x: DMatrix<f64>,
-    y: DVector<f64>,
-    latent: LatentBatch,
-}
-
-fn problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> Problem {
+/// in slot 0, q(v) with a full covariance, the minibatch standing for 3b rows.
+fn problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> SvgpProblem {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let normal = |rng: &mut ChaCha8Rng| -> f64 { rng.sample(StandardNormal) };
     let mut mask = vec![1.0; d];
     if d > 2 {
         mask[rng.random_range(1..d)] = 0.0;
     }
     let kernel = common::random_cgp_kernel(mask, &mut rng);
-    let z = DMatrix::from_fn(m, d, |_, _| normal(&mut rng));
-    let q_mean = DVector::from_fn(m, |_, _| 0.5 * normal(&mut rng));
-    let a = DMatrix::from_fn(m, m, |_, _| 0.3 * normal(&mut rng) / (m as f64).sqrt());
-    let q_cov = &a * a.transpose() + DMatrix::identity(m, m) * 0.2;
-    let x = DMatrix::from_fn(b, d, |_, _| normal(&mut rng));
-    let y = DVector::from_fn(b, |_, _| normal(&mut rng));
-    let latent = LatentBatch {
-        slot: 0,
-        mu: DVector::from_fn(b, |_, _| 0.5 * normal(&mut rng)),
-        var: DVector::from_fn(b, |_, _| rng.random_range(0.05..0.8)),
-        eps: DMatrix::from_fn(samples, b, |_, _| normal(&mut rng)),
-    };
-    Problem {
-        kernel,
-        z,
-        q_mean,
-        q_cov,
-        noise: rng.random_range(0.05..0.5),
-        x,
-        y,
-        latent,
-    }
-}
-
-impl Problem {
-    fn input(&self) -> SvgpInput<'_> {
-        SvgpInput {
-            kernel: &self.kernel,
-            z: &self.z,
-            q_mean: &self.q_mean,
-            q_cov: &self.q_cov,
-            noise: self.noise,
-            x: &self.x,
-            y: &self.y,
-            latent: Some(&self.latent),
-            total_rows: 3 * self.x.nrows(),
-            jitter: JitterPolicy::default(),
-        }
-    }
+    let spread = 0.3 / (m as f64).sqrt();
+    SvgpProblem::random(kernel, m, b, samples, true, spread, 3 * b, &mut rng)
 }
 
 /// Every gradient of an output as one list of named blocks.
@@ -176,12 +126,12 @@ fn the_bound_and_every_gradient_equal_the_cpus() {
         (5, 40, 64, 10),
         (4, 50, 128, 5),
     ];
-    let problems: Vec<Problem> = cases
+    let problems: Vec<SvgpProblem> = cases
         .iter()
         .enumerate()
         .map(|(k, &(d, m, b, s))| problem(d, m, b, s, 100 + k as u64))
         .collect();
-    let inputs: Vec<SvgpInput> = problems.iter().map(Problem::input).collect();
+    let inputs: Vec<SvgpInput> = problems.iter().map(SvgpProblem::input).collect();
     // All problems in one submission (different shapes in one batch), the CPU's jitter.
     let outputs = gpu
         .bounds_and_gradients(&inputs, 0.0)
@@ -239,24 +189,7 @@ fn evaluation_jobs(data: &DMatrix<f64>) -> Vec<Job<'static>> {
     }
     .check()
     .unwrap();
-    (0..data.ncols())
-        .map(|child| {
-            let start = VariableStart {
-                child,
-                parents: (0..data.ncols()).filter(|&j| j != child).collect(),
-                noise_floor: 1e-4,
-                total_rows: data.nrows(),
-                settings: settings.clone(),
-            };
-            let mut rng = ChaCha8Rng::seed_from_u64(7 + child as u64);
-            let variable = start.build(data, &mut rng).expect("a variable");
-            Job::Evaluate {
-                variable: Cow::Owned(variable),
-                jitter: 1e-6,
-                seed: 40 + child as u64,
-            }
-        })
-        .collect()
+    common::evaluation_jobs(data, &settings, 7, |child| 40 + child as u64)
 }
 
 fn chain(n: usize) -> DMatrix<f64> {

@@ -14,13 +14,14 @@
 //! on the device; sums of such terms may be off by 10⁻³⁰ absolutely (the bound adds them to
 //! quantities of order 1).
 
+mod common;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
 use occam::backend::gpu::{Gpu, GpuBackend, Psi2Factors, Psi2OnGpu};
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
-use occam::discovery::cgp::start::VariableStart;
 use occam::discovery::cgp::{Evaluation, Preset, SearchSettings, Variable};
 use occam::gp::collapsed::{psi_statistics, LatentPosterior};
 use occam::gp::kernel::Kernel;
@@ -170,25 +171,17 @@ fn collapsed_jobs(data: &DMatrix<f64>, m: usize) -> Vec<Job<'static>> {
     }
     .check()
     .unwrap();
-    (0..data.ncols())
-        .map(|child| {
-            let start = VariableStart {
-                child,
-                parents: (0..data.ncols()).filter(|&j| j != child).collect(),
-                noise_floor: 1e-4,
-                total_rows: data.nrows(),
-                settings: settings.clone(),
-            };
-            let mut rng = ChaCha8Rng::seed_from_u64(17 + child as u64);
-            let variable = start.build(data, &mut rng).expect("a variable");
-            assert!(matches!(variable, Variable::Collapsed(_)));
+    let jobs = common::evaluation_jobs(data, &settings, 17, |_| 3);
+    for job in &jobs {
+        assert!(matches!(
+            job,
             Job::Evaluate {
-                variable: Cow::Owned(variable),
-                jitter: 1e-6,
-                seed: 3,
+                variable: Cow::Owned(Variable::Collapsed(_)),
+                ..
             }
-        })
-        .collect()
+        ));
+    }
+    jobs
 }
 
 fn chain(n: usize) -> DMatrix<f64> {

@@ -214,6 +214,8 @@ impl AppState {
                     self.rules.set(vec![EdgeRule::Free; columns * columns]);
                     self.tiers.set(vec![String::new(); columns]);
                 }
+                // Dropping the client terminates the worker and detaches its handlers.
+                PageEffect::EndWorker => self.worker.set_value(None),
             }
         }
     }

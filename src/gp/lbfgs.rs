@@ -337,46 +337,42 @@ where
             alpha = prev.alpha + 0.5 * (alpha - prev.alpha);
             continue;
         }
-        if t.value > f0 + c1 * t.alpha * slope0 || (prev.alpha > 0.0 && t.value >= prev.value) {
-            return zoom(
-                objective,
-                x,
-                f0,
-                d,
-                slope0,
-                settings,
-                prev,
-                t,
-                best,
-                budget - used,
-                evaluations,
-            );
-        }
-        keep_best(&mut best, &t);
-        if t.slope.abs() <= -c2 * slope0 {
-            return Ok(Some(t));
-        }
-        if t.slope >= 0.0 {
-            return zoom(
-                objective,
-                x,
-                f0,
-                d,
-                slope0,
-                settings,
-                t,
-                prev,
-                best,
-                budget - used,
-                evaluations,
-            );
-        }
-        prev = t;
-        alpha = if alpha_max.is_finite() {
-            (2.0 * prev.alpha).min(0.5 * (prev.alpha + alpha_max))
+        // A bracket (lo, hi) to zoom into: past a point of sufficient decrease (lo = prev), or
+        // at a rising slope (lo = t); otherwise extrapolate.
+        let (lo, hi) = if t.value > f0 + c1 * t.alpha * slope0
+            || (prev.alpha > 0.0 && t.value >= prev.value)
+        {
+            (prev, t)
         } else {
-            2.0 * prev.alpha
+            keep_best(&mut best, &t);
+            if t.slope.abs() <= -c2 * slope0 {
+                return Ok(Some(t));
+            }
+            if t.slope >= 0.0 {
+                (t, prev)
+            } else {
+                prev = t;
+                alpha = if alpha_max.is_finite() {
+                    (2.0 * prev.alpha).min(0.5 * (prev.alpha + alpha_max))
+                } else {
+                    2.0 * prev.alpha
+                };
+                continue;
+            }
         };
+        return zoom(
+            objective,
+            x,
+            f0,
+            d,
+            slope0,
+            settings,
+            lo,
+            hi,
+            best,
+            budget - used,
+            evaluations,
+        );
     }
     Ok(best)
 }

@@ -147,6 +147,9 @@ pub enum PageEffect {
     LoadText { file_name: String, csv: String },
     /// The data have other columns: every prior-knowledge rule free, every tier empty.
     ResetKnowledge { columns: usize },
+    /// End the worker and detach its handlers: it reported its own death, and what it may still
+    /// send (the runtime's error after its panic) must not replace that report.
+    EndWorker,
 }
 
 /// The page's state: everything the worker's replies and the user's commands change.
@@ -730,7 +733,10 @@ impl PageModel {
                 }
                 self.error = Some(message);
             }
-            FromWorker::Crashed { message } => self.worker_died(&message),
+            FromWorker::Crashed { message } => {
+                self.worker_died(&message);
+                effects.push(PageEffect::EndWorker);
+            }
         }
         effects
     }
@@ -773,6 +779,8 @@ mod tests {
         resets: Vec<usize>,
         /// The step the driver asked for, if any.
         step: Option<u64>,
+        /// Workers ended by the page.
+        ended: usize,
     }
 
     impl Wired {
@@ -785,6 +793,7 @@ mod tests {
                 sent: Vec::new(),
                 resets: Vec::new(),
                 step: None,
+                ended: 0,
             };
             w.reply(FromWorker::Ready);
             w
@@ -803,6 +812,7 @@ mod tests {
                     PageEffect::ReadSource { load_id } => self.read(load_id),
                     PageEffect::LoadText { file_name, csv } => self.drop_file(&file_name, &csv),
                     PageEffect::ResetKnowledge { columns } => self.resets.push(columns),
+                    PageEffect::EndWorker => self.ended += 1,
                 }
             }
         }
@@ -1029,6 +1039,7 @@ mod tests {
             message: "the Web Worker stopped".into(),
         });
         assert!(w.page.worker_dead);
+        assert_eq!(w.ended, 1, "a worker that reports its death is ended");
         assert_eq!(w.page.backend, BackendState::Unavailable);
         assert_eq!(w.page.status_code(), "ready");
         assert!(w

@@ -140,11 +140,12 @@ pub struct ExactDag {
     pub parents: Vec<Mask>,
 }
 
-/// The highest-scoring DAG over `families.len()` variables, where `families[i]` lists the
-/// admissible parent sets of variable i (global masks) with their scores F(i | S); a family not
-/// listed, or with a non-finite score, is not admissible. Of families with equal scores the one with
-/// fewer parents (a subset) is kept; of equal sinks, the lower index.
-pub fn best_dag(families: &[Vec<(Mask, f64)>]) -> Result<ExactDag, DpError> {
+/// One table per variable, `make(i, families[i])`, once D = `families.len()` is within
+/// [`MAX_DP_VARIABLES`] (the subset tables have 2^D entries).
+pub(super) fn per_variable<T>(
+    families: &[Vec<(Mask, f64)>],
+    make: impl Fn(usize, &[(Mask, f64)]) -> Result<T, DpError>,
+) -> Result<Vec<T>, DpError> {
     let d = families.len();
     if d > MAX_DP_VARIABLES {
         return Err(DpError::TooManyVariables {
@@ -152,11 +153,20 @@ pub fn best_dag(families: &[Vec<(Mask, f64)>]) -> Result<ExactDag, DpError> {
             max: MAX_DP_VARIABLES,
         });
     }
-    let tables = families
+    families
         .iter()
         .enumerate()
-        .map(|(i, f)| BestWithin::new(i, f))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|(i, f)| make(i, f))
+        .collect()
+}
+
+/// The highest-scoring DAG over `families.len()` variables, where `families[i]` lists the
+/// admissible parent sets of variable i (global masks) with their scores F(i | S); a family not
+/// listed, or with a non-finite score, is not admissible. Of families with equal scores the one with
+/// fewer parents (a subset) is kept; of equal sinks, the lower index.
+pub fn best_dag(families: &[Vec<(Mask, f64)>]) -> Result<ExactDag, DpError> {
+    let d = families.len();
+    let tables = per_variable(families, BestWithin::new)?;
     let full: usize = (1 << d) - 1;
     let mut best = vec![f64::NEG_INFINITY; full + 1];
     let mut sink = vec![u8::MAX; full + 1];

@@ -14,7 +14,7 @@
 //! the last because the families within U that avoid u are exactly the families within U∖u. All
 //! sums run in log space: family evidences differ by thousands of nats.
 
-use super::dp::{candidate_parents, Mask, MAX_DP_VARIABLES};
+use super::dp::{candidate_parents, per_variable, Mask};
 use super::DpError;
 
 /// log(e^a + e^b) without overflow; −∞ is the identity.
@@ -78,17 +78,7 @@ fn compress(mask: Mask, candidates: &[usize]) -> usize {
 /// admissible parent sets of variable i with their scores F(i | S).
 pub fn order_edge_probabilities(families: &[Vec<(Mask, f64)>]) -> Result<Vec<Vec<f64>>, DpError> {
     let d = families.len();
-    if d > MAX_DP_VARIABLES {
-        return Err(DpError::TooManyVariables {
-            d,
-            max: MAX_DP_VARIABLES,
-        });
-    }
-    let alpha = families
-        .iter()
-        .enumerate()
-        .map(|(i, f)| LogAlpha::new(i, f))
-        .collect::<Result<Vec<_>, _>>()?;
+    let alpha = per_variable(families, LogAlpha::new)?;
     let full: usize = (1 << d) - 1;
     let mut log_l = vec![f64::NEG_INFINITY; full + 1];
     let mut log_r = vec![f64::NEG_INFINITY; full + 1];

@@ -180,6 +180,26 @@ struct Forward {
     c: DVector<f64>,
 }
 
+/// σ² of `params` once it and `jitter` are usable: σ² > 0 and the jitter ≥ 0, both finite (the
+/// bound and the predictive refuse anything else by name).
+pub(super) fn check_noise_and_jitter(
+    params: &CollapsedParams,
+    jitter: f64,
+) -> Result<f64, CollapsedError> {
+    let sigma2 = params.noise_variance;
+    if !(sigma2 > 0.0 && sigma2.is_finite()) {
+        return Err(CollapsedError::InvalidParameter(format!(
+            "the noise variance must be positive and finite, got {sigma2}"
+        )));
+    }
+    if !(jitter >= 0.0 && jitter.is_finite()) {
+        return Err(CollapsedError::InvalidParameter(format!(
+            "the jitter must be non-negative and finite, got {jitter}"
+        )));
+    }
+    Ok(sigma2)
+}
+
 impl Forward {
     fn new(
         x: &DMatrix<f64>,
@@ -201,17 +221,7 @@ impl Forward {
                 y.len()
             )));
         }
-        let sigma2 = params.noise_variance;
-        if !(sigma2 > 0.0 && sigma2.is_finite()) {
-            return Err(CollapsedError::InvalidParameter(format!(
-                "the noise variance must be positive and finite, got {sigma2}"
-            )));
-        }
-        if !(jitter >= 0.0 && jitter.is_finite()) {
-            return Err(CollapsedError::InvalidParameter(format!(
-                "the jitter must be non-negative and finite, got {jitter}"
-            )));
-        }
+        let sigma2 = check_noise_and_jitter(params, jitter)?;
         let (mut psi, cache) = match &params.latent {
             None => {
                 if x.ncols() != params.kernel.dim() || params.z.ncols() != params.kernel.dim() {

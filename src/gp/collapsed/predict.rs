@@ -61,17 +61,7 @@ impl CollapsedPredictor {
         params: &CollapsedParams,
         jitter: f64,
     ) -> Result<Self, CollapsedError> {
-        let sigma2 = params.noise_variance;
-        if !(sigma2 > 0.0 && sigma2.is_finite()) {
-            return Err(CollapsedError::InvalidParameter(format!(
-                "the noise variance must be positive and finite, got {sigma2}"
-            )));
-        }
-        if !(jitter >= 0.0 && jitter.is_finite()) {
-            return Err(CollapsedError::InvalidParameter(format!(
-                "the jitter must be non-negative and finite, got {jitter}"
-            )));
-        }
+        let sigma2 = super::bound::check_noise_and_jitter(params, jitter)?;
         if y.len() != x.nrows() {
             return Err(CollapsedError::Shape(format!(
                 "y has {} entries for {} input rows",
