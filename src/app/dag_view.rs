@@ -45,13 +45,16 @@ fn stroke_width(w: f64, scale: f64) -> f64 {
 }
 
 /// What the view draws.
-struct Drawing {
+#[derive(Clone, PartialEq)]
+pub struct Drawing {
     names: Vec<String>,
     /// (from, to, weight, kind)
     edges: Vec<(usize, usize, f64, Option<EdgeKind>)>,
 }
 
-fn drawing(state: AppState) -> Option<Drawing> {
+/// The graph on screen: the result's (edges classed against the truth when one is known), else
+/// the running restart's, over the variables shown. Tracked.
+pub fn drawing(state: AppState) -> Option<Drawing> {
     let names = state.names()?;
     let d = names.len();
 
@@ -90,11 +93,11 @@ fn drawing(state: AppState) -> Option<Drawing> {
     Some(Drawing { names, edges })
 }
 
+/// The graph `drawing` as SVG (a note in its place while there is none).
 #[component]
-pub fn DagView() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn DagView(#[prop(into)] drawing: Signal<Option<Drawing>>) -> impl IntoView {
     move || {
-        let Some(Drawing { names, edges }) = drawing(state) else {
+        let Some(Drawing { names, edges }) = drawing.get() else {
             return view! {
                 <svg data-testid="dag-svg" xmlns="http://www.w3.org/2000/svg" width="320" height="60" viewBox="0 0 320 60" role="img" aria-label="No graph yet">
                     <text x="12" y="34" font-family="sans-serif" font-size="13" fill="#5b6676">"The graph appears here once data are loaded."</text>

@@ -4,8 +4,8 @@
 //! (`data-testid="posterior"`).
 
 use super::charts::draw_heatmap;
-use super::AppState;
 use crate::discovery::exact::GraphPosterior;
+use crate::engine::RunResult;
 use crate::ui::{format_number, format_probability};
 use leptos::prelude::*;
 
@@ -14,11 +14,12 @@ const MAX_CLASSES: usize = 6;
 /// Member DAGs drawn per class at most.
 const MAX_MEMBERS: usize = 4;
 
+/// The exact search's edge probabilities and posterior over graphs of `result` (nothing for a
+/// result without them).
 #[component]
-pub fn ExactResults() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn ExactResults(#[prop(into)] result: Signal<Option<RunResult>>) -> impl IntoView {
     move || {
-        let result = state.page.result.get()?;
+        let result = result.get()?;
         let probabilities = result.edge_probabilities.clone()?;
         let prior = result
             .exact

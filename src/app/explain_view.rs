@@ -10,6 +10,7 @@ use super::charts::draw_conditional;
 use super::dag_view::{node_box, route_path};
 use super::{result_graph, AppState, Explanation};
 use crate::discovery::explain::{ConditionalCurve, DirectionComparison, EdgeEvidence, Reversal};
+use crate::engine::RunResult;
 use crate::graph::{cpdag, Dag};
 use crate::ui::graph_layout::{layered_layout, LayoutOptions};
 use crate::ui::{format_bayes_factor, format_number};
@@ -267,16 +268,18 @@ fn capitalised(text: &str) -> String {
     }
 }
 
-/// The result's equivalence class beside it, on demand.
+/// The equivalence class of `result`'s graph beside it, while `shown` (a toggle it owns).
 #[component]
-pub fn EquivalenceClass() -> impl IntoView {
-    let state = expect_context::<AppState>();
-    let shown = state.cpdag_shown;
+pub fn EquivalenceClass(
+    #[prop(into)] result: Signal<Option<RunResult>>,
+    /// Whether the class is drawn (its `cpdag-toggle` sets it).
+    shown: RwSignal<bool>,
+) -> impl IntoView {
     let view_class = move || {
         if !shown.get() {
             return None;
         }
-        let (names, graph) = state.page.result.with(|r| {
+        let (names, graph) = result.with(|r| {
             let r = r.as_ref()?;
             Some((r.names.clone(), result_graph(r)?))
         })?;

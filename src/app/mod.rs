@@ -484,7 +484,7 @@ fn App() -> impl IntoView {
                 <h1>"Occam"</h1>
                 <p class="tagline">"Bayesian causal discovery, in your browser. Your data never leave this machine."</p>
             </div>
-            <BackendBadge />
+            <BackendBadge backend=state.page.backend compute_workers=state.page.compute_workers />
         </header>
         <ErrorBanner />
         <main class="layout">
@@ -566,9 +566,13 @@ fn ErrorBanner() -> impl IntoView {
 /// adapter when the worker holds a working device and the run's bound has a GPU path, "CPU"
 /// otherwise, with the reason in its title, and the switch shown when a run left a failed GPU.
 #[component]
-fn BackendBadge() -> impl IntoView {
-    let state = expect_context::<AppState>();
-    let text = move || match state.page.backend.get() {
+fn BackendBadge(
+    #[prop(into)] backend: Signal<BackendState>,
+    /// Compute workers of the current or last run.
+    #[prop(into)]
+    compute_workers: Signal<Option<usize>>,
+) -> impl IntoView {
+    let text = move || match backend.get() {
         BackendState::Probing => "Backend: checking…".to_string(),
         BackendState::Known {
             backend: ComputeBackend::WebGpu,
@@ -591,7 +595,7 @@ fn BackendBadge() -> impl IntoView {
         }
         BackendState::Unavailable => "Backend: worker unavailable".to_string(),
     };
-    let code = move || match state.page.backend.get() {
+    let code = move || match backend.get() {
         BackendState::Probing => "probing",
         BackendState::Known {
             backend: ComputeBackend::WebGpu,
@@ -603,19 +607,19 @@ fn BackendBadge() -> impl IntoView {
         } => "cpu",
         BackendState::Unavailable => "unavailable",
     };
-    let adapter = move || match state.page.backend.get() {
+    let adapter = move || match backend.get() {
         BackendState::Known {
             adapter: Some(_), ..
         } => "available",
         BackendState::Known { adapter: None, .. } => "none",
         _ => "unknown",
     };
-    let switched = move || match state.page.backend.get() {
+    let switched = move || match backend.get() {
         BackendState::Known { switched: true, .. } => "yes",
         _ => "no",
     };
     let title = move || {
-        match state.page.backend.get() {
+        match backend.get() {
         BackendState::Known {
             backend: ComputeBackend::WebGpu,
             adapter,
@@ -642,7 +646,7 @@ fn BackendBadge() -> impl IntoView {
     }
     };
     let workers = move || {
-        state.page.compute_workers.get().map(|n| {
+        compute_workers.get().map(|n| {
             let text = if n == 1 {
                 "1 worker computes".to_string()
             } else {

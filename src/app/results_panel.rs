@@ -182,9 +182,9 @@ pub fn ResultsPanel() -> impl IntoView {
                     <ul class="edges" data-testid="edge-list">{edge_list}</ul>
                     {variable_buttons}
                     <EdgeExplanation />
-                    <EquivalenceClass />
+                    <EquivalenceClass result=state.page.result shown=state.cpdag_shown />
                 </details>
-                <ExactResults />
+                <ExactResults result=state.page.result />
                 {(result.method != Method::Exact).then(|| view! {
                     <h3>"Restarts (evidence in nats; the highest score wins)"</h3>
                     <div class="scroll">

@@ -3,14 +3,16 @@
 //! snapshot the worker sends.
 
 use super::charts::{draw_curves, draw_heatmap};
-use super::dag_view::DagView;
+use super::dag_view::{drawing, DagView};
 use super::knowledge_panel::current_knowledge;
 use super::settings_panel::current_settings;
 use super::{AppState, DataState, RunState};
 use crate::discovery::cgp::Method;
-use crate::engine::Status;
+use crate::engine::{RunResult, Snapshot, Status};
 use crate::protocol::RunRequest;
-use crate::ui::{format_number, fraction_reached, phase_name, progress_shown, RunProgress};
+use crate::ui::{
+    format_number, fraction_reached, phase_name, progress_shown, History, RunProgress,
+};
 use leptos::prelude::*;
 
 /// Why the Run button is disabled, or `None` when a run can start.
@@ -97,24 +99,25 @@ pub fn RunPanel() -> impl IntoView {
                     })}
                 </p>
             })}
-            <PhaseBanner />
-            <ProgressBar />
+            <PhaseBanner snapshot=state.page.snapshot />
+            <ProgressBar snapshot=state.page.snapshot run=state.page.run />
             <div class="live">
                 // More than 12 variables get the whole width, so that every name fits.
-                <figure class:wide=move || heatmap_size(state).is_some()>
+                <figure class:wide=move || heatmap_size(state.names().as_deref()).is_some()>
                     <figcaption>{move || heatmap_caption(state)}</figcaption>
-                    <Heatmap />
+                    <Heatmap names=Signal::derive(move || state.names()) result=state.page.result
+                        snapshot=state.page.snapshot />
                 </figure>
                 // A graph of more than 8 variables gets the whole width.
                 <figure class:wide=move || state.names().is_some_and(|n| n.len() > 8)>
                     <figcaption>"Graph"</figcaption>
-                    <DagView />
+                    <DagView drawing=Signal::derive(move || drawing(state)) />
                 </figure>
                 // The exact search optimises no objective over iterations: nothing to plot.
                 <figure class="wide" data-testid="objective-figure"
                     class:hidden=move || state.method.get() == Method::Exact>
                     <figcaption>"Objective: evidence bound, h(A) and γ"</figcaption>
-                    <LossChart />
+                    <LossChart snapshot=state.page.snapshot history=state.page.history />
                 </figure>
             </div>
         </section>
@@ -143,10 +146,9 @@ fn heatmap_caption(state: AppState) -> &'static str {
 
 /// The phase and one plain sentence of what is happening now.
 #[component]
-fn PhaseBanner() -> impl IntoView {
-    let state = expect_context::<AppState>();
+fn PhaseBanner(#[prop(into)] snapshot: Signal<Option<Snapshot>>) -> impl IntoView {
     move || {
-        state.page.snapshot.get().map(|s| {
+        snapshot.get().map(|s| {
             let restarts = s.restarts.len();
             let code = serde_json::to_value(s.phase)
                 .ok()
@@ -196,13 +198,15 @@ fn PhaseBanner() -> impl IntoView {
 /// Fraction done, and an upper estimate of the time left; a stopped run's bar stays where the run
 /// stopped.
 #[component]
-fn ProgressBar() -> impl IntoView {
-    let state = expect_context::<AppState>();
+fn ProgressBar(
+    #[prop(into)] snapshot: Signal<Option<Snapshot>>,
+    #[prop(into)] run: Signal<RunState>,
+) -> impl IntoView {
     // The fraction the run had reached: the worker's final snapshot of a stopped run says 1, so
     // the bar keeps the last running snapshot's fraction instead.
     let reached = RwSignal::new(0.0);
     Effect::new(move |_| {
-        let next = state.page.snapshot.with(|s| match s {
+        let next = snapshot.with(|s| match s {
             None => 0.0,
             Some(s) => fraction_reached(
                 reached.get_untracked(),
@@ -213,9 +217,9 @@ fn ProgressBar() -> impl IntoView {
         reached.set(next);
     });
     let shown = Memo::new(move |_| {
-        let run = state.page.run.get();
+        let run = run.get();
         let reached = reached.get();
-        state.page.snapshot.with(|s| {
+        snapshot.with(|s| {
             let progress = match s {
                 None => RunProgress::NotStarted,
                 Some(s) => match run {
@@ -253,13 +257,18 @@ fn ProgressBar() -> impl IntoView {
 
 /// The weighted adjacency of the restart shown, as a heatmap (the result's once a run ends).
 #[component]
-fn Heatmap() -> impl IntoView {
-    let state = expect_context::<AppState>();
+fn Heatmap(
+    /// The variables shown (none before data are loaded).
+    #[prop(into)]
+    names: Signal<Option<Vec<String>>>,
+    #[prop(into)] result: Signal<Option<RunResult>>,
+    #[prop(into)] snapshot: Signal<Option<Snapshot>>,
+) -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     Effect::new(move |_| {
         let Some(el) = canvas.get() else { return };
-        let names = state.names().unwrap_or_default();
-        let (weights, edges) = match (state.page.result.get(), state.page.snapshot.get()) {
+        let names = names.get().unwrap_or_default();
+        let (weights, edges) = match (result.get(), snapshot.get()) {
             (Some(r), _) => (r.adjacency.clone(), r.edges.clone()),
             (None, Some(s)) => (s.adjacency.clone(), s.edges.clone()),
             (None, None) => (Vec::new(), Vec::new()),
@@ -268,7 +277,7 @@ fn Heatmap() -> impl IntoView {
             web_sys::console::warn_1(&format!("heatmap: {e}").into());
         }
     });
-    let class = move || match heatmap_size(state) {
+    let class = move || match names.with(|n| heatmap_size(n.as_deref())) {
         Some((size, _)) => format!("heatmap {size}"),
         None => "heatmap".to_string(),
     };
@@ -282,27 +291,21 @@ fn Heatmap() -> impl IntoView {
 }
 
 /// The heatmap's size class for the variables shown (`None`: the default size).
-fn heatmap_size(state: AppState) -> Option<(&'static str, f64)> {
-    state
-        .names()
-        .and_then(|n| crate::ui::chart_scale::heatmap_size_class(n.len()))
+fn heatmap_size(names: Option<&[String]>) -> Option<(&'static str, f64)> {
+    names.and_then(|n| crate::ui::chart_scale::heatmap_size_class(n.len()))
 }
 
 /// The bound, h(A) and γ of the restart shown.
 #[component]
-fn LossChart() -> impl IntoView {
-    let state = expect_context::<AppState>();
+fn LossChart(
+    #[prop(into)] snapshot: Signal<Option<Snapshot>>,
+    #[prop(into)] history: Signal<History>,
+) -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     Effect::new(move |_| {
         let Some(el) = canvas.get() else { return };
-        let shown = state
-            .page
-            .snapshot
-            .with(|s| s.as_ref().map_or(0, |s| s.restart));
-        let result = state
-            .page
-            .history
-            .with(|h| draw_curves(&el, h.points(shown), &h.phase_starts(shown)));
+        let shown = snapshot.with(|s| s.as_ref().map_or(0, |s| s.restart));
+        let result = history.with(|h| draw_curves(&el, h.points(shown), &h.phase_starts(shown)));
         if let Err(e) = result {
             web_sys::console::warn_1(&format!("curves: {e}").into());
         }

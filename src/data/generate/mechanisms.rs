@@ -142,6 +142,13 @@ fn inputs_row_major(parents: &[&[f64]], extra: &[&[f64]], n: usize) -> Vec<f64> 
     u
 }
 
+/// x_n = f_n + σ ε_n with ε_n ~ N(0, 1), drawn in row order.
+fn with_noise<R: Rng + ?Sized>(f: &[f64], sigma: f64, rng: &mut R) -> Vec<f64> {
+    f.iter()
+        .map(|fv| fv + sigma * rng.sample::<f64, _>(StandardNormal))
+        .collect()
+}
+
 fn gp_node<R: Rng + ?Sized>(
     parents: &[&[f64]],
     n: usize,
@@ -163,11 +170,7 @@ fn gp_node<R: Rng + ?Sized>(
         )
     });
     let f = draw_exact(&k, rng)?;
-    let x = f
-        .values
-        .iter()
-        .map(|fv| fv + noise_sd * rng.sample::<f64, _>(StandardNormal))
-        .collect();
+    let x = with_noise(&f.values, noise_sd, rng);
     Ok((
         x,
         NodeMechanism::Gp {
@@ -206,12 +209,7 @@ fn gp_cde_node<R: Rng + ?Sized>(
             + kernel.value(kernel_variance, scaled_distance(ua, ub, &precisions))
     });
     let f = draw_exact(&k, rng)?;
-    let noise_sd = noise_variance.sqrt();
-    let x = f
-        .values
-        .iter()
-        .map(|fv| fv + noise_sd * rng.sample::<f64, _>(StandardNormal))
-        .collect();
+    let x = with_noise(&f.values, noise_variance.sqrt(), rng);
     Ok((
         x,
         NodeMechanism::GpCde {

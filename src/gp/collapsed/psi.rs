@@ -564,13 +564,7 @@ impl<'a> SeLinear<'a> {
                 wp.push(if i == j { w[(i, i)] } else { 2.0 * w[(i, j)] });
             }
         }
-        let mut out = Se2Grad {
-            total: 0.0,
-            theta_w: 0.0,
-            zw: DVector::zeros(m),
-            mu: DVector::zeros(n),
-            s: DVector::zeros(n),
-        };
+        let mut out = Se2Grad::zeros(m, n);
         // Σ_n q h_n per pair, for the n-independent ∂Δ²/∂z.
         let mut qh_pair = vec![0.0; pairs.len()];
         let mut row = vec![0.0; m];
@@ -610,13 +604,7 @@ impl<'a> SeLinear<'a> {
         let (wp_rows, wpd_rows) = device
             .row_sums(factors, w)
             .map_err(CollapsedError::Device)?;
-        let mut out = Se2Grad {
-            total: 0.0,
-            theta_w: 0.0,
-            zw: DVector::zeros(m),
-            mu: DVector::zeros(n),
-            s: DVector::zeros(n),
-        };
+        let mut out = Se2Grad::zeros(m, n);
         let mut row_bar = vec![0.0; m];
         for k in 0..n {
             let lat = RowLatent::new(tw2, self.mu[k], self.s[k]);
@@ -908,6 +896,19 @@ struct Se2Grad {
     zw: DVector<f64>,
     mu: DVector<f64>,
     s: DVector<f64>,
+}
+
+impl Se2Grad {
+    /// Nothing accumulated yet, for `m` inducing points and `n` rows.
+    fn zeros(m: usize, n: usize) -> Self {
+        Self {
+            total: 0.0,
+            theta_w: 0.0,
+            zw: DVector::zeros(m),
+            mu: DVector::zeros(n),
+            s: DVector::zeros(n),
+        }
+    }
 }
 
 /// Per inducing pair (m ≥ m', packed lower triangle, row by row): Δ² = (z_mw − z_m'w)².

@@ -208,16 +208,12 @@ impl Kernel {
     /// stationary part in order its s^c, θ^c[0..D] and, for a rational-quadratic part, a. With
     /// the RQ part last (the CGP-CDE kernel) a is the last entry. The mask is not a parameter.
     pub fn params_to_vec(&self) -> Vec<f64> {
-        let mut v = Vec::with_capacity(self.param_count());
-        if let Some(lin) = &self.linear {
-            v.extend_from_slice(lin);
-        }
-        for part in &self.stationary {
-            v.push(part.variance);
-            v.extend_from_slice(&part.precision);
-            v.extend(part.alpha);
-        }
-        v
+        flatten(
+            self.linear.as_deref(),
+            self.stationary
+                .iter()
+                .map(|p| (p.variance, p.precision.as_slice(), p.alpha)),
+        )
     }
 
     /// Declares the hyperparameters as blocks of `store`, named `prefix` + `linear`,
@@ -274,19 +270,30 @@ impl Kernel {
     }
 }
 
+/// The flat order shared by the parameters and their gradient: the linear weights, then per
+/// stationary part its variance, precisions and (a rational-quadratic part's) shape.
+fn flatten<'a>(
+    linear: Option<&[f64]>,
+    parts: impl Iterator<Item = (f64, &'a [f64], Option<f64>)>,
+) -> Vec<f64> {
+    let mut v = linear.map(<[f64]>::to_vec).unwrap_or_default();
+    for (variance, precision, alpha) in parts {
+        v.push(variance);
+        v.extend_from_slice(precision);
+        v.extend(alpha);
+    }
+    v
+}
+
 impl KernelGrad {
     /// The gradient flattened in the order of [`Kernel::params_to_vec`].
     pub fn to_vec(&self) -> Vec<f64> {
-        let mut v = Vec::new();
-        if let Some(lin) = &self.linear {
-            v.extend_from_slice(lin);
-        }
-        for part in &self.stationary {
-            v.push(part.variance);
-            v.extend_from_slice(&part.precision);
-            v.extend(part.alpha);
-        }
-        v
+        flatten(
+            self.linear.as_deref(),
+            self.stationary
+                .iter()
+                .map(|p| (p.variance, p.precision.as_slice(), p.alpha)),
+        )
     }
 
     /// self += other (summing the gradients of several kernel matrices of one kernel, e.g. K_ZZ,
