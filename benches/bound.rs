@@ -9,51 +9,44 @@
 //! run. `size=MxBxSxD` restricts a run to the grid's sizes named (for profiling one size).
 
 mod common;
+// The tests' problem type (tests/common), so benches and tests build the bound's input one way.
+#[path = "../tests/common/mod.rs"]
+mod test_common;
 
 use nalgebra::{DMatrix, DVector};
-use occam::gp::kernel::Kernel;
-use occam::gp::linalg::JitterPolicy;
-use occam::gp::svgp::{
-    bound_and_gradient, bound_and_gradient_reference, LatentBatch, SvgpInput, SvgpOutput,
-};
+use occam::gp::svgp::{bound_and_gradient, bound_and_gradient_reference, LatentBatch, SvgpOutput};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 use std::time::Instant;
+use test_common::SvgpProblem;
 
-struct Problem {
-    kernel: Kernel,
-    z: DMatrix<f64>,
-    m: DVector<f64>,
-    s: DMatrix<f64>,
-    x: DMatrix<f64>,
-    y: DVector<f64>,
-    latent: LatentBatch,
-}
-
-fn problem(m: usize, b: usize, samples: usize, d: usize, rng: &mut ChaCha8Rng) -> Problem {
+/// The benchmark problem of size (M, b, S, D): fixed q(w) and noise, the benches' kernel, drawn
+/// from `rng` in the same order as before the tests' problem type was shared.
+fn problem(m: usize, b: usize, samples: usize, d: usize, rng: &mut ChaCha8Rng) -> SvgpProblem {
     let mut normal = || -> f64 { rng.sample(StandardNormal) };
     let z = DMatrix::from_fn(m, d, |_, _| normal());
     let x = DMatrix::from_fn(b, d, |_, _| normal());
     let y = DVector::from_fn(b, |_, _| normal());
     let a = DMatrix::from_fn(m, m, |_, _| 0.05 * normal());
-    let s = &a * a.transpose() + DMatrix::identity(m, m) * 0.5;
-    let mean = DVector::from_fn(m, |_, _| 0.1 * normal());
+    let q_cov = &a * a.transpose() + DMatrix::identity(m, m) * 0.5;
+    let q_mean = DVector::from_fn(m, |_, _| 0.1 * normal());
     let eps = DMatrix::from_fn(samples, b, |_, _| normal());
-    let kernel = common::bench_kernel(d);
-    Problem {
-        kernel,
+    SvgpProblem {
+        kernel: common::bench_kernel(d),
         z,
-        m: mean,
-        s,
+        q_mean,
+        q_cov,
+        noise: 0.1,
         x,
         y,
-        latent: LatentBatch {
+        latent: Some(LatentBatch {
             slot: 0,
             mu: DVector::from_element(b, 0.1),
             var: DVector::from_element(b, 0.3),
             eps,
-        },
+        }),
+        total_rows: 1000,
     }
 }
 
@@ -143,18 +136,7 @@ fn main() {
             continue;
         }
         let p = problem(m, b, s, d, &mut rng);
-        let input = SvgpInput {
-            kernel: &p.kernel,
-            z: &p.z,
-            q_mean: &p.m,
-            q_cov: &p.s,
-            noise: 0.1,
-            x: &p.x,
-            y: &p.y,
-            latent: Some(&p.latent),
-            total_rows: 1000,
-            jitter: JitterPolicy::default(),
-        };
+        let input = p.input();
         let fast = pool.run(|| time(|| bound_and_gradient(&input)));
         if gpflow {
             println!(

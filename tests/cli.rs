@@ -277,13 +277,7 @@ fn score_prints_exactly_the_documented_keys() {
     let out = occam(&["score", "--truth", &truth, "--pred", &pred]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut keys: Vec<&str> = json
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
+    let keys = sorted_keys(&json);
     assert_eq!(
         keys,
         ["f1", "precision", "recall", "shd", "shd_reversal_1", "sid"]
@@ -466,15 +460,11 @@ fn endless_files_are_refused_by_the_size_limit() {
     let dir = tempfile::tempdir().unwrap();
     let data = write(dir.path(), "chain.csv", &chain_csv());
     let out = dir.path().join("out");
-    let o = occam(&[
-        "discover",
+    let o = discover(
         &data,
-        "--out",
         out.to_str().unwrap(),
-        "--tiers",
-        "/dev/zero",
-        "--quiet",
-    ]);
+        &["--tiers", "/dev/zero", "--quiet"],
+    );
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -521,13 +511,7 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
     );
     assert!(lines[2].starts_with("settings: "), "{stdout}");
     let json: serde_json::Value = serde_json::from_str(lines[3]).unwrap();
-    let mut keys: Vec<&str> = json
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort_unstable();
+    let keys = sorted_keys(&json);
     assert_eq!(
         keys,
         [
@@ -566,6 +550,25 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
 }
 
 /// A 3-variable chain x → y → z, 80 rows, deterministic.
+/// `occam discover DATA --out OUT` with `extra` after.
+fn discover(data: &str, out: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["discover", data, "--out", out];
+    args.extend_from_slice(extra);
+    occam(&args)
+}
+
+/// The keys of the JSON object `json`, sorted.
+fn sorted_keys(json: &serde_json::Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = json
+        .as_object()
+        .expect("a JSON object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
 /// `occam pairs FOLDER` with small, fast fits, then `extra`.
 fn quick_pairs(folder: &str, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -601,23 +604,23 @@ fn chain_csv() -> String {
 
 /// `occam discover` at sizes a debug build runs in well under a second, with x → z forbidden.
 fn small_discover(data: &str, out: &Path) -> Output {
-    occam(&[
-        "discover",
+    discover(
         data,
-        "--out",
         out.to_str().unwrap(),
-        "--seed",
-        "3",
-        "--restarts",
-        "2",
-        "--inducing",
-        "8",
-        "--max-iterations",
-        "60",
-        "--forbid",
-        "x->z",
-        "--quiet",
-    ])
+        &[
+            "--seed",
+            "3",
+            "--restarts",
+            "2",
+            "--inducing",
+            "8",
+            "--max-iterations",
+            "60",
+            "--forbid",
+            "x->z",
+            "--quiet",
+        ],
+    )
 }
 
 /// Issue 12: data at any scale. Multiplied by 1e160 or 1e-170 (squares beyond the range of f64),
@@ -682,18 +685,18 @@ fn discover_prints_names_escaped() {
     let csv = chain_csv().replacen("x,y,z", "x\u{1b}[2J,y\u{0},z", 1);
     let data = write(dir.path(), "esc.csv", &csv);
     let out = dir.path().join("out");
-    let o = occam(&[
-        "discover",
+    let o = discover(
         &data,
-        "--out",
         out.to_str().unwrap(),
-        "--restarts",
-        "1",
-        "--inducing",
-        "8",
-        "--max-iterations",
-        "60",
-    ]);
+        &[
+            "--restarts",
+            "1",
+            "--inducing",
+            "8",
+            "--max-iterations",
+            "60",
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     for stream in [text(&o.stdout), text(&o.stderr)] {
         assert!(
@@ -720,14 +723,7 @@ fn discover_refuses_impossible_sizes_naming_the_limit() {
         ),
         ("--threads", "100000", "threads must be at most 4096"),
     ] {
-        let o = occam(&[
-            "discover",
-            &data,
-            "--out",
-            out.to_str().unwrap(),
-            flag,
-            value,
-        ]);
+        let o = discover(&data, out.to_str().unwrap(), &[flag, value]);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{flag}: {err}");
         assert!(
@@ -782,7 +778,7 @@ fn discover_checks_its_folder_first_and_replaces_results_whole() {
     #[cfg(target_os = "linux")]
     {
         // /proc exists but takes no new files, even for root.
-        let o = occam(&["discover", &data, "--out", "/proc", "--quiet"]);
+        let o = discover(&data, "/proc", &["--quiet"]);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert!(
@@ -792,25 +788,25 @@ fn discover_checks_its_folder_first_and_replaces_results_whole() {
     }
     let out = dir.path().join("out");
     let run = |method: &str| {
-        let o = occam(&[
-            "discover",
+        let o = discover(
             &data,
-            "--out",
             out.to_str().unwrap(),
-            "--method",
-            method,
-            "--max-parents",
-            "1",
-            "--candidates",
-            "1",
-            "--restarts",
-            "1",
-            "--inducing",
-            "6",
-            "--max-iterations",
-            "30",
-            "--quiet",
-        ]);
+            &[
+                "--method",
+                method,
+                "--max-parents",
+                "1",
+                "--candidates",
+                "1",
+                "--restarts",
+                "1",
+                "--inducing",
+                "6",
+                "--max-iterations",
+                "30",
+                "--quiet",
+            ],
+        );
         assert!(o.status.success(), "{method}: {}", text(&o.stderr));
     };
     run("exact");
@@ -884,43 +880,24 @@ fn discover_refuses_bad_input_and_contradictory_knowledge() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let bad = write(dir.path(), "bad.csv", "a,b\n1,2\n3,x\n");
-    let o = occam(&["discover", &bad, "--out", out.to_str().unwrap()]);
+    let o = discover(&bad, out.to_str().unwrap(), &[]);
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
     assert!(err.contains("line 3") && err.contains("'b'"), "{err}");
 
     let data = write(dir.path(), "chain.csv", &chain_csv());
-    let o = occam(&[
-        "discover",
+    let o = discover(
         &data,
-        "--out",
         out.to_str().unwrap(),
-        "--require",
-        "x->y",
-        "--require",
-        "y->x",
-    ]);
+        &["--require", "x->y", "--require", "y->x"],
+    );
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
     assert!(err.contains("cycle"), "{err}");
-    let o = occam(&[
-        "discover",
-        &data,
-        "--out",
-        out.to_str().unwrap(),
-        "--forbid",
-        "x->w",
-    ]);
+    let o = discover(&data, out.to_str().unwrap(), &["--forbid", "x->w"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("w"), "{}", text(&o.stderr));
-    let o = occam(&[
-        "discover",
-        &data,
-        "--out",
-        out.to_str().unwrap(),
-        "--preset",
-        "fast",
-    ]);
+    let o = discover(&data, out.to_str().unwrap(), &["--preset", "fast"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         text(&o.stderr).contains("unknown preset"),
@@ -942,23 +919,23 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
         "s.json",
         r#"{"collapsed": {"prune_margin": 2.5}, "latent_start": "shared", "inducing_per_input": 1}"#,
     );
-    let o = occam(&[
-        "discover",
+    let o = discover(
         &data,
-        "--out",
         out.to_str().unwrap(),
-        "--preset",
-        "thorough",
-        "--settings",
-        &file,
-        "--restarts",
-        "1",
-        "--inducing",
-        "6",
-        "--max-iterations",
-        "30",
-        "--quiet",
-    ]);
+        &[
+            "--preset",
+            "thorough",
+            "--settings",
+            &file,
+            "--restarts",
+            "1",
+            "--inducing",
+            "6",
+            "--max-iterations",
+            "30",
+            "--quiet",
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
@@ -992,14 +969,7 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
         ("{", "not valid JSON"),
     ] {
         let file = write(dir.path(), "s.json", contents);
-        let o = occam(&[
-            "discover",
-            &data,
-            "--out",
-            out.to_str().unwrap(),
-            "--settings",
-            &file,
-        ]);
+        let o = discover(&data, out.to_str().unwrap(), &["--settings", &file]);
         assert_eq!(o.status.code(), Some(1), "{contents}");
         let err = text(&o.stderr);
         assert!(err.contains(expected), "{contents}: {err}");
@@ -1027,18 +997,18 @@ fn discover_exact_writes_edge_probabilities_and_a_cache_the_next_run_reuses() {
     let out = dir.path().join("out");
     let out_s = out.to_str().unwrap();
     let run = || {
-        occam(&[
-            "discover",
+        discover(
             &data,
-            "--out",
             out_s,
-            "--method",
-            "exact",
-            "--settings",
-            &settings,
-            "--threads",
-            "2",
-        ])
+            &[
+                "--method",
+                "exact",
+                "--settings",
+                &settings,
+                "--threads",
+                "2",
+            ],
+        )
     };
     let first = run();
     assert!(first.status.success(), "{}", text(&first.stderr));
@@ -1068,16 +1038,7 @@ fn discover_exact_writes_edge_probabilities_and_a_cache_the_next_run_reuses() {
     assert_eq!(again["cache_hits"], 12);
     assert_eq!(again["edges"], result["edges"]);
     // A bad prior is refused by name.
-    let bad = occam(&[
-        "discover",
-        &data,
-        "--out",
-        out_s,
-        "--method",
-        "exact",
-        "--edge-prior",
-        "1.5",
-    ]);
+    let bad = discover(&data, out_s, &["--method", "exact", "--edge-prior", "1.5"]);
     assert!(!bad.status.success());
     assert!(
         text(&bad.stderr).contains("--edge-prior"),
@@ -1181,17 +1142,17 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
     assert_eq!(read(&first)["status"], "stopped");
 
     let resumed = out("resumed");
-    let o = occam(&[
-        "discover",
+    let o = discover(
         &data,
-        "--out",
         &resumed,
-        "--quiet",
-        "--threads",
-        "2",
-        "--resume",
-        checkpoint.to_str().unwrap(),
-    ]);
+        &[
+            "--quiet",
+            "--threads",
+            "2",
+            "--resume",
+            checkpoint.to_str().unwrap(),
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let whole = out("whole");
     let mut args = vec!["discover", &data, "--out", &whole, "--quiet"];
@@ -1204,16 +1165,11 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
         assert_eq!(a[key], b[key], "{key} differs after resuming");
     }
 
-    let o = occam(&[
-        "discover",
+    let o = discover(
         &data,
-        "--out",
         &resumed,
-        "--restarts",
-        "3",
-        "--resume",
-        checkpoint.to_str().unwrap(),
-    ]);
+        &["--restarts", "3", "--resume", checkpoint.to_str().unwrap()],
+    );
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("drop --restarts"), "{err}");
@@ -1222,14 +1178,11 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
         "other.csv",
         &chain_csv().replace("x,y,z", "x,y,w"),
     );
-    let o = occam(&[
-        "discover",
+    let o = discover(
         &other,
-        "--out",
         &resumed,
-        "--resume",
-        checkpoint.to_str().unwrap(),
-    ]);
+        &["--resume", checkpoint.to_str().unwrap()],
+    );
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("made for other data"), "{err}");
@@ -1240,14 +1193,7 @@ fn discover_names_the_backends_it_accepts() {
     let dir = tempfile::tempdir().unwrap();
     let data = write(dir.path(), "good.csv", &good_csv());
     let out = dir.path().join("out");
-    let o = occam(&[
-        "discover",
-        &data,
-        "--out",
-        out.to_str().unwrap(),
-        "--backend",
-        "tpu",
-    ]);
+    let o = discover(&data, out.to_str().unwrap(), &["--backend", "tpu"]);
     assert!(!o.status.success());
     let err = text(&o.stderr);
     assert!(

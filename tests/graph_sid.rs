@@ -151,6 +151,27 @@ fn wrong_pairs_by_regression(
 }
 
 #[test]
+fn a_graph_has_distance_zero_to_itself() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for _ in 0..200 {
+        let n = rng.random_range(1..=9);
+        let g = random_dag(&mut rng, n, 0.35);
+        assert_eq!(sid(&g, &g), 0, "{:?}", g.edges());
+    }
+}
+
+#[test]
+fn sid_is_at_most_the_number_of_ordered_pairs() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for _ in 0..100 {
+        let n = rng.random_range(2..=8);
+        let g = random_dag(&mut rng, n, 0.4);
+        let h = random_dag(&mut rng, n, 0.4);
+        assert!(sid(&g, &h) <= n * (n - 1));
+    }
+}
+
+#[test]
 fn sid_equals_the_count_of_wrong_linear_gaussian_estimates_on_random_pairs() {
     let mut rng = ChaCha8Rng::seed_from_u64(2015);
     let (mut smallest_wrong, mut largest_right) = (f64::INFINITY, 0.0f64);

@@ -117,9 +117,7 @@ pub fn SettingsPanel() -> impl IntoView {
                 <label for="setting-preset">"Preset"</label>
                 <select id="setting-preset" data-testid="preset-select" on:change=on_preset
                     prop:value=move || state.preset.get().name()>
-                    <option value="interactive">"interactive: fast, converges early"</option>
-                    <option value="thorough">"thorough: more rows, points and restarts (minutes)"</option>
-                    <option value="paper">"paper: the published schedule"</option>
+                    {options(Preset::ALL.iter().map(|&p| (p.name(), preset_label(p))))}
                 </select>
             </div>
             {preset_note}
@@ -127,9 +125,7 @@ pub fn SettingsPanel() -> impl IntoView {
                 <label for="setting-method">"Method"</label>
                 <select id="setting-method" data-testid="method-select" on:change=on_method
                     prop:value=move || state.method.get().name()>
-                    <option value="cgp">"continuous (CGP-CDE)"</option>
-                    <option value="exact">"exact over DAGs (DGP-CDE)"</option>
-                    <option value="hybrid">"hybrid: continuous, then exact"</option>
+                    {options(Method::ALL.iter().map(|&m| (m.name(), method_label(m))))}
                 </select>
             </div>
             {method_note}
@@ -145,5 +141,30 @@ pub fn SettingsPanel() -> impl IntoView {
                 <p class="invalid" data-testid="settings-error" role="alert">{p}</p>
             })}
         </section>
+    }
+}
+
+/// A select's `<option>`s: (value, label) each.
+fn options(choices: impl Iterator<Item = (&'static str, &'static str)>) -> impl IntoView {
+    choices
+        .map(|(value, label)| view! { <option value=value>{label}</option> })
+        .collect_view()
+}
+
+/// What the preset selector says of each preset.
+fn preset_label(preset: Preset) -> &'static str {
+    match preset {
+        Preset::Interactive => "interactive: fast, converges early",
+        Preset::Thorough => "thorough: more rows, points and restarts (minutes)",
+        Preset::Paper => "paper: the published schedule",
+    }
+}
+
+/// What the method selector says of each method.
+fn method_label(method: Method) -> &'static str {
+    match method {
+        Method::Cgp => "continuous (CGP-CDE)",
+        Method::Exact => "exact over DAGs (DGP-CDE)",
+        Method::Hybrid => "hybrid: continuous, then exact",
     }
 }

@@ -65,6 +65,56 @@ pub(super) fn candidate_parents(
     Ok(candidates)
 }
 
+/// One variable's admissible families over its candidate parents, by local subset: `best[c]` is
+/// the score of the family whose parents are the local subset c (−∞ where none is admissible) and
+/// `family[c]` its global mask. A family listed twice counts once, at its higher score (the first
+/// of equals).
+pub(super) struct LocalFamilies {
+    pub candidates: Vec<usize>,
+    pub best: Vec<f64>,
+    pub family: Vec<Mask>,
+}
+
+impl LocalFamilies {
+    pub(super) fn new(child: usize, families: &[(Mask, f64)]) -> Result<Self, DpError> {
+        let candidates = candidate_parents(child, families)?;
+        let size = 1usize << candidates.len();
+        let mut best = vec![f64::NEG_INFINITY; size];
+        let mut family = vec![0; size];
+        for &(mask, score) in families {
+            if !score.is_finite() {
+                continue;
+            }
+            let local = compress(mask, &candidates);
+            if score > best[local] {
+                best[local] = score;
+                family[local] = mask;
+            }
+        }
+        if best.iter().all(|v| *v == f64::NEG_INFINITY) {
+            return Err(DpError::NoFamily { child });
+        }
+        Ok(Self {
+            candidates,
+            best,
+            family,
+        })
+    }
+}
+
+/// The steps of a subset (zeta) transform over `bits` local bits: `step(c, c without b)` for each
+/// bit b in turn and each subset c holding b, so that afterwards every entry has combined the
+/// entries of all its subsets.
+pub(super) fn over_subsets(bits: usize, mut step: impl FnMut(usize, usize)) {
+    for bit in 0..bits {
+        for c in 0..1usize << bits {
+            if c & (1 << bit) != 0 {
+                step(c, c ^ (1 << bit));
+            }
+        }
+    }
+}
+
 /// The best score within each subset of one variable's candidate parents, and which family
 /// attains it: `best[c]` and `argmax[c]` for a subset c written over the candidates' positions.
 struct BestWithin {
@@ -77,36 +127,18 @@ impl BestWithin {
     /// Builds the table from the scored families (global masks), by the subset-max transform:
     /// for each candidate bit b, best[c] = max(best[c], best[c without b]).
     fn new(child: usize, families: &[(Mask, f64)]) -> Result<Self, DpError> {
-        let candidates = candidate_parents(child, families)?;
-        let size = 1usize << candidates.len();
-        let mut best = vec![f64::NEG_INFINITY; size];
-        let mut argmax = vec![0; size];
-        for &(mask, score) in families {
-            if !score.is_finite() {
-                continue;
+        let LocalFamilies {
+            candidates,
+            mut best,
+            family: mut argmax,
+        } = LocalFamilies::new(child, families)?;
+        over_subsets(candidates.len(), |c, without| {
+            // ≥: of two families with equal scores the smaller one wins (Occam).
+            if best[without] >= best[c] {
+                best[c] = best[without];
+                argmax[c] = argmax[without];
             }
-            let local = compress(mask, &candidates);
-            // Two listings of one family: keep the higher (and the first of equals).
-            if score > best[local] {
-                best[local] = score;
-                argmax[local] = mask;
-            }
-        }
-        if best.iter().all(|v| *v == f64::NEG_INFINITY) {
-            return Err(DpError::NoFamily { child });
-        }
-        for bit in 0..candidates.len() {
-            for c in 0..size {
-                if c & (1 << bit) != 0 {
-                    let without = c ^ (1 << bit);
-                    // ≥: of two families with equal scores the smaller one wins (Occam).
-                    if best[without] >= best[c] {
-                        best[c] = best[without];
-                        argmax[c] = argmax[without];
-                    }
-                }
-            }
-        }
+        });
         Ok(Self {
             candidates,
             best,
@@ -122,7 +154,7 @@ impl BestWithin {
 }
 
 /// The positions, among `candidates`, of the variables in `mask`, as a local bit set.
-fn compress(mask: Mask, candidates: &[usize]) -> usize {
+pub(super) fn compress(mask: Mask, candidates: &[usize]) -> usize {
     candidates
         .iter()
         .enumerate()

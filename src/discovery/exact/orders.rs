@@ -14,7 +14,7 @@
 //! the last because the families within U that avoid u are exactly the families within U∖u. All
 //! sums run in log space: family evidences differ by thousands of nats.
 
-use super::dp::{candidate_parents, per_variable, Mask};
+use super::dp::{compress, over_subsets, per_variable, LocalFamilies, Mask};
 use super::DpError;
 
 /// log(e^a + e^b) without overflow; −∞ is the identity.
@@ -38,40 +38,20 @@ struct LogAlpha {
 
 impl LogAlpha {
     fn new(child: usize, families: &[(Mask, f64)]) -> Result<Self, DpError> {
-        let candidates = candidate_parents(child, families)?;
-        let size = 1usize << candidates.len();
-        let mut values = vec![f64::NEG_INFINITY; size];
-        for &(mask, score) in families {
-            if score.is_finite() {
-                let local = compress(mask, &candidates);
-                // A family listed twice counts once, at its higher score.
-                values[local] = values[local].max(score);
-            }
-        }
-        if values.iter().all(|v| *v == f64::NEG_INFINITY) {
-            return Err(DpError::NoFamily { child });
-        }
-        for bit in 0..candidates.len() {
-            for c in 0..size {
-                if c & (1 << bit) != 0 {
-                    values[c] = log_add(values[c], values[c ^ (1 << bit)]);
-                }
-            }
-        }
+        let LocalFamilies {
+            candidates,
+            best: mut values,
+            ..
+        } = LocalFamilies::new(child, families)?;
+        over_subsets(candidates.len(), |c, without| {
+            values[c] = log_add(values[c], values[without]);
+        });
         Ok(Self { candidates, values })
     }
 
     fn at(&self, allowed: Mask) -> f64 {
         self.values[compress(allowed, &self.candidates)]
     }
-}
-
-fn compress(mask: Mask, candidates: &[usize]) -> usize {
-    candidates
-        .iter()
-        .enumerate()
-        .filter(|&(_, &v)| mask & (1 << v) != 0)
-        .fold(0, |c, (k, _)| c | (1 << k))
 }
 
 /// The order-modular posterior edge probabilities P(i → j | X) at [i][j], from `families[i]`, the

@@ -200,6 +200,37 @@ pub(super) fn check_noise_and_jitter(
     Ok(sigma2)
 }
 
+/// The factors the bound and the predictive share: K_ZZ + jitter·I = L Lᵀ,
+/// C₂ = L⁻¹ Ψ₂ L⁻ᵀ / σ² (symmetrised) and I + C₂ = L_B L_Bᵀ.
+pub(super) struct InducingFactors {
+    pub l: DMatrix<f64>,
+    pub c2: DMatrix<f64>,
+    pub lb: DMatrix<f64>,
+}
+
+/// [`InducingFactors`] of `params`' kernel and Z with Ψ₂ = `psi2` and σ² = `sigma2`; a factor
+/// that fails is reported as the inducing (K_ZZ) or inner (I + C₂) covariance's.
+pub(super) fn inducing_factors(
+    params: &CollapsedParams,
+    psi2: &DMatrix<f64>,
+    sigma2: f64,
+    jitter: f64,
+) -> Result<InducingFactors, CollapsedError> {
+    let kzz = params.kernel.gram(&params.z);
+    let l = cholesky_jittered(&kzz, JitterPolicy::exactly(jitter))
+        .map_err(CollapsedError::InducingCovariance)?
+        .l;
+    let m = params.z.nrows();
+    let l_inv_psi2 = solve_lower(&l, psi2);
+    let mut c2 = solve_lower(&l, &l_inv_psi2.transpose()) / sigma2;
+    c2 = (&c2 + c2.transpose()) * 0.5;
+    let b = &c2 + DMatrix::identity(m, m);
+    let lb = cholesky_jittered(&b, JitterPolicy::exactly(0.0))
+        .map_err(CollapsedError::InnerCovariance)?
+        .l;
+    Ok(InducingFactors { l, c2, lb })
+}
+
 impl Forward {
     fn new(
         x: &DMatrix<f64>,
@@ -248,18 +279,7 @@ impl Forward {
         };
         psi.psi0 *= copies;
         psi.psi2 *= copies;
-        let kzz = params.kernel.gram(&params.z);
-        let l = cholesky_jittered(&kzz, JitterPolicy::exactly(jitter))
-            .map_err(CollapsedError::InducingCovariance)?
-            .l;
-        let m = params.z.nrows();
-        let l_inv_psi2 = solve_lower(&l, &psi.psi2);
-        let mut c2 = solve_lower(&l, &l_inv_psi2.transpose()) / sigma2;
-        c2 = (&c2 + c2.transpose()) * 0.5;
-        let b = &c2 + DMatrix::identity(m, m);
-        let lb = cholesky_jittered(&b, JitterPolicy::exactly(0.0))
-            .map_err(CollapsedError::InnerCovariance)?
-            .l;
+        let InducingFactors { l, c2, lb } = inducing_factors(params, &psi.psi2, sigma2, jitter)?;
         let b_tilde = solve_lower_vec(&l, &(psi.psi1.tr_mul(y) * copies));
         let c = solve_lower_vec(&lb, &b_tilde) / sigma2;
 

@@ -28,7 +28,7 @@ use super::bound::CollapsedParams;
 use super::psi::psi_statistics;
 use super::CollapsedError;
 use crate::gp::kernel::Kernel;
-use crate::gp::linalg::{cholesky_jittered, solve_lower, solve_lower_vec, JitterPolicy};
+use crate::gp::linalg::{solve_lower, solve_lower_vec};
 
 /// What a fitted collapsed model needs to predict: the kernel, Z, the factors L and LB, and the
 /// weights β = Σ⁻¹ Ψ1ᵀ y / σ² (module documentation).
@@ -78,18 +78,8 @@ impl CollapsedPredictor {
             )));
         }
         let psi = psi_statistics(&params.kernel, x, &params.z, params.latent.as_ref())?;
-        let kzz = params.kernel.gram(&params.z);
-        let l = cholesky_jittered(&kzz, JitterPolicy::exactly(jitter))
-            .map_err(CollapsedError::InducingCovariance)?
-            .l;
-        let m = params.z.nrows();
-        let l_inv_psi2 = solve_lower(&l, &psi.psi2);
-        let mut c2 = solve_lower(&l, &l_inv_psi2.transpose()) / sigma2;
-        c2 = (&c2 + c2.transpose()) * 0.5;
-        let b = c2 + DMatrix::identity(m, m);
-        let lb = cholesky_jittered(&b, JitterPolicy::exactly(0.0))
-            .map_err(CollapsedError::InnerCovariance)?
-            .l;
+        let super::bound::InducingFactors { l, lb, .. } =
+            super::bound::inducing_factors(params, &psi.psi2, sigma2, jitter)?;
         // β = L⁻ᵀ LB⁻ᵀ LB⁻¹ L⁻¹ Ψ1ᵀ y / σ².
         let mut weights = solve_lower_vec(&l, &psi.psi1.tr_mul(y)) / sigma2;
         lb.solve_lower_triangular_unchecked_mut(&mut weights);
