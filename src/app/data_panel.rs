@@ -46,8 +46,10 @@ fn open_record(state: AppState, file: File) {
 }
 
 #[component]
-pub fn DataPanel() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn DataPanel(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     let dragging = RwSignal::new(false);
     // No new file while a run is in progress or other data are still on their way.
     let busy = move || state.busy_with().is_some();

@@ -18,8 +18,10 @@ use leptos::prelude::*;
 
 /// The explanation of one edge, or what is happening to it.
 #[component]
-pub fn EdgeExplanation() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn EdgeExplanation(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     move || {
         let names = state
             .page

@@ -115,8 +115,10 @@ fn template(value: &str) -> DrawnGraph {
 }
 
 #[component]
-pub fn GraphEditorPanel() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn GraphEditorPanel(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     let graph = RwSignal::new(template("collider"));
     let selection = RwSignal::new(Selection::Nothing);
     let message = RwSignal::new(None::<String>);

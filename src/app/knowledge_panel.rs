@@ -47,8 +47,10 @@ pub fn set_knowledge(
 const FLAT_HEADER_CHARS: usize = 3;
 
 #[component]
-pub fn KnowledgePanel() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn KnowledgePanel(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     let body = move || {
         let Some(names) = state.page.data.with(DataState::names) else {
             return view! { <p class="hint">"Load data to state what you already know about its causes."</p> }

@@ -119,8 +119,10 @@ fn carry_out(state: AppState, action: &StepAction, facts: &PageFacts) -> Result<
 }
 
 #[component]
-pub fn LessonPanel() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn LessonPanel(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     let catalogue = RwSignal::new(Catalogue::Loading);
     let open = RwSignal::new(None::<usize>);
     let progress = RwSignal::new(LessonProgress::default());
@@ -255,7 +257,7 @@ pub fn LessonPanel() -> impl IntoView {
                 {move || action_error.get().map(|e| view! { <p class="invalid" data-testid="lesson-action-error" role="alert">{e}</p> })}
                 {task}
                 <p class="lesson-check" data-testid="lesson-check" data-status=status.code()>{check_text}</p>
-                <LessonPosterior />
+                <LessonPosterior state=state />
             </div>
             <div class="lesson-nav">
                 <button data-testid="lesson-back" disabled=p.step == 0 on:click=move |_| {
@@ -281,8 +283,10 @@ pub fn LessonPanel() -> impl IntoView {
 /// The exact posterior of the result on screen, grouped by Markov equivalence class, each class
 /// with every member DAG's probability: what the evidence says beyond independence.
 #[component]
-fn LessonPosterior() -> impl IntoView {
-    let state = expect_context::<AppState>();
+fn LessonPosterior(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     move || {
         let (names, posterior) = state.page.result.with(|r| {
             let r = r.as_ref()?;

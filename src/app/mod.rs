@@ -3,9 +3,10 @@
 //! Owns the user interface. It never parses data or trains anything itself: files go to the Web
 //! Worker ([`worker_client`]) and the page renders the replies. The state and every change to it
 //! live in the native, tested `ui::page::PageModel`; [`AppState`] holds it, mirrors its fields in
-//! signals for the components, and carries out what its transitions ask (requests, file reads). A panic anywhere in the page is turned
-//! into a visible error message instead of a blank page; a worker that dies is reported and can be
-//! restarted with the data re-sent.
+//! signals for the components, and carries out what its transitions ask (requests, file reads).
+//! Panels get the shell as a prop; display components get only the signals they draw. A panic
+//! anywhere in the page is turned into a visible error message instead of a blank page; a worker
+//! that dies is reported and can be restarted with the data re-sent.
 
 mod charts;
 mod dag_view;
@@ -132,7 +133,7 @@ page_views! {
     explanation: Explanation,
 }
 
-/// The page's shell, shared through context (`Copy`): the model of its state ([`PageModel`],
+/// The page's shell, handed to each panel as a prop (`Copy`): the model of its state ([`PageModel`],
 /// native and tested) with its fields mirrored as signals ([`PageViews`], `state.page`), the
 /// user's inputs (settings, prior knowledge, view toggles), and the worker and the current file.
 #[derive(Clone, Copy)]
@@ -473,7 +474,6 @@ fn test_hooks_enabled() -> bool {
 #[component]
 fn App() -> impl IntoView {
     let state = AppState::new();
-    provide_context(state);
     spawn_worker(state);
     start_watchdog(state);
     guard_window_drops();
@@ -486,18 +486,18 @@ fn App() -> impl IntoView {
             </div>
             <BackendBadge backend=state.page.backend compute_workers=state.page.compute_workers />
         </header>
-        <ErrorBanner />
+        <ErrorBanner state=state />
         <main class="layout">
             <div class="column inputs">
-                <lesson_panel::LessonPanel />
-                <data_panel::DataPanel />
-                <graph_editor::GraphEditorPanel />
-                <settings_panel::SettingsPanel />
-                <knowledge_panel::KnowledgePanel />
+                <lesson_panel::LessonPanel state=state />
+                <data_panel::DataPanel state=state />
+                <graph_editor::GraphEditorPanel state=state />
+                <settings_panel::SettingsPanel state=state />
+                <knowledge_panel::KnowledgePanel state=state />
             </div>
             <div class="column outputs">
-                <run_panel::RunPanel />
-                <results_panel::ResultsPanel />
+                <run_panel::RunPanel state=state />
+                <results_panel::ResultsPanel state=state />
             </div>
         </main>
         {test_hooks_enabled().then(|| view! {
@@ -535,8 +535,10 @@ fn App() -> impl IntoView {
 
 /// The one place errors appear, with a restart button when the worker died.
 #[component]
-fn ErrorBanner() -> impl IntoView {
-    let state = expect_context::<AppState>();
+fn ErrorBanner(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     move || {
         state.page.error.get().map(|message| {
             view! {

@@ -73,8 +73,10 @@ fn graph_text(
 }
 
 #[component]
-pub fn ResultsPanel() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn ResultsPanel(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     let on_truth = move |ev: web_sys::Event| {
         let input: web_sys::HtmlInputElement = event_target(&ev);
         let Some(file) = input.files().and_then(|f| f.get(0)) else {
@@ -181,7 +183,7 @@ pub fn ResultsPanel() -> impl IntoView {
                     <summary>"Edges"</summary>
                     <ul class="edges" data-testid="edge-list">{edge_list}</ul>
                     {variable_buttons}
-                    <EdgeExplanation />
+                    <EdgeExplanation state=state />
                     <EquivalenceClass result=state.page.result shown=state.cpdag_shown />
                 </details>
                 <ExactResults result=state.page.result />
@@ -204,7 +206,7 @@ pub fn ResultsPanel() -> impl IntoView {
                     <input type="file" accept=".csv,.txt,.tsv,.json" data-testid="truth-input" on:change=on_truth />
                 </label>
                 {truth_name.map(|n| view! { <span class="hint">" Truth: " {n}</span> })}
-                <Metrics />
+                <Metrics state=state />
                 <h3>"Export"</h3>
                 <div class="exports">
                     {export_button(state, "export-csv", "Adjacency CSV", |s, r| graph_text(s, r, "adjacency.csv", "text/csv", to_adjacency_csv))}
@@ -228,8 +230,10 @@ pub fn ResultsPanel() -> impl IntoView {
 
 /// The metrics against the truth, with the edge-colour legend.
 #[component]
-fn Metrics() -> impl IntoView {
-    let state = expect_context::<AppState>();
+fn Metrics(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     move || match truth_report(state)? {
         Err(e) => Some(
             view! { <p class="invalid" data-testid="truth-error" role="alert">{e}</p> }.into_any(),

@@ -52,8 +52,10 @@ pub(super) fn start_run(state: AppState) {
 }
 
 #[component]
-pub fn RunPanel() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn RunPanel(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     let active = move || state.page.run.get().active();
     let on_pause = move |_| state.toggle_pause();
     let pause_label = move || {

@@ -45,8 +45,10 @@ pub fn use_settings(
 }
 
 #[component]
-pub fn SettingsPanel() -> impl IntoView {
-    let state = expect_context::<AppState>();
+pub fn SettingsPanel(
+    /// The page's shell: its state and the commands that change it.
+    state: AppState,
+) -> impl IntoView {
     let on_preset = move |ev: web_sys::Event| {
         if let Ok(preset) = Preset::parse(&event_target_value(&ev)) {
             // Keep the seed the user chose; everything else follows the preset.
