@@ -229,38 +229,28 @@ fn generate_writes_the_shared_data_layout_deterministically() {
 fn generate_rejects_invalid_settings() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
-    let o = occam(&[
-        "generate",
-        "--graph",
-        "sf",
-        "--nodes",
-        "0",
-        "--edges-per-node",
-        "1",
-        "--samples",
-        "10",
-        "--mechanism",
-        "linear",
-        "--out",
-        out,
-    ]);
+    // `occam generate` on a small linear ER graph, with `graph` and `nodes` as given.
+    let generate = |graph: &str, nodes: &str| {
+        occam(&[
+            "generate",
+            "--graph",
+            graph,
+            "--nodes",
+            nodes,
+            "--edges-per-node",
+            "1",
+            "--samples",
+            "10",
+            "--mechanism",
+            "linear",
+            "--out",
+            out,
+        ])
+    };
+    let o = generate("sf", "0");
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("nodes"), "{}", text(&o.stderr));
-    let o = occam(&[
-        "generate",
-        "--graph",
-        "tree",
-        "--nodes",
-        "3",
-        "--edges-per-node",
-        "1",
-        "--samples",
-        "10",
-        "--mechanism",
-        "linear",
-        "--out",
-        out,
-    ]);
+    let o = generate("tree", "3");
     assert_eq!(
         o.status.code(),
         Some(2),
