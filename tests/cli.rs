@@ -540,6 +540,17 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
 }
 
 /// A 3-variable chain x → y → z, 80 rows, deterministic.
+/// The flags of a run that ends in well under a second in a debug build.
+const TINY_RUN: [&str; 7] = [
+    "--restarts",
+    "1",
+    "--inducing",
+    "6",
+    "--max-iterations",
+    "30",
+    "--quiet",
+];
+
 /// `occam discover DATA --out OUT` with `extra` after.
 fn discover(data: &str, out: &str, extra: &[&str]) -> Output {
     let mut args = vec!["discover", data, "--out", out];
@@ -778,25 +789,16 @@ fn discover_checks_its_folder_first_and_replaces_results_whole() {
     }
     let out = dir.path().join("out");
     let run = |method: &str| {
-        let o = discover(
-            &data,
-            out.to_str().unwrap(),
-            &[
-                "--method",
-                method,
-                "--max-parents",
-                "1",
-                "--candidates",
-                "1",
-                "--restarts",
-                "1",
-                "--inducing",
-                "6",
-                "--max-iterations",
-                "30",
-                "--quiet",
-            ],
-        );
+        let mut args = vec![
+            "--method",
+            method,
+            "--max-parents",
+            "1",
+            "--candidates",
+            "1",
+        ];
+        args.extend_from_slice(&TINY_RUN);
+        let o = discover(&data, out.to_str().unwrap(), &args);
         assert!(o.status.success(), "{method}: {}", text(&o.stderr));
     };
     run("exact");
@@ -909,23 +911,9 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
         "s.json",
         r#"{"collapsed": {"prune_margin": 2.5}, "latent_start": "shared", "inducing_per_input": 1}"#,
     );
-    let o = discover(
-        &data,
-        out.to_str().unwrap(),
-        &[
-            "--preset",
-            "thorough",
-            "--settings",
-            &file,
-            "--restarts",
-            "1",
-            "--inducing",
-            "6",
-            "--max-iterations",
-            "30",
-            "--quiet",
-        ],
-    );
+    let mut args = vec!["--preset", "thorough", "--settings", &file];
+    args.extend_from_slice(&TINY_RUN);
+    let o = discover(&data, out.to_str().unwrap(), &args);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
