@@ -559,9 +559,11 @@ impl PageModel {
             FromWorker::Ready => {
                 effects.push(PageEffect::Send(ToWorker::Ping));
                 // A restarted worker gets the current file again; what is on screen stays (the
-                // result, the last snapshot and curves, the note on why the worker restarted).
+                // result, the last snapshot and curves, the note on why the worker restarted),
+                // but not an explanation the old worker left unanswered: it can be asked again.
                 if let Some((name, bytes)) = self.source.clone() {
                     if !matches!(self.data, DataState::Rejected { .. }) {
+                        self.explanation = Explanation::None;
                         let load_id = self.reading(name, bytes, now_ms);
                         effects.push(PageEffect::ReadSource { load_id });
                     }
@@ -927,6 +929,17 @@ mod tests {
         session.checkpoint()
     }
 
+    /// The result of a short run on `csv` (a → b on it, for asking about).
+    fn result_of(csv: &str) -> RunResult {
+        let mut w = Wired::new();
+        w.drop_file("chain.csv", csv);
+        w.start();
+        w.run_steps(10_000);
+        let mut result = w.page.result.expect("a finished run");
+        result.edges = vec![(0, 1)];
+        result
+    }
+
     /// A small non-linear chain a → b → c.
     fn chain_csv(rows: usize) -> String {
         let mut csv = String::from("a,b,c\n");
@@ -1035,6 +1048,8 @@ mod tests {
             session: saved_run(&chain_csv(40)),
         });
         let shown = w.page.snapshot.clone();
+        w.page.result = Some(result_of(&chain_csv(40)));
+        assert!(w.page.ask_about_edge((0, 1), false).is_some());
         w.reply(FromWorker::Crashed {
             message: "the Web Worker stopped".into(),
         });
@@ -1049,6 +1064,7 @@ mod tests {
             .unwrap()
             .contains("restart the worker"));
         assert_eq!(w.page.snapshot, shown, "the last snapshot stays");
+        assert!(matches!(w.page.explanation, Explanation::Failed { .. }));
         // Going on: a fresh worker, the data again, then the saved run.
         assert!(w.page.continue_saved_run(w.now));
         w.driver = Driver::new();
@@ -1060,6 +1076,11 @@ mod tests {
         ));
         assert_eq!(w.resets, vec![3], "the same columns keep their grid");
         assert!(!w.page.worker_dead && w.page.error.is_none());
+        assert_eq!(
+            w.page.explanation,
+            Explanation::None,
+            "it can be asked again"
+        );
         w.run_steps(10_000);
         assert_eq!(w.page.status_code(), "done");
         assert_eq!(w.page.saved_run, None, "an ended run is not continued");
@@ -1129,7 +1150,9 @@ mod tests {
         assert_eq!(w.page.status_code(), "ready");
         assert_eq!(w.page.data.names(), Some(vec!["x".into(), "y".into()]));
         let truth = w.page.truth.clone().expect("the drawn graph as truth");
-        assert!(truth.text.contains('x'), "{}", truth.text);
+        let names = vec!["x".to_string(), "y".to_string()];
+        let drawn = crate::ui::parse_truth(&truth.text, &names).unwrap();
+        assert_eq!(drawn.edges(), vec![(0, 1)], "{}", truth.text);
         // A worker that dies while simulating.
         let _ = w.page.simulate(spec);
         w.reply(FromWorker::Crashed {
