@@ -35,10 +35,10 @@ fn data() -> DMatrix<f64> {
 
 fn settings() -> FamilyScoreSettings {
     FamilyScoreSettings {
-        inducing: 8,
         restarts: 1,
         adam_steps: 40,
         lbfgs_iterations: 40,
+        ..FamilyScoreSettings::with_inducing(8)
     }
 }
 

@@ -22,12 +22,13 @@ fn settings() -> ExactSettings {
         max_parents: 2,
         candidates: 2,
         family: FamilyScoreSettings {
-            inducing: 10,
             restarts: 1,
             adam_steps: 60,
             lbfgs_iterations: 60,
+            ..FamilyScoreSettings::with_inducing(10)
         },
         prior: GraphPrior::Uniform,
+        prune_below: None,
     }
 }
 

@@ -24,12 +24,13 @@ fn settings(method: Method) -> SearchSettings {
         max_parents: 2,
         candidates: 2,
         family: FamilyScoreSettings {
-            inducing: 10,
             restarts: 1,
             adam_steps: 80,
             lbfgs_iterations: 80,
+            ..FamilyScoreSettings::with_inducing(10)
         },
         prior: GraphPrior::Uniform,
+        prune_below: None,
     };
     s
 }

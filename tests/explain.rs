@@ -21,10 +21,10 @@ use rand_distr::StandardNormal;
 /// Short fits: enough for the large evidence gaps these tests look at.
 fn quick() -> FamilyScoreSettings {
     FamilyScoreSettings {
-        inducing: 12,
         restarts: 2,
         adam_steps: 100,
         lbfgs_iterations: 100,
+        ..FamilyScoreSettings::with_inducing(12)
     }
 }
 
@@ -160,10 +160,10 @@ fn the_fitted_conditional_of_a_sine_follows_it() {
     let ((mx, sx), (my, sy)) = (moments(&x), moments(&y));
     let data = matrix(&[x, y]);
     let settings = FamilyScoreSettings {
-        inducing: 20,
         restarts: 2,
         adam_steps: 200,
         lbfgs_iterations: 200,
+        ..FamilyScoreSettings::with_inducing(20)
     };
     let curve_settings = CurveSettings::default();
     let curve = fitted_conditional(&data, 1, &[0], 0, &settings, 4, &curve_settings).unwrap();

@@ -195,3 +195,50 @@ fn flat_start_stops_at_once() {
         (StopReason::GradientTolerance, 0, 1)
     );
 }
+
+/// On the 10-D Rosenbrock function the stall rule stops the
+/// search once a window of iterations gains less than the stated amount, and not before; the
+/// trace holds f at the start and after every iteration, never rising.
+#[test]
+fn the_stall_rule_stops_on_a_window_that_gained_too_little() {
+    let x0: Vec<f64> = (0..10)
+        .map(|i| if i % 2 == 0 { -1.2 } else { 1.0 })
+        .collect();
+    let full = minimize(rosenbrock, &x0, &tight()).unwrap();
+    assert_eq!(full.trace.len(), full.iterations + 1);
+    assert!(
+        full.trace.windows(2).all(|w| w[1] <= w[0]),
+        "{:?}",
+        full.trace
+    );
+    assert_eq!(*full.trace.last().unwrap(), full.value);
+
+    let rule = occam::gp::lbfgs::StallRule {
+        window: 5,
+        gain: 1e-3,
+    };
+    let stalled = minimize(
+        rosenbrock,
+        &x0,
+        &LbfgsSettings {
+            stall: Some(rule),
+            ..tight()
+        },
+    )
+    .unwrap();
+    assert_eq!(stalled.stop, StopReason::Stalled, "{stalled:?}");
+    assert!(stalled.iterations < full.iterations);
+    // It stopped at the first iteration whose window gained less than the rule's amount, and
+    // followed the same path as the full search until then.
+    let k = stalled.iterations;
+    assert!(k >= rule.window);
+    assert_eq!(stalled.trace[..], full.trace[..=k]);
+    assert!(stalled.trace[k - rule.window] - stalled.trace[k] < rule.gain);
+    for j in rule.window..k {
+        assert!(
+            full.trace[j - rule.window] - full.trace[j] >= rule.gain,
+            "iteration {j} had stalled already"
+        );
+    }
+    assert!(!StopReason::Stalled.hit_cap() && StopReason::MaxIterations.hit_cap());
+}

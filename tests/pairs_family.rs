@@ -28,10 +28,10 @@ fn clear_pair(n: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
 
 fn family_settings() -> FamilyScoreSettings {
     FamilyScoreSettings {
-        inducing: 15,
         restarts: 2,
         adam_steps: 150,
         lbfgs_iterations: 150,
+        ..FamilyScoreSettings::with_inducing(15)
     }
 }
 
@@ -48,6 +48,7 @@ fn the_pair_gap_is_the_exact_searchs_score_gap_of_the_two_one_edge_dags() {
         candidates: 1,
         family: family_settings(),
         prior: GraphPrior::Uniform,
+        prune_below: None,
     };
     let mut cache = ScoreCache::new(CacheKey::new("pair", family_settings(), seed));
     let outcome = run_exact(

@@ -969,6 +969,7 @@ mod tests {
             best_bound: Some(value),
             floor: value - 1.0,
             fits_failed: 0,
+            fits: Vec::new(),
         }))
     }
 

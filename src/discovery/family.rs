@@ -13,45 +13,90 @@ use std::collections::BTreeMap;
 use nalgebra::{DMatrix, DVector};
 use serde::{Deserialize, Serialize};
 
-use super::bivariate::best_of;
 use crate::gp::collapsed::{
-    CollapsedFit, CollapsedModel, FitSettings, GpInitialisation, LatentStart, MIN_START_SE_VARIANCE,
+    CollapsedFit, CollapsedModel, FitSettings, GpInitialisation, LatentStart, StageStats,
+    MIN_START_SE_VARIANCE,
 };
-use crate::gp::lbfgs::LbfgsSettings;
+use crate::gp::lbfgs::{LbfgsSettings, StallRule, StopReason};
 use crate::gp::resolution::resolution_noise_floor;
 use crate::gp::NOISE_VARIANCE_FLOOR;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
-/// Fits per family; the best bound is kept (each family is its own model, MODEL.md §7.2).
-pub const FAMILY_RESTARTS: usize = 2;
-/// Adam steps before L-BFGS in a family fit (measured: 300 + 300 L-BFGS iterations take about 2 s
-/// for a 5-parent family on 400 rows with M = 30, and rank restarts as a longer fit does).
+/// Regression starts per family by default. Each start races its two latent starts and continues
+/// the better one, so one start sees both basins (issue 33; before, 2 independent fits did).
+pub const FAMILY_RESTARTS: usize = 1;
+/// Adam steps at most before L-BFGS in a family fit. Adam stops as soon as F beats the noise
+/// model, which the GP-regression start usually does at once.
 pub const FAMILY_ADAM_STEPS: usize = 300;
-/// L-BFGS iterations in a family fit.
+/// L-BFGS iterations at most in a family fit (and in its GP-regression start).
 pub const FAMILY_LBFGS_ITERATIONS: usize = 300;
+/// L-BFGS iterations each latent start gets before the race between them is decided.
+pub const FAMILY_PROBE_ITERATIONS: usize = 20;
+/// A fit has converged once this many L-BFGS iterations gained less than
+/// [`FAMILY_STALL_GAIN`] nats in all.
+pub const FAMILY_STALL_WINDOW: usize = 10;
+/// Nats: far below the prior's 1.4 nats per edge and the seed noise of a family score.
+pub const FAMILY_STALL_GAIN: f64 = 1e-3;
 
 /// (child, sorted parents).
 pub type FamilyKey = (usize, Vec<usize>);
 
-/// How a family is fitted. Part of a score cache's key: scores from other settings are not reused.
+/// How the starts of a family fit share their work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FamilyFitScheme {
+    /// `restarts` independent fits, each with its own GP-regression start, alternating the
+    /// residual and the w-off latent starts, each run to the caps (the scheme before issue 33).
+    Independent,
+    /// `restarts` GP-regression starts; from each, the residual and the w-off latent starts run
+    /// `probe` L-BFGS iterations and only the better continues.
+    Race { probe: usize },
+}
+
+/// How a family is fitted. Part of a score cache's key: scores from other settings are not reused.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct FamilyScoreSettings {
     /// Inducing points M (capped at the rows).
     pub inducing: usize,
-    /// Fits from independent starts; the best bound is kept.
+    /// Regression starts (fits from independent draws); the best bound is kept.
     pub restarts: usize,
     pub adam_steps: usize,
     pub lbfgs_iterations: usize,
+    /// How the starts share work.
+    pub scheme: FamilyFitScheme,
+    /// The convergence stop of every L-BFGS run in the fit (None: SciPy's tolerances and the caps).
+    pub convergence: Option<StallRule>,
 }
 
 impl FamilyScoreSettings {
-    /// The measured defaults ([`FAMILY_RESTARTS`] fits of [`FAMILY_ADAM_STEPS`] Adam steps and
-    /// [`FAMILY_LBFGS_ITERATIONS`] L-BFGS iterations) with M = `inducing`.
+    /// The measured defaults ([`FAMILY_RESTARTS`] raced start of at most [`FAMILY_ADAM_STEPS`]
+    /// Adam steps and [`FAMILY_LBFGS_ITERATIONS`] L-BFGS iterations, stopped on a stall of
+    /// [`FAMILY_STALL_GAIN`] nats over [`FAMILY_STALL_WINDOW`] iterations) with M = `inducing`.
     pub fn with_inducing(inducing: usize) -> Self {
         Self {
             inducing,
             restarts: FAMILY_RESTARTS,
             adam_steps: FAMILY_ADAM_STEPS,
             lbfgs_iterations: FAMILY_LBFGS_ITERATIONS,
+            scheme: FamilyFitScheme::Race {
+                probe: FAMILY_PROBE_ITERATIONS,
+            },
+            convergence: Some(StallRule {
+                window: FAMILY_STALL_WINDOW,
+                gain: FAMILY_STALL_GAIN,
+            }),
+        }
+    }
+
+    /// The scheme of issue 11 (two independent fits to the caps, SciPy's tolerances), kept so
+    /// the two can be compared on the same data.
+    pub fn independent(inducing: usize) -> Self {
+        Self {
+            restarts: 2,
+            scheme: FamilyFitScheme::Independent,
+            convergence: None,
+            ..Self::with_inducing(inducing)
         }
     }
 
@@ -87,31 +132,43 @@ impl FamilyScoreSettings {
                 return Err(format!("{name} must be at most {limit}, got {value}"));
             }
         }
+        if let Some(rule) = self.convergence {
+            if rule.window == 0 || !(rule.gain >= 0.0 && rule.gain.is_finite()) {
+                return Err(format!(
+                    "the family fits' convergence rule needs a window of at least 1 iteration and \
+                     a finite gain ≥ 0 nats (got {} iterations, {} nats)",
+                    rule.window, rule.gain
+                ));
+            }
+        }
         Ok(self)
     }
 }
 
 /// The fit settings of restart `restart` of a family fit: the standard start (GP-regression
 /// initialisation, SE precisions U(0.01, 1), SE variance kept ≥ [`MIN_START_SE_VARIANCE`]), then
-/// Adam and L-BFGS. Even restarts start with w explaining the regression residual
-/// ([`LatentStart::Residual`]), odd ones with w switched off ([`LatentStart::Off`]): the two
-/// starts end in different optima, and which is higher depends on the family (BENCHMARKS.md,
-/// issue 11), so the best of two restarts sees both.
+/// Adam and L-BFGS, each L-BFGS run stopped by the settings' convergence rule. Even restarts start
+/// with w explaining the regression residual ([`LatentStart::Residual`]), odd ones with w switched
+/// off ([`LatentStart::Off`]): the two starts end in different optima, and which is higher depends
+/// on the family (BENCHMARKS.md, issue 11). (The race scheme starts every restart as `Residual`
+/// and derives the `Off` start from the same regression fit.)
 pub fn family_fit_settings(s: &FamilyScoreSettings, restart: usize) -> FitSettings {
+    let lbfgs = LbfgsSettings {
+        max_iterations: s.lbfgs_iterations,
+        stall: s.convergence,
+        ..LbfgsSettings::default()
+    };
     FitSettings {
         inducing_points: s.inducing,
         adam_steps: s.adam_steps,
-        lbfgs: LbfgsSettings {
-            max_iterations: s.lbfgs_iterations,
-            ..LbfgsSettings::default()
-        },
+        lbfgs,
         gp_initialisation: GpInitialisation::Always,
         initial_precision: (0.01, 1.0),
         min_start_se_variance: MIN_START_SE_VARIANCE,
-        latent_start: if restart.is_multiple_of(2) {
-            LatentStart::Residual
-        } else {
-            LatentStart::Off
+        latent_start: match s.scheme {
+            FamilyFitScheme::Race { .. } => LatentStart::Residual,
+            FamilyFitScheme::Independent if restart.is_multiple_of(2) => LatentStart::Residual,
+            FamilyFitScheme::Independent => LatentStart::Off,
         },
         ..FitSettings::default()
     }
@@ -130,8 +187,189 @@ pub fn family_seed(seed: u64, child: usize, parents: &[usize]) -> u64 {
     h ^ (h >> 31)
 }
 
+/// L-BFGS iterations at which a fit record keeps the bound (and always the last one): enough to
+/// see, offline, what a fit with a lower cap or an earlier convergence stop would have scored.
+pub const TRACE_CHECKPOINT_EVERY: usize = 10;
+
+/// What one optimiser run of a family fit was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FitRole {
+    /// A whole fit: start, Adam, L-BFGS to convergence or the caps.
+    Full,
+    /// One latent start's first iterations in a race (its L-BFGS cap is the probe length).
+    Probe,
+    /// The race's leader continued from where its probe ended.
+    Continued,
+}
+
+/// How one fit of a family went (issue 33: the work a score costs, and whether caps decided it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitRecord {
+    pub role: FitRole,
+    /// Which start this fit used.
+    pub latent_start: LatentStart,
+    /// The bound reached, or why the fit failed.
+    pub bound: Result<f64, String>,
+    /// The GP-regression start's L-BFGS run (a conditional's), when it ran.
+    pub start: Option<StageStats>,
+    /// Adam steps taken (Adam stops as soon as F beats the noise model).
+    pub adam_steps: usize,
+    /// The main L-BFGS run.
+    pub lbfgs: Option<StageStats>,
+    /// F at Adam's start, and at L-BFGS's start.
+    pub start_bound: Option<f64>,
+    pub adam_bound: Option<f64>,
+    /// (L-BFGS iteration, F) every [`TRACE_CHECKPOINT_EVERY`] iterations and at the last one.
+    pub checkpoints: Vec<(usize, f64)>,
+    /// Attempts the jitter ladder needed (1 unless a factorisation failed).
+    pub attempts: usize,
+}
+
+impl FitRecord {
+    fn of(role: FitRole, latent_start: LatentStart, fit: &Result<CollapsedFit, String>) -> Self {
+        match fit {
+            Ok(f) => {
+                let last = f.lbfgs_trace.len().saturating_sub(1);
+                let checkpoints = f
+                    .lbfgs_trace
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, _)| k % TRACE_CHECKPOINT_EVERY == 0 || k == last)
+                    .map(|(k, &v)| (k, v))
+                    .collect();
+                Self {
+                    role,
+                    latent_start,
+                    bound: Ok(f.bound),
+                    start: f.start,
+                    adam_steps: f.adam_steps,
+                    lbfgs: Some(StageStats {
+                        iterations: f.lbfgs_iterations,
+                        evaluations: f.lbfgs_evaluations,
+                        stop: f.stop,
+                    }),
+                    start_bound: Some(f.start_bound),
+                    adam_bound: Some(f.adam_bound),
+                    checkpoints,
+                    attempts: f.attempts,
+                }
+            }
+            Err(e) => Self {
+                role,
+                latent_start,
+                bound: Err(e.clone()),
+                start: None,
+                adam_steps: 0,
+                lbfgs: None,
+                start_bound: None,
+                adam_bound: None,
+                checkpoints: Vec::new(),
+                attempts: 0,
+            },
+        }
+    }
+
+    /// Whether a stage of this fit ended on its cap (iterations or evaluations) rather than on
+    /// convergence: the start's L-BFGS, Adam (all its steps without beating the noise model) or
+    /// the main L-BFGS.
+    pub fn hit_cap(&self, adam_cap: usize) -> bool {
+        self.start.is_some_and(|s| s.stop.hit_cap())
+            || (self.role != FitRole::Probe && self.lbfgs.is_some_and(|s| s.stop.hit_cap()))
+            || (adam_cap > 0 && self.adam_steps >= adam_cap)
+    }
+
+    /// Bound evaluations (with gradient) this fit made: the start's, Adam's and L-BFGS's.
+    pub fn evaluations(&self) -> usize {
+        self.start.map_or(0, |s| s.evaluations)
+            + self.adam_steps
+            + self.lbfgs.map_or(0, |s| s.evaluations)
+    }
+}
+
+/// The work behind scores, summed: what result.json reports and the benches compare.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FitWork {
+    /// Families and fits counted.
+    pub families: usize,
+    pub fits: usize,
+    /// Fits that failed, and families whose every fit failed (they took their closed-form floor).
+    pub fits_failed: usize,
+    pub families_on_floor_after_failures: usize,
+    /// Fits with a stage that ended on its cap, and per stage.
+    pub fits_hit_cap: usize,
+    pub start_capped: usize,
+    pub adam_capped: usize,
+    pub lbfgs_capped: usize,
+    /// Iterations per stage, summed over fits.
+    pub start_iterations: usize,
+    pub adam_steps: usize,
+    pub lbfgs_iterations: usize,
+    /// Bound evaluations (with gradient), all stages.
+    pub evaluations: usize,
+    /// How the main L-BFGS runs ended: [gradient, relative reduction, stalled, line search, cap].
+    pub lbfgs_stops: [usize; 5],
+}
+
+impl FitWork {
+    /// Adds one family's score, fitted with `adam_cap` Adam steps at most.
+    pub fn add(&mut self, score: &FamilyScore, adam_cap: usize) {
+        self.families += 1;
+        if !score.fits.is_empty() && score.fits.iter().all(|f| f.bound.is_err()) {
+            self.families_on_floor_after_failures += 1;
+        }
+        for f in &score.fits {
+            self.fits += 1;
+            self.fits_failed += usize::from(f.bound.is_err());
+            self.fits_hit_cap += usize::from(f.hit_cap(adam_cap));
+            self.start_capped += usize::from(f.start.is_some_and(|s| s.stop.hit_cap()));
+            self.adam_capped += usize::from(adam_cap > 0 && f.adam_steps >= adam_cap);
+            self.lbfgs_capped +=
+                usize::from(f.role != FitRole::Probe && f.lbfgs.is_some_and(|s| s.stop.hit_cap()));
+            self.start_iterations += f.start.map_or(0, |s| s.iterations);
+            self.adam_steps += f.adam_steps;
+            self.lbfgs_iterations += f.lbfgs.map_or(0, |s| s.iterations);
+            self.evaluations += f.evaluations();
+            if let Some(s) = f
+                .lbfgs
+                .filter(|s| f.role != FitRole::Probe || !s.stop.hit_cap())
+            {
+                let k = match s.stop {
+                    StopReason::GradientTolerance => 0,
+                    StopReason::RelativeReduction => 1,
+                    StopReason::Stalled => 2,
+                    StopReason::LineSearchFailed => 3,
+                    StopReason::MaxIterations | StopReason::MaxEvaluations => 4,
+                };
+                self.lbfgs_stops[k] += 1;
+            }
+        }
+    }
+
+    /// One line for people: fits, how many hit a cap, iterations per stage, evaluations.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} families, {} fits ({} failed, {} families on their floor after every fit failed); \
+             {} fits hit a cap (start {}, Adam {}, L-BFGS {}); iterations: start {}, Adam {}, \
+             L-BFGS {}; {} bound evaluations",
+            self.families,
+            self.fits,
+            self.fits_failed,
+            self.families_on_floor_after_failures,
+            self.fits_hit_cap,
+            self.start_capped,
+            self.adam_capped,
+            self.lbfgs_capped,
+            self.start_iterations,
+            self.adam_steps,
+            self.lbfgs_iterations,
+            self.evaluations
+        )
+    }
+}
+
 /// One family's score and where it came from.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FamilyScore {
     /// F(i | S) = max(best fitted bound, floor), nats.
     pub value: f64,
@@ -142,6 +380,9 @@ pub struct FamilyScore {
     /// variance → 0, w off), so the floor is a bound on the same evidence.
     pub floor: f64,
     pub fits_failed: usize,
+    /// Each fit, in the order run.
+    #[serde(default)]
+    pub fits: Vec<FitRecord>,
 }
 
 /// A family's score together with the fitted model that reached its best bound.
@@ -181,31 +422,127 @@ pub fn family_fit(
     let y = DVector::from_fn(n, |r, _| data[(r, child)]);
     let floor = resolution_noise_floor(y.as_slice(), NOISE_VARIANCE_FLOOR);
     let model = CollapsedModel::with_noise_floor(x, y, floor).map_err(|e| e.to_string())?;
-    let mut restart = 0;
+    let family_seed = family_seed(seed, child, parents);
+    let mut records = Vec::new();
     let mut best: Option<CollapsedFit> = None;
-    let fit = best_of(
-        settings.restarts,
-        family_seed(seed, child, parents),
-        |rng| {
-            let fit_settings = family_fit_settings(settings, restart);
-            restart += 1;
-            let fitted = model.fit(&fit_settings, rng).map_err(|e| e.to_string())?;
-            let bound = fitted.bound;
-            if best.as_ref().is_none_or(|b| bound > b.bound) {
-                best = Some(fitted);
+    let mut failed = 0;
+    for restart in 0..settings.restarts.max(1) {
+        let mut rng = ChaCha8Rng::seed_from_u64(family_seed.wrapping_add(restart as u64));
+        let fit_settings = family_fit_settings(settings, restart);
+        let fitted = match settings.scheme {
+            FamilyFitScheme::Independent => {
+                let fitted = model
+                    .fit(&fit_settings, &mut rng)
+                    .map_err(|e| e.to_string());
+                records.push(FitRecord::of(
+                    FitRole::Full,
+                    fit_settings.latent_start,
+                    &fitted,
+                ));
+                fitted
             }
-            Ok(bound)
-        },
-    );
+            FamilyFitScheme::Race { probe } => {
+                raced_fit(&model, &fit_settings, probe, &mut rng, &mut records)
+            }
+        };
+        match fitted {
+            Ok(f) if f.bound.is_finite() => {
+                if best.as_ref().is_none_or(|b| f.bound > b.bound) {
+                    best = Some(f);
+                }
+            }
+            _ => failed += 1,
+        }
+    }
+    let best_bound = best.as_ref().map(|b| b.bound);
     let floor_value = model.noise_value();
     Ok(FamilyFit {
         score: FamilyScore {
-            value: fit.bound.map_or(floor_value, |b| b.max(floor_value)),
-            best_bound: fit.bound,
+            value: best_bound.map_or(floor_value, |b| b.max(floor_value)),
+            best_bound,
             floor: floor_value,
-            fits_failed: fit.restarts_failed,
+            fits_failed: failed,
+            fits: records,
         },
         best,
+    })
+}
+
+/// One raced start: the GP-regression start, then its residual and w-off latent starts
+/// ([`CollapsedModel::with_latent_off`]) each run `probe` L-BFGS iterations, and the one with the
+/// higher bound continues to convergence or the caps. A root has one start (the normal scores of
+/// y), so it runs once. Every run is recorded in `records`.
+fn raced_fit(
+    model: &CollapsedModel,
+    settings: &FitSettings,
+    probe: usize,
+    rng: &mut ChaCha8Rng,
+    records: &mut Vec<FitRecord>,
+) -> Result<CollapsedFit, String> {
+    let start = model.start(settings, rng);
+    let off = (model.parents() > 0 && start.gp_initialised && probe > 0)
+        .then(|| model.with_latent_off(&start.params));
+    let Some(off) = off else {
+        let mut fitted = model
+            .fit_from(start.params, settings)
+            .map_err(|e| e.to_string());
+        if let Ok(f) = fitted.as_mut() {
+            f.start = start.stats;
+            f.gp_initialised = start.gp_initialised;
+        }
+        records.push(FitRecord::of(FitRole::Full, LatentStart::Residual, &fitted));
+        return fitted;
+    };
+    let probing = FitSettings {
+        lbfgs: LbfgsSettings {
+            max_iterations: probe.min(settings.lbfgs.max_iterations),
+            ..settings.lbfgs
+        },
+        ..*settings
+    };
+    let mut lanes = Vec::with_capacity(2);
+    for (latent, params) in [
+        (LatentStart::Residual, start.params),
+        (LatentStart::Off, off),
+    ] {
+        let mut fitted = model.fit_from(params, &probing).map_err(|e| e.to_string());
+        if let Ok(f) = fitted.as_mut() {
+            f.gp_initialised = true;
+            if latent == LatentStart::Residual {
+                f.start = start.stats;
+            }
+        }
+        records.push(FitRecord::of(FitRole::Probe, latent, &fitted));
+        lanes.push((latent, fitted));
+    }
+    // The better lane continues (a failed lane never wins); ties go to the residual start.
+    let (latent, leader) = lanes
+        .into_iter()
+        .reduce(|a, b| match (&a.1, &b.1) {
+            (Ok(x), Ok(y)) if y.bound > x.bound => b,
+            (Err(_), Ok(_)) => b,
+            _ => a,
+        })
+        .expect("two lanes");
+    let leader = leader?;
+    if !leader.stop.hit_cap() || leader.lbfgs_iterations >= settings.lbfgs.max_iterations {
+        return Ok(leader);
+    }
+    let rest = FitSettings {
+        lbfgs: LbfgsSettings {
+            max_iterations: settings.lbfgs.max_iterations - leader.lbfgs_iterations,
+            ..settings.lbfgs
+        },
+        ..*settings
+    };
+    let continued = model
+        .fit_from(leader.params.clone(), &rest)
+        .map_err(|e| e.to_string());
+    records.push(FitRecord::of(FitRole::Continued, latent, &continued));
+    // A continuation that fails or ends lower leaves the probe's fit standing.
+    Ok(match continued {
+        Ok(c) if c.bound >= leader.bound => c,
+        _ => leader,
     })
 }
 

@@ -13,7 +13,7 @@ use crate::backend::{Backend, Job, Outcome};
 use crate::discovery::exact::{
     CacheKey, ExactError, ExactOutcome, ExactRun, ExactSettings, ExactStage as Stage, ScoreCache,
 };
-use crate::discovery::family::{FamilyKey, FamilyScore};
+use crate::discovery::family::FamilyKey;
 use crate::discovery::knowledge::Knowledge;
 
 /// Families handed out per thread in one unit natively: enough to balance slow and fast fits
@@ -44,7 +44,15 @@ pub struct ExactSearch {
     /// Seconds per family fit, smoothed (for the time left).
     family_seconds: Option<f64>,
     fitted: usize,
+    /// Families whose outcome a backend lost (a worker died, a job went missing), with how
+    /// often: they are fitted again, and recorded as failed only after [`MAX_LOSSES`].
+    #[serde(default)]
+    lost: Vec<(FamilyKey, usize)>,
 }
+
+/// How often a family's outcome may be lost before the family is recorded as failed (so a
+/// backend that loses it every time cannot hold the search forever).
+pub const MAX_LOSSES: usize = 3;
 
 /// The key a session's score cache is filed under: the data as used (fingerprint and rows), the
 /// family-fit settings and the seed the family seeds derive from.
@@ -80,6 +88,7 @@ impl ExactSearch {
             outcome: None,
             family_seconds: None,
             fitted: 0,
+            lost: Vec::new(),
         };
         // Everything may already be in the cache.
         stage.finish_if_scored();
@@ -143,7 +152,31 @@ impl ExactSearch {
         }
         let fitted = keys.len();
         for (key, outcome) in keys.into_iter().zip(outcomes) {
-            self.run.cache_mut().insert(key, family_score_of(outcome));
+            match outcome {
+                Outcome::Family(score) => self.run.cache_mut().insert(key, score),
+                other => {
+                    // Not a score: the backend lost the job. Fitted again unless lost too often.
+                    let count = match self.lost.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, n)) => {
+                            *n += 1;
+                            *n
+                        }
+                        None => {
+                            self.lost.push((key.clone(), 1));
+                            1
+                        }
+                    };
+                    if count >= MAX_LOSSES {
+                        self.run.cache_mut().insert(
+                            key,
+                            Err(format!(
+                                "the fit's outcome was lost {count} times (last came back as {})",
+                                other.kind()
+                            )),
+                        );
+                    }
+                }
+            }
         }
         self.fitted += fitted;
         if fitted > 0 {
@@ -208,13 +241,6 @@ pub fn family_jobs<'a>(keys: &'a [FamilyKey], cache: &ScoreCache) -> Vec<Job<'a>
         .collect()
 }
 
-fn family_score_of(outcome: Outcome) -> Result<FamilyScore, String> {
-    match outcome {
-        Outcome::Family(score) => score,
-        other => Err(format!("a family fit came back as {}", other.kind())),
-    }
-}
-
 /// Fits every family of `todo` on `data` (N × D, standardised) on `backend` and stores the
 /// scores in `cache`, a batch of the backend's width at a time, calling `done(k, total)` for
 /// each family once its batch is back. `stop()` is checked between batches: what was fitted before it is kept. A stop
@@ -245,7 +271,10 @@ pub fn fit_families(
             return;
         }
         for (key, outcome) in keys.iter().zip(outcomes) {
-            cache.insert(key.clone(), family_score_of(outcome));
+            // Anything but a score is a lost job: left for a later run, never cached as failed.
+            if let Outcome::Family(score) = outcome {
+                cache.insert(key.clone(), score);
+            }
             finished += 1;
             done(finished, todo.len());
         }
@@ -277,6 +306,7 @@ pub fn run_exact(
                 2
             };
             let todo = run.todo().to_vec();
+            let scored_before = run.cache().len();
             let (before, total) = run.stage_progress();
             fit_families(
                 data,
@@ -286,6 +316,11 @@ pub fn run_exact(
                 |k, _| progress(stage, before + k, total),
                 &stop,
             );
+            if run.cache().len() == scored_before {
+                // Nothing came back (a stop, or a backend that lost every job): the answer is
+                // the best over what was scored, marked incomplete.
+                break;
+            }
             run.advance()?;
         }
         run.outcome()

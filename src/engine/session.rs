@@ -31,7 +31,7 @@ use crate::discovery::cgp::{
     Terms,
 };
 use crate::discovery::exact::{ExactRun, GraphPosterior, ScoreCache};
-use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings};
+use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings, FitWork};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
 use crate::gp::resolution::resolution_noise_floor;
@@ -241,6 +241,10 @@ pub struct ExactSummary {
     pub families_failed: usize,
     /// False when the run stopped before every planned family was scored.
     pub complete: bool,
+    /// The work behind the scores the search read (its score cache): fits, iterations per stage,
+    /// how many fits hit a cap, bound evaluations.
+    #[serde(default)]
+    pub fit_work: FitWork,
 }
 
 /// The format number written in every checkpoint; raised whenever the session's layout changes
@@ -1277,8 +1281,17 @@ impl Session {
                     }
                     if o.families_failed > 0 {
                         failures.push(format!(
-                            "{} families could not be fitted and were left out of the search",
+                            "{} families could not be fitted: each stands at its best subset's \
+                             value (or is left out when it has none)",
                             o.families_failed
+                        ));
+                    }
+                    let work = self.score_cache().work();
+                    if work.families_on_floor_after_failures > 0 {
+                        failures.push(format!(
+                            "{} families had every fit fail and stand at their closed-form floor \
+                             (the noise model or Bayesian linear regression)",
+                            work.families_on_floor_after_failures
                         ));
                     }
                     exact_parts = ExactParts {
@@ -1293,6 +1306,7 @@ impl Session {
                             candidates: o.candidates.clone(),
                             families_failed: o.families_failed,
                             complete: o.complete,
+                            fit_work: self.score_cache().work(),
                         }),
                     };
                 }

@@ -5,7 +5,10 @@
 //!
 //! Stopping follows SciPy's L-BFGS-B defaults: max |gᵢ| ≤ `gradient_tolerance` (pgtol 1e-5), or a
 //! relative reduction (f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) ≤ `relative_tolerance` (factr·ε =
-//! 1e7 · 2.22e-16), or the iteration / evaluation caps. A non-finite value or gradient at a trial
+//! 1e7 · 2.22e-16), or, when [`LbfgsSettings::stall`] is set, a window of iterations that gained
+//! less than a stated absolute amount (the bound's own scale: nats), or the iteration / evaluation
+//! caps. Every report carries the objective after each accepted step, so callers can see how the
+//! value evolved (issue 33: the fit statistics). A non-finite value or gradient at a trial
 //! point is treated as a step that went too far: the line search shrinks towards the last finite
 //! point and never steps beyond it again.
 
@@ -32,6 +35,26 @@ pub struct LbfgsSettings {
     pub wolfe_c2: f64,
     /// Objective evaluations allowed per line search (SciPy's `maxls`, 20).
     pub max_line_search_evaluations: usize,
+    /// Stop once the last `window` iterations lowered f by less than `gain` in all (None: off,
+    /// SciPy has no such rule). Relative tolerances on a bound of hundreds of nats let the
+    /// iteration caps decide; an absolute gain in the objective's own units does not.
+    #[serde(default)]
+    pub stall: Option<StallRule>,
+}
+
+/// Convergence on the objective: f_{k−window} − f_k < `gain` after iteration k ≥ `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StallRule {
+    pub window: usize,
+    pub gain: f64,
+}
+
+impl StallRule {
+    /// Whether `trace` (f after each iteration, the start first) has stalled at its end.
+    pub fn stalled(&self, trace: &[f64]) -> bool {
+        let k = trace.len().saturating_sub(1);
+        self.window > 0 && k >= self.window && trace[k - self.window] - trace[k] < self.gain
+    }
 }
 
 impl Default for LbfgsSettings {
@@ -45,6 +68,7 @@ impl Default for LbfgsSettings {
             wolfe_c1: 1e-4,
             wolfe_c2: 0.9,
             max_line_search_evaluations: 20,
+            stall: None,
         }
     }
 }
@@ -64,6 +88,15 @@ pub enum StopReason {
     /// No step along steepest descent lowered f (after the memory was discarded once): the
     /// point is as good as this method can make it in floating point.
     LineSearchFailed,
+    /// The last `window` iterations gained less than the [`StallRule`]'s `gain`.
+    Stalled,
+}
+
+impl StopReason {
+    /// Whether the search ran out of its allowance rather than converging.
+    pub fn hit_cap(self) -> bool {
+        matches!(self, StopReason::MaxIterations | StopReason::MaxEvaluations)
+    }
 }
 
 /// The result of [`minimize`]: the best point found and how the search ended.
@@ -78,6 +111,8 @@ pub struct LbfgsReport {
     /// Objective evaluations, the initial one included.
     pub evaluations: usize,
     pub stop: StopReason,
+    /// f at the start and after each accepted step (`iterations + 1` values, non-increasing).
+    pub trace: Vec<f64>,
 }
 
 /// Why [`minimize`] returned no point.
@@ -133,13 +168,15 @@ where
     }
     let mut pairs: VecDeque<(Vec<f64>, Vec<f64>, f64)> = VecDeque::new();
     let mut iterations = 0usize;
-    let report = |x: Vec<f64>, value, gradient, iterations, evaluations, stop| LbfgsReport {
+    let mut trace = vec![f];
+    let report = |x: Vec<f64>, value, gradient, iterations, evaluations, stop, trace| LbfgsReport {
         x,
         value,
         gradient,
         iterations,
         evaluations,
         stop,
+        trace,
     };
     if inf_norm(&g) <= settings.gradient_tolerance {
         return Ok(report(
@@ -149,6 +186,7 @@ where
             0,
             evaluations,
             StopReason::GradientTolerance,
+            trace,
         ));
     }
     loop {
@@ -160,6 +198,7 @@ where
                 iterations,
                 evaluations,
                 StopReason::MaxIterations,
+                trace,
             ));
         }
         if evaluations >= settings.max_evaluations {
@@ -170,6 +209,7 @@ where
                 iterations,
                 evaluations,
                 StopReason::MaxEvaluations,
+                trace,
             ));
         }
         let mut d = two_loop_direction(&g, &pairs);
@@ -209,6 +249,7 @@ where
                     iterations,
                     evaluations,
                     StopReason::LineSearchFailed,
+                    trace,
                 ));
             }
             // SciPy does the same: forget the curvature pairs and try steepest descent once.
@@ -231,6 +272,7 @@ where
         f = trial.value;
         g = g_new;
         iterations += 1;
+        trace.push(f);
         if inf_norm(&g) <= settings.gradient_tolerance {
             return Ok(report(
                 x,
@@ -239,6 +281,7 @@ where
                 iterations,
                 evaluations,
                 StopReason::GradientTolerance,
+                trace,
             ));
         }
         let scale = f_old.abs().max(f.abs()).max(1.0);
@@ -250,6 +293,18 @@ where
                 iterations,
                 evaluations,
                 StopReason::RelativeReduction,
+                trace,
+            ));
+        }
+        if settings.stall.is_some_and(|rule| rule.stalled(&trace)) {
+            return Ok(report(
+                x,
+                f,
+                g,
+                iterations,
+                evaluations,
+                StopReason::Stalled,
+                trace,
             ));
         }
     }

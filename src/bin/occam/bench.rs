@@ -413,6 +413,9 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
                 String::new()
             }
         );
+        if let Some(x) = &result.exact {
+            outln!("  fit work: {}", x.fit_work.describe());
+        }
         for f in &result.failures {
             outln!("  note: {f}");
         }

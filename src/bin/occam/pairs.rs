@@ -226,10 +226,10 @@ fn pair_test(args: &PairsArgs) -> PairTest {
     // The collapsed test is the exact search's D = 2 case: each component is a family score
     // F(i | S) (discovery::family), floors included.
     let family = FamilyScoreSettings {
-        inducing: args.inducing,
         restarts: args.restarts,
         adam_steps: args.adam_steps,
         lbfgs_iterations: args.lbfgs_iterations,
+        ..FamilyScoreSettings::with_inducing(args.inducing)
     };
     let uncollapsed = UncollapsedFit {
         variable: VariableSettings {

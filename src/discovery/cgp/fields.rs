@@ -272,6 +272,29 @@ pub const SETTING_FIELDS: &[SettingField] = &[
             Ok(())
         },
     },
+    SettingField {
+        key: "prune_below",
+        label: "Exact: pruning margin δ (nats)",
+        help: "Exact and hybrid searches: a family with two or more parents is fitted only when each of its subsets with one parent fewer gained at least −δ nats over its own subsets; \"off\" fits every family.",
+        advanced: true,
+        cli_alias: None,
+        get: |s| s.exact.prune_below.map_or_else(|| "off".into(), |d| d.to_string()),
+        set: |s, text| {
+            let text = text.trim();
+            s.exact.prune_below = if text.eq_ignore_ascii_case("off") {
+                None
+            } else {
+                let delta: f64 = text
+                    .parse()
+                    .map_err(|_| format!("expected \"off\" or a number of nats, got '{text}'"))?;
+                if !(delta >= 0.0 && delta.is_finite()) {
+                    return Err(format!("expected a number of nats ≥ 0, got {delta}"));
+                }
+                Some(delta)
+            };
+            Ok(())
+        },
+    },
 ];
 
 /// The keys of [`SearchSettings`]' JSON form that are not hand-set fields, and why: set from a

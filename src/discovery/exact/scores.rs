@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::discovery::family::{FamilyKey, FamilyScore, FamilyScoreSettings};
+use crate::discovery::family::{FamilyKey, FamilyScore, FamilyScoreSettings, FitWork};
 
 /// The version of the family-score code a cache was written by. Raise it whenever a change to
 /// the fits (starts, optimiser, floors) changes the scores, so caches from older code are refitted
 /// instead of mixed with new scores. Files without a version read as 0.
-pub const FAMILY_SCORE_VERSION: u32 = 1;
+pub const FAMILY_SCORE_VERSION: u32 = 2;
 
 /// What a cache file was computed from; a file whose key differs is not reused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -86,6 +86,17 @@ impl ScoreCache {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a score cache serialises")
+    }
+
+    /// The work behind every score held: fits, iterations per stage, caps hit, evaluations.
+    pub fn work(&self) -> FitWork {
+        let mut work = FitWork::default();
+        for (_, score) in self.entries.values() {
+            if let Ok(score) = score {
+                work.add(score, self.key.settings.adam_steps);
+            }
+        }
+        work
     }
 
     /// The families of `wanted` not in the cache yet, in order, without repeats.

@@ -4,6 +4,8 @@
 //! best DAG by dynamic programming and the posterior (every DAG for D ≤ 5, edge probabilities over
 //! orders above that). The number of fits is known before the second stage starts.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 
 use super::dp::{best_dag, DpError, ExactDag, Mask, MAX_CANDIDATES, MAX_DP_VARIABLES};
@@ -24,6 +26,12 @@ pub struct ExactSettings {
     pub candidates: usize,
     pub family: FamilyScoreSettings,
     pub prior: GraphPrior,
+    /// δ, nats: a family with two or more parents is fitted only when every admissible subset
+    /// with one parent fewer gained at least −δ over its own best subset (None: every family is
+    /// fitted). A family left out takes its best subset's value, as a fit that found nothing more
+    /// would. Not part of the score cache's key: it changes which families are fitted, not how.
+    #[serde(default)]
+    pub prune_below: Option<f64>,
 }
 
 /// How many candidates beyond P the continuous search's parents may add to a variable in a hybrid
@@ -50,6 +58,9 @@ pub const DEFAULT_FAMILY_INDUCING: usize = 20;
 /// breaks those ties towards the smaller graph.
 pub const DEFAULT_EDGE_PROBABILITY: f64 = 0.2;
 
+/// The default δ of [`ExactSettings::prune_below`] (None until measured: every family fitted).
+pub const DEFAULT_PRUNE_BELOW: Option<f64> = None;
+
 impl Default for ExactSettings {
     /// K = [`DEFAULT_MAX_PARENTS`], P = [`DEFAULT_CANDIDATES`], family fits with
     /// M = [`DEFAULT_FAMILY_INDUCING`], and the edge-count prior with
@@ -62,6 +73,7 @@ impl Default for ExactSettings {
             prior: GraphPrior::EdgeCount {
                 edge_probability: DEFAULT_EDGE_PROBABILITY,
             },
+            prune_below: DEFAULT_PRUNE_BELOW,
         }
     }
 }
@@ -84,6 +96,13 @@ impl ExactSettings {
                 return Err(format!(
                     "the edge probability of the prior must lie strictly between 0 and 1, got \
                      {edge_probability}"
+                ));
+            }
+        }
+        if let Some(delta) = self.prune_below {
+            if !(delta >= 0.0 && delta.is_finite()) {
+                return Err(format!(
+                    "the pruning margin must be a finite number of nats ≥ 0, got {delta}"
                 ));
             }
         }
@@ -126,34 +145,6 @@ pub fn one_parent_gains(cache: &ScoreCache, knowledge: &Knowledge) -> Vec<Vec<Op
         .collect()
 }
 
-/// Each variable's candidate parents: its required parents, then the allowed variables with the
-/// largest one-parent gains (ties to the lower index) up to `p` in all; sorted.
-pub fn choose_candidates(
-    gains: &[Vec<Option<f64>>],
-    knowledge: &Knowledge,
-    p: usize,
-) -> Vec<Vec<usize>> {
-    let d = knowledge.d();
-    (0..d)
-        .map(|i| {
-            let mut chosen: Vec<usize> = (0..d).filter(|&j| knowledge.is_required(j, i)).collect();
-            let mut ranked: Vec<(usize, f64)> = (0..d)
-                .filter(|j| !chosen.contains(j))
-                .filter_map(|j| gains[i][j].map(|g| (j, g)))
-                .collect();
-            ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            for (j, _) in ranked {
-                if chosen.len() >= p {
-                    break;
-                }
-                chosen.push(j);
-            }
-            chosen.sort_unstable();
-            chosen
-        })
-        .collect()
-}
-
 /// The admissible families of every variable within its candidates, and how many there are.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FamilyPlan {
@@ -183,54 +174,114 @@ impl FamilyPlan {
         self.families
             .iter()
             .enumerate()
-            .flat_map(|(i, masks)| {
-                masks.iter().map(move |&m| {
-                    let parents = (0..Mask::BITS as usize)
-                        .filter(|&j| m & (1 << j) != 0)
-                        .collect();
-                    (i, parents)
-                })
-            })
+            .flat_map(|(i, masks)| masks.iter().map(move |&m| (i, mask_parents(m))))
             .collect()
     }
 
-    /// The score table for the DP: each planned family with its cached value raised to the best
-    /// value of its planned subsets, F(i | S) = max(F_fit(i | S), max_{S' ⊂ S} F(i | S')).
-    /// The models nest: with the extra parents' linear variances and SE precisions at 0 the
-    /// kernel on [x_S, w] is the kernel on [x_S', w], so the maximised bound of S is at least
-    /// the value reached for S'; a fit that ends below a subset's only failed to find it. Ties
-    /// then go to the smaller family in the DP. Families that are missing or failed, with no
-    /// scored subset, are left out, so they are not admissible.
-    pub fn table(&self, cache: &ScoreCache) -> Vec<Vec<(Mask, f64)>> {
+    /// The families the search fits and reads, per variable: with `prune_below` = Some(δ), a
+    /// family S is admitted when it is the smallest of its variable's plan, or when every S \ {j}
+    /// in the plan is admitted, scored, and gained at least −δ nats over its own best subset
+    /// (F(S \ {j}) − max_k F*(S \ {j, k}), F* raised to the best subset as in
+    /// [`FamilyPlan::table`]). A family whose subsets are not all scored yet is undecided and
+    /// not admitted. With None every planned family is admitted.
+    pub fn admitted(&self, cache: &ScoreCache, prune_below: Option<f64>) -> Vec<Vec<Mask>> {
+        let Some(delta) = prune_below else {
+            return self.families.clone();
+        };
         self.families
             .iter()
             .enumerate()
             .map(|(i, masks)| {
-                // Masks are listed by size, so every proper subset is settled before its supersets.
-                let mut settled: std::collections::HashMap<Mask, f64> =
-                    std::collections::HashMap::new();
+                let in_plan: HashSet<Mask> = masks.iter().copied().collect();
+                let mut raised: HashMap<Mask, f64> = HashMap::new();
+                let mut gain: HashMap<Mask, f64> = HashMap::new();
                 let mut out = Vec::new();
                 for &m in masks {
-                    let parents: Vec<usize> = (0..Mask::BITS as usize)
+                    let subsets: Vec<Mask> = (0..Mask::BITS)
                         .filter(|&j| m & (1 << j) != 0)
+                        .map(|j| m & !(1 << j))
+                        .filter(|t| in_plan.contains(t))
                         .collect();
+                    let admit = subsets.is_empty()
+                        || subsets
+                            .iter()
+                            .all(|t| gain.get(t).is_some_and(|&g| g >= -delta));
+                    if !admit {
+                        continue;
+                    }
+                    out.push(m);
+                    let best_subset = subsets
+                        .iter()
+                        .filter_map(|t| raised.get(t).copied())
+                        .fold(f64::NEG_INFINITY, f64::max);
                     let fitted = cache
-                        .get(&(i, parents))
+                        .get(&(i, mask_parents(m)))
                         .and_then(|r| r.as_ref().ok())
                         .map(|s| s.value);
-                    let Some(fitted) = fitted else { continue };
-                    let best_subset = (0..Mask::BITS)
-                        .filter(|&j| m & (1 << j) != 0)
-                        .filter_map(|j| settled.get(&(m & !(1 << j))).copied())
-                        .fold(f64::NEG_INFINITY, f64::max);
-                    let value = fitted.max(best_subset);
-                    settled.insert(m, value);
-                    out.push((m, value));
+                    if let Some(v) = fitted {
+                        raised.insert(m, v.max(best_subset));
+                        // The smallest family has nothing to gain over: it always counts.
+                        let g = if subsets.is_empty() {
+                            f64::INFINITY
+                        } else {
+                            v - best_subset
+                        };
+                        gain.insert(m, g);
+                    } else if cache.get(&(i, mask_parents(m))).is_some() && best_subset.is_finite()
+                    {
+                        // A failed fit stands at its best subset's value and gains nothing.
+                        raised.insert(m, best_subset);
+                        gain.insert(m, 0.0);
+                    }
                 }
                 out
             })
             .collect()
     }
+
+    /// The score table for the DP over the `admitted` families (see [`FamilyPlan::admitted`]):
+    /// each family with its cached value raised to the best value of its admitted subsets,
+    /// F(i | S) = max(F_fit(i | S), max_{S' ⊂ S} F(i | S')). The models nest: with the extra
+    /// parents' linear variances and SE precisions at 0 the kernel on [x_S, w] is the kernel on
+    /// [x_S', w], so the maximised bound of S is at least the value reached for S'; a fit that
+    /// ends below a subset's only failed to find it. So a family whose fit failed takes its best
+    /// subset's value too. Ties then go to the smaller family in the DP. Families that are
+    /// missing, or failed with no scored subset, are left out, so they are not admissible.
+    pub fn table(&self, cache: &ScoreCache, admitted: &[Vec<Mask>]) -> Vec<Vec<(Mask, f64)>> {
+        admitted
+            .iter()
+            .enumerate()
+            .map(|(i, masks)| {
+                // Masks are listed by size, so every proper subset is settled before its supersets.
+                let mut settled: HashMap<Mask, f64> = HashMap::new();
+                let mut out = Vec::new();
+                for &m in masks {
+                    let fitted = match cache.get(&(i, mask_parents(m))) {
+                        None => continue,
+                        Some(Ok(s)) => s.value,
+                        Some(Err(_)) => f64::NEG_INFINITY,
+                    };
+                    let best_subset = (0..Mask::BITS)
+                        .filter(|&j| m & (1 << j) != 0)
+                        .filter_map(|j| settled.get(&(m & !(1 << j))).copied())
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let value = fitted.max(best_subset);
+                    if value.is_finite() {
+                        settled.insert(m, value);
+                        out.push((m, value));
+                    }
+                }
+                out
+            })
+            .collect()
+    }
+}
+
+/// The parents in a mask, ascending.
+fn mask_parents(m: Mask) -> Vec<usize> {
+    (0..Mask::BITS as usize)
+        .filter(|&j| m & (1 << j) != 0)
+        .collect()
 }
 
 /// What the exact search found.
@@ -397,8 +448,8 @@ impl ExactRun {
             .collect()
     }
 
-    /// Fits the whole run will need: (screening fits, family fits). The second number is exact
-    /// once screening is over; before, it counts Σ_i Σ_{k=2..K} C(p_i, k) with p_i = min(P,
+    /// Fits the whole run will need at most: (screening fits, family fits). The second number is
+    /// the plan's once screening is over (pruning, when on, fits fewer); before, it counts Σ_i Σ_{k=2..K} C(p_i, k) with p_i = min(P,
     /// allowed parents of i) (required and extra parents can change it).
     pub fn planned_fits(&self) -> (usize, usize) {
         let screening = first_stage_families(&self.knowledge).len();
@@ -486,7 +537,10 @@ impl ExactRun {
         one_parent_gains(&self.cache, &self.knowledge)
     }
 
-    /// Drops the scored families from the to-do list; when none is left, plans the next stage.
+    /// Drops the scored families from the to-do list; when none is left, plans the next step:
+    /// after screening, the families of the plan; then, with pruning, the families its rule
+    /// admits once their subsets are scored (a size at a time); when nothing new is admitted,
+    /// every family is scored.
     pub fn advance(&mut self) -> Result<(), ExactError> {
         self.todo.retain(|k| self.cache.get(k).is_none());
         if !self.todo.is_empty() || self.stage == ExactStage::Scored {
@@ -495,19 +549,31 @@ impl ExactRun {
         if self.stage == ExactStage::Screening {
             let candidates = self.candidates();
             let plan = FamilyPlan::new(candidates, self.settings.max_parents, &self.knowledge)?;
-            let keys: Vec<FamilyKey> = plan.keys().into_iter().filter(|k| k.1.len() >= 2).collect();
-            self.todo = self.cache.missing(&keys);
-            self.hits += keys.len() - self.todo.len();
-            self.stage_total = keys.len();
             self.plan = Some(plan);
             self.stage = ExactStage::Families;
-            if self.todo.is_empty() {
-                self.stage = ExactStage::Scored;
-            }
-        } else {
-            self.stage = ExactStage::Scored;
+            self.stage_total = 0;
         }
-        Ok(())
+        let plan = self.plan.as_ref().expect("planned after screening");
+        loop {
+            let admitted: Vec<FamilyKey> = plan
+                .admitted(&self.cache, self.settings.prune_below)
+                .iter()
+                .enumerate()
+                .flat_map(|(i, masks)| masks.iter().map(move |&m| (i, mask_parents(m))))
+                .filter(|k| k.1.len() >= 2)
+                .collect();
+            let new = admitted.len() - self.stage_total;
+            self.todo = self.cache.missing(&admitted);
+            self.hits += new - self.todo.len();
+            self.stage_total = admitted.len();
+            if !self.todo.is_empty() {
+                return Ok(());
+            }
+            if new == 0 {
+                self.stage = ExactStage::Scored;
+                return Ok(());
+            }
+        }
     }
 
     /// The best DAG and the posterior over the families scored so far (all of them once the stage
@@ -522,12 +588,14 @@ impl ExactRun {
                 FamilyPlan::new(candidates, self.settings.max_parents, &self.knowledge)?
             }
         };
-        let keys = plan.keys();
-        let failed = keys
+        let admitted = plan.admitted(&self.cache, self.settings.prune_below);
+        let failed = admitted
             .iter()
+            .enumerate()
+            .flat_map(|(i, masks)| masks.iter().map(move |&m| (i, mask_parents(m))))
             .filter(|k| matches!(self.cache.get(k), Some(Err(_))))
             .count();
-        let table = plan.table(&self.cache);
+        let table = plan.table(&self.cache, &admitted);
         // The prior enters the best DAG and the order sums family by family (an edge-count prior
         // is modular: |S| log(q / (1 − q)) per family, up to a constant); the enumeration adds it
         // per graph itself.
@@ -590,6 +658,7 @@ mod tests {
             best_bound: Some(value),
             floor: value - 10.0,
             fits_failed: 0,
+            fits: Vec::new(),
         })
     }
 
@@ -611,7 +680,7 @@ mod tests {
         cache.insert((2, vec![0, 1]), score(-6.0));
         let k = Knowledge::none(3);
         let plan = FamilyPlan::new(vec![vec![], vec![], vec![0, 1]], 2, &k).unwrap();
-        let table = plan.table(&cache);
+        let table = plan.table(&cache, &plan.admitted(&cache, None));
         assert_eq!(
             table[2],
             vec![(0b000, -10.0), (0b001, -4.0), (0b010, -8.0), (0b011, -4.0)]
@@ -620,7 +689,13 @@ mod tests {
         // value stands (it is the same model with the parent switched off).
         cache.insert((1, vec![]), Err("no".into()));
         let plan = FamilyPlan::new(vec![vec![], vec![], vec![0, 1]], 2, &k).unwrap();
-        assert!(plan.table(&cache)[1].is_empty());
+        assert!(plan.table(&cache, &plan.admitted(&cache, None))[1].is_empty());
+        cache.insert((2, vec![0, 1]), Err("no".into()));
+        assert_eq!(
+            plan.table(&cache, &plan.admitted(&cache, None))[2],
+            vec![(0b000, -10.0), (0b001, -4.0), (0b010, -8.0), (0b011, -4.0)],
+            "a failed family stands at its best subset's value"
+        );
 
         // Extra candidates come first and are kept beyond P = 1 (up to P + MAX_EXTRA_BEYOND_P).
         let mut s = settings;
@@ -639,6 +714,54 @@ mod tests {
         assert!(c[1].is_empty());
         assert_eq!(binomial(5, 2), 10);
         assert_eq!(binomial(2, 3), 0);
+    }
+
+    #[test]
+    fn pruning_admits_a_family_only_when_every_smaller_subset_gained() {
+        let settings = ExactSettings::default();
+        let mut cache = ScoreCache::new(CacheKey::new("prune", settings.family, 0));
+        // Child 3 with candidates 0, 1, 2: {0} gains 5 nats over ∅, {1} loses 4, {2} loses 0.5.
+        for (parents, v) in [
+            (vec![], -10.0),
+            (vec![0], -5.0),
+            (vec![1], -14.0),
+            (vec![2], -10.5),
+        ] {
+            cache.insert((3, parents), score(v));
+        }
+        let k = Knowledge::none(4);
+        let plan = FamilyPlan::new(vec![vec![], vec![], vec![], vec![0, 1, 2]], 3, &k).unwrap();
+        let masks = |c: &ScoreCache, delta| plan.admitted(c, delta)[3].clone();
+        // Without pruning every family is admitted.
+        assert_eq!(masks(&cache, None).len(), 8);
+        // δ = 1: of the pairs only {0, 2} (both its subsets gained at least −1); nothing larger
+        // is decided before it is scored.
+        assert_eq!(
+            masks(&cache, Some(1.0)),
+            vec![0, 0b001, 0b010, 0b100, 0b101]
+        );
+        // δ = 5 admits every pair, and the triple once every pair is scored and gained.
+        assert_eq!(masks(&cache, Some(5.0)).len(), 7);
+        cache.insert((3, vec![0, 2]), score(-4.0));
+        cache.insert((3, vec![0, 1]), score(-5.5));
+        cache.insert((3, vec![1, 2]), score(-10.0));
+        assert_eq!(masks(&cache, Some(5.0)).len(), 8);
+        // {1, 2} gained 0.5 over {2}; {0, 1} lost 0.5 against {0}: at δ = 0.4 the triple waits
+        // on a pair that is not admitted, so it is left out.
+        assert!(!masks(&cache, Some(0.4)).contains(&0b111));
+        // The table reads only admitted families: at δ = 1, {0, 1} (although cached) is not.
+        let admitted = plan.admitted(&cache, Some(1.0));
+        let table = plan.table(&cache, &admitted);
+        assert_eq!(
+            table[3],
+            vec![
+                (0, -10.0),
+                (0b001, -5.0),
+                (0b010, -10.0),
+                (0b100, -10.0),
+                (0b101, -4.0)
+            ]
+        );
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct FitSettings {
     pub adam_learning_rate: f64,
     /// L-BFGS settings (SciPy's defaults with `max_iterations` 10 000, as [B]).
     pub lbfgs: LbfgsSettings,
+    /// L-BFGS settings of the GP-regression start (None: the same as `lbfgs`).
+    #[serde(default)]
+    pub start_lbfgs: Option<LbfgsSettings>,
     /// The jitter ladder: 1e-6 ×10 up to 1 (as [B]); a failed attempt restarts one rung up.
     pub jitter: JitterPolicy,
     /// Whether a fit starts from data: a conditional from a GP regression fit (a coin flip, as
@@ -170,12 +173,20 @@ impl Default for FitSettings {
                 max_iterations: 10_000,
                 ..LbfgsSettings::default()
             },
+            start_lbfgs: None,
             jitter: JitterPolicy::up_to(1e-6, 10.0, 1.0),
             gp_initialisation: GpInitialisation::CoinFlip,
             initial_precision: (1.0, 100.0),
             latent_start: LatentStart::Residual,
             min_start_se_variance: 0.0,
         }
+    }
+}
+
+impl FitSettings {
+    /// The L-BFGS settings of the GP-regression start.
+    pub fn start_lbfgs(&self) -> LbfgsSettings {
+        self.start_lbfgs.unwrap_or(self.lbfgs)
     }
 }
 
@@ -206,6 +217,25 @@ pub enum FitError {
     Interrupted,
 }
 
+/// How one optimisation stage of a fit went: accepted steps, objective evaluations and why it
+/// ended ([`StopReason::hit_cap`] says whether its allowance decided).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageStats {
+    pub iterations: usize,
+    pub evaluations: usize,
+    pub stop: StopReason,
+}
+
+/// A fit's starting point ([`CollapsedModel::start`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitStart {
+    pub params: CollapsedParams,
+    /// Whether the values came from data (a GP regression fit, or a root's normal scores).
+    pub gp_initialised: bool,
+    /// The GP-regression start's L-BFGS run, when it was tried.
+    pub stats: Option<StageStats>,
+}
+
 /// A fitted model: the bound, the parameters and how the optimisation went.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CollapsedFit {
@@ -228,6 +258,18 @@ pub struct CollapsedFit {
     pub lbfgs_iterations: usize,
     pub lbfgs_evaluations: usize,
     pub stop: StopReason,
+    /// The GP-regression start's own L-BFGS run (only set by [`CollapsedModel::fit`], when that
+    /// start was tried).
+    #[serde(default)]
+    pub start: Option<StageStats>,
+    /// F when Adam began and when L-BFGS began (the attempt that succeeded).
+    #[serde(default)]
+    pub start_bound: f64,
+    #[serde(default)]
+    pub adam_bound: f64,
+    /// F after each L-BFGS iteration, the L-BFGS start first (non-decreasing).
+    #[serde(default)]
+    pub lbfgs_trace: Vec<f64>,
 }
 
 /// The data of one collapsed model: parents X_pa (N × |pa|, possibly no columns) and y (N).
@@ -306,6 +348,11 @@ impl CollapsedModel {
         self.noise_value
     }
 
+    /// |pa|, the observed inputs (0 for a root).
+    pub fn parents(&self) -> usize {
+        self.parents.ncols()
+    }
+
     /// N, the number of rows.
     pub fn rows(&self) -> usize {
         self.y.len()
@@ -317,20 +364,56 @@ impl CollapsedModel {
         self.initialise(settings, rng).0
     }
 
+    /// The drawn start of [`CollapsedModel::fit`] without the fit: the initial parameters, whether
+    /// they came from data (GP regression or normal scores), and the regression's L-BFGS run.
+    pub fn start(&self, settings: &FitSettings, rng: &mut impl Rng) -> FitStart {
+        let (params, gp_initialised, stats) = self.initialise(settings, rng);
+        FitStart {
+            params,
+            gp_initialised,
+            stats,
+        }
+    }
+
+    /// `params` with the latent input switched off as [`LatentStart::Off`] starts it: q(w_n) =
+    /// N(0, 1), w's linear variance [`OFF_LATENT_LINEAR`] and SE precision
+    /// [`OFF_LATENT_PRECISION`]; every other value kept. From a [`LatentStart::Residual`] start
+    /// this is the `Off` start of the same regression fit, so both basins are reached from one
+    /// regression instead of two.
+    pub fn with_latent_off(&self, params: &CollapsedParams) -> CollapsedParams {
+        let mut out = params.clone();
+        let w = out.kernel.stationary[0].precision.len() - 1;
+        out.kernel.stationary[0].precision[w] = OFF_LATENT_PRECISION;
+        if let Some(lin) = out.kernel.linear.as_mut() {
+            lin[w] = OFF_LATENT_LINEAR;
+        }
+        out.latent = Some(LatentPosterior {
+            mean: DVector::zeros(self.y.len()),
+            variance: DVector::from_element(self.y.len(), 1.0),
+        });
+        out
+    }
+
     /// Draws the initial parameters from `rng` and fits ([`CollapsedModel::fit_from`]).
     pub fn fit(
         &self,
         settings: &FitSettings,
         rng: &mut impl Rng,
     ) -> Result<CollapsedFit, FitError> {
-        let (init, gp_initialised) = self.initialise(settings, rng);
+        let (init, gp_initialised, start) = self.initialise(settings, rng);
         let mut fit = self.fit_from(init, settings)?;
         fit.gp_initialised = gp_initialised;
+        fit.start = start;
         Ok(fit)
     }
 
-    /// The initial parameters and whether the GP regression initialisation was used.
-    fn initialise(&self, settings: &FitSettings, rng: &mut impl Rng) -> (CollapsedParams, bool) {
+    /// The initial parameters, whether the GP regression initialisation was used, and how its
+    /// L-BFGS run went when it was tried.
+    fn initialise(
+        &self,
+        settings: &FitSettings,
+        rng: &mut impl Rng,
+    ) -> (CollapsedParams, bool, Option<StageStats>) {
         let (n, p) = (self.parents.nrows(), self.parents.ncols());
         let m = settings.inducing_points.clamp(1, n);
         let (lo, hi) = settings.initial_precision;
@@ -386,13 +469,18 @@ impl CollapsedModel {
             z,
             latent: Some(LatentPosterior { mean, variance }),
         };
+        let mut start = None;
         let gp_initialised = if p == 0 {
             settings.gp_initialisation != GpInitialisation::Never
                 && self.normal_score_start(&mut params)
+        } else if use_gp {
+            let (used, stats) = self.gp_regression_start(&mut params, settings, rng);
+            start = stats;
+            used
         } else {
-            use_gp && self.gp_regression_start(&mut params, settings, rng)
+            false
         };
-        (params, gp_initialised)
+        (params, gp_initialised, start)
     }
 
     /// The data-dependent start of a marginal (root) model, whose only input is w: q(w_n) is
@@ -420,13 +508,13 @@ impl CollapsedModel {
     /// [B]'s GP initialisation of a conditional: fits the SE + linear kernel on the parents and
     /// φ² by L-BFGS on the SGPR bound (inducing inputs = the parent columns of `params.z`, fixed),
     /// then sets μ = y − E[f(x)], θ = [θ*, 3θ*_0], v = [v*, v*_0], sf2 = sf2*, φ² = φ²*. Returns
-    /// whether it succeeded (on failure `params` is left as drawn).
+    /// whether it succeeded (on failure `params` is left as drawn) and how its L-BFGS run went.
     fn gp_regression_start(
         &self,
         params: &mut CollapsedParams,
         settings: &FitSettings,
         rng: &mut impl Rng,
-    ) -> bool {
+    ) -> (bool, Option<StageStats>) {
         let p = self.parents.ncols();
         let se = &params.kernel.stationary[0];
         let start = CollapsedParams {
@@ -460,12 +548,17 @@ impl CollapsedModel {
         let mut values = start.kernel.params_to_vec();
         values.push(start.noise_variance);
         let raw0 = store.pack(&values);
-        let Ok(report) = minimize(negated, &raw0, &settings.lbfgs) else {
-            return false;
+        let Ok(report) = minimize(negated, &raw0, &settings.start_lbfgs()) else {
+            return (false, None);
         };
+        let stats = Some(StageStats {
+            iterations: report.iterations,
+            evaluations: report.evaluations,
+            stop: report.stop,
+        });
         let fitted = unpack(&report.x);
         let Ok(f_mean) = posterior_mean_at_data(&self.parents, &self.y, &fitted, jitter) else {
-            return false;
+            return (false, stats);
         };
         let k = &fitted.kernel;
         let (se, lin) = (&k.stationary[0], k.linear.as_ref().expect("SE + linear"));
@@ -473,7 +566,7 @@ impl CollapsedModel {
         if !(se.precision.iter().chain(lin).all(|&v| usable(v)) && usable(se.variance))
             || f_mean.iter().any(|v| !v.is_finite())
         {
-            return false;
+            return (false, stats);
         }
         match settings.latent_start {
             LatentStart::Residual => {
@@ -529,7 +622,7 @@ impl CollapsedModel {
                 });
             }
         }
-        true
+        (true, stats)
     }
 
     /// Fits from the given initial parameters: Adam on −F until F > F_noise (at most
@@ -592,8 +685,12 @@ impl CollapsedModel {
         );
         let mut adam_steps = 0;
         let mut adam_beat_noise = false;
-        for _ in 0..settings.adam_steps {
+        let mut start_bound = f64::NAN;
+        for step in 0..settings.adam_steps {
             let (f, g) = objective(&raw)?;
+            if step == 0 {
+                start_bound = f;
+            }
             if f > self.noise_value {
                 adam_beat_noise = true;
                 break;
@@ -639,6 +736,11 @@ impl CollapsedModel {
         if !bound.is_finite() {
             return Err(CollapsedError::NonFinite { value: bound });
         }
+        let lbfgs_trace: Vec<f64> = report.trace.iter().map(|v| -v).collect();
+        let adam_bound = lbfgs_trace[0];
+        if start_bound.is_nan() {
+            start_bound = adam_bound;
+        }
         Ok(CollapsedFit {
             bound,
             noise_value: self.noise_value,
@@ -651,6 +753,10 @@ impl CollapsedModel {
             lbfgs_iterations: report.iterations,
             lbfgs_evaluations: report.evaluations,
             stop: report.stop,
+            start: None,
+            start_bound,
+            adam_bound,
+            lbfgs_trace,
         })
     }
 }
