@@ -909,7 +909,8 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
     let file = write(
         dir.path(),
         "s.json",
-        r#"{"collapsed": {"prune_margin": 2.5}, "latent_start": "shared", "inducing_per_input": 1}"#,
+        r#"{"collapsed": {"prune_margin": 2.5}, "latent_start": "shared", "inducing_per_input": 1,
+            "exact": {"family": {"restarts": 3, "scheme": {"race": {"probe": 30}}}}}"#,
     );
     let mut args = vec!["--preset", "thorough", "--settings", &file];
     args.extend_from_slice(&TINY_RUN);
@@ -928,6 +929,14 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
         thorough.collapsed.prune_iterations
     );
     assert!(s.get("latent_start").is_none());
+    // Nested objects merge key by key too; an enum's variant object is replaced whole.
+    let family = &s["exact"]["family"];
+    assert_eq!(family["restarts"], 3);
+    assert_eq!(family["scheme"]["race"]["probe"], 30);
+    assert_eq!(
+        family["inducing"], thorough.exact.family.inducing,
+        "the family settings not given are kept"
+    );
     assert_eq!(s["inducing_per_input"], 1);
     assert_eq!(s["inducing_points"], 6, "the flag applies after the file");
     assert_eq!(
@@ -942,6 +951,10 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
             "unknown setting 'collapsed.samples'",
         ),
         (r#"{"uncollapsed": 3}"#, "must be an object"),
+        (
+            r#"{"exact": {"family": {"restart": 3}}}"#,
+            "unknown setting 'exact.family.restart'",
+        ),
         (r#"{"restarts": "four"}"#, "s.json"),
         ("[1, 2]", "JSON object"),
         ("{", "not valid JSON"),

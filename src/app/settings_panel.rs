@@ -89,6 +89,7 @@ pub fn SettingsPanel(
             Method::Cgp => "The continuous search: every variable a GP-CDE of all the others, an acyclicity penalty that rises until the weighted graph is a DAG, several restarts compared by evidence.",
             Method::Exact => "Exact Bayesian model selection: each variable's evidence is computed once for every candidate parent set (a family), and the best of all DAGs built from those families is found exactly. With 5 variables or fewer every DAG is listed with its posterior probability.",
             Method::Hybrid => "The continuous search first; the parents it finds join each variable's candidates, then the exact search picks the best DAG over the families.",
+            Method::Auto => "Chosen when the run starts: the exact search for up to 12 variables, hybrid above. The result says which ran and why.",
         };
         view! { <p class="note" data-testid="method-note">{text}</p> }
     };
@@ -168,5 +169,6 @@ fn method_label(method: Method) -> &'static str {
         Method::Cgp => "continuous (CGP-CDE)",
         Method::Exact => "exact over DAGs (DGP-CDE)",
         Method::Hybrid => "hybrid: continuous, then exact",
+        Method::Auto => "auto: exact for few variables, hybrid above",
     }
 }

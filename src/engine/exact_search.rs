@@ -17,8 +17,9 @@ use crate::discovery::family::FamilyKey;
 use crate::discovery::knowledge::Knowledge;
 
 /// Families handed out per thread in one unit natively: enough to balance slow and fast fits
-/// across threads, few enough that a stop is answered within seconds.
-const FAMILIES_PER_THREAD: usize = 2;
+/// across threads (the largest are handed out first), few enough that snapshots stay frequent; a
+/// stop is answered inside a fit anyway.
+const FAMILIES_PER_THREAD: usize = 4;
 
 /// Where an exact search is, as a snapshot shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

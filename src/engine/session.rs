@@ -206,6 +206,9 @@ pub struct RunResult {
     /// Which search produced the graph.
     #[serde(default)]
     pub method: Method,
+    /// Why that search ran, when `auto` chose it.
+    #[serde(default)]
+    pub method_reason: Option<String>,
     /// Families (variable, parent set) fitted by this run: the exact search's, or the graph
     /// evidence of the restarts' DAGs (`restart_selection: graph_evidence`).
     #[serde(default)]
@@ -323,6 +326,9 @@ pub struct Session {
     score_cache: ScoreCache,
     /// Why the exact search could not start, when it could not.
     exact_failure: Option<String>,
+    /// Why this method runs, when `auto` chose it.
+    #[serde(default)]
+    method_reason: Option<String>,
     /// A stop request from outside the loop that calls [`Session::step`] (a signal handler, another
     /// thread): answered inside the unit of work being done, within one bound evaluation.
     #[serde(skip)]
@@ -364,6 +370,15 @@ impl Session {
                 });
             }
         }
+        // `auto` becomes a concrete method here, once D is known; the reason goes in the result.
+        let (method, method_reason) = settings.method.resolve(d);
+        let settings = if method == settings.method {
+            settings
+        } else {
+            settings
+                .with(|s| s.method = method)
+                .map_err(SessionError::Settings)?
+        };
         let used = settings.max_rows.min(rows);
         let needed = model_bytes(&settings, d, used);
         if needed > MAX_MODEL_BYTES {
@@ -435,6 +450,7 @@ impl Session {
             score_cache,
             stop_flag: StopFlag::new(),
             exact_failure: None,
+            method_reason,
         })
     }
 
@@ -1367,6 +1383,7 @@ impl Session {
             backend: self.backend.name(),
             version: env!("CARGO_PKG_VERSION").into(),
             method: s.method,
+            method_reason: self.method_reason.clone(),
             families_fitted: exact_parts.fitted + self.families.len(),
             cache_hits: exact_parts.hits,
             posterior: exact_parts.posterior,

@@ -451,20 +451,33 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
 /// The method and its limits as flags (nothing for the default continuous search, so the sections
 /// it wrote before keep their keys).
 fn method_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
+    use occam::discovery::family::FamilyFitScheme;
     if !settings.method.runs_exact() {
         return String::new();
     }
     let x = &settings.exact;
     let prior = x.prior.as_text();
+    let f = &x.family;
+    // Only what differs from the fits before issue 33 is named, so older sections keep their keys.
+    let scheme = match f.scheme {
+        FamilyFitScheme::Independent => String::new(),
+        FamilyFitScheme::Race { probe } => format!(", raced after {probe}"),
+    };
+    let stall = f.convergence.map_or(String::new(), |r| {
+        format!(", stalled at {} nats / {} it", r.gain, r.window)
+    });
+    let prune = x
+        .prune_below
+        .map_or(String::new(), |d| format!(" --prune-below {d}"));
     format!(
-        " --method {} --max-parents {} --candidates {} --edge-prior {prior} (family fits: M = {}, {} restarts, {} Adam + {} L-BFGS)",
+        " --method {} --max-parents {} --candidates {} --edge-prior {prior}{prune} (family fits: M = {}, {} restarts, {} Adam + {} L-BFGS{scheme}{stall})",
         settings.method.name(),
         x.max_parents,
         x.candidates,
-        x.family.inducing,
-        x.family.restarts,
-        x.family.adam_steps,
-        x.family.lbfgs_iterations
+        f.inducing,
+        f.restarts,
+        f.adam_steps,
+        f.lbfgs_iterations
     )
 }
 

@@ -341,6 +341,12 @@ fn drive(
             terminal_safe(&names[b])
         );
     }
+    if let Some(reason) = &result.method_reason {
+        outln!("method: {} ({reason})", result.method.name());
+    }
+    if let Some(x) = &result.exact {
+        outln!("family fits: {}", x.fit_work.describe());
+    }
     for f in &result.failures {
         errln!("warning: {}", terminal_safe(f));
     }

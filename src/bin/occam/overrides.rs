@@ -23,7 +23,7 @@ pub struct Overrides {
     /// The search: `cgp` (the continuous search), `exact` (every family scored, the best DAG by
     /// dynamic programming, the posterior) or `hybrid` (cgp, then exact with cgp's edges added to
     /// the candidate parents). Default: the preset's (cgp).
-    #[arg(long, value_name = "cgp|exact|hybrid")]
+    #[arg(long, value_name = "auto|cgp|exact|hybrid")]
     pub method: Option<String>,
     /// A JSON object of search settings (the keys of result.json's `settings`) that replace the
     /// preset's, e.g. `{"subset_scaling": "count_rows"}`; applied before the flags above.
@@ -143,21 +143,12 @@ fn merge_settings_file(base: &SearchSettings, path: &Path) -> Result<SearchSetti
                 .is_some_and(|o| o.contains_key(&key))
         });
         match (fields.get_mut(&key), section) {
-            // A bound's object given in part: each key given replaces only its own.
-            (Some(serde_json::Value::Object(own)), _) if BOUND_SECTIONS.contains(&key.as_str()) => {
-                let serde_json::Value::Object(given) = value else {
-                    return Err(CliError(format!(
-                        "{shown}: '{key}' must be an object of the {key} bound's settings"
-                    )));
-                };
-                for (inner, v) in given {
-                    if !own.contains_key(&inner) {
-                        return Err(unknown(&format!("{key}.{inner}")));
-                    }
-                    own.insert(inner, v);
-                }
-            }
-            (Some(slot), _) => *slot = value,
+            (Some(slot), _) => merge_value(slot, value, &key).map_err(|e| match e {
+                MergeError::Unknown(path) => unknown(&path),
+                MergeError::NotObject(path) => CliError(format!(
+                    "{shown}: '{path}' must be an object of its settings"
+                )),
+            })?,
             (None, Some(section)) => {
                 if let Some(own) = fields.get_mut(section).and_then(|v| v.as_object_mut()) {
                     own.insert(key, value);
@@ -167,6 +158,49 @@ fn merge_settings_file(base: &SearchSettings, path: &Path) -> Result<SearchSetti
         }
     }
     serde_json::from_value(merged).map_err(|e| CliError(format!("{shown}: {e}")))
+}
+
+/// Why a settings object could not be merged: the dotted path of the key at fault.
+enum MergeError {
+    Unknown(String),
+    NotObject(String),
+}
+
+/// Merges `given` into `own` at `path`: an object given for an object setting replaces only the
+/// keys it names, recursively (`{"exact": {"family": {"restarts": 3}}}` keeps the other family
+/// settings); an unknown key is named by its dotted path. A one-key object is an enum's variant
+/// (`{"race": {"probe": 30}}`), so a different variant replaces it whole; a bound's object must
+/// be given as an object.
+fn merge_value(
+    own: &mut serde_json::Value,
+    given: serde_json::Value,
+    path: &str,
+) -> Result<(), MergeError> {
+    use serde_json::Value;
+    match (own, given) {
+        (Value::Object(own), Value::Object(given)) => {
+            let variant = own.len() == 1;
+            for (key, value) in given {
+                let inner = format!("{path}.{key}");
+                match own.get_mut(&key) {
+                    Some(slot) => merge_value(slot, value, &inner)?,
+                    None if variant => {
+                        own.clear();
+                        own.insert(key, value);
+                    }
+                    None => return Err(MergeError::Unknown(inner)),
+                }
+            }
+            Ok(())
+        }
+        (Value::Object(_), _) if BOUND_SECTIONS.contains(&path) => {
+            Err(MergeError::NotObject(path.to_string()))
+        }
+        (own, given) => {
+            *own = given;
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -206,7 +206,16 @@ pub enum Method {
     /// The continuous search first; the edges its chosen graph keeps join each variable's
     /// candidate parents for the exact search.
     Hybrid,
+    /// Chosen when the run starts, by the number of variables ([`Method::resolve`]): exact up to
+    /// [`AUTO_EXACT_MAX_VARIABLES`], hybrid above. The choice and its reason are in the result.
+    Auto,
 }
+
+/// The most variables `auto` gives the exact search; above, it runs hybrid. Measured on the public
+/// sets (BENCHMARKS.md, issue 33): the exact search beats every peer on the 10-node groups; on the
+/// 20-node groups hybrid does (its continuous phase adds candidates that one-parent screening
+/// misses among 19 possible parents).
+pub const AUTO_EXACT_MAX_VARIABLES: usize = 12;
 
 impl Method {
     pub const ALL: &'static [Method] = <Self as strum::VariantArray>::VARIANTS;
@@ -220,12 +229,38 @@ impl Method {
         names::name(self)
     }
 
-    /// Whether the continuous search's restarts run.
+    /// The method a run over `d` variables uses, and why: `auto` becomes exact or hybrid by
+    /// [`AUTO_EXACT_MAX_VARIABLES`]; any other method is itself (no reason given).
+    pub fn resolve(self, d: usize) -> (Method, Option<String>) {
+        if self != Self::Auto {
+            return (self, None);
+        }
+        if d <= AUTO_EXACT_MAX_VARIABLES {
+            (
+                Self::Exact,
+                Some(format!(
+                    "auto: {d} variables (at most {AUTO_EXACT_MAX_VARIABLES}), so every DAG is \
+                     compared exactly over each variable's candidate parents"
+                )),
+            )
+        } else {
+            (
+                Self::Hybrid,
+                Some(format!(
+                    "auto: {d} variables (more than {AUTO_EXACT_MAX_VARIABLES}), so the \
+                     continuous search runs first and its edges join the exact search's \
+                     candidate parents"
+                )),
+            )
+        }
+    }
+
+    /// Whether the continuous search's restarts run (for `auto`: whether they may).
     pub fn runs_cgp(self) -> bool {
         self != Self::Exact
     }
 
-    /// Whether the exact search runs.
+    /// Whether the exact search runs (for `auto`: it always does).
     pub fn runs_exact(self) -> bool {
         self != Self::Cgp
     }
@@ -738,6 +773,20 @@ impl SearchSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_is_exact_for_few_variables_and_hybrid_above_with_a_reason() {
+        let (m, why) = Method::Auto.resolve(AUTO_EXACT_MAX_VARIABLES);
+        assert_eq!(m, Method::Exact);
+        assert!(why.unwrap().contains("auto"));
+        let (m, why) = Method::Auto.resolve(AUTO_EXACT_MAX_VARIABLES + 1);
+        assert_eq!(m, Method::Hybrid);
+        assert!(why.is_some());
+        for m in [Method::Cgp, Method::Exact, Method::Hybrid] {
+            assert_eq!(m.resolve(30), (m, None));
+        }
+        assert_eq!(Method::parse("auto"), Ok(Method::Auto));
+    }
 
     /// A change that breaks one rule, and the key the refusal must name.
     type Breaks = (fn(&mut SearchSettings), &'static str);

@@ -564,6 +564,9 @@ impl ExactRun {
                 .collect();
             let new = admitted.len() - self.stage_total;
             self.todo = self.cache.missing(&admitted);
+            // Largest families first: they take longest, so batches end on short fits and no
+            // core waits long for the last one.
+            self.todo.sort_by_key(|k| std::cmp::Reverse(k.1.len()));
             self.hits += new - self.todo.len();
             self.stage_total = admitted.len();
             if !self.todo.is_empty() {
