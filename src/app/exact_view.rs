@@ -27,11 +27,16 @@ pub fn ExactResults(#[prop(into)] result: Signal<Option<RunResult>>) -> impl Int
             .map(|x| x.edge_probability_prior.clone())
             .unwrap_or_default();
         let summary = result.exact.as_ref().map(|x| {
+            let w = &x.fit_work;
             format!(
-                "{} families fitted, {} read from the cache; best graph's log score {} nats",
+                "{} families fitted, {} read from the cache; best graph's log score {} nats; \
+                 {} fits behind the scores, {} of them stopped by a cap, {} bound evaluations",
                 result.families_fitted,
                 result.cache_hits,
-                format_number(x.log_score)
+                format_number(x.log_score),
+                w.fits,
+                w.fits_hit_cap,
+                w.evaluations
             )
         });
         let posterior = result

@@ -179,6 +179,9 @@ pub fn ResultsPanel(
                     " · rows used " {result.rows_used} " of " {result.rows}
                     " · method " <span data-testid="result-method">{result.method.name()}</span>
                 </p>
+                {result.method_reason.clone().map(|why| view! {
+                    <p class="hint" data-testid="result-method-reason">{why}</p>
+                })}
                 <details open>
                     <summary>"Edges"</summary>
                     <ul class="edges" data-testid="edge-list">{edge_list}</ul>

@@ -526,6 +526,10 @@ test('the exact method shows families as they are fitted, then the posterior and
   await page.getByTestId('method-select').selectOption('exact');
   await expect(page.getByTestId('method-note')).toContainText('Exact Bayesian model selection');
   await expect(page.getByTestId('exact-fields')).toBeVisible();
+  // `auto` runs the exact search on 3 variables, and says so with its reason.
+  await page.getByTestId('method-select').selectOption('auto');
+  await expect(page.getByTestId('method-note')).toContainText('Chosen when the run starts');
+  await expect(page.getByTestId('exact-fields')).toBeVisible();
   await setFields(page, { max_rows: 150, edge_prior: 'uniform' });
   await page.getByTestId('run-button').click();
   const families = page.getByTestId('families-progress');
@@ -536,6 +540,7 @@ test('the exact method shows families as they are fitted, then the posterior and
   await shot(page, 'app-15-exact-running', info);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(page.getByTestId('result-method')).toHaveText('exact');
+  await expect(page.getByTestId('result-method-reason')).toContainText('auto: 3 variables');
   const posterior = page.getByTestId('posterior');
   await expect(posterior).toBeVisible();
   await expect(posterior).toContainText('Every one of the 25 DAGs was scored');

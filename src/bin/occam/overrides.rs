@@ -21,8 +21,9 @@ pub struct Overrides {
     #[arg(long)]
     pub max_iterations: Option<usize>,
     /// The search: `cgp` (the continuous search), `exact` (every family scored, the best DAG by
-    /// dynamic programming, the posterior) or `hybrid` (cgp, then exact with cgp's edges added to
-    /// the candidate parents). Default: the preset's (cgp).
+    /// dynamic programming, the posterior), `hybrid` (cgp, then exact with cgp's edges added to
+    /// the candidate parents) or `auto` (exact up to 12 variables, hybrid above; the result says
+    /// which ran and why). Default: the preset's (cgp).
     #[arg(long, value_name = "auto|cgp|exact|hybrid")]
     pub method: Option<String>,
     /// A JSON object of search settings (the keys of result.json's `settings`) that replace the
