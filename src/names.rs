@@ -83,7 +83,7 @@ mod tests {
     fn an_unknown_name_lists_every_choice() {
         assert_eq!(
             parse_or_explain::<Method>("method", "greedy").unwrap_err(),
-            "unknown method 'greedy': choose 'cgp', 'exact' or 'hybrid'"
+            "unknown method 'greedy': choose 'cgp', 'exact', 'hybrid' or 'auto'"
         );
         assert_eq!(choices::<GraphKind>(), "'er' or 'sf'");
         assert_eq!(

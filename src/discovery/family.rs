@@ -407,10 +407,12 @@ pub struct FamilyFit {
     pub best: Option<CollapsedFit>,
 }
 
-/// F(i | S) on the rows of `data` (N × D, standardised): the best of `settings.restarts`
-/// collapsed GP-CDE fits (alternating the two starts of [`family_fit_settings`]) of column `child` given columns `parents` (SE + linear on [x_S, w], free
-/// q(w); MODEL.md §4 and §6), floored by the closed-form value, with a family-derived seed so the
-/// same family always gets the same score. Fails only when the model cannot be built from the data.
+/// F(i | S) = max(max_r F_r, F_floor) on the rows of `data` (N × D, standardised): F_r the
+/// collapsed GP-CDE bound of column `child` given columns `parents` (SE + linear on [x_S, w], free
+/// q(w); MODEL.md §4 and §6) reached by fit r of `settings.restarts` (alternating the two latent
+/// starts of [`family_fit_settings`], or raced, by `settings.scheme`), F_floor the closed-form
+/// value, with a family-derived seed so the same family always gets the same score. Every fit's
+/// record is kept ([`FitRecord`]). Fails only when the model cannot be built from the data.
 pub fn family_score(
     data: &DMatrix<f64>,
     child: usize,

@@ -151,10 +151,13 @@ impl ExactSearch {
         if self.finished() {
             return;
         }
-        let fitted = keys.len();
+        let mut fitted = 0;
         for (key, outcome) in keys.into_iter().zip(outcomes) {
             match outcome {
-                Outcome::Family(score) => self.run.cache_mut().insert(key, score),
+                Outcome::Family(score) => {
+                    self.run.cache_mut().insert(key, score);
+                    fitted += 1;
+                }
                 other => {
                     // Not a score: the backend lost the job. Fitted again unless lost too often.
                     let count = match self.lost.iter_mut().find(|(k, _)| *k == key) {
@@ -329,4 +332,54 @@ pub fn run_exact(
     let outcome = work();
     *cache = run.into_cache();
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::family::{FamilyScore, FamilyScoreSettings};
+
+    /// A job whose outcome the backend lost is handed out again, not cached as a failure; after
+    /// [`MAX_LOSSES`] losses it is recorded as failed, so the search cannot be held forever.
+    #[test]
+    fn a_lost_family_is_fitted_again_and_failed_only_after_repeated_losses() {
+        let settings = ExactSettings {
+            max_parents: 1,
+            candidates: 1,
+            family: FamilyScoreSettings::with_inducing(5),
+            ..ExactSettings::default()
+        };
+        let cache = ScoreCache::new(cache_key(1, 50, &settings, 0));
+        let mut search = ExactSearch::new(2, Knowledge::none(2), settings, cache, None).unwrap();
+        let first = search.next_batch(1);
+        assert_eq!(first.len(), 1);
+        let key = first[0].clone();
+        let lost = || vec![Outcome::Value(Err("the backend gave no outcome".into()))];
+        for _ in 1..MAX_LOSSES {
+            search.apply(vec![key.clone()], lost(), 0.1, 1);
+            assert!(search.cache().get(&key).is_none(), "a loss is not a score");
+            assert_eq!(search.next_batch(1), vec![key.clone()], "handed out again");
+            assert_eq!(search.progress().families_fitted, 0);
+        }
+        search.apply(vec![key.clone()], lost(), 0.1, 1);
+        assert!(matches!(search.cache().get(&key), Some(Err(e)) if e.contains("lost")));
+        assert_ne!(search.next_batch(1), vec![key.clone()]);
+        // A score is kept as it comes.
+        let next = search.next_batch(1);
+        let score = FamilyScore {
+            value: -10.0,
+            best_bound: Some(-10.0),
+            floor: -12.0,
+            fits_failed: 0,
+            fits: Vec::new(),
+        };
+        search.apply(
+            next.clone(),
+            vec![Outcome::Family(Ok(score.clone()))],
+            0.1,
+            1,
+        );
+        assert_eq!(search.cache().get(&next[0]), Some(&Ok(score)));
+        assert_eq!(search.progress().families_fitted, 1);
+    }
 }

@@ -838,7 +838,8 @@ impl Session {
 
     /// Completes the unit begun with its jobs' outcomes, in the order of
     /// [`Session::unit_jobs`]. A job without an outcome (a backend that lost it) counts as a
-    /// failed one, which the restart or family it belongs to handles as any numerical failure.
+    /// failed one, which a restart handles as any numerical failure; a family is fitted again
+    /// ([`ExactSearch::apply`]).
     pub fn finish_unit(&mut self, mut outcomes: Vec<Outcome>) {
         let expected = self.unit_job_count();
         let Some(PendingUnit { unit, started }) = self.pending.take() else {

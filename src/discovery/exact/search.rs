@@ -2,7 +2,8 @@
 //! as candidate parents those with the largest one-parent gains F(i | {j}) − F(i | ∅), score every
 //! admissible family within the candidates (at most K parents, knowledge respected), then take the
 //! best DAG by dynamic programming and the posterior (every DAG for D ≤ 5, edge probabilities over
-//! orders above that). The number of fits is known before the second stage starts.
+//! orders above that). The number of fits is known before the second stage starts (an upper
+//! bound when pruning is on: then a family is planned once its smaller subsets are scored).
 
 use std::collections::{HashMap, HashSet};
 
