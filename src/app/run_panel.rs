@@ -115,9 +115,13 @@ pub fn RunPanel(
                     <figcaption>"Graph"</figcaption>
                     <DagView drawing=Signal::derive(move || drawing(state)) />
                 </figure>
-                // The exact search optimises no objective over iterations: nothing to plot.
+                // The exact search optimises no objective over iterations: nothing to plot
+                // (`auto` is exact too for the loaded data's size).
                 <figure class="wide" data-testid="objective-figure"
-                    class:hidden=move || state.method.get() == Method::Exact>
+                    class:hidden=move || {
+                        let d = state.names().map_or(0, |n| n.len());
+                        state.method.get().resolve(d).0 == Method::Exact
+                    }>
                     <figcaption>"Objective: evidence bound, h(A) and γ"</figcaption>
                     <LossChart snapshot=state.page.snapshot history=state.page.history />
                 </figure>
