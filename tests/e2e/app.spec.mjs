@@ -327,8 +327,9 @@ test('a run whose worker dies goes on in a fresh worker from its last save and f
   await open(page, '#test-hooks');
   await pick(page, 'chain.csv', chainCsv(120));
   await expect(page.getByTestId('rows')).toHaveText('120');
-  // About 10 s of work in a browser: long enough for a save (every 5 s) before the crash.
-  await setFields(page, { ...QUICK, warmup_min: '8000', warmup_max: '8000', acyclic_max: '300' });
+  // Long enough for a save (every 5 s) before the crash on a fast machine too: 8000 warm-up
+  // iterations ended in about 6 s on the development VM, before the first save.
+  await setFields(page, { ...QUICK, warmup_min: '30000', warmup_max: '30000', acyclic_max: '300' });
   await page.getByTestId('run-button').click();
   const status = page.getByTestId('status');
   // The worker sends the whole run every 5 s.
