@@ -321,8 +321,19 @@ pub struct FitWork {
     pub lbfgs_iterations: usize,
     /// Bound evaluations (with gradient), all stages.
     pub evaluations: usize,
-    /// How the main L-BFGS runs ended: [gradient, relative reduction, stalled, line search, cap].
-    pub lbfgs_stops: [usize; 5],
+    /// How the main L-BFGS runs ended (probes that reached their length are not counted).
+    pub lbfgs_stops: StopCounts,
+}
+
+/// How many L-BFGS runs ended for each reason ([`StopReason`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopCounts {
+    pub gradient: usize,
+    pub relative_reduction: usize,
+    pub stalled: usize,
+    pub line_search_failed: usize,
+    /// Iteration or evaluation cap.
+    pub cap: usize,
 }
 
 impl FitWork {
@@ -348,14 +359,14 @@ impl FitWork {
                 .lbfgs
                 .filter(|s| f.role != FitRole::Probe || !s.stop.hit_cap())
             {
-                let k = match s.stop {
-                    StopReason::GradientTolerance => 0,
-                    StopReason::RelativeReduction => 1,
-                    StopReason::Stalled => 2,
-                    StopReason::LineSearchFailed => 3,
-                    StopReason::MaxIterations | StopReason::MaxEvaluations => 4,
-                };
-                self.lbfgs_stops[k] += 1;
+                let c = &mut self.lbfgs_stops;
+                *match s.stop {
+                    StopReason::GradientTolerance => &mut c.gradient,
+                    StopReason::RelativeReduction => &mut c.relative_reduction,
+                    StopReason::Stalled => &mut c.stalled,
+                    StopReason::LineSearchFailed => &mut c.line_search_failed,
+                    StopReason::MaxIterations | StopReason::MaxEvaluations => &mut c.cap,
+                } += 1;
             }
         }
     }
@@ -721,6 +732,14 @@ mod tests {
         let mut work = FitWork::default();
         work.add(&score, settings.adam_steps);
         assert_eq!(work.fits, score.fits.len());
+        let c = work.lbfgs_stops;
+        let counted = c.gradient + c.relative_reduction + c.stalled + c.line_search_failed + c.cap;
+        let probes_at_length = score
+            .fits
+            .iter()
+            .filter(|f| f.role == FitRole::Probe && f.lbfgs.is_some_and(|s| s.stop.hit_cap()))
+            .count();
+        assert_eq!(counted + probes_at_length, score.fits.len());
         assert_eq!(
             work.evaluations,
             score.fits.iter().map(FitRecord::evaluations).sum::<usize>()
