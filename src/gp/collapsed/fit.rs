@@ -569,7 +569,7 @@ impl CollapsedModel {
             return (false, stats);
         }
         match settings.latent_start {
-            LatentStart::Residual => {
+            LatentStart::Residual | LatentStart::Off => {
                 let mut theta = se.precision.clone();
                 theta.push(3.0 * se.precision[0]);
                 let mut v = lin.clone();
@@ -580,19 +580,10 @@ impl CollapsedModel {
                 if let Some(q) = params.latent.as_mut() {
                     q.mean = &self.y - f_mean;
                 }
-            }
-            LatentStart::Off => {
-                let mut theta = se.precision.clone();
-                theta.push(OFF_LATENT_PRECISION);
-                let mut v = lin.clone();
-                v.push(OFF_LATENT_LINEAR);
-                let sf2 = se.variance.max(settings.min_start_se_variance);
-                params.kernel = Kernel::se_plus_linear(v, sf2, theta);
-                params.noise_variance = fitted.noise_variance.max(2.0 * self.noise_floor);
-                params.latent = Some(LatentPosterior {
-                    mean: DVector::zeros(self.y.len()),
-                    variance: DVector::from_element(self.y.len(), 1.0),
-                });
+                // The w-off start is the residual start with w switched off: one definition.
+                if settings.latent_start == LatentStart::Off {
+                    *params = self.with_latent_off(params);
+                }
             }
             LatentStart::Explained | LatentStart::Shared => {
                 let residual = &self.y - f_mean;
