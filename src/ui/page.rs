@@ -881,7 +881,9 @@ mod tests {
                 let Some(generation) = self.step.take() else {
                     return;
                 };
-                let reaction = self.driver.tick(generation, 0.05);
+                // 5 ms slices: a run must still be running after a few steps however fast the
+                // engine is (at 50 ms, 200 iterations ended within two steps in release).
+                let reaction = self.driver.tick(generation, 0.005);
                 self.react(reaction);
             }
         }
@@ -907,7 +909,7 @@ mod tests {
         settings.inducing_points = 6;
         settings.start_iterations = 10;
         settings.threads = 1;
-        // Long enough to be caught running after a few 50 ms steps.
+        // Long enough to be caught running after a few 5 ms steps.
         settings.cap_iterations(200);
         settings
     }

@@ -39,8 +39,8 @@ use super::psi::{
 use super::CollapsedError;
 use crate::gp::kernel::{Kernel, KernelGrad};
 use crate::gp::linalg::{
-    cholesky_jittered, lower_inverse, solve_lower, solve_lower_vec, solve_upper_transposed,
-    solve_upper_transposed_vec, JitterPolicy,
+    cholesky_jittered, lower_inverse, solve_lower, solve_lower_vec, solve_upper_transposed_vec,
+    transpose_times, JitterPolicy,
 };
 
 /// The jitter ε added to K_ZZ's diagonal by [`sgpr_bound`] (GPflow's default in f64).
@@ -327,13 +327,14 @@ impl Forward {
         let l = &self.l;
         let a_tilde = solve_upper_transposed_vec(&self.lb, &self.c);
         let lb_inv = lower_inverse(&self.lb);
-        let b_inv = lb_inv.tr_mul(&lb_inv);
+        let b_inv = transpose_times(&lb_inv, &lb_inv);
         let eye = DMatrix::<f64>::identity(m, m);
         let g_hat = (&eye - &b_inv - &a_tilde * a_tilde.transpose()) * 0.5;
-        // L⁻ᵀ X L⁻¹ for symmetric X: (L⁻ᵀ (L⁻ᵀ X)ᵀ).
+        // L⁻ᵀ X L⁻¹ for symmetric X by two products with L⁻¹ (for these small dense M × M
+        // factors several times faster than two triangular solves with M right-hand sides).
+        let l_inv = lower_inverse(l);
         let sandwich = |xm: &DMatrix<f64>| -> DMatrix<f64> {
-            let t = solve_upper_transposed(l, xm);
-            let s = solve_upper_transposed(l, &t.transpose());
+            let s = transpose_times(&l_inv, &(xm * &l_inv));
             (&s + s.transpose()) * 0.5
         };
         let w = sandwich(&g_hat) / sigma2;

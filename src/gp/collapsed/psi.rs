@@ -18,8 +18,8 @@
 //! ```
 //!
 //! Summed over n, ψ2_lin and C are matrix products (Ψ1_linᵀ Ψ1_lin, Ψ1_seᵀ G, ...); only ψ2_se needs
-//! the O(N M²) loop, which runs over the packed lower triangle with all exponents ≤ 0 (no
-//! overflow for any parameter values).
+//! the O(N M²) loop, which runs over the packed lower triangle, pair by pair and over the rows
+//! inside, with all exponents ≤ 0 (no overflow for any parameter values).
 //!
 //! Without a latent the inputs are x alone and the statistics are plain kernel values for any
 //! [`Kernel`]: ψ0 = Σ_n k(x_n, x_n), Ψ1 = K_xZ, Ψ2 = K_Zx K_xZ.
@@ -29,10 +29,7 @@ use nalgebra::{DMatrix, DVector};
 use super::CollapsedError;
 use crate::gp::kernel::{Kernel, KernelGrad, StationaryKind};
 use crate::gp::lane_math::{exp_with, lane_total, vectorised, LANES};
-
-/// Rows of Ψ2 whose largest exponent is below this are skipped whole: e^{-708} ≈ 3e-308 is the
-/// edge of the normal range (and [`exp_with`] gives 0 below it).
-const EXP_FLOOR: f64 = -708.0;
+use crate::gp::linalg::transpose_times;
 
 /// q(w_n) = N(mean_n, variance_n), one entry per data row.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -236,19 +233,21 @@ impl<'a> SeLinear<'a> {
 
     /// The factors of Σ_n ψ2_se/sf2² ([`Psi2Factors`]) from le.
     fn factors(&self, le: &DMatrix<f64>) -> Psi2Factors {
-        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
+        let (n, o) = (self.x.nrows(), self.obs());
         let tw2 = self.theta[o] * self.theta[o];
         let zw = self.z.column(o).into_owned();
-        let mut b = DMatrix::zeros(n, m);
-        let (mut h, mut pref) = (DVector::zeros(n), DVector::zeros(n));
-        let mut row = vec![0.0; m];
-        for k in 0..n {
-            let lat = RowLatent::new(tw2, self.mu[k], self.s[k]);
-            lat.exponents(le, k, zw.as_slice(), &mut row);
-            b.row_mut(k).iter_mut().zip(&row).for_each(|(t, &v)| *t = v);
-            h[k] = lat.h;
-            pref[k] = lat.pref;
+        let rows: Vec<RowLatent> = (0..n).map(|k| RowLatent::new(tw2, self.s[k])).collect();
+        let half_c: Vec<f64> = rows.iter().map(|lat| 0.5 * lat.c).collect();
+        // B column by column (contiguous over the rows, like le).
+        let mut b = le.clone();
+        for (mut col, &z) in b.column_iter_mut().zip(zw.iter()) {
+            col.iter_mut()
+                .zip(self.mu.iter())
+                .zip(&half_c)
+                .for_each(|((bv, &mu), &hc)| *bv -= hc * (mu - z) * (mu - z));
         }
+        let h = DVector::from_iterator(n, rows.iter().map(|lat| lat.h));
+        let pref = DVector::from_iterator(n, rows.iter().map(|lat| lat.pref));
         Psi2Factors { b, h, pref, zw }
     }
 
@@ -286,7 +285,7 @@ impl<'a> SeLinear<'a> {
             }
         };
         let mut psi2 = se_unit * (sf2 * sf2);
-        psi2 += psi1_lin.tr_mul(&psi1_lin);
+        psi2 += transpose_times(&psi1_lin, &psi1_lin);
         psi2 += (zw * zw.transpose()) * (vw * vw * s_total);
         let cs = self.cross_sum(&u1, &lin_o, &a);
         psi2 += &cs + cs.transpose();
@@ -343,25 +342,30 @@ impl<'a> SeLinear<'a> {
         let s_over_a = DVector::from_iterator(a.len(), self.s.iter().zip(a).map(|(s, a)| s / a));
         let t = u1.tr_mul(&s_over_a);
         let zt = zw.component_mul(&t);
-        (u1.tr_mul(&g) + (zt * zw.transpose()) * (vw * tw * tw)) * self.sf2
+        (transpose_times(u1, &g) + (zt * zw.transpose()) * (vw * tw * tw)) * self.sf2
     }
 
     /// Σ_n ψ2_se(n, ·, ·) / sf2², by the packed lower triangle, in the factored form
     /// ψ2_se/sf2² = b_n^{-1/2} exp(B_nm + B_nm' − h_n (z_mw − z_m'w)²) with
     /// B_nm = le_nm − (c_n/2)(μ_n − z_mw)², c_n = θ_w²/b_n, h_n = (θ_w² − c_n)/4 ≥ 0
-    /// (the same exponent as the module formula, rearranged so that every term is ≤ 0 and a row
-    /// whose B_nm underflows can be skipped whole).
+    /// (the same exponent as the module formula, rearranged so that every term is ≤ 0). The loop
+    /// runs pair by pair over the rows (B is column-major), so its inner loop is N long and
+    /// contiguous: it was row by row over the packed triangle, whose inner loops were too short to
+    /// keep the vector units busy (BENCHMARKS.md, issue 33).
     fn psi2_se_unit(&self, le: &DMatrix<f64>) -> DMatrix<f64> {
-        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
-        let tw2 = self.theta[o] * self.theta[o];
-        let zw = self.z.column(o);
-        let pairs = PairTable::new(zw.as_slice());
-        let mut acc = vec![0.0; pairs.len()];
-        let mut row = vec![0.0; m];
-        for k in 0..n {
-            let lat = RowLatent::new(tw2, self.mu[k], self.s[k]);
-            lat.exponents(le, k, zw.as_slice(), &mut row);
-            psi2_row_forward(&mut acc, &row, &pairs.dz2, lat.h, lat.pref);
+        let factors = self.factors(le);
+        let (n, m) = factors.b.shape();
+        let pairs = PairTable::new(factors.zw.as_slice());
+        let (h, pref) = (factors.h.as_slice(), factors.pref.as_slice());
+        let b = factors.b.as_slice();
+        let mut acc = Vec::with_capacity(pairs.len());
+        let mut terms = vec![0.0; n];
+        for i in 0..m {
+            let bi = &b[i * n..(i + 1) * n];
+            for j in 0..=i {
+                let (bj, d2) = (&b[j * n..(j + 1) * n], pairs.dz2[acc.len()]);
+                acc.push(psi2_pair_forward((bi, bj), (h, pref), d2, &mut terms));
+            }
         }
         pairs.unpack(&acc)
     }
@@ -460,7 +464,7 @@ impl<'a> SeLinear<'a> {
         g_zw.axpy(vw, &bar_lin.tr_mul(mu), 1.0);
         g_mu.axpy(vw, &bz, 1.0);
         let bar_lin_o_z = &bar_lin_o * self.z;
-        let bar_lin_o_x = bar_lin_o.tr_mul(self.x);
+        let bar_lin_o_x = transpose_times(&bar_lin_o, self.x);
         for d in (0..o).filter(|&d| self.kernel.mask[d] != 0.0) {
             g_v[d] += self.x.column(d).dot(&bar_lin_o_z.column(d));
             g_z.column_mut(d)
@@ -553,36 +557,58 @@ impl<'a> SeLinear<'a> {
         le_bar: &mut DMatrix<f64>,
     ) -> Se2Grad {
         let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
-        let tw = self.theta[o];
-        let tw2 = tw * tw;
-        let zw = self.z.column(o);
-        let pairs = PairTable::new(zw.as_slice());
-        // Each unordered pair m > m' appears twice in Σ_{m,m'}.
-        let mut wp = Vec::with_capacity(pairs.len());
+        let tw2 = self.theta[o] * self.theta[o];
+        let factors = self.factors(le);
+        let pairs = PairTable::new(factors.zw.as_slice());
+        let (h, pref) = (factors.h.as_slice(), factors.pref.as_slice());
+        let b = factors.b.as_slice();
+        // ∂/∂B (N × M, column-major like B), and per row Σ q and Σ q Δ² over its pairs.
+        let mut bar = vec![0.0; n * m];
+        let mut sums = RowSums {
+            q: vec![0.0; n],
+            q_dz2: vec![0.0; n],
+            scratch: vec![0.0; n],
+        };
+        // Σ_n q h_n per pair, for the n-independent ∂Δ²/∂z.
+        let mut qh_pair = Vec::with_capacity(pairs.len());
         for i in 0..m {
+            let bi = &b[i * n..(i + 1) * n];
+            let (below, from_i) = bar.split_at_mut(i * n);
+            let bar_i = &mut from_i[..n];
             for j in 0..=i {
-                wp.push(if i == j { w[(i, i)] } else { 2.0 * w[(i, j)] });
+                let d2 = pairs.dz2[qh_pair.len()];
+                // Each unordered pair m > m' appears twice in Σ_{m,m'}.
+                let (bj, weight, bar_j) = if i == j {
+                    (bi, w[(i, i)], None)
+                } else {
+                    let bar_j = &mut below[j * n..(j + 1) * n];
+                    (&b[j * n..(j + 1) * n], 2.0 * w[(i, j)], Some(bar_j))
+                };
+                let (bar_i, weights) = (&mut *bar_i, (d2, weight));
+                qh_pair.push(psi2_pair_backward(
+                    (bi, bj),
+                    (h, pref),
+                    weights,
+                    (bar_i, bar_j),
+                    &mut sums,
+                ));
             }
         }
         let mut out = Se2Grad::zeros(m, n);
-        // Σ_n q h_n per pair, for the n-independent ∂Δ²/∂z.
-        let mut qh_pair = vec![0.0; pairs.len()];
-        let mut row = vec![0.0; m];
         let mut row_bar = vec![0.0; m];
         for k in 0..n {
-            let (mu, s) = (self.mu[k], self.s[k]);
-            let lat = RowLatent::new(tw2, mu, s);
-            lat.exponents(le, k, zw.as_slice(), &mut row);
-            row_bar.fill(0.0);
-            let (q_sum, q_dz2) = psi2_row_backward(
-                &row,
-                &mut row_bar,
-                &mut qh_pair,
-                (&pairs.dz2, &wp),
-                lat.h,
-                lat.pref,
+            let lat = RowLatent::new(tw2, self.s[k]);
+            row_bar
+                .iter_mut()
+                .enumerate()
+                .for_each(|(i, rb)| *rb = bar[i * n + k]);
+            self.psi2_row_chain(
+                k,
+                &lat,
+                (&row_bar, sums.q[k], sums.q_dz2[k]),
+                &mut out,
+                le_bar,
             );
-            self.psi2_row_chain(k, &lat, (&row_bar, q_sum, q_dz2), &mut out, le_bar);
         }
         self.psi2_pair_chain(&qh_pair, &mut out);
         out
@@ -607,7 +633,7 @@ impl<'a> SeLinear<'a> {
         let mut out = Se2Grad::zeros(m, n);
         let mut row_bar = vec![0.0; m];
         for k in 0..n {
-            let lat = RowLatent::new(tw2, self.mu[k], self.s[k]);
+            let lat = RowLatent::new(tw2, self.s[k]);
             row_bar
                 .iter_mut()
                 .zip(wp_rows.row(k).iter())
@@ -751,87 +777,90 @@ fn centred_moments(w: &[f64], x: &[f64], c: f64) -> (f64, f64) {
 }
 
 vectorised! {
-/// One row n's share of Σ_n ψ2_se/sf2² on the packed lower triangle:
-/// acc[(i, j)] += pref · e^{B_i + B_j − h Δ²_ij} for j ≤ i (terms below e^{−708} are 0). A row i
-/// whose B_i is below the floor is skipped whole: every exponent in it is ≤ B_i.
-fn psi2_row_forward(acc: &mut [f64], row: &[f64], dz2: &[f64], h: f64, pref: f64) {
+/// One inducing pair (i, j)'s entry of Σ_n ψ2_se/sf2²: Σ_n pref_n e^{B_ni + B_nj − h_n Δ²_ij},
+/// over the columns B_·i and B_·j (terms below e^{−708} are 0), into `terms` (scratch, N long)
+/// and then summed in 8 lanes reduced in a fixed order. Every loop runs over the rows,
+/// contiguous in every array, so each is straight-line vector code.
+fn psi2_pair_forward(
+    (bi, bj): (&[f64], &[f64]),
+    (h, pref): (&[f64], &[f64]),
+    d2: f64,
+    terms: &mut [f64],
+) -> f64 {
     let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
-    let mut idx = 0;
-    for (i, &bi) in row.iter().enumerate() {
-        let pair = idx..idx + i + 1;
-        idx += i + 1;
-        if bi < EXP_FLOOR {
-            continue;
-        }
-        for ((a, &bj), &d2) in acc[pair.clone()].iter_mut().zip(&row[..=i]).zip(&dz2[pair]) {
-            let e = bi + bj - h * d2;
-            *a += pref * if fma { exp_with::<true>(e) } else { exp_with::<false>(e) };
-        }
+    for ((((t, &x), &y), &hk), &pk) in terms.iter_mut().zip(bi).zip(bj).zip(h).zip(pref) {
+        let e = x + y - hk * d2;
+        *t = pk * if fma { exp_with::<true>(e) } else { exp_with::<false>(e) };
     }
+    lane_sum(terms)
 }
 }
 
+/// Σ_k a_k in 8 lanes reduced in a fixed order.
+#[inline(always)]
+fn lane_sum(a: &[f64]) -> f64 {
+    let mut acc = [0.0; LANES];
+    let chunks = a.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] += c[l];
+        }
+    }
+    for (l, &v) in rest.iter().enumerate() {
+        acc[l] += v;
+    }
+    lane_total(&acc)
+}
+
+/// The per-row adjoint outputs of the pair loops of [`SeLinear::psi2_se_backward`]:
+/// Σ q and Σ q Δ² over each row's pairs, and N-long scratch.
+struct RowSums {
+    q: Vec<f64>,
+    q_dz2: Vec<f64>,
+    scratch: Vec<f64>,
+}
+
 vectorised! {
-/// The reverse of [`psi2_row_forward`] against the packed pair weights `wp` (W_ii, 2W_ij):
-/// with q_ij = wp_ij · pref · e^{B_i + B_j − h Δ²_ij}, row_bar[i] and row_bar[j] gain q_ij
-/// (∂/∂B), qh[(i, j)] gains q_ij h, and (Σ q, Σ q Δ²) is returned.
-fn psi2_row_backward(
-    row: &[f64],
-    row_bar: &mut [f64],
-    qh: &mut [f64],
-    (dz2, wp): (&[f64], &[f64]),
-    h: f64,
-    pref: f64,
-) -> (f64, f64) {
+/// The reverse of [`psi2_pair_forward`] against the pair's weight `weight` (2W_ij for i ≠ j,
+/// W_ii on the diagonal): with q_n = weight · pref_n e^{B_ni + B_nj − h_n Δ²_ij}, ∂/∂B_ni and
+/// ∂/∂B_nj gain q_n (`bar_j` is `None` on the diagonal, where B_ni enters twice and gains 2q_n),
+/// the row sums gain q_n and q_n Δ²; returns Σ_n q_n h_n (8 lanes, fixed order).
+fn psi2_pair_backward(
+    (bi, bj): (&[f64], &[f64]),
+    (h, pref): (&[f64], &[f64]),
+    (d2, weight): (f64, f64),
+    (bar_i, bar_j): (&mut [f64], Option<&mut [f64]>),
+    sums: &mut RowSums,
+) -> f64 {
     let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
-    let (mut q_sum, mut q_dz2) = (0.0, 0.0);
-    let mut q_buf = vec![0.0; row.len()];
-    let mut idx = 0;
-    for i in 0..row.len() {
-        let bi = row[i];
-        let pair = idx..idx + i + 1;
-        idx += i + 1;
-        if bi < EXP_FLOOR {
-            continue;
-        }
-        // q for the row's pairs first (one straight-line loop that vectorises), then the
-        // element-wise updates, then the sums in 8 lanes reduced in a fixed order.
-        let (dz2_i, wp_i, qh_i) = (&dz2[pair.clone()], &wp[pair.clone()], &mut qh[pair]);
-        let q = &mut q_buf[..=i];
-        for (((qv, &bj), &d2), &w) in q.iter_mut().zip(&row[..=i]).zip(dz2_i).zip(wp_i) {
-            let e = bi + bj - h * d2;
-            *qv = w * pref * if fma { exp_with::<true>(e) } else { exp_with::<false>(e) };
-        }
-        for ((rb, qhv), &qv) in row_bar[..=i].iter_mut().zip(qh_i.iter_mut()).zip(q.iter()) {
-            *rb += qv;
-            *qhv += qv * h;
-        }
-        let (mut acc_q, mut acc_d) = ([0.0; LANES], [0.0; LANES]);
-        let (q_chunks, d_chunks) = (q.chunks_exact(LANES), dz2_i.chunks_exact(LANES));
-        let (q_rest, d_rest) = (q_chunks.remainder(), d_chunks.remainder());
-        for (qc, dc) in q_chunks.zip(d_chunks) {
-            for l in 0..LANES {
-                acc_q[l] += qc[l];
-                acc_d[l] += qc[l] * dc[l];
+    let q = &mut sums.scratch;
+    for ((((t, &x), &y), &hk), &pk) in q.iter_mut().zip(bi).zip(bj).zip(h).zip(pref) {
+        let e = x + y - hk * d2;
+        *t = weight * pk * if fma { exp_with::<true>(e) } else { exp_with::<false>(e) };
+    }
+    for ((s, sd), &qv) in sums.q.iter_mut().zip(sums.q_dz2.iter_mut()).zip(q.iter()) {
+        *s += qv;
+        *sd += qv * d2;
+    }
+    match bar_j {
+        Some(bar_j) => {
+            for ((a, b), &qv) in bar_i.iter_mut().zip(bar_j.iter_mut()).zip(q.iter()) {
+                *a += qv;
+                *b += qv;
             }
         }
-        for l in 0..q_rest.len() {
-            acc_q[l] += q_rest[l];
-            acc_d[l] += q_rest[l] * d_rest[l];
-        }
-        let bar_i = lane_total(&acc_q);
-        q_sum += bar_i;
-        q_dz2 += lane_total(&acc_d);
-        row_bar[i] += bar_i;
+        None => bar_i.iter_mut().zip(q.iter()).for_each(|(a, &qv)| *a += 2.0 * qv),
     }
-    (q_sum, q_dz2)
+    // Σ q h, reusing q's buffer.
+    q.iter_mut().zip(h).for_each(|(qv, &hk)| *qv *= hk);
+    lane_sum(q)
 }
 }
 
 /// The per-row latent constants of ψ2_se: b = 1 + 2θ_w² s, c = θ_w²/b, h = (θ_w² − c)/4 and
 /// pref = b^{-1/2}.
 struct RowLatent {
-    mu: f64,
     b: f64,
     c: f64,
     h: f64,
@@ -839,23 +868,14 @@ struct RowLatent {
 }
 
 impl RowLatent {
-    fn new(tw2: f64, mu: f64, s: f64) -> Self {
+    fn new(tw2: f64, s: f64) -> Self {
         let b = 1.0 + 2.0 * tw2 * s;
         let c = tw2 / b;
         Self {
-            mu,
             b,
             c,
             h: 0.25 * (tw2 - c),
             pref: 1.0 / b.sqrt(),
-        }
-    }
-
-    /// B_nm = le_nm − (c/2)(μ_n − z_mw)² for every m of row `k`, into `out`.
-    fn exponents(&self, le: &DMatrix<f64>, k: usize, zw: &[f64], out: &mut [f64]) {
-        for ((o, &l), &z) in out.iter_mut().zip(le.row(k).iter()).zip(zw) {
-            let d = self.mu - z;
-            *o = l - 0.5 * self.c * d * d;
         }
     }
 }
