@@ -156,16 +156,66 @@ pub(super) struct SeLinear<'a> {
 
 /// Forward quantities the backward pass reuses.
 pub(super) struct LatentCache {
-    /// With a device: the factors of Ψ2's SE part and Σ_n h_n p (the adjoint of h needs it).
-    device_sums: Option<(Psi2Factors, DMatrix<f64>)>,
-    /// le_nm = −½ Σ_{d∈O} θ_d² (x_nd − z_md)².
-    le: DMatrix<f64>,
+    /// What the reverse pass of Ψ2's SE part needs from the forward pass.
+    se2: Se2Forward,
     /// Ψ1_se / sf2.
     u1: DMatrix<f64>,
     /// Σ_{d∈O} v_d x_nd z_md.
     lin_o: DMatrix<f64>,
     /// Ψ1_lin.
     psi1_lin: DMatrix<f64>,
+}
+
+/// Σ_n ψ2_se(n, ·, ·) / sf2², by the packed lower triangle, in the factored form
+/// ψ2_se/sf2² = b_n^{-1/2} exp(B_nm + B_nm' − h_n (z_mw − z_m'w)²) with
+/// B_nm = le_nm − (c_n/2)(μ_n − z_mw)², c_n = θ_w²/b_n, h_n = (θ_w² − c_n)/4 ≥ 0
+/// (the same exponent as the module formula, rearranged so that every term is ≤ 0). The loop
+/// runs pair by pair over the rows (B is column-major), so its inner loop is N long and
+/// contiguous: it was row by row over the packed triangle, whose inner loops were too short to
+/// keep the vector units busy (BENCHMARKS.md, issue 33). Also returns the terms themselves
+/// (pair-major, N per pair) when they fit in [`MAX_CACHED_TERMS`], so that the reverse pass
+/// needs no exponential of its own.
+fn psi2_se_unit(factors: &Psi2Factors) -> (DMatrix<f64>, Option<Vec<f64>>) {
+    let (n, m) = factors.b.shape();
+    let pairs = PairTable::new(factors.zw.as_slice());
+    let (h, pref) = (factors.h.as_slice(), factors.pref.as_slice());
+    let b = factors.b.as_slice();
+    let keep = n * pairs.len() <= MAX_CACHED_TERMS;
+    let mut terms = vec![0.0; if keep { n * pairs.len() } else { n }];
+    let mut acc = Vec::with_capacity(pairs.len());
+    for i in 0..m {
+        let bi = &b[i * n..(i + 1) * n];
+        for j in 0..=i {
+            let p = acc.len();
+            let (bj, d2) = (&b[j * n..(j + 1) * n], pairs.dz2[p]);
+            let out = if keep {
+                &mut terms[p * n..(p + 1) * n]
+            } else {
+                &mut terms[..]
+            };
+            psi2_pair_terms((bi, bj), (h, pref), d2, out);
+            acc.push(lane_sum(out));
+        }
+    }
+    (pairs.unpack(&acc), keep.then_some(terms))
+}
+
+/// The most ψ2 terms (N × M(M+1)/2) the forward pass keeps for the reverse pass: 4 Mi floats
+/// (32 MiB), far above the presets' sizes (200 × 210), so only very large fits recompute them.
+const MAX_CACHED_TERMS: usize = 1 << 22;
+
+/// The forward pass's share of Ψ2's SE part that its reverse pass reuses.
+enum Se2Forward {
+    /// Computed here: the factors, and the terms when they were kept.
+    Host {
+        factors: Psi2Factors,
+        terms: Option<Vec<f64>>,
+    },
+    /// Computed on a device: the factors and Σ_n h_n p (the adjoint of h needs it).
+    Device {
+        factors: Psi2Factors,
+        h_sums: DMatrix<f64>,
+    },
 }
 
 impl<'a> SeLinear<'a> {
@@ -276,12 +326,15 @@ impl<'a> SeLinear<'a> {
         psi0 += vw * (self.mu.norm_squared() + s_total);
 
         // Ψ2 = sf2² Σ_n ψ2_se + Ψ1_linᵀΨ1_lin + v_w² Σs z_w z_wᵀ + Cs + Csᵀ.
-        let (se_unit, device_sums) = match self.device {
-            None => (self.psi2_se_unit(&le), None),
+        let factors = self.factors(&le);
+        let (se_unit, se2) = match self.device {
+            None => {
+                let (sums, terms) = psi2_se_unit(&factors);
+                (sums, Se2Forward::Host { factors, terms })
+            }
             Some(device) => {
-                let factors = self.factors(&le);
                 let (sums, h_sums) = device.pair_sums(&factors).map_err(CollapsedError::Device)?;
-                (sums, Some((factors, h_sums)))
+                (sums, Se2Forward::Device { factors, h_sums })
             }
         };
         let mut psi2 = se_unit * (sf2 * sf2);
@@ -292,8 +345,7 @@ impl<'a> SeLinear<'a> {
         Ok((
             PsiStatistics { psi0, psi1, psi2 },
             LatentCache {
-                device_sums,
-                le,
+                se2,
                 u1,
                 lin_o,
                 psi1_lin,
@@ -343,31 +395,6 @@ impl<'a> SeLinear<'a> {
         let t = u1.tr_mul(&s_over_a);
         let zt = zw.component_mul(&t);
         (transpose_times(u1, &g) + (zt * zw.transpose()) * (vw * tw * tw)) * self.sf2
-    }
-
-    /// Σ_n ψ2_se(n, ·, ·) / sf2², by the packed lower triangle, in the factored form
-    /// ψ2_se/sf2² = b_n^{-1/2} exp(B_nm + B_nm' − h_n (z_mw − z_m'w)²) with
-    /// B_nm = le_nm − (c_n/2)(μ_n − z_mw)², c_n = θ_w²/b_n, h_n = (θ_w² − c_n)/4 ≥ 0
-    /// (the same exponent as the module formula, rearranged so that every term is ≤ 0). The loop
-    /// runs pair by pair over the rows (B is column-major), so its inner loop is N long and
-    /// contiguous: it was row by row over the packed triangle, whose inner loops were too short to
-    /// keep the vector units busy (BENCHMARKS.md, issue 33).
-    fn psi2_se_unit(&self, le: &DMatrix<f64>) -> DMatrix<f64> {
-        let factors = self.factors(le);
-        let (n, m) = factors.b.shape();
-        let pairs = PairTable::new(factors.zw.as_slice());
-        let (h, pref) = (factors.h.as_slice(), factors.pref.as_slice());
-        let b = factors.b.as_slice();
-        let mut acc = Vec::with_capacity(pairs.len());
-        let mut terms = vec![0.0; n];
-        for i in 0..m {
-            let bi = &b[i * n..(i + 1) * n];
-            for j in 0..=i {
-                let (bj, d2) = (&b[j * n..(j + 1) * n], pairs.dz2[acc.len()]);
-                acc.push(psi2_pair_forward((bi, bj), (h, pref), d2, &mut terms));
-            }
-        }
-        pairs.unpack(&acc)
     }
 
     /// Reverse mode given ∂F/∂ψ0 = `g0`, ∂F/∂Ψ1 = `g1` and a symmetric ∂F/∂Ψ2 = `w`.
@@ -491,9 +518,11 @@ impl<'a> SeLinear<'a> {
         }
 
         // Σ_n ψ2_se with adjoint sf2² W.
-        let se2 = match &cache.device_sums {
-            None => self.psi2_se_backward(&cache.le, w, &mut le_bar),
-            Some((factors, h_sums)) => {
+        let se2 = match &cache.se2 {
+            Se2Forward::Host { factors, terms } => {
+                self.psi2_se_backward(factors, terms.as_deref(), w, &mut le_bar)
+            }
+            Se2Forward::Device { factors, h_sums } => {
                 let device = self.device.ok_or_else(|| {
                     CollapsedError::Device("the forward pass's device is not given".into())
                 })?;
@@ -552,13 +581,13 @@ impl<'a> SeLinear<'a> {
     /// ∂c/∂s = −2θ_w⁴/b², ∂c/∂θ_w = 2θ_w/b², h = (θ_w² − c)/4, log pref = −½ log b.
     fn psi2_se_backward(
         &self,
-        le: &DMatrix<f64>,
+        factors: &Psi2Factors,
+        terms: Option<&[f64]>,
         w: &DMatrix<f64>,
         le_bar: &mut DMatrix<f64>,
     ) -> Se2Grad {
         let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
         let tw2 = self.theta[o] * self.theta[o];
-        let factors = self.factors(le);
         let pairs = PairTable::new(factors.zw.as_slice());
         let (h, pref) = (factors.h.as_slice(), factors.pref.as_slice());
         let b = factors.b.as_slice();
@@ -571,6 +600,7 @@ impl<'a> SeLinear<'a> {
         };
         // Σ_n q h_n per pair, for the n-independent ∂Δ²/∂z.
         let mut qh_pair = Vec::with_capacity(pairs.len());
+        let mut fresh = vec![0.0; if terms.is_some() { 0 } else { n }];
         for i in 0..m {
             let bi = &b[i * n..(i + 1) * n];
             let (below, from_i) = bar.split_at_mut(i * n);
@@ -584,11 +614,19 @@ impl<'a> SeLinear<'a> {
                     let bar_j = &mut below[j * n..(j + 1) * n];
                     (&b[j * n..(j + 1) * n], 2.0 * w[(i, j)], Some(bar_j))
                 };
-                let (bar_i, weights) = (&mut *bar_i, (d2, weight));
+                let p = qh_pair.len();
+                let t = match terms {
+                    Some(all) => &all[p * n..(p + 1) * n],
+                    None => {
+                        psi2_pair_terms((bi, bj), (h, pref), d2, &mut fresh);
+                        &fresh[..]
+                    }
+                };
+                let bar_i = &mut *bar_i;
                 qh_pair.push(psi2_pair_backward(
-                    (bi, bj),
-                    (h, pref),
-                    weights,
+                    t,
+                    h,
+                    (d2, weight),
                     (bar_i, bar_j),
                     &mut sums,
                 ));
@@ -777,22 +815,20 @@ fn centred_moments(w: &[f64], x: &[f64], c: f64) -> (f64, f64) {
 }
 
 vectorised! {
-/// One inducing pair (i, j)'s entry of Σ_n ψ2_se/sf2²: Σ_n pref_n e^{B_ni + B_nj − h_n Δ²_ij},
-/// over the columns B_·i and B_·j (terms below e^{−708} are 0), into `terms` (scratch, N long)
-/// and then summed in 8 lanes reduced in a fixed order. Every loop runs over the rows,
-/// contiguous in every array, so each is straight-line vector code.
-fn psi2_pair_forward(
+/// One inducing pair (i, j)'s terms of Σ_n ψ2_se/sf2², out_n = pref_n e^{B_ni + B_nj − h_n Δ²_ij},
+/// from the columns B_·i and B_·j (terms below e^{−708} are 0). The loop runs over the rows,
+/// contiguous in every array, so it is straight-line vector code.
+fn psi2_pair_terms(
     (bi, bj): (&[f64], &[f64]),
     (h, pref): (&[f64], &[f64]),
     d2: f64,
-    terms: &mut [f64],
-) -> f64 {
+    out: &mut [f64],
+) {
     let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
-    for ((((t, &x), &y), &hk), &pk) in terms.iter_mut().zip(bi).zip(bj).zip(h).zip(pref) {
+    for ((((t, &x), &y), &hk), &pk) in out.iter_mut().zip(bi).zip(bj).zip(h).zip(pref) {
         let e = x + y - hk * d2;
         *t = pk * if fma { exp_with::<true>(e) } else { exp_with::<false>(e) };
     }
-    lane_sum(terms)
 }
 }
 
@@ -822,23 +858,19 @@ struct RowSums {
 }
 
 vectorised! {
-/// The reverse of [`psi2_pair_forward`] against the pair's weight `weight` (2W_ij for i ≠ j,
-/// W_ii on the diagonal): with q_n = weight · pref_n e^{B_ni + B_nj − h_n Δ²_ij}, ∂/∂B_ni and
-/// ∂/∂B_nj gain q_n (`bar_j` is `None` on the diagonal, where B_ni enters twice and gains 2q_n),
-/// the row sums gain q_n and q_n Δ²; returns Σ_n q_n h_n (8 lanes, fixed order).
+/// The reverse of one pair's share of Σ_n ψ2_se/sf2² given its terms `t` ([`psi2_pair_terms`])
+/// and the pair's weight (2W_ij for i ≠ j, W_ii on the diagonal): with q_n = weight · t_n,
+/// ∂/∂B_ni and ∂/∂B_nj gain q_n (`bar_j` is `None` on the diagonal, where B_ni enters twice and
+/// gains 2q_n), the row sums gain q_n and q_n Δ²; returns Σ_n q_n h_n (8 lanes, fixed order).
 fn psi2_pair_backward(
-    (bi, bj): (&[f64], &[f64]),
-    (h, pref): (&[f64], &[f64]),
+    t: &[f64],
+    h: &[f64],
     (d2, weight): (f64, f64),
     (bar_i, bar_j): (&mut [f64], Option<&mut [f64]>),
     sums: &mut RowSums,
 ) -> f64 {
-    let fma = multiversion::target::target_cfg_f!(target_feature = "fma");
     let q = &mut sums.scratch;
-    for ((((t, &x), &y), &hk), &pk) in q.iter_mut().zip(bi).zip(bj).zip(h).zip(pref) {
-        let e = x + y - hk * d2;
-        *t = weight * pk * if fma { exp_with::<true>(e) } else { exp_with::<false>(e) };
-    }
+    q.iter_mut().zip(t).for_each(|(qv, &tv)| *qv = weight * tv);
     for ((s, sd), &qv) in sums.q.iter_mut().zip(sums.q_dz2.iter_mut()).zip(q.iter()) {
         *s += qv;
         *sd += qv * d2;
@@ -966,5 +998,47 @@ impl PairTable {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// The reverse pass of Ψ2's SE part gives the same gradients whether it reuses the forward
+    /// pass's terms or recomputes them (the path fits too large for [`MAX_CACHED_TERMS`] take).
+    #[test]
+    fn reverse_pass_with_kept_terms_equals_recomputing_them() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let (n, m, obs) = (37, 9, 3);
+        let x = DMatrix::from_fn(n, obs, |_, _| rng.random_range(-1.5..1.5));
+        let z = DMatrix::from_fn(m, obs + 1, |_, _| rng.random_range(-2.0..2.0));
+        let q = LatentPosterior {
+            mean: DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0)),
+            variance: DVector::from_fn(n, |_, _| rng.random_range(0.05..0.5)),
+        };
+        let kernel = Kernel::se_plus_linear(
+            (0..=obs).map(|_| rng.random_range(0.2..1.5)).collect(),
+            1.3,
+            (0..=obs).map(|_| rng.random_range(0.5..1.5)).collect(),
+        );
+        let w = {
+            let a = DMatrix::from_fn(m, m, |_, _| rng.random_range(-1.0..1.0));
+            (&a + a.transpose()) * 0.5
+        };
+        let p = SeLinear::new(&kernel, &x, &z, &q).unwrap();
+        let factors = p.factors(&p.log_se_observed());
+        let (_, terms) = psi2_se_unit(&factors);
+        let terms = terms.expect("small enough to keep");
+        let (mut bar_kept, mut bar_fresh) = (DMatrix::zeros(n, m), DMatrix::zeros(n, m));
+        let kept = p.psi2_se_backward(&factors, Some(&terms), &w, &mut bar_kept);
+        let fresh = p.psi2_se_backward(&factors, None, &w, &mut bar_fresh);
+        assert_eq!(kept.total, fresh.total);
+        assert_eq!(kept.theta_w, fresh.theta_w);
+        assert_eq!((kept.zw, kept.mu, kept.s), (fresh.zw, fresh.mu, fresh.s));
+        assert_eq!(bar_kept, bar_fresh);
+        assert!(bar_kept.amax() > 0.0);
     }
 }
