@@ -586,8 +586,7 @@ impl<'a> SeLinear<'a> {
         w: &DMatrix<f64>,
         le_bar: &mut DMatrix<f64>,
     ) -> Se2Grad {
-        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
-        let tw2 = self.theta[o] * self.theta[o];
+        let (n, m) = (self.x.nrows(), self.z.nrows());
         let pairs = PairTable::new(factors.zw.as_slice());
         let (h, pref) = (factors.h.as_slice(), factors.pref.as_slice());
         let b = factors.b.as_slice();
@@ -633,21 +632,8 @@ impl<'a> SeLinear<'a> {
             }
         }
         let mut out = Se2Grad::zeros(m, n);
-        let mut row_bar = vec![0.0; m];
-        for k in 0..n {
-            let lat = RowLatent::new(tw2, self.s[k]);
-            row_bar
-                .iter_mut()
-                .enumerate()
-                .for_each(|(i, rb)| *rb = bar[i * n + k]);
-            self.psi2_row_chain(
-                k,
-                &lat,
-                (&row_bar, sums.q[k], sums.q_dz2[k]),
-                &mut out,
-                le_bar,
-            );
-        }
+        let bar = DMatrix::from_vec(n, m, bar);
+        self.psi2_rows_chain(&bar, (&sums.q, &sums.q_dz2), &mut out, le_bar);
         self.psi2_pair_chain(&qh_pair, &mut out);
         out
     }
@@ -663,22 +649,15 @@ impl<'a> SeLinear<'a> {
         w: &DMatrix<f64>,
         le_bar: &mut DMatrix<f64>,
     ) -> Result<Se2Grad, CollapsedError> {
-        let (n, m, o) = (self.x.nrows(), self.z.nrows(), self.obs());
-        let tw2 = self.theta[o] * self.theta[o];
+        let (n, m) = (self.x.nrows(), self.z.nrows());
         let (wp_rows, wpd_rows) = device
             .row_sums(factors, w)
             .map_err(CollapsedError::Device)?;
         let mut out = Se2Grad::zeros(m, n);
-        let mut row_bar = vec![0.0; m];
-        for k in 0..n {
-            let lat = RowLatent::new(tw2, self.s[k]);
-            row_bar
-                .iter_mut()
-                .zip(wp_rows.row(k).iter())
-                .for_each(|(rb, &v)| *rb = 2.0 * v);
-            let (q_sum, q_dz2) = (wp_rows.row(k).sum(), wpd_rows.row(k).sum());
-            self.psi2_row_chain(k, &lat, (&row_bar, q_sum, q_dz2), &mut out, le_bar);
-        }
+        let bar = &wp_rows * 2.0;
+        let q_sum: Vec<f64> = wp_rows.row_iter().map(|r| r.sum()).collect();
+        let q_dz2: Vec<f64> = wpd_rows.row_iter().map(|r| r.sum()).collect();
+        self.psi2_rows_chain(&bar, (&q_sum, &q_dz2), &mut out, le_bar);
         let mut qh_pair = Vec::with_capacity(m * (m + 1) / 2);
         for i in 0..m {
             for j in 0..=i {
@@ -690,47 +669,58 @@ impl<'a> SeLinear<'a> {
         Ok(out)
     }
 
-    /// Row k's share of [`SeLinear::psi2_se_backward`] from its adjoints: `row_bar` (∂/∂B_k·),
-    /// Σ q and Σ q Δ² over its pairs.
-    fn psi2_row_chain(
+    /// The rows' share of [`SeLinear::psi2_se_backward`] from their adjoints: `bar` = ∂/∂B
+    /// (N × M), and per row Σ q and Σ q Δ² over its pairs. Column by column, so every inner loop
+    /// runs over the rows, contiguous.
+    fn psi2_rows_chain(
         &self,
-        k: usize,
-        lat: &RowLatent,
-        (row_bar, q_sum, q_dz2): (&[f64], f64, f64),
+        bar: &DMatrix<f64>,
+        (q_sum, q_dz2): (&[f64], &[f64]),
         out: &mut Se2Grad,
         le_bar: &mut DMatrix<f64>,
     ) {
-        let o = self.obs();
+        let (n, o) = (self.x.nrows(), self.obs());
         let tw = self.theta[o];
         let tw2 = tw * tw;
         let zw = self.z.column(o);
-        let (mu, s) = (self.mu[k], self.s[k]);
-        let sf4 = self.sf2 * self.sf2;
-        out.total += q_sum;
-        // Through B_nm = le_nm − (c/2) δ².
-        let mut c_bar = 0.0;
-        for (i, &rb) in row_bar.iter().enumerate() {
-            if rb == 0.0 {
-                continue;
+        let rows: Vec<RowLatent> = (0..n).map(|k| RowLatent::new(tw2, self.s[k])).collect();
+        let c: Vec<f64> = rows.iter().map(|lat| lat.c).collect();
+        // Through B_nm = le_nm − (c_n/2) δ², δ = μ_n − z_mw.
+        let mut c_bar = vec![0.0; n];
+        for (col, (g_zw, &z)) in bar.column_iter().zip(out.zw.iter_mut().zip(zw.iter())) {
+            let mut acc = [0.0; LANES];
+            for (k, (((&rb, &mu), &ck), (g_mu, cb))) in col
+                .iter()
+                .zip(self.mu.iter())
+                .zip(&c)
+                .zip(out.mu.iter_mut().zip(c_bar.iter_mut()))
+                .enumerate()
+            {
+                let delta = mu - z;
+                let t = rb * ck * delta;
+                *g_mu -= t;
+                acc[k % LANES] += t;
+                *cb -= 0.5 * rb * delta * delta;
             }
-            let delta = mu - zw[i];
-            out.mu[k] -= rb * lat.c * delta;
-            out.zw[i] += rb * lat.c * delta;
-            c_bar -= 0.5 * rb * delta * delta;
+            *g_zw += lane_total(&acc);
         }
-        // h = (θ² − c)/4 enters as −h Δ².
-        let h_bar = -q_dz2;
-        let c_total = c_bar - 0.25 * h_bar;
-        let b = lat.b;
-        let b2 = b * b;
-        out.s[k] += -tw2 / b * q_sum + c_total * (-2.0 * tw2 * tw2 / b2);
-        out.theta_w +=
-            -2.0 * tw * s / b * q_sum + c_total * (2.0 * tw / b2) + 0.25 * h_bar * 2.0 * tw;
+        let sf4 = self.sf2 * self.sf2;
         le_bar
-            .row_mut(k)
+            .as_mut_slice()
             .iter_mut()
-            .zip(row_bar)
-            .for_each(|(lb, rb)| *lb += sf4 * rb);
+            .zip(bar.as_slice())
+            .for_each(|(lb, &rb)| *lb += sf4 * rb);
+        for (k, lat) in rows.iter().enumerate() {
+            let s = self.s[k];
+            out.total += q_sum[k];
+            // h = (θ² − c)/4 enters as −h Δ².
+            let h_bar = -q_dz2[k];
+            let c_total = c_bar[k] - 0.25 * h_bar;
+            let (b, b2) = (lat.b, lat.b * lat.b);
+            out.s[k] += -tw2 / b * q_sum[k] + c_total * (-2.0 * tw2 * tw2 / b2);
+            out.theta_w +=
+                -2.0 * tw * s / b * q_sum[k] + c_total * (2.0 * tw / b2) + 0.25 * h_bar * 2.0 * tw;
+        }
     }
 
     /// The pairs' share of [`SeLinear::psi2_se_backward`]: −h Δ² with ∂Δ²/∂z_mw =
