@@ -92,7 +92,7 @@ fn check_plain(kernel: &Kernel, x: &DMatrix<f64>, z: &DMatrix<f64>) -> Result<()
 /// ψ0 = Σ_n k(x_n, x_n), Ψ1 = K(x, Z), Ψ2 = Ψ1ᵀ Ψ1.
 pub(super) fn plain_forward(kernel: &Kernel, x: &DMatrix<f64>, z: &DMatrix<f64>) -> PsiStatistics {
     let psi1 = kernel.cross(x, z);
-    let psi2 = psi1.tr_mul(&psi1);
+    let psi2 = transpose_times(&psi1, &psi1);
     PsiStatistics {
         psi0: kernel.diag(x).sum(),
         psi1,
