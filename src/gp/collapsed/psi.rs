@@ -290,9 +290,11 @@ impl<'a> SeLinear<'a> {
         let half_c: Vec<f64> = rows.iter().map(|lat| 0.5 * lat.c).collect();
         // B column by column (contiguous over the rows, like le).
         let mut b = le.clone();
-        for (mut col, &z) in b.column_iter_mut().zip(zw.iter()) {
+        // Over raw column slices: nalgebra's element iterators do not vectorise.
+        let mu = self.mu.as_slice();
+        for (col, &z) in b.as_mut_slice().chunks_exact_mut(n.max(1)).zip(zw.iter()) {
             col.iter_mut()
-                .zip(self.mu.iter())
+                .zip(mu)
                 .zip(&half_c)
                 .for_each(|((bv, &mu), &hc)| *bv -= hc * (mu - z) * (mu - z));
         }
@@ -360,8 +362,13 @@ impl<'a> SeLinear<'a> {
         for d in (0..o).filter(|&d| self.theta[d] != 0.0) {
             let t2 = self.theta[d] * self.theta[d];
             let xd = self.x.column(d);
-            for (mut col, &zmd) in le.column_iter_mut().zip(self.z.column(d).iter()) {
-                col.iter_mut().zip(xd.iter()).for_each(|(l, &xn)| {
+            let xd = xd.as_slice();
+            for (col, &zmd) in le
+                .as_mut_slice()
+                .chunks_exact_mut(n.max(1))
+                .zip(self.z.column(d).iter())
+            {
+                col.iter_mut().zip(xd).for_each(|(l, &xn)| {
                     let diff = xn - zmd;
                     *l -= 0.5 * t2 * diff * diff;
                 });
@@ -376,8 +383,13 @@ impl<'a> SeLinear<'a> {
         let mut lin = DMatrix::zeros(n, m);
         for d in (0..o).filter(|&d| self.kernel.mask[d] != 0.0) {
             let xd = self.x.column(d) * self.v[d];
-            for (mut col, &zmd) in lin.column_iter_mut().zip(self.z.column(d).iter()) {
-                col.axpy(zmd, &xd, 1.0);
+            let xd = xd.as_slice();
+            for (col, &zmd) in lin
+                .as_mut_slice()
+                .chunks_exact_mut(n.max(1))
+                .zip(self.z.column(d).iter())
+            {
+                col.iter_mut().zip(xd).for_each(|(l, &xn)| *l += zmd * xn);
             }
         }
         lin
@@ -687,13 +699,16 @@ impl<'a> SeLinear<'a> {
         let c: Vec<f64> = rows.iter().map(|lat| lat.c).collect();
         // Through B_nm = le_nm − (c_n/2) δ², δ = μ_n − z_mw.
         let mut c_bar = vec![0.0; n];
-        for (col, (g_zw, &z)) in bar.column_iter().zip(out.zw.iter_mut().zip(zw.iter())) {
+        // Over raw slices: nalgebra's element iterators do not vectorise.
+        let (mu, g_mu) = (self.mu.as_slice(), out.mu.as_mut_slice());
+        let columns = bar.as_slice().chunks_exact(n.max(1));
+        for (col, (g_zw, &z)) in columns.zip(out.zw.iter_mut().zip(zw.iter())) {
             let mut acc = [0.0; LANES];
             for (k, (((&rb, &mu), &ck), (g_mu, cb))) in col
                 .iter()
-                .zip(self.mu.iter())
+                .zip(mu)
                 .zip(&c)
-                .zip(out.mu.iter_mut().zip(c_bar.iter_mut()))
+                .zip(g_mu.iter_mut().zip(c_bar.iter_mut()))
                 .enumerate()
             {
                 let delta = mu - z;
