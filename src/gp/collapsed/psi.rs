@@ -585,7 +585,7 @@ impl<'a> SeLinear<'a> {
     }
 
     /// Reverse mode of Σ_n ψ2_se/sf2² against the symmetric W, in the factored form of
-    /// [`SeLinear::psi2_se_unit`]. Adds sf2²·∂/∂le to `le_bar` and returns the other gradients of
+    /// [`psi2_se_unit`]. Adds sf2²·∂/∂le to `le_bar` and returns the other gradients of
     /// Σ_{n,m,m'} W_mm' ψ2_se(n,m,m')/sf2² (all but `total` still to be multiplied by sf2²).
     /// With p the unit value, δ_nm = μ_n − z_mw and Δ² = (z_mw − z_m'w)²:
     /// ∂log p/∂B_nm = ∂log p/∂B_nm' = 1, ∂log p/∂h_n = −Δ², ∂log p/∂log pref = 1;
@@ -917,7 +917,7 @@ impl RowLatent {
     }
 }
 
-/// The per-row factors of Σ_n ψ2_se/sf2² in the factored form of [`SeLinear::psi2_se_unit`]:
+/// The per-row factors of Σ_n ψ2_se/sf2² in the factored form of [`psi2_se_unit`]:
 /// p(n, m, m') = pref_n exp(B_nm + B_nm' − h_n (z_mw − z_m'w)²), every exponent ≤ 0. With them
 /// the O(N M²) sums (a device's work, `backend::gpu`) need nothing else of the kernel or the data.
 #[derive(Debug, Clone, PartialEq)]
