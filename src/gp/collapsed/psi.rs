@@ -917,7 +917,7 @@ impl RowLatent {
     }
 }
 
-/// The per-row factors of Σ_n ψ2_se/sf2² in the factored form of [`psi2_se_unit`]:
+/// The per-row factors of Σ_n ψ2_se/sf2² in the factored form of `psi2_se_unit`:
 /// p(n, m, m') = pref_n exp(B_nm + B_nm' − h_n (z_mw − z_m'w)²), every exponent ≤ 0. With them
 /// the O(N M²) sums (a device's work, `backend::gpu`) need nothing else of the kernel or the data.
 #[derive(Debug, Clone, PartialEq)]
