@@ -1548,6 +1548,7 @@ mod tests {
                 parents: std::borrow::Cow::Owned(vec![0]),
                 settings: crate::discovery::family::FamilyScoreSettings::with_inducing(4),
                 seed: 1,
+                warm: None,
             }],
         };
         let reply = worker.handle(&jobs_message(&dispatch, 0..1)).unwrap();

@@ -89,7 +89,7 @@ fn families_are_fitted_once_and_the_same_on_any_number_of_threads() {
     assert_eq!(one, two, "thread count must not change a score");
 
     // The cached value is the family's own score.
-    let direct = family_score(&data, 1, &[0], &settings(), 3).unwrap();
+    let direct = family_score(&data, 1, &[0], &settings(), 3, None).unwrap();
     assert_eq!(one.get(&(1, vec![0])).unwrap().as_ref().unwrap(), &direct);
     // The true parent raises y's evidence.
     let fx = |k: &FamilyKey| one.get(k).unwrap().as_ref().unwrap().value;
@@ -157,7 +157,7 @@ fn a_score_is_never_below_its_closed_form_floor() {
     // An independent column given an unrelated parent: the fit may not beat linear regression,
     // and the score then is the floor.
     for (child, parents) in [(2usize, vec![0usize]), (2, vec![]), (1, vec![0])] {
-        let s = family_score(&data, child, &parents, &settings(), 1).unwrap();
+        let s = family_score(&data, child, &parents, &settings(), 1, None).unwrap();
         assert!(s.value >= s.floor);
         assert_eq!(s.value, s.best_bound.unwrap().max(s.floor));
     }

@@ -126,7 +126,7 @@ fn a_collider_edge_loses_evidence_when_reversed_and_the_numbers_are_family_diffe
 
     // The same numbers from family_score directly.
     let f = |child: usize, parents: &[usize]| {
-        family_score(&data, child, parents, &quick(), 5)
+        family_score(&data, child, parents, &quick(), 5, None)
             .unwrap()
             .value
     };
@@ -171,7 +171,7 @@ fn the_fitted_conditional_of_a_sine_follows_it() {
     assert_eq!(curve.points.len(), n);
     assert!(curve.held_at.is_empty());
     // The curve is of the model that was scored.
-    let score = family_score(&data, 1, &[0], &settings, 4).unwrap();
+    let score = family_score(&data, 1, &[0], &settings, 4, None).unwrap();
     assert_eq!(curve.score, score);
 
     let truth = |g: f64| ((2.0 * (g * sx + mx)).sin() - my) / sy;

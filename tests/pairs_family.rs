@@ -77,7 +77,7 @@ fn the_pair_gap_is_the_exact_searchs_score_gap_of_the_two_one_edge_dags() {
         "pairs gap {gap} vs exact search gap {exact_gap}"
     );
     // The components are family scores, floors included.
-    let conditional = family_score(&data, 1, &[0], &family_settings(), seed).unwrap();
+    let conditional = family_score(&data, 1, &[0], &family_settings(), seed, None).unwrap();
     assert_eq!(
         evidence.conditional_y_given_x.bound,
         Some(conditional.value)

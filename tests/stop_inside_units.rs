@@ -135,7 +135,7 @@ fn families_cut_short_are_not_cached_and_the_rest_are_exact() {
     );
     assert_eq!(whole.len(), todo.len());
     for family in &todo {
-        let direct = family_score(&data, family.0, &family.1, &settings, 3).unwrap();
+        let direct = family_score(&data, family.0, &family.1, &settings, 3, None).unwrap();
         let cached = whole.get(family).unwrap().as_ref().unwrap();
         assert_eq!(cached.value, direct.value, "{family:?}");
     }

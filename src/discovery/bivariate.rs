@@ -232,7 +232,7 @@ pub fn direction_evidence_by_family(
     let n = x.len();
     let data = DMatrix::from_fn(n, 2, |r, c| if c == 0 { x[r] } else { y[r] });
     let component = |child: usize, parents: &[usize]| -> ComponentFit {
-        match family_score(&data, child, parents, settings, seed) {
+        match family_score(&data, child, parents, settings, seed, None) {
             Ok(FamilyScore {
                 value, fits_failed, ..
             }) => ComponentFit {

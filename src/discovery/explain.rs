@@ -391,6 +391,7 @@ impl EdgeEvidencePlan {
                 parents: Cow::Borrowed(parents.as_slice()),
                 settings: self.settings,
                 seed: self.seed,
+                warm: None,
             })
             .collect()
     }
@@ -641,7 +642,7 @@ pub fn fitted_conditional(
         parents: parents.clone(),
         reason,
     };
-    let fitted = family_fit(data, child, &parents, &settings, seed).map_err(family_error)?;
+    let fitted = family_fit(data, child, &parents, &settings, seed, None).map_err(family_error)?;
     let Some(best) = fitted.best else {
         return Err(family_error(format!(
             "all {} fits failed",
@@ -970,6 +971,8 @@ mod tests {
             floor: value - 1.0,
             fits_failed: 0,
             fits: Vec::new(),
+            best_params: None,
+            switched_off: Vec::new(),
         }))
     }
 

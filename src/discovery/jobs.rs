@@ -17,7 +17,7 @@ use super::bivariate::{pair_evidence, DirectionEvidence, PairTest};
 use super::cgp::component::Component;
 use super::cgp::start::VariableStart;
 use super::cgp::{Evaluation, EvaluationError, Variable};
-use super::family::{family_score, FamilyScore, FamilyScoreSettings};
+use super::family::{family_score, FamilyScore, FamilyScoreSettings, WarmStart};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
 
 /// A [`Job::Refine`]'s work, with Ψ2's sums on `device` when one is given: `component` (without
@@ -70,12 +70,15 @@ pub enum Job<'a> {
         seed: u64,
     },
     /// The local score F(i | S) of one family: the best of several collapsed GP-CDE fits of
-    /// column `child` given columns `parents`, floored by the closed form (MODEL.md §6).
+    /// column `child` given columns `parents`, floored by the closed form (MODEL.md §6), one of
+    /// them from `warm` (its best subset's fit) when the settings' scheme takes warm starts.
     Family {
         child: usize,
         parents: Cow<'a, [usize]>,
         settings: FamilyScoreSettings,
         seed: u64,
+        #[serde(default)]
+        warm: Option<Cow<'a, WarmStart>>,
     },
     /// The two-variable direction test on its own columns x and y (a pair carries its data, so
     /// pairs of different data sets share one batch; the batch's data are not read).
@@ -152,11 +155,12 @@ impl Job<'_> {
                 parents,
                 settings,
                 seed,
+                warm,
             } => {
                 let valid = *child < data.ncols()
                     && parents.iter().all(|&j| j < data.ncols() && j != *child);
                 Outcome::Family(if valid {
-                    family_score(data, *child, parents, settings, *seed)
+                    family_score(data, *child, parents, settings, *seed, warm.as_deref())
                 } else {
                     Err(format!(
                         "family {child} | {parents:?} does not fit data with {} columns",
@@ -213,11 +217,13 @@ impl Job<'_> {
                 parents,
                 settings,
                 seed,
+                warm,
             } => Job::Family {
                 child,
                 parents: Cow::Owned(parents.into_owned()),
                 settings,
                 seed,
+                warm: warm.map(|w| Cow::Owned(w.into_owned())),
             },
             Job::Pair { x, y, test, seed } => Job::Pair {
                 x: Cow::Owned(x.into_owned()),
@@ -257,6 +263,7 @@ impl Outcome {
 mod tests {
     use super::*;
     use crate::discovery::cgp::{CheckedSettings, Preset};
+    use crate::discovery::family::{ColdFits, FamilyFitScheme};
     use rand::SeedableRng;
 
     /// A nonlinear chain a → b → c, standardised enough for the fits.
@@ -314,6 +321,22 @@ mod tests {
         let Variable::Collapsed(component) = &variable else {
             panic!("the interactive preset is collapsed")
         };
+        // A warm-started family carries its subset's fitted parameters.
+        let warm_settings = FamilyScoreSettings {
+            scheme: FamilyFitScheme::Warm {
+                cold: ColdFits::Off,
+            },
+            adam_steps: 20,
+            lbfgs_iterations: 20,
+            ..FamilyScoreSettings::with_inducing(5)
+        };
+        let subset = family_score(&data, 2, &[1], &warm_settings, 2, None).unwrap();
+        let warm = WarmStart {
+            parents: vec![1],
+            params: subset
+                .best_params
+                .expect("the warm scheme keeps the best fit"),
+        };
         let jobs = vec![
             start_job(0, vec![1], 40, 6),
             Job::Evaluate {
@@ -337,6 +360,14 @@ mod tests {
                 parents: Cow::Owned(vec![0]),
                 settings: FamilyScoreSettings::with_inducing(5),
                 seed: 2,
+                warm: None,
+            },
+            Job::Family {
+                child: 2,
+                parents: Cow::Owned(vec![0, 1]),
+                settings: warm_settings,
+                seed: 2,
+                warm: Some(Cow::Owned(warm)),
             },
             Job::Pair {
                 x: Cow::Owned(data.column(0).iter().copied().collect()),
@@ -380,6 +411,7 @@ mod tests {
             parents: Cow::Owned(vec![0]),
             settings: FamilyScoreSettings::with_inducing(5),
             seed: 0,
+            warm: None,
         };
         assert!(family
             .run(&data)

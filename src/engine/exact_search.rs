@@ -13,7 +13,7 @@ use crate::backend::{Backend, Job, Outcome};
 use crate::discovery::exact::{
     CacheKey, ExactError, ExactOutcome, ExactRun, ExactSettings, ExactStage as Stage, ScoreCache,
 };
-use crate::discovery::family::FamilyKey;
+use crate::discovery::family::{FamilyKey, WarmStart};
 use crate::discovery::knowledge::Knowledge;
 
 /// Families handed out per thread in one unit natively: enough to balance slow and fast fits
@@ -233,20 +233,32 @@ impl ExactSearch {
     }
 }
 
-/// The jobs fitting `keys` with `cache`'s family settings and seed.
+/// The jobs fitting `keys` with `cache`'s family settings and seed; with a warm-starting scheme,
+/// each family of two or more parents starts from its best subset's fit in `cache`
+/// ([`WarmStart::best_subset`]).
 pub fn family_jobs<'a>(keys: &'a [FamilyKey], cache: &ScoreCache) -> Vec<Job<'a>> {
+    let settings = cache.key.settings;
     keys.iter()
-        .map(|(child, parents)| Job::Family {
-            child: *child,
-            parents: Cow::Borrowed(parents),
-            settings: cache.key.settings,
+        .map(|key| Job::Family {
+            child: key.0,
+            parents: Cow::Borrowed(&key.1),
+            settings,
             seed: cache.key.seed,
+            warm: settings
+                .scheme
+                .warm_starts()
+                .then(|| {
+                    WarmStart::best_subset(key, |k| cache.get(k).and_then(|s| s.as_ref().ok()))
+                })
+                .flatten()
+                .map(Cow::Owned),
         })
         .collect()
 }
 
 /// Fits every family of `todo` on `data` (N × D, standardised) on `backend` and stores the
-/// scores in `cache`, a batch of the backend's width at a time, calling `done(k, total)` for
+/// scores in `cache`, a batch of the backend's width at a time (with warm starts, a size at a
+/// time, smallest first), calling `done(k, total)` for
 /// each family once its batch is back. `stop()` is checked between batches: what was fitted before it is kept. A stop
 /// request on the watched flag ([`crate::heartbeat`]) also ends the batch being fitted, which is
 /// then not kept.
@@ -264,8 +276,16 @@ pub fn fit_families(
     } else {
         width * FAMILIES_PER_THREAD
     };
+    // With warm starts a family starts from its subsets' fits, so every size is fitted before
+    // the next one begins and no batch mixes sizes: the scores then do not depend on the width.
+    let warm = cache.key.settings.scheme.warm_starts();
+    let mut ordered = todo.to_vec();
+    if warm {
+        ordered.sort_by_key(|k| k.1.len());
+    }
+    let groups = ordered.chunk_by(|a, b| !warm || a.1.len() == b.1.len());
     let mut finished = 0;
-    for keys in todo.chunks(batch) {
+    for keys in groups.flat_map(|group| group.chunks(batch)) {
         if stop() || crate::heartbeat::interrupted() {
             return;
         }
@@ -372,6 +392,8 @@ mod tests {
             floor: -12.0,
             fits_failed: 0,
             fits: Vec::new(),
+            best_params: None,
+            switched_off: Vec::new(),
         };
         search.apply(
             next.clone(),

@@ -379,6 +379,15 @@ impl Session {
                 .with(|s| s.method = method)
                 .map_err(SessionError::Settings)?
         };
+        // A few variables make a small plan: their larger families get the cold fits too.
+        let family = settings.exact.family.for_variables(d);
+        let settings = if family == settings.exact.family {
+            settings
+        } else {
+            settings
+                .with(|s| s.exact.family = family)
+                .map_err(SessionError::Settings)?
+        };
         let used = settings.max_rows.min(rows);
         let needed = model_bytes(&settings, d, used);
         if needed > MAX_MODEL_BYTES {
@@ -807,6 +816,7 @@ impl Session {
                     parents: std::borrow::Cow::Borrowed(parents),
                     settings: self.rescore_settings(parents.len()),
                     seed: self.seed,
+                    warm: None,
                 })
                 .collect(),
             Unit::Exact(keys) => self

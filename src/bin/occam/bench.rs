@@ -451,7 +451,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
 /// The method and its limits as flags (nothing for the default continuous search, so the sections
 /// it wrote before keep their keys).
 fn method_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
-    use occam::discovery::family::FamilyFitScheme;
+    use occam::discovery::family::{ColdFits, FamilyFitScheme};
     if !settings.method.runs_exact() {
         return String::new();
     }
@@ -462,6 +462,12 @@ fn method_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
     let scheme = match f.scheme {
         FamilyFitScheme::Independent => String::new(),
         FamilyFitScheme::Race { probe } => format!(", raced after {probe}"),
+        FamilyFitScheme::Warm { cold } => match cold {
+            ColdFits::Neither => ", larger families warm-started from subsets".to_string(),
+            ColdFits::Residual => ", warm-started + residual start".to_string(),
+            ColdFits::Off => ", warm-started + w-off start".to_string(),
+            ColdFits::Both => ", warm-started + both cold starts".to_string(),
+        },
     };
     let stall = f.convergence.map_or(String::new(), |r| {
         format!(", stalled at {} nats / {} it", r.gain, r.window)

@@ -12,7 +12,7 @@ use crate::discovery::family::{FamilyKey, FamilyScore, FamilyScoreSettings, FitW
 /// The version of the family-score code a cache was written by. Raise it whenever a change to
 /// the fits (starts, optimiser, floors) changes the scores, so caches from older code are refitted
 /// instead of mixed with new scores. Files without a version read as 0.
-pub const FAMILY_SCORE_VERSION: u32 = 2;
+pub const FAMILY_SCORE_VERSION: u32 = 3;
 
 /// What a cache file was computed from; a file whose key differs is not reused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use super::orders::order_edge_probabilities;
 use super::posterior::{enumerate_posterior, GraphPosterior, GraphPrior};
 use super::scores::ScoreCache;
 use super::{admissible_families, FamilyError};
-use crate::discovery::family::{FamilyKey, FamilyScoreSettings};
+use crate::discovery::family::{FamilyKey, FamilyScore, FamilyScoreSettings};
 use crate::discovery::knowledge::Knowledge;
 use crate::graph::MAX_ENUMERATION_NODES;
 
@@ -253,6 +253,13 @@ impl FamilyPlan {
             .iter()
             .enumerate()
             .map(|(i, masks)| {
+                let scored: HashMap<Mask, &FamilyScore> = masks
+                    .iter()
+                    .filter_map(|&m| match cache.get(&(i, mask_parents(m))) {
+                        Some(Ok(s)) => Some((m, s)),
+                        _ => None,
+                    })
+                    .collect();
                 // Masks are listed by size, so every proper subset is settled before its supersets.
                 let mut settled: HashMap<Mask, f64> = HashMap::new();
                 let mut out = Vec::new();
@@ -262,6 +269,7 @@ impl FamilyPlan {
                         Some(Ok(s)) => s.value,
                         Some(Err(_)) => f64::NEG_INFINITY,
                     };
+                    let fitted = fitted.max(switched_off_value(&scored, m));
                     let best_subset = (0..Mask::BITS)
                         .filter(|&j| m & (1 << j) != 0)
                         .filter_map(|j| settled.get(&(m & !(1 << j))).copied())
@@ -276,6 +284,30 @@ impl FamilyPlan {
             })
             .collect()
     }
+}
+
+/// The downward repair: the best value a fitted superset T ⊋ S among `scored` has with the
+/// parents outside S switched off ([`FamilyScore::switched_off`]), a point of S's model and so a
+/// lower bound on F(i | S); −∞ when none has one. A superset fitted from S's fit continues S's
+/// optimisation, and what it found for the parents they share belongs to S as much as to T.
+fn switched_off_value(scored: &HashMap<Mask, &FamilyScore>, m: Mask) -> f64 {
+    scored
+        .iter()
+        .filter(|&(&t, _)| t != m && t & m == m)
+        .filter_map(|(&t, score)| {
+            let kept: u32 = mask_parents(t)
+                .iter()
+                .enumerate()
+                .filter(|&(_, &p)| m & (1 << p) != 0)
+                .map(|(k, _)| 1u32 << k)
+                .sum();
+            score
+                .switched_off
+                .iter()
+                .find(|&&(mask, _)| mask == kept)
+                .map(|&(_, v)| v)
+        })
+        .fold(f64::NEG_INFINITY, f64::max)
 }
 
 /// The parents in a mask, ascending.
@@ -510,9 +542,17 @@ impl ExactRun {
         self.stage
     }
 
-    /// The families the current stage still needs, in order.
+    /// The families the current stage still needs and can fit now, in order: all of them, or,
+    /// when the family fits start from their subsets'
+    /// ([`FamilyFitScheme::warm_starts`](crate::discovery::family::FamilyFitScheme::warm_starts)),
+    /// those of the smallest size left (the larger ones wait for them).
     pub fn todo(&self) -> &[FamilyKey] {
-        &self.todo
+        if !self.settings.family.scheme.warm_starts() || self.stage == ExactStage::Screening {
+            return &self.todo;
+        }
+        let size = self.todo.first().map_or(0, |k| k.1.len());
+        let ready = self.todo.iter().take_while(|k| k.1.len() == size).count();
+        &self.todo[..ready]
     }
 
     /// (families of the current stage scored, families in the stage).
@@ -565,10 +605,15 @@ impl ExactRun {
                 .collect();
             let new = admitted.len() - self.stage_total;
             self.todo = self.cache.missing(&admitted);
-            // Largest families first: they take longest, so batches end on short fits and no
-            // core waits long for the last one.
-            self.todo.sort_by_key(|k| std::cmp::Reverse(k.1.len()));
-            self.hits += new - self.todo.len();
+            if self.settings.family.scheme.warm_starts() {
+                // A size at a time, smallest first: each family starts from its subsets' fits.
+                self.todo.sort_by_key(|k| k.1.len());
+            } else {
+                // Largest families first: they take longest, so batches end on short fits and
+                // no core waits long for the last one.
+                self.todo.sort_by_key(|k| std::cmp::Reverse(k.1.len()));
+            }
+            self.hits += new.saturating_sub(self.todo.len());
             self.stage_total = admitted.len();
             if !self.todo.is_empty() {
                 return Ok(());
@@ -663,6 +708,8 @@ mod tests {
             floor: value - 10.0,
             fits_failed: 0,
             fits: Vec::new(),
+            best_params: None,
+            switched_off: Vec::new(),
         })
     }
 
@@ -839,6 +886,111 @@ mod tests {
         assert!(
             !keys.contains(&(0, vec![1])),
             "P = 1 leaves room for the extra parent only"
+        );
+    }
+
+    /// With warm-started family fits the run hands out one family size at a time, smallest
+    /// first, while its progress counts every planned family; independent fits hand out all,
+    /// largest first.
+    #[test]
+    fn warm_started_fits_are_handed_out_a_size_at_a_time() {
+        use crate::discovery::family::{ColdFits, FamilyFitScheme};
+        let d = 5;
+        let k = Knowledge::none(d);
+        let mut settings = ExactSettings {
+            candidates: 3,
+            max_parents: 3,
+            ..ExactSettings::default()
+        };
+        settings.family.scheme = FamilyFitScheme::Warm {
+            cold: ColdFits::Off,
+        };
+        let screened = |settings: &ExactSettings| {
+            let mut cache = ScoreCache::new(CacheKey::new("w", settings.family, 0));
+            for key in first_stage_families(&k) {
+                let gain = key.1.first().map_or(0.0, |&j| 1.0 + j as f64);
+                cache.insert(key, score(-10.0 + gain));
+            }
+            ExactRun::new(d, k.clone(), *settings, cache).unwrap()
+        };
+        let mut run = screened(&settings);
+        assert_eq!(run.stage(), ExactStage::Families);
+        // 3 candidates per variable: C(3,2) = 3 pairs and 1 triple each.
+        assert_eq!(run.stage_progress(), (0, 4 * d));
+        for size in [2, 3] {
+            let ready = run.todo().to_vec();
+            assert_eq!(ready.len(), if size == 2 { 3 * d } else { d });
+            assert!(ready.iter().all(|f| f.1.len() == size), "{ready:?}");
+            for key in ready {
+                run.cache_mut().insert(key, score(-5.0));
+            }
+            run.advance().unwrap();
+        }
+        assert_eq!(run.stage(), ExactStage::Scored);
+        assert_eq!(run.stage_progress(), (4 * d, 4 * d));
+
+        settings.family.scheme = FamilyFitScheme::Independent;
+        let run = screened(&settings);
+        assert_eq!(run.todo().len(), 4 * d);
+        assert_eq!(run.todo()[0].1.len(), 3, "largest first");
+    }
+
+    /// The downward repair: a superset's best fit with one parent switched off is a point of the
+    /// subset's model, so the table raises the subset to it (and the raise to the best subset
+    /// then carries it up again).
+    #[test]
+    fn a_subset_is_raised_to_its_supersets_fit_with_the_parent_switched_off() {
+        let k4 = || Knowledge::none(4);
+        let settings = ExactSettings::default();
+        let mut cache = ScoreCache::new(CacheKey::new("repair", settings.family, 0));
+        let with_off = |value: f64, off: Vec<(u32, f64)>| {
+            score(value).map(|s| FamilyScore {
+                switched_off: off,
+                ..s
+            })
+        };
+        cache.insert((2, vec![]), score(-10.0));
+        cache.insert((2, vec![0]), score(-4.0));
+        cache.insert((2, vec![1]), score(-8.0));
+        // {0, 1} at −3; with 0 off (position 1 kept) it is a point of {1} at −2.5, with 1 off
+        // (position 0 kept) a point of {0} at −3.2 (above {0}'s own −4); with both off, of ∅
+        // at −11 (below ∅'s own −10).
+        cache.insert(
+            (2, vec![0, 1]),
+            with_off(-3.0, vec![(0b10, -2.5), (0b01, -3.2), (0b00, -11.0)]),
+        );
+        let k = Knowledge::none(3);
+        let plan = FamilyPlan::new(vec![vec![], vec![], vec![0, 1]], 2, &k).unwrap();
+        let table = plan.table(&cache, &plan.admitted(&cache, None));
+        assert_eq!(
+            table[2],
+            vec![(0b000, -10.0), (0b001, -3.2), (0b010, -2.5), (0b011, -2.5)]
+        );
+        // Two levels down: {0, 1, 2} of child 3 with 1 and 2 off is a point of {0}.
+        for (parents, v) in [
+            (vec![], -10.0),
+            (vec![0], -6.0),
+            (vec![1], -7.0),
+            (vec![2], -7.0),
+        ] {
+            cache.insert((3, parents), score(v));
+        }
+        for parents in [vec![0, 1], vec![0, 2], vec![1, 2]] {
+            cache.insert((3, parents), score(-5.5));
+        }
+        cache.insert((3, vec![0, 1, 2]), with_off(-2.0, vec![(0b001, -4.0)]));
+        let plan3 = FamilyPlan::new(vec![vec![], vec![], vec![], vec![0, 1, 2]], 3, &k4()).unwrap();
+        let table = plan3.table(&cache, &plan3.admitted(&cache, None));
+        let of = |m: Mask| table[3].iter().find(|e| e.0 == m).unwrap().1;
+        assert_eq!(of(0b001), -4.0);
+        assert_eq!(of(0b011), -4.0, "raised to the repaired {{0}}");
+        assert_eq!(of(0b110), -5.5);
+        // A repair lower than the subset's own value changes nothing.
+        cache.insert((2, vec![0, 1]), with_off(-3.0, vec![(0b01, -9.0)]));
+        let table = plan.table(&cache, &plan.admitted(&cache, None));
+        assert_eq!(
+            table[2],
+            vec![(0b000, -10.0), (0b001, -4.0), (0b010, -8.0), (0b011, -3.0)]
         );
     }
 }

@@ -130,6 +130,14 @@ pub const OFF_LATENT_LINEAR: f64 = 1e-4;
 /// deviations of the N(0, 1) prior on w).
 pub const OFF_LATENT_PRECISION: f64 = 0.01;
 
+/// The SE precision and the linear variance a warm start ([`CollapsedModel::warm_start`]) gives
+/// the parent it adds: a lengthscale of about 3 standard deviations of the standardised input and
+/// a linear slope of about 0.3, large enough that the gradient can grow them when the parent
+/// explains something (at zero both the value and its gradient in the log-parameters vanish),
+/// small enough that the start stays near the subset's optimum.
+pub const WARM_NEW_PRECISION: f64 = 0.1;
+pub const WARM_NEW_LINEAR: f64 = 0.1;
+
 /// The share of the regression residual's variance that w explains in [`LatentStart::Shared`].
 pub const SHARED_LATENT_FRACTION: f64 = 0.9;
 
@@ -392,6 +400,117 @@ impl CollapsedModel {
             variance: DVector::from_element(self.y.len(), 1.0),
         });
         out
+    }
+
+    /// A start continued from the fit of a subset family with one parent fewer: `subset` the
+    /// fitted parameters on the inputs [x_{S∖j}, w], `new_input` the position of the added parent
+    /// x_j among this model's parent columns. The subset's model is this model with θ_j = v_j = 0;
+    /// the start moves that point to θ_j = [`WARM_NEW_PRECISION`], v_j = [`WARM_NEW_LINEAR`] and
+    /// gives each inducing point the x_j of the data row nearest to it in the subset's parent
+    /// inputs, keeping σ², s_f², every other precision and variance, Z's other columns and q(w).
+    /// None when `subset` does not have this model's shape less one parent (or is not SE +
+    /// linear with a latent).
+    pub fn warm_start(
+        &self,
+        subset: &CollapsedParams,
+        new_input: usize,
+    ) -> Option<CollapsedParams> {
+        let (n, p) = (self.parents.nrows(), self.parents.ncols());
+        let kernel = &subset.kernel;
+        let [se] = kernel.stationary.as_slice() else {
+            return None;
+        };
+        let linear = kernel.linear.as_ref()?;
+        let latent = subset.latent.as_ref()?;
+        let shape_ok = p >= 1
+            && new_input < p
+            && se.kind == StationaryKind::SquaredExponential
+            && se.precision.len() == p
+            && linear.len() == p
+            && subset.z.ncols() == p
+            && latent.mean.len() == n
+            && latent.variance.len() == n;
+        if !shape_ok {
+            return None;
+        }
+        let mut theta = se.precision.clone();
+        theta.insert(new_input, WARM_NEW_PRECISION);
+        let mut v = linear.clone();
+        v.insert(new_input, WARM_NEW_LINEAR);
+        // Subset input column k is this model's column `old(k)` (the new one is skipped).
+        let old = |k: usize| if k < new_input { k } else { k + 1 };
+        let m = subset.z.nrows();
+        let mut z = DMatrix::zeros(m, p + 1);
+        for i in 0..m {
+            let mut nearest = (f64::INFINITY, 0);
+            for r in 0..n {
+                let d2: f64 = (0..p - 1)
+                    .map(|k| (subset.z[(i, k)] - self.parents[(r, old(k))]).powi(2))
+                    .sum();
+                if d2 < nearest.0 {
+                    nearest = (d2, r);
+                }
+            }
+            for k in 0..p - 1 {
+                z[(i, old(k))] = subset.z[(i, k)];
+            }
+            z[(i, new_input)] = self.parents[(nearest.1, new_input)];
+            z[(i, p)] = subset.z[(i, p - 1)];
+        }
+        Some(CollapsedParams {
+            kernel: Kernel::se_plus_linear(v, se.variance, theta),
+            noise_variance: subset.noise_variance.max(self.noise_floor),
+            z,
+            latent: Some(latent.clone()),
+        })
+    }
+
+    /// F of a subset family at this model's `params` with every parent input but `kept`
+    /// (positions, ascending) switched off: the collapsed bound on the parent columns `kept` at
+    /// `params` restricted to them (the other inputs' SE precisions, linear variances and
+    /// inducing columns dropped; q(w), σ², s_f² kept), which is the value `params` has with θ_j =
+    /// v_j = 0 for the inputs dropped. A point of the subset's model, so a lower bound on that
+    /// model's maximised bound.
+    pub fn bound_with_parents(
+        &self,
+        params: &CollapsedParams,
+        kept: &[usize],
+        jitter: f64,
+    ) -> Result<f64, CollapsedError> {
+        let p = self.parents.ncols();
+        let [se] = params.kernel.stationary.as_slice() else {
+            return Err(CollapsedError::UnsupportedKernel(
+                "switching parents off needs one SE part".into(),
+            ));
+        };
+        let ascending = kept.windows(2).all(|w| w[0] < w[1]);
+        if !ascending
+            || kept.iter().any(|&k| k >= p)
+            || se.precision.len() != p + 1
+            || params.z.ncols() != p + 1
+        {
+            return Err(CollapsedError::Shape(format!(
+                "parents {kept:?} of a model with {p} parents and {} kernel inputs",
+                se.precision.len()
+            )));
+        }
+        let inputs: Vec<usize> = kept.iter().copied().chain(std::iter::once(p)).collect();
+        let linear = params.kernel.linear.as_ref();
+        let sub = CollapsedParams {
+            kernel: Kernel::se_plus_linear(
+                inputs
+                    .iter()
+                    .map(|&c| linear.map_or(0.0, |v| v[c]))
+                    .collect(),
+                se.variance,
+                inputs.iter().map(|&c| se.precision[c]).collect(),
+            ),
+            noise_variance: params.noise_variance,
+            z: params.z.select_columns(&inputs),
+            latent: params.latent.clone(),
+        };
+        let x = self.parents.select_columns(kept);
+        super::bound::collapsed_bound(&x, &self.y, &sub, jitter)
     }
 
     /// Draws the initial parameters from `rng` and fits ([`CollapsedModel::fit_from`]).
@@ -970,5 +1089,89 @@ mod tests {
         let back = layout.unpack(&raw);
         assert!((back.noise_variance - init.noise_variance).abs() < 1e-15);
         assert_eq!(back.z, init.z);
+    }
+
+    fn same_shape(model: &CollapsedModel, settings: &FitSettings) -> CollapsedParams {
+        model.initial_params(settings, &mut ChaCha8Rng::seed_from_u64(1))
+    }
+
+    /// The warm start is the subset's model plus a parent: with the new parent's SE precision
+    /// and linear variance set back to 0 the bound equals the subset's bound (the columns land
+    /// where they belong), wherever the new parent sits; the new inducing column holds data
+    /// values; a subset of the wrong shape gives no start.
+    #[test]
+    fn a_warm_start_with_the_new_parent_switched_off_is_the_subset_model() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let n = 25;
+        let cols: Vec<Vec<f64>> = (0..3)
+            .map(|_| (0..n).map(|_| rng.random_range(-2.0..2.0)).collect())
+            .collect();
+        let y = DVector::from_fn(n, |i, _| cols[0][i].sin() + 0.5 * cols[2][i] * cols[1][i]);
+        let take = |idx: &[usize]| DMatrix::from_fn(n, idx.len(), |r, k| cols[idx[k]][r]);
+        let settings = FitSettings {
+            inducing_points: 6,
+            ..FitSettings::default()
+        };
+        // Family {0, 1, 2}; subsets without 0 (new input first), 1 (middle), 2 (last).
+        let full = CollapsedModel::new(take(&[0, 1, 2]), y.clone()).unwrap();
+        for (subset, new_input) in [(vec![1, 2], 0), (vec![0, 2], 1), (vec![0, 1], 2)] {
+            let sub = CollapsedModel::new(take(&subset), y.clone()).unwrap();
+            let sub_params = sub.initial_params(&settings, &mut rng);
+            let f_sub =
+                super::super::bound::collapsed_bound(&sub.parents, &y, &sub_params, 1e-6).unwrap();
+            let mut warm = full.warm_start(&sub_params, new_input).unwrap();
+            assert_eq!(
+                warm.kernel.stationary[0].precision[new_input],
+                WARM_NEW_PRECISION
+            );
+            assert_eq!(
+                warm.kernel.linear.as_ref().unwrap()[new_input],
+                WARM_NEW_LINEAR
+            );
+            for i in 0..warm.z.nrows() {
+                let v = warm.z[(i, new_input)];
+                assert!(
+                    cols[new_input].contains(&v),
+                    "inducing value {v} is no data value"
+                );
+            }
+            warm.kernel.stationary[0].precision[new_input] = 0.0;
+            warm.kernel.linear.as_mut().unwrap()[new_input] = 0.0;
+            let f_full =
+                super::super::bound::collapsed_bound(&full.parents, &y, &warm, 1e-6).unwrap();
+            assert!(
+                (f_full - f_sub).abs() <= 1e-9 * f_sub.abs().max(1.0),
+                "new input {new_input}: {f_full} vs the subset's {f_sub}"
+            );
+            // Switching the new parent off again is the subset's point exactly.
+            let warm = full.warm_start(&sub_params, new_input).unwrap();
+            let kept: Vec<usize> = (0..3).filter(|&k| k != new_input).collect();
+            let off = full.bound_with_parents(&warm, &kept, 1e-6).unwrap();
+            assert!(
+                (off - f_sub).abs() <= 1e-9 * f_sub.abs().max(1.0),
+                "switched off {new_input}: {off} vs the subset's {f_sub}"
+            );
+        }
+        let params = same_shape(&full, &settings);
+        assert!(full.bound_with_parents(&params, &[0, 3], 1e-6).is_err());
+        assert!(full.bound_with_parents(&params, &[1, 0], 1e-6).is_err());
+        // Every parent switched off: the root model of the child (w alone) at the same point.
+        let root = CollapsedModel::new(DMatrix::zeros(n, 0), y.clone()).unwrap();
+        let mut root_params = params.clone();
+        root_params.kernel = Kernel::se_plus_linear(
+            vec![params.kernel.linear.as_ref().unwrap()[3]],
+            params.kernel.stationary[0].variance,
+            vec![params.kernel.stationary[0].precision[3]],
+        );
+        root_params.z = params.z.columns(3, 1).into_owned();
+        let direct =
+            super::super::bound::collapsed_bound(&root.parents, &y, &root_params, 1e-6).unwrap();
+        assert_eq!(full.bound_with_parents(&params, &[], 1e-6).unwrap(), direct);
+        // A subset with as many parents as the family is no subset.
+        let same = full.initial_params(&settings, &mut rng);
+        assert!(full.warm_start(&same, 0).is_none());
+        let sub = CollapsedModel::new(take(&[0, 1]), y.clone()).unwrap();
+        let sub_params = sub.initial_params(&settings, &mut rng);
+        assert!(full.warm_start(&sub_params, 3).is_none());
     }
 }
