@@ -552,9 +552,15 @@ const TINY_RUN: [&str; 7] = [
 ];
 
 /// `occam discover DATA --out OUT` with `extra` after.
+/// `occam discover DATA --out OUT` with `extra`; with the continuous search unless `extra` names a
+/// method or resumes (most of these tests are about its restarts, phases and checkpoints; the
+/// default, auto, has its own test).
 fn discover(data: &str, out: &str, extra: &[&str]) -> Output {
     let mut args = vec!["discover", data, "--out", out];
     args.extend_from_slice(extra);
+    if !extra.iter().any(|a| *a == "--method" || *a == "--resume") {
+        args.extend_from_slice(&["--method", "cgp"]);
+    }
     occam(&args)
 }
 
@@ -1057,6 +1063,7 @@ fn discover_answers_ctrl_c_inside_a_long_fit() {
     let out = dir.path().join("out");
     let child = Command::new(env!("CARGO_BIN_EXE_occam"))
         .args(["discover", &data, "--out", out.to_str().unwrap()])
+        .args(["--method", "cgp"])
         .args(["--inducing", "1000", "--max-rows", "1000", "--threads", "1"])
         .args(["--quiet"])
         .stdout(std::process::Stdio::null())
@@ -1103,6 +1110,8 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
         r#"{"warmup": {"min": 14000, "max": 14000, "window": 10, "tolerance": 0.001}}"#,
     );
     let settings = [
+        "--method",
+        "cgp",
         "--restarts",
         "2",
         "--inducing",
@@ -1192,4 +1201,65 @@ fn discover_names_the_backends_it_accepts() {
         "{err}"
     );
     assert!(!out.join("result.json").exists(), "nothing is written");
+}
+
+/// Issue 33, item 4: `occam discover` runs the method that wins unless told otherwise: auto,
+/// which on 3 variables is the exact search, with the choice and its reason in result.json and
+/// on the output; `--method cgp` still runs the continuous search.
+#[test]
+fn discover_runs_the_auto_method_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let light = write(
+        dir.path(),
+        "light.json",
+        r#"{"exact": {"family": {"inducing": 8, "restarts": 1, "adam_steps": 40,
+            "lbfgs_iterations": 40}}}"#,
+    );
+    let out = dir.path().join("auto");
+    let o = occam(&[
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--settings",
+        &light,
+        "--threads",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(json["method"], "exact", "{json}");
+    assert!(
+        json["method_reason"].as_str().unwrap().contains("auto"),
+        "{}",
+        json["method_reason"]
+    );
+    assert!(
+        text(&o.stdout).contains("method: exact"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(out.join("edge_probabilities.csv").exists());
+
+    let out = dir.path().join("cgp");
+    let o = discover(
+        &data,
+        out.to_str().unwrap(),
+        &[
+            "--method",
+            "cgp",
+            "--restarts",
+            "1",
+            "--inducing",
+            "8",
+            "--max-iterations",
+            "40",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert_eq!(json["method"], "cgp");
 }

@@ -197,3 +197,62 @@ fn stepping_one_family_at_a_time_gives_the_same_answer_as_the_batch_run() {
         Err(ExactError::Family(_))
     ));
 }
+
+/// A run stopped midway and resumed from its score cache read back from JSON (as `occam
+/// discover` rereads score_cache.json) ends with the uninterrupted run's scores and DAG, fitting
+/// only what was missing: the warm starts of the larger families read their subsets' fits from
+/// the cache, which must survive the file bit for bit.
+#[test]
+fn a_stopped_run_resumed_from_its_cache_file_ends_as_the_uninterrupted_one() {
+    let data = chain();
+    let backend = CpuBackend::new(Pool::new(1).unwrap());
+    let mut whole = cache();
+    let uninterrupted = run_exact(
+        &data,
+        &Knowledge::none(3),
+        &settings(),
+        &mut whole,
+        &backend,
+        |_, _, _| {},
+        || false,
+    )
+    .unwrap();
+    // Stop after the screening stage and one two-parent family (one family per batch).
+    let mut part = cache();
+    let fitted = AtomicUsize::new(0);
+    let stopped = run_exact(
+        &data,
+        &Knowledge::none(3),
+        &settings(),
+        &mut part,
+        &backend,
+        |_, _, _| {
+            fitted.fetch_add(1, Ordering::Relaxed);
+        },
+        || fitted.load(Ordering::Relaxed) >= 10,
+    )
+    .unwrap();
+    assert!(!stopped.complete);
+    assert_eq!(part.len(), 10);
+    let read = ScoreCache::from_json_for(&part.to_json(), &part.key).expect("the same key");
+    assert_eq!(
+        read, part,
+        "the cache file holds every score and fit bit for bit"
+    );
+    let mut resumed_cache = read;
+    let resumed = run_exact(
+        &data,
+        &Knowledge::none(3),
+        &settings(),
+        &mut resumed_cache,
+        &backend,
+        |_, _, _| {},
+        || false,
+    )
+    .unwrap();
+    assert_eq!(resumed.families_fitted, 2, "only the missing families");
+    assert_eq!(resumed.cache_hits, 10);
+    assert_eq!(resumed_cache, whole);
+    assert_eq!(resumed.best, uninterrupted.best);
+    assert_eq!(resumed.edge_probabilities, uninterrupted.edge_probabilities);
+}

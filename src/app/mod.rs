@@ -143,7 +143,7 @@ pub struct AppState {
     writers: PageWriters,
     model: StoredValue<PageModel>,
     pub preset: RwSignal<Preset>,
-    /// The search the next run uses (`method-select`).
+    /// The search the next run uses (`method-select`; auto until the user picks another).
     pub method: RwSignal<Method>,
     pub settings_values: RwSignal<Vec<String>>,
     pub rules: RwSignal<Vec<EdgeRule>>,
@@ -164,7 +164,8 @@ impl AppState {
             writers,
             model: StoredValue::new(model),
             preset: RwSignal::new(Preset::Interactive),
-            method: RwSignal::new(Method::Cgp),
+            // The method that wins (issue 33): exact for few variables, hybrid above.
+            method: RwSignal::new(Method::Auto),
             settings_values: RwSignal::new(preset_values(Preset::Interactive, 0)),
             rules: RwSignal::new(Vec::new()),
             tiers: RwSignal::new(Vec::new()),

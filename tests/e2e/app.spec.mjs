@@ -494,6 +494,25 @@ test('the built-in examples load', async ({ page }, info) => {
   expect(seen.errors).toEqual([]);
 });
 
+test('with the page\'s defaults (auto) every built-in example with a known graph comes back right', async ({ page }, info) => {
+  test.setTimeout(300_000);
+  const seen = watch(page);
+  await open(page, '', { method: null });
+  await expect(page.getByTestId('method-select')).toHaveValue('auto');
+  for (const stem of ['chain', 'fork', 'collider', 'altitude_temperature']) {
+    await page.getByTestId('example-select').selectOption(stem);
+    await expect(page.getByTestId('data-summary')).toContainText(`${stem}.csv`);
+    await page.getByTestId('run-button').click();
+    await expect(page.getByTestId('status')).toHaveText('done', { timeout: 120_000 });
+    await expect(page.getByTestId('result-method')).toHaveText('exact');
+    await expect(page.getByTestId('result-method-reason')).toContainText('auto');
+    await expect(page.getByTestId('metrics')).toBeVisible();
+    await expect(page.locator('[data-metric="shd"]'), stem).toHaveText('0');
+    if (stem === 'collider') await shot(page, 'app-19-collider-default', info);
+  }
+  expect(seen.errors).toEqual([]);
+});
+
 test('each preset fills the form with its own values and notes what it costs', async ({ page }, info) => {
   const seen = watch(page);
   await open(page);

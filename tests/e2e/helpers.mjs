@@ -71,10 +71,15 @@ export async function shot(page, name, info) {
   await page.screenshot({ path: path.join(shots, `${name}-${info.project.name}.png`), fullPage: true });
 }
 
-/** Opens the page and waits for the worker to answer. */
-export async function open(page, suffix = '') {
+/**
+ * Opens the page and waits for the worker to answer. The page's default method is auto (the
+ * exact search on few variables); most tests here exercise the continuous search's live views,
+ * restarts and phases, so `method` is selected unless it is null (the page's default kept).
+ */
+export async function open(page, suffix = '', { method = 'cgp' } = {}) {
   await page.goto(`/${suffix}`);
   await expect(page.getByTestId('backend-badge')).not.toHaveAttribute('data-backend', 'probing');
+  if (method) await page.getByTestId('method-select').selectOption(method);
 }
 
 /** Chooses a CSV file with the file picker. */

@@ -182,6 +182,12 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     .map_err(|e| CliError(format!("prior knowledge: {e}")))?;
 
     let mut settings = preset.settings();
+    // The method that wins is the default (issue 33): auto (exact up to 12 variables, hybrid
+    // above), unless a settings file or --method names one. The paper's preset keeps the paper's
+    // continuous search.
+    if preset != Preset::Paper {
+        settings.method = Method::Auto;
+    }
     args.overrides.apply(&mut settings)?;
     let threads = settings.threads;
     let mut session = settings

@@ -23,7 +23,8 @@ pub struct Overrides {
     /// The search: `cgp` (the continuous search), `exact` (every family scored, the best DAG by
     /// dynamic programming, the posterior), `hybrid` (cgp, then exact with cgp's edges added to
     /// the candidate parents) or `auto` (exact up to 12 variables, hybrid above; the result says
-    /// which ran and why). Default: the preset's (cgp).
+    /// which ran and why). Default: `discover` auto (cgp with --preset paper), `bench` the
+    /// preset's (cgp).
     #[arg(long, value_name = "auto|cgp|exact|hybrid")]
     pub method: Option<String>,
     /// A JSON object of search settings (the keys of result.json's `settings`) that replace the
