@@ -335,7 +335,15 @@ fn discover_with_the_gpu_says_what_of_a_collapsed_run_it_computes() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_occam"))
         .args(["discover", data.to_str().unwrap(), "--out"])
         .arg(dir.path().join("run"))
-        .args(["--backend", "gpu", "--quiet", "--seed", "1"])
+        .args([
+            "--method",
+            "cgp",
+            "--backend",
+            "gpu",
+            "--quiet",
+            "--seed",
+            "1",
+        ])
         .output()
         .expect("occam runs");
     assert!(
