@@ -242,8 +242,9 @@ impl FamilyPlan {
 
     /// The score table for the DP over the `admitted` families (see [`FamilyPlan::admitted`]):
     /// each family with its cached value, first raised to the best value an admitted superset's
-    /// fit has with the extra parents switched off (the downward repair, [`FamilyScore::switched_off`]),
-    /// then to the best value of its admitted subsets, F(i | S) = max(F_fit(i | S),
+    /// fit has with the extra parents switched off (the downward repair,
+    /// [`FamilyScore::switched_off`]), then to the best value of its admitted subsets,
+    /// F(i | S) = max(F_fit(i | S),
     /// max_{T ⊃ S} F_T(i | S), max_{S' ⊂ S} F(i | S')). The models nest: with the extra
     /// parents' linear variances and SE precisions at 0 the kernel on [x_S, w] is the kernel on
     /// [x_S', w], so the maximised bound of S is at least the value reached for S'; a fit that
