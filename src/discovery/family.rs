@@ -653,45 +653,33 @@ pub fn family_fit(
         (FamilyFitScheme::Warm { cold }, Some(_)) => cold.restarts().to_vec(),
         _ => (0..settings.restarts.max(1)).collect(),
     };
+    let usable = |f: &Result<CollapsedFit, String>| matches!(f, Ok(f) if f.bound.is_finite());
     let mut records = Vec::new();
-    let mut best: Option<CollapsedFit> = None;
-    let mut failed = 0;
-    let mut keep = |fitted: Result<CollapsedFit, String>, failed: &mut usize| match fitted {
-        Ok(f) if f.bound.is_finite() => {
-            if best.as_ref().is_none_or(|b| f.bound > b.bound) {
-                best = Some(f);
-            }
-        }
-        _ => *failed += 1,
-    };
-    for restart in cold {
-        let mut rng = ChaCha8Rng::seed_from_u64(family_seed.wrapping_add(restart as u64));
-        let fit_settings = family_fit_settings(settings, restart);
-        let fitted = match settings.scheme {
-            FamilyFitScheme::Independent | FamilyFitScheme::Warm { .. } => {
-                let fitted = model
-                    .fit(&fit_settings, &mut rng)
-                    .map_err(|e| e.to_string());
-                records.push(FitRecord::of(
-                    FitRole::Full,
-                    Some(fit_settings.latent_start),
-                    &fitted,
-                ));
-                fitted
-            }
-            FamilyFitScheme::Race { probe } => {
-                raced_fit(&model, &fit_settings, probe, &mut rng, &mut records)
-            }
-        };
-        keep(fitted, &mut failed);
-    }
+    let mut outcomes: Vec<Result<CollapsedFit, String>> = cold
+        .iter()
+        .map(|&restart| cold_fit(&model, settings, family_seed, restart, &mut records))
+        .collect();
     if let Some(params) = warm_params {
         let fitted = model
             .fit_from(params, &family_fit_settings(settings, 0))
             .map_err(|e| e.to_string());
         records.push(FitRecord::of(FitRole::Warm, None, &fitted));
-        keep(fitted, &mut failed);
+        outcomes.push(fitted);
+        // A warm fit that failed with no cold fit beside it would leave the family at its
+        // floor: the cold fits run after all.
+        if !outcomes.iter().any(usable) {
+            for restart in 0..settings.restarts.max(1) {
+                let fitted = cold_fit(&model, settings, family_seed, restart, &mut records);
+                outcomes.push(fitted);
+            }
+        }
     }
+    let failed = outcomes.iter().filter(|f| !usable(f)).count();
+    // The highest bound; the first of equal ones.
+    let best = outcomes
+        .into_iter()
+        .filter_map(|f| f.ok().filter(|f| f.bound.is_finite()))
+        .reduce(|a, b| if b.bound > a.bound { b } else { a });
     let best_bound = best.as_ref().map(|b| b.bound);
     let floor_value = model.noise_value();
     let (best_params, switched_off) = match (&best, settings.scheme.warm_starts()) {
@@ -710,6 +698,36 @@ pub fn family_fit(
         },
         best,
     })
+}
+
+/// Cold fit `restart` of a family (its own GP-regression start drawn from the family's seed +
+/// `restart`, the latent start of [`family_fit_settings`]; raced under the race scheme), recorded
+/// in `records`.
+fn cold_fit(
+    model: &CollapsedModel,
+    settings: &FamilyScoreSettings,
+    family_seed: u64,
+    restart: usize,
+    records: &mut Vec<FitRecord>,
+) -> Result<CollapsedFit, String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(family_seed.wrapping_add(restart as u64));
+    let fit_settings = family_fit_settings(settings, restart);
+    match settings.scheme {
+        FamilyFitScheme::Independent | FamilyFitScheme::Warm { .. } => {
+            let fitted = model
+                .fit(&fit_settings, &mut rng)
+                .map_err(|e| e.to_string());
+            records.push(FitRecord::of(
+                FitRole::Full,
+                Some(fit_settings.latent_start),
+                &fitted,
+            ));
+            fitted
+        }
+        FamilyFitScheme::Race { probe } => {
+            raced_fit(model, &fit_settings, probe, &mut rng, records)
+        }
+    }
 }
 
 /// One raced start: the GP-regression start, then its residual and w-off latent starts
@@ -1124,6 +1142,25 @@ mod tests {
         assert_eq!(default.for_variables(10), default);
         let independent = FamilyScoreSettings::independent(5);
         assert_eq!(independent.for_variables(3), independent);
+        // A warm fit that fails (here: a start with a NaN in q(w)) is not the last word: with
+        // no cold fit beside it, both cold fits run after it.
+        let mut broken = warm.clone();
+        broken.params.latent.as_mut().unwrap().mean[0] = f64::NAN;
+        let warm_only = FamilyScoreSettings {
+            scheme: FamilyFitScheme::Warm {
+                cold: ColdFits::Neither,
+            },
+            ..settings
+        };
+        let s = family_score(&data, 2, &[0, 1], &warm_only, 7, Some(&broken)).unwrap();
+        let roles: Vec<FitRole> = s.fits.iter().map(|f| f.role).collect();
+        assert_eq!(roles, vec![FitRole::Warm, FitRole::Full, FitRole::Full]);
+        assert!(s.fits[0].bound.is_err());
+        assert_eq!(s.fits_failed, 1);
+        assert_eq!(
+            s.best_bound, cold.best_bound,
+            "the cold fits' best, as without a start"
+        );
         // A start that is no subset of the family is not taken.
         let wrong = WarmStart {
             parents: vec![1, 2],
