@@ -566,7 +566,8 @@ pub struct FamilyScore {
 
 /// Families of up to this many parents evaluate their best fit with every proper subset of their
 /// parents switched off ([`FamilyScore::switched_off`]): 2^k − 1 bound evaluations without a
-/// gradient, about 6 % of a warm fit's work summed over a 6-candidate plan.
+/// gradient: counted for P = 6 candidates, 665 per variable (6,650 for a 10-node set) against
+/// about 165,000 evaluations with gradient for the fits of such a set (not timed separately).
 pub const SWITCH_OFF_ALL_SUBSETS_UP_TO: usize = 6;
 
 /// [`FamilyScore::switched_off`] of the best fit `fit` of `model` (k parents).

@@ -131,8 +131,9 @@ pub const OFF_LATENT_LINEAR: f64 = 1e-4;
 pub const OFF_LATENT_PRECISION: f64 = 0.01;
 
 /// The SE precision and the linear variance a warm start ([`CollapsedModel::warm_start`]) gives
-/// the parent it adds: a lengthscale of about 3 standard deviations of the standardised input and
-/// a linear slope of about 0.3, large enough that the gradient can grow them when the parent
+/// the parent it adds: θ is an inverse lengthscale (r² = Σ θ_j² Δ_j²), so a lengthscale of 10
+/// standard deviations of the standardised input, and a linear slope of about √0.1 ≈ 0.3; large
+/// enough that the gradient can grow them when the parent
 /// explains something (at zero both the value and its gradient in the log-parameters vanish),
 /// small enough that the start stays near the subset's optimum.
 pub const WARM_NEW_PRECISION: f64 = 0.1;
