@@ -140,6 +140,57 @@ fn an_exact_run_reports_its_families_posterior_and_edge_probabilities() {
 }
 
 #[test]
+fn a_running_exact_search_shows_the_best_graph_so_far_and_its_edge_probabilities() {
+    let data = chain();
+    let mut s = settings(Method::Exact);
+    // One family per step, so the larger families arrive one at a time.
+    s.threads = 1;
+    let mut session = Session::new(&data, Knowledge::none(3), s.check().unwrap(), 0, None).unwrap();
+    let snaps = run_to_end(&mut session);
+    let live: Vec<_> = snaps
+        .iter()
+        .filter(|s| s.status == Status::Running)
+        .filter_map(|s| Some((s, s.exact.as_ref()?.live_log_score?)))
+        .collect();
+    // Screening shows the one-parent gains; each of the three two-parent families but the last
+    // is followed by a live view.
+    assert!(live.len() >= 2, "{} live snapshots", live.len());
+    assert!(snaps
+        .iter()
+        .filter(|s| s
+            .exact
+            .as_ref()
+            .is_some_and(|x| x.stage == occam::discovery::exact::ExactStage::Screening))
+        .all(|s| s.exact.as_ref().unwrap().live_log_score.is_none() && s.edges.is_empty()));
+    let mut last = f64::NEG_INFINITY;
+    for (snap, score) in &live {
+        // A family scored can only raise the best score: every family's value is at least its
+        // best scored subset's.
+        assert!(*score >= last - 1e-9, "{score} after {last}");
+        last = *score;
+        let dag =
+            occam::graph::Dag::from_edges(3, &snap.edges).expect("the best graph so far is a DAG");
+        assert_eq!(dag.n(), 3);
+        for row in &snap.adjacency {
+            assert!(
+                row.iter().all(|p| (0.0..=1.0 + 1e-12).contains(p)),
+                "{row:?}"
+            );
+        }
+        for &(a, b) in &snap.edges {
+            assert!(snap.adjacency[a][b] > 0.0);
+        }
+        assert!(snap
+            .phase_text
+            .contains("best graph over the families scored so far"));
+    }
+    let result = session.result();
+    assert_eq!(result.status, Status::Done);
+    let final_score = result.exact.as_ref().unwrap().log_score;
+    assert!(final_score >= last - 1e-9, "{final_score} < {last}");
+}
+
+#[test]
 fn a_stopped_exact_run_keeps_what_it_fitted() {
     let data = chain();
     let mut s = settings(Method::Exact);

@@ -44,6 +44,8 @@ pub use crate::ui::CurvePoint;
 const FONT: &str = "sans-serif";
 /// The attribute that remembers the CSS size drawn at (see [`scale::css_size`]).
 const CSS_SIZE_ATTR: &str = "data-css-size";
+/// The attribute that says where the heatmap's cells are ([`scale::HeatmapGrid`]), for clicks.
+const GRID_ATTR: &str = "data-grid";
 
 const INK: RGBColor = RGBColor(0x1d, 0x24, 0x30);
 const MUTED: RGBColor = RGBColor(0x5b, 0x66, 0x76);
@@ -174,9 +176,13 @@ pub fn draw_heatmap(
     names: &[String],
     weights: &[Vec<f64>],
     edges: &[(usize, usize)],
+    kind: scale::HeatmapScale,
 ) -> Result<(), String> {
-    // Until the names are drawn, the canvas names none.
+    // Until the names are drawn, the canvas names none, and no click finds a cell.
     set_label_counts(canvas, (0, 0))?;
+    canvas
+        .remove_attribute(GRID_ATTR)
+        .map_err(|e| format!("could not mark the canvas: {e:?}"))?;
     let (root, surface) = open(canvas)?;
     let n = names.len().min(weights.len());
     if n == 0 {
@@ -191,13 +197,16 @@ pub fn draw_heatmap(
         return note(&root, &surface, "canvas too small");
     };
     let weights = &weights[..n];
-    let s = scale::scale_midpoint(weights);
+    let s = kind.midpoint(weights);
 
-    draw_cells(&root, &surface, &layout, weights, s)?;
+    draw_cells(&root, &surface, &layout, weights, kind, s)?;
     draw_edges(&root, &surface, &layout, n, edges)?;
     let counts = draw_matrix_labels(&root, &surface, &layout, &labels)?;
-    draw_colour_bar(&root, &surface, &layout, s)?;
+    draw_colour_bar(&root, &surface, &layout, kind, s)?;
     set_label_counts(canvas, counts)?;
+    canvas
+        .set_attribute(GRID_ATTR, &layout.grid(n).to_attr())
+        .map_err(|e| format!("could not mark the canvas: {e:?}"))?;
 
     let caption = surface
         .text(scale::FONT_PX, &MUTED)
@@ -210,6 +219,25 @@ pub fn draw_heatmap(
     )
     .map_err(draw_err)?;
     root.present().map_err(draw_err)
+}
+
+/// The heatmap cell (row = cause, column = effect) under a click on `canvas`, as last drawn by
+/// [`draw_heatmap`]; `None` off the grid or before anything is drawn. The click's offset is taken
+/// back to the CSS size the heatmap was drawn at, should the canvas have been resized since.
+pub fn heatmap_cell_at(
+    canvas: &web_sys::HtmlCanvasElement,
+    event: &web_sys::MouseEvent,
+) -> Option<(usize, usize)> {
+    let grid = scale::HeatmapGrid::parse(&canvas.get_attribute(GRID_ATTR)?)?;
+    let drawn = canvas
+        .get_attribute(CSS_SIZE_ATTR)
+        .and_then(|s| scale::parse_size(&s))?;
+    let sx = f64::from(drawn.0) / f64::from(canvas.client_width().max(1));
+    let sy = f64::from(drawn.1) / f64::from(canvas.client_height().max(1));
+    grid.cell_at(
+        f64::from(event.offset_x()) * sx,
+        f64::from(event.offset_y()) * sy,
+    )
 }
 
 /// The backing-pixel rectangle of cell `(i, j)`: upper-left and lower-right corners, with a
@@ -237,6 +265,7 @@ fn draw_cells(
     surface: &Surface,
     layout: &HeatmapLayout,
     weights: &[Vec<f64>],
+    kind: scale::HeatmapScale,
     s: f64,
 ) -> Result<(), String> {
     let n = weights.len();
@@ -246,7 +275,7 @@ fn draw_cells(
                 DIAGONAL
             } else {
                 row.get(j)
-                    .and_then(|w| scale::weight_colour(*w, s))
+                    .and_then(|w| kind.to_t(*w, s).map(scale::colour_at))
                     .map_or(MISSING, rgb)
             };
             let (a, b) = cell_rect(surface, layout, i, j);
@@ -349,6 +378,7 @@ fn draw_colour_bar(
     root: &Area,
     surface: &Surface,
     layout: &HeatmapLayout,
+    kind: scale::HeatmapScale,
     s: f64,
 ) -> Result<(), String> {
     const BAR_W: f64 = 12.0;
@@ -377,7 +407,7 @@ fn draw_colour_bar(
         .text(scale::FONT_PX, &MUTED)
         .pos(Pos::new(HPos::Left, VPos::Center));
     let tick_len = surface.px(4.0);
-    for &t in &scale::COLOUR_BAR_TICKS {
+    for &t in kind.ticks() {
         let y = bottom - (f64::from(height) * t).round() as i32;
         root.draw(&PathElement::new(
             vec![(x1, y), (x1 + tick_len, y)],
@@ -385,7 +415,7 @@ fn draw_colour_bar(
         ))
         .map_err(draw_err)?;
         root.draw_text(
-            &scale::format_axis_number(scale::t_to_weight(t, s)),
+            &scale::format_axis_number(kind.value_at(t, s)),
             &label,
             (x1 + tick_len + surface.px(3.0), y),
         )
@@ -394,7 +424,8 @@ fn draw_colour_bar(
     let title = surface
         .text(scale::FONT_PX, &MUTED)
         .pos(Pos::new(HPos::Left, VPos::Bottom));
-    root.draw_text("weight", &title, (x0, top - surface.px(5.0)))
+    // Clear of the top tick's label, which is centred on the bar's top on the probability scale.
+    root.draw_text(kind.title(), &title, (x0, top - surface.px(10.0)))
         .map_err(draw_err)
 }
 

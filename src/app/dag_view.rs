@@ -50,6 +50,8 @@ pub struct Drawing {
     names: Vec<String>,
     /// (from, to, weight, kind)
     edges: Vec<(usize, usize, f64, Option<EdgeKind>)>,
+    /// Whether these are a result's edges (which can be explained), not a running search's.
+    of_result: bool,
 }
 
 /// The graph on screen: the result's (edges classed against the truth when one is known), else
@@ -58,7 +60,9 @@ pub fn drawing(state: AppState) -> Option<Drawing> {
     let names = state.names()?;
     let d = names.len();
 
-    let edges = if let Some(result) = state.page.result.get() {
+    let result = state.page.result.get();
+    let of_result = result.is_some();
+    let edges = if let Some(result) = result {
         match truth_report(state) {
             Some(Ok(report)) => report
                 .classes
@@ -90,14 +94,29 @@ pub fn drawing(state: AppState) -> Option<Drawing> {
         .into_iter()
         .filter(|&(i, j, _, _)| i < d && j < d)
         .collect();
-    Some(Drawing { names, edges })
+    Some(Drawing {
+        names,
+        edges,
+        of_result,
+    })
 }
 
 /// The graph `drawing` as SVG (a note in its place while there is none).
 #[component]
-pub fn DagView(#[prop(into)] drawing: Signal<Option<Drawing>>) -> impl IntoView {
+pub fn DagView(
+    #[prop(into)] drawing: Signal<Option<Drawing>>,
+    /// Called with (cause, effect) when an edge is clicked: every edge drawn is clickable then,
+    /// through a wide transparent stroke laid over it.
+    #[prop(optional)]
+    on_edge: Option<Callback<(usize, usize)>>,
+) -> impl IntoView {
     move || {
-        let Some(Drawing { names, edges }) = drawing.get() else {
+        let Some(Drawing {
+            names,
+            edges,
+            of_result,
+        }) = drawing.get()
+        else {
             return view! {
                 <svg data-testid="dag-svg" xmlns="http://www.w3.org/2000/svg" width="320" height="60" viewBox="0 0 320 60" role="img" aria-label="No graph yet">
                     <text x="12" y="34" font-family="sans-serif" font-size="13" fill="#5b6676">"The graph appears here once data are loaded."</text>
@@ -156,13 +175,25 @@ pub fn DagView(#[prop(into)] drawing: Signal<Option<Drawing>>) -> impl IntoView 
                     kind_code(kind),
                     weight
                 );
+                let pair = (route.from, route.to);
+                // A thin line is hard to hit: a wide transparent stroke over it takes the clicks.
+                let hit = on_edge.filter(|_| of_result).map(|callback| {
+                    view! {
+                        <path d=d.clone() fill="none" stroke="transparent" stroke-width="14"
+                            pointer-events="stroke" class="edge-hit" data-edge-hit=format!("{}->{}", pair.0, pair.1)
+                            on:click=move |_| callback.run(pair)>
+                            <title>{format!("{label}: click to see why")}</title>
+                        </path>
+                    }
+                });
                 view! {
                     <path d=d fill="none" stroke=colour stroke-width=format!("{width:.2}")
                         stroke-dasharray=(!dash.is_empty()).then_some(dash)
                         marker-end=format!("url(#{marker})")
                         data-edge=format!("{}->{}", route.from, route.to) data-kind=kind_code(kind)>
-                        <title>{label}</title>
+                        <title>{label.clone()}</title>
                     </path>
+                    {hit}
                 }
             })
             .collect_view();

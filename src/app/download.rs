@@ -52,6 +52,23 @@ pub fn graph_svg_text() -> Result<String, String> {
         .query_selector("[data-testid=dag-svg]")
         .map_err(|e| format!("{e:?}"))?
         .ok_or("there is no graph to save")?;
+    // The transparent strokes that take clicks on the page are no part of the drawing.
+    let svg = svg
+        .clone_node_with_deep(true)
+        .map_err(|e| format!("{e:?}"))?;
+    if let Some(copy) = svg.dyn_ref::<web_sys::Element>() {
+        let hits = copy
+            .query_selector_all(".edge-hit")
+            .map_err(|e| format!("{e:?}"))?;
+        for k in 0..hits.length() {
+            if let Some(hit) = hits
+                .item(k)
+                .and_then(|n| n.dyn_into::<web_sys::Element>().ok())
+            {
+                hit.remove();
+            }
+        }
+    }
     let text = web_sys::XmlSerializer::new()
         .and_then(|s| s.serialize_to_string(&svg))
         .map_err(|e| format!("could not serialise the graph: {e:?}"))?;

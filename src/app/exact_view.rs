@@ -3,9 +3,10 @@
 //! graphs drawn small with their probabilities, grouped by Markov equivalence class
 //! (`data-testid="posterior"`).
 
-use super::charts::draw_heatmap;
+use super::charts::{draw_heatmap, heatmap_cell_at};
 use crate::discovery::exact::GraphPosterior;
 use crate::engine::RunResult;
+use crate::ui::chart_scale::HeatmapScale;
 use crate::ui::{format_number, format_probability};
 use leptos::prelude::*;
 
@@ -17,7 +18,11 @@ const MAX_MEMBERS: usize = 4;
 /// The exact search's edge probabilities and posterior over graphs of `result` (nothing for a
 /// result without them).
 #[component]
-pub fn ExactResults(#[prop(into)] result: Signal<Option<RunResult>>) -> impl IntoView {
+pub fn ExactResults(
+    #[prop(into)] result: Signal<Option<RunResult>>,
+    /// Called with the (cause, effect) cell of the edge probabilities clicked.
+    on_pair: Callback<(usize, usize)>,
+) -> impl IntoView {
     move || {
         let result = result.get()?;
         let probabilities = result.edge_probabilities.clone()?;
@@ -47,7 +52,7 @@ pub fn ExactResults(#[prop(into)] result: Signal<Option<RunResult>>) -> impl Int
             <section class="exact" data-testid="edge-probabilities" aria-labelledby="edge-prob-heading">
                 <h3 id="edge-prob-heading">"Posterior edge probabilities (row = cause, column = effect)"</h3>
                 <p class="hint">{summary} ". Prior: " {prior} "."</p>
-                <ProbabilityHeatmap names=result.names.clone() probabilities=probabilities edges=result.edges.clone() />
+                <ProbabilityHeatmap names=result.names.clone() probabilities=probabilities edges=result.edges.clone() on_pair=on_pair />
             </section>
             {posterior}
         })
@@ -60,16 +65,29 @@ fn ProbabilityHeatmap(
     names: Vec<String>,
     probabilities: Vec<Vec<f64>>,
     edges: Vec<(usize, usize)>,
+    on_pair: Callback<(usize, usize)>,
 ) -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     Effect::new(move |_| {
         let Some(el) = canvas.get() else { return };
-        if let Err(e) = draw_heatmap(&el, &names, &probabilities, &edges) {
+        if let Err(e) = draw_heatmap(
+            &el,
+            &names,
+            &probabilities,
+            &edges,
+            HeatmapScale::Probability,
+        ) {
             web_sys::console::warn_1(&format!("edge probabilities: {e}").into());
         }
     });
+    let on_click = move |event: leptos::ev::MouseEvent| {
+        if let Some(cell) = canvas.get().and_then(|el| heatmap_cell_at(&el, &event)) {
+            on_pair.run(cell);
+        }
+    };
     view! {
-        <canvas node_ref=canvas class="heatmap" data-testid="edge-probabilities-canvas" width="420" height="400"
+        <canvas node_ref=canvas class="heatmap clickable" data-testid="edge-probabilities-canvas" width="420" height="400"
+            title="Click a cell: why the graph has, or leaves out, that edge" on:click=on_click
             role="img" aria-label="Heatmap of the posterior edge probabilities"></canvas>
     }
 }

@@ -233,15 +233,41 @@ fn evidence_view(state: AppState, evidence: &EdgeEvidence, names: &[String]) -> 
         ),
         Reversal::CreatesCycle { .. } => format!("{}.", capitalised(&evidence.reversal_words(names))),
     };
-    view! {
-        <p data-state="ready" data-edge=format!("{}->{}", evidence.from, evidence.to)
-            data-removed=format!("{:.3}", evidence.removed)
-            data-reversed=evidence.reversed_delta().map(|d| format!("{d:.3}")).unwrap_or_default()>
+    // An edge the result leaves out was scored in the graph with it added (a clicked pair).
+    let added = state
+        .page
+        .result
+        .with(|r| r.as_ref().is_some_and(|r| !r.edges.contains(&edge)));
+    let summary = if added {
+        view! {
+            "Adding " <strong>{from.clone()} " → " {to.clone()}</strong> ", which the graph leaves out, changes its score by "
+            <strong data-testid="removal-nats">{signed(-evidence.removed)} " nats"</strong>
+            " (" {to.clone()} "'s family: " {format_number(evidence.child_family_without)} " → "
+            {format_number(evidence.child_family)} " nats). "
+            {capitalised(&evidence.addition_words(names))} "."
+        }
+        .into_any()
+    } else {
+        view! {
             "Removing " <strong>{from.clone()} " → " {to.clone()}</strong> " changes the graph's score by "
             <strong data-testid="removal-nats">{signed(evidence.removed)} " nats"</strong>
             " (" {to.clone()} "'s family: " {format_number(evidence.child_family)} " → "
             {format_number(evidence.child_family_without)} " nats). "
             {capitalised(&evidence.removal_words(names))} "."
+        }
+        .into_any()
+    };
+    let reversal = if added {
+        format!("Were the two joined: {reversal}")
+    } else {
+        reversal
+    };
+    view! {
+        <p data-state="ready" data-edge=format!("{}->{}", evidence.from, evidence.to)
+            data-added=added.to_string()
+            data-removed=format!("{:.3}", evidence.removed)
+            data-reversed=evidence.reversed_delta().map(|d| format!("{d:.3}")).unwrap_or_default()>
+            {summary}
         </p>
         <p data-testid="reversal-words">{reversal}</p>
         <button class="small" data-testid="compare-directions" on:click=move |_| state.compare_directions(edge)>

@@ -293,6 +293,12 @@ impl AppState {
         self.ask(|m| m.ask_about_edge(edge, false));
     }
 
+    /// Asks the worker about the pair clicked in the graph or a heatmap
+    /// ([`PageModel::ask_about_pair`]).
+    pub fn explain_pair(self, pair: (usize, usize)) {
+        self.ask(|m| m.ask_about_pair(pair));
+    }
+
     /// Asks the worker to draw `edge` of the result on screen and its reversal side by side.
     pub fn compare_directions(self, edge: (usize, usize)) {
         self.ask(|m| m.ask_about_edge(edge, true));

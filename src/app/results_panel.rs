@@ -189,7 +189,7 @@ pub fn ResultsPanel(
                     <EdgeExplanation state=state />
                     <EquivalenceClass result=state.page.result shown=state.cpdag_shown />
                 </details>
-                <ExactResults result=state.page.result />
+                <ExactResults result=state.page.result on_pair=Callback::new(move |pair| state.explain_pair(pair)) />
                 {(result.method != Method::Exact).then(|| view! {
                     <h3>"Restarts (evidence in nats; the highest score wins)"</h3>
                     <div class="scroll">

@@ -2,7 +2,7 @@
 //! time left; and the live views (adjacency heatmap, DAG, objective curves) redrawn from each
 //! snapshot the worker sends.
 
-use super::charts::{draw_curves, draw_heatmap};
+use super::charts::{draw_curves, draw_heatmap, heatmap_cell_at};
 use super::dag_view::{drawing, DagView};
 use super::knowledge_panel::current_knowledge;
 use super::settings_panel::current_settings;
@@ -10,6 +10,7 @@ use super::{AppState, DataState, RunState};
 use crate::discovery::cgp::Method;
 use crate::engine::{RunResult, Snapshot, Status};
 use crate::protocol::RunRequest;
+use crate::ui::chart_scale::HeatmapScale;
 use crate::ui::{
     format_number, fraction_reached, phase_name, progress_shown, History, RunProgress,
 };
@@ -108,12 +109,13 @@ pub fn RunPanel(
                 <figure class:wide=move || heatmap_size(state.names().as_deref()).is_some()>
                     <figcaption>{move || heatmap_caption(state)}</figcaption>
                     <Heatmap names=Signal::derive(move || state.names()) result=state.page.result
-                        snapshot=state.page.snapshot />
+                        snapshot=state.page.snapshot on_pair=Callback::new(move |pair| state.explain_pair(pair)) />
                 </figure>
                 // A graph of more than 8 variables gets the whole width.
                 <figure class:wide=move || state.names().is_some_and(|n| n.len() > 8)>
                     <figcaption>"Graph"</figcaption>
-                    <DagView drawing=Signal::derive(move || drawing(state)) />
+                    <DagView drawing=Signal::derive(move || drawing(state))
+                        on_edge=Callback::new(move |pair| state.explain_pair(pair)) />
                 </figure>
                 // The exact search optimises no objective over iterations: nothing to plot
                 // (`auto` is exact too for the loaded data's size).
@@ -136,13 +138,16 @@ fn heatmap_caption(state: AppState) -> &'static str {
         .page
         .result
         .with(|r| r.as_ref().map(|r| r.exact.is_some()));
-    let exact_running = state
-        .page
-        .snapshot
-        .with(|s| s.as_ref().is_some_and(|s| s.exact.is_some()));
+    let (exact_running, exact_live) = state.page.snapshot.with(|s| {
+        let x = s.as_ref().and_then(|s| s.exact.as_ref());
+        (x.is_some(), x.is_some_and(|x| x.live_log_score.is_some()))
+    });
     match exact_result {
         Some(true) => "Posterior probabilities of the chosen edges (row = cause, column = effect)",
         Some(false) => "Weighted adjacency (row = cause, column = effect)",
+        None if exact_live => {
+            "Edge probabilities over the families scored so far; outlined: the best graph so far (row = cause, column = effect)"
+        }
         None if exact_running => {
             "One-parent evidence gains F(effect | cause) − F(effect | ∅), nats (row = cause, column = effect)"
         }
@@ -180,7 +185,8 @@ fn PhaseBanner(#[prop(into)] snapshot: Signal<Option<Snapshot>>) -> impl IntoVie
             let where_text = match &s.exact {
                 Some(x) => view! {
                     " · families "
-                    <span data-testid="families-progress" data-done=x.done data-total=x.total>
+                    <span data-testid="families-progress" data-done=x.done data-total=x.total
+                        data-live-score=x.live_log_score.map(|v| format!("{v:.3}"))>
                         {x.done} " / " {x.total}
                     </span>
                     " · " {x.families_fitted} " fitted, " {x.cache_hits} " from the cache"
@@ -269,17 +275,34 @@ fn Heatmap(
     names: Signal<Option<Vec<String>>>,
     #[prop(into)] result: Signal<Option<RunResult>>,
     #[prop(into)] snapshot: Signal<Option<Snapshot>>,
+    /// Called with the (cause, effect) cell clicked once a result is shown.
+    on_pair: Callback<(usize, usize)>,
 ) -> impl IntoView {
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     Effect::new(move |_| {
         let Some(el) = canvas.get() else { return };
         let names = names.get().unwrap_or_default();
-        let (weights, edges) = match (result.get(), snapshot.get()) {
-            (Some(r), _) => (r.adjacency.clone(), r.edges.clone()),
-            (None, Some(s)) => (s.adjacency.clone(), s.edges.clone()),
-            (None, None) => (Vec::new(), Vec::new()),
+        // The exact search's matrices are edge probabilities, or while it screens, gains in nats.
+        let (weights, edges, kind) = match (result.get(), snapshot.get()) {
+            (Some(r), _) => {
+                let kind = if r.exact.is_some() {
+                    HeatmapScale::Probability
+                } else {
+                    HeatmapScale::WEIGHT
+                };
+                (r.adjacency.clone(), r.edges.clone(), kind)
+            }
+            (None, Some(s)) => {
+                let kind = match &s.exact {
+                    Some(x) if x.live_log_score.is_some() => HeatmapScale::Probability,
+                    Some(_) => HeatmapScale::Weight { title: "nats" },
+                    None => HeatmapScale::WEIGHT,
+                };
+                (s.adjacency.clone(), s.edges.clone(), kind)
+            }
+            (None, None) => (Vec::new(), Vec::new(), HeatmapScale::WEIGHT),
         };
-        if let Err(e) = draw_heatmap(&el, &names, &weights, &edges) {
+        if let Err(e) = draw_heatmap(&el, &names, &weights, &edges, kind) {
             web_sys::console::warn_1(&format!("heatmap: {e}").into());
         }
     });
@@ -287,10 +310,21 @@ fn Heatmap(
         Some((size, _)) => format!("heatmap {size}"),
         None => "heatmap".to_string(),
     };
+    let has_result = move || result.with(Option::is_some);
+    let on_click = move |event: leptos::ev::MouseEvent| {
+        if !has_result() {
+            return;
+        }
+        if let Some(cell) = canvas.get().and_then(|el| heatmap_cell_at(&el, &event)) {
+            on_pair.run(cell);
+        }
+    };
     // A large canvas on a narrow screen scrolls inside the figure instead of widening the page.
     view! {
         <div class="heatmap-scroll">
-            <canvas node_ref=canvas class=class data-testid="adjacency-canvas" width="420" height="400"
+            <canvas node_ref=canvas class=class class:clickable=has_result data-testid="adjacency-canvas" width="420" height="400"
+                title=move || has_result().then_some("Click a cell: why the graph has, or leaves out, that edge")
+                on:click=on_click
                 role="img" aria-label="Heatmap of the weighted adjacency matrix"></canvas>
         </div>
     }

@@ -233,6 +233,22 @@ impl EdgeEvidence {
         )
     }
 
+    /// The same evidence read for an edge the graph leaves out, scored in the graph with it added:
+    /// [`favour_words`] for Δ = F(i | pa(i)) − F(i | pa(i) \ {j}) = −`removed`, "the data favour
+    /// leaving X → Y out: …" when Δ < 0, "… favour adding X → Y: …" when Δ > 0.
+    pub fn addition_words(&self, names: &[String]) -> String {
+        let edge = format!(
+            "{} → {}",
+            name_of(names, self.from),
+            name_of(names, self.to)
+        );
+        favour_words(
+            -self.removed,
+            &format!("leaving {edge} out"),
+            &format!("adding {edge}"),
+        )
+    }
+
     /// [`favour_words`] for Δ = the reversal's change ([`EdgeEvidence::reversed_delta`]): "the data
     /// favour X → Y over Y → X: …" when Δ < 0, the other way round when Δ > 0; or why it is not
     /// scored ("Y → X is not scored: it would close the cycle Y → X → Z → Y").
@@ -1054,6 +1070,23 @@ mod tests {
         assert_eq!(
             e0.removal_words(&names),
             "the data favour keeping A → C: very strong evidence (Bayes factor ≈ e^30.0 ≈ 1.1 × 10^13)"
+        );
+        // Read as an edge added to a graph without it: removing gains nothing here, so the data
+        // favour adding it.
+        assert_eq!(
+            e0.addition_words(&names),
+            "the data favour adding A → C: very strong evidence (Bayes factor ≈ e^30.0 ≈ 1.1 × 10^13)"
+        );
+        let left_out = EdgeEvidence {
+            removed: 3.0,
+            ..e0.clone()
+        };
+        assert!(
+            left_out
+                .addition_words(&names)
+                .starts_with("the data favour leaving A → C out: "),
+            "{}",
+            left_out.addition_words(&names)
         );
         assert_eq!(
             e1.reversal_words(&names),

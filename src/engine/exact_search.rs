@@ -35,6 +35,10 @@ pub struct ExactProgress {
     /// Families fitted by this run so far, and families found in the cache.
     pub families_fitted: usize,
     pub cache_hits: usize,
+    /// The best DAG's score over the families scored so far, when the snapshot shows that DAG
+    /// and the edge probabilities so far (not during screening).
+    #[serde(default)]
+    pub live_log_score: Option<f64>,
 }
 
 /// An exact search being driven by a session.
@@ -49,7 +53,42 @@ pub struct ExactSearch {
     /// often: they are fitted again, and recorded as failed only after [`MAX_LOSSES`].
     #[serde(default)]
     lost: Vec<(FamilyKey, usize)>,
+    /// The best DAG over the families scored so far, for the live view (recomputed from the
+    /// cache, so not saved).
+    #[serde(skip)]
+    live: Option<LiveBest>,
+    #[serde(skip)]
+    live_clock: LiveClock,
 }
+
+/// The best DAG and the edge probabilities over the families scored so far: what a snapshot of
+/// a running exact search shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveBest {
+    /// The best DAG's edges (cause, effect).
+    pub edges: Vec<(usize, usize)>,
+    /// Σ_i F(i | pa(i)) plus the graph prior's log (up to a constant) of that DAG, nats.
+    pub log_score: f64,
+    /// P(i → j | X) at [i][j] over the families scored so far (unscored ones take their best
+    /// scored subset's value).
+    pub edge_probabilities: Vec<Vec<f64>>,
+    /// Families in the cache when it was computed.
+    pub families_scored: usize,
+}
+
+/// When the live best is recomputed: after a batch, once the fitting since the last one took at
+/// least [`LIVE_COST_FACTOR`] times what the last computation cost (so it never takes more than
+/// about 1/[`LIVE_COST_FACTOR`] of the time), and at least every [`LIVE_MIN_SECONDS`] of fitting.
+#[derive(Debug, Clone, Default)]
+struct LiveClock {
+    /// Seconds the last computation took.
+    cost: f64,
+    /// Seconds of fitting since.
+    since: f64,
+}
+
+const LIVE_COST_FACTOR: f64 = 20.0;
+const LIVE_MIN_SECONDS: f64 = 0.25;
 
 /// How often a family's outcome may be lost before the family is recorded as failed (so a
 /// backend that loses it every time cannot hold the search forever).
@@ -90,6 +129,8 @@ impl ExactSearch {
             family_seconds: None,
             fitted: 0,
             lost: Vec::new(),
+            live: None,
+            live_clock: LiveClock::default(),
         };
         // Everything may already be in the cache.
         stage.finish_if_scored();
@@ -193,6 +234,43 @@ impl ExactSearch {
             return;
         }
         self.finish_if_scored();
+        self.live_clock.since += seconds;
+        self.update_live();
+    }
+
+    /// Recomputes [`ExactSearch::live`] when it is due: while the families within the candidates
+    /// are being scored (during screening the one-parent gains are the live view).
+    fn update_live(&mut self) {
+        if self.finished() || self.run.stage() != Stage::Families {
+            return;
+        }
+        let clock = &self.live_clock;
+        let due = self.live.is_none()
+            || clock.since >= (LIVE_COST_FACTOR * clock.cost).max(LIVE_MIN_SECONDS);
+        if !due {
+            return;
+        }
+        let started = crate::clock::now_seconds();
+        // An outcome that cannot be formed yet (a variable without a scored family) leaves the
+        // last live view in place.
+        if let Ok(o) = self.run.outcome() {
+            self.live = Some(LiveBest {
+                edges: o.best.dag.edges(),
+                log_score: o.best.score,
+                edge_probabilities: o.edge_probabilities,
+                families_scored: self.run.cache().len(),
+            });
+        }
+        self.live_clock = LiveClock {
+            cost: crate::clock::now_seconds() - started,
+            since: 0.0,
+        };
+    }
+
+    /// The best DAG over the families scored so far while the search runs (None during
+    /// screening, before the first batch of larger families, and once finished).
+    pub fn live(&self) -> Option<&LiveBest> {
+        self.live.as_ref().filter(|_| !self.finished())
     }
 
     /// Ends the search now: the outcome is the best DAG over the families scored so far.
@@ -213,6 +291,7 @@ impl ExactSearch {
             planned_families,
             families_fitted: self.fitted,
             cache_hits: self.run.cache_hits(),
+            live_log_score: self.live().map(|l| l.log_score),
         }
     }
 

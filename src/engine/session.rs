@@ -1035,14 +1035,15 @@ impl Session {
     }
 
     /// The snapshot of an exact search: families scored so far, the one-parent gains as the heatmap
-    /// while it runs (cause × effect, gains below 0 shown as 0), then the edge probabilities and
-    /// the best DAG.
+    /// while screening (cause × effect, gains below 0 shown as 0), then the edge probabilities and
+    /// the best DAG over the families scored so far, and at the end over all of them.
     fn exact_snapshot(&self, x: &ExactSearch) -> Snapshot {
         let d = self.names.len();
         let progress = x.progress();
         let status = self.status();
-        let (adjacency, edges) = match x.outcome() {
-            Some(Ok(o)) => (o.edge_probabilities.clone(), o.best.dag.edges()),
+        let (adjacency, edges) = match (x.outcome(), x.live()) {
+            (Some(Ok(o)), _) => (o.edge_probabilities.clone(), o.best.dag.edges()),
+            (None, Some(live)) => (live.edge_probabilities.clone(), live.edges.clone()),
             _ => {
                 let gains = x.one_parent_gains();
                 let adj = (0..d)
@@ -1072,8 +1073,21 @@ impl Session {
                 Phase::Families
             },
             phase_text: format!(
-                "Exact search: {stage_text} ({} of {} families; {} fitted, {} from the cache).",
-                progress.done, progress.total, progress.families_fitted, progress.cache_hits
+                "Exact search: {stage_text} ({} of {} families; {} fitted, {} from the cache).{}",
+                progress.done,
+                progress.total,
+                progress.families_fitted,
+                progress.cache_hits,
+                match x.live() {
+                    Some(live) => format!(
+                        " The best graph over the families scored so far has {} edge{} \
+                         (score {:.1} nats); the heatmap shows each edge's probability so far.",
+                        live.edges.len(),
+                        if live.edges.len() == 1 { "" } else { "s" },
+                        live.log_score
+                    ),
+                    None => String::new(),
+                }
             ),
             iteration: progress.families_fitted,
             terms: None,

@@ -42,6 +42,65 @@ pub const MAX_BACKING_SIDE: f64 = 8192.0;
 /// Largest area of a canvas backing store, in pixels (Safari refuses larger canvases).
 pub const MAX_BACKING_AREA: f64 = 16_000_000.0;
 
+/// What a heatmap's values are, and so how they map to colours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeatmapScale {
+    /// Non-negative weights of no fixed range (kernel weights, evidence gains in nats): t = w / (w
+    /// + s) around the midpoint s = [`scale_midpoint`], so the typical value is mid-scale.
+    Weight { title: &'static str },
+    /// Probabilities: t = p, so 0.5 is mid-scale whatever the other cells hold (a midpoint
+    /// would make 10⁻⁴⁰ look like certainty when most cells are smaller still).
+    Probability,
+}
+
+impl HeatmapScale {
+    /// The kernel weights θ of the continuous search.
+    pub const WEIGHT: Self = Self::Weight { title: "weight" };
+
+    /// The midpoint the scale needs for `values` (1 for probabilities, which need none).
+    pub fn midpoint(self, values: &[Vec<f64>]) -> f64 {
+        match self {
+            Self::Weight { .. } => scale_midpoint(values),
+            Self::Probability => 1.0,
+        }
+    }
+
+    /// The position of `v` on the colour scale, in [0, 1]; `None` for NaN.
+    pub fn to_t(self, v: f64, s: f64) -> Option<f64> {
+        match self {
+            Self::Weight { .. } => weight_to_t(v, s),
+            Self::Probability => (!v.is_nan()).then(|| v.clamp(0.0, 1.0)),
+        }
+    }
+
+    /// The value at position `t` (the inverse of [`HeatmapScale::to_t`]), for the colour bar.
+    pub fn value_at(self, t: f64, s: f64) -> f64 {
+        match self {
+            Self::Weight { .. } => t_to_weight(t, s),
+            Self::Probability => t.clamp(0.0, 1.0),
+        }
+    }
+
+    /// The colour bar's title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Weight { title } => title,
+            Self::Probability => "probability",
+        }
+    }
+
+    /// Where the colour bar's ticks go (positions t).
+    pub fn ticks(self) -> &'static [f64] {
+        match self {
+            Self::Weight { .. } => &COLOUR_BAR_TICKS,
+            Self::Probability => &PROBABILITY_TICKS,
+        }
+    }
+}
+
+/// The colour bar's ticks on the probability scale: 0, ½ and 1.
+pub const PROBABILITY_TICKS: [f64; 3] = [0.0, 0.5, 1.0];
+
 /// The colour-scale midpoint `s`: the median of the positive, finite, off-diagonal weights of
 /// the square part of `weights` (`i != j`, both below `weights.len()`), or 1 if there is none.
 pub fn scale_midpoint(weights: &[Vec<f64>]) -> f64 {
@@ -467,6 +526,66 @@ pub struct HeatmapLayout {
     pub bar_left: f64,
     /// Height of the colour bar (its top is at `top`).
     pub bar_height: f64,
+}
+
+impl HeatmapLayout {
+    /// The grid of `n` variables drawn with this layout, as clicks read it.
+    pub fn grid(&self, n: usize) -> HeatmapGrid {
+        HeatmapGrid {
+            left: self.left,
+            top: self.top,
+            cell: self.cell,
+            n,
+        }
+    }
+}
+
+/// Where a drawn heatmap's cells are, in CSS pixels from the canvas's upper-left corner: the
+/// canvas keeps it as an attribute ([`HeatmapGrid::to_attr`]) so that a click can be mapped to
+/// the cell under it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeatmapGrid {
+    pub left: f64,
+    pub top: f64,
+    pub cell: f64,
+    /// Rows (= columns) drawn.
+    pub n: usize,
+}
+
+impl HeatmapGrid {
+    /// "left,top,cell,n".
+    pub fn to_attr(&self) -> String {
+        format!(
+            "{:.2},{:.2},{:.3},{}",
+            self.left, self.top, self.cell, self.n
+        )
+    }
+
+    /// The grid written by [`HeatmapGrid::to_attr`]; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.split(',');
+        let mut number = || parts.next()?.trim().parse::<f64>().ok();
+        let (left, top, cell, n) = (number()?, number()?, number()?, number()?);
+        let ok = [left, top, cell].iter().all(|v| v.is_finite())
+            && cell > 0.0
+            && n >= 0.0
+            && n.fract() == 0.0;
+        ok.then_some(Self {
+            left,
+            top,
+            cell,
+            n: n as usize,
+        })
+    }
+
+    /// The cell (row, column) = (cause, effect) under the point (x, y), `None` outside the grid:
+    /// row ⌊(y − top) / cell⌋, column ⌊(x − left) / cell⌋.
+    pub fn cell_at(&self, x: f64, y: f64) -> Option<(usize, usize)> {
+        let column = (x - self.left) / self.cell;
+        let row = (y - self.top) / self.cell;
+        let inside = |v: f64| v.is_finite() && v >= 0.0 && v < self.n as f64;
+        (inside(row) && inside(column)).then_some((row as usize, column as usize))
+    }
 }
 
 /// The smallest font the heatmap's variable names shrink to, in CSS pixels; with cells smaller
@@ -995,5 +1114,51 @@ mod tests {
         assert_eq!(heatmap_size_class(20).map(|c| c.0), Some("heatmap-large"));
         assert_eq!(heatmap_size_class(50).map(|c| c.0), Some("heatmap-huge"));
         assert_eq!(heatmap_size_class(51).map(|c| c.0), Some("heatmap-giant"));
+    }
+
+    #[test]
+    fn a_click_maps_to_the_cell_under_it_and_nothing_outside_the_grid() {
+        let grid = HeatmapGrid {
+            left: 40.0,
+            top: 30.0,
+            cell: 20.0,
+            n: 3,
+        };
+        assert_eq!(HeatmapGrid::parse(&grid.to_attr()), Some(grid));
+        assert_eq!(grid.cell_at(40.0, 30.0), Some((0, 0)));
+        // x picks the column (effect), y the row (cause).
+        assert_eq!(grid.cell_at(65.0, 31.0), Some((0, 1)));
+        assert_eq!(grid.cell_at(41.0, 79.9), Some((2, 0)));
+        assert_eq!(grid.cell_at(99.9, 89.9), Some((2, 2)));
+        assert_eq!(grid.cell_at(100.0, 50.0), None, "right of the grid");
+        assert_eq!(grid.cell_at(39.9, 50.0), None, "on the row labels");
+        assert_eq!(grid.cell_at(50.0, 90.0), None, "below the grid");
+        assert_eq!(grid.cell_at(f64::NAN, 50.0), None);
+        for bad in ["", "1,2,3", "a,1,1,1", "1,1,0,3", "1,1,1,2.5", "1,1,1,-1"] {
+            assert_eq!(HeatmapGrid::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn probabilities_sit_on_a_fixed_scale_whatever_the_other_cells_hold() {
+        let p = HeatmapScale::Probability;
+        let tiny = vec![
+            vec![0.0, 1e-46, 1e-46],
+            vec![1e-40, 0.0, 1e-46],
+            vec![1e-46, 1e-46, 0.0],
+        ];
+        let s = p.midpoint(&tiny);
+        assert_eq!(p.to_t(1e-40, s), Some(1e-40));
+        assert_eq!(p.to_t(0.5, s), Some(0.5));
+        assert_eq!(p.to_t(1.2, s), Some(1.0));
+        assert_eq!(p.to_t(f64::NAN, s), None);
+        assert_eq!(p.value_at(0.5, s), 0.5);
+        assert_eq!(p.title(), "probability");
+        // The weight scale puts the median mid-scale: 1e-40 would look like a strong weight.
+        let w = HeatmapScale::WEIGHT;
+        let s = w.midpoint(&tiny);
+        assert!(w.to_t(1e-40, s).unwrap() > 0.99);
+        assert_eq!(w.value_at(0.5, s), s);
+        assert_eq!(w.title(), "weight");
     }
 }

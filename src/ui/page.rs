@@ -521,6 +521,48 @@ impl PageModel {
         })
     }
 
+    /// Asks about the pair `(cause, effect)` clicked in the drawn graph or the heatmap: an edge of
+    /// the result on screen in either direction is explained as its "Why?" button explains it; a
+    /// pair the result does not join is scored as if the edge were added (cause → effect, or the
+    /// other way when that direction would close a cycle), so the answer says how strongly the
+    /// data favour leaving it out. `None` without a result, or for a variable with itself.
+    pub fn ask_about_pair(&mut self, pair: (usize, usize)) -> Option<ToWorker> {
+        let r = self.result.as_ref()?;
+        let (a, b) = pair;
+        let d = r.names.len();
+        if a == b || a >= d || b >= d {
+            return None;
+        }
+        if r.edges.contains(&(a, b)) {
+            return self.ask_about_edge((a, b), false);
+        }
+        if r.edges.contains(&(b, a)) {
+            return self.ask_about_edge((b, a), false);
+        }
+        let with = |edge: (usize, usize)| {
+            let mut edges = r.edges.clone();
+            edges.push(edge);
+            crate::graph::Dag::from_edges(d, &edges)
+                .ok()
+                .map(|_| (edge, edges))
+        };
+        // One of the two directions keeps the graph acyclic: cycles both ways would need paths
+        // b ⇝ a and a ⇝ b in the DAG itself.
+        let (edge, edges) = with((a, b)).or_else(|| with((b, a)))?;
+        let seed = r.seed;
+        let subject = format!(
+            "{} → {}, which the graph leaves out (scored as if added)",
+            r.names[edge.0], r.names[edge.1]
+        );
+        let request_id = self.next_explanation(subject);
+        Some(ToWorker::ExplainEdge {
+            request_id,
+            edges,
+            edge,
+            seed,
+        })
+    }
+
     /// Asks for variable `child`'s fitted conditional along its strongest parent (the parent
     /// with the largest weight in the result's adjacency). `None` without a result or a parent.
     pub fn ask_about_variable(&mut self, child: usize) -> Option<ToWorker> {
@@ -1220,6 +1262,51 @@ mod tests {
                 message: "no".into()
             }
         );
+    }
+
+    /// A pair clicked in the graph or the heatmap: an edge of the result either way is explained
+    /// as its button explains it; a pair the graph leaves out is scored as if added, in the
+    /// direction that keeps the graph acyclic.
+    #[test]
+    fn a_clicked_pair_is_explained_as_an_edge_or_as_one_added() {
+        let mut w = Wired::new();
+        assert_eq!(w.page.ask_about_pair((0, 1)), None, "no result yet");
+        w.drop_file("chain.csv", &chain_csv(40));
+        w.start();
+        w.run_steps(10_000);
+        let mut result = w.page.result.clone().unwrap();
+        // a → b → c.
+        result.edges = vec![(0, 1), (1, 2)];
+        w.page.result = Some(result);
+        let edge_of = |m: Option<ToWorker>| match m {
+            Some(ToWorker::ExplainEdge { edges, edge, .. }) => (edges, edge),
+            other => panic!("an edge explanation, not {other:?}"),
+        };
+        // Either direction of a drawn edge asks about the edge as drawn.
+        assert_eq!(
+            edge_of(w.page.ask_about_pair((1, 0))),
+            (vec![(0, 1), (1, 2)], (0, 1))
+        );
+        assert_eq!(
+            edge_of(w.page.ask_about_pair((0, 1))),
+            (vec![(0, 1), (1, 2)], (0, 1))
+        );
+        // c → a would close a cycle: a → c is scored instead, in the graph with it added.
+        let (edges, edge) = edge_of(w.page.ask_about_pair((2, 0)));
+        assert_eq!(edge, (0, 2));
+        assert_eq!(edges, vec![(0, 1), (1, 2), (0, 2)]);
+        assert_eq!(
+            w.page.explanation,
+            Explanation::Working {
+                subject: "a → c, which the graph leaves out (scored as if added)".into()
+            }
+        );
+        assert_eq!(
+            w.page.ask_about_pair((1, 1)),
+            None,
+            "a variable with itself"
+        );
+        assert_eq!(w.page.ask_about_pair((0, 3)), None, "no such variable");
     }
 
     /// The watchdog calls a worker stuck only when it should be answering and has been silent

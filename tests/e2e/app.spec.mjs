@@ -643,3 +643,109 @@ test('with a pool, a long starting fit keeps the run alive and a stop acts at on
   await setFields(page, { ...QUICK, max_rows: '100' });
   await runToEnd(page);
 });
+
+/** Five variables a → b → c, a → d, d → e with nonlinear mechanisms (seeded, like chainCsv). */
+function fiveCsv(rows) {
+  let seed = 11;
+  const rand = () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed / 2147483648 - 0.5;
+  };
+  let text = 'a,b,c,d,e\n';
+  for (let n = 0; n < rows; n++) {
+    const a = 2 * rand() + Math.sin(n * 0.37);
+    const b = Math.tanh(1.5 * a) + 0.3 * rand();
+    const c = b * b + 0.3 * rand();
+    const d = Math.sin(1.3 * a) + 0.3 * rand();
+    const e = d * d * d + 0.3 * rand();
+    text += [a, b, c, d, e].map((v) => v.toFixed(6)).join(',') + '\n';
+  }
+  return text;
+}
+
+/** The CSS-pixel centre of heatmap cell (row, column) of `canvas`, from its data-grid. */
+async function cellCentre(canvas, row, column) {
+  const [left, top, cell] = (await canvas.getAttribute('data-grid')).split(',').map(Number);
+  const drawn = (await canvas.getAttribute('data-css-size')).split('x').map(Number);
+  const box = await canvas.boundingBox();
+  return {
+    x: (left + (column + 0.5) * cell) * (box.width / drawn[0]),
+    y: (top + (row + 0.5) * cell) * (box.height / drawn[1]),
+  };
+}
+
+test('a running exact search shows its best graph so far; clicking a cell or an edge of the result explains it', async ({ page }, info) => {
+  test.setTimeout(240_000);
+  const seen = watch(page);
+  await open(page, '', { method: 'exact' });
+  await drop(page, 'five.csv', fiveCsv(150));
+  await expect(page.getByTestId('rows')).toHaveText('150');
+  // One worker fits one family per step, so the larger families arrive one at a time.
+  await setFields(page, { max_rows: 150, workers: 1 });
+  await page.getByTestId('run-button').click();
+  const families = page.getByTestId('families-progress');
+  // Once screening is over, the best graph over the families scored so far is drawn and the
+  // heatmap holds each edge's probability so far.
+  await expect(families).toHaveAttribute('data-live-score', /^-?\d/, { timeout: 120_000 });
+  await expect(page.getByTestId('status')).toHaveText(/running/);
+  await expect(page.locator('.live figcaption').first()).toContainText('families scored so far');
+  await expect(page.getByTestId('phase')).toContainText('best graph over the families scored so far');
+  expect(await page.getByTestId('dag-svg').locator('path[data-edge]').count()).toBeGreaterThan(0);
+  // Nothing to click while the search runs.
+  expect(await page.getByTestId('dag-svg').locator('path[data-edge-hit]').count()).toBe(0);
+  await shot(page, 'app-19-exact-live-best-so-far', info);
+  // The live score only rises as families are scored.
+  const scores = [];
+  while ((await page.getByTestId('status').innerText()) === 'running') {
+    const v = await families.getAttribute('data-live-score').catch(() => null);
+    if (v) scores.push(Number(v));
+    await page.waitForTimeout(250);
+  }
+  await expect(page.getByTestId('status')).toHaveText('done');
+  for (let k = 1; k < scores.length; k++) expect(scores[k]).toBeGreaterThanOrEqual(scores[k - 1] - 1e-3);
+
+  // The result: click the heatmap cell of a drawn edge, a pair the graph leaves out, and an edge.
+  const edges = await page.getByTestId('dag-svg').locator('path[data-edge]')
+    .evaluateAll((ps) => ps.map((p) => p.getAttribute('data-edge').split('->').map(Number)));
+  expect(edges.length).toBeGreaterThan(0);
+  const names = ['a', 'b', 'c', 'd', 'e'];
+  const explanation = page.getByTestId('edge-explanation');
+  const canvas = page.getByTestId('adjacency-canvas');
+  const [i, j] = edges[0];
+  await canvas.click({ position: await cellCentre(canvas, i, j) });
+  await expect(explanation.locator('p[data-state="ready"]')).toHaveAttribute('data-edge', `${i}->${j}`, { timeout: 60_000 });
+  await expect(explanation.locator('p[data-state="ready"]')).toHaveAttribute('data-added', 'false');
+  await expect(explanation).toContainText(`Removing ${names[i]} → ${names[j]}`);
+  // The reversed cell asks about the same edge.
+  await canvas.click({ position: await cellCentre(canvas, j, i) });
+  await expect(explanation.locator('p[data-state="ready"]')).toHaveAttribute('data-edge', `${i}->${j}`, { timeout: 60_000 });
+  const joined = new Set(edges.flatMap(([a, b]) => [`${a}-${b}`, `${b}-${a}`]));
+  const pairs = [];
+  for (let a = 0; a < 5; a++) for (let b = 0; b < 5; b++) if (a !== b && !joined.has(`${a}-${b}`)) pairs.push([a, b]);
+  expect(pairs.length).toBeGreaterThan(0);
+  const [p, q] = pairs[0];
+  await canvas.click({ position: await cellCentre(canvas, p, q) });
+  const added = explanation.locator('p[data-state="ready"][data-added="true"]');
+  await expect(added).toBeVisible({ timeout: 60_000 });
+  await expect(added).toContainText('which the graph leaves out');
+  await expect(added).toContainText(/the data favour (leaving .* out|adding|neither leaving)/i);
+  await shot(page, 'app-20-a-left-out-pair-explained', info);
+  // The posterior's heatmap under the result answers clicks too.
+  const probabilities = page.getByTestId('edge-probabilities-canvas');
+  await probabilities.scrollIntoViewIfNeeded();
+  await probabilities.click({ position: await cellCentre(probabilities, i, j) });
+  await expect(explanation.locator('p[data-state="ready"]')).toHaveAttribute('data-edge', `${i}->${j}`, { timeout: 60_000 });
+  // An edge of the drawn graph: its wide transparent stroke takes the click.
+  const [u, v] = edges[edges.length - 1];
+  await page.getByTestId('dag-svg').locator(`path[data-edge-hit="${u}->${v}"]`).dispatchEvent('click');
+  await expect(explanation.locator('p[data-state="ready"]')).toHaveAttribute('data-edge', `${u}->${v}`, { timeout: 60_000 });
+  // The saved SVG holds the drawing, not the click targets.
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByTestId('export-svg').click(),
+  ]);
+  const svg = fs.readFileSync(await download.path(), 'utf8');
+  expect(svg).toContain('data-edge=');
+  expect(svg).not.toContain('data-edge-hit');
+  expect(seen.errors).toEqual([]);
+});
