@@ -104,6 +104,12 @@ pub struct Driver {
     reported_at: f64,
     /// Compute workers lost in this run.
     losses: usize,
+    /// Whether this run gave up on compute workers ([`MAX_POOL_LOSSES`]): it computes here.
+    pool_given_up: bool,
+    /// The family scores of the last run that had any: a next run on the same data, rows, family
+    /// settings and seed starts from them (a stopped exact run goes on where it stopped, a run
+    /// with other knowledge refits nothing already scored).
+    kept_scores: Option<crate::discovery::exact::ScoreCache>,
     /// The WebGPU adapter (described) on which the shell holds a working device, if any.
     gpu: Option<String>,
     /// The adapter the browser granted (described), whether or not a device works on it.
@@ -348,6 +354,7 @@ impl Driver {
         let (reply, parsed) = load_csv(load_id, file_name, bytes, options, progress);
         // A refused file leaves no data behind, so the worker holds what the page shows.
         self.dataset = parsed.map(|p| p.dataset);
+        self.kept_scores = None;
         Reaction::message(reply)
     }
 
@@ -379,7 +386,13 @@ impl Driver {
                 )
             });
         match started {
-            Ok(session) => self.begin(session, workers),
+            Ok(mut session) => {
+                // Refused (and left alone) when it was made for other data or settings.
+                if let Some(kept) = self.kept_scores.clone() {
+                    session.use_score_cache(kept);
+                }
+                self.begin(session, workers)
+            }
             Err(e) => Reaction::message(FromWorker::RunRefused {
                 run_id,
                 message: format!("the run could not start: {e}"),
@@ -422,6 +435,7 @@ impl Driver {
         self.data_id += 1;
         self.in_flight = None;
         self.losses = 0;
+        self.pool_given_up = false;
         Reaction {
             messages: vec![
                 self.backend_message(false),
@@ -486,6 +500,7 @@ impl Driver {
                 let reset_pool = self.in_flight.take().is_some();
                 session.abandon_unit();
                 session.stop();
+                self.keep_scores(&session);
                 Reaction {
                     reset_pool,
                     ..Reaction::message(finished(self.run_id, &session))
@@ -501,7 +516,7 @@ impl Driver {
         if generation != self.generation || self.paused {
             return Reaction::default();
         }
-        if self.workers() > 1 || self.run_uses_gpu() {
+        if self.dispatches() {
             return self.dispatch_unit(generation, budget_seconds);
         }
         let Some(session) = self.session.as_mut() else {
@@ -510,10 +525,11 @@ impl Driver {
         let started = now_seconds();
         let snapshot = session.step(budget_seconds);
         if session.is_finished() {
-            let message = finished(self.run_id, session);
-            self.session = None;
-            return Reaction::message(message);
+            return self.end_run();
         }
+        let Some(session) = self.session.as_mut() else {
+            return Reaction::default();
+        };
         let mut messages = vec![FromWorker::Progress {
             run_id: self.run_id,
             snapshot,
@@ -530,6 +546,37 @@ impl Driver {
         }
     }
 
+    /// Whether the next unit goes out as a [`Dispatch`] (to the compute workers, or to the GPU)
+    /// rather than being computed in this worker: with a pool, with a GPU run, and always for the
+    /// exact search's family fits (one compute worker when one is asked for), so that this worker
+    /// stays free to act on a stop or a pause at once even inside a fit of many seconds; unless
+    /// the run has given up on compute workers.
+    fn dispatches(&self) -> bool {
+        if self.pool_given_up {
+            return self.run_uses_gpu();
+        }
+        self.workers() > 1
+            || self.run_uses_gpu()
+            || self.session.as_ref().is_some_and(Session::fitting_families)
+    }
+
+    /// Ends the run that has finished: its result for the page, its scores kept for the next.
+    fn end_run(&mut self) -> Reaction {
+        let Some(session) = self.session.take() else {
+            return Reaction::default();
+        };
+        self.keep_scores(&session);
+        Reaction::message(finished(self.run_id, &session))
+    }
+
+    /// Keeps `session`'s family scores for the next run, when it has any.
+    fn keep_scores(&mut self, session: &Session) {
+        let scores = session.score_cache();
+        if !scores.is_empty() {
+            self.kept_scores = Some(scores.clone());
+        }
+    }
+
     /// Pool mode: begins the next unit with numeric work and hands its jobs out (units without
     /// any are finished on the spot, for at most `budget_seconds`).
     fn dispatch_unit(&mut self, generation: u64, budget_seconds: f64) -> Reaction {
@@ -543,9 +590,7 @@ impl Driver {
         let started = now_seconds();
         loop {
             if session.is_finished() || !session.begin_unit(workers) {
-                let message = finished(self.run_id, session);
-                self.session = None;
-                return Reaction::message(message);
+                return self.end_run();
             }
             let jobs: Vec<Job<'static>> = session
                 .unit_jobs()
@@ -619,9 +664,7 @@ impl Driver {
         };
         session.finish_unit(outcomes);
         if session.is_finished() {
-            let message = finished(self.run_id, session);
-            self.session = None;
-            return Reaction::message(message);
+            return self.end_run();
         }
         let mut messages = self.progress_if_due();
         messages.extend(self.save_if_due());
@@ -648,6 +691,7 @@ impl Driver {
         let mut messages = Vec::new();
         if self.losses >= MAX_POOL_LOSSES {
             self.workers = 1;
+            self.pool_given_up = true;
             messages.push(FromWorker::Compute {
                 run_id: self.run_id,
                 workers: 1,
@@ -1223,7 +1267,8 @@ mod tests {
                     "{:?}",
                     start.messages[1]
                 );
-                let (last, batches) = if threads == 1 {
+                // The exact search's family fits go to a compute worker even on one.
+                let (last, batches) = if threads == 1 && method == Method::Cgp {
                     (run_to_end(&mut driver, start.step.unwrap()).1, 0)
                 } else {
                     run_on_pool(&mut driver, start, threads)
@@ -1243,6 +1288,87 @@ mod tests {
             assert_eq!(scores(one), scores(pool), "{method:?}");
             assert_eq!(one.families_fitted, pool.families_fitted, "{method:?}");
         }
+    }
+
+    /// The exact search's family fits go out to a compute worker even when one is asked for (so
+    /// the coordinating worker can act on a stop inside a long fit), and a stopped exact run
+    /// started again goes on from the families it scored: none is fitted twice, and the graph is
+    /// the uninterrupted run's.
+    #[test]
+    fn exact_fits_go_to_a_compute_worker_and_a_stopped_run_goes_on_from_its_scores() {
+        let exact = || {
+            let mut req = request(40);
+            req.settings.method = Method::Exact;
+            req.settings.threads = 1;
+            req
+        };
+        let mut whole = loaded();
+        let start = whole.start(exact());
+        let (last, batches) = run_on_pool(&mut whole, start, 1);
+        let FromWorker::Finished { result: full, .. } = last else {
+            panic!("a result, got {last:?}")
+        };
+        assert!(batches > 5, "{batches} batches");
+        assert_eq!(full.status, Status::Done);
+
+        // The same run stopped after 10 units of one family each: the 9 of screening (3 empty
+        // families, 6 of one parent) and one of two parents.
+        let mut driver = loaded();
+        let mut reaction = driver.start(exact());
+        let mut compute = ComputeWorker::new();
+        let mut units = 0;
+        while units < 10 {
+            if let Some(d) = reaction.dispatch.take() {
+                let (id, data) = driver.data().expect("a run holds its data");
+                assert!(compute.handle(&data_message(id, data)).is_none());
+                let reply = compute
+                    .handle(&jobs_message(&d, 0..d.jobs.len()))
+                    .expect("a reply");
+                let (batch, _, outcomes) = read_reply(&reply).expect("a readable reply");
+                reaction = driver.outcomes(batch, outcomes);
+                units += 1;
+            } else {
+                let g = reaction.step.expect("a step or a dispatch");
+                reaction = driver.tick(g, 0.01);
+            }
+        }
+        let stopped = driver.stop();
+        let Some(FromWorker::Finished { result: part, .. }) = stopped.messages.last() else {
+            panic!("a stopped result")
+        };
+        assert_eq!(part.status, Status::Stopped);
+        assert_eq!(part.families_fitted, 10);
+        assert!(!part.edges.is_empty() || part.failures.is_empty());
+        // Started again: the 10 come from the cache and the rest are fitted.
+        let again = driver.start(exact());
+        let (last, _) = run_on_pool(&mut driver, again, 1);
+        let FromWorker::Finished { result: rest, .. } = last else {
+            panic!("a result, got {last:?}")
+        };
+        assert_eq!(rest.status, Status::Done);
+        assert_eq!(rest.families_fitted + 10, full.families_fitted);
+        assert!(rest.cache_hits >= 10, "{} from the cache", rest.cache_hits);
+        assert_eq!(rest.edges, full.edges);
+        assert_eq!(rest.adjacency, full.adjacency);
+        // New data forget the scores.
+        let reaction = driver.load(
+            2,
+            "chain.csv",
+            chain_csv(80).as_bytes(),
+            &CsvOptions::default(),
+            &mut |_| {},
+        );
+        assert!(matches!(
+            reaction.messages[..],
+            [FromWorker::DataLoaded { .. }]
+        ));
+        let fresh = driver.start(exact());
+        let (last, _) = run_on_pool(&mut driver, fresh, 1);
+        let FromWorker::Finished { result: fresh, .. } = last else {
+            panic!("a result, got {last:?}")
+        };
+        assert_eq!(fresh.cache_hits, 0);
+        assert_eq!(fresh.families_fitted, full.families_fitted);
     }
 
     /// A short run with the uncollapsed bound (the paper preset's bound) on one worker.

@@ -51,7 +51,8 @@ pub fn ExactResults(
         Some(view! {
             <section class="exact" data-testid="edge-probabilities" aria-labelledby="edge-prob-heading">
                 <h3 id="edge-prob-heading">"Posterior edge probabilities (row = cause, column = effect)"</h3>
-                <p class="hint">{summary} ". Prior: " {prior} "."</p>
+                <p class="hint" data-testid="exact-summary" data-fitted=result.families_fitted
+                    data-cache-hits=result.cache_hits>{summary} ". Prior: " {prior} "."</p>
                 <ProbabilityHeatmap names=result.names.clone() probabilities=probabilities edges=result.edges.clone() on_pair=on_pair />
             </section>
             {posterior}

@@ -546,6 +546,13 @@ impl Session {
         true
     }
 
+    /// Whether the exact search is scoring families now, or starts with the next unit (its units
+    /// are family fits of up to many seconds each).
+    pub fn fitting_families(&self) -> bool {
+        !self.is_finished()
+            && (self.exact_due() || self.exact.as_ref().is_some_and(|x| !x.finished()))
+    }
+
     /// The exact search's planned fits (screening, larger families; see
     /// `ExactRun::planned_fits`), before or while it runs; (0, 0) for the continuous method.
     pub fn planned_exact_fits(&self) -> (usize, usize) {

@@ -81,10 +81,17 @@ fn has_device_work(job: &Job<'_>, gpu: &Gpu) -> bool {
 }
 
 /// Whether this worker computes `dispatch` itself: it has evaluations for a working device, or
-/// there is no pool to send it to (`workers` is 1). (A unit with device work runs its other jobs
-/// here too; in a continuous search, units are all evaluations or none.)
+/// there is no pool to send it to (`workers` is 1) and it is not a unit of family fits. Family
+/// fits go to a compute worker even when one is asked for, so that this worker stays free to act
+/// on a stop at once inside a fit of many seconds (the driver dispatches them for that reason).
+/// (A unit with device work runs its other jobs here too; in a continuous search, units are all
+/// evaluations or none.)
 pub fn takes(dispatch: &Dispatch, workers: usize) -> bool {
-    workers <= 1
+    let families = dispatch
+        .jobs
+        .iter()
+        .all(|job| matches!(job, Job::Family { .. }));
+    (workers <= 1 && !families)
         || gpu().is_some_and(|gpu| dispatch.jobs.iter().any(|job| has_device_work(job, &gpu)))
 }
 

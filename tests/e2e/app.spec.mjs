@@ -749,3 +749,59 @@ test('a running exact search shows its best graph so far; clicking a cell or an 
   expect(svg).not.toContain('data-edge-hit');
   expect(seen.errors).toEqual([]);
 });
+
+test('an exact run on one worker stops at once inside its fits, goes on from its scores when run again, and survives a dead worker', async ({ page }, info) => {
+  test.setTimeout(300_000);
+  const seen = watch(page);
+  await open(page, '#test-hooks', { method: 'exact' });
+  await drop(page, 'five.csv', fiveCsv(150));
+  await expect(page.getByTestId('rows')).toHaveText('150');
+  await setFields(page, { max_rows: 150, workers: 1 });
+  const status = page.getByTestId('status');
+  const summary = page.getByTestId('exact-summary');
+  const families = page.getByTestId('families-progress');
+  const edgesDrawn = () => page.getByTestId('dag-svg').locator('path[data-edge]')
+    .evaluateAll((ps) => ps.map((p) => p.getAttribute('data-edge')).sort());
+  // Uninterrupted: every planned family fitted once.
+  await runToEnd(page, 200_000);
+  const all = Number(await summary.getAttribute('data-fitted'));
+  expect(all).toBeGreaterThan(25);
+  expect(Number(await summary.getAttribute('data-cache-hits'))).toBe(0);
+
+  // Another seed, so nothing is in the worker's scores yet; stopped once the larger families
+  // are being fitted. The fits run in a compute worker, so this one reads the stop at once.
+  await setFields(page, { seed: 1 });
+  await page.getByTestId('run-button').click();
+  await expect(families).toHaveAttribute('data-live-score', /^-?\d/, { timeout: 120_000 });
+  const clicked = Date.now();
+  await page.getByTestId('stop-button').click();
+  await expect(status).toHaveText('stopped', { timeout: 5000 });
+  expect(Date.now() - clicked).toBeLessThan(1500);
+  await expect(page.getByTestId('error')).toHaveCount(0);
+  expect((await edgesDrawn()).length).toBeGreaterThan(0);
+  const before = Number(await summary.getAttribute('data-fitted'));
+  expect(before).toBeGreaterThan(0);
+  expect(before).toBeLessThan(all);
+  await shot(page, 'app-21-exact-stopped-at-once', info);
+  // Run again: what was scored comes from the cache, the rest is fitted, nothing twice.
+  await runToEnd(page, 200_000);
+  const after = Number(await summary.getAttribute('data-fitted'));
+  expect(Number(await summary.getAttribute('data-cache-hits'))).toBeGreaterThanOrEqual(before);
+  expect(before + after).toBe(all);
+  await expect(summary).toContainText(`${before} read from the cache`);
+
+  // A worker that dies midway: the run goes on from its last save in a fresh worker, and ends
+  // with every family fitted once (those fitted after the save again, none twice).
+  await setFields(page, { seed: 2 });
+  await page.getByTestId('run-button').click();
+  await expect(status).toHaveAttribute('data-saved', 'true', { timeout: 60_000 });
+  await expect(status).toHaveText(/running/);
+  await page.getByTestId('crash-worker').click();
+  await expect(page.getByTestId('error')).toContainText('internal error');
+  await page.getByTestId('resume-run').click();
+  await expect(page.getByTestId('error')).toHaveCount(0);
+  await expect(status).toHaveText('done', { timeout: 200_000 });
+  expect(Number(await summary.getAttribute('data-fitted'))).toBe(all);
+  expect((await edgesDrawn()).length).toBeGreaterThan(0);
+  expect(seen.errors.filter((e) => !/panicked|internal error|deliberate/.test(e))).toEqual([]);
+});
