@@ -29,6 +29,7 @@ fn settings() -> ExactSettings {
         },
         prior: GraphPrior::Uniform,
         prune_below: None,
+        few_rows: None,
     }
 }
 

@@ -31,6 +31,7 @@ fn settings(method: Method) -> SearchSettings {
         },
         prior: GraphPrior::Uniform,
         prune_below: None,
+        few_rows: None,
     };
     s
 }

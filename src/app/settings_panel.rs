@@ -94,7 +94,7 @@ pub fn SettingsPanel(
         view! { <p class="note" data-testid="method-note">{text}</p> }
     };
     // The exact search's fields sit with the basic ones only when they matter.
-    let exact_keys = ["max_parents", "candidates", "edge_prior"];
+    let exact_keys = ["max_parents", "candidates", "edge_prior", "exact_few_rows"];
     let basic: Vec<usize> = (0..FIELDS.len())
         .filter(|&k| !FIELDS[k].advanced && !exact_keys.contains(&FIELDS[k].key))
         .collect();

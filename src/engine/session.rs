@@ -30,7 +30,7 @@ use crate::discovery::cgp::{
     Preset, Problem, Restart, RestartOutcome, RestartSelection, SearchSettings, SettingsError,
     Terms,
 };
-use crate::discovery::exact::{ExactRun, GraphPosterior, ScoreCache};
+use crate::discovery::exact::{ExactRun, ExactSettings, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings, FitWork};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
@@ -379,13 +379,23 @@ impl Session {
                 .with(|s| s.method = method)
                 .map_err(SessionError::Settings)?
         };
-        // A few variables make a small plan: their larger families get the cold fits too.
+        // A few variables make a small plan: their larger families get the cold fits too, and
+        // an exact search over them fits its own rows (`few_rows`); an automatic prior becomes
+        // the q measured for the search (the result's settings record what was used).
         let family = settings.exact.family.for_variables(d);
-        let settings = if family == settings.exact.family {
+        let (max_rows, exact) =
+            settings
+                .exact
+                .for_search(d, settings.max_rows, method == Method::Exact);
+        let exact = ExactSettings { family, ..exact };
+        let settings = if exact == settings.exact && max_rows == settings.max_rows {
             settings
         } else {
             settings
-                .with(|s| s.exact.family = family)
+                .with(|s| {
+                    s.exact = exact;
+                    s.max_rows = max_rows;
+                })
                 .map_err(SessionError::Settings)?
         };
         let used = settings.max_rows.min(rows);

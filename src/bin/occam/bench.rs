@@ -430,7 +430,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         args.seed,
         settings.restarts,
         if settings.threads == 0 { "all".to_string() } else { settings.threads.to_string() },
-        settings.max_rows,
+        rows_text(settings.max_rows),
         inducing_text(&settings)
     );
     let section = render(&rows, &peers, &header);
@@ -440,7 +440,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         preset.name(),
         method_text(&settings),
         args.sets,
-        settings.max_rows,
+        rows_text(settings.max_rows),
         inducing_text(&settings)
     );
     crate::write_file_atomic(&args.out, &splice(&existing, &key, &section))?;
@@ -475,8 +475,12 @@ fn method_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
     let prune = x
         .prune_below
         .map_or(String::new(), |d| format!(" --prune-below {d}"));
+    // The few-variables rows, named only when they are set (older sections keep their keys).
+    let few = x.few_rows.map_or(String::new(), |rows| {
+        format!(" --exact-few-rows {}", rows_text(rows))
+    });
     format!(
-        " --method {} --max-parents {} --candidates {} --edge-prior {prior}{prune} (family fits: M = {}, {} restarts, {} Adam + {} L-BFGS{scheme}{stall})",
+        " --method {} --max-parents {} --candidates {} --edge-prior {prior}{few}{prune} (family fits: M = {}, {} restarts, {} Adam + {} L-BFGS{scheme}{stall})",
         settings.method.name(),
         x.max_parents,
         x.candidates,
@@ -485,6 +489,15 @@ fn method_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
         f.adam_steps,
         f.lbfgs_iterations
     )
+}
+
+/// A row limit as text: "all" for no limit.
+fn rows_text(rows: usize) -> String {
+    if rows == usize::MAX {
+        "all".into()
+    } else {
+        rows.to_string()
+    }
 }
 
 /// M as the settings give it: "20", or "20+1/input" where it grows with the number of inputs.

@@ -263,12 +263,35 @@ pub const SETTING_FIELDS: &[SettingField] = &[
     SettingField {
         key: "edge_prior",
         label: "Exact: graph prior",
-        help: "\"uniform\" (every DAG equally likely), or q: each pair of variables joined with probability q.",
+        help: "\"auto\" (q = 0.2, or 0.05 for an exact search over at most 5 variables, which fits more rows), \"uniform\" (every DAG equally likely), or q: each pair of variables joined with probability q.",
         advanced: false,
         cli_alias: None,
         get: |s| s.exact.prior.as_text(),
         set: |s, text| {
             s.exact.prior = GraphPrior::parse(text.trim())?;
+            Ok(())
+        },
+    },
+    SettingField {
+        key: "exact_few_rows",
+        label: "Exact, ≤ 5 variables: rows used",
+        help: "An exact search over at most 5 variables fits this many rows (\"all\" for every row; \"same\" for the rows used above): its plan is small, and more rows decide more graphs (the \"auto\" graph prior holds off their spurious gains).",
+        advanced: false,
+        cli_alias: None,
+        get: |s| match s.exact.few_rows {
+            None => "same".into(),
+            Some(usize::MAX) => "all".into(),
+            Some(n) => n.to_string(),
+        },
+        set: |s, text| {
+            let text = text.trim();
+            s.exact.few_rows = if text.eq_ignore_ascii_case("same") {
+                None
+            } else if text.eq_ignore_ascii_case("all") {
+                Some(usize::MAX)
+            } else {
+                Some(whole(text).map_err(|e| format!("{e} (or \"all\", or \"same\")"))?)
+            };
             Ok(())
         },
     },
@@ -314,7 +337,7 @@ pub const NOT_FIELDS: &[(&str, &str)] = &[
     ),
     (
         "exact",
-        "max_parents, candidates and edge_prior are fields; the family fits come from the preset",
+        "max_parents, candidates, edge_prior and exact_few_rows are fields; the family fits come from the preset",
     ),
     ("power_iterations", "the paper's 50; --settings FILE.json"),
     (

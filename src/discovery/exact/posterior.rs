@@ -23,16 +23,59 @@ pub enum GraphPrior {
     /// Each of the D(D−1)/2 variable pairs independently joined with probability
     /// `edge_probability`: log p(G) = |E| log q + (D(D−1)/2 − |E|) log(1 − q) + const.
     EdgeCount { edge_probability: f64 },
+    /// The edge-count prior with q chosen by measurement for the search it is used in
+    /// ([`GraphPrior::resolve`]): [`AUTO_SMALL_EXACT_Q`] for an exact search over at most
+    /// [`FEW_VARIABLES`](super::search::FEW_VARIABLES) variables (which fits more rows), else
+    /// [`AUTO_Q`]. A session resolves it once D and the method are known; the result states q.
+    Auto,
 }
 
+/// q of [`GraphPrior::Auto`] in general: log((1 − q) / q) ≈ 1.4 nats per edge. Maximised GP
+/// evidence barely penalises a parent the fit switches off, so a superset family ties or wins by
+/// a hair; the penalty breaks those ties towards the smaller graph. Measured on the 10-node sets
+/// at 200 rows (BENCHMARKS.md, issues 11 and 33): on ER1 q = 0.2 gave mean SHD 2.67 against 4.00
+/// with q = 0.1 or 0.05 (issue 11's fits); with today's fits q = 0.05 helps the sparse groups and
+/// costs ER4 (mean F1 0.723 → 0.700 over three seeds).
+pub const AUTO_Q: f64 = 0.2;
+/// q of [`GraphPrior::Auto`] for an exact search over at most 5 variables, which fits up to
+/// 1000 rows: ≈ 2.9 nats per edge. On the 18 public 3-variable sets at 1000 rows q = 0.2 gets 16
+/// right (a spurious edge on an empty graph: the fits' own noise grows with the rows), q = 0.05
+/// gets 17 (BENCHMARKS.md, issue 33).
+pub const AUTO_SMALL_EXACT_Q: f64 = 0.05;
+
 impl GraphPrior {
-    /// log p(G) up to a constant, for a graph with `edges` edges on `d` variables.
-    pub fn log_prior(self, d: usize, edges: usize) -> f64 {
+    /// The prior with [`GraphPrior::Auto`] made concrete: q = [`AUTO_SMALL_EXACT_Q`] when
+    /// `small_exact` (an exact search over at most 5 variables), else [`AUTO_Q`]. Other priors
+    /// are returned as they are.
+    pub fn resolve(self, small_exact: bool) -> Self {
         match self {
-            GraphPrior::Uniform => 0.0,
-            GraphPrior::EdgeCount {
-                edge_probability: q,
-            } => {
+            Self::Auto => Self::EdgeCount {
+                edge_probability: if small_exact {
+                    AUTO_SMALL_EXACT_Q
+                } else {
+                    AUTO_Q
+                },
+            },
+            other => other,
+        }
+    }
+
+    /// q of an edge-count prior, None for the uniform one; unresolved, `Auto` is [`AUTO_Q`]
+    /// (sessions resolve it first, [`GraphPrior::resolve`]).
+    pub fn edge_probability(self) -> Option<f64> {
+        match self {
+            GraphPrior::Uniform => None,
+            GraphPrior::EdgeCount { edge_probability } => Some(edge_probability),
+            GraphPrior::Auto => Some(AUTO_Q),
+        }
+    }
+
+    /// log p(G) up to a constant, for a graph with `edges` edges on `d` variables:
+    /// |E| log q + (D(D−1)/2 − |E|) log(1 − q) for the edge-count prior, 0 for uniform.
+    pub fn log_prior(self, d: usize, edges: usize) -> f64 {
+        match self.edge_probability() {
+            None => 0.0,
+            Some(q) => {
                 let pairs = d * (d - 1) / 2;
                 edges as f64 * q.ln() + (pairs - edges) as f64 * (1.0 - q).ln()
             }
@@ -42,11 +85,9 @@ impl GraphPrior {
     /// The family scores with the prior's per-family term added: |S| log(q / (1 − q)) for the
     /// edge-count prior (log p(G) = Σ_i |pa(i)| log(q / (1 − q)) + const), nothing for uniform.
     pub fn weigh_families(self, families: &[Vec<(Mask, f64)>]) -> Vec<Vec<(Mask, f64)>> {
-        match self {
-            GraphPrior::Uniform => families.to_vec(),
-            GraphPrior::EdgeCount {
-                edge_probability: q,
-            } => {
+        match self.edge_probability() {
+            None => families.to_vec(),
+            Some(q) => {
                 let per_edge = (q / (1.0 - q)).ln();
                 families
                     .iter()
@@ -60,19 +101,22 @@ impl GraphPrior {
         }
     }
 
-    /// Parses `uniform` or an edge probability q with 0 < q < 1 (the CLI's `--edge-prior`, the
-    /// page's field).
+    /// Parses `uniform`, `auto` or an edge probability q with 0 < q < 1 (the CLI's
+    /// `--edge-prior`, the page's field).
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if text.eq_ignore_ascii_case("uniform") {
             return Ok(Self::Uniform);
+        }
+        if text.eq_ignore_ascii_case("auto") {
+            return Ok(Self::Auto);
         }
         match text.parse::<f64>() {
             Ok(q) if q > 0.0 && q < 1.0 => Ok(Self::EdgeCount {
                 edge_probability: q,
             }),
             _ => Err(format!(
-                "'{text}' is neither \"uniform\" nor an edge probability strictly between 0 and 1"
+                "'{text}' is neither \"uniform\", \"auto\" nor an edge probability strictly between 0 and 1"
             )),
         }
     }
@@ -82,6 +126,7 @@ impl GraphPrior {
         match self {
             Self::Uniform => "uniform".into(),
             Self::EdgeCount { edge_probability } => edge_probability.to_string(),
+            Self::Auto => "auto".into(),
         }
     }
 
@@ -91,6 +136,10 @@ impl GraphPrior {
             GraphPrior::Uniform => "uniform over the admissible DAGs".into(),
             GraphPrior::EdgeCount { edge_probability } => format!(
                 "each pair of variables joined independently with probability {edge_probability}"
+            ),
+            GraphPrior::Auto => format!(
+                "auto: each pair of variables joined independently with probability \
+                 {AUTO_SMALL_EXACT_Q} in an exact search over at most 5 variables, {AUTO_Q} otherwise"
             ),
         }
     }

@@ -33,7 +33,24 @@ pub struct ExactSettings {
     /// would. Not part of the score cache's key: it changes which families are fitted, not how.
     #[serde(default)]
     pub prune_below: Option<f64>,
+    /// Rows an exact search over at most [`FEW_VARIABLES`] variables fits, in place of the
+    /// search's `max_rows` (None: `max_rows`). Such a plan is a few dozen families, so every row
+    /// of a typical data set is affordable, and more rows decide more graphs (under a prior that
+    /// holds off the fits' noise: [`GraphPrior::Auto`]).
+    #[serde(default)]
+    pub few_rows: Option<usize>,
 }
+
+/// Up to this many variables an exact search fits [`ExactSettings::few_rows`] rows (and
+/// [`GraphPrior::Auto`] means its own q).
+pub const FEW_VARIABLES: usize = 5;
+
+/// The default [`ExactSettings::few_rows`]: every row of the public 3-variable sets (1000).
+/// Measured with the exact search on the 18 public 3-variable sets (BENCHMARKS.md, issue 33):
+/// 200 rows under q = 0.2 get 16 right; 1000 rows under q = 0.2 get 16 (empty_s1 gains a
+/// spurious edge), under q = 0.05, 0.02 or 0.01 get 17 (fork_s2 stays reversed), 44.8 s for all
+/// 18 on 2 threads.
+pub const DEFAULT_FEW_ROWS: usize = 1000;
 
 /// How many candidates beyond P the continuous search's parents may add to a variable in a hybrid
 /// run (the strongest by one-parent gain are kept), so a hub it over-connects costs at most
@@ -50,31 +67,24 @@ pub const DEFAULT_MAX_PARENTS: usize = DEFAULT_CANDIDATES;
 pub const DEFAULT_CANDIDATES: usize = 6;
 /// Inducing points of a family fit by default.
 pub const DEFAULT_FAMILY_INDUCING: usize = 20;
-/// The default graph prior's edge probability q. Measured on the 18 three-variable sets with
-/// every row (BENCHMARKS.md, issue 11): 10 of 18 graphs exactly right under the uniform prior,
-/// 14 with q = 0.3, 15 with q = 0.2, 16 with q = 0.05 (with the residual + w-off family starts);
-/// on the ER1 10-node sets q = 0.2 gives mean SHD 2.67 against 4.00 with q = 0.1 or 0.05, so
-/// 0.2 stays. Maximised GP evidence barely penalises a parent the fit switches off, so a
-/// superset family ties or wins by a hair; the prior's log((1 − q) / q) ≈ 1.4 nats per edge
-/// breaks those ties towards the smaller graph.
-pub const DEFAULT_EDGE_PROBABILITY: f64 = 0.2;
 
 /// The default δ of [`ExactSettings::prune_below`] (None until measured: every family fitted).
 pub const DEFAULT_PRUNE_BELOW: Option<f64> = None;
 
 impl Default for ExactSettings {
     /// K = [`DEFAULT_MAX_PARENTS`], P = [`DEFAULT_CANDIDATES`], family fits with
-    /// M = [`DEFAULT_FAMILY_INDUCING`], and the edge-count prior with
-    /// q = [`DEFAULT_EDGE_PROBABILITY`] (stated in every result; `uniform` is an option).
+    /// M = [`DEFAULT_FAMILY_INDUCING`], the edge-count prior with q chosen for the search
+    /// ([`GraphPrior::Auto`]: 0.2, or 0.05 for an exact search over at most 5 variables; the q
+    /// used is stated in every result; `uniform` and any q are options), and
+    /// [`DEFAULT_FEW_ROWS`] rows for an exact search over at most 5 variables.
     fn default() -> Self {
         Self {
             max_parents: DEFAULT_MAX_PARENTS,
             candidates: DEFAULT_CANDIDATES,
             family: FamilyScoreSettings::with_inducing(DEFAULT_FAMILY_INDUCING),
-            prior: GraphPrior::EdgeCount {
-                edge_probability: DEFAULT_EDGE_PROBABILITY,
-            },
+            prior: GraphPrior::Auto,
             prune_below: DEFAULT_PRUNE_BELOW,
+            few_rows: Some(DEFAULT_FEW_ROWS),
         }
     }
 }
@@ -109,6 +119,22 @@ impl ExactSettings {
         }
         self.family.validate()?;
         Ok(self)
+    }
+
+    /// These settings for an exact search over `d` variables fitting at most `max_rows` rows:
+    /// with at most [`FEW_VARIABLES`] variables the rows become [`ExactSettings::few_rows`]
+    /// (when set), and an automatic prior is resolved for the search it is used in
+    /// ([`GraphPrior::resolve`]; `exact` false: a hybrid search). Returns the rows and the
+    /// settings.
+    pub fn for_search(self, d: usize, max_rows: usize, exact: bool) -> (usize, Self) {
+        let few = exact && d <= FEW_VARIABLES;
+        let rows = if few {
+            self.few_rows.unwrap_or(max_rows)
+        } else {
+            max_rows
+        };
+        let prior = self.prior.resolve(few);
+        (rows, Self { prior, ..self })
     }
 }
 
