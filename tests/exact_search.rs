@@ -30,6 +30,7 @@ fn settings() -> ExactSettings {
         prior: GraphPrior::Uniform,
         prune_below: None,
         few_rows: None,
+        widen_saturated: 0,
     }
 }
 

@@ -32,6 +32,7 @@ fn settings(method: Method) -> SearchSettings {
         prior: GraphPrior::Uniform,
         prune_below: None,
         few_rows: None,
+        widen_saturated: 0,
     };
     s
 }

@@ -50,6 +50,7 @@ fn the_pair_gap_is_the_exact_searchs_score_gap_of_the_two_one_edge_dags() {
         prior: GraphPrior::Uniform,
         prune_below: None,
         few_rows: None,
+        widen_saturated: 0,
     };
     let mut cache = ScoreCache::new(CacheKey::new("pair", family_settings(), seed));
     let outcome = run_exact(
