@@ -138,8 +138,10 @@ impl ExactSettings {
     /// These settings for an exact search over `d` variables fitting at most `max_rows` rows:
     /// with at most [`FEW_VARIABLES`] variables the rows become [`ExactSettings::few_rows`]
     /// (when set), and an automatic prior is resolved for the search it is used in
-    /// ([`GraphPrior::resolve`]; `exact` false: a hybrid search). Returns the rows and the
-    /// settings.
+    /// ([`GraphPrior::resolve`]). `exact` false is a hybrid search: its candidates are widened
+    /// by the continuous search's edges already, and widening saturated variables too was
+    /// measured worse there (syntren01 SHD 42 → 47, SF4_d20_s0 34 → 36; BENCHMARKS.md), so
+    /// [`ExactSettings::widen_saturated`] is 0 for it. Returns the rows and the settings.
     pub fn for_search(self, d: usize, max_rows: usize, exact: bool) -> (usize, Self) {
         let few = exact && d <= FEW_VARIABLES;
         let rows = if few {
@@ -148,7 +150,15 @@ impl ExactSettings {
             max_rows
         };
         let prior = self.prior.resolve(few);
-        (rows, Self { prior, ..self })
+        let widen_saturated = if exact { self.widen_saturated } else { 0 };
+        (
+            rows,
+            Self {
+                prior,
+                widen_saturated,
+                ..self
+            },
+        )
     }
 }
 
@@ -971,6 +981,37 @@ mod tests {
             "P + {MAX_EXTRA_BEYOND_P}, strongest gains kept"
         );
         assert_eq!(c[1], vec![6], "no extras: P by gain");
+    }
+
+    /// The settings a search uses: more rows and a stronger automatic prior for an exact search
+    /// over a few variables, no widening for a hybrid one, a prior set by hand kept as set.
+    #[test]
+    fn a_search_gets_its_rows_prior_and_widening_for_its_size_and_method() {
+        let x = ExactSettings::default();
+        let q = |s: &ExactSettings| s.prior.edge_probability();
+        let (rows, small) = x.for_search(3, 200, true);
+        assert_eq!(
+            (rows, q(&small), small.widen_saturated),
+            (DEFAULT_FEW_ROWS, Some(0.05), 2)
+        );
+        let (rows, large) = x.for_search(10, 200, true);
+        assert_eq!(
+            (rows, q(&large), large.widen_saturated),
+            (200, Some(0.2), 2)
+        );
+        let (rows, hybrid) = x.for_search(3, 200, false);
+        assert_eq!(
+            (rows, q(&hybrid), hybrid.widen_saturated),
+            (200, Some(0.2), 0)
+        );
+        assert!(!matches!(small.prior, GraphPrior::Auto), "resolved");
+        let by_hand = ExactSettings {
+            prior: GraphPrior::Uniform,
+            few_rows: None,
+            ..x
+        };
+        let (rows, kept) = by_hand.for_search(3, 200, true);
+        assert_eq!((rows, kept.prior), (200, GraphPrior::Uniform));
     }
 
     /// A variable whose best family holds all its candidates but one gains the next parent by
