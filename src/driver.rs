@@ -952,8 +952,14 @@ mod tests {
 
     fn loaded() -> Driver {
         let mut driver = Driver::new();
+        load_chain(&mut driver, 1);
+        driver
+    }
+
+    /// Loads the 80-row chain as load `load_id`, which must be accepted.
+    fn load_chain(driver: &mut Driver, load_id: u64) {
         let reaction = driver.load(
-            1,
+            load_id,
             "chain.csv",
             chain_csv(80).as_bytes(),
             &CsvOptions::default(),
@@ -963,7 +969,6 @@ mod tests {
             reaction.messages[..],
             [FromWorker::DataLoaded { .. }]
         ));
-        driver
     }
 
     /// Ticks until the run ends; returns the number of ticks and the final message.
@@ -1351,17 +1356,7 @@ mod tests {
         assert_eq!(rest.edges, full.edges);
         assert_eq!(rest.adjacency, full.adjacency);
         // New data forget the scores.
-        let reaction = driver.load(
-            2,
-            "chain.csv",
-            chain_csv(80).as_bytes(),
-            &CsvOptions::default(),
-            &mut |_| {},
-        );
-        assert!(matches!(
-            reaction.messages[..],
-            [FromWorker::DataLoaded { .. }]
-        ));
+        load_chain(&mut driver, 2);
         let fresh = driver.start(exact());
         let (last, _) = run_on_pool(&mut driver, fresh, 1);
         let FromWorker::Finished { result: fresh, .. } = last else {
