@@ -217,15 +217,20 @@ impl EdgeEvidence {
         }
     }
 
+    /// "X → Y", by the variables' names.
+    fn edge_name(&self, names: &[String]) -> String {
+        format!(
+            "{} → {}",
+            name_of(names, self.from),
+            name_of(names, self.to)
+        )
+    }
+
     /// [`favour_words`] for Δ = `removed` = F(i | pa(i) \ {j}) − F(i | pa(i)): "the data favour
     /// keeping X → Y: …" when Δ < 0, "… favour removing X → Y: …" when Δ > 0, Bayes factor e^{|Δ|}
     /// (variables named by `names`, by index; "X{i+1}" past its end).
     pub fn removal_words(&self, names: &[String]) -> String {
-        let edge = format!(
-            "{} → {}",
-            name_of(names, self.from),
-            name_of(names, self.to)
-        );
+        let edge = self.edge_name(names);
         favour_words(
             self.removed,
             &format!("keeping {edge}"),
@@ -237,11 +242,7 @@ impl EdgeEvidence {
     /// [`favour_words`] for Δ = F(i | pa(i)) − F(i | pa(i) \ {j}) = −`removed`, "the data favour
     /// leaving X → Y out: …" when Δ < 0, "… favour adding X → Y: …" when Δ > 0.
     pub fn addition_words(&self, names: &[String]) -> String {
-        let edge = format!(
-            "{} → {}",
-            name_of(names, self.from),
-            name_of(names, self.to)
-        );
+        let edge = self.edge_name(names);
         favour_words(
             -self.removed,
             &format!("leaving {edge} out"),
