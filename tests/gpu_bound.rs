@@ -337,22 +337,18 @@ fn whole_runs_on_the_gpu_find_the_cpus_graphs_on_chain_fork_and_collider() {
     }
 }
 
-/// Issue 14, item 3: a device lost in the middle of a run. The session goes on from the last good
-/// state on the CPU: it finishes with no unit dropped (no numerical faults, every restart
-/// complete), and the switch is shown in the backend's name, which the result records.
-#[test]
-fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
+/// A session on the chain (80 rows) with the whole-run test's short schedule, shorter still,
+/// one restart on one thread, computing on `backend`.
+fn short_session(backend: Arc<GpuBackend>) -> occam::engine::Session {
     use occam::data::Dataset;
     use occam::discovery::knowledge::Knowledge;
-    use occam::engine::{Session, Status};
-    let Some(gpu) = gpu() else { return };
+    use occam::engine::Session;
     let data = chain(80);
     let columns: Vec<Vec<f64>> = data
         .column_iter()
         .map(|c| c.iter().copied().collect())
         .collect();
     let dataset = Dataset::new(vec!["a".into(), "b".into(), "c".into()], columns);
-    // The whole-run test's short schedule, shorter still.
     let mut settings: SearchSettings = {
         let mut merged = serde_json::to_value(Preset::Paper.settings()).unwrap();
         let short: serde_json::Value = serde_json::from_str(SHORT_RUN).unwrap();
@@ -375,8 +371,19 @@ fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
         Some(Preset::Paper),
     )
     .unwrap();
+    session.set_backend(backend);
+    session
+}
+
+/// Issue 14, item 3: a device lost in the middle of a run. The session goes on from the last good
+/// state on the CPU: it finishes with no unit dropped (no numerical faults, every restart
+/// complete), and the switch is shown in the backend's name, which the result records.
+#[test]
+fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
+    use occam::engine::Status;
+    let Some(gpu) = gpu() else { return };
     let backend = Arc::new(GpuBackend::new(Arc::new(gpu), CpuBackend::serial()));
-    session.set_backend(backend.clone());
+    let mut session = short_session(backend.clone());
     let mut steps = 0;
     while !session.is_finished() {
         session.step(0.0);
@@ -403,4 +410,62 @@ fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
         "{}",
         result.backend
     );
+}
+
+/// Issue 34, item 6: the GPU engine's steady state, counted on the device's calls
+/// (`gpu.steady_state` in result.json). After the first iteration an iteration of all variables
+/// is one submission and at most one blocking wait, creates no buffer and no bind group, and
+/// reads back exactly what the predictions need: per evaluation 4·(T + 4M + 2M² + chunks·M·W +
+/// T·D) bytes at (M, b, S, D) = (10, 64, 5, 3), T = S·b, W = 2D + 4(D + 1) + 1 (the paper
+/// kernel's four stationary parts), 256 points per chunk.
+#[test]
+fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
+    let Some(gpu) = gpu() else { return };
+    let backend = Arc::new(GpuBackend::new(Arc::new(gpu), CpuBackend::serial()));
+    let mut session = short_session(backend.clone());
+    let mut steps = 0;
+    while !session.is_finished() {
+        session.step(0.0);
+        steps += 1;
+        assert!(steps < 100_000, "the session did not finish");
+    }
+    assert!(backend.failure().is_none());
+    let result = session.result();
+    let steady = result.gpu.expect("a GPU computed iterations").steady_state;
+    assert!(steady.iterations >= 100, "{steady:?}");
+    // Three variables per iteration, every one on the GPU.
+    assert_eq!(
+        steady.variable_evaluations,
+        3 * steady.iterations,
+        "{steady:?}"
+    );
+    let t = &steady.traffic;
+    assert!(t.submissions <= steady.iterations, "{steady:?}");
+    assert!(t.blocking_waits <= steady.iterations, "{steady:?}");
+    assert_eq!(t.buffers_created, 0, "{steady:?}");
+    assert_eq!(t.bind_groups_created, 0, "{steady:?}");
+    let (m, tt, d) = (10u64, 5 * 64u64, 3u64);
+    let width = 2 * d + 4 * (d + 1) + 1;
+    let chunks = tt.div_ceil(256);
+    let per_evaluation = 4 * (tt + 4 * m + 2 * m * m + chunks * m * width + tt * d);
+    assert_eq!(
+        t.bytes_read_back,
+        per_evaluation * steady.variable_evaluations,
+        "{steady:?}"
+    );
+    // What goes up each iteration is the minibatch's inputs and the M × M factors.
+    assert!(t.bytes_uploaded > 0, "{steady:?}");
+    // The JSON keys the issue names.
+    let json = serde_json::to_value(steady).unwrap();
+    for key in [
+        "iterations",
+        "submissions",
+        "blocking_waits",
+        "buffers_created",
+        "bind_groups_created",
+        "bytes_uploaded",
+        "bytes_read_back",
+    ] {
+        assert!(json.get(key).is_some(), "{key} in {json}");
+    }
 }

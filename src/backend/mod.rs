@@ -32,6 +32,12 @@ pub trait Backend: fmt::Debug + Send + Sync {
     /// the order of `jobs`; a failure in one job (a Cholesky that cannot be repaired) is that
     /// job's outcome and does not affect the others.
     fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome>;
+
+    /// What has crossed between host and a GPU so far ([`gpu::DeviceTraffic`]), while this
+    /// backend computes on one; None for the CPU and after a GPU was given up.
+    fn device_traffic(&self) -> Option<gpu::DeviceTraffic> {
+        None
+    }
 }
 
 /// The f64 reference on the CPU, spread over a [`Pool`] (one thread in the browser's worker).

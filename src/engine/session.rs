@@ -23,6 +23,7 @@ use super::exact_search::{cache_key, ExactProgress, ExactSearch};
 use crate::clock::now_seconds;
 use std::sync::Arc;
 
+use crate::backend::gpu::{GpuReport, SteadyState};
 use crate::backend::{Backend, CpuBackend, Pool, PoolError};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
@@ -202,6 +203,9 @@ pub struct RunResult {
     pub dataset_fingerprint: String,
     pub seconds: f64,
     pub backend: String,
+    /// How the GPU engine behaved, when a GPU computed iterations of this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuReport>,
     pub version: String,
     /// Which search produced the graph.
     #[serde(default)]
@@ -333,6 +337,17 @@ pub struct Session {
     /// thread): answered inside the unit of work being done, within one bound evaluation.
     #[serde(skip)]
     stop_flag: StopFlag,
+    /// The GPU's traffic over the iterations since the backend was set: result.json's `gpu`.
+    #[serde(skip)]
+    gpu_traffic: IterationTraffic,
+}
+
+/// Counts a GPU backend's traffic iteration by iteration, leaving out the first after the
+/// backend was set (the warm-up: it creates the resident buffers and bind groups).
+#[derive(Debug, Clone, Default)]
+struct IterationTraffic {
+    warmed_up: bool,
+    steady: Option<SteadyState>,
 }
 
 impl Session {
@@ -468,6 +483,7 @@ impl Session {
             exact: None,
             score_cache,
             stop_flag: StopFlag::new(),
+            gpu_traffic: IterationTraffic::default(),
             exact_failure: None,
             method_reason,
         })
@@ -714,6 +730,7 @@ impl Session {
     pub fn set_backend(&mut self, backend: Arc<dyn Backend>) {
         self.width = backend.width();
         self.backend = backend;
+        self.gpu_traffic = IterationTraffic::default();
     }
 
     /// The flag that stops this session from any thread: raising it ends the unit of work being
@@ -735,7 +752,31 @@ impl Session {
             if self.is_finished() || !self.begin_unit(self.backend.width()) {
                 break;
             }
-            let outcomes = self.backend.run(&self.problem.data, &self.unit_jobs());
+            let jobs = self.unit_jobs();
+            let iteration = matches!(
+                self.pending.as_ref().map(|p| &p.unit),
+                Some(Unit::Iteration(_))
+            );
+            let before = self.backend.device_traffic().filter(|_| iteration);
+            let outcomes = self.backend.run(&self.problem.data, &jobs);
+            let evaluations = jobs.len();
+            drop(jobs);
+            if let (Some(before), Some(after), false) = (
+                before,
+                self.backend.device_traffic(),
+                heartbeat::interrupted(),
+            ) {
+                // Counted only when the GPU computed the whole iteration (a failure midway
+                // leaves `device_traffic` None).
+                let counts = &mut self.gpu_traffic;
+                if counts.warmed_up {
+                    counts
+                        .steady
+                        .get_or_insert_with(SteadyState::default)
+                        .add_iteration(evaluations, after - before);
+                }
+                counts.warmed_up = true;
+            }
             if heartbeat::interrupted() {
                 // A unit cut short is dropped whole: no restart sees half an iteration as
                 // faults, no family a fit stopped half-way as its score.
@@ -1423,6 +1464,10 @@ impl Session {
             dataset_fingerprint: format!("{:016x}", self.fingerprint),
             seconds: self.elapsed,
             backend: self.backend.name(),
+            gpu: self
+                .gpu_traffic
+                .steady
+                .map(|steady_state| GpuReport { steady_state }),
             version: env!("CARGO_PKG_VERSION").into(),
             method: s.method,
             method_reason: self.method_reason.clone(),

@@ -365,6 +365,10 @@ impl Backend for GpuBackend {
         self.cpu.width()
     }
 
+    fn device_traffic(&self) -> Option<super::DeviceTraffic> {
+        self.failure().is_none().then(|| self.gpu.traffic())
+    }
+
     fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome> {
         let (gpu_jobs, cpu_jobs): (Vec<usize>, Vec<usize>) =
             (0..jobs.len()).partition(|&k| self.failure().is_none() && self.runs_on_gpu(&jobs[k]));

@@ -16,6 +16,7 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 mod backend;
+mod counters;
 mod evaluations;
 mod gemm;
 mod kernel;
@@ -25,6 +26,7 @@ mod psi_replay;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use backend::GpuBackend;
+pub use counters::{DeviceTraffic, GpuReport, SteadyState};
 pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests, runs_on_gpu};
 pub use gemm::{Accumulation, Op};
 pub use predictions::SubmittedPredictions;
@@ -67,13 +69,16 @@ pub enum GpuError {
 
 /// A GPU device ready for Occam's kernels.
 pub struct Gpu {
-    device: wgpu::Device,
-    queue: wgpu::Queue,
+    /// The device and queue, every costly call counted ([`Gpu::traffic`]).
+    device: counters::CountedDevice,
     adapter: String,
     pipelines: Pipelines,
     /// Buffers kept on the device between calls, by (role, job slot): a call of the same shape
     /// writes into them instead of allocating.
     resident: Mutex<HashMap<(&'static str, usize), wgpu::Buffer>>,
+    /// Bind groups kept between calls, by (dispatch, step, job slot), with the pipeline and
+    /// buffers they bind: a call that binds the same resident buffers creates nothing.
+    bound: Mutex<HashMap<BindKey, BoundGroup>>,
     /// Why the device stopped, once it has: set by wgpu's device-lost callback and by errors no
     /// error scope caught (which would otherwise panic).
     failure: Arc<Mutex<Option<String>>>,
@@ -178,13 +183,19 @@ impl Gpu {
             psi_rows,
         };
         Ok(Gpu {
-            device,
-            queue,
+            device: counters::CountedDevice::new(device, queue),
             adapter: name,
             pipelines,
             resident: Mutex::new(HashMap::new()),
+            bound: Mutex::new(HashMap::new()),
             failure,
         })
+    }
+
+    /// What has crossed between host and device since it opened (read twice and subtract for
+    /// a span of work).
+    pub fn traffic(&self) -> DeviceTraffic {
+        self.device.traffic()
     }
 
     /// Why the device can no longer be used, if it cannot.
@@ -253,7 +264,7 @@ impl Gpu {
             usage | wgpu::BufferUsages::COPY_DST,
         );
         if !contents.is_empty() {
-            self.queue.write_buffer(&buffer, 0, contents);
+            self.device.write_buffer(&buffer, 0, contents);
         }
         buffer
     }
@@ -273,6 +284,39 @@ impl Gpu {
             layout: &pipeline.get_bind_group_layout(0),
             entries: &entries,
         })
+    }
+
+    /// The bind group of `buffers` for `pipeline`, kept under `key`: made again only when the
+    /// pipeline or a buffer differs from the last call with that key (a resident buffer grown
+    /// for a larger shape is a new buffer).
+    fn bind_kept(
+        &self,
+        key: BindKey,
+        pipeline: &wgpu::ComputePipeline,
+        buffers: &[&wgpu::Buffer],
+    ) -> wgpu::BindGroup {
+        let mut kept = self
+            .bound
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(group) = kept.get(&key) {
+            let same = group.pipeline == *pipeline
+                && group.buffers.len() == buffers.len()
+                && group.buffers.iter().zip(buffers).all(|(a, &b)| a == b);
+            if same {
+                return group.bind_group.clone();
+            }
+        }
+        let bind_group = self.bind(pipeline, buffers);
+        kept.insert(
+            key,
+            BoundGroup {
+                pipeline: pipeline.clone(),
+                buffers: buffers.iter().map(|&b| b.clone()).collect(),
+                bind_group: bind_group.clone(),
+            },
+        );
+        bind_group
     }
 
     /// A storage buffer of `bytes` for a kernel's output, and the mappable buffer it is copied to
@@ -316,8 +360,14 @@ impl Gpu {
     /// after submitting, so that no later work lands in them.
     fn open_scopes(&self) -> OpenScopes {
         OpenScopes {
-            invalid: self.device.push_error_scope(wgpu::ErrorFilter::Validation),
-            oom: self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+            invalid: self
+                .device
+                .setup()
+                .push_error_scope(wgpu::ErrorFilter::Validation),
+            oom: self
+                .device
+                .setup()
+                .push_error_scope(wgpu::ErrorFilter::OutOfMemory),
         }
     }
 
@@ -344,13 +394,13 @@ impl Gpu {
         });
         let mut padded = contents.to_vec();
         padded.resize(size as usize, 0);
-        self.queue.write_buffer(&buffer, 0, &padded);
+        self.device.write_buffer(&buffer, 0, &padded);
         buffer
     }
 
     /// Refuses an output larger than one storage binding of this device.
     fn check_binding(&self, what: &'static str, bytes: u64) -> Result<(), GpuError> {
-        let limit = self.device.limits().max_storage_buffer_binding_size;
+        let limit = self.device.setup().limits().max_storage_buffer_binding_size;
         if bytes > limit {
             return Err(GpuError::TooLarge {
                 what,
@@ -363,7 +413,11 @@ impl Gpu {
 
     /// Refuses a dispatch with more workgroups along a side than this device allows.
     fn check_groups(&self, what: &'static str, (x, y, z): (u32, u32, u32)) -> Result<(), GpuError> {
-        let limit = self.device.limits().max_compute_workgroups_per_dimension;
+        let limit = self
+            .device
+            .setup()
+            .limits()
+            .max_compute_workgroups_per_dimension;
         let needed = x.max(y).max(z);
         if needed > limit {
             return Err(GpuError::TooLarge {
@@ -390,12 +444,10 @@ impl Gpu {
         let (output, readback) = self.output_and_readback(label, out_bytes);
         let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().collect();
         buffers.push(&output);
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(label) });
+        let mut encoder = self.device.create_command_encoder(label);
         self.record_pass(&mut encoder, label, pipeline, &buffers, groups);
         encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
-        let submission = self.queue.submit([encoder.finish()]);
+        let submission = self.device.submit(encoder);
         self.read_back(&readback, submission)
     }
 
@@ -428,11 +480,7 @@ impl Gpu {
     #[cfg(not(target_arch = "wasm32"))]
     fn wait(&self, submission: wgpu::SubmissionIndex) -> Result<(), GpuError> {
         self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(submission),
-                timeout: Some(READBACK_TIMEOUT),
-            })
-            .map(|_| ())
+            .wait(submission, READBACK_TIMEOUT)
             .map_err(|e| self.lost_or(GpuError::Readback(e.to_string())))
     }
 
@@ -486,6 +534,7 @@ impl Gpu {
             let slice = buffer.slice(..bytes as u64);
             let values = {
                 let view = slice.get_mapped_range().map_err(|e| lost(e.to_string()))?;
+                self.device.note_read(bytes);
                 view.chunks_exact(4)
                     .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                     .collect()
@@ -496,6 +545,16 @@ impl Gpu {
         self.check_alive()?;
         Ok(out)
     }
+}
+
+/// Which kept bind group: (dispatch, step within it, job slot).
+type BindKey = (&'static str, usize, usize);
+
+/// A kept bind group with what it binds ([`Gpu::bind_kept`]).
+struct BoundGroup {
+    pipeline: wgpu::ComputePipeline,
+    buffers: Vec<wgpu::Buffer>,
+    bind_group: wgpu::BindGroup,
 }
 
 /// The error scopes around one submission ([`Gpu::open_scopes`]).

@@ -38,6 +38,12 @@ const CROSS_SIDE: u32 = 8;
 /// Invocations per workgroup of the kernel adjoint's passes.
 const BACKWARD_GROUP: u32 = 64;
 
+/// The first resident slot of one-off requests ([`Gpu::bounds_and_gradients`]: a restart's final
+/// bound over every row, in chunks larger than an iteration's): kept apart from the iterations'
+/// slots 0, 1, …, so that those are never grown or rebound by them.
+#[cfg(not(target_arch = "wasm32"))]
+const ONE_OFF_SLOTS: usize = 1 << 20;
+
 /// The compiled `column_pass` entry point of `predictions.wgsl`.
 pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
     super::compute_pipeline(
@@ -159,7 +165,9 @@ impl Gpu {
             .zip(inputs)
             .filter_map(|(step, input)| step.as_ref().ok()?.request(input))
             .collect();
-        let mut predictions = self.svgp_predictions(&requests)?.into_iter();
+        let submitted = self.submit_predictions_from(&requests, ONE_OFF_SLOTS)?;
+        self.wait(submitted.submission.clone())?;
+        let mut predictions = pollster::block_on(submitted.finish(self, &requests))?.into_iter();
         Ok(steps
             .into_iter()
             .zip(inputs)
@@ -200,20 +208,25 @@ impl Gpu {
         &self,
         requests: &[PredictionRequest],
     ) -> Result<SubmittedPredictions, GpuError> {
+        self.submit_predictions_from(requests, 0)
+    }
+
+    /// [`Gpu::submit_predictions`] with request k in resident slot `first_slot + k`.
+    fn submit_predictions_from(
+        &self,
+        requests: &[PredictionRequest],
+        first_slot: usize,
+    ) -> Result<SubmittedPredictions, GpuError> {
         self.check_alive()?;
         let scopes = self.open_scopes();
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("svgp predictions"),
-            });
+        let mut encoder = self.device.create_command_encoder("svgp predictions");
         let pending: Result<Vec<Pending>, GpuError> = requests
             .iter()
             .enumerate()
-            .map(|(slot, request)| self.encode(&mut encoder, slot, request))
+            .map(|(k, request)| self.encode(&mut encoder, first_slot + k, request))
             .collect();
         let pending = pending?;
-        let submission = self.queue.submit([encoder.finish()]);
+        let submission = self.device.submit(encoder);
         // The browser needs no submission index: its mappings resolve by themselves.
         #[cfg(target_arch = "wasm32")]
         let _ = submission;
@@ -434,9 +447,11 @@ impl Gpu {
         ];
         let groups: Vec<_> = steps
             .iter()
-            .map(|(pipeline, buffers, groups)| {
+            .enumerate()
+            .map(|(k, (pipeline, buffers, groups))| {
                 let refs: Vec<&wgpu::Buffer> = buffers.iter().collect();
-                (*pipeline, self.bind(pipeline, &refs), *groups)
+                let key = ("svgp predictions", k, slot);
+                (*pipeline, self.bind_kept(key, pipeline, &refs), *groups)
             })
             .collect();
         {

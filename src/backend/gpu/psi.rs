@@ -170,7 +170,7 @@ impl Gpu {
     /// Whether Ψ2's sums for N rows and M inducing points fit this device's storage bindings
     /// (a problem that does not is computed on the CPU; the device is not at fault).
     pub fn psi2_fits(&self, n: usize, m: usize) -> bool {
-        let limit = self.device.limits().max_storage_buffer_binding_size;
+        let limit = self.device.setup().limits().max_storage_buffer_binding_size;
         [n * m * 16, m * m * 16].iter().all(|&b| b as u64 <= limit)
     }
 
@@ -218,16 +218,12 @@ impl Gpu {
     pub fn submit_psi2(&self, requests: &[Psi2Request<'_>]) -> Result<SubmittedPsi2, GpuError> {
         self.check_alive()?;
         let scopes = self.open_scopes();
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("psi2 sums"),
-            });
+        let mut encoder = self.device.create_command_encoder("psi2 sums");
         let mut readbacks = Vec::with_capacity(requests.len());
         for request in requests {
             readbacks.push(self.encode_psi2(&mut encoder, request)?);
         }
-        let submission = self.queue.submit([encoder.finish()]);
+        let submission = self.device.submit(encoder);
         // The browser needs no submission index: its mappings resolve by themselves.
         #[cfg(target_arch = "wasm32")]
         let _ = submission;
