@@ -172,6 +172,7 @@ impl Gpu {
             cols_groups,
             cols_bytes_out,
         )?;
+        let rows: Vec<f64> = rows.iter().map(|&v| f64::from(v)).collect();
         let (grad, da) = decode_rows(kernel, &rows, n);
         let mut db = DMatrix::zeros(m, d);
         for (q, row) in cols.chunks_exact(d).enumerate() {
@@ -265,7 +266,7 @@ pub(super) fn backward_chunk(m: usize) -> usize {
 /// The kernel gradient and ∂A (n × D) from the row pass's output (chunks × n rows of
 /// [`backward_width`] values), every sum over chunks and rows finished in f64. The gradients are
 /// with respect to the unmasked θ.
-pub(super) fn decode_rows(kernel: &Kernel, rows: &[f32], n: usize) -> (KernelGrad, DMatrix<f64>) {
+pub(super) fn decode_rows(kernel: &Kernel, rows: &[f64], n: usize) -> (KernelGrad, DMatrix<f64>) {
     let d = kernel.dim();
     let width = backward_width(kernel);
     let parts = kernel.stationary.len();
@@ -273,11 +274,11 @@ pub(super) fn decode_rows(kernel: &Kernel, rows: &[f32], n: usize) -> (KernelGra
     let mut da = DMatrix::zeros(n, d);
     for (r, row) in rows.chunks_exact(width).enumerate() {
         for (s, &v) in sums.iter_mut().zip(row) {
-            *s += f64::from(v);
+            *s += v;
         }
         let p = r % n.max(1);
         for j in 0..d {
-            da[(p, j)] += f64::from(row[j]);
+            da[(p, j)] += row[j];
         }
     }
     let mut grad = kernel.new_zeroed_grad();

@@ -90,6 +90,7 @@ struct Pipelines {
     gemm: wgpu::ComputePipeline,
     gemm_compensated: wgpu::ComputePipeline,
     column_pass: wgpu::ComputePipeline,
+    finish_sums: wgpu::ComputePipeline,
     psi_pairs: wgpu::ComputePipeline,
     psi_rows: wgpu::ComputePipeline,
 }
@@ -179,6 +180,7 @@ impl Gpu {
             gemm,
             gemm_compensated,
             column_pass: predictions::pipeline(&device),
+            finish_sums: predictions::finish_pipeline(&device),
             psi_pairs,
             psi_rows,
         };

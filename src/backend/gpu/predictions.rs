@@ -9,14 +9,17 @@
 //! 4. [Ã g_mean, Ã y] by the GEMM, P = Ã Ãᵀ by the GEMM's lower-tile (SYRK) mode;
 //! 5. K̄ = L⁻ᵀĀ by the GEMM (into K's buffer), then the kernel's adjoint through K̄: per row of Z
 //!    its gradient and its share of the parameter sums, per evaluation point its gradient
-//!    (`kernel_backward.wgsl`).
+//!    (`kernel_backward.wgsl`);
+//! 6. the sums over chunks of points and the misfit's sum as double-floats, in a fixed order, and
+//!    the latent input's column of ∂U (`finish.wgsl`), so that the read-back is
+//!    4M + 2M² + 2MW + T + 2 values (4088 bytes at M = 10, T = 320, D = 3), not the partial sums.
 //!
 //! The whitened form (Ã rather than K) is the float32 choice: P = Ã Ãᵀ stays positive
 //! semi-definite under any rounding, where L⁻¹(K Kᵀ)L⁻ᵀ from a float32 K Kᵀ did not (a whole run
 //! on the chain set failed with q(v)'s covariance indefinite after a natural-gradient step), at
 //! the price of two more M²T GEMMs. The host keeps everything O(M²) or O(T·D) in f64: the factor
-//! of K_ZZ and L⁻¹ before ([`crate::gp::svgp::InducingStep`]), k_tt and its adjoint, and every sum
-//! over rows, chunks and points after. What crosses the bus per request is O(M² + T·D + M·D)
+//! of K_ZZ and L⁻¹ before ([`crate::gp::svgp::InducingStep`]), k_tt and its adjoint, and the sums
+//! over the rows of Z after. What crosses the bus per request is O(M² + T·D + M·D)
 //! values each way, never the M × T matrices. The device buffers stay allocated between calls
 //! ([`Gpu::resident`]).
 
@@ -35,6 +38,8 @@ use crate::gp::svgp::{PredictionRequest, Predictions, Products};
 const COLUMN_GROUP: u32 = 64;
 /// Invocations per workgroup of the kernel's forward pass, per side.
 const CROSS_SIDE: u32 = 8;
+/// Invocations per workgroup of `finish.wgsl`.
+const FINISH_GROUP: u32 = 64;
 /// Invocations per workgroup of the kernel adjoint's passes.
 const BACKWARD_GROUP: u32 = 64;
 
@@ -54,28 +59,36 @@ pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
     )
 }
 
+/// The compiled `finish_sums` entry point of `finish.wgsl`.
+pub(super) fn finish_pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
+    super::compute_pipeline(
+        device,
+        "finish.wgsl",
+        include_str!("finish.wgsl"),
+        "finish_sums",
+    )
+}
+
 /// Where each result lies in a request's read-back buffer, in f32 values.
 #[derive(Debug, Clone, Copy)]
 struct ReadbackLayout {
     m: usize,
     t: usize,
-    d: usize,
     chunks: usize,
     width: usize,
 }
 
 impl ReadbackLayout {
-    /// misfit (T) | [Ã g_mean, Ã y] (2M, twice: head and tail) | P = Ã Ãᵀ (M², lower tiles,
-    /// twice) | row sums (chunks·M·W) | ∂U (T·D).
-    fn parts(&self) -> [usize; 5] {
-        let ReadbackLayout {
-            m,
-            t,
-            d,
-            chunks,
-            width,
-        } = *self;
-        [t, 4 * m, 2 * m * m, chunks * m * width, t * d]
+    /// [Ã g_mean, Ã y] (2M, twice: head and tail) | P = Ã Ãᵀ (M², lower tiles, twice) | what
+    /// `finish.wgsl` leaves: the misfit's sum (2) | the row sums (M·W, twice) | ∂w (T).
+    fn parts(&self) -> [usize; 3] {
+        let ReadbackLayout { m, t, width, .. } = *self;
+        [4 * m, 2 * m * m, 2 + 2 * m * width + t]
+    }
+
+    /// The kernel adjoint's row pass's output: one partial sum per chunk.
+    fn row_partials(&self) -> usize {
+        self.chunks * self.m * self.width
     }
 
     fn total(&self) -> usize {
@@ -280,16 +293,12 @@ impl Gpu {
         let layout = ReadbackLayout {
             m,
             t,
-            d,
             chunks: t.div_ceil(chunk),
             width: backward_width(kernel),
         };
         for (what, values) in [
             ("K_Zt", m * t),
-            (
-                "the kernel adjoint's row sums",
-                layout.chunks * m * layout.width,
-            ),
+            ("the kernel adjoint's row sums", layout.row_partials()),
             ("the evaluation points", t * d),
         ] {
             self.check_binding(what, (values * 4) as u64)?;
@@ -301,6 +310,11 @@ impl Gpu {
         );
         let rows_groups = ((m as u32).div_ceil(BACKWARD_GROUP), layout.chunks as u32, 1);
         let point_groups = ((t as u32).div_ceil(COLUMN_GROUP), 1, 1);
+        let finish_groups = (
+            ((m * layout.width).max(t).max(1) as u32).div_ceil(FINISH_GROUP),
+            1,
+            1,
+        );
         let qk_groups = gemm::groups((m, t), 1);
         let small_groups = gemm::groups((m, 2), 1);
         let kkt_groups = gemm::groups((m, m), 1);
@@ -310,6 +324,7 @@ impl Gpu {
             point_groups,
             qk_groups,
             kkt_groups,
+            finish_groups,
         ] {
             self.check_groups("the predictions' dispatch", groups)?;
         }
@@ -376,8 +391,22 @@ impl Gpu {
         // Two planes each (head and tail of the compensated products).
         let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * 2 * m * 4, storage());
         let p_buf = self.resident("p", slot, 2 * m * m * 4, storage());
-        let rows = self.resident("rows", slot, layout.parts()[3] * 4, storage());
+        let rows = self.resident("rows", slot, layout.row_partials() * 4, storage());
         let cols = self.resident("cols", slot, t * d * 4, storage());
+        let mut finish_dims = Vec::with_capacity(32);
+        for word in [
+            (m * layout.width) as u32,
+            layout.chunks as u32,
+            t as u32,
+            d as u32,
+            latent.slot as u32,
+        ] {
+            finish_dims.extend(word.to_le_bytes());
+        }
+        finish_dims.extend(1.0f32.to_le_bytes());
+        finish_dims.extend([0u8; 8]);
+        let finish_dims = self.resident_with("finish dims", slot, &finish_dims, uniform);
+        let finished = self.resident("finished", slot, layout.parts()[2] * 4, storage());
         let readback = self.resident(
             "readback",
             slot,
@@ -394,7 +423,7 @@ impl Gpu {
                 .map(|&b| b.clone())
                 .collect()
         };
-        let steps: [Step; 9] = [
+        let steps: [Step; 10] = [
             (&pipelines.kernel.cross, with(&[&k]), cross_groups),
             (
                 &pipelines.gemm,
@@ -444,6 +473,11 @@ impl Gpu {
                 with(&[&k, &cols]),
                 point_groups,
             ),
+            (
+                &pipelines.finish_sums,
+                vec![finish_dims, rows, cols, misfit, finished.clone()],
+                finish_groups,
+            ),
         ];
         let groups: Vec<_> = steps
             .iter()
@@ -466,7 +500,7 @@ impl Gpu {
             }
         }
         let mut offset = 0u64;
-        for (source, values) in [&misfit, &g_alpha_ky, &p_buf, &rows, &cols]
+        for (source, values) in [&g_alpha_ky, &p_buf, &finished]
             .into_iter()
             .zip(layout.parts())
         {
@@ -486,15 +520,21 @@ impl Gpu {
 
 /// A request's [`Predictions`] from its read-back values, with k_tt's adjoint added on the host.
 fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Predictions {
-    let ReadbackLayout { m, t, d, .. } = pending.layout;
+    let ReadbackLayout { m, t, width, .. } = pending.layout;
     let kernel = request.kernel;
     let slot = request.latent.slot;
     let (samples, b) = request.draws.shape();
-    let [n_misfit, n_small, n_kkt, n_rows, _] = pending.layout.parts();
-    let (misfit, rest) = values.split_at(n_misfit);
-    let (small, rest) = rest.split_at(n_small);
-    let (p_values, rest) = rest.split_at(n_kkt);
-    let (rows, cols) = rest.split_at(n_rows);
+    let [n_small, n_kkt, _] = pending.layout.parts();
+    let (small, rest) = values.split_at(n_small);
+    let (p_values, finished) = rest.split_at(n_kkt);
+    let misfit = f64::from(finished[0]) + f64::from(finished[1]);
+    let (heads, rest) = finished[2..].split_at(m * width);
+    let (tails, latent_grad) = rest.split_at(m * width);
+    let rows: Vec<f64> = heads
+        .iter()
+        .zip(tails)
+        .map(|(&h, &l)| f64::from(h) + f64::from(l))
+        .collect();
 
     let small = gemm::combine(small, 2 * m, Accumulation::Compensated);
     let mut p = DMatrix::from_vec(
@@ -503,17 +543,17 @@ fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Pre
         gemm::combine(p_values, m * m, Accumulation::Compensated),
     );
     gemm::mirror_lower(&mut p);
-    let (mut kernel_grad, z_grad) = decode_rows(kernel, rows, m);
+    let (mut kernel_grad, z_grad) = decode_rows(kernel, &rows, m);
     // k_tt's adjoint: ∂L̂/∂k_tt = g_var for every point.
     let g_var = -request.c / (2.0 * request.noise);
     let (g_diag, d_u_diag) = kernel.diag_backward(&pending.u, &DVector::from_element(t, g_var));
     kernel_grad.add_assign(&g_diag);
     let draws = DMatrix::from_fn(samples, b, |s, n| {
         let p = n * samples + s;
-        f64::from(cols[p * d + slot]) + d_u_diag[(p, slot)]
+        f64::from(latent_grad[p]) + d_u_diag[(p, slot)]
     });
     Predictions {
-        misfit: misfit.iter().map(|&v| f64::from(v)).sum(),
+        misfit,
         products: Products::Whitened {
             g_alpha: DVector::from_column_slice(&small[..m]),
             p,
