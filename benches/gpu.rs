@@ -15,7 +15,12 @@
 //!
 //! Run: `cargo bench --bench gpu` (prints the adapter, then median ms per call and the GEMM's
 //! GFLOP/s). Under `cargo test` (no `--bench` argument) it times only the smallest size, once, so
-//! the test command checks that it runs without spending minutes.
+//! the test command checks that it runs without spending minutes. With `--issue-sizes` it times
+//! the sizes issue 34 names instead, for `scripts/gpu-bench.sh`: whole evaluations of all D
+//! variables at (M, b, S, D) = (50, 128, 10, 5), (100, 256, 10, 10), (400, 256, 50, 10), the
+//! GEMM Q·K and the compensated SYRK K·Kᵀ at (M, T) = (400, 12 800) with their GFLOP/s, and the
+//! collapsed bound at (N, M, D) = (5000, 400, 20); each figure also as a JSON line
+//! (`{"bench": …}`) for the script to read.
 
 mod common;
 
@@ -57,6 +62,10 @@ fn main() {
     };
     println!("adapter: {}", gpu.adapter());
     let quick = !std::env::args().any(|a| a == "--bench");
+    if std::env::args().any(|a| a == "--issue-sizes") {
+        issue_sizes(&gpu, quick);
+        return;
+    }
     let sizes: &[(usize, usize, usize)] = if quick {
         &[(50, 1280, 5)]
     } else {
@@ -118,6 +127,63 @@ fn main() {
     collapsed_psi2(&gpu, quick);
 }
 
+/// The sizes issue 34 names (see the module's comment); `quick` shrinks them to a smoke test.
+fn issue_sizes(gpu: &Gpu, quick: bool) {
+    let whole: &[(usize, usize, usize, usize)] = if quick {
+        &[(20, 32, 4, 3)]
+    } else {
+        &[(50, 128, 10, 5), (100, 256, 10, 10), (400, 256, 50, 10)]
+    };
+    for &size in whole {
+        let [cpu_serial, cpu_pool, on_gpu] = time_evaluations(gpu, quick, size, size.3);
+        println!(
+            "{{\"bench\": \"whole\", \"size\": {:?}, \"variables\": {}, \"cpu_1_thread_ms\": {:.3}, \
+             \"cpu_all_threads_ms\": {:.3}, \"threads\": {}, \"gpu_ms\": {:.3}}}",
+            [size.0, size.1, size.2, size.3],
+            size.3,
+            cpu_serial * 1e3,
+            cpu_pool * 1e3,
+            available_threads(),
+            on_gpu * 1e3
+        );
+    }
+    let (m, t) = if quick { (40, 640) } else { (400, 12_800) };
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let q = DMatrix::from_fn(m, m, |_, _| rng.random_range(-0.1..0.1));
+    let k = DMatrix::from_fn(m, t, |_, _| rng.random_range(-1.0..1.0));
+    let (qs, ks) = (vec![q], vec![k.clone()]);
+    let gemm = median(quick, || {
+        std::hint::black_box(
+            gpu.gemm(&qs, Op::AsIs, &ks, Op::AsIs, Accumulation::Single)
+                .expect("QK on the GPU"),
+        );
+    });
+    let syrk = median(quick, || {
+        std::hint::black_box(
+            gpu.syrk(&k, Accumulation::Compensated)
+                .expect("K Kᵀ on the GPU"),
+        );
+    });
+    // Q·K: 2M²T flops; the SYRK's useful half: M²T (its compensated form does more per term).
+    let flops = (m * m * t) as f64;
+    println!(
+        "{{\"bench\": \"gemm\", \"m\": {m}, \"t\": {t}, \"gemm_ms\": {:.3}, \"gemm_gflops\": {:.2}, \
+         \"syrk_compensated_ms\": {:.3}, \"syrk_gflops\": {:.2}}}",
+        gemm * 1e3,
+        2.0 * flops / gemm / 1e9,
+        syrk * 1e3,
+        flops / syrk / 1e9
+    );
+    let (n, m, d) = if quick { (100, 10, 3) } else { (5000, 400, 20) };
+    let [cpu, on_gpu] = time_collapsed(gpu, quick, (n, m, d), &mut rng);
+    println!(
+        "{{\"bench\": \"collapsed\", \"size\": [{n}, {m}, {d}], \"cpu_1_thread_ms\": {:.3}, \
+         \"psi2_on_gpu_ms\": {:.3}}}",
+        cpu * 1e3,
+        on_gpu * 1e3
+    );
+}
+
 /// One random uncollapsed problem at (M, b, S, D), the latent in slot 0.
 struct Problem {
     kernel: Kernel,
@@ -176,8 +242,6 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
         &[(20, 64, 5, 3), (50, 128, 10, 5), (100, 256, 10, 10)]
     };
     let threads = available_threads();
-    let pool = Pool::new(threads).expect("a pool");
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
     println!(
         "\nwhole evaluations, {V} variables per batch, median ms per batch\n{:>18} {:>12} {:>14} {:>12}",
         "(M, b, S, D)",
@@ -186,27 +250,7 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
         "gpu"
     );
     for &size in sizes {
-        let problems: Vec<Problem> = (0..V).map(|_| Problem::new(size, &mut rng)).collect();
-        let cpu_serial = median(quick, || {
-            for p in &problems {
-                std::hint::black_box(bound_and_gradient(&p.input()).expect("the CPU bound"));
-            }
-        });
-        let cpu_pool = median(quick, || {
-            std::hint::black_box(pool.map(&problems, |p| {
-                bound_and_gradient(&p.input())
-                    .expect("the CPU bound")
-                    .terms
-                    .elbo
-            }));
-        });
-        let on_gpu = median(quick, || {
-            let inputs: Vec<SvgpInput> = problems.iter().map(Problem::input).collect();
-            std::hint::black_box(
-                gpu.bounds_and_gradients(&inputs, FLOAT32_RELATIVE_JITTER)
-                    .expect("the GPU"),
-            );
-        });
+        let [cpu_serial, cpu_pool, on_gpu] = time_evaluations(gpu, quick, size, V);
         println!(
             "{:>18} {:>12.2} {:>14.2} {:>12.2}",
             format!("{size:?}"),
@@ -215,6 +259,42 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
             on_gpu * 1e3
         );
     }
+}
+
+/// Median seconds of one batch of `variables` whole evaluations at `size` = (M, b, S, D): on
+/// one CPU thread, on a pool of all cores, and through the GPU backend's path.
+fn time_evaluations(
+    gpu: &Gpu,
+    quick: bool,
+    size: (usize, usize, usize, usize),
+    variables: usize,
+) -> [f64; 3] {
+    let pool = Pool::new(available_threads()).expect("a pool");
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let problems: Vec<Problem> = (0..variables)
+        .map(|_| Problem::new(size, &mut rng))
+        .collect();
+    let cpu_serial = median(quick, || {
+        for p in &problems {
+            std::hint::black_box(bound_and_gradient(&p.input()).expect("the CPU bound"));
+        }
+    });
+    let cpu_pool = median(quick, || {
+        std::hint::black_box(pool.map(&problems, |p| {
+            bound_and_gradient(&p.input())
+                .expect("the CPU bound")
+                .terms
+                .elbo
+        }));
+    });
+    let on_gpu = median(quick, || {
+        let inputs: Vec<SvgpInput> = problems.iter().map(Problem::input).collect();
+        std::hint::black_box(
+            gpu.bounds_and_gradients(&inputs, FLOAT32_RELATIVE_JITTER)
+                .expect("the GPU"),
+        );
+    });
+    [cpu_serial, cpu_pool, on_gpu]
 }
 
 /// One collapsed bound with every gradient (D − 1 observed inputs and the latent), on one thread:
@@ -236,34 +316,7 @@ fn collapsed_psi2(gpu: &Gpu, quick: bool) {
         "(N, M, D)", "cpu", "Ψ2 on gpu"
     );
     for &(n, m, d) in sizes {
-        let obs = d - 1;
-        let x = DMatrix::from_fn(n, obs, |_, _| rng.random_range(-1.5..1.5));
-        let y = DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0));
-        let params = CollapsedParams {
-            kernel: Kernel::se_plus_linear(
-                (0..d).map(|_| rng.random_range(0.1..0.5)).collect(),
-                1.0,
-                (0..d).map(|_| rng.random_range(0.5..1.5)).collect(),
-            ),
-            noise_variance: 0.1,
-            z: DMatrix::from_fn(m, d, |_, _| rng.random_range(-1.5..1.5)),
-            latent: Some(LatentPosterior {
-                mean: DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0)),
-                variance: DVector::from_fn(n, |_, _| rng.random_range(0.05..0.5)),
-            }),
-        };
-        let device = Psi2OnGpu(gpu);
-        let cpu = median(quick, || {
-            std::hint::black_box(
-                collapsed_bound_with_grad_on(&x, &y, &params, 1e-6, 1.0, None).expect("the bound"),
-            );
-        });
-        let on_gpu = median(quick, || {
-            std::hint::black_box(
-                collapsed_bound_with_grad_on(&x, &y, &params, 1e-6, 1.0, Some(&device))
-                    .expect("the bound"),
-            );
-        });
+        let [cpu, on_gpu] = time_collapsed(gpu, quick, (n, m, d), &mut rng);
         println!(
             "{:>16} {:>12.2} {:>14.2}",
             format!("{:?}", (n, m, d)),
@@ -271,4 +324,43 @@ fn collapsed_psi2(gpu: &Gpu, quick: bool) {
             on_gpu * 1e3
         );
     }
+}
+
+/// Median seconds of one collapsed bound with every gradient at (N, M, D) (D − 1 observed inputs
+/// and the latent), on one thread: all on the CPU, and with Ψ2's sums on the GPU.
+fn time_collapsed(
+    gpu: &Gpu,
+    quick: bool,
+    (n, m, d): (usize, usize, usize),
+    rng: &mut ChaCha8Rng,
+) -> [f64; 2] {
+    let obs = d - 1;
+    let x = DMatrix::from_fn(n, obs, |_, _| rng.random_range(-1.5..1.5));
+    let y = DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0));
+    let params = CollapsedParams {
+        kernel: Kernel::se_plus_linear(
+            (0..d).map(|_| rng.random_range(0.1..0.5)).collect(),
+            1.0,
+            (0..d).map(|_| rng.random_range(0.5..1.5)).collect(),
+        ),
+        noise_variance: 0.1,
+        z: DMatrix::from_fn(m, d, |_, _| rng.random_range(-1.5..1.5)),
+        latent: Some(LatentPosterior {
+            mean: DVector::from_fn(n, |_, _| rng.random_range(-1.0..1.0)),
+            variance: DVector::from_fn(n, |_, _| rng.random_range(0.05..0.5)),
+        }),
+    };
+    let device = Psi2OnGpu(gpu);
+    let cpu = median(quick, || {
+        std::hint::black_box(
+            collapsed_bound_with_grad_on(&x, &y, &params, 1e-6, 1.0, None).expect("the bound"),
+        );
+    });
+    let on_gpu = median(quick, || {
+        std::hint::black_box(
+            collapsed_bound_with_grad_on(&x, &y, &params, 1e-6, 1.0, Some(&device))
+                .expect("the bound"),
+        );
+    });
+    [cpu, on_gpu]
 }
