@@ -154,10 +154,13 @@ fn batched_products_equal_nalgebras() {
     let Some(gpu) = gpu() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(16);
     let u = f64::from(f32::EPSILON) / 2.0;
-    // (m, k, n, batch, op_a, op_b): tile edges (16), odd sizes, the bound's shapes, an empty
-    // inner dimension.
+    // (m, k, n, batch, op_a, op_b): tile edges (16), odd sizes, the bound's shapes, several of
+    // the float32 product's 64 × 64 blocks each way with ragged edges, an empty inner dimension.
     let cases = [
         (1, 1, 1, 1, Op::AsIs, Op::AsIs),
+        (130, 70, 200, 2, Op::AsIs, Op::AsIs),
+        (100, 33, 150, 1, Op::Transposed, Op::Transposed),
+        (64, 17, 128, 2, Op::AsIs, Op::Transposed),
         (16, 16, 16, 2, Op::AsIs, Op::AsIs),
         (50, 50, 160, 3, Op::AsIs, Op::AsIs),
         (50, 160, 50, 2, Op::AsIs, Op::Transposed),

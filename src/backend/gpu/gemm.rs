@@ -1,5 +1,6 @@
-//! Batched matrix products on the GPU (`gemm.wgsl`: 16 × 16 tiles staged in workgroup memory,
-//! the batch along the dispatch's z): C_z = op(A_z) op(B_z), op the identity or the transpose, the
+//! Batched matrix products on the GPU (`gemm.wgsl`: 64 × 64 blocks with 4 × 4 register tiles per
+//! invocation in float32, 16 × 16 tiles for the compensated sums, the batch along the dispatch's
+//! z): C_z = op(A_z) op(B_z), op the identity or the transpose, the
 //! shapes of the uncollapsed bound's Q K_Zt and K_Zt K_Ztᵀ. The reference is nalgebra's f64 product.
 
 use nalgebra::DMatrix;
@@ -8,7 +9,9 @@ use nalgebra::DMatrix;
 use super::{f32_bytes, GpuError};
 use super::{uniform_words, Gpu};
 
-/// Rows and columns of C per workgroup (`TILE` in the shader).
+/// Rows and columns of C per workgroup of the float32 product (`BLOCK` in the shader).
+const BLOCK: u32 = 64;
+/// Rows and columns of C per workgroup of the compensated product (`TILE` in the shader).
 const TILE: u32 = 16;
 
 /// The compiled entry points of `gemm.wgsl`: the float32 product and the compensated one.
@@ -82,11 +85,19 @@ pub(super) fn combine(values: &[f32], planes: usize, accumulation: Accumulation)
     }
 }
 
-/// Workgroups for an m × n product of `batch` matrices.
-pub(super) fn groups((m, n): (usize, usize), batch: usize) -> (u32, u32, u32) {
+/// Workgroups for an m × n product of `batch` matrices accumulated as `accumulation`.
+pub(super) fn groups(
+    (m, n): (usize, usize),
+    batch: usize,
+    accumulation: Accumulation,
+) -> (u32, u32, u32) {
+    let side = match accumulation {
+        Accumulation::Single => BLOCK,
+        Accumulation::Compensated => TILE,
+    };
     (
-        (m as u32).div_ceil(TILE),
-        (n as u32).div_ceil(TILE),
+        (m as u32).div_ceil(side),
+        (n as u32).div_ceil(side),
         batch as u32,
     )
 }
@@ -119,7 +130,7 @@ impl Gpu {
         let out_bytes = (m * m * 4 * accumulation.planes()) as u64;
         self.check_binding("the symmetric product", out_bytes)?;
         self.check_binding("the symmetric product's factor", (a.len() * 4) as u64)?;
-        let groups = groups((m, m), 1);
+        let groups = groups((m, m), 1, accumulation);
         self.check_groups("the symmetric product's dispatch", groups)?;
         let storage = wgpu::BufferUsages::STORAGE;
         let factor = f32_bytes(a.iter().copied());
@@ -176,7 +187,7 @@ impl Gpu {
             let bytes = factors.iter().map(|x| x.len() * 4).sum::<usize>() as u64;
             self.check_binding(what, bytes)?;
         }
-        let groups = groups((m, n), batch);
+        let groups = groups((m, n), batch, accumulation);
         self.check_groups("the batched product's dispatch", groups)?;
 
         let dims = dims_bytes((m, n, k), op_a, op_b, false, batch);

@@ -1,6 +1,6 @@
 // Batched C_z = op(A_z) op(B_z), float32, column-major matrices (nalgebra's layout), where op is the
-// identity or the transpose. One workgroup computes a TILE × TILE block of C, staging TILE × TILE
-// tiles of op(A) and op(B) in workgroup memory; each invocation accumulates one entry. The batch
+// identity or the transpose. `gemm` computes 64 × 64 blocks of C with 4 × 4 register tiles per
+// invocation (below); `gemm_compensated` TILE × TILE blocks, one entry per invocation. The batch
 // index is the dispatch's z. With `lower` set, C = A Aᵀ-like symmetric products skip the tiles above
 // the diagonal (a SYRK: about half the work). The host's f64 reference is nalgebra's product.
 
@@ -22,8 +22,6 @@ struct Dims {
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
-var<workgroup> tile_a: array<array<f32, 16>, 16>;  // [row of C][inner]
-var<workgroup> tile_b: array<array<f32, 16>, 16>;  // [inner][column of C]
 
 // op(A)[i, l] of batch z (0 outside the matrix).
 fn op_a(z: u32, i: u32, l: u32) -> f32 {
@@ -49,36 +47,78 @@ fn op_b(z: u32, l: u32, j: u32) -> f32 {
     return b[base + l + j * dims.k];
 }
 
+// `gemm`: register tiles. A workgroup of 16 × 16 invocations computes a BLOCK × BLOCK = 64 × 64
+// block of C, each invocation a 4 × 4 set of entries: rows local.x + 16r and columns
+// local.y + 16c (r, c < 4), so that neighbouring invocations read neighbouring words of the
+// staged tiles. Per step of DEPTH = 16 along the inner dimension the workgroup stages a 64 × 16
+// slice of op(A) and a 16 × 64 slice of op(B) (four words per invocation each, neighbouring
+// invocations loading neighbouring rows: coalesced for column-major A and B), then every
+// invocation does 16 × 16 multiply-adds from 8 staged words per inner index: 4× the arithmetic
+// per staged word of one output per invocation. `slice_b`'s rows are padded to 65 words: its
+// stores put 16 invocations on one column, which unpadded would all fall in one bank.
+
+const BLOCK: u32 = 64u;
+const DEPTH: u32 = 16u;
+
+var<workgroup> slice_a: array<array<f32, 64>, 16>;  // [inner][row of the block]
+var<workgroup> slice_b: array<array<f32, 65>, 16>;  // [inner][column of the block], padded
+
 @compute @workgroup_size(16, 16)
 fn gemm(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_id) local: vec3<u32>,
 ) {
     let z = group.z;
-    // A tile wholly above the diagonal of a symmetric product is its mirror's transpose: the host
-    // fills it (the whole workgroup leaves together, before any barrier).
+    // A block wholly above the diagonal of a symmetric product is its mirror's transpose: the
+    // host fills it (the whole workgroup leaves together, before any barrier).
     if (dims.lower == 1u && group.x < group.y) {
         return;
     }
-    // local.x walks rows of C (consecutive invocations read consecutive column-major entries).
-    let i = group.x * TILE + local.x;
-    let j = group.y * TILE + local.y;
-    var acc = 0.0;
-    let steps = (dims.k + TILE - 1u) / TILE;
+    let row0 = group.x * BLOCK;
+    let col0 = group.y * BLOCK;
+    let id = local.y * 16u + local.x;
+    var acc: array<array<f32, 4>, 4>;
+    for (var ri = 0u; ri < 4u; ri++) {
+        for (var cj = 0u; cj < 4u; cj++) {
+            acc[ri][cj] = 0.0;
+        }
+    }
+    let steps = (dims.k + DEPTH - 1u) / DEPTH;
     for (var s = 0u; s < steps; s++) {
-        let l0 = s * TILE;
-        tile_a[local.x][local.y] = op_a(z, i, l0 + local.y);
-        tile_b[local.x][local.y] = op_b(z, l0 + local.x, j);
+        let l0 = s * DEPTH;
+        for (var q = 0u; q < 4u; q++) {
+            let e = id + 256u * q;
+            // op(A): 64 rows × 16 inner, rows fastest; op(B): 16 inner × 64 columns, inner fastest.
+            slice_a[e / BLOCK][e % BLOCK] = op_a(z, row0 + e % BLOCK, l0 + e / BLOCK);
+            slice_b[e % DEPTH][e / DEPTH] = op_b(z, l0 + e % DEPTH, col0 + e / DEPTH);
+        }
         workgroupBarrier();
-        for (var l = 0u; l < TILE; l++) {
-            acc += tile_a[local.x][l] * tile_b[l][local.y];
+        for (var l = 0u; l < DEPTH; l++) {
+            var av: array<f32, 4>;
+            var bv: array<f32, 4>;
+            for (var ri = 0u; ri < 4u; ri++) {
+                av[ri] = slice_a[l][local.x + 16u * ri];
+                bv[ri] = slice_b[l][local.y + 16u * ri];
+            }
+            for (var ri = 0u; ri < 4u; ri++) {
+                for (var cj = 0u; cj < 4u; cj++) {
+                    acc[ri][cj] += av[ri] * bv[cj];
+                }
+            }
         }
         workgroupBarrier();
     }
-    if (i < dims.m && j < dims.n) {
-        c[z * dims.m * dims.n + i + j * dims.m] = acc;
+    for (var ri = 0u; ri < 4u; ri++) {
+        for (var cj = 0u; cj < 4u; cj++) {
+            let i = row0 + local.x + 16u * ri;
+            let j = col0 + local.y + 16u * cj;
+            if (i < dims.m && j < dims.n) {
+                c[z * dims.m * dims.n + i + j * dims.m] = acc[ri][cj];
+            }
+        }
     }
 }
+
 
 // ---------------------------------------------------------------------------------------------
 // `gemm_compensated`: the same product with a double-float result, for the sums whose float32

@@ -315,9 +315,9 @@ impl Gpu {
             1,
             1,
         );
-        let qk_groups = gemm::groups((m, t), 1);
-        let small_groups = gemm::groups((m, 2), 1);
-        let kkt_groups = gemm::groups((m, m), 1);
+        let qk_groups = gemm::groups((m, t), 1, Accumulation::Single);
+        let small_groups = gemm::groups((m, 2), 1, Accumulation::Compensated);
+        let kkt_groups = gemm::groups((m, m), 1, Accumulation::Compensated);
         for groups in [
             cross_groups,
             rows_groups,
