@@ -12,8 +12,8 @@
 #   6. `occam discover --preset paper` seconds per iteration, GPU against all CPU cores, on a
 #      10-variable × 1000-row set (DATA=file.csv, else ../shared/data's ER1_d10_s0, else one made
 #      by `occam generate`).
-# Under 8 minutes on an H100/H200. `--quick` shrinks every size to a smoke test (what the test
-# command runs on lavapipe).
+# Under 8 minutes on an H100/H200. `--quick` shrinks every size to a smoke test (the test command
+# runs it on lavapipe, about a minute).
 #
 # Binaries: with cargo on the PATH it builds them (release); without, it runs prebuilt ones:
 # OCCAM_BIN (default target/release/occam) and GPU_BENCH_BIN (default the newest
@@ -42,6 +42,7 @@ if command -v cargo >/dev/null 2>&1 && [ -z "${GPU_BENCH_BIN:-}" ]; then
   say "# building (release) ..."
   cargo build --release --quiet --bin occam || { say "cargo build failed"; exit 1; }
   GPU_BENCH_BIN=$(cargo bench --bench gpu --no-run --message-format=json 2>/dev/null \
+    | grep '"kind":\["bench"\]' | grep '"name":"gpu"' \
     | grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
 fi
 OCCAM_BIN=${OCCAM_BIN:-target/release/occam}
@@ -95,7 +96,10 @@ bench_args=(--issue-sizes)
 [ "$QUICK" = 1 ] || bench_args+=(--bench)
 say "# Occam: $GPU_BENCH_BIN ${bench_args[*]}"
 timeout 300 "$GPU_BENCH_BIN" "${bench_args[@]}" | tee "$OUT/occam.jsonl"
-[ "${PIPESTATUS[0]}" = 0 ] || say "the Occam bench failed or ran past 300 s (status ${PIPESTATUS[0]})"
+status=${PIPESTATUS[0]}
+[ "$status" = 0 ] || say "the Occam bench failed or ran past 300 s (status $status)"
+grep -q '"bench": "whole"' "$OUT/occam.jsonl" \
+  || say "the bench binary $GPU_BENCH_BIN printed no issue-size figures: is it older than --issue-sizes?"
 
 # --- 3: the PyTorch anchor --------------------------------------------------------------------
 grid="50,128,10,5;100,256,10,10;400,256,50,10"
@@ -117,11 +121,13 @@ if [ ! -f "$DATA" ]; then
   "$OCCAM_BIN" generate --graph er --nodes 10 --edges-per-node 1 --samples 1000 \
     --mechanism mlp --out "$OUT/er1_d10" >/dev/null
 fi
-iters=$([ "$QUICK" = 1 ] && echo 10 || echo 100)
+iters=$([ "$QUICK" = 1 ] && echo 2 || echo 40)
+rows=$([ "$QUICK" = 1 ] && echo 100 || echo all)
 for backend in gpu cpu; do
-  say "# occam discover --preset paper --restarts 1 --max-iterations $iters --backend $backend"
+  say "# occam discover --preset paper --restarts 1 --max-iterations $iters --max-rows $rows --backend $backend"
   timeout 240 "$OCCAM_BIN" discover "$DATA" --preset paper --restarts 1 --max-iterations "$iters" \
-    --method cgp --backend "$backend" --threads 0 --quiet --out "$OUT/discover-$backend" >/dev/null 2>"$OUT/discover-$backend.log" \
+    --max-rows "$rows" --method cgp --backend "$backend" --threads 0 --quiet \
+    --out "$OUT/discover-$backend" >/dev/null 2>"$OUT/discover-$backend.log" \
     || say "discover on $backend failed: $(tail -2 "$OUT/discover-$backend.log")"
 done
 
@@ -171,16 +177,17 @@ for r in occam:
               f"; compensated SYRK {r['syrk_compensated_ms']:.2f} ms, {r['syrk_gflops']:.1f} GFLOP/s{frac}")
     if r.get("bench") == "collapsed":
         print(f"collapsed bound (N, M, D) = {tuple(r['size'])}: CPU 1 thread {r['cpu_1_thread_ms']:.1f} ms, "
-              f"Ψ2 on the GPU {r['psi2_on_gpu_ms']:.1f} ms ({r['cpu_1_thread_ms'] / r['psi2_on_gpu_ms']:.1f}× the CPU)")
+              f"Ψ2 on the GPU {r['psi2_on_gpu_ms']:.1f} ms ({r['cpu_1_thread_ms'] / r['psi2_on_gpu_ms']:.2f}× the CPU)")
 for backend in ("gpu", "cpu"):
     path = os.path.join(out, f"discover-{backend}", "result.json")
     if not os.path.exists(path):
         continue
     res = json.load(open(path))
-    its = sum(r.get("iterations", 0) for r in res.get("restarts", []))
-    line = f"discover --preset paper on {backend}: {res['seconds']:.1f} s for {its} iterations"
-    if its:
-        line += f" = {res['seconds'] / its * 1e3:.1f} ms per iteration (setup and chores included)"
+    timed = res.get("iteration_time") or {}
+    line = f"discover --preset paper on {backend}: {res['seconds']:.1f} s in all"
+    if timed.get("iterations"):
+        line += (f"; {timed['seconds'] / timed['iterations'] * 1e3:.1f} ms per iteration of all variables "
+                 f"(over {timed['iterations']} iterations after the first)")
     steady = (res.get("gpu") or {}).get("steady_state")
     if steady:
         n = max(steady["variable_evaluations"], 1)

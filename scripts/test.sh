@@ -9,7 +9,7 @@ cd "$OCCAM_ROOT"
 step() { printf '\n==> %s\n' "$*"; }
 
 step "installing missing tools"
-ensure_debian_packages chromium chromium-driver mesa-vulkan-drivers
+ensure_debian_packages chromium chromium-driver mesa-vulkan-drivers python3
 ensure_web_build_tools
 rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
 rustup component list --installed | grep -q '^clippy' || rustup component add clippy
@@ -25,6 +25,18 @@ cargo clippy --target wasm32-unknown-unknown --lib --bin app --bin worker -- -D 
 
 step "native tests"
 cargo test --all-targets
+
+step "scripts/gpu-bench.sh --quick (issue 34's GPU bench, as a smoke test on lavapipe)"
+gpu_bench=$(cargo test --bench gpu --no-run --message-format=json 2>/dev/null \
+  | grep '"kind":\["bench"\]' | grep '"name":"gpu"' \
+  | grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
+cargo build --bin occam
+smoke=$(OCCAM_BIN=target/debug/occam GPU_BENCH_BIN="$gpu_bench" scripts/gpu-bench.sh --quick 2>&1)
+printf '%s\n' "$smoke" | grep -v XDG_RUNTIME_DIR | tail -8
+for expected in '| (20, 32, 4, 3) |' 'GEMM Q·K' 'collapsed bound' 'steady state over' \
+  'discover --preset paper on cpu'; do
+  grep -qF "$expected" <<<"$smoke" || { echo "gpu-bench.sh --quick printed no '$expected'"; exit 1; }
+done
 
 step "release web build (with the fault-injection test hooks the browser tests use)"
 OCCAM_TEST_HOOKS=1 trunk build --release

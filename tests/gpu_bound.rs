@@ -455,6 +455,10 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
         per_evaluation * steady.variable_evaluations,
         "{steady:?}"
     );
+    // The same iterations are timed, whatever computes them.
+    let timed = result.iteration_time.expect("timed iterations");
+    assert_eq!(timed.iterations, steady.iterations);
+    assert!(timed.seconds > 0.0);
     // What goes up each iteration is the minibatch's inputs and the M × M factors.
     assert!(t.bytes_uploaded > 0, "{steady:?}");
     // The JSON keys the issue names.

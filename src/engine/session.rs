@@ -206,6 +206,9 @@ pub struct RunResult {
     /// How the GPU engine behaved, when a GPU computed iterations of this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuReport>,
+    /// Wall time of this run's iterations after the first (none for a run without any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration_time: Option<IterationTime>,
     pub version: String,
     /// Which search produced the graph.
     #[serde(default)]
@@ -340,6 +343,31 @@ pub struct Session {
     /// The GPU's traffic over the iterations since the backend was set: result.json's `gpu`.
     #[serde(skip)]
     gpu_traffic: IterationTraffic,
+    /// Wall time of the iterations since the session was made or resumed: result.json's
+    /// `iteration_time`.
+    #[serde(skip)]
+    iteration_time: IterationTime,
+}
+
+/// Wall time of iteration units (one iteration of every iterating restart, whatever computes
+/// it), the first left out as a warm-up: what a backend's speed is compared by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IterationTime {
+    /// Iteration units timed.
+    pub iterations: u64,
+    pub seconds: f64,
+    #[serde(skip)]
+    warmed_up: bool,
+}
+
+impl IterationTime {
+    fn add(&mut self, seconds: f64) {
+        if self.warmed_up {
+            self.iterations += 1;
+            self.seconds += seconds;
+        }
+        self.warmed_up = true;
+    }
 }
 
 /// Counts a GPU backend's traffic iteration by iteration, leaving out the first after the
@@ -484,6 +512,7 @@ impl Session {
             score_cache,
             stop_flag: StopFlag::new(),
             gpu_traffic: IterationTraffic::default(),
+            iteration_time: IterationTime::default(),
             exact_failure: None,
             method_reason,
         })
@@ -977,6 +1006,7 @@ impl Session {
                     Some(s) => 0.9 * s + 0.1 * seconds,
                     None => seconds,
                 });
+                self.iteration_time.add(seconds);
             }
         }
     }
@@ -1464,6 +1494,7 @@ impl Session {
             dataset_fingerprint: format!("{:016x}", self.fingerprint),
             seconds: self.elapsed,
             backend: self.backend.name(),
+            iteration_time: Some(self.iteration_time).filter(|t| t.iterations > 0),
             gpu: self
                 .gpu_traffic
                 .steady
