@@ -1098,6 +1098,7 @@ mod tests {
         };
         let strip = |mut r: RunResult| {
             r.seconds = 0.0;
+            r.iteration_time = None;
             r
         };
         assert_eq!(strip(*result), strip(*stopped));
@@ -1143,6 +1144,7 @@ mod tests {
         // the result).
         let strip = |mut r: RunResult| {
             r.seconds = 0.0;
+            r.iteration_time = None;
             r.settings.threads = 0;
             r.backend.clear();
             r

@@ -774,6 +774,7 @@ fn results_do_not_depend_on_the_thread_count() {
                 run(&mut s);
                 let mut r = s.result();
                 r.seconds = 0.0;
+                r.iteration_time = None;
                 r.settings.threads = 0;
                 // The backend's name says how many threads ran it.
                 r.backend.clear();
@@ -809,6 +810,7 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
         };
         let strip = |mut r: occam::engine::RunResult| {
             r.seconds = 0.0;
+            r.iteration_time = None;
             r.settings.threads = 0;
             r.backend.clear();
             r
