@@ -346,7 +346,7 @@ pub struct Session {
     /// Wall time of the iterations since the session was made or resumed: result.json's
     /// `iteration_time`.
     #[serde(skip)]
-    iteration_time: IterationTime,
+    iteration_time: IterationClock,
 }
 
 /// Wall time of iteration units (one iteration of every iterating restart, whatever computes
@@ -356,15 +356,20 @@ pub struct IterationTime {
     /// Iteration units timed.
     pub iterations: u64,
     pub seconds: f64,
-    #[serde(skip)]
-    warmed_up: bool,
 }
 
-impl IterationTime {
+/// Times iteration units into an [`IterationTime`], leaving out the first.
+#[derive(Debug, Clone, Copy, Default)]
+struct IterationClock {
+    warmed_up: bool,
+    time: IterationTime,
+}
+
+impl IterationClock {
     fn add(&mut self, seconds: f64) {
         if self.warmed_up {
-            self.iterations += 1;
-            self.seconds += seconds;
+            self.time.iterations += 1;
+            self.time.seconds += seconds;
         }
         self.warmed_up = true;
     }
@@ -512,7 +517,7 @@ impl Session {
             score_cache,
             stop_flag: StopFlag::new(),
             gpu_traffic: IterationTraffic::default(),
-            iteration_time: IterationTime::default(),
+            iteration_time: IterationClock::default(),
             exact_failure: None,
             method_reason,
         })
@@ -1494,7 +1499,7 @@ impl Session {
             dataset_fingerprint: format!("{:016x}", self.fingerprint),
             seconds: self.elapsed,
             backend: self.backend.name(),
-            iteration_time: Some(self.iteration_time).filter(|t| t.iterations > 0),
+            iteration_time: Some(self.iteration_time.time).filter(|t| t.iterations > 0),
             gpu: self
                 .gpu_traffic
                 .steady

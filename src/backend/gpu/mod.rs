@@ -91,6 +91,7 @@ struct Pipelines {
     gemm_compensated: wgpu::ComputePipeline,
     column_pass: wgpu::ComputePipeline,
     finish_sums: wgpu::ComputePipeline,
+    evaluation_points: wgpu::ComputePipeline,
     psi_pairs: wgpu::ComputePipeline,
     psi_rows: wgpu::ComputePipeline,
 }
@@ -181,6 +182,7 @@ impl Gpu {
             gemm_compensated,
             column_pass: predictions::pipeline(&device),
             finish_sums: predictions::finish_pipeline(&device),
+            evaluation_points: predictions::points_pipeline(&device),
             psi_pairs,
             psi_rows,
         };

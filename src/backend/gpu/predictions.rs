@@ -2,6 +2,8 @@
 //! T = S·b evaluation points ([`Predictions`]), in one command submission for the whole batch and
 //! one read-back. Per request, in order on the device (float32):
 //!
+//! 0. the T evaluation points from the minibatch's rows and the latent draws (`points.wgsl`: the
+//!    host sends b·D + T values, not T·D);
 //! 1. K = K_Zt (M × T) by `kernel_cross.wgsl`;
 //! 2. Ã = L⁻¹K and B = (S − I)Ã by the tiled GEMM;
 //! 3. per column t (`predictions.wgsl`): mean = ã_tᵀm, var = k_tt + ã_tᵀb_t, the misfit, g_mean,
@@ -56,6 +58,16 @@ pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
         "predictions.wgsl",
         include_str!("predictions.wgsl"),
         "column_pass",
+    )
+}
+
+/// The compiled `evaluation_points` entry point of `points.wgsl`.
+pub(super) fn points_pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
+    super::compute_pipeline(
+        device,
+        "points.wgsl",
+        include_str!("points.wgsl"),
+        "evaluation_points",
     )
 }
 
@@ -310,6 +322,7 @@ impl Gpu {
         );
         let rows_groups = ((m as u32).div_ceil(BACKWARD_GROUP), layout.chunks as u32, 1);
         let point_groups = ((t as u32).div_ceil(COLUMN_GROUP), 1, 1);
+        let build_groups = (((t * d).max(1) as u32).div_ceil(COLUMN_GROUP), 1, 1);
         let finish_groups = (
             ((m * layout.width).max(t).max(1) as u32).div_ceil(FINISH_GROUP),
             1,
@@ -325,13 +338,15 @@ impl Gpu {
             qk_groups,
             kkt_groups,
             finish_groups,
+            build_groups,
         ] {
             self.check_groups("the predictions' dispatch", groups)?;
         }
 
-        // Host side, f64: the evaluation points, k_tt and y_T.
-        // Point t = n·S + s is row n of x with the latent slot set to w_sn (a row's samples
-        // adjacent, as `svgp::evaluation_points` orders them).
+        // Host side, f64: the evaluation points (for k_tt and its adjoint; the device builds its
+        // own from the rows and draws), k_tt and y_T. Point t = n·S + s is row n of x with the
+        // latent slot set to w_sn (a row's samples adjacent, as `svgp::evaluation_points` orders
+        // them).
         let u = DMatrix::from_fn(t, d, |p, j| {
             if j == latent.slot {
                 draws[(p % samples, p / samples)]
@@ -347,7 +362,16 @@ impl Gpu {
         let [kdims, linear, parts, kinds] = kernel_parameters(kernel, m, t, chunk);
         let kdims = self.resident_with("kernel dims", slot, &kdims, uniform);
         let z_buf = self.resident_with("z", slot, &rows_bytes(z), storage());
-        let u_buf = self.resident_with("u", slot, &rows_bytes(&u), storage());
+        // The points are built on the device from the rows and the draws (points.wgsl).
+        let x_buf = self.resident_with("x rows", slot, &rows_bytes(x), storage());
+        let draws_buf =
+            self.resident_with("draws", slot, &f32_bytes(draws.iter().copied()), storage());
+        let mut points_dims = Vec::with_capacity(16);
+        for word in [t as u32, d as u32, samples as u32, latent.slot as u32] {
+            points_dims.extend(word.to_le_bytes());
+        }
+        let points_dims = self.resident_with("points dims", slot, &points_dims, uniform);
+        let u_buf = self.resident("u", slot, t * d * 4, storage());
         let linear = self.resident_with("linear", slot, &linear, storage());
         let parts = self.resident_with("parts", slot, &parts, storage());
         let kinds = self.resident_with("kinds", slot, &kinds, storage());
@@ -423,7 +447,12 @@ impl Gpu {
                 .map(|&b| b.clone())
                 .collect()
         };
-        let steps: [Step; 10] = [
+        let steps: [Step; 11] = [
+            (
+                &pipelines.evaluation_points,
+                vec![points_dims, x_buf, draws_buf, u_buf.clone()],
+                build_groups,
+            ),
             (&pipelines.kernel.cross, with(&[&k]), cross_groups),
             (
                 &pipelines.gemm,
