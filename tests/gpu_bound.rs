@@ -459,11 +459,11 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     let timed = result.iteration_time.expect("timed iterations");
     assert_eq!(timed.iterations, steady.iterations);
     assert!(timed.seconds > 0.0);
-    // What goes up each iteration: the minibatch's rows (b·D) and draws (T), k_tt and y (3T), the
-    // M × M factors L⁻¹ and S − I, Z, q(v)'s mean, the kernel's parameters and a few uniform
-    // blocks; never the T × D evaluation points (the device builds them).
+    // What goes up each iteration: the minibatch's rows and targets (b·(D + 1)), the draws (T),
+    // the M × M factors L⁻¹ and S − I, Z, q(v)'s mean, the kernel's parameters and a few uniform
+    // blocks; never the T × D evaluation points, k_tt or y_T (the device builds them).
     let b = 64u64;
-    let bound = 4 * (2 * m * m + m * d + b * d + 4 * tt + m) + 512;
+    let bound = 4 * (2 * m * m + m * d + b * (d + 1) + tt + m) + 512;
     assert!(t.bytes_uploaded > 0, "{steady:?}");
     assert!(
         t.bytes_uploaded <= bound * steady.variable_evaluations,

@@ -1,32 +1,58 @@
-// The uncollapsed bound's evaluation points, built on the device from what the host uploads each
-// iteration: the minibatch's rows x (b × D, row-major) and the latent draws w (S × b, column-major,
-// so draw s of row n is at n·S + s). Point p = n·S + s is row n of x with the latent slot set to
-// w_sn (as `svgp::evaluation_points` orders them); `u` is T × D, row-major, T = S·b. The host
-// sends b·D + T values instead of T·D.
+// The uncollapsed bound's evaluation points and what the column pass reads of them, built on the
+// device from what the host uploads each iteration: the minibatch's rows x (b × D, row-major), its
+// targets y (b) and the latent draws w (S × b, column-major, so draw s of row n is at n·S + s).
+// Point p = n·S + s is row n of x with the latent slot set to w_sn (as `svgp::evaluation_points`
+// orders them). Writes u (T × D, row-major, T = S·b), k_tt = k(u_p, u_p) (T) and the targets'
+// column of gy (y_T at T + p). The host sends b·(D + 1) + T values instead of T·(D + 3).
+// k(u, u) = Σ_j θ̃^lin_j u_j² + Σ_c s^c: every stationary shape is 1 at r = 0 (kernel_common.wgsl
+// has the parameters' layout; the host's f64 reference is `Kernel::diag`).
 
 struct Dims {
     t: u32,        // points
     d: u32,        // inputs per point
     samples: u32,  // S
     slot: u32,     // the latent input's column
+    parts: u32,    // stationary parts of the kernel
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> draws: array<f32>;
-@group(0) @binding(3) var<storage, read_write> u: array<f32>;
+@group(0) @binding(3) var<storage, read> y: array<f32>;
+// θ̃^lin (d entries), then per part s^c and its d precisions (as in kernel_common.wgsl).
+@group(0) @binding(4) var<storage, read> linear: array<f32>;
+@group(0) @binding(5) var<storage, read> parts: array<f32>;
+@group(0) @binding(6) var<storage, read_write> u: array<f32>;
+@group(0) @binding(7) var<storage, read_write> ktt: array<f32>;
+@group(0) @binding(8) var<storage, read_write> gy: array<f32>;
+
+// Input j of point p.
+fn value(p: u32, j: u32) -> f32 {
+    if (j == dims.slot) {
+        return draws[p];
+    }
+    return x[(p / dims.samples) * dims.d + j];
+}
 
 @compute @workgroup_size(64)
 fn evaluation_points(@builtin(global_invocation_id) id: vec3<u32>) {
     let e = id.x;
-    if (e >= dims.t * dims.d) {
-        return;
+    if (e < dims.t * dims.d) {
+        u[e] = value(e / dims.d, e % dims.d);
     }
-    let p = e / dims.d;
-    let j = e % dims.d;
-    if (j == dims.slot) {
-        u[e] = draws[p];
-    } else {
-        u[e] = x[(p / dims.samples) * dims.d + j];
+    if (e < dims.t) {
+        var diag = 0.0;
+        for (var c = 0u; c < dims.parts; c++) {
+            diag += parts[c * (dims.d + 1u)];
+        }
+        for (var j = 0u; j < dims.d; j++) {
+            let v = value(e, j);
+            diag += linear[j] * v * v;
+        }
+        ktt[e] = diag;
+        gy[dims.t + e] = y[e / dims.samples];
     }
 }

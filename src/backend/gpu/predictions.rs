@@ -2,8 +2,8 @@
 //! T = S·b evaluation points ([`Predictions`]), in one command submission for the whole batch and
 //! one read-back. Per request, in order on the device (float32):
 //!
-//! 0. the T evaluation points from the minibatch's rows and the latent draws (`points.wgsl`: the
-//!    host sends b·D + T values, not T·D);
+//! 0. the T evaluation points, k_tt and y_T from the minibatch's rows and targets and the latent
+//!    draws (`points.wgsl`: the host sends b·(D + 1) + T values, not T·(D + 3));
 //! 1. K = K_Zt (M × T) by `kernel_cross.wgsl`;
 //! 2. Ã = L⁻¹K and B = (S − I)Ã by the tiled GEMM;
 //! 3. per column t (`predictions.wgsl`): mean = ã_tᵀm, var = k_tt + ã_tᵀb_t, the misfit, g_mean,
@@ -343,10 +343,10 @@ impl Gpu {
             self.check_groups("the predictions' dispatch", groups)?;
         }
 
-        // Host side, f64: the evaluation points (for k_tt and its adjoint; the device builds its
-        // own from the rows and draws), k_tt and y_T. Point t = n·S + s is row n of x with the
-        // latent slot set to w_sn (a row's samples adjacent, as `svgp::evaluation_points` orders
-        // them).
+        // Host side, f64: the evaluation points, for k_tt's adjoint after the read-back (the
+        // device builds its own, with k_tt and y_T, from the rows and draws: points.wgsl). Point
+        // t = n·S + s is row n of x with the latent slot set to w_sn (a row's samples adjacent,
+        // as `svgp::evaluation_points` orders them).
         let u = DMatrix::from_fn(t, d, |p, j| {
             if j == latent.slot {
                 draws[(p % samples, p / samples)]
@@ -354,8 +354,6 @@ impl Gpu {
                 x[(p / samples, j)]
             }
         });
-        let k_tt = kernel.diag(&u);
-        let y_t = (0..t).map(|p| y[p / samples]);
         let g_var = -c / (2.0 * noise);
 
         let uniform = wgpu::BufferUsages::UNIFORM;
@@ -366,8 +364,18 @@ impl Gpu {
         let x_buf = self.resident_with("x rows", slot, &rows_bytes(x), storage());
         let draws_buf =
             self.resident_with("draws", slot, &f32_bytes(draws.iter().copied()), storage());
-        let mut points_dims = Vec::with_capacity(16);
-        for word in [t as u32, d as u32, samples as u32, latent.slot as u32] {
+        let y_buf = self.resident_with("y", slot, &f32_bytes(y.iter().copied()), storage());
+        let mut points_dims = Vec::with_capacity(32);
+        for word in [
+            t as u32,
+            d as u32,
+            samples as u32,
+            latent.slot as u32,
+            kernel.stationary.len() as u32,
+            0,
+            0,
+            0,
+        ] {
             points_dims.extend(word.to_le_bytes());
         }
         let points_dims = self.resident_with("points dims", slot, &points_dims, uniform);
@@ -390,13 +398,9 @@ impl Gpu {
             &f32_bytes(q_mean.iter().copied()),
             storage(),
         );
-        let ktt_buf = self.resident_with("ktt", slot, &f32_bytes(k_tt.iter().copied()), storage());
-        let gy = self.resident_with(
-            "gy",
-            slot,
-            &f32_bytes(std::iter::repeat_n(0.0, t).chain(y_t)),
-            storage(),
-        );
+        // k_tt and y_T are written by the points pass (points.wgsl).
+        let ktt_buf = self.resident("ktt", slot, t * 4, storage());
+        let gy = self.resident("gy", slot, 2 * t * 4, storage());
         let mut column_dims = Vec::with_capacity(16);
         column_dims.extend((m as u32).to_le_bytes());
         column_dims.extend((t as u32).to_le_bytes());
@@ -450,7 +454,17 @@ impl Gpu {
         let steps: [Step; 11] = [
             (
                 &pipelines.evaluation_points,
-                vec![points_dims, x_buf, draws_buf, u_buf.clone()],
+                vec![
+                    points_dims,
+                    x_buf,
+                    draws_buf,
+                    y_buf,
+                    linear.clone(),
+                    parts.clone(),
+                    u_buf.clone(),
+                    ktt_buf.clone(),
+                    gy.clone(),
+                ],
                 build_groups,
             ),
             (&pipelines.kernel.cross, with(&[&k]), cross_groups),
