@@ -19,11 +19,11 @@
 //! The whitened form (Ã rather than K) is the float32 choice: P = Ã Ãᵀ stays positive
 //! semi-definite under any rounding, where L⁻¹(K Kᵀ)L⁻ᵀ from a float32 K Kᵀ did not (a whole run
 //! on the chain set failed with q(v)'s covariance indefinite after a natural-gradient step), at
-//! the price of two more M²T GEMMs. The host keeps everything O(M²) or O(T·D) in f64: the factor
-//! of K_ZZ and L⁻¹ before ([`crate::gp::svgp::InducingStep`]), k_tt and its adjoint, and the sums
-//! over the rows of Z after. What crosses the bus per request is O(M² + T·D + M·D)
-//! values each way, never the M × T matrices. The device buffers stay allocated between calls
-//! ([`Gpu::resident`]).
+//! the price of two more M²T GEMMs. The host keeps the M × M algebra in f64: the factor of K_ZZ and
+//! L⁻¹ before ([`crate::gp::svgp::InducingStep`]), k_tt's adjoint and the sums over the rows of Z
+//! after. What goes up per request is O(M² + b·D + T) values, what comes back O(M² + M·W + T),
+//! never the M × T matrices. The device buffers ([`Gpu::resident`]) and bind groups
+//! ([`Gpu::bind_kept`]) are made once and kept between calls.
 
 use nalgebra::{DMatrix, DVector};
 
