@@ -99,19 +99,7 @@ fn main() {
         let qk_cpu = median(quick, || {
             std::hint::black_box(&q * &k);
         });
-        let (qs, ks) = (vec![q.clone()], vec![k.clone()]);
-        let qk_gpu = median(quick, || {
-            std::hint::black_box(
-                gpu.gemm(&qs, Op::AsIs, &ks, Op::AsIs, Accumulation::Single)
-                    .expect("QK on the GPU"),
-            );
-        });
-        let syrk_comp = median(quick, || {
-            std::hint::black_box(
-                gpu.syrk(&k, Accumulation::Compensated)
-                    .expect("K Kᵀ on the GPU"),
-            );
-        });
+        let [qk_gpu, syrk_comp] = time_products(&gpu, quick, &q, &k);
         let flops = 2.0 * (m * m * t) as f64;
         println!(
             "{m:>5} {t:>6} {d:>3} {:>12.2} {:>12.2} {:>12.2} {:>12.2} {:>10.1} {:>14.2}",
@@ -151,19 +139,7 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let q = DMatrix::from_fn(m, m, |_, _| rng.random_range(-0.1..0.1));
     let k = DMatrix::from_fn(m, t, |_, _| rng.random_range(-1.0..1.0));
-    let (qs, ks) = (vec![q], vec![k.clone()]);
-    let gemm = median(quick, || {
-        std::hint::black_box(
-            gpu.gemm(&qs, Op::AsIs, &ks, Op::AsIs, Accumulation::Single)
-                .expect("QK on the GPU"),
-        );
-    });
-    let syrk = median(quick, || {
-        std::hint::black_box(
-            gpu.syrk(&k, Accumulation::Compensated)
-                .expect("K Kᵀ on the GPU"),
-        );
-    });
+    let [gemm, syrk] = time_products(gpu, quick, &q, &k);
     // Q·K: 2M²T flops; the SYRK's useful half: M²T (its compensated form does more per term).
     let flops = (m * m * t) as f64;
     println!(
@@ -182,6 +158,24 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
         cpu * 1e3,
         on_gpu * 1e3
     );
+}
+
+/// Median seconds on the GPU of the float32 product Q·K and of the compensated SYRK K·Kᵀ.
+fn time_products(gpu: &Gpu, quick: bool, q: &DMatrix<f64>, k: &DMatrix<f64>) -> [f64; 2] {
+    let (qs, ks) = (vec![q.clone()], vec![k.clone()]);
+    let gemm = median(quick, || {
+        std::hint::black_box(
+            gpu.gemm(&qs, Op::AsIs, &ks, Op::AsIs, Accumulation::Single)
+                .expect("QK on the GPU"),
+        );
+    });
+    let syrk = median(quick, || {
+        std::hint::black_box(
+            gpu.syrk(k, Accumulation::Compensated)
+                .expect("K Kᵀ on the GPU"),
+        );
+    });
+    [gemm, syrk]
 }
 
 /// One random uncollapsed problem at (M, b, S, D), the latent in slot 0.

@@ -375,6 +375,19 @@ fn short_session(backend: Arc<GpuBackend>) -> occam::engine::Session {
     session
 }
 
+/// Steps `session` to its end, calling `after_step` with the number of steps taken after each;
+/// returns that number.
+fn run_to_end(session: &mut occam::engine::Session, mut after_step: impl FnMut(usize)) -> usize {
+    let mut steps = 0;
+    while !session.is_finished() {
+        session.step(0.0);
+        steps += 1;
+        after_step(steps);
+        assert!(steps < 100_000, "the session did not finish");
+    }
+    steps
+}
+
 /// Issue 14, item 3: a device lost in the middle of a run. The session goes on from the last good
 /// state on the CPU: it finishes with no unit dropped (no numerical faults, every restart
 /// complete), and the switch is shown in the backend's name, which the result records.
@@ -384,16 +397,12 @@ fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
     let Some(gpu) = gpu() else { return };
     let backend = Arc::new(GpuBackend::new(Arc::new(gpu), CpuBackend::serial()));
     let mut session = short_session(backend.clone());
-    let mut steps = 0;
-    while !session.is_finished() {
-        session.step(0.0);
-        steps += 1;
+    let steps = run_to_end(&mut session, |steps| {
         if steps == 30 {
             assert!(backend.failure().is_none(), "the GPU ran the first units");
             backend.gpu().lose_device();
         }
-        assert!(steps < 100_000, "the session did not finish");
-    }
+    });
     assert!(steps > 30, "the loss came mid-run");
     let result = session.result();
     assert_eq!(result.status, Status::Done);
@@ -425,12 +434,7 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     let Some(gpu) = gpu() else { return };
     let backend = Arc::new(GpuBackend::new(Arc::new(gpu), CpuBackend::serial()));
     let mut session = short_session(backend.clone());
-    let mut steps = 0;
-    while !session.is_finished() {
-        session.step(0.0);
-        steps += 1;
-        assert!(steps < 100_000, "the session did not finish");
-    }
+    run_to_end(&mut session, |_| {});
     assert!(backend.failure().is_none());
     let result = session.result();
     let steady = result.gpu.expect("a GPU computed iterations").steady_state;
