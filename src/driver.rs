@@ -21,7 +21,8 @@
 
 use nalgebra::DMatrix;
 
-use crate::backend::gpu::PSI2_MIN_WORK;
+use crate::backend::gpu::DeviceTraffic;
+use crate::backend::gpu_executor::PSI2_MIN_WORK;
 use crate::data::{CsvOptions, Dataset};
 use crate::discovery::cgp::{BoundKind, Method};
 use crate::discovery::explain::{
@@ -116,6 +117,8 @@ pub struct Driver {
     adapter: Option<String>,
     /// Why the adapter is not computing (its device failed to open, or was lost), if it is not.
     gpu_note: Option<String>,
+    /// Why the GPU was left during the current run, if it was (for the run's result).
+    gpu_lost_in_run: Option<String>,
     /// N·M² from which a collapsed run's Ψ2 goes to the GPU, when a test set it
     /// ([`PSI2_MIN_WORK`] otherwise).
     psi2_min_work: Option<f64>,
@@ -216,6 +219,9 @@ impl Driver {
     /// The page is told of the switch.
     pub fn gpu_lost(&mut self, why: &str) -> Reaction {
         let was_on_gpu = self.run_uses_gpu();
+        if was_on_gpu {
+            self.gpu_lost_in_run = Some(why.into());
+        }
         self.gpu = None;
         self.gpu_note = Some(format!(
             "the GPU failed ({why}); the run went on on the CPU from the batch in hand, with nothing lost"
@@ -428,6 +434,7 @@ impl Driver {
     fn begin(&mut self, session: Session, workers: usize) -> Reaction {
         let snapshot = session.snapshot();
         self.session = Some(session);
+        self.gpu_lost_in_run = None;
         self.paused = false;
         self.saved_at = now_seconds();
         self.reported_at = now_seconds();
@@ -494,6 +501,7 @@ impl Driver {
     /// Stops the run (running or paused) and reports its result: the best graph so far.
     pub fn stop(&mut self) -> Reaction {
         self.generation += 1;
+        let backend = self.result_backend();
         match self.session.take() {
             Some(mut session) => {
                 // What the compute workers are doing is no longer wanted.
@@ -503,7 +511,7 @@ impl Driver {
                 self.keep_scores(&session);
                 Reaction {
                     reset_pool,
-                    ..Reaction::message(finished(self.run_id, &session))
+                    ..Reaction::message(finished(self.run_id, &session, backend))
                 }
             }
             None => Reaction::default(),
@@ -562,11 +570,27 @@ impl Driver {
 
     /// Ends the run that has finished: its result for the page, its scores kept for the next.
     fn end_run(&mut self) -> Reaction {
+        let backend = self.result_backend();
         let Some(session) = self.session.take() else {
             return Reaction::default();
         };
         self.keep_scores(&session);
-        Reaction::message(finished(self.run_id, &session))
+        Reaction::message(finished(self.run_id, &session, backend))
+    }
+
+    /// What computed the current run, for its result: the page's GPU and compute workers (the
+    /// session's own backend in this worker is only their CPU stand-in).
+    fn result_backend(&self) -> String {
+        let workers = self.workers();
+        let cpu = format!(
+            "CPU (f64, {workers} worker{})",
+            if workers == 1 { "" } else { "s" }
+        );
+        match (&self.gpu, self.run_uses_gpu(), &self.gpu_lost_in_run) {
+            (Some(adapter), true, _) => format!("WebGPU (f32, {adapter}) with {cpu}"),
+            (_, _, Some(why)) => format!("{cpu} (WebGPU failed and was left: {why})"),
+            _ => cpu,
+        }
     }
 
     /// Keeps `session`'s family scores for the next run, when it has any.
@@ -655,6 +679,18 @@ impl Driver {
     /// unit, reports, and schedules the next unit unless the run is paused or over. Outcomes of
     /// a batch no longer wanted (the run was stopped or replaced) are dropped.
     pub fn outcomes(&mut self, batch: u64, outcomes: Vec<Outcome>) -> Reaction {
+        self.outcomes_with_traffic(batch, outcomes, None)
+    }
+
+    /// [`Driver::outcomes`] of a batch the GPU computed whole, with what crossed to and from the
+    /// device meanwhile (`traffic`), which the run's result counts as the CLI's does
+    /// (`gpu.steady_state`).
+    pub fn outcomes_with_traffic(
+        &mut self,
+        batch: u64,
+        outcomes: Vec<Outcome>,
+        traffic: Option<DeviceTraffic>,
+    ) -> Reaction {
         if self.in_flight != Some(batch) {
             return Reaction::default();
         }
@@ -662,6 +698,9 @@ impl Driver {
         let Some(session) = self.session.as_mut() else {
             return Reaction::default();
         };
+        if let Some(traffic) = traffic {
+            session.count_device_traffic(traffic);
+        }
         session.finish_unit(outcomes);
         if session.is_finished() {
             return self.end_run();
@@ -834,11 +873,14 @@ fn checkpoint(run_id: u64, session: &Session) -> FromWorker {
     }
 }
 
-fn finished(run_id: u64, session: &Session) -> FromWorker {
+/// The page's message for a run that has ended, its result saying what computed it (`backend`).
+fn finished(run_id: u64, session: &Session, backend: String) -> FromWorker {
+    let mut result = session.result();
+    result.backend = backend;
     FromWorker::Finished {
         run_id,
         snapshot: session.snapshot(),
-        result: Box::new(session.result()),
+        result: Box::new(result),
     }
 }
 

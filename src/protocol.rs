@@ -92,7 +92,7 @@ pub enum ToWorker {
     },
     /// Test hook: collapsed evaluations whose Ψ2 work N·M² is at least `work` send their Ψ2
     /// sums to the WebGPU device (0: all of them; the default is
-    /// `backend::gpu::PSI2_MIN_WORK`), so the browser's collapsed GPU path can be exercised on the
+    /// `backend::gpu_executor::PSI2_MIN_WORK`), so the browser's collapsed GPU path can be exercised on the
     /// small built-in examples. Sent only from the `#test-hooks` page.
     GpuPsi2Threshold {
         work: f64,

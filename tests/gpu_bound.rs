@@ -11,7 +11,8 @@ use common::SvgpProblem;
 use std::sync::Arc;
 
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Accumulation, Gpu, GpuBackend};
+use occam::backend::gpu::{Accumulation, Gpu};
+use occam::backend::gpu_executor::GpuBackend;
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings};
 use occam::gp::kernel::KernelGrad;

@@ -20,7 +20,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::{Gpu, GpuBackend, Psi2Factors, Psi2OnGpu};
+use occam::backend::gpu::{Gpu, Psi2Factors, Psi2OnGpu};
+use occam::backend::gpu_executor::GpuBackend;
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::{Evaluation, Preset, SearchSettings, Variable};
 use occam::gp::collapsed::{psi_statistics, LatentPosterior};
@@ -358,4 +359,59 @@ fn discover_with_the_gpu_says_what_of_a_collapsed_run_it_computes() {
     );
     let result = std::fs::read_to_string(dir.path().join("run/result.json")).unwrap();
     assert!(result.contains("\"backend\": \"GPU (f32, "), "{result}");
+}
+
+/// The executor's plan, which the native backend blocks on and the browser's worker awaits:
+/// jobs below the Ψ2 threshold run on the host, the others send their sums to the device, and
+/// every outcome equals the CPU's. When the device fails after the host's share is done, the plan
+/// keeps what the host finished, names the device's error, and completes the rest on the CPU to
+/// the same outcomes.
+#[test]
+fn the_plan_places_jobs_by_their_work_and_keeps_the_hosts_outcomes_when_the_device_fails() {
+    use occam::backend::gpu_executor::{placement, run_batch, DeviceUse, Placement};
+    use occam::backend::Pool;
+    let Some(gpu) = gpu() else { return };
+    let data = chain(160);
+    // N·M² = 160·8² = 10,240 (host) and 160·24² = 92,160 (device) against 50,000.
+    let mut jobs = collapsed_jobs(&data, 8);
+    let small = jobs.len();
+    jobs.extend(collapsed_jobs(&data, 24));
+    let usage = DeviceUse { psi2_min_work: 5e4 };
+    let places: Vec<Placement> = jobs.iter().map(|j| placement(j, &gpu, usage)).collect();
+    assert!(places[..small].iter().all(|&p| p == Placement::Host));
+    assert!(places[small..]
+        .iter()
+        .all(|&p| p == Placement::Psi2Evaluation));
+    let cpu = CpuBackend::serial().run(&data, &jobs);
+    let host = Pool::serial();
+    let before = gpu.traffic();
+    let outcomes = pollster::block_on(run_batch(&gpu, &host, &data, &jobs, usage, &|| {}))
+        .expect("the device works");
+    let traffic = gpu.traffic() - before;
+    // Two phases (pair sums, then row sums), each one submission for the whole batch.
+    assert_eq!(traffic.submissions, 2, "{traffic:?}");
+    for (g, w) in outcomes.iter().zip(&cpu) {
+        let ((gv, _), (wv, _)) = (collapsed(g), collapsed(w));
+        assert!((gv - wv).abs() <= 1e-8 * wv.abs().max(1.0), "{gv} vs {wv}");
+    }
+    gpu.lose_device();
+    let failure = pollster::block_on(run_batch(&gpu, &host, &data, &jobs, usage, &|| {}))
+        .expect_err("the device is gone");
+    assert!(
+        failure.error.to_string().contains("lost"),
+        "{}",
+        failure.error
+    );
+    for (k, done) in failure.done.iter().enumerate() {
+        match done {
+            Some(outcome) => {
+                assert!(k < small, "job {k} was the device's");
+                assert_eq!(collapsed(outcome), collapsed(&cpu[k]));
+            }
+            None => assert!(k >= small, "the host's job {k} was lost"),
+        }
+    }
+    for (g, w) in failure.complete_on(&host, &data, &jobs).iter().zip(&cpu) {
+        assert_eq!(collapsed(g), collapsed(w));
+    }
 }

@@ -5,6 +5,7 @@ use super::download::{download_graph_png, download_text, graph_svg_text};
 use super::exact_view::ExactResults;
 use super::explain_view::{EdgeExplanation, EquivalenceClass};
 use super::{edge_weight, result_graph, AppState, Explanation, Truth};
+use crate::backend::gpu::SteadyState;
 use crate::discovery::cgp::Method;
 use crate::engine::{RunResult, Status};
 use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad, EdgeKind};
@@ -182,6 +183,7 @@ pub fn ResultsPanel(
                 {result.method_reason.clone().map(|why| view! {
                     <p class="hint" data-testid="result-method-reason">{why}</p>
                 })}
+                {result.gpu.map(|gpu| view! { <GpuTraffic steady=gpu.steady_state /> })}
                 <details open>
                     <summary>"Edges"</summary>
                     <ul class="edges" data-testid="edge-list">{edge_list}</ul>
@@ -273,5 +275,31 @@ fn Metrics(
                 .into_any(),
             )
         }
+    }
+}
+
+/// What crossed between this worker and the GPU per training iteration (result.json's
+/// `gpu.steady_state`), so a user sees how the engine drives the device.
+#[component]
+fn GpuTraffic(
+    /// The run's traffic over its iterations after the first.
+    steady: SteadyState,
+) -> impl IntoView {
+    let t = steady.traffic;
+    let kb = |bytes: u64| format!("{:.1}", steady.per_evaluation(bytes) / 1024.0);
+    view! {
+        <p class="hint" data-testid="gpu-traffic"
+            data-iterations=steady.iterations.to_string()
+            data-submissions=t.submissions.to_string()
+            data-blocking-waits=t.blocking_waits.to_string()
+            data-buffers-created=t.buffers_created.to_string()
+            data-bind-groups-created=t.bind_groups_created.to_string()
+            title="Counted over the iterations after the first (which creates the device's buffers and bind groups)">
+            "GPU per iteration, over " {steady.iterations} " iterations: "
+            {format!("{:.2}", steady.per_iteration(t.submissions))} " submissions, "
+            {format!("{:.2}", steady.per_iteration(t.blocking_waits))} " blocking waits; per variable "
+            {kb(t.bytes_uploaded)} " KiB uploaded and " {kb(t.bytes_read_back)} " KiB read back; "
+            {t.buffers_created} " buffers and " {t.bind_groups_created} " bind groups created."
+        </p>
     }
 }

@@ -2,14 +2,16 @@
 //! [`Job`]s (bounds and gradients, starting fits, refits, final bounds, family scores) with the
 //! data they read, and gets one [`Outcome`] per job back, in order. Every job is independent of
 //! the others and serialises, so a backend may run them on this thread, on a thread pool
-//! ([`CpuBackend`]), in other Web Workers, or batch the uncollapsed bound's evaluations into one
-//! GPU submission (`gpu::GpuBackend` natively; the browser's coordinating worker does the same
-//! with `gpu`'s parts, asynchronously). The outcome of a job never depends on where it ran.
+//! ([`CpuBackend`]), in other Web Workers, or send the device's share to a GPU by one plan
+//! ([`gpu_executor::run_batch`]: natively `gpu_executor::GpuBackend` blocks on it, the browser's
+//! coordinating worker awaits it). The outcome of a job never depends on where it ran.
 //!
-//! Owns: [`Backend`], the CPU implementation [`CpuBackend`], [`Pool`], the one way work fans
+//! Owns: [`Backend`], the CPU executor [`CpuBackend`], the GPU executor ([`gpu_executor`]) and
+//! the device it drives ([`gpu`], which knows nothing of jobs), [`Pool`], the one way work fans
 //! out over threads, and [`heap`], how a native process keeps the bound's scratch memory.
 
 pub mod gpu;
+pub mod gpu_executor;
 pub mod heap;
 pub mod pool;
 

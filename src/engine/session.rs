@@ -23,7 +23,7 @@ use super::exact_search::{cache_key, ExactProgress, ExactSearch};
 use crate::clock::now_seconds;
 use std::sync::Arc;
 
-use crate::backend::gpu::{GpuReport, SteadyState};
+use crate::backend::gpu::{DeviceTraffic, GpuReport, SteadyState};
 use crate::backend::{Backend, CpuBackend, Pool, PoolError};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
@@ -787,29 +787,17 @@ impl Session {
                 break;
             }
             let jobs = self.unit_jobs();
-            let iteration = matches!(
-                self.pending.as_ref().map(|p| &p.unit),
-                Some(Unit::Iteration(_))
-            );
-            let before = self.backend.device_traffic().filter(|_| iteration);
+            let before = self.backend.device_traffic();
             let outcomes = self.backend.run(&self.problem.data, &jobs);
-            let evaluations = jobs.len();
             drop(jobs);
             if let (Some(before), Some(after), false) = (
                 before,
                 self.backend.device_traffic(),
                 heartbeat::interrupted(),
             ) {
-                // Counted only when the GPU computed the whole iteration (a failure midway
-                // leaves `device_traffic` None).
-                let counts = &mut self.gpu_traffic;
-                if counts.warmed_up {
-                    counts
-                        .steady
-                        .get_or_insert_with(SteadyState::default)
-                        .add_iteration(evaluations, after - before);
-                }
-                counts.warmed_up = true;
+                // Counted only when the GPU computed the whole unit (a failure midway leaves
+                // `device_traffic` None).
+                self.count_device_traffic(after - before);
             }
             if heartbeat::interrupted() {
                 // A unit cut short is dropped whole: no restart sees half an iteration as
@@ -823,6 +811,28 @@ impl Session {
             }
         }
         self.report()
+    }
+
+    /// Counts `traffic`, what crossed to and from a GPU while it computed the whole of the unit
+    /// begun (before [`Session::finish_unit`]), into the result's `gpu.steady_state` when the
+    /// unit is an iteration: every iteration after the first since the session was made or
+    /// resumed (the warm-up creates the device's resident buffers and bind groups).
+    pub fn count_device_traffic(&mut self, traffic: DeviceTraffic) {
+        if !matches!(
+            self.pending.as_ref().map(|p| &p.unit),
+            Some(Unit::Iteration(_))
+        ) {
+            return;
+        }
+        let evaluations = self.unit_job_count();
+        let counts = &mut self.gpu_traffic;
+        if counts.warmed_up {
+            counts
+                .steady
+                .get_or_insert_with(SteadyState::default)
+                .add_iteration(evaluations, traffic);
+        }
+        counts.warmed_up = true;
     }
 
     /// The snapshot now, with the objective terms of the iterations since the last report.

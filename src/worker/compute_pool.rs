@@ -48,8 +48,13 @@ struct Batch {
 
 /// What a pool event asks the coordinator to do next.
 pub enum PoolEvent {
-    /// Every outcome of `batch` is in, in the jobs' order.
-    Done { batch: u64, outcomes: Vec<Outcome> },
+    /// Every outcome of `batch` is in, in the jobs' order, with what crossed to and from the GPU
+    /// when the coordinating worker's device computed the whole batch.
+    Done {
+        batch: u64,
+        outcomes: Vec<Outcome>,
+        traffic: Option<crate::backend::gpu::DeviceTraffic>,
+    },
     /// A worker was lost during `batch`.
     Lost { batch: u64, why: String },
     /// A compute worker beat from inside a long job: the coordinating worker passes it on, so
@@ -227,6 +232,7 @@ impl ComputePool {
             return Some(PoolEvent::Done {
                 batch: done.dispatch.batch,
                 outcomes: done.outcomes.into_iter().flatten().collect(),
+                traffic: None,
             });
         }
         self.feed(k);

@@ -1,14 +1,15 @@
 //! The coordinating worker's own computing (wasm only): a dispatched unit that the compute pool
-//! does not take ([`takes`]) runs here. Its uncollapsed evaluations go to the WebGPU device in one
-//! submission ([`crate::backend::gpu`]: first halves in f64 here, predictions on the device, second
-//! halves here); its collapsed evaluations with a large Ψ2 (N·M² ≥ [`PSI2_MIN_WORK`]) send their
-//! Ψ2 sums to the device, one submission per phase for the whole unit ([`CollapsedBatch`]); its
-//! other jobs run on this worker's CPU while the device works. Every readback is awaited, so the
-//! worker's event loop (pause, stop, the page's pings) runs meanwhile.
+//! does not take ([`takes`]) runs here, by the same plan as the native GPU backend
+//! ([`run_batch`]: uncollapsed evaluations' predictions on the WebGPU device in one submission,
+//! large collapsed Ψ2 sums on it pass by pass, everything else on this worker's CPU while the
+//! device works). Every readback is awaited, so the worker's event loop (pause, stop, the page's
+//! pings) runs meanwhile. What crossed to and from the device goes to the driver with the
+//! outcomes, so the page's result counts it as the CLI's does (`gpu.steady_state`).
 //!
 //! A failed GPU step (a lost device, an error the device reports, a failed mapping) gives the GPU
-//! up for good: the unit in hand is computed again on the CPU from the same jobs, so the run loses
-//! nothing, and the driver is told ([`PoolEvent::GpuLost`]) before the outcomes arrive.
+//! up for good: the jobs of the unit in hand without an outcome are computed on the CPU from the
+//! same jobs, so the run loses nothing, and the driver is told ([`PoolEvent::GpuLost`]) before
+//! the outcomes arrive.
 //! A device that does not finish a unit in [`DEVICE_TIMEOUT_SECONDS`] counts as failed the same way.
 //! One unit is on the device at a time (its buffers are reused); a unit dispatched meanwhile waits.
 //! While a unit is on the device this worker beats to the page, as a long CPU job does.
@@ -20,10 +21,9 @@ use nalgebra::DMatrix;
 use wasm_bindgen::prelude::*;
 
 use super::compute_pool::{emit, PoolEvent};
-use crate::backend::gpu::{
-    begin_evaluation, finish_evaluation, prediction_requests, psi2_on_device, runs_on_gpu,
-    CollapsedBatch, Gpu, GpuError, PSI2_MIN_WORK, PSI2_PASSES,
-};
+use crate::backend::gpu::{DeviceTraffic, Gpu};
+use crate::backend::gpu_executor::{has_device_work, run_batch, DeviceUse, PSI2_MIN_WORK};
+use crate::backend::Pool;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::driver::Dispatch;
 
@@ -73,11 +73,11 @@ pub fn set_psi2_min_work(work: f64) {
     STATE.with(|s| s.borrow_mut().psi2_min_work = Some(work));
 }
 
-/// Whether `job` has work for `gpu`: an uncollapsed evaluation (its predictions), or a collapsed
-/// one whose Ψ2 is large enough and fits the device.
-fn has_device_work(job: &Job<'_>, gpu: &Gpu) -> bool {
-    let min_work = STATE.with(|s| s.borrow().psi2_min_work.unwrap_or(PSI2_MIN_WORK));
-    runs_on_gpu(job) || psi2_on_device(job, min_work, |n, m| gpu.psi2_fits(n, m))
+/// How units use the device here.
+fn usage() -> DeviceUse {
+    DeviceUse {
+        psi2_min_work: STATE.with(|s| s.borrow().psi2_min_work.unwrap_or(PSI2_MIN_WORK)),
+    }
 }
 
 /// Whether this worker computes `dispatch` itself: it has evaluations for a working device, or
@@ -92,7 +92,13 @@ pub fn takes(dispatch: &Dispatch, workers: usize) -> bool {
         .iter()
         .all(|job| matches!(job, Job::Family { .. }));
     (workers <= 1 && !families)
-        || gpu().is_some_and(|gpu| dispatch.jobs.iter().any(|job| has_device_work(job, &gpu)))
+        || gpu().is_some_and(|gpu| {
+            let usage = usage();
+            dispatch
+                .jobs
+                .iter()
+                .any(|job| has_device_work(job, &gpu, usage))
+        })
 }
 
 /// Computes `dispatch` on `data` here (see the module's comment); its outcomes, and any switch
@@ -123,15 +129,23 @@ fn current(unit: u64) -> bool {
 
 async fn run(dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>, unit: u64) {
     let Some(gpu) = gpu() else {
-        complete(unit, dispatch.batch, on_cpu(&dispatch.jobs, &data));
+        complete(unit, dispatch.batch, on_cpu(&dispatch.jobs, &data), None);
         return;
     };
     let watch = Watch::start(unit, dispatch.clone(), data.clone());
-    let result = compute(&gpu, &dispatch.jobs, &data, &|| {
-        if let Some(w) = &watch {
-            w.restart();
-        }
-    })
+    let before = gpu.traffic();
+    let result = run_batch(
+        &gpu,
+        &Pool::serial(),
+        &data,
+        &dispatch.jobs,
+        usage(),
+        &|| {
+            if let Some(w) = &watch {
+                w.restart();
+            }
+        },
+    )
     .await;
     drop(watch);
     if !current(unit) {
@@ -139,25 +153,40 @@ async fn run(dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>, unit: u64) {
         return;
     }
     match result {
-        Ok(outcomes) => complete(unit, dispatch.batch, outcomes),
-        Err(error) => give_up(unit, &error.to_string(), &dispatch, &data),
+        Ok(outcomes) => complete(unit, dispatch.batch, outcomes, Some(gpu.traffic() - before)),
+        Err(failure) => {
+            give_gpu_up(&failure.error.to_string());
+            let outcomes = failure.complete_on(&Pool::serial(), &data, &dispatch.jobs);
+            complete(unit, dispatch.batch, outcomes, None);
+        }
     }
+}
+
+/// Gives the GPU up for good and tells the driver (before the unit's outcomes, which come from
+/// the CPU from now on).
+fn give_gpu_up(why: &str) {
+    STATE.with(|s| s.borrow_mut().gpu = None);
+    emit(PoolEvent::GpuLost { why: why.into() });
 }
 
 /// Gives the GPU up for good and computes unit `unit` again on the CPU: the jobs are values, so
 /// nothing is lost.
 fn give_up(unit: u64, why: &str, dispatch: &Dispatch, data: &DMatrix<f64>) {
-    STATE.with(|s| s.borrow_mut().gpu = None);
-    emit(PoolEvent::GpuLost { why: why.into() });
-    complete(unit, dispatch.batch, on_cpu(&dispatch.jobs, data));
+    give_gpu_up(why);
+    complete(unit, dispatch.batch, on_cpu(&dispatch.jobs, data), None);
 }
 
-/// Hands the outcomes of unit `unit` (batch `batch`) over and starts the unit that waited.
-fn complete(unit: u64, batch: u64, outcomes: Vec<Outcome>) {
+/// Hands the outcomes of unit `unit` (batch `batch`) over, with what crossed to and from the
+/// device while the GPU computed all of it (`traffic`), and starts the unit that waited.
+fn complete(unit: u64, batch: u64, outcomes: Vec<Outcome>, traffic: Option<DeviceTraffic>) {
     if !current(unit) {
         return;
     }
-    emit(PoolEvent::Done { batch, outcomes });
+    emit(PoolEvent::Done {
+        batch,
+        outcomes,
+        traffic,
+    });
     let next = STATE.with(|s| {
         let mut state = s.borrow_mut();
         state.busy = false;
@@ -234,89 +263,4 @@ impl Drop for Watch {
 /// Every job on this worker's CPU, in order.
 fn on_cpu(jobs: &[Job<'static>], data: &DMatrix<f64>) -> Vec<Outcome> {
     jobs.iter().map(|job| job.run(data)).collect()
-}
-
-/// The outcomes of `jobs`: the evaluations through the device, the rest on the CPU while it
-/// works. `Err` when a GPU step failed (nothing of the unit is kept then).
-/// `awaiting` is called before each await of the device, once the host's share is done.
-async fn compute(
-    gpu: &Gpu,
-    jobs: &[Job<'static>],
-    data: &DMatrix<f64>,
-    awaiting: &dyn Fn(),
-) -> Result<Vec<Outcome>, GpuError> {
-    let mut predicted = Vec::new();
-    let mut collapsed = Vec::new();
-    let mut here = Vec::new();
-    for (k, job) in jobs.iter().enumerate() {
-        if runs_on_gpu(job) {
-            predicted.push(k);
-        } else if has_device_work(job, gpu) {
-            collapsed.push(k);
-        } else {
-            here.push(k);
-        }
-    }
-    // The uncollapsed evaluations' predictions first, so the device works while the host does
-    // the rest.
-    let device_jobs: Vec<&Job<'static>> = predicted.iter().map(|&k| &jobs[k]).collect();
-    let begun: Vec<_> = device_jobs
-        .iter()
-        .map(|job| begin_evaluation(data, job))
-        .collect();
-    let requests = prediction_requests(&device_jobs, &begun);
-    let submitted = if requests.is_empty() {
-        None
-    } else {
-        Some(gpu.submit_predictions(&requests)?)
-    };
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; jobs.len()];
-    for &k in &here {
-        outcomes[k] = Some(jobs[k].run(data));
-    }
-    // The collapsed evaluations, pass by pass against their batch's Ψ2 sums.
-    let mut batch = CollapsedBatch::new(collapsed.iter().map(|&k| &jobs[k]).collect());
-    for _pass in 0..PSI2_PASSES {
-        let waiting = batch.waiting();
-        if waiting.is_empty() {
-            break;
-        }
-        for i in waiting {
-            let result = batch.evaluate(data, i);
-            batch.settle(i, result);
-        }
-        let requests = batch.requests();
-        if requests.is_empty() {
-            break;
-        }
-        let sums = gpu.submit_psi2(&requests)?;
-        drop(requests);
-        awaiting();
-        let answers = sums.finish(gpu).await?;
-        batch.answer(answers);
-    }
-    for (&k, outcome) in collapsed.iter().zip(batch.outcomes()) {
-        outcomes[k] = Some(outcome);
-    }
-    let predictions = match submitted {
-        Some(submitted) => {
-            awaiting();
-            submitted.finish(gpu, &requests).await?
-        }
-        None => Vec::new(),
-    };
-    drop(requests);
-    let mut predictions = predictions.into_iter();
-    for ((&k, job), pending) in predicted.iter().zip(&device_jobs).zip(begun) {
-        let predictions = if pending.is_ok() {
-            predictions.next()
-        } else {
-            None
-        };
-        outcomes[k] = Some(finish_evaluation(job, pending, predictions));
-    }
-    Ok(outcomes
-        .into_iter()
-        .map(|o| o.unwrap_or_else(|| Outcome::Value(Err("a job was not run".into()))))
-        .collect())
 }

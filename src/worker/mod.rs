@@ -144,7 +144,11 @@ fn on_pool_event(event: compute_pool::PoolEvent) {
     let reaction = DRIVER.with(|d| {
         let mut driver = d.borrow_mut();
         match event {
-            compute_pool::PoolEvent::Done { batch, outcomes } => driver.outcomes(batch, outcomes),
+            compute_pool::PoolEvent::Done {
+                batch,
+                outcomes,
+                traffic,
+            } => driver.outcomes_with_traffic(batch, outcomes, traffic),
             compute_pool::PoolEvent::Lost { batch, why } => driver.compute_lost(batch, &why),
             compute_pool::PoolEvent::GpuLost { why } => driver.gpu_lost(&why),
             compute_pool::PoolEvent::Alive => Reaction::default(),

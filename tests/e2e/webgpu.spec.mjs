@@ -55,6 +55,23 @@ test('a run with the uncollapsed bound computes on WebGPU when an adapter is off
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(badge).toHaveAttribute('data-switched', 'no');
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
+  const traffic = page.getByTestId('gpu-traffic');
+  await expect(page.getByTestId('result-summary')).toContainText(gpu ? 'on WebGPU (f32, ' : 'on CPU (f64, ');
+  if (gpu) {
+    // The same plan as the CLI's, counted the same way: one submission per iteration, nothing
+    // created after the first, and the worker never blocks on the device.
+    await expect(traffic).toBeVisible();
+    const count = async (name) => Number(await traffic.getAttribute(`data-${name}`));
+    const iterations = await count('iterations');
+    expect(iterations).toBeGreaterThan(100);
+    expect(await count('submissions')).toBeLessThanOrEqual(iterations);
+    expect(await count('submissions')).toBeGreaterThan(0);
+    expect(await count('blocking-waits')).toBe(0);
+    expect(await count('buffers-created')).toBe(0);
+    expect(await count('bind-groups-created')).toBe(0);
+  } else {
+    await expect(traffic).toHaveCount(0);
+  }
   await shot(page, 'webgpu-2-done', info);
   expect(seen.errors).toEqual([]);
   expect(foreignRequests(seen, baseURL)).toEqual([]);
@@ -78,6 +95,7 @@ test('a run whose GPU device is destroyed midway goes on on the CPU, shows the s
   await expect(badge).toHaveAttribute('title', /GPU failed/);
   await shot(page, 'webgpu-3-switched', info);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
+  await expect(page.getByTestId('result-summary')).toContainText('WebGPU failed and was left');
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toBeVisible();
   expect(seen.errors).toEqual([]);
   expect(foreignRequests(seen, baseURL)).toEqual([]);

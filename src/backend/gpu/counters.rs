@@ -74,6 +74,16 @@ impl SteadyState {
         self.variable_evaluations += evaluations as u64;
         self.traffic = self.traffic.plus(traffic);
     }
+
+    /// `count` / iterations (0 before any iteration).
+    pub fn per_iteration(&self, count: u64) -> f64 {
+        count as f64 / self.iterations.max(1) as f64
+    }
+
+    /// `count` / (restart, variable) evaluations (0 before any).
+    pub fn per_evaluation(&self, count: u64) -> f64 {
+        count as f64 / self.variable_evaluations.max(1) as f64
+    }
 }
 
 /// result.json's `gpu`: how the GPU engine behaved (present when a GPU computed).

@@ -1,5 +1,7 @@
-//! The GPU backend's device side: one [`Gpu`] (a wgpu adapter, device and queue) and the WGSL
-//! compute kernels that run on it, each tested against the CPU f64 reference. Natively wgpu finds
+//! The GPU's device side: one [`Gpu`] (a wgpu adapter, device and queue) and the WGSL compute
+//! kernels that run on it, each tested against the CPU f64 reference. It knows the model layer
+//! (`gp`: kernels, the bound's prediction requests, Ψ2 factors) and nothing of the jobs that use
+//! it; `super::gpu_executor` turns a batch of jobs into its submissions. Natively wgpu finds
 //! Vulkan (Mesa's lavapipe where there is no GPU, which is how the tests run it) or GL; in the
 //! browser it is the page's WebGPU, opened and read back asynchronously ([`Gpu::open_async`],
 //! [`SubmittedPredictions::finish`]) because a Web Worker must not block.
@@ -8,32 +10,29 @@
 //! matrix K(A, B) and its adjoint ([`Gpu::cross`], [`Gpu::cross_backward`]; WGSL in
 //! `kernel_common.wgsl`, `kernel_cross.wgsl`, `kernel_backward.wgsl`), batched tiled products in
 //! float32 or compensated ([`Gpu::gemm`], [`Gpu::syrk`], `gemm.wgsl`), the uncollapsed bound's
-//! predictions ([`Gpu::svgp_predictions`], [`Gpu::bounds_and_gradients`], `predictions.wgsl`) —
-//! and [`GpuBackend`], the [`super::Backend`] built on them. Everything on the GPU is float32
+//! predictions ([`Gpu::svgp_predictions`], [`Gpu::bounds_and_gradients`], `predictions.wgsl`),
+//! Ψ2's sums ([`Gpu::submit_psi2`], `psi.wgsl`), and the traffic counters
+//! ([`Gpu::traffic`]). Everything on the GPU is float32
 //! (or two float32 words); the host converts from and to the engine's f64 at the boundary and
 //! finishes sums over many terms in f64. A lost device or a driver error is recorded, never a
 //! panic ([`Gpu::failure`]).
 
 #[cfg(not(target_arch = "wasm32"))]
-mod backend;
+mod cholesky;
 mod counters;
-mod evaluations;
 mod gemm;
 mod kernel;
 mod predictions;
 mod psi;
-mod psi_replay;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use backend::GpuBackend;
+pub use cholesky::DeviceFactor;
 pub use counters::{DeviceTraffic, GpuReport, SteadyState};
-pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests, runs_on_gpu};
 pub use gemm::{Accumulation, Op};
 pub use predictions::SubmittedPredictions;
 #[cfg(not(target_arch = "wasm32"))]
 pub use psi::Psi2OnGpu;
 pub use psi::{Psi2Factors, Psi2Request, Psi2Sums, SubmittedPsi2};
-pub use psi_replay::{psi2_on_device, CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -94,6 +93,10 @@ struct Pipelines {
     evaluation_points: wgpu::ComputePipeline,
     psi_pairs: wgpu::ComputePipeline,
     psi_rows: wgpu::ComputePipeline,
+    /// Natively only until the engine's M × M algebra moves to the device (issue 34): the page
+    /// does not compile a kernel it does not run.
+    #[cfg(not(target_arch = "wasm32"))]
+    cholesky: wgpu::ComputePipeline,
 }
 
 impl Pipelines {
@@ -185,6 +188,8 @@ impl Gpu {
             evaluation_points: predictions::points_pipeline(&device),
             psi_pairs,
             psi_rows,
+            #[cfg(not(target_arch = "wasm32"))]
+            cholesky: cholesky::pipeline(&device),
         };
         Ok(Gpu {
             device: counters::CountedDevice::new(device, queue),
@@ -605,6 +610,9 @@ struct Mapping<'a> {
 /// any batch of the paper's sizes on a software rasteriser.
 #[cfg(not(target_arch = "wasm32"))]
 const READBACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Double-float arithmetic in WGSL, prepended to the shaders that use it (each defines `one()`).
+const DOUBLE_FLOAT: &str = include_str!("double_float.wgsl");
 
 /// A compute pipeline for `entry` of the WGSL `source`, its bind group layout taken from the shader.
 fn compute_pipeline(

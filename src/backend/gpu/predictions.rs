@@ -137,12 +137,16 @@ pub struct SubmittedPredictions {
 
 impl SubmittedPredictions {
     /// The predictions of `requests` (the ones submitted, in the same order) once the device has
-    /// finished them. Natively, call after the submission has been waited for.
+    /// finished them. Natively this blocks until the submission has finished (the one blocking
+    /// wait); in the browser the mapping resolves by itself and the worker's event loop runs
+    /// meanwhile.
     pub async fn finish(
         self,
         gpu: &Gpu,
         requests: &[PredictionRequest<'_>],
     ) -> Result<Vec<Predictions>, GpuError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        gpu.wait(self.submission.clone())?;
         self.scopes.check().await?;
         let mapping = super::Mapping {
             buffers: self
@@ -191,7 +195,6 @@ impl Gpu {
             .filter_map(|(step, input)| step.as_ref().ok()?.request(input))
             .collect();
         let submitted = self.submit_predictions_from(&requests, ONE_OFF_SLOTS)?;
-        self.wait(submitted.submission.clone())?;
         let mut predictions = pollster::block_on(submitted.finish(self, &requests))?.into_iter();
         Ok(steps
             .into_iter()
@@ -220,7 +223,6 @@ impl Gpu {
         requests: &[PredictionRequest],
     ) -> Result<Vec<Predictions>, GpuError> {
         let submitted = self.submit_predictions(requests)?;
-        self.wait(submitted.submission.clone())?;
         pollster::block_on(submitted.finish(self, requests))
     }
 

@@ -16,9 +16,9 @@ pub use crate::gp::collapsed::Psi2Factors;
 
 /// The compiled entry points of `psi.wgsl`: [pair sums, row sums].
 pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 2] {
-    let source = include_str!("psi.wgsl");
+    let source = [super::DOUBLE_FLOAT, include_str!("psi.wgsl")].concat();
     ["pair_sums", "row_sums"]
-        .map(|entry| super::compute_pipeline(device, "psi.wgsl", source, entry))
+        .map(|entry| super::compute_pipeline(device, "psi.wgsl", &source, entry))
 }
 
 /// Invocations per workgroup side of `pair_sums` (`@workgroup_size(8, 8)`).
@@ -118,9 +118,12 @@ pub struct SubmittedPsi2 {
 }
 
 impl SubmittedPsi2 {
-    /// Every submitted request's sums, in order, once the device has finished them. Natively,
-    /// call after the submission has been waited for.
+    /// Every submitted request's sums, in order, once the device has finished them. Natively
+    /// this blocks until the submission has finished; in the browser the mapping resolves by
+    /// itself.
     pub async fn finish(self, gpu: &Gpu) -> Result<Vec<Psi2Sums>, GpuError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        gpu.wait(self.submission.clone())?;
         self.scopes.check().await?;
         let mapping = super::Mapping {
             buffers: self
@@ -206,7 +209,6 @@ impl Gpu {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn psi2_batch(&self, requests: &[Psi2Request<'_>]) -> Result<Vec<Psi2Sums>, GpuError> {
         let submitted = self.submit_psi2(requests)?;
-        self.wait(submitted.submission.clone())?;
         pollster::block_on(submitted.finish(self))
     }
 

@@ -8,7 +8,7 @@
 // `row_sums`:   per (n, i), Σ_j W_ij p and Σ_j W_ij p Δ²_ij for a symmetric W (the adjoints of B,
 //               log pref and h).
 //
-// Double-float throughout (a value is vec2(head, tail), about 48 bits): the collapsed bound solves
+// Double-float throughout (double_float.wgsl; a value is vec2(head, tail), about 48 bits): the collapsed bound solves
 // with K_ZZ, whose condition number amplifies Ψ2's rounding, and a float32 Ψ2 (relative error
 // 2.5·10⁻⁷) moved a 160-row variable's bound by 0.035 nats. Inputs arrive as head/tail pairs of the
 // host's f64 values; exp is evaluated in double-float (below); terms below float32's range
@@ -35,50 +35,9 @@ struct Dims {
 // row_sums: per (n, i), n * M + i: Σ W p, Σ W p Δ².
 @group(0) @binding(5) var<storage, read_write> out: array<vec4<f32>>;
 
-// a + b exactly, as (sum, error) (Knuth).
-fn two_sum(a: f32, b: f32) -> vec2<f32> {
-    let s = (a + b) * dims.one;
-    let bb = (s - a) * dims.one;
-    let err = ((a - (s - bb) * dims.one) * dims.one + (b - bb)) * dims.one;
-    return vec2<f32>(s, err);
-}
-
-// a + b exactly when |a| ≥ |b|.
-fn quick_two_sum(a: f32, b: f32) -> vec2<f32> {
-    let s = (a + b) * dims.one;
-    return vec2<f32>(s, (b - (s - a) * dims.one) * dims.one);
-}
-
-// a = hi + lo with 12 significant bits each (Dekker), so products of halves are exact.
-fn split(a: f32) -> vec2<f32> {
-    let t = (4097.0 * a) * dims.one;
-    let hi = (t - (t - a) * dims.one) * dims.one;
-    return vec2<f32>(hi, (a - hi) * dims.one);
-}
-
-// a · b exactly, as (product, error).
-fn two_prod(a: f32, b: f32) -> vec2<f32> {
-    let p = (a * b) * dims.one;
-    let sa = split(a);
-    let sb = split(b);
-    let err = ((((sa.x * sb.x - p) * dims.one + sa.x * sb.y) * dims.one + sa.y * sb.x) * dims.one
-        + sa.y * sb.y) * dims.one;
-    return vec2<f32>(p, err);
-}
-
-fn df_add(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
-    var s = two_sum(a.x, b.x);
-    let t = two_sum(a.y, b.y);
-    s.y = (s.y + t.x) * dims.one;
-    s = quick_two_sum(s.x, s.y);
-    s.y = (s.y + t.y) * dims.one;
-    return quick_two_sum(s.x, s.y);
-}
-
-fn df_mul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
-    var p = two_prod(a.x, b.x);
-    p.y = (p.y + (a.x * b.y + a.y * b.x) * dims.one) * dims.one;
-    return quick_two_sum(p.x, p.y);
+// The double-float helpers (double_float.wgsl, prepended) read 1.0 from here.
+fn one() -> f32 {
+    return dims.one;
 }
 
 // ln 2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits (k · LN2_HI is exact for |k| < 2⁸).

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use occam::backend::gpu::{GpuBackend, PSI2_MIN_WORK};
+use occam::backend::gpu_executor::{GpuBackend, PSI2_MIN_WORK};
 use occam::backend::{CpuBackend, Pool};
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
 use occam::discovery::cgp::{BoundKind, Method, Preset};

@@ -1,21 +1,16 @@
 //! An uncollapsed evaluation job in three parts, so a batch's device work is one submission: its
 //! first half on the CPU in f64 ([`begin_evaluation`]: the minibatch, K_ZZ's factor, L⁻¹, S),
 //! the predictions of the whole batch on the device ([`prediction_requests`] →
-//! [`super::Gpu::submit_predictions`]), then its second half on the CPU ([`finish_evaluation`]:
-//! the bound and every gradient). The native [`super::GpuBackend`] runs the halves on its thread
-//! pool and blocks on the device; the browser's coordinating worker runs them in order and awaits
-//! it. Both give the outcome `Job::run` would, to within float32 rounding of the predictions.
+//! [`crate::backend::gpu::Gpu::submit_predictions`]), then its second half on the CPU
+//! ([`finish_evaluation`]: the bound and every gradient). The executor's plan
+//! ([`super::run_batch`]) runs the halves on the host pool; the outcome is the one `Job::run`
+//! would give, to within float32 rounding of the predictions.
 
 use nalgebra::DMatrix;
 
-use crate::discovery::cgp::{EvaluationError, PendingEvaluation, Variable};
+use crate::discovery::cgp::{EvaluationError, PendingEvaluation};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::svgp::{PredictionRequest, Predictions, FLOAT32_RELATIVE_JITTER};
-
-/// Whether `job` evaluates an uncollapsed variable (the evaluations the device batches).
-pub fn runs_on_gpu(job: &Job<'_>) -> bool {
-    matches!(job, Job::Evaluate { variable, .. } if matches!(**variable, Variable::Uncollapsed(_)))
-}
 
 /// The first half of evaluation `job` on `data`, with K_ZZ's jitter at least
 /// [`FLOAT32_RELATIVE_JITTER`] · mean diag(K_ZZ). A job that cannot be begun or asked of the

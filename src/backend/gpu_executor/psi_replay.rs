@@ -15,8 +15,8 @@ use std::sync::{Mutex, PoisonError};
 
 use nalgebra::DMatrix;
 
-use super::{Psi2Factors, Psi2Request, Psi2Sums};
-use crate::discovery::cgp::{Evaluation, EvaluationError, Variable};
+use crate::backend::gpu::{Psi2Factors, Psi2Request, Psi2Sums};
+use crate::discovery::cgp::{Evaluation, EvaluationError};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::collapsed::Psi2Device;
 
@@ -25,21 +25,6 @@ use crate::gp::collapsed::Psi2Device;
 /// GPU to measure on (N = 500 rows at M = 200, the paper-sized end of the collapsed presets); on
 /// lavapipe the CPU is faster at every size (BENCHMARKS.md).
 pub const PSI2_MIN_WORK: f64 = 2e7;
-
-/// Whether `job` is a collapsed evaluation whose Ψ2 work N·M² is at least `min_work` and whose
-/// sums `fits(N, M)` on the device.
-pub fn psi2_on_device(job: &Job<'_>, min_work: f64, fits: impl Fn(usize, usize) -> bool) -> bool {
-    match job {
-        Job::Evaluate { variable, .. } => match &**variable {
-            Variable::Collapsed(c) => {
-                let (n, m) = c.psi2_shape();
-                (n * m * m) as f64 >= min_work && fits(n, m)
-            }
-            Variable::Uncollapsed(_) => false,
-        },
-        _ => false,
-    }
-}
 
 /// What an evaluation asked its [`Psi2Replay`] for and did not get yet.
 enum Psi2Wanted {

@@ -1,0 +1,290 @@
+//! The GPU executor: how a batch of [`Job`]s runs when a [`Gpu`] is present — one plan for both
+//! targets. [`run_batch`] places each job ([`placement`]): an uncollapsed evaluation's
+//! predictions go to the device with the batch's others in one submission (its two halves on
+//! the host pool, in f64); a collapsed evaluation with a large Ψ2 sends its sums to the device
+//! pass by pass with the batch's others ([`CollapsedBatch`]); natively, a refit with such a Ψ2
+//! and a restart's final bound call the device from inside the fit, which blocks (a browser
+//! worker must not block, so there they run on the host); every other job runs on the host pool
+//! while the device works. Natively [`GpuBackend`] blocks on the plan (a submission's `finish`
+//! waits for the device); in the browser the coordinating worker (`worker::gpu_dispatch`) awaits
+//! it, so pause, stop and the page's pings are handled meanwhile.
+//!
+//! A failed device step ends the plan's device work ([`BatchFailure`]): the caller gives the GPU
+//! up and computes the jobs left without an outcome on the CPU from the same jobs, so nothing is
+//! lost, and what the host finished meanwhile is kept.
+//!
+//! Owns: the placement of jobs, the plan, and the native [`GpuBackend`]. The device and its
+//! kernels (`super::gpu`) know nothing of jobs.
+
+mod evaluations;
+#[cfg(not(target_arch = "wasm32"))]
+mod native;
+mod psi_replay;
+
+use std::sync::{Mutex, PoisonError};
+
+use nalgebra::DMatrix;
+
+pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests};
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::GpuBackend;
+pub use psi_replay::{CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
+
+use super::gpu::{Gpu, GpuError};
+use super::Pool;
+use crate::discovery::cgp::{EvaluationError, Variable};
+use crate::discovery::jobs::{Job, Outcome};
+
+/// How a batch uses the device.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeviceUse {
+    /// N·M² from which a collapsed evaluation's (or refit's) Ψ2 sums go to the device
+    /// ([`PSI2_MIN_WORK`]; the tests lower it to 0).
+    pub psi2_min_work: f64,
+}
+
+impl Default for DeviceUse {
+    fn default() -> Self {
+        Self {
+            psi2_min_work: PSI2_MIN_WORK,
+        }
+    }
+}
+
+/// Where a job of a batch runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// An uncollapsed evaluation: its halves on the host, its predictions on the device in the
+    /// batch's one submission.
+    Predictions,
+    /// A collapsed evaluation whose Ψ2 sums the device computes with the batch's others.
+    Psi2Evaluation,
+    /// A refit whose L-BFGS evaluations each send their Ψ2 sums to the device (natively only:
+    /// the fit blocks on the device).
+    Psi2Refit,
+    /// A restart's final bound, its predictions on the device chunk by chunk of rows (natively
+    /// only: the bound blocks on the device).
+    FinalBound,
+    /// The host, as without a GPU.
+    Host,
+}
+
+/// Whether this target may block on the device from inside a job (natively yes; a browser
+/// worker must not).
+const MAY_BLOCK: bool = cfg!(not(target_arch = "wasm32"));
+
+/// Where `job` runs when `gpu` is present (see [`Placement`]).
+pub fn placement(job: &Job<'_>, gpu: &Gpu, usage: DeviceUse) -> Placement {
+    let psi2_fits =
+        |n: usize, m: usize| (n * m * m) as f64 >= usage.psi2_min_work && gpu.psi2_fits(n, m);
+    match job {
+        Job::Evaluate { variable, .. } => match &**variable {
+            Variable::Uncollapsed(_) => Placement::Predictions,
+            Variable::Collapsed(c) => {
+                let (n, m) = c.psi2_shape();
+                if psi2_fits(n, m) {
+                    Placement::Psi2Evaluation
+                } else {
+                    Placement::Host
+                }
+            }
+        },
+        Job::Refine { component, .. } if MAY_BLOCK => {
+            let (n, m) = component.psi2_shape();
+            if psi2_fits(n, m) {
+                Placement::Psi2Refit
+            } else {
+                Placement::Host
+            }
+        }
+        Job::FinalBound { variable, .. }
+            if MAY_BLOCK && matches!(**variable, Variable::Uncollapsed(_)) =>
+        {
+            Placement::FinalBound
+        }
+        _ => Placement::Host,
+    }
+}
+
+/// Whether `job` has work for `gpu` ([`placement`] is not the host).
+pub fn has_device_work(job: &Job<'_>, gpu: &Gpu, usage: DeviceUse) -> bool {
+    placement(job, gpu, usage) != Placement::Host
+}
+
+/// A batch whose device work failed: the device's error, and the outcomes finished before it
+/// (by the host, or by the device before the failing step), in the jobs' order.
+#[derive(Debug)]
+pub struct BatchFailure {
+    pub error: GpuError,
+    pub done: Vec<Option<Outcome>>,
+}
+
+impl BatchFailure {
+    /// Every job's outcome: the ones finished before the failure, the others computed on `host`
+    /// from `jobs` (the same jobs the plan was given).
+    pub fn complete_on(self, host: &Pool, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome> {
+        let missing: Vec<usize> = (0..jobs.len())
+            .filter(|&k| self.done.get(k).is_none_or(Option::is_none))
+            .collect();
+        let computed = host.map(&missing, |&k| jobs[k].run(data));
+        let mut done = self.done;
+        done.resize(jobs.len(), None);
+        for (k, outcome) in missing.into_iter().zip(computed) {
+            done[k] = Some(outcome);
+        }
+        done.into_iter()
+            .map(|o| o.unwrap_or_else(not_run))
+            .collect()
+    }
+}
+
+/// Runs every job of `jobs` on `data` with `gpu` for the device's share ([`placement`]) and
+/// `host` for the rest, in the jobs' order: the outcome `Job::run` would give each, to within
+/// float32 rounding of what the device computes. `awaiting` is called before each await of the
+/// device, once the host's share before it is done (the browser restarts its device watch
+/// there).
+pub async fn run_batch(
+    gpu: &Gpu,
+    host: &Pool,
+    data: &DMatrix<f64>,
+    jobs: &[Job<'_>],
+    usage: DeviceUse,
+    awaiting: &dyn Fn(),
+) -> Result<Vec<Outcome>, BatchFailure> {
+    let places: Vec<Placement> = jobs.iter().map(|j| placement(j, gpu, usage)).collect();
+    let mut done: Vec<Option<Outcome>> = vec![None; jobs.len()];
+    match device_and_host(gpu, host, data, jobs, &places, awaiting, &mut done).await {
+        Ok(()) => Ok(done
+            .into_iter()
+            .map(|o| o.unwrap_or_else(not_run))
+            .collect()),
+        Err(error) => Err(BatchFailure { error, done }),
+    }
+}
+
+/// The plan's steps, each outcome written into `done` as it is finished: the predictions
+/// submitted first, so the device works while the host runs its jobs, then the collapsed passes,
+/// the blocking refits and final bounds, and last the evaluations' second halves.
+async fn device_and_host(
+    gpu: &Gpu,
+    host: &Pool,
+    data: &DMatrix<f64>,
+    jobs: &[Job<'_>],
+    places: &[Placement],
+    awaiting: &dyn Fn(),
+    done: &mut [Option<Outcome>],
+) -> Result<(), GpuError> {
+    let at = |place: Placement| -> Vec<usize> {
+        (0..jobs.len()).filter(|&k| places[k] == place).collect()
+    };
+    // First halves, f64 on the host; the predictions of every one that succeeded in one
+    // submission.
+    let predicted = at(Placement::Predictions);
+    let device_jobs: Vec<&Job<'_>> = predicted.iter().map(|&k| &jobs[k]).collect();
+    let begun = host.map(&device_jobs, |job| begin_evaluation(data, job));
+    let requests = prediction_requests(&device_jobs, &begun);
+    let submitted = if requests.is_empty() {
+        None
+    } else {
+        Some(gpu.submit_predictions(&requests)?)
+    };
+    // The host's own jobs while the device works.
+    let here = at(Placement::Host);
+    for (&k, outcome) in here.iter().zip(host.map(&here, |&k| jobs[k].run(data))) {
+        done[k] = Some(outcome);
+    }
+    let collapsed = at(Placement::Psi2Evaluation);
+    if !collapsed.is_empty() {
+        let outcomes = collapsed_passes(gpu, host, data, jobs, &collapsed, awaiting).await?;
+        for (&k, outcome) in collapsed.iter().zip(outcomes) {
+            done[k] = Some(outcome);
+        }
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let refits = at(Placement::Psi2Refit);
+        if !refits.is_empty() {
+            let outcomes = native::refits_on_device(gpu, host, data, jobs, &refits)?;
+            for (&k, outcome) in refits.iter().zip(outcomes) {
+                done[k] = Some(outcome);
+            }
+        }
+        for k in at(Placement::FinalBound) {
+            done[k] = Some(native::final_bound_on_device(gpu, data, &jobs[k])?);
+        }
+    }
+    let predictions = match submitted {
+        Some(submitted) => {
+            awaiting();
+            submitted.finish(gpu, &requests).await?
+        }
+        None => Vec::new(),
+    };
+    drop(requests);
+    // Second halves, f64 on the host. (Each evaluation's first half is taken out of its cell
+    // once: the pool hands out shared references.)
+    let mut predictions = predictions.into_iter();
+    let finishing: Vec<_> = device_jobs
+        .iter()
+        .zip(begun)
+        .map(|(job, pending)| {
+            let predictions = if pending.is_ok() {
+                predictions.next()
+            } else {
+                None
+            };
+            (*job, Mutex::new(Some((pending, predictions))))
+        })
+        .collect();
+    let finished = host.map(&finishing, |(job, cell)| {
+        match cell.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            Some((pending, predictions)) => finish_evaluation(job, pending, predictions),
+            None => Outcome::Evaluation(Err(EvaluationError::Mismatch(
+                "an evaluation was finished twice".into(),
+            ))),
+        }
+    });
+    for (&k, outcome) in predicted.iter().zip(finished) {
+        done[k] = Some(outcome);
+    }
+    Ok(())
+}
+
+/// The collapsed evaluations of `jobs` at `indices`, in that order: each pass runs the
+/// evaluations still waiting on the host, then sends the Ψ2 sums they asked for to the device in
+/// one submission ([`CollapsedBatch`]).
+async fn collapsed_passes(
+    gpu: &Gpu,
+    host: &Pool,
+    data: &DMatrix<f64>,
+    jobs: &[Job<'_>],
+    indices: &[usize],
+    awaiting: &dyn Fn(),
+) -> Result<Vec<Outcome>, GpuError> {
+    let mut batch = CollapsedBatch::new(indices.iter().map(|&k| &jobs[k]).collect());
+    for _pass in 0..PSI2_PASSES {
+        let waiting = batch.waiting();
+        if waiting.is_empty() {
+            break;
+        }
+        let results = host.map(&waiting, |&i| batch.evaluate(data, i));
+        for (i, result) in waiting.into_iter().zip(results) {
+            batch.settle(i, result);
+        }
+        let requests = batch.requests();
+        if requests.is_empty() {
+            break;
+        }
+        let submitted = gpu.submit_psi2(&requests)?;
+        drop(requests);
+        awaiting();
+        let answers = submitted.finish(gpu).await?;
+        batch.answer(answers);
+    }
+    Ok(batch.outcomes())
+}
+
+/// The outcome of a job nothing ran (which the engine treats as a failed job).
+fn not_run() -> Outcome {
+    Outcome::Value(Err("a job was not run".into()))
+}

@@ -1,0 +1,239 @@
+//! [`GpuBackend`]: the native [`Backend`] that runs each batch by the executor's plan
+//! ([`super::run_batch`]) on one [`Gpu`] and the CPU pool it wraps, blocking on the device; and
+//! the plan's two blocking steps, which only a native thread may take: a refit (L-BFGS on a
+//! collapsed variable, the cool-down's and pruning's) with each of its evaluations' Ψ2 sums on
+//! the device, one submission per evaluation ([`refits_on_device`]), and a restart's final bound
+//! (every row, 100 draws each) chunk by chunk of rows ([`final_bound_on_device`]).
+//!
+//! A failed GPU step (a lost device, an error the driver reports, a readback that times out)
+//! switches this backend to the CPU for good: the jobs of the batch in hand without an outcome
+//! are computed again there from the same jobs, so nothing is lost, and [`Backend::name`] says
+//! what happened from then on.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use nalgebra::DMatrix;
+
+use super::{run_batch, DeviceUse};
+use crate::backend::gpu::{DeviceTraffic, Gpu, GpuError, Psi2Factors, Psi2Sums};
+use crate::backend::{Backend, CpuBackend, Job, Outcome, Pool};
+use crate::discovery::jobs;
+use crate::gp::collapsed::Psi2Device;
+use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
+use crate::gp::variable::StepError;
+
+/// The GPU for the uncollapsed bound's predictions and large collapsed Ψ2 sums, the CPU for the
+/// rest and after a failure.
+pub struct GpuBackend {
+    gpu: Arc<Gpu>,
+    cpu: CpuBackend,
+    /// Why the GPU was given up, once it has been.
+    failed: Mutex<Option<String>>,
+    /// How batches use the device.
+    usage: DeviceUse,
+}
+
+impl fmt::Debug for GpuBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuBackend")
+            .field("gpu", &self.gpu)
+            .field("failed", &self.failure())
+            .finish()
+    }
+}
+
+impl GpuBackend {
+    /// A backend computing on `gpu`, with `cpu` for what stays on the CPU.
+    pub fn new(gpu: Arc<Gpu>, cpu: CpuBackend) -> Self {
+        Self {
+            gpu,
+            cpu,
+            failed: Mutex::new(None),
+            usage: DeviceUse::default(),
+        }
+    }
+
+    /// The same backend sending collapsed evaluations' Ψ2 sums to the GPU from `work` = N·M² on
+    /// (0: all of them; the tests' setting).
+    pub fn with_psi2_min_work(self, work: f64) -> Self {
+        Self {
+            usage: DeviceUse {
+                psi2_min_work: work,
+            },
+            ..self
+        }
+    }
+
+    /// Opens the first GPU ([`Gpu::open`]) beside `cpu`.
+    pub fn open(cpu: CpuBackend) -> Result<Self, GpuError> {
+        Ok(Self::new(Arc::new(Gpu::open()?), cpu))
+    }
+
+    /// The device (for tests that lose it on purpose).
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Why this backend switched to the CPU, if it has.
+    pub fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn give_up(&self, error: &GpuError) {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(|| error.to_string());
+    }
+}
+
+/// A restart's final bound (job `job`, a [`Job::FinalBound`]) with each chunk's predictions on
+/// `gpu` (one submission per chunk of rows); `Err` when a GPU step failed.
+pub(super) fn final_bound_on_device(
+    gpu: &Gpu,
+    data: &DMatrix<f64>,
+    job: &Job<'_>,
+) -> Result<Outcome, GpuError> {
+    let Job::FinalBound {
+        variable,
+        evaluated,
+        seed,
+    } = job
+    else {
+        return Ok(Outcome::Value(Err(
+            "only final bounds are computed here".into()
+        )));
+    };
+    let mut failure = None;
+    let value = variable.final_bound_with(data, *evaluated, *seed, &mut |input| match gpu
+        .bounds_and_gradients(&[*input], FLOAT32_RELATIVE_JITTER)
+    {
+        Ok(mut outputs) => match outputs.pop() {
+            Some(output) => output.map_err(StepError::from),
+            None => Err(StepError::Device("the GPU returned no result".into())),
+        },
+        Err(e) => {
+            let why = e.to_string();
+            failure = Some(e);
+            Err(StepError::Device(why))
+        }
+    });
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(Outcome::Value(value.map_err(|e| e.to_string()))),
+    }
+}
+
+/// The refits of `jobs` at `indices` on `host`, each L-BFGS evaluation's Ψ2 sums on `gpu` (one
+/// submission per evaluation: an L-BFGS step waits for the last one's gradient, so a fit's
+/// evaluations cannot be batched), in that order. `Err` when a GPU step failed.
+pub(super) fn refits_on_device(
+    gpu: &Gpu,
+    host: &Pool,
+    data: &DMatrix<f64>,
+    jobs: &[Job<'_>],
+    indices: &[usize],
+) -> Result<Vec<Outcome>, GpuError> {
+    let device = RecordingPsi2 {
+        gpu,
+        failure: Mutex::new(None),
+    };
+    let results = host.map(indices, |&k| {
+        let Job::Refine {
+            component,
+            without,
+            jitter,
+            iterations,
+        } = &jobs[k]
+        else {
+            return Outcome::Value(Err("only refits are computed here".into()));
+        };
+        let (fitted, objective) = jobs::refine(
+            data,
+            component,
+            *without,
+            *jitter,
+            *iterations,
+            Some(&device),
+        );
+        Outcome::Refined {
+            component: Box::new(fitted),
+            objective: objective.map_err(|e| e.to_string()),
+        }
+    });
+    match device
+        .failure
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+    {
+        Some(error) => Err(error),
+        None => Ok(results),
+    }
+}
+
+/// The GPU as the [`Psi2Device`] of concurrent fits, one submission per call, keeping the first
+/// device error whole (a fit sees only its text, as a failed evaluation).
+struct RecordingPsi2<'a> {
+    gpu: &'a Gpu,
+    failure: Mutex<Option<GpuError>>,
+}
+
+impl RecordingPsi2<'_> {
+    fn record<T>(&self, result: Result<T, GpuError>) -> Result<T, String> {
+        result.map_err(|error| {
+            let why = error.to_string();
+            self.failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert(error);
+            why
+        })
+    }
+}
+
+impl Psi2Device for RecordingPsi2<'_> {
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
+        self.record(self.gpu.psi2_pair_sums(factors))
+    }
+
+    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
+        self.record(self.gpu.psi2_row_sums(factors, w))
+    }
+}
+
+impl Backend for GpuBackend {
+    fn name(&self) -> String {
+        match self.failure() {
+            None => format!("GPU (f32, {}) with {}", self.gpu.adapter(), self.cpu.name()),
+            Some(why) => format!("{} (the GPU failed and was left: {why})", self.cpu.name()),
+        }
+    }
+
+    fn width(&self) -> usize {
+        self.cpu.width()
+    }
+
+    fn device_traffic(&self) -> Option<DeviceTraffic> {
+        self.failure().is_none().then(|| self.gpu.traffic())
+    }
+
+    fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome> {
+        if self.failure().is_some() {
+            return self.cpu.run(data, jobs);
+        }
+        let host = self.cpu.pool();
+        match pollster::block_on(run_batch(&self.gpu, host, data, jobs, self.usage, &|| {})) {
+            Ok(outcomes) => outcomes,
+            Err(failure) => {
+                // The jobs are values: computing the unfinished ones again on the CPU loses
+                // nothing.
+                self.give_up(&failure.error);
+                failure.complete_on(host, data, jobs)
+            }
+        }
+    }
+}
