@@ -18,7 +18,8 @@
 //! the test command checks that it runs without spending minutes. With `--issue-sizes` it times
 //! the sizes issue 34 names instead, for `scripts/gpu-bench.sh`: whole evaluations of all D
 //! variables at (M, b, S, D) = (50, 128, 10, 5), (100, 256, 10, 10), (400, 256, 50, 10), the
-//! GEMM Q·K and the compensated SYRK K·Kᵀ at (M, T) = (400, 12 800) with their GFLOP/s, and the
+//! GEMM Q·K and the compensated SYRK K·Kᵀ at (M, T) = (400, 12 800) with their GFLOP/s, ten
+//! double-float Cholesky factorisations with inverses at M = 400 against the CPU's f64, and the
 //! collapsed bound at (N, M, D) = (5000, 400, 20); each figure also as a JSON line
 //! (`{"bench": …}`) for the script to read.
 
@@ -29,7 +30,7 @@ use occam::backend::gpu::{Accumulation, Gpu, Op, Psi2OnGpu};
 use occam::backend::{available_threads, Pool};
 use occam::gp::collapsed::{collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior};
 use occam::gp::kernel::Kernel;
-use occam::gp::linalg::JitterPolicy;
+use occam::gp::linalg::{cholesky_jittered, JitterPolicy};
 use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput, FLOAT32_RELATIVE_JITTER};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -150,6 +151,14 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
         syrk * 1e3,
         flops / syrk / 1e9
     );
+    let (m, slots) = if quick { (40, 3) } else { (400, 10) };
+    let [cpu, on_gpu] = time_factorisations(gpu, quick, m, slots, &mut rng);
+    println!(
+        "{{\"bench\": \"cholesky\", \"m\": {m}, \"matrices\": {slots}, \"cpu_1_thread_ms\": {:.3}, \
+         \"gpu_double_float_ms\": {:.3}}}",
+        cpu * 1e3,
+        on_gpu * 1e3
+    );
     let (n, m, d) = if quick { (100, 10, 3) } else { (5000, 400, 20) };
     let [cpu, on_gpu] = time_collapsed(gpu, quick, (n, m, d), &mut rng);
     println!(
@@ -158,6 +167,43 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
         cpu * 1e3,
         on_gpu * 1e3
     );
+}
+
+/// Median seconds of factorising and inverting `slots` positive definite M × M matrices (one
+/// iteration's K_ZZ of every variable): on one CPU thread in f64 (`cholesky_jittered` and the
+/// triangular inverse), and in one double-float batch on the GPU (upload and read-back included).
+fn time_factorisations(
+    gpu: &Gpu,
+    quick: bool,
+    m: usize,
+    slots: usize,
+    rng: &mut ChaCha8Rng,
+) -> [f64; 2] {
+    let policy = JitterPolicy::up_to(1e-6, 10.0, 1e-1);
+    let matrices: Vec<DMatrix<f64>> = (0..slots)
+        .map(|_| {
+            let g = DMatrix::from_fn(m, m, |_, _| rng.random_range(-1.0..1.0));
+            &g * g.transpose() / m as f64 + DMatrix::identity(m, m) * 0.1
+        })
+        .collect();
+    let cpu = median(quick, || {
+        for a in &matrices {
+            let factor = cholesky_jittered(a, policy).expect("positive definite");
+            std::hint::black_box(
+                factor
+                    .l
+                    .solve_lower_triangular(&DMatrix::identity(m, m))
+                    .expect("a factor has a positive diagonal"),
+            );
+        }
+    });
+    let on_gpu = median(quick, || {
+        std::hint::black_box(
+            gpu.cholesky_batch(&matrices, policy)
+                .expect("the factorisations on the GPU"),
+        );
+    });
+    [cpu, on_gpu]
 }
 
 /// Median seconds on the GPU of the float32 product Q·K and of the compensated SYRK K·Kᵀ.
