@@ -30,7 +30,9 @@
 //!   comparison, curves, formatting), natively testable.
 //! - `app` and `worker` (wasm32 only): the Leptos page and the Web Worker around the engine.
 //!
-//! A GPU backend is added by the issue that builds it.
+//! The GPU: [`backend::gpu`] holds the device and its WGSL kernels (it knows the model layer, not
+//! jobs); [`backend::gpu_executor`] runs a batch of jobs on it by one plan, natively
+//! (`GpuBackend`) and in the page's worker alike.
 
 pub mod backend;
 pub mod clock;

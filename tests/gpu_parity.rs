@@ -208,6 +208,52 @@ fn batched_products_equal_nalgebras() {
         .is_empty());
 }
 
+/// The compensated product, split along the inner dimension when its 64 × 64 blocks are too few
+/// (the bound's [Ãg, Ãy] is M × 2 with T inner terms: one block, dozens of splits), against
+/// nalgebra's f64 product of the float32-rounded factors: about 2⁻⁴⁰ of Σ|a b| per entry, the
+/// splits added in a fixed order (so two runs give identical words).
+#[test]
+fn compensated_products_split_along_the_inner_dimension_equal_nalgebras() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(19);
+    let u = f64::from(f32::EPSILON) / 2.0;
+    for (m, k, n, batch) in [
+        (130, 2000, 2, 2),
+        (40, 3200, 2, 1),
+        (70, 500, 90, 1),
+        (5, 9, 3, 1),
+    ] {
+        let a: Vec<DMatrix<f64>> = (0..batch)
+            .map(|_| DMatrix::from_fn(m, k, |_, _| rng.random_range(-1.0..1.0)))
+            .collect();
+        let b: Vec<DMatrix<f64>> = (0..batch)
+            .map(|_| DMatrix::from_fn(k, n, |_, _| rng.random_range(-1.0..1.0)))
+            .collect();
+        let got = gpu
+            .gemm(&a, Op::AsIs, &b, Op::AsIs, Accumulation::Compensated)
+            .expect("the GPU multiplies");
+        let again = gpu
+            .gemm(&a, Op::AsIs, &b, Op::AsIs, Accumulation::Compensated)
+            .unwrap();
+        assert_eq!(got, again, "the splits are added in a fixed order");
+        for z in 0..batch {
+            let (a32, b32) = (
+                a[z].map(|v| f64::from(v as f32)),
+                b[z].map(|v| f64::from(v as f32)),
+            );
+            let want = &a32 * &b32;
+            let magnitude = a32.abs() * b32.abs();
+            for ((g, w), e) in got[z].iter().zip(want.iter()).zip(magnitude.iter()) {
+                let allowed = 2.0 * (k as f64 + 2.0) * u * u * 4096.0 * e + 1e-30;
+                assert!(
+                    (g - w).abs() <= allowed,
+                    "({m}×{k})·({k}×{n}), batch {z}: {g} vs {w} (allowed {allowed:e})"
+                );
+            }
+        }
+    }
+}
+
 /// The largest |x − y| over two equally long lists, relative to the largest |y| (at least 1).
 fn worst_relative(x: &[f64], y: &[f64]) -> f64 {
     assert_eq!(x.len(), y.len());

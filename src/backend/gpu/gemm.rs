@@ -1,7 +1,9 @@
 //! Batched matrix products on the GPU (`gemm.wgsl`: 64 × 64 blocks with 4 × 4 register tiles per
-//! invocation in float32, 16 × 16 tiles for the compensated sums, the batch along the dispatch's
-//! z): C_z = op(A_z) op(B_z), op the identity or the transpose, the
-//! shapes of the uncollapsed bound's Q K_Zt and K_Zt K_Ztᵀ. The reference is nalgebra's f64 product.
+//! invocation, in float32 or with compensated sums, the batch along the dispatch's z; a
+//! compensated product with too few blocks for a large GPU splits its inner dimension, and
+//! `split_sum.wgsl` adds the splits in a fixed order): C_z = op(A_z) op(B_z), op the identity or
+//! the transpose, the shapes of the uncollapsed bound's Q K_Zt, K_Zt K_Ztᵀ and [Ãg, Ãy]. The
+//! reference is nalgebra's f64 product.
 
 use nalgebra::DMatrix;
 
@@ -9,17 +11,30 @@ use nalgebra::DMatrix;
 use super::{f32_bytes, GpuError};
 use super::{uniform_words, Gpu};
 
-/// Rows and columns of C per workgroup of the float32 product (`BLOCK` in the shader).
+/// Rows and columns of C per workgroup (`BLOCK` in the shader).
 const BLOCK: u32 = 64;
-/// Rows and columns of C per workgroup of the compensated product (`TILE` in the shader).
-const TILE: u32 = 16;
+/// Inner indices per staged step of the compensated product (`DEPTH_C` in the shader).
+const DEPTH_C: u32 = 8;
+/// Workgroups below which a compensated product splits its inner dimension: twice the
+/// multiprocessors of the largest GPUs the issue names (132 on an H100 or H200), so that each has
+/// work while another waits on memory.
+const MIN_WORKGROUPS: u32 = 264;
+/// The fewest staged steps a split keeps (256 inner indices): below it the partial sums' writes
+/// and their reduction cost more than the parallelism gains, and small products (the tests', the
+/// interactive sizes') stay in one pass.
+const MIN_STEPS_PER_SPLIT: u32 = 32;
+/// Invocations per workgroup of `split_sum.wgsl`.
+const SUM_GROUP: u32 = 64;
 
-/// The compiled entry points of `gemm.wgsl`: the float32 product and the compensated one.
-pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 2] {
+/// The compiled entry points: `gemm.wgsl`'s float32 and compensated products, and the reduction
+/// of a split compensated product (`split_sum.wgsl`).
+pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 3] {
     let source = include_str!("gemm.wgsl");
+    let sum = [super::DOUBLE_FLOAT, include_str!("split_sum.wgsl")].concat();
     [
         super::compute_pipeline(device, "gemm.wgsl", source, "gemm"),
         super::compute_pipeline(device, "gemm.wgsl", source, "gemm_compensated"),
+        super::compute_pipeline(device, "split_sum.wgsl", &sum, "split_sum"),
     ]
 }
 
@@ -51,25 +66,81 @@ impl Op {
     }
 }
 
-/// The shader's `Dims` for C (m × n) = op_a(A) op_b(B) with inner dimension k; `lower` computes
-/// only the tiles on or below the diagonal of a symmetric C.
-pub(super) fn dims_bytes(
-    (m, n, k): (usize, usize, usize),
-    op_a: Op,
-    op_b: Op,
-    lower: bool,
-    batch: usize,
-) -> Vec<u8> {
-    uniform_words(&[
-        m as u32,
-        n as u32,
-        k as u32,
-        u32::from(op_a == Op::Transposed),
-        u32::from(op_b == Op::Transposed),
-        u32::from(lower),
-        batch as u32,
-        1.0f32.to_bits(),
-    ])
+/// How one product is dispatched: C (m × n) = op_a(A) op_b(B) with inner dimension k for each of
+/// `batch` products, `lower` computing only the blocks on or below the diagonal of a symmetric C.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Product {
+    /// The product's `Dims` uniform.
+    pub dims: Vec<u8>,
+    /// Its workgroups (the compensated product's z holds batch × splits).
+    pub groups: (u32, u32, u32),
+    /// Parts of the inner dimension (1: not split; always 1 in float32).
+    pub splits: u32,
+    /// Output values per plane (batch · m · n).
+    pub values: usize,
+    pub accumulation: Accumulation,
+}
+
+impl Product {
+    pub fn new(
+        (m, n, k): (usize, usize, usize),
+        op_a: Op,
+        op_b: Op,
+        lower: bool,
+        batch: usize,
+        accumulation: Accumulation,
+    ) -> Self {
+        let (gx, gy) = ((m as u32).div_ceil(BLOCK), (n as u32).div_ceil(BLOCK));
+        let splits = match accumulation {
+            Accumulation::Single => 1,
+            Accumulation::Compensated => {
+                let blocks = if lower { gx * (gx + 1) / 2 } else { gx * gy } * batch as u32;
+                let steps = (k as u32).div_ceil(DEPTH_C);
+                MIN_WORKGROUPS
+                    .div_ceil(blocks.max(1))
+                    .min(steps / MIN_STEPS_PER_SPLIT)
+                    .max(1)
+            }
+        };
+        let dims = uniform_words(&[
+            m as u32,
+            n as u32,
+            k as u32,
+            u32::from(op_a == Op::Transposed),
+            u32::from(op_b == Op::Transposed),
+            u32::from(lower),
+            batch as u32,
+            1.0f32.to_bits(),
+            splits,
+        ]);
+        Self {
+            dims,
+            groups: (gx, gy, batch as u32 * splits),
+            splits,
+            values: batch * m * n,
+            accumulation,
+        }
+    }
+
+    /// Words of the product's own output: one plane in float32; compensated, a head and a tail
+    /// plane per split (which [`Product::sum_dims`] reduces to two).
+    pub fn output_words(&self) -> usize {
+        match self.accumulation {
+            Accumulation::Single => self.values,
+            Accumulation::Compensated => 2 * self.splits as usize * self.values,
+        }
+    }
+
+    /// `split_sum.wgsl`'s `Dims` for this (compensated) product.
+    pub fn sum_dims(&self) -> Vec<u8> {
+        uniform_words(&[self.values as u32, self.splits, 1.0f32.to_bits(), 0])
+    }
+
+    /// `split_sum.wgsl`'s workgroups (the y dimension when x would pass the dispatch limit).
+    pub fn sum_groups(&self) -> (u32, u32, u32) {
+        let groups = (self.values.max(1) as u32).div_ceil(SUM_GROUP);
+        (groups.min(65_535), groups.div_ceil(65_535), 1)
+    }
 }
 
 /// The f64 values of a product's output: one plane, or the compensated product's head and tail
@@ -85,23 +156,6 @@ pub(super) fn combine(values: &[f32], planes: usize, accumulation: Accumulation)
     }
 }
 
-/// Workgroups for an m × n product of `batch` matrices accumulated as `accumulation`.
-pub(super) fn groups(
-    (m, n): (usize, usize),
-    batch: usize,
-    accumulation: Accumulation,
-) -> (u32, u32, u32) {
-    let side = match accumulation {
-        Accumulation::Single => BLOCK,
-        Accumulation::Compensated => TILE,
-    };
-    (
-        (m as u32).div_ceil(side),
-        (n as u32).div_ceil(side),
-        batch as u32,
-    )
-}
-
 /// Fills the upper triangle of a square column-major matrix from its lower one (a product
 /// computed with `lower` set leaves whole tiles above the diagonal unwritten).
 pub(super) fn mirror_lower(c: &mut DMatrix<f64>) {
@@ -114,8 +168,8 @@ pub(super) fn mirror_lower(c: &mut DMatrix<f64>) {
 }
 
 impl Gpu {
-    /// A Aᵀ (A m × k) in float32 on the GPU, computing only the tiles on or below the diagonal
-    /// (a SYRK: about half the products of [`Gpu::gemm`]) and mirroring the rest; returned as f64,
+    /// A Aᵀ (A m × k) on the GPU, computing only the blocks on or below the diagonal (a SYRK:
+    /// about half the products of [`Gpu::gemm`]) and mirroring the rest; returned as f64,
     /// exactly symmetric.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn syrk(
@@ -127,31 +181,23 @@ impl Gpu {
         if m == 0 {
             return Ok(DMatrix::zeros(0, 0));
         }
-        let out_bytes = (m * m * 4 * accumulation.planes()) as u64;
-        self.check_binding("the symmetric product", out_bytes)?;
         self.check_binding("the symmetric product's factor", (a.len() * 4) as u64)?;
-        let groups = groups((m, m), 1, accumulation);
-        self.check_groups("the symmetric product's dispatch", groups)?;
+        let product = Product::new((m, m, k), Op::AsIs, Op::Transposed, true, 1, accumulation);
         let storage = wgpu::BufferUsages::STORAGE;
         let factor = f32_bytes(a.iter().copied());
-        let inputs = [
-            self.upload(
-                "syrk dims",
-                &dims_bytes((m, m, k), Op::AsIs, Op::Transposed, true, 1),
-                wgpu::BufferUsages::UNIFORM,
-            ),
+        let values = self.run_product(
+            "syrk",
+            &product,
             self.upload("syrk a", &factor, storage),
             self.upload("syrk a", &factor, storage),
-        ];
-        let pipeline = self.pipelines.gemm_for(accumulation);
-        let values = self.run_and_read("syrk", pipeline, &inputs, groups, out_bytes)?;
+        )?;
         let mut c = DMatrix::from_vec(m, m, combine(&values, m * m, accumulation));
         mirror_lower(&mut c);
         Ok(c)
     }
 
-    /// C_z = op_a(A_z) op_b(B_z) for every z, in float32 on the GPU, returned as f64. All A_z share
-    /// one shape, as do all B_z.
+    /// C_z = op_a(A_z) op_b(B_z) for every z on the GPU, returned as f64. All A_z share one shape,
+    /// as do all B_z.
     ///
     /// Panics if the batches differ in length or shape, or if the inner dimensions differ.
     #[cfg(not(target_arch = "wasm32"))]
@@ -178,8 +224,6 @@ impl Gpu {
         if m == 0 || n == 0 {
             return Ok(vec![DMatrix::zeros(m, n); batch]);
         }
-        let out_bytes = (batch * m * n * 4 * accumulation.planes()) as u64;
-        self.check_binding("the batched product", out_bytes)?;
         for (what, factors) in [
             ("the batched left factors", a),
             ("the batched right factors", b),
@@ -187,31 +231,90 @@ impl Gpu {
             let bytes = factors.iter().map(|x| x.len() * 4).sum::<usize>() as u64;
             self.check_binding(what, bytes)?;
         }
-        let groups = groups((m, n), batch, accumulation);
-        self.check_groups("the batched product's dispatch", groups)?;
-
-        let dims = dims_bytes((m, n, k), op_a, op_b, false, batch);
+        let product = Product::new((m, n, k), op_a, op_b, false, batch, accumulation);
         // Column-major storage, batch after batch, exactly as nalgebra holds each matrix.
         let stacked = |xs: &[DMatrix<f64>]| f32_bytes(xs.iter().flat_map(|x| x.iter().copied()));
         let storage = wgpu::BufferUsages::STORAGE;
-        let inputs = [
-            self.upload("gemm dims", &dims, wgpu::BufferUsages::UNIFORM),
+        let values = self.run_product(
+            "gemm",
+            &product,
             self.upload("gemm a", &stacked(a), storage),
             self.upload("gemm b", &stacked(b), storage),
-        ];
-        let pipeline = self.pipelines.gemm_for(accumulation);
-        let values = self.run_and_read("gemm", pipeline, &inputs, groups, out_bytes)?;
+        )?;
         let all = combine(&values, batch * m * n, accumulation);
         Ok(all
             .chunks_exact(m * n)
             .map(|c| DMatrix::from_column_slice(m, n, c))
             .collect())
     }
+
+    /// Runs `product` of the factors `a` and `b` in one submission (a compensated product's
+    /// splits added by `split_sum` in the same one) and reads its planes back.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn run_product(
+        &self,
+        label: &str,
+        product: &Product,
+        a: wgpu::Buffer,
+        b: wgpu::Buffer,
+    ) -> Result<Vec<f32>, GpuError> {
+        let planes = product.accumulation.planes();
+        let out_bytes = (product.values * planes * 4) as u64;
+        self.check_binding("the product", out_bytes)?;
+        self.check_binding(
+            "the product's partial sums",
+            (product.output_words() * 4) as u64,
+        )?;
+        self.check_groups("the product's dispatch", product.groups)?;
+        self.check_groups("the product's reduction", product.sum_groups())?;
+        self.check_alive()?;
+        let dims = self.upload(
+            &format!("{label} dims"),
+            &product.dims,
+            wgpu::BufferUsages::UNIFORM,
+        );
+        let (output, readback) = self.output_and_readback(label, out_bytes);
+        let mut encoder = self.device.create_command_encoder(label);
+        match product.accumulation {
+            Accumulation::Single => self.record_pass(
+                &mut encoder,
+                label,
+                &self.pipelines.gemm,
+                &[&dims, &a, &b, &output],
+                product.groups,
+            ),
+            Accumulation::Compensated => {
+                let (partials, _) =
+                    self.output_and_readback(label, (product.output_words() * 4) as u64);
+                let sum_dims = self.upload(
+                    &format!("{label} split sum dims"),
+                    &product.sum_dims(),
+                    wgpu::BufferUsages::UNIFORM,
+                );
+                self.record_pass(
+                    &mut encoder,
+                    label,
+                    &self.pipelines.gemm_compensated,
+                    &[&dims, &a, &b, &partials],
+                    product.groups,
+                );
+                self.record_pass(
+                    &mut encoder,
+                    label,
+                    &self.pipelines.split_sum,
+                    &[&sum_dims, &partials, &output],
+                    product.sum_groups(),
+                );
+            }
+        }
+        encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
+        let submission = self.device.submit(encoder);
+        self.read_back(&readback, submission)
+    }
 }
 
 impl Accumulation {
     /// Output planes per product.
-    #[cfg(not(target_arch = "wasm32"))]
     pub(super) fn planes(self) -> usize {
         match self {
             Accumulation::Single => 1,

@@ -1,10 +1,11 @@
 // Batched C_z = op(A_z) op(B_z), float32, column-major matrices (nalgebra's layout), where op is the
-// identity or the transpose. `gemm` computes 64 × 64 blocks of C with 4 × 4 register tiles per
-// invocation (below); `gemm_compensated` TILE × TILE blocks, one entry per invocation. The batch
-// index is the dispatch's z. With `lower` set, C = A Aᵀ-like symmetric products skip the tiles above
-// the diagonal (a SYRK: about half the work). The host's f64 reference is nalgebra's product.
-
-const TILE: u32 = 16u;
+// identity or the transpose. Both entry points compute 64 × 64 blocks of C with 4 × 4 register
+// tiles per invocation (below). The batch index is the dispatch's z. With `lower` set,
+// C = A Aᵀ-like symmetric products skip the blocks above the diagonal (a SYRK: about half the
+// work). `gemm_compensated` also splits the inner dimension (split-K) when its blocks alone would
+// leave a large GPU's multiprocessors idle: each split writes its partial sums, and
+// `split_sum.wgsl` adds them in split order (a fixed order: results do not depend on timing).
+// The host's f64 reference is nalgebra's product.
 
 struct Dims {
     m: u32,        // rows of C (and of op(A))
@@ -15,6 +16,7 @@ struct Dims {
     lower: u32,    // 1: C is symmetric and only tiles on or below the diagonal are computed (SYRK)
     batch: u32,    // products in the batch (where `gemm_compensated` puts its second plane)
     one: f32,      // 1.0, unknown to the shader compiler (see `gemm_compensated`)
+    splits: u32,   // `gemm_compensated`: parts of the inner dimension, one per dispatch z-slice
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
@@ -128,12 +130,21 @@ fn gemm(
 // each of the four partial products is exact in float32. The head × head products, which carry
 // all but 2⁻¹² of the sum, are accumulated with Knuth's two-sum (the rounding error of each
 // addition kept exactly in a second word); the three small cross terms in plain float32, whose
-// rounding is 2⁻¹² below the sum's. The result is written as two planes, head then tail:
-// C = c[i] + c[batch·m·n + i], accurate to about 2⁻⁴⁰ of Σ|a_il b_lj| (the host adds them in f64).
-// Uses only +, −, × and bit masks, never a fused multiply-add, whose fusing WGSL does not promise.
+// rounding is 2⁻¹² below the sum's. Uses only +, −, × and bit masks, never a fused multiply-add,
+// whose fusing WGSL does not promise.
+//
+// Register tiles as `gemm`'s (64 × 64 blocks, 4 × 4 entries per invocation, three accumulators
+// each), staged DEPTH_C = 8 inner indices at a time as split (head, tail) pairs (8 KiB of
+// workgroup memory, half WebGPU's guaranteed 16 KiB). The dispatch's z is z_batch · splits +
+// split: split s sums the inner indices [s·span, (s + 1)·span) and writes its result as two
+// planes, head then tail, at c[(plane · splits + s) · batch·m·n + z·m·n + i + j·m]; with one split
+// that is C = c[i] + c[batch·m·n + i], accurate to about 2⁻⁴⁰ of Σ|a_il b_lj| (the host adds the
+// planes in f64), and with several `split_sum` adds the splits first.
 
-var<workgroup> split_a: array<array<vec2<f32>, 16>, 16>;
-var<workgroup> split_b: array<array<vec2<f32>, 16>, 16>;
+const DEPTH_C: u32 = 8u;
+
+var<workgroup> split_a: array<array<vec2<f32>, 64>, 8>;  // [inner][row of the block]
+var<workgroup> split_b: array<array<vec2<f32>, 65>, 8>;  // [inner][column of the block], padded
 
 // (head, tail) with head = x with its 12 lowest mantissa bits cleared, tail = x − head (exact).
 fn split(x: f32) -> vec2<f32> {
@@ -146,42 +157,88 @@ fn gemm_compensated(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_id) local: vec3<u32>,
 ) {
-    let z = group.z;
+    let splits = max(dims.splits, 1u);
+    let z = group.z / splits;
+    let part = group.z % splits;
     if (dims.lower == 1u && group.x < group.y) {
         return;
     }
-    let i = group.x * TILE + local.x;
-    let j = group.y * TILE + local.y;
-    var sum = 0.0;     // the head products' running sum
-    var err = 0.0;     // the exact rounding errors of its additions
-    var small = 0.0;   // the cross and tail products
-    let steps = (dims.k + TILE - 1u) / TILE;
-    for (var s = 0u; s < steps; s++) {
-        let l0 = s * TILE;
-        split_a[local.x][local.y] = split(op_a(z, i, l0 + local.y));
-        split_b[local.x][local.y] = split(op_b(z, l0 + local.x, j));
+    let row0 = group.x * BLOCK;
+    let col0 = group.y * BLOCK;
+    let id = local.y * 16u + local.x;
+    // This split's inner indices, a whole number of DEPTH_C steps each.
+    let steps_all = (dims.k + DEPTH_C - 1u) / DEPTH_C;
+    let span = ((steps_all + splits - 1u) / splits) * DEPTH_C;
+    let begin = part * span;
+    let end = min(dims.k, begin + span);
+    var sum: array<array<f32, 4>, 4>;    // the head products' running sums
+    var err: array<array<f32, 4>, 4>;    // the exact rounding errors of their additions
+    var small: array<array<f32, 4>, 4>;  // the cross and tail products
+    for (var ri = 0u; ri < 4u; ri++) {
+        for (var cj = 0u; cj < 4u; cj++) {
+            sum[ri][cj] = 0.0;
+            err[ri][cj] = 0.0;
+            small[ri][cj] = 0.0;
+        }
+    }
+    for (var l0 = begin; l0 < end; l0 += DEPTH_C) {
+        for (var q = 0u; q < 2u; q++) {
+            let e = id + 256u * q;
+            // op(A): 64 rows × 8 inner, rows fastest; op(B): 8 inner × 64 columns, inner fastest.
+            let la = l0 + e / BLOCK;
+            let lb = l0 + e % DEPTH_C;
+            var va = 0.0;
+            var vb = 0.0;
+            if (la < end) {
+                va = op_a(z, row0 + e % BLOCK, la);
+            }
+            if (lb < end) {
+                vb = op_b(z, lb, col0 + e / DEPTH_C);
+            }
+            split_a[e / BLOCK][e % BLOCK] = split(va);
+            split_b[e % DEPTH_C][e / DEPTH_C] = split(vb);
+        }
         workgroupBarrier();
-        for (var l = 0u; l < TILE; l++) {
-            let a = split_a[local.x][l];
-            let b = split_b[l][local.y];
-            let p = a.x * b.x;
-            // Two-sum of sum + p: t, and its rounding error exactly. Shader compilers may rearrange
-            // float expressions as if they were exact: Mesa's lavapipe evaluated the error term so
-            // that it vanished whenever |p| > |sum| (measured: 2⁻²⁶ lost where 2⁻³⁶ was due). A
-            // product by `dims.one`, a 1 the compiler cannot see, around every step keeps each
-            // expression as written; tests/gpu_bound.rs holds the result to the compensated bound.
-            let t = (sum + p) * dims.one;
-            let v = (t - sum) * dims.one;
-            let w = (t - v) * dims.one;
-            err += (sum - w) * dims.one + (p - v) * dims.one;
-            sum = t;
-            small += a.x * b.y + a.y * b.x + a.y * b.y;
+        for (var l = 0u; l < DEPTH_C; l++) {
+            var av: array<vec2<f32>, 4>;
+            var bv: array<vec2<f32>, 4>;
+            for (var ri = 0u; ri < 4u; ri++) {
+                av[ri] = split_a[l][local.x + 16u * ri];
+                bv[ri] = split_b[l][local.y + 16u * ri];
+            }
+            for (var ri = 0u; ri < 4u; ri++) {
+                for (var cj = 0u; cj < 4u; cj++) {
+                    let a = av[ri];
+                    let b = bv[cj];
+                    let p = a.x * b.x;
+                    let s0 = sum[ri][cj];
+                    // Two-sum of s0 + p: t, and its rounding error exactly. Shader compilers may
+                    // rearrange float expressions as if they were exact: Mesa's lavapipe evaluated
+                    // the error term so that it vanished whenever |p| > |sum| (measured: 2⁻²⁶ lost
+                    // where 2⁻³⁶ was due). A product by `dims.one`, a 1 the compiler cannot see,
+                    // around every step keeps each expression as written; tests/gpu_bound.rs
+                    // holds the result to the compensated bound.
+                    let t = (s0 + p) * dims.one;
+                    let v = (t - s0) * dims.one;
+                    let w = (t - v) * dims.one;
+                    err[ri][cj] += (s0 - w) * dims.one + (p - v) * dims.one;
+                    sum[ri][cj] = t;
+                    small[ri][cj] += a.x * b.y + a.y * b.x + a.y * b.y;
+                }
+            }
         }
         workgroupBarrier();
     }
-    if (i < dims.m && j < dims.n) {
-        let at = z * dims.m * dims.n + i + j * dims.m;
-        c[at] = sum;
-        c[dims.batch * dims.m * dims.n + at] = err + small;
+    let plane = dims.batch * dims.m * dims.n;
+    for (var ri = 0u; ri < 4u; ri++) {
+        for (var cj = 0u; cj < 4u; cj++) {
+            let i = row0 + local.x + 16u * ri;
+            let j = col0 + local.y + 16u * cj;
+            if (i < dims.m && j < dims.n) {
+                let at = z * dims.m * dims.n + i + j * dims.m;
+                c[part * plane + at] = sum[ri][cj];
+                c[(splits + part) * plane + at] = err[ri][cj] + small[ri][cj];
+            }
+        }
     }
 }

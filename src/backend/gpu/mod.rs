@@ -88,6 +88,7 @@ struct Pipelines {
     kernel: kernel::KernelPipelines,
     gemm: wgpu::ComputePipeline,
     gemm_compensated: wgpu::ComputePipeline,
+    split_sum: wgpu::ComputePipeline,
     column_pass: wgpu::ComputePipeline,
     finish_sums: wgpu::ComputePipeline,
     evaluation_points: wgpu::ComputePipeline,
@@ -97,17 +98,6 @@ struct Pipelines {
     /// does not compile a kernel it does not run.
     #[cfg(not(target_arch = "wasm32"))]
     cholesky: wgpu::ComputePipeline,
-}
-
-impl Pipelines {
-    /// The product's pipeline for `accumulation`.
-    #[cfg(not(target_arch = "wasm32"))]
-    fn gemm_for(&self, accumulation: Accumulation) -> &wgpu::ComputePipeline {
-        match accumulation {
-            Accumulation::Single => &self.gemm,
-            Accumulation::Compensated => &self.gemm_compensated,
-        }
-    }
 }
 
 impl fmt::Debug for Gpu {
@@ -177,12 +167,13 @@ impl Gpu {
                 record(&failure, error.to_string());
             }));
         }
-        let [gemm, gemm_compensated] = gemm::pipelines(&device);
+        let [gemm, gemm_compensated, split_sum] = gemm::pipelines(&device);
         let [psi_pairs, psi_rows] = psi::pipelines(&device);
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
             gemm,
             gemm_compensated,
+            split_sum,
             column_pass: predictions::pipeline(&device),
             finish_sums: predictions::finish_pipeline(&device),
             evaluation_points: predictions::points_pipeline(&device),

@@ -27,7 +27,7 @@
 
 use nalgebra::{DMatrix, DVector};
 
-use super::gemm::{self, Accumulation, Op};
+use super::gemm::{self, Accumulation, Op, Product};
 use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_parameters, rows_bytes};
 use super::{f32_bytes, Gpu, GpuError};
 #[cfg(not(target_arch = "wasm32"))]
@@ -330,15 +330,55 @@ impl Gpu {
             1,
             1,
         );
-        let qk_groups = gemm::groups((m, t), 1, Accumulation::Single);
-        let small_groups = gemm::groups((m, 2), 1, Accumulation::Compensated);
-        let kkt_groups = gemm::groups((m, m), 1, Accumulation::Compensated);
+        // Ã = L⁻¹K and B = (S − I)Ã; K̄ = L⁻ᵀĀ; [Ãg, Ãy] and P = ÃÃᵀ compensated (split along T
+        // when their blocks alone are too few for a large GPU).
+        let left = Product::new(
+            (m, t, m),
+            Op::AsIs,
+            Op::AsIs,
+            false,
+            1,
+            Accumulation::Single,
+        );
+        let back = Product::new(
+            (m, t, m),
+            Op::Transposed,
+            Op::AsIs,
+            false,
+            1,
+            Accumulation::Single,
+        );
+        let small = Product::new(
+            (m, 2, t),
+            Op::AsIs,
+            Op::AsIs,
+            false,
+            1,
+            Accumulation::Compensated,
+        );
+        let kkt = Product::new(
+            (m, m, t),
+            Op::AsIs,
+            Op::Transposed,
+            true,
+            1,
+            Accumulation::Compensated,
+        );
+        for (what, values) in [
+            ("[Ãg, Ãy]'s partial sums", small.output_words()),
+            ("ÃÃᵀ's partial sums", kkt.output_words()),
+        ] {
+            self.check_binding(what, (values * 4) as u64)?;
+        }
         for groups in [
             cross_groups,
             rows_groups,
             point_groups,
-            qk_groups,
-            kkt_groups,
+            left.groups,
+            small.groups,
+            kkt.groups,
+            small.sum_groups(),
+            kkt.sum_groups(),
             finish_groups,
             build_groups,
         ] {
@@ -410,15 +450,21 @@ impl Gpu {
         column_dims.extend((g_var as f32).to_le_bytes());
         let column_dims = self.resident_with("column dims", slot, &column_dims, uniform);
         let misfit = self.resident("misfit", slot, t * 4, storage());
-        let left_dims = gemm::dims_bytes((m, t, m), Op::AsIs, Op::AsIs, false, 1);
-        let left_dims = self.resident_with("m x m times m x t dims", slot, &left_dims, uniform);
-        let back_dims = gemm::dims_bytes((m, t, m), Op::Transposed, Op::AsIs, false, 1);
-        let back_dims = self.resident_with("m x m' times m x t dims", slot, &back_dims, uniform);
-        let gy_dims = gemm::dims_bytes((m, 2, t), Op::AsIs, Op::AsIs, false, 1);
-        let gy_dims = self.resident_with("gy dims", slot, &gy_dims, uniform);
-        let kkt_dims = gemm::dims_bytes((m, m, t), Op::AsIs, Op::Transposed, true, 1);
-        let kkt_dims = self.resident_with("kkt dims", slot, &kkt_dims, uniform);
-        // Two planes each (head and tail of the compensated products).
+        let left_dims = self.resident_with("m x m times m x t dims", slot, &left.dims, uniform);
+        let back_dims = self.resident_with("m x m' times m x t dims", slot, &back.dims, uniform);
+        let gy_dims = self.resident_with("gy dims", slot, &small.dims, uniform);
+        let kkt_dims = self.resident_with("kkt dims", slot, &kkt.dims, uniform);
+        let gy_sum_dims = self.resident_with("gy split sums", slot, &small.sum_dims(), uniform);
+        let kkt_sum_dims = self.resident_with("kkt split sums", slot, &kkt.sum_dims(), uniform);
+        // The compensated products' splits (head and tail planes of each), then their sums (two
+        // planes each).
+        let g_alpha_ky_parts = self.resident(
+            "g_alpha ky partial sums",
+            slot,
+            small.output_words() * 4,
+            storage(),
+        );
+        let p_parts = self.resident("p partial sums", slot, kkt.output_words() * 4, storage());
         let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * 2 * m * 4, storage());
         let p_buf = self.resident("p", slot, 2 * m * m * 4, storage());
         let rows = self.resident("rows", slot, layout.row_partials() * 4, storage());
@@ -453,7 +499,7 @@ impl Gpu {
                 .map(|&b| b.clone())
                 .collect()
         };
-        let steps: [Step; 11] = [
+        let steps: [Step; 13] = [
             (
                 &pipelines.evaluation_points,
                 vec![
@@ -473,12 +519,12 @@ impl Gpu {
             (
                 &pipelines.gemm,
                 vec![left_dims.clone(), l_inv_buf.clone(), k.clone(), a_w.clone()],
-                qk_groups,
+                left.groups,
             ),
             (
                 &pipelines.gemm,
                 vec![left_dims, smi_buf, a_w.clone(), b_w.clone()],
-                qk_groups,
+                left.groups,
             ),
             (
                 &pipelines.column_pass,
@@ -495,18 +541,28 @@ impl Gpu {
             ),
             (
                 &pipelines.gemm_compensated,
-                vec![gy_dims, a_w.clone(), gy, g_alpha_ky.clone()],
-                small_groups,
+                vec![gy_dims, a_w.clone(), gy, g_alpha_ky_parts.clone()],
+                small.groups,
+            ),
+            (
+                &pipelines.split_sum,
+                vec![gy_sum_dims, g_alpha_ky_parts, g_alpha_ky.clone()],
+                small.sum_groups(),
             ),
             (
                 &pipelines.gemm_compensated,
-                vec![kkt_dims, a_w.clone(), a_w, p_buf.clone()],
-                kkt_groups,
+                vec![kkt_dims, a_w.clone(), a_w, p_parts.clone()],
+                kkt.groups,
+            ),
+            (
+                &pipelines.split_sum,
+                vec![kkt_sum_dims, p_parts, p_buf.clone()],
+                kkt.sum_groups(),
             ),
             (
                 &pipelines.gemm,
                 vec![back_dims, l_inv_buf, b_w, k.clone()],
-                qk_groups,
+                back.groups,
             ),
             (
                 &pipelines.kernel.backward_rows,

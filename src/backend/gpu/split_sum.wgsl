@@ -1,0 +1,36 @@
+// The last step of a split-K compensated product (gemm.wgsl's `gemm_compensated` with splits > 1):
+// each output's partial sums, one (head, tail) pair per split, added in split order in double-float
+// (double_float.wgsl, prepended) — a fixed order, so the result does not depend on which split
+// finished first. Partials: planes [heads of split 0, …, heads of split S−1, tails of split 0, …],
+// each `values` long; out: [heads | tails], as an unsplit product writes them.
+
+struct Dims {
+    values: u32,  // outputs per plane (batch · m · n)
+    splits: u32,
+    one: f32,     // 1.0, unknown to the compiler
+    pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> dims: Dims;
+@group(0) @binding(1) var<storage, read> partials: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+fn one() -> f32 {
+    return dims.one;
+}
+
+@compute @workgroup_size(64)
+fn split_sum(@builtin(global_invocation_id) id: vec3<u32>) {
+    let k = id.x + id.y * 65535u * 64u;
+    if (k >= dims.values) {
+        return;
+    }
+    var acc = vec2<f32>(0.0, 0.0);
+    for (var s = 0u; s < dims.splits; s++) {
+        let head = partials[s * dims.values + k];
+        let tail = partials[(dims.splits + s) * dims.values + k];
+        acc = df_add(acc, df_add(vec2<f32>(head, 0.0), vec2<f32>(tail, 0.0)));
+    }
+    out[k] = acc.x;
+    out[dims.values + k] = acc.y;
+}
