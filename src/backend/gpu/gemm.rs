@@ -315,6 +315,7 @@ impl Gpu {
 
 impl Accumulation {
     /// Output planes per product.
+    #[cfg(not(target_arch = "wasm32"))]
     pub(super) fn planes(self) -> usize {
         match self {
             Accumulation::Single => 1,
