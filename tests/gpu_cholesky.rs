@@ -1,15 +1,17 @@
-//! The device's batched Cholesky factorisation with the jitter ladder in the shader, and the
-//! factor's inverse, in double-float (`cholesky.wgsl`), against the CPU's f64
-//! `cholesky_jittered` and nalgebra's inverse: the factors and inverses entry by entry, the rung
-//! of the ladder each matrix needed, the typed errors of a matrix no rung repairs and of a
-//! non-finite entry, and — the measurement that chose double-float — the error of L⁻¹ on the
-//! natural-gradient step's P = I + Λ with φ² at its floor, where float32 loses every digit
-//! (MODEL.md §11.3). Like the other GPU tests these run on Mesa's lavapipe in the README's test
+//! The device's batched Cholesky factorisation with the jitter ladder in the shader, the factor's
+//! inverse, and q(v)'s natural-gradient step, in double-float (`cholesky.wgsl`), against the
+//! CPU's f64 `cholesky_jittered`, nalgebra's inverse and `InducingPosterior::natural_step`: the
+//! factors and inverses entry by entry, the rung of the ladder each matrix needed, the typed
+//! errors of a matrix no rung repairs and of a non-finite entry, the natural step's P, η₁, S and
+//! m, and — the measurement that chose double-float — the error of L⁻¹ on the natural step's
+//! P = I + Λ with φ² at its floor, where float32 loses every digit (MODEL.md §11.3). Like the other GPU tests these run on Mesa's lavapipe in the README's test
 //! command and fail without an adapter unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them.
 
 use nalgebra::{DMatrix, DVector};
 use occam::backend::gpu::Gpu;
 use occam::gp::linalg::{cholesky_jittered, CholeskyError, JitterPolicy};
+use occam::gp::natgrad::{step_size, InducingPosterior};
+use occam::gp::svgp::NatGradStats;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -230,4 +232,94 @@ fn double_float_keeps_the_inverse_factor_where_float32_loses_it() {
             );
         }
     }
+}
+
+/// The relative error of a vector against a reference (largest |x − y| over the largest |y|).
+fn vector_error(x: &DVector<f64>, y: &DVector<f64>) -> f64 {
+    let scale = y
+        .iter()
+        .fold(0.0f64, |a, v| a.max(v.abs()))
+        .max(f64::MIN_POSITIVE);
+    (x - y).amax() / scale
+}
+
+/// q(v)'s natural-gradient step on the device against the CPU's `InducingPosterior::natural_step`
+/// in f64, from posteriors a few steps into training: with statistics whose I + Λ is well
+/// conditioned, and with φ² at its floor (cond(P) about 10⁸, where float32 fails), batched
+/// together; the new P, η₁, S and m to about cond · 2⁻⁴⁴. Non-finite statistics fail with the
+/// CPU's error and leave nothing half-done.
+#[test]
+fn the_natural_step_on_the_device_equals_the_cpus() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(37);
+    let (m, t) = (60, 240);
+    // Ã = U Σ Vᵀ with a smooth kernel's decaying spectrum, the same directions at every step (as
+    // Ã drifts slowly in training), so P's small eigenvalues stay near 1.
+    let u = DMatrix::from_fn(m, m, |_, _| rng.random_range(-1.0..1.0))
+        .qr()
+        .q();
+    let v = DMatrix::from_fn(t, m, |_, _| rng.random_range(-1.0..1.0))
+        .qr()
+        .q();
+    let statistics = |phi2: f64, rng: &mut ChaCha8Rng| {
+        let sigma = DVector::from_fn(m, |k, _| 10f64.powf(-5.0 * k as f64 / (m - 1) as f64));
+        let a_tilde = &u * DMatrix::from_diagonal(&sigma) * v.transpose();
+        let s = DVector::from_fn(t, |_, _| 1000.0 * 10f64.powf(rng.random_range(-1.0..0.0)));
+        let lambda = &a_tilde * DMatrix::from_diagonal(&(&s / phi2)) * a_tilde.transpose();
+        let r = DVector::from_fn(m, |_, _| rng.random_range(-1.0..1.0) / phi2.sqrt());
+        NatGradStats { lambda, r }
+    };
+    let gamma = step_size(5);
+    let mut cases = Vec::new();
+    for phi2 in [1e-1, 1e-6] {
+        // A posterior three CPU steps in, then the step under test.
+        let mut q = InducingPosterior::prior(m);
+        for step in 0..3 {
+            q.natural_step(&statistics(phi2, &mut rng), step_size(step))
+                .unwrap();
+        }
+        cases.push((phi2, q, statistics(phi2, &mut rng)));
+    }
+    let mut broken = statistics(1e-1, &mut rng);
+    broken.lambda[(4, 2)] = f64::NAN;
+    let posteriors: Vec<&InducingPosterior> = cases
+        .iter()
+        .map(|(_, q, _)| q)
+        .chain([&cases[0].1])
+        .collect();
+    let stats: Vec<&NatGradStats> = cases.iter().map(|(_, _, s)| s).chain([&broken]).collect();
+    let device = gpu
+        .natural_steps(&posteriors, &stats, gamma)
+        .expect("the device works");
+    for ((phi2, q, st), got) in cases.iter().zip(&device) {
+        let got = got.as_ref().expect("P factorises");
+        let mut want = q.clone();
+        want.natural_step(st, gamma).unwrap();
+        let eigen = want.precision.clone().symmetric_eigen().eigenvalues;
+        let cond = eigen.max() / eigen.min();
+        let errors = [
+            relative_error(&got.precision, &want.precision),
+            vector_error(&got.eta1, &want.eta1),
+            relative_error(&got.cov, &want.cov),
+            vector_error(&got.mean, &want.mean),
+        ];
+        eprintln!(
+            "φ² = {phi2:.0e}, cond(P) {cond:.1e}: P {:.1e}, η₁ {:.1e}, S {:.1e}, m {:.1e}",
+            errors[0], errors[1], errors[2], errors[3]
+        );
+        assert!(errors[0] <= 1e-13 && errors[1] <= 1e-13, "{errors:?}");
+        assert!(
+            errors[2] <= 1e-13 * cond && errors[3] <= 1e-13 * cond,
+            "{errors:?} at cond {cond:e}"
+        );
+        assert!(
+            cond > 1e7 || *phi2 > 1e-3,
+            "the floor's P is ill-conditioned"
+        );
+    }
+    let mut cpu = cases[0].1.clone();
+    assert_eq!(
+        device[2].as_ref().unwrap_err(),
+        &cpu.natural_step(&broken, gamma).unwrap_err()
+    );
 }

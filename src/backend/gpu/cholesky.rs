@@ -1,18 +1,24 @@
-//! Batched Cholesky factorisations on the device with the jitter ladder inside the shader, and
-//! the factors' inverses, in double-float (`cholesky.wgsl`): the M × M algebra's building block
-//! for K_ZZ and for the natural-gradient step's P = I + Λ (MODEL.md §11.3). The reference is the
-//! CPU's [`cholesky_jittered`](crate::gp::linalg::cholesky_jittered) in f64, which walks the same
-//! ladder. Native only for now (the page does not run it yet, so it does not compile it).
+//! Batched Cholesky factorisations on the device with the jitter ladder inside the shader, the
+//! factors' inverses, and q(v)'s natural-gradient step built on them, in double-float
+//! (`cholesky.wgsl`): the M × M algebra's building blocks for K_ZZ and for the natural step's
+//! P = I + Λ (MODEL.md §11.3). The references are the CPU's f64
+//! [`cholesky_jittered`](crate::gp::linalg::cholesky_jittered), which walks the same ladder, and
+//! [`InducingPosterior::natural_step`]. Native only for now (the engine does not call them yet,
+//! so the page does not compile them).
 
-use nalgebra::DMatrix;
+use nalgebra::{DMatrix, DVector};
 
 use super::{uniform_words, Gpu, GpuError};
 use crate::gp::linalg::{CholeskyError, JitterPolicy};
+use crate::gp::natgrad::InducingPosterior;
+use crate::gp::svgp::NatGradStats;
 
-/// The compiled entry point of `cholesky.wgsl`.
-pub(super) fn pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
+/// The compiled entry points of `cholesky.wgsl`: the factorisation with its inverse, and the
+/// natural step.
+pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 2] {
     let source = [super::DOUBLE_FLOAT, include_str!("cholesky.wgsl")].concat();
-    super::compute_pipeline(device, "cholesky.wgsl", &source, "cholesky")
+    ["cholesky", "natural_step"]
+        .map(|entry| super::compute_pipeline(device, "cholesky.wgsl", &source, entry))
 }
 
 /// One matrix's factorisation on the device: L Lᵀ = A + ε I and L⁻¹, in f64 from double-float.
@@ -32,14 +38,55 @@ fn two_words(v: f64) -> [f32; 2] {
     [head, (v - f64::from(head)) as f32]
 }
 
-/// Words per matrix in the output: L, L⁻¹ (2 words per entry each) and 4 status pairs.
+/// Words per matrix in the factorisation's output: L, L⁻¹ (2 words per entry each) and 4 status
+/// pairs (`factor_stride` in the shader).
 fn output_words(m: usize) -> usize {
     2 * (2 * m * m + 4)
 }
 
-/// The shader's `Dims`.
-fn dims_bytes(m: usize, slots: usize) -> Vec<u8> {
-    uniform_words(&[m as u32, slots as u32, 1.0f32.to_bits(), 0])
+/// Words per slot in the natural step's output: L, L⁻¹, the status, P, S, m and η₁
+/// (`step_stride` in the shader).
+fn step_words(m: usize) -> usize {
+    2 * (4 * m * m + 2 * m + 4)
+}
+
+/// The shader's `Dims`, with the natural step's γ.
+fn dims_bytes(m: usize, slots: usize, gamma: f64) -> Vec<u8> {
+    let [head, tail] = two_words(gamma);
+    uniform_words(&[
+        m as u32,
+        slots as u32,
+        1.0f32.to_bits(),
+        0,
+        head.to_bits(),
+        tail.to_bits(),
+        0,
+        0,
+    ])
+}
+
+/// Little-endian double-float words of `values`.
+fn two_word_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
+    values
+        .into_iter()
+        .flat_map(two_words)
+        .flat_map(f32::to_le_bytes)
+        .collect()
+}
+
+/// Row-major values of a square matrix (the shader's layout).
+fn row_major(a: &DMatrix<f64>) -> impl Iterator<Item = f64> + '_ {
+    let m = a.nrows();
+    (0..m * m).map(move |k| a[(k / m, k % m)])
+}
+
+/// The ladder's words for `slots` slots (each the same).
+fn ladder_bytes(policy: JitterPolicy, slots: usize) -> Vec<u8> {
+    let [head, tail] = two_words(policy.initial);
+    (0..slots)
+        .flat_map(|_| [head, tail, policy.factor as f32, policy.max_attempts as f32])
+        .flat_map(f32::to_le_bytes)
+        .collect()
 }
 
 impl Gpu {
@@ -97,42 +144,25 @@ impl Gpu {
         self.check_binding("the matrices to factorise", (slots * m * m * 8) as u64)?;
         self.check_groups("the factorisations' dispatch", (slots as u32, 1, 1))?;
         // Row-major double-float words of each lower triangle (the upper one is not read).
-        let matrices_bytes: Vec<u8> = sent
-            .iter()
-            .flat_map(|a| {
-                (0..m * m).map(move |k| {
-                    let (i, j) = (k / m, k % m);
-                    if j <= i {
-                        a[(i, j)]
-                    } else {
-                        0.0
-                    }
-                })
+        let matrices_bytes = two_word_bytes(sent.iter().flat_map(|a| {
+            (0..m * m).map(move |k| {
+                let (i, j) = (k / m, k % m);
+                if j <= i {
+                    a[(i, j)]
+                } else {
+                    0.0
+                }
             })
-            .flat_map(two_words)
-            .flat_map(f32::to_le_bytes)
-            .collect();
-        let ladder = two_words(policy.initial);
-        let ladder_bytes: Vec<u8> = (0..slots)
-            .flat_map(|_| {
-                [
-                    ladder[0],
-                    ladder[1],
-                    policy.factor as f32,
-                    policy.max_attempts as f32,
-                ]
-            })
-            .flat_map(f32::to_le_bytes)
-            .collect();
+        }));
         let storage = wgpu::BufferUsages::STORAGE;
         let inputs = [
             self.upload(
                 "cholesky dims",
-                &dims_bytes(m, slots),
+                &dims_bytes(m, slots, 0.0),
                 wgpu::BufferUsages::UNIFORM,
             ),
             self.upload("cholesky matrices", &matrices_bytes, storage),
-            self.upload("cholesky ladder", &ladder_bytes, storage),
+            self.upload("cholesky ladder", &ladder_bytes(policy, slots), storage),
         ];
         let values = self.run_and_read(
             "cholesky",
@@ -159,7 +189,128 @@ impl Gpu {
     }
 }
 
-/// One matrix's factor, inverse and status from its output words.
+impl Gpu {
+    /// q(v)'s natural-gradient step for each (posterior, statistics) pair, one workgroup each in
+    /// one submission, in double-float — what [`InducingPosterior::natural_step`] computes in
+    /// f64: P ← (1 − γ) P + γ (I + Λ) (both symmetrised), η₁ ← (1 − γ) η₁ + γ r, then
+    /// S = P⁻¹ = L⁻ᵀ L⁻¹ from P's Cholesky factor (no jitter: P is a convex combination of
+    /// positive definite matrices) and m = S η₁. The outer error is the device's; an inner one is
+    /// a P that does not factorise (the posterior is then left as it was, as on the CPU).
+    ///
+    /// Panics if the pairs differ in size or the two lists in length.
+    pub fn natural_steps(
+        &self,
+        posteriors: &[&InducingPosterior],
+        stats: &[&NatGradStats],
+        gamma: f64,
+    ) -> Result<Vec<Result<InducingPosterior, CholeskyError>>, GpuError> {
+        assert_eq!(
+            posteriors.len(),
+            stats.len(),
+            "one set of statistics per posterior"
+        );
+        let Some(first) = posteriors.first() else {
+            return Ok(Vec::new());
+        };
+        let m = first.len();
+        assert!(
+            posteriors.iter().all(|q| q.len() == m)
+                && stats
+                    .iter()
+                    .all(|s| s.lambda.shape() == (m, m) && s.r.len() == m),
+            "posteriors and statistics of one size"
+        );
+        let slots = posteriors.len();
+        if m == 0 {
+            return Ok(posteriors.iter().map(|q| Ok((*q).clone())).collect());
+        }
+        let out_bytes = (slots * step_words(m) * 4) as u64;
+        self.check_binding("the natural steps' results", out_bytes)?;
+        self.check_binding(
+            "the natural steps' inputs",
+            (slots * (2 * m * m + 2 * m) * 8) as u64,
+        )?;
+        self.check_groups("the natural steps' dispatch", (slots as u32, 1, 1))?;
+        // Non-finite statistics fail as on the CPU, with its error (no factorisation repairs them).
+        let refused: Vec<Option<CholeskyError>> = posteriors
+            .iter()
+            .zip(stats)
+            .map(|(q, st)| {
+                let finite = [&q.precision, &st.lambda]
+                    .iter()
+                    .all(|x| x.iter().all(|v| v.is_finite()))
+                    && [&q.eta1, &st.r]
+                        .iter()
+                        .all(|x| x.iter().all(|v| v.is_finite()));
+                if finite {
+                    None
+                } else {
+                    (*q).clone().natural_step(st, gamma).err()
+                }
+            })
+            .collect();
+        let inputs_bytes = two_word_bytes(posteriors.iter().zip(stats).flat_map(|(q, st)| {
+            row_major(&q.precision)
+                .chain(row_major(&st.lambda))
+                .chain(q.eta1.iter().copied())
+                .chain(st.r.iter().copied())
+        }));
+        let storage = wgpu::BufferUsages::STORAGE;
+        let inputs = [
+            self.upload(
+                "natural step dims",
+                &dims_bytes(m, slots, gamma),
+                wgpu::BufferUsages::UNIFORM,
+            ),
+            self.upload("natural step inputs", &inputs_bytes, storage),
+            self.upload(
+                "natural step ladder",
+                &ladder_bytes(JitterPolicy::exactly(0.0), slots),
+                storage,
+            ),
+        ];
+        let values = self.run_and_read(
+            "natural step",
+            &self.pipelines.natural_step,
+            &inputs,
+            (slots as u32, 1, 1),
+            out_bytes,
+        )?;
+        if values.len() < slots * step_words(m) {
+            return Err(GpuError::Readback(format!(
+                "{} words read back for {slots} natural steps",
+                values.len()
+            )));
+        }
+        Ok(values
+            .chunks_exact(step_words(m))
+            .take(slots)
+            .zip(refused)
+            .map(|(words, refused)| {
+                if let Some(error) = refused {
+                    return Err(error);
+                }
+                decode(m, words, JitterPolicy::exactly(0.0))?;
+                let value = |k: usize| f64::from(words[2 * k]) + f64::from(words[2 * k + 1]);
+                let p = 2 * m * m + 4;
+                let s = p + m * m;
+                let mean = s + m * m;
+                let eta = mean + m;
+                let matrix =
+                    |offset: usize| DMatrix::from_fn(m, m, |i, j| value(offset + i * m + j));
+                Ok(InducingPosterior {
+                    eta1: DVector::from_fn(m, |i, _| value(eta + i)),
+                    precision: matrix(p),
+                    mean: DVector::from_fn(m, |i, _| value(mean + i)),
+                    cov: matrix(s),
+                })
+            })
+            .collect())
+    }
+}
+
+/// One matrix's factor, inverse and status from its output words (the first
+/// [`output_words`] of them).
 fn decode(m: usize, words: &[f32], policy: JitterPolicy) -> Result<DeviceFactor, CholeskyError> {
     let value = |k: usize| f64::from(words[2 * k]) + f64::from(words[2 * k + 1]);
     let status = 2 * m * m;

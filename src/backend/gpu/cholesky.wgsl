@@ -1,32 +1,46 @@
-// Batched Cholesky factorisation with the jitter ladder inside the shader, and the inverse of the
-// factor, in double-float (double_float.wgsl, prepended): one workgroup per matrix of the batch.
-//   L Lᵀ = A + ε I,   ε = ε₀ · factor^k for the first k = 0, 1, … < attempts that factorises,
-//   X = L⁻¹ (lower triangular), by forward elimination on every column of I at once.
-// Why double-float: the M × M algebra of the natural-gradient step factorises P = I + Λ, whose
-// condition number reaches 10⁹ when φ² nears its floor (MODEL.md §11.3), beyond float32's 2⁻²⁴;
-// a float32 factor of K_ZZ at the paper's sizes loses up to cond · 6·10⁻⁸ of L⁻¹ (BENCHMARKS.md,
-// "Issue 34: the precision of the device's factorisations").
+// Batched Cholesky factorisation with the jitter ladder inside the shader, the inverse of the
+// factor, and the natural-gradient step of q(v) built on them, in double-float (double_float.wgsl,
+// prepended): one workgroup per matrix of the batch.
+//
+// `cholesky`:      L Lᵀ = A + ε I, ε = ε₀ · factor^k for the first k = 0, 1, … < attempts that
+//                  factorises, and X = L⁻¹ (lower triangular).
+// `natural_step`:  q(v)'s step (MODEL.md §3.5, the CPU's `InducingPosterior::natural_step`):
+//                  P ← (1 − γ) P + γ (I + Λ) (symmetrised), η₁ ← (1 − γ) η₁ + γ r,
+//                  L Lᵀ = P, X = L⁻¹, S = Xᵀ X, m = S η₁.
+//
+// Why double-float: the natural step factorises P = I + Λ, whose condition number reaches 10⁹
+// when φ² nears its floor (MODEL.md §11.3), beyond float32's 2⁻²⁴; measured, float32 loses L⁻¹ to
+// 10⁻² at cond 4·10⁶ and fails at 4·10⁸, double-float keeps it to 3·10⁻⁸ (BENCHMARKS.md, "Issue 34:
+// the precision of the device's factorisations").
 //
 // The factorisation is right-looking: for each pivot j, √ of the diagonal (one invocation), the
 // column below it divided by the pivot, then the trailing lower triangle updated by the column's
 // outer product, with a barrier between the steps. A pivot that is not > 0 (or NaN) fails the
-// attempt: A + ε I is copied again with the next rung of the ladder.
+// attempt: A + ε I is copied again with the next rung of the ladder. The inverse is forward
+// elimination on every column of I at once, row by row, parallel over the entries each row
+// touches. (A first version gave each invocation one column of the inverse to solve alone, with
+// no barrier; on lavapipe its columns of more than 238 rows came back wrong at M = 300, so every
+// loop here is short and parallel, with the work shared out between barriers.)
 
 struct Dims {
-    m: u32,    // matrix size
+    m: u32,        // matrix size
     slots: u32,
-    one: f32,  // 1.0, unknown to the compiler
+    one: f32,      // 1.0, unknown to the compiler
     pad: u32,
+    gamma: vec2<f32>,  // `natural_step`: the step size γ (head, tail)
+    pad2: vec2<f32>,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
-// The matrices, slot-major, each M × M row-major (only the lower triangle is read).
+// `cholesky`: the matrices, slot-major, each M × M row-major (only the lower triangle is read).
+// `natural_step`: per slot, P (M × M row-major), Λ (the same), η₁ (M), r (M).
 @group(0) @binding(1) var<storage, read> a: array<vec2<f32>>;
 // Per slot: the first jitter ε₀ (head, tail), the factor, and the number of attempts.
 @group(0) @binding(2) var<storage, read> ladder: array<vec4<f32>>;
-// Per slot, 2 M² + 4 entries: L (M × M row-major, zeros above the diagonal), L⁻¹ (the same; not
-// written when every attempt failed), then the status: ε, (escalations, failed 0/1), the failing
-// pivot's (index, 0) and its value (zeros when it did not fail).
+// Per slot, [L | X = L⁻¹ | status (4) | (`natural_step` only) P | S | m | η₁]: L and X M × M
+// row-major with zeros above the diagonal (X not written when every attempt failed); the status
+// ε, (escalations, failed 0/1), the failing pivot's (index, 0) and its value (zeros when it did
+// not fail); P and S M × M, m and η₁ M long.
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>;
 
 fn one() -> f32 {
@@ -42,42 +56,54 @@ var<workgroup> failed: u32;
 var<workgroup> pivot: vec2<f32>;
 var<workgroup> failed_at: u32;
 
-@compute @workgroup_size(256)
-fn cholesky(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let slot = group.x;
+fn barrier() {
+    storageBarrier();
+    workgroupBarrier();
+}
+
+// Words per slot of `out` for `cholesky` (L, X, status) and for `natural_step` (and P, S, m, η₁).
+fn factor_stride(m: u32) -> u32 {
+    return 2u * m * m + 4u;
+}
+
+fn step_stride(m: u32) -> u32 {
+    return 4u * m * m + 2u * m + 4u;
+}
+
+// Factorises the M × M matrix at `source` (in `a` when `from_a`, else in `out`; lower triangle
+// read) into L at out[base], walking the slot's ladder; writes the status after X (at
+// base + 2M²) and returns whether it succeeded (uniform across the workgroup).
+fn factor(t: u32, slot: u32, source: u32, from_a: bool, base: u32) -> bool {
     let m = dims.m;
-    let input = slot * m * m;
-    let base = slot * (2u * m * m + 4u);
-    let inv = base + m * m;
     let rung = ladder[slot];
     let attempts = max(u32(rung.w), 1u);
     var jitter = rung.xy;
     var escalations = 0u;
     var ok = false;
     for (var attempt = 0u; attempt < attempts; attempt++) {
+        // Every invocation has read the last attempt's `failed` before it is cleared.
+        workgroupBarrier();
         // L ← lower(A) + ε I.
         for (var k = t; k < m * m; k += THREADS) {
             let i = k / m;
             let j = k % m;
             var v = vec2<f32>(0.0, 0.0);
             if (j <= i) {
-                v = a[input + k];
+                if (from_a) {
+                    v = a[source + k];
+                } else {
+                    v = out[source + k];
+                }
                 if (i == j) {
                     v = df_add(v, jitter);
                 }
             }
             out[base + k] = v;
         }
-        // Every invocation has read the last attempt's `failed` before it is cleared.
-        workgroupBarrier();
         if (t == 0u) {
             failed = 0u;
         }
-        storageBarrier();
-        workgroupBarrier();
+        barrier();
         for (var j = 0u; j < m; j++) {
             if (t == 0u) {
                 let d = out[base + j * m + j];
@@ -99,8 +125,7 @@ fn cholesky(
             for (var i = j + 1u + t; i < m; i += THREADS) {
                 out[base + i * m + j] = df_div(out[base + i * m + j], p);
             }
-            storageBarrier();
-            workgroupBarrier();
+            barrier();
             // Trailing lower triangle: L[i, k] −= L[i, j] L[k, j] for j < k ≤ i.
             let n = m - j - 1u;
             for (var k = t; k < n * n; k += THREADS) {
@@ -111,8 +136,7 @@ fn cholesky(
                     out[base + i * m + c] = df_add(out[base + i * m + c], -update);
                 }
             }
-            storageBarrier();
-            workgroupBarrier();
+            barrier();
         }
         if (workgroupUniformLoad(&failed) == 0u) {
             ok = true;
@@ -124,31 +148,32 @@ fn cholesky(
         }
     }
     if (t == 0u) {
-        let status = inv + m * m;
+        let status = base + 2u * m * m;
         out[status] = jitter;
         out[status + 1u] = vec2<f32>(f32(escalations), select(1.0, 0.0, ok));
         out[status + 2u] = vec2<f32>(select(f32(failed_at), 0.0, ok), 0.0);
         out[status + 3u] = select(pivot, vec2<f32>(0.0, 0.0), ok);
     }
-    if (!ok) {
-        return;
-    }
-    // X = L⁻¹ by forward elimination on all columns at once, row j by row j (parallel over the
-    // entries each step touches, a barrier between steps): X ← I, then for each j
-    //   X[j, c] ← X[j, c] / L[j, j]                 (c ≤ j),
-    //   X[i, c] ← X[i, c] − L[i, j] X[j, c]         (i > j, c ≤ j).
+    return ok;
+}
+
+// X = L⁻¹ at out[base + M²] from L at out[base], by forward elimination on all columns at once,
+// row j by row j: X ← I, then for each j
+//   X[j, c] ← X[j, c] / L[j, j]                 (c ≤ j),
+//   X[i, c] ← X[i, c] − L[i, j] X[j, c]         (i > j, c ≤ j).
+fn invert(t: u32, base: u32) {
+    let m = dims.m;
+    let inv = base + m * m;
     for (var k = t; k < m * m; k += THREADS) {
         out[inv + k] = select(vec2<f32>(0.0, 0.0), vec2<f32>(1.0, 0.0), k / m == k % m);
     }
-    storageBarrier();
-    workgroupBarrier();
+    barrier();
     for (var j = 0u; j < m; j++) {
         let d = out[base + j * m + j];
         for (var c = t; c <= j; c += THREADS) {
             out[inv + j * m + c] = df_div(out[inv + j * m + c], d);
         }
-        storageBarrier();
-        workgroupBarrier();
+        barrier();
         let rows = m - j - 1u;
         let cols = j + 1u;
         for (var k = t; k < rows * cols; k += THREADS) {
@@ -157,7 +182,81 @@ fn cholesky(
             let update = df_mul(out[base + i * m + j], out[inv + j * m + c]);
             out[inv + i * m + c] = df_add(out[inv + i * m + c], -update);
         }
-        storageBarrier();
-        workgroupBarrier();
+        barrier();
+    }
+}
+
+@compute @workgroup_size(256)
+fn cholesky(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let slot = group.x;
+    let m = dims.m;
+    let base = slot * factor_stride(m);
+    if (factor(t, slot, slot * m * m, true, base)) {
+        invert(t, base);
+    }
+}
+
+@compute @workgroup_size(256)
+fn natural_step(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let slot = group.x;
+    let m = dims.m;
+    let input = slot * (2u * m * m + 2u * m);
+    let base = slot * step_stride(m);
+    let p_new = base + 2u * m * m + 4u;
+    let s = p_new + m * m;
+    let mean = s + m * m;
+    let eta = mean + m;
+    let gamma = dims.gamma;
+    let keep = df_add(vec2<f32>(1.0, 0.0), -gamma);
+    // P ← (1 − γ) sym(P) + γ (I + sym(Λ)), sym(X) = (X + Xᵀ)/2; η₁ ← (1 − γ) η₁ + γ r.
+    for (var k = t; k < m * m; k += THREADS) {
+        let i = k / m;
+        let j = k % m;
+        let p_old = df_mul(df_add(a[input + k], a[input + j * m + i]), vec2<f32>(0.5, 0.0));
+        let lam = input + m * m;
+        var goal = df_mul(df_add(a[lam + k], a[lam + j * m + i]), vec2<f32>(0.5, 0.0));
+        if (i == j) {
+            goal = df_add(goal, vec2<f32>(1.0, 0.0));
+        }
+        out[p_new + k] = df_add(df_mul(keep, p_old), df_mul(gamma, goal));
+    }
+    for (var i = t; i < m; i += THREADS) {
+        let e = a[input + 2u * m * m + i];
+        let r = a[input + 2u * m * m + m + i];
+        out[eta + i] = df_add(df_mul(keep, e), df_mul(gamma, r));
+    }
+    barrier();
+    if (!factor(t, slot, p_new, false, base)) {
+        return;
+    }
+    invert(t, base);
+    // S = Xᵀ X: S[i, j] = Σ_{k ≥ max(i, j)} X[k, i] X[k, j], both triangles written.
+    let inv = base + m * m;
+    for (var k = t; k < m * m; k += THREADS) {
+        let i = k / m;
+        let j = k % m;
+        if (j <= i) {
+            var sum = vec2<f32>(0.0, 0.0);
+            for (var l = i; l < m; l++) {
+                sum = df_add(sum, df_mul(out[inv + l * m + i], out[inv + l * m + j]));
+            }
+            out[s + i * m + j] = sum;
+            out[s + j * m + i] = sum;
+        }
+    }
+    barrier();
+    // m = S η₁.
+    for (var i = t; i < m; i += THREADS) {
+        var sum = vec2<f32>(0.0, 0.0);
+        for (var j = 0u; j < m; j++) {
+            sum = df_add(sum, df_mul(out[s + i * m + j], out[eta + j]));
+        }
+        out[mean + i] = sum;
     }
 }

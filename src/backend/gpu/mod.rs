@@ -98,6 +98,8 @@ struct Pipelines {
     /// does not compile a kernel it does not run.
     #[cfg(not(target_arch = "wasm32"))]
     cholesky: wgpu::ComputePipeline,
+    #[cfg(not(target_arch = "wasm32"))]
+    natural_step: wgpu::ComputePipeline,
 }
 
 impl fmt::Debug for Gpu {
@@ -169,6 +171,8 @@ impl Gpu {
         }
         let [gemm, gemm_compensated, split_sum] = gemm::pipelines(&device);
         let [psi_pairs, psi_rows] = psi::pipelines(&device);
+        #[cfg(not(target_arch = "wasm32"))]
+        let [cholesky, natural_step] = cholesky::pipelines(&device);
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
             gemm,
@@ -180,7 +184,9 @@ impl Gpu {
             psi_pairs,
             psi_rows,
             #[cfg(not(target_arch = "wasm32"))]
-            cholesky: cholesky::pipeline(&device),
+            cholesky,
+            #[cfg(not(target_arch = "wasm32"))]
+            natural_step,
         };
         Ok(Gpu {
             device: counters::CountedDevice::new(device, queue),
