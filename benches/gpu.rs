@@ -19,7 +19,8 @@
 //! the sizes issue 34 names instead, for `scripts/gpu-bench.sh`: whole evaluations of all D
 //! variables at (M, b, S, D) = (50, 128, 10, 5), (100, 256, 10, 10), (400, 256, 50, 10), the
 //! GEMM Q·K and the compensated SYRK K·Kᵀ at (M, T) = (400, 12 800) with their GFLOP/s, ten
-//! double-float Cholesky factorisations with inverses at M = 400 against the CPU's f64, and the
+//! double-float Cholesky factorisations with inverses and ten natural-gradient steps of q(v) at
+//! M = 400 against the CPU's f64, and the
 //! collapsed bound at (N, M, D) = (5000, 400, 20); each figure also as a JSON line
 //! (`{"bench": …}`) for the script to read.
 
@@ -31,7 +32,10 @@ use occam::backend::{available_threads, Pool};
 use occam::gp::collapsed::{collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior};
 use occam::gp::kernel::Kernel;
 use occam::gp::linalg::{cholesky_jittered, JitterPolicy};
-use occam::gp::svgp::{bound_and_gradient, LatentBatch, SvgpInput, FLOAT32_RELATIVE_JITTER};
+use occam::gp::natgrad::InducingPosterior;
+use occam::gp::svgp::{
+    bound_and_gradient, LatentBatch, NatGradStats, SvgpInput, FLOAT32_RELATIVE_JITTER,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -153,11 +157,15 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
     );
     let (m, slots) = if quick { (40, 3) } else { (400, 10) };
     let [cpu, on_gpu] = time_factorisations(gpu, quick, m, slots, &mut rng);
+    let [step_cpu, step_gpu] = time_natural_steps(gpu, quick, m, slots, &mut rng);
     println!(
         "{{\"bench\": \"cholesky\", \"m\": {m}, \"matrices\": {slots}, \"cpu_1_thread_ms\": {:.3}, \
-         \"gpu_double_float_ms\": {:.3}}}",
+         \"gpu_double_float_ms\": {:.3}, \"natural_step_cpu_1_thread_ms\": {:.3}, \
+         \"natural_step_gpu_ms\": {:.3}}}",
         cpu * 1e3,
-        on_gpu * 1e3
+        on_gpu * 1e3,
+        step_cpu * 1e3,
+        step_gpu * 1e3
     );
     let (n, m, d) = if quick { (100, 10, 3) } else { (5000, 400, 20) };
     let [cpu, on_gpu] = time_collapsed(gpu, quick, (n, m, d), &mut rng);
@@ -201,6 +209,44 @@ fn time_factorisations(
         std::hint::black_box(
             gpu.cholesky_batch(&matrices, policy)
                 .expect("the factorisations on the GPU"),
+        );
+    });
+    [cpu, on_gpu]
+}
+
+/// Median seconds of `slots` natural-gradient steps of q(v) at M inducing points (one iteration's
+/// for every variable): `InducingPosterior::natural_step` on one CPU thread in f64, and one
+/// double-float batch on the GPU (upload and read-back included).
+fn time_natural_steps(
+    gpu: &Gpu,
+    quick: bool,
+    m: usize,
+    slots: usize,
+    rng: &mut ChaCha8Rng,
+) -> [f64; 2] {
+    let posteriors = vec![InducingPosterior::prior(m); slots];
+    let stats: Vec<NatGradStats> = (0..slots)
+        .map(|_| {
+            let g = DMatrix::from_fn(m, m, |_, _| rng.random_range(-1.0..1.0));
+            NatGradStats {
+                lambda: &g * g.transpose() * 10.0,
+                r: DVector::from_fn(m, |_, _| rng.random_range(-1.0..1.0)),
+            }
+        })
+        .collect();
+    let cpu = median(quick, || {
+        for (q, st) in posteriors.iter().zip(&stats) {
+            let mut q = q.clone();
+            q.natural_step(st, 0.1).expect("P is positive definite");
+            std::hint::black_box(q);
+        }
+    });
+    let refs: Vec<&InducingPosterior> = posteriors.iter().collect();
+    let stat_refs: Vec<&NatGradStats> = stats.iter().collect();
+    let on_gpu = median(quick, || {
+        std::hint::black_box(
+            gpu.natural_steps(&refs, &stat_refs, 0.1)
+                .expect("the natural steps on the GPU"),
         );
     });
     [cpu, on_gpu]

@@ -177,7 +177,9 @@ for r in occam:
               f"; compensated SYRK {r['syrk_compensated_ms']:.2f} ms, {r['syrk_gflops']:.1f} GFLOP/s{frac}")
     if r.get("bench") == "cholesky":
         print(f"{r['matrices']} Cholesky factorisations with inverses at M = {r['m']}: CPU f64 1 thread "
-              f"{r['cpu_1_thread_ms']:.1f} ms, GPU double-float {r['gpu_double_float_ms']:.1f} ms")
+              f"{r['cpu_1_thread_ms']:.1f} ms, GPU double-float {r['gpu_double_float_ms']:.1f} ms; "
+              f"{r['matrices']} natural-gradient steps: CPU {r['natural_step_cpu_1_thread_ms']:.1f} ms, "
+              f"GPU {r['natural_step_gpu_ms']:.1f} ms")
     if r.get("bench") == "collapsed":
         print(f"collapsed bound (N, M, D) = {tuple(r['size'])}: CPU 1 thread {r['cpu_1_thread_ms']:.1f} ms, "
               f"Ψ2 on the GPU {r['psi2_on_gpu_ms']:.1f} ms ({r['cpu_1_thread_ms'] / r['psi2_on_gpu_ms']:.2f}× the CPU)")
