@@ -535,16 +535,19 @@ impl Driver {
         if session.is_finished() {
             return self.end_run();
         }
-        let Some(session) = self.session.as_mut() else {
+        if self.session.is_none() {
             return Reaction::default();
-        };
+        }
         let mut messages = vec![FromWorker::Progress {
             run_id: self.run_id,
             snapshot,
             paused: false,
         }];
         if unit_was_long(now_seconds() - started, budget_seconds) {
-            messages.push(checkpoint(self.run_id, session));
+            let backend = self.result_backend();
+            if let Some(session) = self.session.as_ref() {
+                messages.push(checkpoint(self.run_id, session, backend));
+            }
         }
         messages.extend(self.save_if_due());
         Reaction {
@@ -864,12 +867,14 @@ fn unit_was_long(step_seconds: f64, budget_seconds: f64) -> bool {
 /// The result the run would give if it were stopped now, without stopping it: what the page shows
 /// if it must end a worker that is inside a long unit of work and cannot read the stop request
 /// (a single-threaded worker reads messages only between units).
-fn checkpoint(run_id: u64, session: &Session) -> FromWorker {
+fn checkpoint(run_id: u64, session: &Session, backend: String) -> FromWorker {
     let mut stopped = session.clone();
     stopped.stop();
+    let mut result = stopped.result();
+    result.backend = backend;
     FromWorker::Checkpoint {
         run_id,
-        result: Box::new(stopped.result()),
+        result: Box::new(result),
     }
 }
 
@@ -1123,7 +1128,9 @@ mod tests {
             g = driver.tick(g, 0.01).step.unwrap();
         }
         let session = driver.session.as_ref().unwrap();
-        let FromWorker::Checkpoint { run_id, result } = checkpoint(driver.run_id, session) else {
+        let backend = driver.result_backend();
+        let FromWorker::Checkpoint { run_id, result } = checkpoint(driver.run_id, session, backend)
+        else {
             panic!("a checkpoint")
         };
         assert_eq!(run_id, 1);
