@@ -359,6 +359,9 @@ fn discover_with_the_gpu_says_what_of_a_collapsed_run_it_computes() {
     );
     let result = std::fs::read_to_string(dir.path().join("run/result.json")).unwrap();
     assert!(result.contains("\"backend\": \"GPU (f32, "), "{result}");
+    // Nothing of this run reached the device, so it reports no GPU iterations.
+    let json: serde_json::Value = serde_json::from_str(&result).unwrap();
+    assert!(json.get("gpu").is_none(), "{}", json["gpu"]);
 }
 
 /// The executor's plan, which the native backend blocks on and the browser's worker awaits:

@@ -815,13 +815,17 @@ impl Session {
 
     /// Counts `traffic`, what crossed to and from a GPU while it computed the whole of the unit
     /// begun (before [`Session::finish_unit`]), into the result's `gpu.steady_state` when the
-    /// unit is an iteration: every iteration after the first since the session was made or
-    /// resumed (the warm-up creates the device's resident buffers and bind groups).
+    /// unit is an iteration that used the device (at least one submission): every such iteration
+    /// after the first since the session was made or resumed (the warm-up creates the device's
+    /// resident buffers and bind groups). An iteration the host computed alone (a collapsed
+    /// bound below the Ψ2 threshold) is not a GPU iteration.
     pub fn count_device_traffic(&mut self, traffic: DeviceTraffic) {
-        if !matches!(
-            self.pending.as_ref().map(|p| &p.unit),
-            Some(Unit::Iteration(_))
-        ) {
+        if traffic.submissions == 0
+            || !matches!(
+                self.pending.as_ref().map(|p| &p.unit),
+                Some(Unit::Iteration(_))
+            )
+        {
             return;
         }
         let evaluations = self.unit_job_count();
