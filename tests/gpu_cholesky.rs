@@ -171,6 +171,19 @@ fn the_jitter_ladder_runs_on_the_device_as_on_the_cpu() {
     );
 }
 
+/// Ã = U Σ Vᵀ (M × T) with the quickly decaying spectrum of a smooth kernel's L⁻¹ K_Zt: singular
+/// values from 1 down to 10⁻⁵, U and V random orthonormal.
+fn smooth_a_tilde(m: usize, t: usize, rng: &mut ChaCha8Rng) -> DMatrix<f64> {
+    let u = DMatrix::from_fn(m, m, |_, _| rng.random_range(-1.0..1.0))
+        .qr()
+        .q();
+    let v = DMatrix::from_fn(t, m, |_, _| rng.random_range(-1.0..1.0))
+        .qr()
+        .q();
+    let sigma = DVector::from_fn(m, |k, _| 10f64.powf(-5.0 * k as f64 / (m - 1) as f64));
+    &u * DMatrix::from_diagonal(&sigma) * v.transpose()
+}
+
 /// float32 with nalgebra's Cholesky and inverse (IEEE single precision, as a float32 shader
 /// computes them), for the precision comparison.
 fn float32_inverse_factor(a: &DMatrix<f64>) -> Option<DMatrix<f64>> {
@@ -188,16 +201,7 @@ fn double_float_keeps_the_inverse_factor_where_float32_loses_it() {
     let Some(gpu) = gpu() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(36);
     let (m, t, n) = (100, 400, 1000.0);
-    // Ã = L⁻¹ K_Zt has the quickly decaying spectrum of a smooth kernel's: singular values from
-    // 1 down to 10⁻⁵ (U, V random orthonormal).
-    let u = DMatrix::from_fn(m, m, |_, _| rng.random_range(-1.0..1.0))
-        .qr()
-        .q();
-    let v = DMatrix::from_fn(t, m, |_, _| rng.random_range(-1.0..1.0))
-        .qr()
-        .q();
-    let sigma = DVector::from_fn(m, |k, _| 10f64.powf(-5.0 * k as f64 / (m - 1) as f64));
-    let a_tilde = &u * DMatrix::from_diagonal(&sigma) * v.transpose();
+    let a_tilde = smooth_a_tilde(m, t, &mut rng);
     // The bound's weights s_t (positive, spread over a decade), scaled by N as the natural
     // gradient's Λ is (N/b per minibatch row).
     let s = DVector::from_fn(t, |_, _| n * 10f64.powf(rng.random_range(-1.0..0.0)));
@@ -253,17 +257,10 @@ fn the_natural_step_on_the_device_equals_the_cpus() {
     let Some(gpu) = gpu() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(37);
     let (m, t) = (60, 240);
-    // Ã = U Σ Vᵀ with a smooth kernel's decaying spectrum, the same directions at every step (as
-    // Ã drifts slowly in training), so P's small eigenvalues stay near 1.
-    let u = DMatrix::from_fn(m, m, |_, _| rng.random_range(-1.0..1.0))
-        .qr()
-        .q();
-    let v = DMatrix::from_fn(t, m, |_, _| rng.random_range(-1.0..1.0))
-        .qr()
-        .q();
+    // The same Ã at every step (it drifts slowly in training), so P's small eigenvalues stay
+    // near 1.
+    let a_tilde = smooth_a_tilde(m, t, &mut rng);
     let statistics = |phi2: f64, rng: &mut ChaCha8Rng| {
-        let sigma = DVector::from_fn(m, |k, _| 10f64.powf(-5.0 * k as f64 / (m - 1) as f64));
-        let a_tilde = &u * DMatrix::from_diagonal(&sigma) * v.transpose();
         let s = DVector::from_fn(t, |_, _| 1000.0 * 10f64.powf(rng.random_range(-1.0..0.0)));
         let lambda = &a_tilde * DMatrix::from_diagonal(&(&s / phi2)) * a_tilde.transpose();
         let r = DVector::from_fn(m, |_, _| rng.random_range(-1.0..1.0) / phi2.sqrt());
