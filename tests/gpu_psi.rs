@@ -379,8 +379,14 @@ fn the_plan_places_jobs_by_their_work_and_keeps_the_hosts_outcomes_when_the_devi
     let mut jobs = collapsed_jobs(&data, 8);
     let small = jobs.len();
     jobs.extend(collapsed_jobs(&data, 24));
-    let usage = DeviceUse { psi2_min_work: 5e4 };
-    let places: Vec<Placement> = jobs.iter().map(|j| placement(j, &gpu, usage)).collect();
+    let usage = DeviceUse {
+        psi2_min_work: 5e4,
+        families: None,
+    };
+    let places: Vec<Placement> = jobs
+        .iter()
+        .map(|j| placement(j, data.nrows(), &gpu, usage))
+        .collect();
     assert!(places[..small].iter().all(|&p| p == Placement::Host));
     assert!(places[small..]
         .iter()

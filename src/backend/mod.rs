@@ -10,6 +10,7 @@
 //! the device it drives ([`gpu`], which knows nothing of jobs), [`Pool`], the one way work fans
 //! out over threads, and [`heap`], how a native process keeps the bound's scratch memory.
 
+pub mod cost_model;
 pub mod gpu;
 pub mod gpu_executor;
 pub mod heap;
@@ -39,6 +40,12 @@ pub trait Backend: fmt::Debug + Send + Sync {
     /// backend computes on one; None for the CPU and after a GPU was given up.
     fn device_traffic(&self) -> Option<gpu::DeviceTraffic> {
         None
+    }
+
+    /// Where this backend placed each kind of work it measured, and why ([`DeviceChoice`]);
+    /// empty for the CPU.
+    fn device_choices(&self) -> Vec<cost_model::DeviceChoice> {
+        Vec::new()
     }
 }
 

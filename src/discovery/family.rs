@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gp::collapsed::{
     CollapsedFit, CollapsedModel, CollapsedParams, FitSettings, GpInitialisation, LatentStart,
-    StageStats, MIN_START_SE_VARIANCE,
+    Psi2Device, StageStats, MIN_START_SE_VARIANCE,
 };
 use crate::gp::lbfgs::{LbfgsSettings, StallRule, StopReason};
 use crate::gp::resolution::resolution_noise_floor;
@@ -617,6 +617,19 @@ pub fn family_score(
     family_fit(data, child, parents, settings, seed, warm).map(|f| f.score)
 }
 
+/// [`family_score`] with every fit's Ψ2 sums on `device` ([`family_fit_on`]).
+pub fn family_score_on(
+    data: &DMatrix<f64>,
+    child: usize,
+    parents: &[usize],
+    settings: &FamilyScoreSettings,
+    seed: u64,
+    warm: Option<&WarmStart>,
+    device: Option<&dyn Psi2Device>,
+) -> Result<FamilyScore, String> {
+    family_fit_on(data, child, parents, settings, seed, warm, device).map(|f| f.score)
+}
+
 /// [`family_score`] and the best fit itself (its parameters, for predictions from the model that
 /// was scored): the same fits from the same seeds, so `score` is [`family_score`]'s value bit for
 /// bit. The model's inputs are the columns `parents` in the order given (sorted, for a warm
@@ -629,11 +642,29 @@ pub fn family_fit(
     seed: u64,
     warm: Option<&WarmStart>,
 ) -> Result<FamilyFit, String> {
+    family_fit_on(data, child, parents, settings, seed, warm, None)
+}
+
+/// [`family_fit`] with every fit's Ψ2 sums on `device` when one is given (the same fits from the
+/// same seeds, to within the device's rounding).
+pub fn family_fit_on(
+    data: &DMatrix<f64>,
+    child: usize,
+    parents: &[usize],
+    settings: &FamilyScoreSettings,
+    seed: u64,
+    warm: Option<&WarmStart>,
+    device: Option<&dyn Psi2Device>,
+) -> Result<FamilyFit, String> {
     let n = data.nrows();
     let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
     let y = DVector::from_fn(n, |r, _| data[(r, child)]);
     let floor = resolution_noise_floor(y.as_slice(), NOISE_VARIANCE_FLOOR);
     let model = CollapsedModel::with_noise_floor(x, y, floor).map_err(|e| e.to_string())?;
+    let model = match device {
+        Some(device) => model.on_device(device),
+        None => model,
+    };
     let family_seed = family_seed(seed, child, parents);
     // The warm start, when the scheme takes one and `warm` is a subset with one parent fewer.
     let warm_params = match settings.scheme {

@@ -17,7 +17,7 @@ use super::bivariate::{pair_evidence, DirectionEvidence, PairTest};
 use super::cgp::component::Component;
 use super::cgp::start::VariableStart;
 use super::cgp::{Evaluation, EvaluationError, Variable};
-use super::family::{family_score, FamilyScore, FamilyScoreSettings, WarmStart};
+use super::family::{family_score_on, FamilyScore, FamilyScoreSettings, WarmStart};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
 
 /// A [`Job::Refine`]'s work, with Ψ2's sums on `device` when one is given: `component` (without
@@ -117,6 +117,12 @@ impl Job<'_> {
     /// Does the work on `data`. Never panics on bad input: a job that does not fit the data
     /// answers with an error in its outcome.
     pub fn run(&self, data: &DMatrix<f64>) -> Outcome {
+        self.run_on(data, None)
+    }
+
+    /// [`Job::run`] with the Ψ2 sums of a refit's or a family's fits on `device` when one is
+    /// given (the other jobs have none to move).
+    pub fn run_on(&self, data: &DMatrix<f64>, device: Option<&dyn Psi2Device>) -> Outcome {
         match self {
             Job::Evaluate {
                 variable,
@@ -135,7 +141,7 @@ impl Job<'_> {
                 iterations,
             } => {
                 let (fitted, objective) =
-                    refine(data, component, *without, *jitter, *iterations, None);
+                    refine(data, component, *without, *jitter, *iterations, device);
                 Outcome::Refined {
                     component: Box::new(fitted),
                     objective: objective.map_err(|e| e.to_string()),
@@ -160,7 +166,15 @@ impl Job<'_> {
                 let valid = *child < data.ncols()
                     && parents.iter().all(|&j| j < data.ncols() && j != *child);
                 Outcome::Family(if valid {
-                    family_score(data, *child, parents, settings, *seed, warm.as_deref())
+                    family_score_on(
+                        data,
+                        *child,
+                        parents,
+                        settings,
+                        *seed,
+                        warm.as_deref(),
+                        device,
+                    )
                 } else {
                     Err(format!(
                         "family {child} | {parents:?} does not fit data with {} columns",
@@ -176,6 +190,15 @@ impl Job<'_> {
                     seconds: crate::clock::now_seconds() - started,
                 }
             }
+        }
+    }
+
+    /// (N, M) of a family's fits on data of `rows` rows (every fit has a latent input, so each
+    /// evaluation has N·M² Ψ2 work), or `None` for another job.
+    pub fn family_psi2_shape(&self, rows: usize) -> Option<(usize, usize)> {
+        match self {
+            Job::Family { settings, .. } => Some((rows, settings.inducing.clamp(1, rows.max(1)))),
+            _ => None,
         }
     }
 
@@ -263,7 +286,7 @@ impl Outcome {
 mod tests {
     use super::*;
     use crate::discovery::cgp::{CheckedSettings, Preset};
-    use crate::discovery::family::{ColdFits, FamilyFitScheme};
+    use crate::discovery::family::{family_score, ColdFits, FamilyFitScheme};
     use rand::SeedableRng;
 
     /// A nonlinear chain a → b → c, standardised enough for the fits.

@@ -23,6 +23,7 @@ use super::exact_search::{cache_key, ExactProgress, ExactSearch};
 use crate::clock::now_seconds;
 use std::sync::Arc;
 
+use crate::backend::cost_model::DeviceChoice;
 use crate::backend::gpu::{DeviceTraffic, GpuReport, SteadyState};
 use crate::backend::{Backend, CpuBackend, Pool, PoolError};
 use crate::data::Dataset;
@@ -206,6 +207,10 @@ pub struct RunResult {
     /// How the GPU engine behaved, when a GPU computed iterations of this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuReport>,
+    /// Where a GPU backend placed each kind of work it measured (the exact search's family fits),
+    /// with the timings that placed it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_choices: Vec<DeviceChoice>,
     /// Wall time of this run's iterations after the first (none for a run without any).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration_time: Option<IterationTime>,
@@ -1518,6 +1523,7 @@ impl Session {
                 .gpu_traffic
                 .steady
                 .map(|steady_state| GpuReport { steady_state }),
+            device_choices: self.backend.device_choices(),
             version: env!("CARGO_PKG_VERSION").into(),
             method: s.method,
             method_reason: self.method_reason.clone(),

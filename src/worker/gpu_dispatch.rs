@@ -74,19 +74,21 @@ pub fn set_psi2_min_work(work: f64) {
 }
 
 /// How units use the device here.
-fn usage() -> DeviceUse {
+fn usage() -> DeviceUse<'static> {
     DeviceUse {
         psi2_min_work: STATE.with(|s| s.borrow().psi2_min_work.unwrap_or(PSI2_MIN_WORK)),
+        // A browser worker cannot block inside a fit: family fits stay on the CPU here.
+        families: None,
     }
 }
 
-/// Whether this worker computes `dispatch` itself: it has evaluations for a working device, or
+/// Whether this worker computes `dispatch` (on data of `rows` rows) itself: it has evaluations for a working device, or
 /// there is no pool to send it to (`workers` is 1) and it is not a unit of family fits. Family
 /// fits go to a compute worker even when one is asked for, so that this worker stays free to act
 /// on a stop at once inside a fit of many seconds (the driver dispatches them for that reason).
 /// (A unit with device work runs its other jobs here too; in a continuous search, units are all
 /// evaluations or none.)
-pub fn takes(dispatch: &Dispatch, workers: usize) -> bool {
+pub fn takes(dispatch: &Dispatch, workers: usize, rows: usize) -> bool {
     let families = dispatch
         .jobs
         .iter()
@@ -97,7 +99,7 @@ pub fn takes(dispatch: &Dispatch, workers: usize) -> bool {
             dispatch
                 .jobs
                 .iter()
-                .any(|job| has_device_work(job, &gpu, usage))
+                .any(|job| has_device_work(job, rows, &gpu, usage))
         })
 }
 

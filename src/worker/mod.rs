@@ -106,8 +106,11 @@ fn react(reaction: Reaction) {
         compute_pool::reset();
     }
     if let Some(dispatch) = reaction.dispatch {
-        let workers = DRIVER.with(|d| d.borrow().workers());
-        if gpu_dispatch::takes(&dispatch, workers) {
+        let (workers, rows) = DRIVER.with(|d| {
+            let driver = d.borrow();
+            (driver.workers(), driver.data().map_or(0, |(_, data)| data.nrows()))
+        });
+        if gpu_dispatch::takes(&dispatch, workers, rows) {
             match run_data(dispatch.data_id) {
                 Some(data) => gpu_dispatch::dispatch(dispatch, data),
                 None => post(&FromWorker::Failed {

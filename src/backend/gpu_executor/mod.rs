@@ -16,6 +16,8 @@
 //! Owns: the placement of jobs, the plan, and the native [`GpuBackend`]. The device and its
 //! kernels (`super::gpu`) know nothing of jobs.
 
+#[cfg(not(target_arch = "wasm32"))]
+mod coalesce;
 mod evaluations;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
@@ -27,26 +29,33 @@ use nalgebra::DMatrix;
 
 pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests};
 #[cfg(not(target_arch = "wasm32"))]
+pub use coalesce::{CoalescedPsi2, GATHER_SECONDS};
+#[cfg(not(target_arch = "wasm32"))]
 pub use native::GpuBackend;
 pub use psi_replay::{CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
 
+use super::cost_model::{PlacementProbe, Side};
 use super::gpu::{Gpu, GpuError};
 use super::Pool;
 use crate::discovery::cgp::{EvaluationError, Variable};
 use crate::discovery::jobs::{Job, Outcome};
 
 /// How a batch uses the device.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DeviceUse {
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceUse<'p> {
     /// N·M² from which a collapsed evaluation's (or refit's) Ψ2 sums go to the device
     /// ([`PSI2_MIN_WORK`]; the tests lower it to 0).
     pub psi2_min_work: f64,
+    /// Where the exact search's family fits compute, measured ([`PlacementProbe`]); natively
+    /// only (a fit blocks on the device). None: on the host.
+    pub families: Option<&'p PlacementProbe>,
 }
 
-impl Default for DeviceUse {
+impl Default for DeviceUse<'_> {
     fn default() -> Self {
         Self {
             psi2_min_work: PSI2_MIN_WORK,
+            families: None,
         }
     }
 }
@@ -65,6 +74,10 @@ pub enum Placement {
     /// A restart's final bound, its predictions on the device chunk by chunk of rows (natively
     /// only: the bound blocks on the device).
     FinalBound,
+    /// A family fit of the exact search, timed for the placement probe: its fits' Ψ2 sums on
+    /// the device (shared submissions with the batch's other fits), or all of it on the host
+    /// (natively only: the fits block on the device).
+    FamilyFit { on_device: bool },
     /// The host, as without a GPU.
     Host,
 }
@@ -73,8 +86,8 @@ pub enum Placement {
 /// worker must not).
 const MAY_BLOCK: bool = cfg!(not(target_arch = "wasm32"));
 
-/// Where `job` runs when `gpu` is present (see [`Placement`]).
-pub fn placement(job: &Job<'_>, gpu: &Gpu, usage: DeviceUse) -> Placement {
+/// Where `job` (on data of `rows` rows) runs when `gpu` is present (see [`Placement`]).
+pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) -> Placement {
     let psi2_fits =
         |n: usize, m: usize| (n * m * m) as f64 >= usage.psi2_min_work && gpu.psi2_fits(n, m);
     match job {
@@ -102,13 +115,26 @@ pub fn placement(job: &Job<'_>, gpu: &Gpu, usage: DeviceUse) -> Placement {
         {
             Placement::FinalBound
         }
+        Job::Family {
+            child, parents, ..
+        } if MAY_BLOCK => match (usage.families, job.family_psi2_shape(rows)) {
+            (Some(probe), Some((n, m))) if gpu.psi2_fits(n, m) => {
+                // While probing, the family's columns pick its side: the same family always
+                // goes to the same side, and a batch's families are spread over both.
+                let parity = (child + parents.iter().sum::<usize>() + parents.len()) % 2 == 0;
+                Placement::FamilyFit {
+                    on_device: probe.side(parity) == Side::Device,
+                }
+            }
+            _ => Placement::Host,
+        },
         _ => Placement::Host,
     }
 }
 
-/// Whether `job` has work for `gpu` ([`placement`] is not the host).
-pub fn has_device_work(job: &Job<'_>, gpu: &Gpu, usage: DeviceUse) -> bool {
-    placement(job, gpu, usage) != Placement::Host
+/// Whether `job` (on data of `rows` rows) has work for `gpu` ([`placement`] is not the host).
+pub fn has_device_work(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) -> bool {
+    placement(job, rows, gpu, usage) != Placement::Host
 }
 
 /// A batch whose device work failed: the device's error, and the outcomes finished before it
@@ -148,12 +174,28 @@ pub async fn run_batch(
     host: &Pool,
     data: &DMatrix<f64>,
     jobs: &[Job<'_>],
-    usage: DeviceUse,
+    usage: DeviceUse<'_>,
     awaiting: &dyn Fn(),
 ) -> Result<Vec<Outcome>, BatchFailure> {
-    let places: Vec<Placement> = jobs.iter().map(|j| placement(j, gpu, usage)).collect();
+    let mut places: Vec<Placement> = jobs
+        .iter()
+        .map(|j| placement(j, data.nrows(), gpu, usage))
+        .collect();
+    if let Some(probe) = usage.families {
+        // While probing, only the jobs the probe still lacks go to the device.
+        let mut allowed = probe.device_jobs_allowed();
+        for place in places.iter_mut() {
+            if *place == (Placement::FamilyFit { on_device: true }) {
+                if allowed == 0 {
+                    *place = Placement::FamilyFit { on_device: false };
+                }
+                allowed = allowed.saturating_sub(1);
+            }
+        }
+    }
     let mut done: Vec<Option<Outcome>> = vec![None; jobs.len()];
-    match device_and_host(gpu, host, data, jobs, &places, awaiting, &mut done).await {
+    let steps = device_and_host(gpu, host, data, jobs, &places, usage, awaiting, &mut done);
+    match steps.await {
         Ok(()) => Ok(done
             .into_iter()
             .map(|o| o.unwrap_or_else(not_run))
@@ -165,15 +207,21 @@ pub async fn run_batch(
 /// The plan's steps, each outcome written into `done` as it is finished: the predictions
 /// submitted first, so the device works while the host runs its jobs, then the collapsed passes,
 /// the blocking refits and final bounds, and last the evaluations' second halves.
+#[allow(clippy::too_many_arguments)] // the plan's inputs, each used by a step
 async fn device_and_host(
     gpu: &Gpu,
     host: &Pool,
     data: &DMatrix<f64>,
     jobs: &[Job<'_>],
     places: &[Placement],
+    usage: DeviceUse<'_>,
     awaiting: &dyn Fn(),
     done: &mut [Option<Outcome>],
 ) -> Result<(), GpuError> {
+    // The family fits' probe is used by the native step only (a browser worker cannot block
+    // inside a fit).
+    #[cfg(target_arch = "wasm32")]
+    let _ = usage;
     let at = |place: Placement| -> Vec<usize> {
         (0..jobs.len()).filter(|&k| places[k] == place).collect()
     };
@@ -211,6 +259,16 @@ async fn device_and_host(
         }
         for k in at(Placement::FinalBound) {
             done[k] = Some(native::final_bound_on_device(gpu, data, &jobs[k])?);
+        }
+        let families: Vec<usize> = (0..jobs.len())
+            .filter(|&k| matches!(places[k], Placement::FamilyFit { .. }))
+            .collect();
+        if let (false, Some(probe)) = (families.is_empty(), usage.families) {
+            let outcomes =
+                native::families_on_device(gpu, host, data, jobs, &families, places, probe)?;
+            for (&k, outcome) in families.iter().zip(outcomes) {
+                done[k] = Some(outcome);
+            }
         }
     }
     let predictions = match submitted {

@@ -15,23 +15,30 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use nalgebra::DMatrix;
 
-use super::{run_batch, DeviceUse};
+use super::{run_batch, CoalescedPsi2, DeviceUse, Placement};
+use crate::backend::cost_model::{DeviceChoice, PlacementProbe, Side};
 use crate::backend::gpu::{DeviceTraffic, Gpu, GpuError, Psi2Factors, Psi2Sums};
 use crate::backend::{Backend, CpuBackend, Job, Outcome, Pool};
 use crate::discovery::jobs;
 use crate::gp::collapsed::Psi2Device;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
+use crate::clock::now_seconds;
 
-/// The GPU for the uncollapsed bound's predictions and large collapsed Ψ2 sums, the CPU for the
-/// rest and after a failure.
+/// What the family fits' probe is about (its report's `work`).
+const FAMILY_FITS: &str = "family fits";
+
+/// The GPU for the uncollapsed bound's predictions, large collapsed Ψ2 sums and (where measured
+/// faster) the family fits' Ψ2 sums, the CPU for the rest and after a failure.
 pub struct GpuBackend {
     gpu: Arc<Gpu>,
     cpu: CpuBackend,
     /// Why the GPU was given up, once it has been.
     failed: Mutex<Option<String>>,
-    /// How batches use the device.
-    usage: DeviceUse,
+    /// N·M² from which collapsed evaluations' and refits' Ψ2 sums go to the device.
+    psi2_min_work: f64,
+    /// Where the exact search's family fits compute: measured, unless forced.
+    families: PlacementProbe,
 }
 
 impl fmt::Debug for GpuBackend {
@@ -50,7 +57,8 @@ impl GpuBackend {
             gpu,
             cpu,
             failed: Mutex::new(None),
-            usage: DeviceUse::default(),
+            psi2_min_work: DeviceUse::default().psi2_min_work,
+            families: PlacementProbe::measured(FAMILY_FITS),
         }
     }
 
@@ -58,10 +66,24 @@ impl GpuBackend {
     /// (0: all of them; the tests' setting).
     pub fn with_psi2_min_work(self, work: f64) -> Self {
         Self {
-            usage: DeviceUse {
-                psi2_min_work: work,
-            },
+            psi2_min_work: work,
             ..self
+        }
+    }
+
+    /// The same backend with the exact search's family fits always on `side` (the tests', and
+    /// `--family-fits`), instead of where the probe measures them cheaper.
+    pub fn with_family_fits_on(self, side: Side) -> Self {
+        Self {
+            families: PlacementProbe::forced(FAMILY_FITS, side),
+            ..self
+        }
+    }
+
+    fn usage(&self) -> DeviceUse<'_> {
+        DeviceUse {
+            psi2_min_work: self.psi2_min_work,
+            families: Some(&self.families),
         }
     }
 
@@ -175,6 +197,49 @@ pub(super) fn refits_on_device(
     }
 }
 
+/// The family fits of `jobs` at `indices` on `host`, in that order, each timed for `probe`:
+/// those placed on the device ([`Placement::FamilyFit`] `on_device`) with their fits' Ψ2 sums
+/// in submissions shared with the other fits running at once ([`CoalescedPsi2`]), the others
+/// wholly on the host. `Err` when a GPU step failed.
+pub(super) fn families_on_device(
+    gpu: &Gpu,
+    host: &Pool,
+    data: &DMatrix<f64>,
+    jobs: &[Job<'_>],
+    indices: &[usize],
+    places: &[Placement],
+    probe: &PlacementProbe,
+) -> Result<Vec<Outcome>, GpuError> {
+    let device = CoalescedPsi2::new(gpu);
+    let results = host.map(indices, |&k| {
+        let on_device = matches!(places[k], Placement::FamilyFit { on_device: true });
+        let running = on_device.then(|| device.enter());
+        let started = now_seconds();
+        let outcome = jobs[k].run_on(data, on_device.then_some(&device as &dyn Psi2Device));
+        let seconds = now_seconds() - started;
+        drop(running);
+        if let (Outcome::Family(Ok(score)), Some((_, m))) =
+            (&outcome, jobs[k].family_psi2_shape(data.nrows()))
+        {
+            // A unit: 10⁶ Ψ2 terms (each evaluation has N·M² per model input: the parents
+            // and w), so families of every size are compared on one scale.
+            let inputs = match &jobs[k] {
+                Job::Family { parents, .. } => parents.len() + 1,
+                _ => 1,
+            };
+            let evaluations: usize = score.fits.iter().map(|f| f.evaluations()).sum();
+            let units = (evaluations * inputs) as f64 * (data.nrows() * m * m) as f64 / 1e6;
+            let side = if on_device { Side::Device } else { Side::Host };
+            probe.record(side, seconds, units);
+        }
+        outcome
+    });
+    match device.failure() {
+        Some(error) => Err(error),
+        None => Ok(results),
+    }
+}
+
 /// The GPU as the [`Psi2Device`] of concurrent fits, one submission per call, keeping the first
 /// device error whole (a fit sees only its text, as a failed evaluation).
 struct RecordingPsi2<'a> {
@@ -221,12 +286,16 @@ impl Backend for GpuBackend {
         self.failure().is_none().then(|| self.gpu.traffic())
     }
 
+    fn device_choices(&self) -> Vec<DeviceChoice> {
+        self.families.choice().into_iter().collect()
+    }
+
     fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome> {
         if self.failure().is_some() {
             return self.cpu.run(data, jobs);
         }
         let host = self.cpu.pool();
-        match pollster::block_on(run_batch(&self.gpu, host, data, jobs, self.usage, &|| {})) {
+        match pollster::block_on(run_batch(&self.gpu, host, data, jobs, self.usage(), &|| {})) {
             Ok(outcomes) => outcomes,
             Err(failure) => {
                 // The jobs are values: computing the unfinished ones again on the CPU loses

@@ -27,13 +27,13 @@ use crate::gp::collapsed::Psi2Device;
 pub const PSI2_MIN_WORK: f64 = 2e7;
 
 /// What an evaluation asked its [`Psi2Replay`] for and did not get yet.
-enum Psi2Wanted {
+pub(super) enum Psi2Wanted {
     Pairs(Psi2Factors),
     Rows(Psi2Factors, DMatrix<f64>),
 }
 
 impl Psi2Wanted {
-    fn request(&self) -> Psi2Request<'_> {
+    pub(super) fn request(&self) -> Psi2Request<'_> {
         match self {
             Psi2Wanted::Pairs(f) => Psi2Request::Pairs(f),
             Psi2Wanted::Rows(f, w) => Psi2Request::Rows(f, w),

@@ -107,8 +107,9 @@ fn choose_backend(
         let settings = session.settings();
         if settings.method == Method::Exact {
             errln!(
-                "note: --backend gpu: the exact search's family fits have no GPU path yet and run \
-                 on the CPU"
+                "note: --backend gpu: the exact search's first family fits are timed with their \
+                 Ψ2 sums on the GPU and on the CPU, and the rest compute where that was faster \
+                 (result.json's device_choices gives the figures)"
             );
         } else if settings.bound != BoundKind::Uncollapsed {
             errln!(
@@ -352,6 +353,14 @@ fn drive(
     }
     if let Some(x) = &result.exact {
         outln!("family fits: {}", x.fit_work.describe());
+    }
+    for choice in &result.device_choices {
+        outln!(
+            "{} on the {}: {}",
+            choice.work,
+            choice.chosen,
+            terminal_safe(&choice.reason)
+        );
     }
     for f in &result.failures {
         errln!("warning: {}", terminal_safe(f));

@@ -39,10 +39,11 @@ use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
 use super::bound::{
-    collapsed_bound_with_grad, posterior_mean_at_data, CollapsedGrad, CollapsedParams,
+    collapsed_bound_with_grad, collapsed_bound_with_grad_on, posterior_mean_at_data,
+    CollapsedGrad, CollapsedParams,
 };
 use super::noise::{linear_regression_evidence, root_noise_value};
-use super::psi::LatentPosterior;
+use super::psi::{LatentPosterior, Psi2Device};
 use super::CollapsedError;
 use crate::gp::adam::{Adam, AdamSettings};
 use crate::gp::encoder::{FreeLatents, LATENT_VARIANCE_FLOOR};
@@ -281,16 +282,55 @@ pub struct CollapsedFit {
     pub lbfgs_trace: Vec<f64>,
 }
 
-/// The data of one collapsed model: parents X_pa (N × |pa|, possibly no columns) and y (N).
-#[derive(Debug, Clone, PartialEq)]
-pub struct CollapsedModel {
+/// The data of one collapsed model: parents X_pa (N × |pa|, possibly no columns) and y (N), and
+/// where its fits compute Ψ2's O(N M²) sums: on the calling thread, or on a device
+/// ([`CollapsedModel::on_device`]; the same fits to within the device's rounding).
+#[derive(Clone)]
+pub struct CollapsedModel<'d> {
     parents: DMatrix<f64>,
     y: DVector<f64>,
     noise_floor: f64,
     noise_value: f64,
+    device: Option<&'d dyn Psi2Device>,
 }
 
-impl CollapsedModel {
+impl std::fmt::Debug for CollapsedModel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CollapsedModel")
+            .field("parents", &self.parents.shape())
+            .field("rows", &self.y.len())
+            .field("noise_floor", &self.noise_floor)
+            .field("noise_value", &self.noise_value)
+            .field("on_device", &self.device.is_some())
+            .finish()
+    }
+}
+
+impl PartialEq for CollapsedModel<'_> {
+    /// The same data and floor (where Ψ2 is computed does not change the model).
+    fn eq(&self, other: &Self) -> bool {
+        self.parents == other.parents
+            && self.y == other.y
+            && self.noise_floor == other.noise_floor
+            && self.noise_value == other.noise_value
+    }
+}
+
+impl<'d> CollapsedModel<'d> {
+    /// The same model with its fits' Ψ2 sums (forward and reverse, when the model has a latent
+    /// input) computed by `device`.
+    pub fn on_device<'e>(self, device: &'e dyn Psi2Device) -> CollapsedModel<'e> {
+        CollapsedModel {
+            parents: self.parents,
+            y: self.y,
+            noise_floor: self.noise_floor,
+            noise_value: self.noise_value,
+            device: Some(device),
+        }
+    }
+}
+
+impl CollapsedModel<'static> {
     /// Checks the data (N ≥ 1 rows, matching lengths, finite values) and computes F_noise, with
     /// φ² ≥ [`NOISE_VARIANCE_FLOOR`].
     pub fn new(parents: DMatrix<f64>, y: DVector<f64>) -> Result<Self, FitError> {
@@ -342,9 +382,13 @@ impl CollapsedModel {
             y,
             noise_floor,
             noise_value,
+            device: None,
         })
     }
 
+}
+
+impl CollapsedModel<'_> {
     /// The floor of φ² in this model.
     pub fn noise_floor(&self) -> f64 {
         self.noise_floor
@@ -782,7 +826,14 @@ impl CollapsedModel {
     ) -> Result<CollapsedFit, CollapsedError> {
         let objective = |raw: &[f64]| -> Result<(f64, Vec<f64>), CollapsedError> {
             let params = layout.unpack(raw);
-            let (f, g) = collapsed_bound_with_grad(&self.parents, &self.y, &params, jitter)?;
+            let (f, g) = collapsed_bound_with_grad_on(
+                &self.parents,
+                &self.y,
+                &params,
+                jitter,
+                1.0,
+                self.device,
+            )?;
             Ok((f, layout.raw_gradient(raw, &g)))
         };
 
