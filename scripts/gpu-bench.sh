@@ -11,7 +11,10 @@
 #   5. the collapsed bound at (N, M, D) = (5000, 400, 20): CPU on 1 thread against Ψ2 on the GPU;
 #   6. `occam discover --preset paper` seconds per iteration, GPU against all CPU cores, on a
 #      10-variable × 1000-row set (DATA=file.csv, else ../shared/data's ER1_d10_s0, else one made
-#      by `occam generate`).
+#      by `occam generate`);
+#   7. `occam discover --method exact` (the family fits' Ψ2 sums on the GPU where its measured
+#      probe finds them faster) against all CPU cores, on a 3-variable set (EXACT_DATA=file.csv),
+#      with the probe's figures per unit of work on each side.
 # Under 8 minutes on an H100/H200. `--quick` shrinks every size to a smoke test (the test command
 # runs it on lavapipe, about a minute).
 #
@@ -131,6 +134,22 @@ for backend in gpu cpu; do
     || say "discover on $backend failed: $(tail -2 "$OUT/discover-$backend.log")"
 done
 
+# --- 7: the exact search's family fits, GPU (measured probe) against all CPU cores -------------
+EXACT_DATA=${EXACT_DATA:-../shared/data/synthetic/3var/chain_s0/data.csv}
+if [ ! -f "$EXACT_DATA" ]; then
+  EXACT_DATA="$OUT/chain3/data.csv"
+  "$OCCAM_BIN" generate --graph er --nodes 3 --edges-per-node 1 --samples 1000 \
+    --mechanism mlp --out "$OUT/chain3" >/dev/null
+fi
+exact_rows=$([ "$QUICK" = 1 ] && echo 150 || echo all)
+for backend in gpu cpu; do
+  say "# occam discover --method exact --max-rows $exact_rows --backend $backend"
+  timeout 240 "$OCCAM_BIN" discover "$EXACT_DATA" --method exact --max-rows "$exact_rows" \
+    --backend "$backend" --threads 0 --quiet --out "$OUT/exact-$backend" >/dev/null \
+    2>"$OUT/exact-$backend.log" \
+    || say "exact discover on $backend failed: $(tail -2 "$OUT/exact-$backend.log")"
+done
+
 # --- summary ----------------------------------------------------------------------------------
 if command -v "$PY" >/dev/null 2>&1; then
   "$PY" - "$OUT" "$peak" <<'EOF'
@@ -200,6 +219,16 @@ for backend in ("gpu", "cpu"):
                  f"{steady['blocking_waits']} blocking waits, {steady['buffers_created']} buffers and "
                  f"{steady['bind_groups_created']} bind groups created, {steady['bytes_read_back'] / n:.0f} B read back "
                  f"and {steady['bytes_uploaded'] / n:.0f} B uploaded per variable per iteration")
+    print(line + f" [{res.get('backend', '')}]")
+for backend in ("gpu", "cpu"):
+    path = os.path.join(out, f"exact-{backend}", "result.json")
+    if not os.path.exists(path):
+        continue
+    res = json.load(open(path))
+    line = (f"discover --method exact on {backend}: {res['seconds']:.1f} s in all, "
+            f"{res.get('families_fitted', 0)} families, {len(res.get('edges', []))} edges")
+    for c in res.get("device_choices", []):
+        line += f"; {c['work']} on the {c['chosen']} ({c['reason']})"
     print(line + f" [{res.get('backend', '')}]")
 EOF
 fi

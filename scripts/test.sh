@@ -34,7 +34,7 @@ cargo build --bin occam
 smoke=$(OCCAM_BIN=target/debug/occam GPU_BENCH_BIN="$gpu_bench" scripts/gpu-bench.sh --quick 2>&1)
 printf '%s\n' "$smoke" | grep -v XDG_RUNTIME_DIR | tail -8
 for expected in '| (20, 32, 4, 3) |' 'GEMM Q·K' 'Cholesky factorisations' 'collapsed bound' 'steady state over' \
-  'discover --preset paper on cpu'; do
+  'discover --preset paper on cpu' 'discover --method exact on gpu' 'family fits on the'; do
   grep -qF "$expected" <<<"$smoke" || { echo "gpu-bench.sh --quick printed no '$expected'"; exit 1; }
 done
 

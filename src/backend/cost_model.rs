@@ -70,7 +70,14 @@ struct ProbeState {
     device: Samples,
     host: Samples,
     decided: Option<Side>,
+    /// (seconds the device's probe jobs ran, the host's longest job) when the device was given
+    /// up before its probe jobs finished.
+    abandoned: Option<(f64, f64)>,
 }
+
+/// How many times the host's longest probe job the device's probe jobs may run before the device
+/// is given up (its jobs are then computed on the host).
+pub const PROBE_PATIENCE: f64 = 4.0;
 
 /// The probe of one kind of work: forced to a side, or split between both until each has
 /// [`PROBE_JOBS_PER_SIDE`] timed jobs and then placed on the cheaper one for good.
@@ -153,6 +160,22 @@ impl PlacementProbe {
         }
     }
 
+    /// Whether the probe is still measuring (neither forced nor decided).
+    pub fn probing(&self) -> bool {
+        self.forced.is_none() && self.state().decided.is_none()
+    }
+
+    /// Gives the device up while probing: its probe jobs ran `device_seconds`, past
+    /// [`PROBE_PATIENCE`] times the host's longest job (`host_seconds`). The kind goes to the
+    /// host from now on.
+    pub fn abandon_device(&self, device_seconds: f64, host_seconds: f64) {
+        let mut state = self.state();
+        if self.forced.is_none() && state.decided.is_none() {
+            state.decided = Some(Side::Host);
+            state.abandoned = Some((device_seconds, host_seconds));
+        }
+    }
+
     /// The choice so far, with its figures; None before any job of the kind was timed.
     pub fn choice(&self) -> Option<DeviceChoice> {
         let state = self.state();
@@ -161,11 +184,23 @@ impl PlacementProbe {
         }
         let (device, host) = (state.device.per_unit(), state.host.per_unit());
         let figures = |d: Option<f64>, h: Option<f64>| match (d, h) {
-            (Some(d), Some(h)) => format!("{:.3} ms on the GPU, {:.3} ms on the CPU", d * 1e3, h * 1e3),
+            (Some(d), Some(h)) => {
+                format!("{:.3} ms on the GPU, {:.3} ms on the CPU", d * 1e3, h * 1e3)
+            }
             _ => "not both measured".into(),
         };
         let (chosen, reason) = match (self.forced, state.decided) {
             (Some(side), _) => (side, "forced (not measured)".to_string()),
+            (None, Some(side)) if state.abandoned.is_some() => {
+                let (device, host) = state.abandoned.unwrap_or_default();
+                (
+                    side,
+                    format!(
+                        "the GPU's probe jobs ran {device:.2} s, past {PROBE_PATIENCE}× the CPU's \
+                         longest ({host:.2} s): given up, and computed on the CPU"
+                    ),
+                )
+            }
             (None, Some(side)) => (
                 side,
                 format!(
@@ -214,7 +249,11 @@ mod tests {
         probe.record(Side::Device, 4.0, 2.0);
         probe.record(Side::Host, 1.0, 1.0);
         probe.record(Side::Device, 2.0, 1.0);
-        assert_eq!(probe.side(true), Side::Device, "undecided with one host job");
+        assert_eq!(
+            probe.side(true),
+            Side::Device,
+            "undecided with one host job"
+        );
         probe.record(Side::Host, 3.0, 3.0);
         assert_eq!(probe.side(true), Side::Host);
         assert_eq!(probe.side(false), Side::Host);
@@ -222,7 +261,11 @@ mod tests {
         assert_eq!(choice.chosen, "CPU");
         assert_eq!(choice.device_seconds_per_unit, Some(2.0));
         assert_eq!(choice.cpu_seconds_per_unit, Some(1.0));
-        assert!(choice.reason.contains("2000.000 ms on the GPU"), "{}", choice.reason);
+        assert!(
+            choice.reason.contains("2000.000 ms on the GPU"),
+            "{}",
+            choice.reason
+        );
         assert_eq!(probe.device_jobs_allowed(), usize::MAX);
         // The decision stands whatever is timed later.
         probe.record(Side::Host, 100.0, 1.0);
@@ -247,6 +290,23 @@ mod tests {
         let choice = forced.choice().unwrap();
         assert_eq!((choice.chosen.as_str(), choice.cpu_jobs), ("GPU", 0));
         assert!(choice.reason.starts_with("forced"));
+    }
+
+    #[test]
+    fn a_device_given_up_while_probing_sends_the_rest_to_the_host() {
+        let probe = PlacementProbe::measured("family fits");
+        assert!(probe.probing());
+        probe.record(Side::Host, 1.0, 1.0);
+        probe.abandon_device(9.0, 2.0);
+        assert!(!probe.probing());
+        assert_eq!(probe.side(true), Side::Host);
+        let choice = probe.choice().unwrap();
+        assert_eq!(choice.chosen, "CPU");
+        assert!(choice.reason.contains("9.00 s"), "{}", choice.reason);
+        // A forced probe is never given up.
+        let forced = PlacementProbe::forced("family fits", Side::Device);
+        forced.abandon_device(9.0, 2.0);
+        assert_eq!(forced.side(false), Side::Device);
     }
 
     #[test]

@@ -108,7 +108,10 @@ fn react(reaction: Reaction) {
     if let Some(dispatch) = reaction.dispatch {
         let (workers, rows) = DRIVER.with(|d| {
             let driver = d.borrow();
-            (driver.workers(), driver.data().map_or(0, |(_, data)| data.nrows()))
+            (
+                driver.workers(),
+                driver.data().map_or(0, |(_, data)| data.nrows()),
+            )
         });
         if gpu_dispatch::takes(&dispatch, workers, rows) {
             match run_data(dispatch.data_id) {

@@ -11,6 +11,7 @@
 //! shared its submission: the device computes each request's sums on its own.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -48,7 +49,14 @@ pub struct CoalescedPsi2<'g> {
     gather: Mutex<Gather>,
     changed: Condvar,
     failure: Mutex<Option<GpuError>>,
+    /// Whether the device was given up for these fits ([`CoalescedPsi2::abandon`]).
+    abandoned: AtomicBool,
+    /// When a request gives the device up by itself ([`CoalescedPsi2::give_up_at`]).
+    deadline: Mutex<Option<Instant>>,
 }
+
+/// What a request gets once the device was given up for these fits.
+pub const ABANDONED: &str = "the GPU was given up for these fits (slower than the CPU)";
 
 /// A running fit's registration; leaving (on drop) lets the others' requests go without it.
 pub struct Running<'c, 'g>(&'c CoalescedPsi2<'g>);
@@ -76,6 +84,8 @@ impl<'g> CoalescedPsi2<'g> {
             gather: Mutex::new(Gather::default()),
             changed: Condvar::new(),
             failure: Mutex::new(None),
+            abandoned: AtomicBool::new(false),
+            deadline: Mutex::new(None),
         }
     }
 
@@ -95,6 +105,25 @@ impl<'g> CoalescedPsi2<'g> {
         (gather.requests, gather.submissions)
     }
 
+    /// Gives the device up for these fits: every request from now on (and every one waiting)
+    /// fails with [`ABANDONED`], so the fits end soon and their caller computes them again on
+    /// the host.
+    pub fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+        let _gather = self.lock();
+        self.changed.notify_all();
+    }
+
+    /// Gives the device up ([`CoalescedPsi2::abandon`]) at the first request after `at`.
+    pub fn give_up_at(&self, at: Instant) {
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    /// Whether [`CoalescedPsi2::abandon`] was called.
+    pub fn was_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
+
     /// The first device error, if a submission failed.
     pub fn failure(self) -> Option<GpuError> {
         self.failure
@@ -105,6 +134,10 @@ impl<'g> CoalescedPsi2<'g> {
     /// Submits `wanted` with the other running fits' requests and waits for its sums.
     fn ask(&self, wanted: Psi2Wanted) -> Result<Psi2Sums, String> {
         let asked = Instant::now();
+        let deadline = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        if deadline.is_some_and(|at| asked > at) {
+            self.abandon();
+        }
         let gather_for = self.gather_for;
         let mut gather = self.lock();
         let ticket = gather.next_ticket;
@@ -114,6 +147,10 @@ impl<'g> CoalescedPsi2<'g> {
         loop {
             if let Some(answer) = gather.answers.remove(&ticket) {
                 return answer;
+            }
+            if self.was_abandoned() {
+                gather.waiting.retain(|(t, _)| *t != ticket);
+                return Err(ABANDONED.into());
             }
             let mine_waits = gather.waiting.iter().any(|(t, _)| *t == ticket);
             let complete = gather.waiting.len() >= gather.running.max(1);

@@ -27,9 +27,9 @@ use std::sync::{Mutex, PoisonError};
 
 use nalgebra::DMatrix;
 
-pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests};
 #[cfg(not(target_arch = "wasm32"))]
-pub use coalesce::{CoalescedPsi2, GATHER_SECONDS};
+pub use coalesce::{CoalescedPsi2, ABANDONED, GATHER_SECONDS};
+pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::GpuBackend;
 pub use psi_replay::{CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
@@ -115,19 +115,19 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
         {
             Placement::FinalBound
         }
-        Job::Family {
-            child, parents, ..
-        } if MAY_BLOCK => match (usage.families, job.family_psi2_shape(rows)) {
-            (Some(probe), Some((n, m))) if gpu.psi2_fits(n, m) => {
-                // While probing, the family's columns pick its side: the same family always
-                // goes to the same side, and a batch's families are spread over both.
-                let parity = (child + parents.iter().sum::<usize>() + parents.len()) % 2 == 0;
-                Placement::FamilyFit {
-                    on_device: probe.side(parity) == Side::Device,
+        Job::Family { child, parents, .. } if MAY_BLOCK => {
+            match (usage.families, job.family_psi2_shape(rows)) {
+                (Some(probe), Some((n, m))) if gpu.psi2_fits(n, m) => {
+                    // While probing, the family's columns pick its side: the same family always
+                    // goes to the same side, and a batch's families are spread over both.
+                    let parity = (child + parents.iter().sum::<usize>() + parents.len()) % 2 == 0;
+                    Placement::FamilyFit {
+                        on_device: probe.side(parity) == Side::Device,
+                    }
                 }
+                _ => Placement::Host,
             }
-            _ => Placement::Host,
-        },
+        }
         _ => Placement::Host,
     }
 }

@@ -12,18 +12,19 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use nalgebra::DMatrix;
 
 use super::{run_batch, CoalescedPsi2, DeviceUse, Placement};
-use crate::backend::cost_model::{DeviceChoice, PlacementProbe, Side};
+use crate::backend::cost_model::{DeviceChoice, PlacementProbe, Side, PROBE_PATIENCE};
 use crate::backend::gpu::{DeviceTraffic, Gpu, GpuError, Psi2Factors, Psi2Sums};
 use crate::backend::{Backend, CpuBackend, Job, Outcome, Pool};
+use crate::clock::now_seconds;
 use crate::discovery::jobs;
 use crate::gp::collapsed::Psi2Device;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
-use crate::clock::now_seconds;
 
 /// What the family fits' probe is about (its report's `work`).
 const FAMILY_FITS: &str = "family fits";
@@ -211,13 +212,38 @@ pub(super) fn families_on_device(
     probe: &PlacementProbe,
 ) -> Result<Vec<Outcome>, GpuError> {
     let device = CoalescedPsi2::new(gpu);
+    // While probing, a device much slower than the host is given up before its probe jobs end:
+    // once every host job of the batch is done, the device's may run PROBE_PATIENCE times the
+    // longest of them (from the batch's start); then they are computed again on the host.
+    let probing = probe.probing();
+    let batch_start = Instant::now();
+    let host_jobs = indices
+        .iter()
+        .filter(|&&k| places[k] == (Placement::FamilyFit { on_device: false }))
+        .count();
+    let host_finished = Mutex::new((0usize, 0.0f64));
     let results = host.map(indices, |&k| {
-        let on_device = matches!(places[k], Placement::FamilyFit { on_device: true });
+        let mut on_device = matches!(places[k], Placement::FamilyFit { on_device: true });
         let running = on_device.then(|| device.enter());
         let started = now_seconds();
-        let outcome = jobs[k].run_on(data, on_device.then_some(&device as &dyn Psi2Device));
-        let seconds = now_seconds() - started;
+        let mut outcome = jobs[k].run_on(data, on_device.then_some(&device as &dyn Psi2Device));
         drop(running);
+        let mut seconds = now_seconds() - started;
+        if on_device && device.was_abandoned() {
+            on_device = false;
+            let again = now_seconds();
+            outcome = jobs[k].run(data);
+            seconds = now_seconds() - again;
+        }
+        if !on_device && probing {
+            let mut finished = host_finished.lock().unwrap_or_else(PoisonError::into_inner);
+            finished.0 += 1;
+            finished.1 = finished.1.max(seconds);
+            if finished.0 == host_jobs {
+                let patience = Duration::from_secs_f64(PROBE_PATIENCE * finished.1);
+                device.give_up_at(batch_start + patience);
+            }
+        }
         if let (Outcome::Family(Ok(score)), Some((_, m))) =
             (&outcome, jobs[k].family_psi2_shape(data.nrows()))
         {
@@ -234,6 +260,13 @@ pub(super) fn families_on_device(
         }
         outcome
     });
+    if device.was_abandoned() {
+        let longest = host_finished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1;
+        probe.abandon_device(batch_start.elapsed().as_secs_f64(), longest);
+    }
     match device.failure() {
         Some(error) => Err(error),
         None => Ok(results),

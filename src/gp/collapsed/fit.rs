@@ -39,8 +39,8 @@ use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
 use super::bound::{
-    collapsed_bound_with_grad, collapsed_bound_with_grad_on, posterior_mean_at_data,
-    CollapsedGrad, CollapsedParams,
+    collapsed_bound_with_grad, collapsed_bound_with_grad_on, posterior_mean_at_data, CollapsedGrad,
+    CollapsedParams,
 };
 use super::noise::{linear_regression_evidence, root_noise_value};
 use super::psi::{LatentPosterior, Psi2Device};
@@ -385,7 +385,6 @@ impl CollapsedModel<'static> {
             device: None,
         })
     }
-
 }
 
 impl CollapsedModel<'_> {

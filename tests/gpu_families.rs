@@ -1,0 +1,217 @@
+//! The exact search's family fits on a GPU (on lavapipe in the test command): concurrent fits'
+//! Ψ2 requests share submissions and each gets its own sums; family scores with the sums on the
+//! device equal the CPU's; the measured probe times both sides and then places every family on
+//! the cheaper one, and says so.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use nalgebra::{DMatrix, DVector};
+use occam::backend::cost_model::{Side, PROBE_JOBS_PER_SIDE};
+use occam::backend::gpu::{Gpu, Psi2Factors};
+use occam::backend::gpu_executor::{CoalescedPsi2, GpuBackend, ABANDONED};
+use occam::backend::{Backend, CpuBackend, Job, Outcome, Pool};
+use occam::discovery::family::FamilyScoreSettings;
+use occam::gp::collapsed::Psi2Device;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn gpu() -> Option<Gpu> {
+    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU family tests skipped");
+        return None;
+    }
+    match Gpu::open() {
+        Ok(gpu) => Some(gpu),
+        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
+    }
+}
+
+fn factors(n: usize, m: usize, seed: u64) -> Psi2Factors {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    Psi2Factors {
+        b: DMatrix::from_fn(n, m, |_, _| -rng.random_range(0.0..6.0)),
+        h: DVector::from_fn(n, |_, _| rng.random_range(0.0..2.0)),
+        pref: DVector::from_fn(n, |_, _| rng.random_range(0.2..1.0)),
+        zw: DVector::from_fn(m, |_, _| rng.random_range(-2.0..2.0)),
+    }
+}
+
+/// A nonlinear chain a → b → c (standardised enough for the fits).
+fn chain(n: usize) -> DMatrix<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut data = DMatrix::zeros(n, 3);
+    for r in 0..n {
+        let a: f64 = rng.random_range(-1.7..1.7);
+        let b = (1.5 * a).sin() + 0.3 * rng.random_range(-1.0..1.0);
+        let c = b * b - 0.5 + 0.3 * rng.random_range(-1.0..1.0);
+        data[(r, 0)] = a;
+        data[(r, 1)] = b;
+        data[(r, 2)] = c;
+    }
+    data
+}
+
+fn family_jobs(inducing: usize) -> Vec<Job<'static>> {
+    let settings = FamilyScoreSettings::with_inducing(inducing);
+    [
+        (0, vec![]),
+        (1, vec![0]),
+        (2, vec![1]),
+        (0, vec![1]),
+        (1, vec![]),
+        (2, vec![0]),
+    ]
+    .into_iter()
+    .map(|(child, parents)| Job::Family {
+        child,
+        parents: Cow::Owned(parents),
+        settings,
+        seed: 5,
+        warm: None,
+    })
+    .collect()
+}
+
+fn score(outcome: &Outcome) -> (f64, usize) {
+    match outcome {
+        Outcome::Family(Ok(s)) => (s.value, s.fits.iter().map(|f| f.evaluations()).sum()),
+        other => panic!("not a family score: {other:?}"),
+    }
+}
+
+#[test]
+fn concurrent_fits_share_one_submission_and_each_gets_its_own_sums() {
+    let Some(gpu) = gpu() else { return };
+    let own: Vec<_> = (0..4)
+        .map(|k| {
+            gpu.psi2_pair_sums(&factors(50 + 10 * k, 6, k as u64))
+                .unwrap()
+        })
+        .collect();
+    // A long gather: the batch waits for every running fit, whatever the scheduler does.
+    let shared = CoalescedPsi2::with_gather(&gpu, Duration::from_secs(30));
+    let registered: Vec<_> = (0..4).map(|_| shared.enter()).collect();
+    let ready = Barrier::new(4);
+    let answers: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|k| {
+                let (shared, ready) = (&shared, &ready);
+                scope.spawn(move || {
+                    ready.wait();
+                    shared.pair_sums(&factors(50 + 10 * k, 6, k as u64))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    drop(registered);
+    assert_eq!(shared.counts(), (4, 1), "four requests, one submission");
+    for (got, want) in answers.into_iter().zip(own) {
+        assert_eq!(
+            got.unwrap(),
+            want,
+            "a request's sums do not depend on its company"
+        );
+    }
+    // A fit that has left no longer holds the others up: one running fit submits at once.
+    let alone = CoalescedPsi2::with_gather(&gpu, Duration::from_secs(30));
+    let _running = alone.enter();
+    alone.pair_sums(&factors(20, 4, 9)).unwrap();
+    assert_eq!(alone.counts(), (1, 1));
+    // Past its deadline the device is given up: the request fails with why, nothing is sent.
+    alone.give_up_at(Instant::now());
+    let refused = alone.pair_sums(&factors(20, 4, 9)).unwrap_err();
+    assert_eq!(refused, ABANDONED);
+    assert!(alone.was_abandoned());
+    assert_eq!(alone.counts(), (1, 1));
+}
+
+#[test]
+fn family_fits_with_their_psi2_on_the_device_score_as_on_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let data = chain(120);
+    let jobs = family_jobs(8);
+    let cpu = CpuBackend::serial().run(&data, &jobs);
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::new(Pool::new(3).unwrap()))
+        .with_family_fits_on(Side::Device);
+    let before = backend.gpu().traffic();
+    let on_gpu = backend.run(&data, &jobs);
+    let traffic = backend.gpu().traffic() - before;
+    assert!(backend.failure().is_none());
+    let mut evaluations = 0;
+    for (g, c) in on_gpu.iter().zip(&cpu) {
+        let ((gv, ge), (cv, _)) = (score(g), score(c));
+        evaluations += ge;
+        // Double-float sums move L-BFGS's path by rounding only: the same optimum.
+        assert!(
+            (gv - cv).abs() <= 1e-4 * cv.abs().max(1.0),
+            "GPU {gv} against CPU {cv}"
+        );
+    }
+    // Each evaluation asks twice (pair sums, row sums); three fits at once share submissions.
+    eprintln!(
+        "{evaluations} evaluations, {} submissions",
+        traffic.submissions
+    );
+    assert!(traffic.submissions > 0);
+    assert!(
+        (traffic.submissions as usize) < 2 * evaluations,
+        "{} submissions for {evaluations} evaluations: none shared",
+        traffic.submissions
+    );
+    let choice = &backend.device_choices()[0];
+    assert_eq!((choice.chosen.as_str(), choice.cpu_jobs), ("GPU", 0));
+    assert_eq!(choice.device_jobs, jobs.len());
+}
+
+#[test]
+fn the_probe_times_both_sides_then_places_every_family_on_the_cheaper_one() {
+    let Some(gpu) = gpu() else { return };
+    let data = chain(80);
+    let jobs = family_jobs(6);
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::new(Pool::new(2).unwrap()));
+    assert!(backend.device_choices().is_empty(), "nothing timed yet");
+    let cpu = CpuBackend::serial().run(&data, &jobs);
+    let first = backend.run(&data, &jobs);
+    let choice = backend.device_choices()[0].clone();
+    eprintln!("{choice:?}");
+    if choice.reason.contains("given up") {
+        // A device far slower than the host (lavapipe, most runs): its probe jobs were given up
+        // and computed on the CPU (a probe job that finished before is kept).
+        assert_eq!(choice.chosen, "CPU");
+        assert!(choice.device_jobs < PROBE_JOBS_PER_SIDE);
+        assert_eq!(choice.device_jobs + choice.cpu_jobs, jobs.len());
+    } else {
+        // The probe sent only what it lacked to the device and timed the rest on the CPU.
+        assert_eq!(choice.device_jobs, PROBE_JOBS_PER_SIDE);
+        assert_eq!(choice.cpu_jobs, jobs.len() - PROBE_JOBS_PER_SIDE);
+        let (d, c) = (
+            choice.device_seconds_per_unit.unwrap(),
+            choice.cpu_seconds_per_unit.unwrap(),
+        );
+        assert_eq!(choice.chosen, if d < c { "GPU" } else { "CPU" });
+        assert!(choice.reason.starts_with("measured"), "{}", choice.reason);
+    }
+    // The next batch goes wholly to the side chosen.
+    let before = backend.gpu().traffic();
+    let second = backend.run(&data, &jobs);
+    let submissions = (backend.gpu().traffic() - before).submissions;
+    let after = backend.device_choices()[0].clone();
+    if choice.chosen == "CPU" {
+        assert_eq!(
+            submissions, 0,
+            "a family on the device after the CPU was chosen"
+        );
+        assert_eq!(after.cpu_jobs, choice.cpu_jobs + jobs.len());
+    } else {
+        assert!(submissions > 0);
+        assert_eq!(after.device_jobs, choice.device_jobs + jobs.len());
+    }
+    for ((a, b), c) in first.iter().zip(&second).zip(&cpu) {
+        let (a, b, c) = (score(a).0, score(b).0, score(c).0);
+        assert!((a - c).abs() <= 1e-4 * c.abs().max(1.0), "{a} against {c}");
+        assert!((b - c).abs() <= 1e-4 * c.abs().max(1.0), "{b} against {c}");
+    }
+}
