@@ -215,3 +215,51 @@ fn the_probe_times_both_sides_then_places_every_family_on_the_cheaper_one() {
         assert!((b - c).abs() <= 1e-4 * c.abs().max(1.0), "{b} against {c}");
     }
 }
+
+/// `occam discover --method exact --backend gpu` says how the family fits are placed, prints the
+/// probe's choice, and writes it to result.json with the figures; the graph is the CPU's.
+#[test]
+fn discover_exact_with_the_gpu_reports_where_the_family_fits_computed() {
+    if gpu().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/examples/fork.csv");
+    let run = |backend: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_occam"))
+            .args(["discover", data.to_str().unwrap(), "--out"])
+            .arg(dir.path().join(backend))
+            .args(["--method", "exact", "--max-rows", "150", "--threads", "2"])
+            .args(["--backend", backend, "--quiet", "--seed", "1"])
+            .output()
+            .expect("occam runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(dir.path().join(backend).join("result.json")).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        (out, json)
+    };
+    let (gpu_run, on_gpu) = run("gpu");
+    let (_, on_cpu) = run("cpu");
+    let stderr = String::from_utf8_lossy(&gpu_run.stderr);
+    assert!(
+        stderr.contains("first family fits are timed with their Ψ2 sums on the GPU"),
+        "{stderr}"
+    );
+    let choice = &on_gpu["device_choices"][0];
+    assert_eq!(choice["work"], "family fits", "{on_gpu}");
+    assert!(
+        choice["chosen"] == "GPU" || choice["chosen"] == "CPU",
+        "{choice}"
+    );
+    let stdout = String::from_utf8_lossy(&gpu_run.stdout);
+    assert!(
+        stdout.contains(&format!("family fits on the {}", choice["chosen"].as_str().unwrap())),
+        "{stdout}"
+    );
+    assert!(on_cpu.get("device_choices").is_none(), "{on_cpu}");
+    assert_eq!(on_gpu["edges"], on_cpu["edges"]);
+}
