@@ -257,7 +257,10 @@ fn discover_exact_with_the_gpu_reports_where_the_family_fits_computed() {
     );
     let stdout = String::from_utf8_lossy(&gpu_run.stdout);
     assert!(
-        stdout.contains(&format!("family fits on the {}", choice["chosen"].as_str().unwrap())),
+        stdout.contains(&format!(
+            "family fits on the {}",
+            choice["chosen"].as_str().unwrap()
+        )),
         "{stdout}"
     );
     assert!(on_cpu.get("device_choices").is_none(), "{on_cpu}");

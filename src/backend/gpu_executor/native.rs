@@ -1,9 +1,11 @@
 //! [`GpuBackend`]: the native [`Backend`] that runs each batch by the executor's plan
 //! ([`super::run_batch`]) on one [`Gpu`] and the CPU pool it wraps, blocking on the device; and
-//! the plan's two blocking steps, which only a native thread may take: a refit (L-BFGS on a
-//! collapsed variable, the cool-down's and pruning's) with each of its evaluations' Ψ2 sums on
-//! the device, one submission per evaluation ([`refits_on_device`]), and a restart's final bound
-//! (every row, 100 draws each) chunk by chunk of rows ([`final_bound_on_device`]).
+//! the plan's blocking steps, which only a native thread may take: refits (L-BFGS on a collapsed
+//! variable, the cool-down's and pruning's) and the exact search's family fits with their
+//! evaluations' Ψ2 sums on the device, the fits running at once sharing submissions
+//! ([`refits_on_device`], [`families_on_device`], the latter placed by a measured probe), and a
+//! restart's final bound (every row, 100 draws each) chunk by chunk of rows
+//! ([`final_bound_on_device`]).
 //!
 //! A failed GPU step (a lost device, an error the driver reports, a readback that times out)
 //! switches this backend to the CPU for good: the jobs of the batch in hand without an outcome
@@ -18,10 +20,9 @@ use nalgebra::DMatrix;
 
 use super::{run_batch, CoalescedPsi2, DeviceUse, Placement};
 use crate::backend::cost_model::{DeviceChoice, PlacementProbe, Side, PROBE_PATIENCE};
-use crate::backend::gpu::{DeviceTraffic, Gpu, GpuError, Psi2Factors, Psi2Sums};
+use crate::backend::gpu::{DeviceTraffic, Gpu, GpuError};
 use crate::backend::{Backend, CpuBackend, Job, Outcome, Pool};
 use crate::clock::now_seconds;
-use crate::discovery::jobs;
 use crate::gp::collapsed::Psi2Device;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
@@ -151,9 +152,10 @@ pub(super) fn final_bound_on_device(
     }
 }
 
-/// The refits of `jobs` at `indices` on `host`, each L-BFGS evaluation's Ψ2 sums on `gpu` (one
-/// submission per evaluation: an L-BFGS step waits for the last one's gradient, so a fit's
-/// evaluations cannot be batched), in that order. `Err` when a GPU step failed.
+/// The refits of `jobs` at `indices` on `host`, each L-BFGS evaluation's Ψ2 sums on `gpu`, in
+/// that order. A fit's L-BFGS step waits for its last gradient, so one fit's evaluations cannot
+/// share a submission; the refits running at once share theirs ([`CoalescedPsi2`]). `Err` when
+/// a GPU step failed.
 pub(super) fn refits_on_device(
     gpu: &Gpu,
     host: &Pool,
@@ -161,38 +163,12 @@ pub(super) fn refits_on_device(
     jobs: &[Job<'_>],
     indices: &[usize],
 ) -> Result<Vec<Outcome>, GpuError> {
-    let device = RecordingPsi2 {
-        gpu,
-        failure: Mutex::new(None),
-    };
+    let device = CoalescedPsi2::new(gpu);
     let results = host.map(indices, |&k| {
-        let Job::Refine {
-            component,
-            without,
-            jitter,
-            iterations,
-        } = &jobs[k]
-        else {
-            return Outcome::Value(Err("only refits are computed here".into()));
-        };
-        let (fitted, objective) = jobs::refine(
-            data,
-            component,
-            *without,
-            *jitter,
-            *iterations,
-            Some(&device),
-        );
-        Outcome::Refined {
-            component: Box::new(fitted),
-            objective: objective.map_err(|e| e.to_string()),
-        }
+        let _running = device.enter();
+        jobs[k].run_on(data, Some(&device))
     });
-    match device
-        .failure
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner)
-    {
+    match device.failure() {
         Some(error) => Err(error),
         None => Ok(results),
     }
@@ -270,36 +246,6 @@ pub(super) fn families_on_device(
     match device.failure() {
         Some(error) => Err(error),
         None => Ok(results),
-    }
-}
-
-/// The GPU as the [`Psi2Device`] of concurrent fits, one submission per call, keeping the first
-/// device error whole (a fit sees only its text, as a failed evaluation).
-struct RecordingPsi2<'a> {
-    gpu: &'a Gpu,
-    failure: Mutex<Option<GpuError>>,
-}
-
-impl RecordingPsi2<'_> {
-    fn record<T>(&self, result: Result<T, GpuError>) -> Result<T, String> {
-        result.map_err(|error| {
-            let why = error.to_string();
-            self.failure
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get_or_insert(error);
-            why
-        })
-    }
-}
-
-impl Psi2Device for RecordingPsi2<'_> {
-    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
-        self.record(self.gpu.psi2_pair_sums(factors))
-    }
-
-    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
-        self.record(self.gpu.psi2_row_sums(factors, w))
     }
 }
 
