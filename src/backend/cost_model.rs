@@ -70,9 +70,10 @@ struct ProbeState {
     device: Samples,
     host: Samples,
     decided: Option<Side>,
-    /// (seconds the device's probe jobs ran, the host's longest job) when the device was given
-    /// up before its probe jobs finished.
-    abandoned: Option<(f64, f64)>,
+    /// (device jobs, host jobs) timed when the choice was made.
+    decided_on: (usize, usize),
+    /// The host's longest probe job when the device was given up before its probe jobs ended.
+    abandoned: Option<f64>,
 }
 
 /// How many times the host's longest probe job the device's probe jobs may run before the device
@@ -157,6 +158,7 @@ impl PlacementProbe {
                 (Some(d), Some(h)) if d < h => Side::Device,
                 _ => Side::Host,
             });
+            state.decided_on = (state.device.jobs, state.host.jobs);
         }
     }
 
@@ -165,14 +167,14 @@ impl PlacementProbe {
         self.forced.is_none() && self.state().decided.is_none()
     }
 
-    /// Gives the device up while probing: its probe jobs ran `device_seconds`, past
-    /// [`PROBE_PATIENCE`] times the host's longest job (`host_seconds`). The kind goes to the
-    /// host from now on.
-    pub fn abandon_device(&self, device_seconds: f64, host_seconds: f64) {
+    /// Gives the device up while probing: a probe job on it ran past [`PROBE_PATIENCE`] times
+    /// the host's longest job (`host_seconds`). The kind goes to the host from now on.
+    pub fn abandon_device(&self, host_seconds: f64) {
         let mut state = self.state();
         if self.forced.is_none() && state.decided.is_none() {
             state.decided = Some(Side::Host);
-            state.abandoned = Some((device_seconds, host_seconds));
+            state.decided_on = (state.device.jobs, state.host.jobs);
+            state.abandoned = Some(host_seconds);
         }
     }
 
@@ -192,21 +194,21 @@ impl PlacementProbe {
         let (chosen, reason) = match (self.forced, state.decided) {
             (Some(side), _) => (side, "forced (not measured)".to_string()),
             (None, Some(side)) if state.abandoned.is_some() => {
-                let (device, host) = state.abandoned.unwrap_or_default();
+                let host = state.abandoned.unwrap_or_default();
                 (
                     side,
                     format!(
-                        "the GPU's probe jobs ran {device:.2} s, past {PROBE_PATIENCE}× the CPU's \
-                         longest ({host:.2} s): given up, and computed on the CPU"
+                        "a GPU probe job ran past {PROBE_PATIENCE}× the CPU's longest ({host:.2} \
+                         s): the GPU was given up, and its probe jobs computed on the CPU"
                     ),
                 )
             }
             (None, Some(side)) => (
                 side,
                 format!(
-                    "measured over {} + {} jobs, per unit of work: {}",
-                    state.device.jobs,
-                    state.host.jobs,
+                    "measured on {} GPU and {} CPU jobs, per unit of work: {}",
+                    state.decided_on.0,
+                    state.decided_on.1,
                     figures(device, host)
                 ),
             ),
@@ -267,9 +269,11 @@ mod tests {
             choice.reason
         );
         assert_eq!(probe.device_jobs_allowed(), usize::MAX);
-        // The decision stands whatever is timed later.
+        // The decision stands whatever is timed later, and says what it was made on.
         probe.record(Side::Host, 100.0, 1.0);
         assert_eq!(probe.side(true), Side::Host);
+        let reason = probe.choice().unwrap().reason;
+        assert!(reason.contains("2 GPU and 2 CPU jobs"), "{reason}");
     }
 
     #[test]
@@ -297,15 +301,15 @@ mod tests {
         let probe = PlacementProbe::measured("family fits");
         assert!(probe.probing());
         probe.record(Side::Host, 1.0, 1.0);
-        probe.abandon_device(9.0, 2.0);
+        probe.abandon_device(2.0);
         assert!(!probe.probing());
         assert_eq!(probe.side(true), Side::Host);
         let choice = probe.choice().unwrap();
         assert_eq!(choice.chosen, "CPU");
-        assert!(choice.reason.contains("9.00 s"), "{}", choice.reason);
+        assert!(choice.reason.contains("(2.00 s)"), "{}", choice.reason);
         // A forced probe is never given up.
         let forced = PlacementProbe::forced("family fits", Side::Device);
-        forced.abandon_device(9.0, 2.0);
+        forced.abandon_device(2.0);
         assert_eq!(forced.side(false), Side::Device);
     }
 

@@ -434,9 +434,13 @@ impl FitRecord {
 
     /// Bound evaluations (with gradient) this fit made: the start's, Adam's and L-BFGS's.
     pub fn evaluations(&self) -> usize {
-        self.start.map_or(0, |s| s.evaluations)
-            + self.adam_steps
-            + self.lbfgs.map_or(0, |s| s.evaluations)
+        self.start.map_or(0, |s| s.evaluations) + self.latent_evaluations()
+    }
+
+    /// The evaluations of the model with its latent input (Adam's and L-BFGS's; the start's GP
+    /// regression has none), the ones whose Ψ2 sums a device can compute.
+    pub fn latent_evaluations(&self) -> usize {
+        self.adam_steps + self.lbfgs.map_or(0, |s| s.evaluations)
     }
 }
 

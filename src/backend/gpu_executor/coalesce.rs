@@ -4,15 +4,22 @@
 //!
 //! A fit's L-BFGS step waits for its last evaluation, so one fit's evaluations cannot share a
 //! submission; the fits of a batch (the exact search's families, a unit's refits) are
-//! independent, so theirs can. Each fit registers while it runs ([`CoalescedPsi2::enter`]); a
-//! request waits until every running fit has one waiting (or [`GATHER_SECONDS`] have passed, so a
-//! fit in a long stretch of host work holds nobody up), and the thread that finds the batch
-//! complete submits it for all of them. What a request receives does not depend on which others
-//! shared its submission: the device computes each request's sums on its own.
+//! independent, so theirs can. Each fit registers from the thread it runs on while it runs
+//! ([`CoalescedPsi2::enter`]); a request waits until every running fit has one waiting (or
+//! [`GATHER_SECONDS`] have passed, so a fit in a long stretch of host work holds nobody up), and
+//! the thread that finds the batch complete submits it for all of them. What a request receives
+//! does not depend on which others shared its submission: the device computes each request's
+//! sums on its own. A fit that has run past a patience ([`CoalescedPsi2::set_patience`]) gives
+//! the device up for all of them: requests not yet submitted are refused ([`ABANDONED`]) and
+//! each refused fit knows it ([`Running::was_refused`]), so its caller computes it again on the
+//! host. A submission that panics still answers every request of its batch (with an error)
+//! before the panic goes on, so no fit is left waiting.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use nalgebra::DMatrix;
@@ -25,10 +32,18 @@ use crate::gp::collapsed::Psi2Device;
 /// with those already waiting.
 pub const GATHER_SECONDS: f64 = 0.002;
 
+/// A running fit's clock: when it began, and whether it was refused the device.
+#[derive(Clone, Copy)]
+struct FitClock {
+    began: Instant,
+    refused: bool,
+}
+
 #[derive(Default)]
 struct Gather {
-    /// Fits registered and not yet left.
-    running: usize,
+    /// Fits registered and not yet left, by the thread each runs on (a fit asks from its own
+    /// thread, and a thread blocked in a request runs nothing else).
+    running: HashMap<ThreadId, FitClock>,
     /// Requests not yet submitted, with their tickets.
     waiting: Vec<(u64, Psi2Wanted)>,
     /// Answers not yet collected, by ticket.
@@ -49,24 +64,41 @@ pub struct CoalescedPsi2<'g> {
     gather: Mutex<Gather>,
     changed: Condvar,
     failure: Mutex<Option<GpuError>>,
-    /// Whether the device was given up for these fits ([`CoalescedPsi2::abandon`]).
+    /// Whether the device was given up for these fits ([`CoalescedPsi2::abandon`]), and when.
     abandoned: AtomicBool,
-    /// When a request gives the device up by itself ([`CoalescedPsi2::give_up_at`]).
-    deadline: Mutex<Option<Instant>>,
+    abandoned_at: Mutex<Option<Instant>>,
+    /// How long a fit may run on the device before its next request gives the device up
+    /// ([`CoalescedPsi2::set_patience`]).
+    patience: Mutex<Option<Duration>>,
 }
 
 /// What a request gets once the device was given up for these fits.
 pub const ABANDONED: &str = "the GPU was given up for these fits (slower than the CPU)";
 
 /// A running fit's registration; leaving (on drop) lets the others' requests go without it.
-pub struct Running<'c, 'g>(&'c CoalescedPsi2<'g>);
+pub struct Running<'c, 'g> {
+    coalescer: &'c CoalescedPsi2<'g>,
+    thread: ThreadId,
+}
+
+impl Running<'_, '_> {
+    /// Whether this fit was refused the device ([`ABANDONED`]): its outcome must be computed
+    /// again on the host.
+    pub fn was_refused(&self) -> bool {
+        self.coalescer
+            .lock()
+            .running
+            .get(&self.thread)
+            .is_some_and(|clock| clock.refused)
+    }
+}
 
 impl Drop for Running<'_, '_> {
     fn drop(&mut self) {
-        let mut gather = self.0.lock();
-        gather.running = gather.running.saturating_sub(1);
+        let mut gather = self.coalescer.lock();
+        gather.running.remove(&self.thread);
         drop(gather);
-        self.0.changed.notify_all();
+        self.coalescer.changed.notify_all();
     }
 }
 
@@ -85,7 +117,8 @@ impl<'g> CoalescedPsi2<'g> {
             changed: Condvar::new(),
             failure: Mutex::new(None),
             abandoned: AtomicBool::new(false),
-            deadline: Mutex::new(None),
+            abandoned_at: Mutex::new(None),
+            patience: Mutex::new(None),
         }
     }
 
@@ -93,10 +126,19 @@ impl<'g> CoalescedPsi2<'g> {
         self.gather.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a fit that will ask for sums until the returned guard is dropped.
+    /// Registers a fit that will ask for sums from the calling thread until the returned guard
+    /// is dropped (its clock starts now).
     pub fn enter(&self) -> Running<'_, 'g> {
-        self.lock().running += 1;
-        Running(self)
+        let thread = std::thread::current().id();
+        let clock = FitClock {
+            began: Instant::now(),
+            refused: false,
+        };
+        self.lock().running.insert(thread, clock);
+        Running {
+            coalescer: self,
+            thread,
+        }
     }
 
     /// (requests answered, submissions made) so far.
@@ -109,14 +151,27 @@ impl<'g> CoalescedPsi2<'g> {
     /// fails with [`ABANDONED`], so the fits end soon and their caller computes them again on
     /// the host.
     pub fn abandon(&self) {
+        self.abandoned_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(Instant::now);
         self.abandoned.store(true, Ordering::SeqCst);
         let _gather = self.lock();
         self.changed.notify_all();
     }
 
-    /// Gives the device up ([`CoalescedPsi2::abandon`]) at the first request after `at`.
-    pub fn give_up_at(&self, at: Instant) {
-        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    /// Gives the device up ([`CoalescedPsi2::abandon`]) at the first request of a fit that has
+    /// run longer than `patience` since it entered.
+    pub fn set_patience(&self, patience: Duration) {
+        *self.patience.lock().unwrap_or_else(PoisonError::into_inner) = Some(patience);
+    }
+
+    /// When [`CoalescedPsi2::abandon`] was first called, if it was.
+    pub fn abandoned_at(&self) -> Option<Instant> {
+        *self
+            .abandoned_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether [`CoalescedPsi2::abandon`] was called.
@@ -134,9 +189,13 @@ impl<'g> CoalescedPsi2<'g> {
     /// Submits `wanted` with the other running fits' requests and waits for its sums.
     fn ask(&self, wanted: Psi2Wanted) -> Result<Psi2Sums, String> {
         let asked = Instant::now();
-        let deadline = *self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
-        if deadline.is_some_and(|at| asked > at) {
-            self.abandon();
+        let thread = std::thread::current().id();
+        let patience = *self.patience.lock().unwrap_or_else(PoisonError::into_inner);
+        let began = self.lock().running.get(&thread).map(|clock| clock.began);
+        if let (Some(patience), Some(began)) = (patience, began) {
+            if asked.duration_since(began) >= patience {
+                self.abandon();
+            }
         }
         let gather_for = self.gather_for;
         let mut gather = self.lock();
@@ -148,25 +207,43 @@ impl<'g> CoalescedPsi2<'g> {
             if let Some(answer) = gather.answers.remove(&ticket) {
                 return answer;
             }
-            if self.was_abandoned() {
+            if self.was_abandoned() && gather.waiting.iter().any(|(t, _)| *t == ticket) {
+                // Not submitted yet: refused (a request already in flight gets its answer).
                 gather.waiting.retain(|(t, _)| *t != ticket);
+                if let Some(clock) = gather.running.get_mut(&thread) {
+                    clock.refused = true;
+                }
                 return Err(ABANDONED.into());
             }
             let mine_waits = gather.waiting.iter().any(|(t, _)| *t == ticket);
-            let complete = gather.waiting.len() >= gather.running.max(1);
+            let complete = gather.waiting.len() >= gather.running.len().max(1);
             if mine_waits && !gather.submitting && (complete || asked.elapsed() >= gather_for) {
                 gather.submitting = true;
                 let batch = std::mem::take(&mut gather.waiting);
                 drop(gather);
-                let answers = self.submit(&batch);
+                // Every ticket of the batch gets an answer and the flag is cleared even if the
+                // submission panics, so the other fits are never left waiting; the panic then
+                // goes on in this fit.
+                let submitted = catch_unwind(AssertUnwindSafe(|| self.submit(&batch)));
                 gather = self.lock();
                 gather.submitting = false;
                 gather.submissions += 1;
                 gather.requests += batch.len();
+                let (mut answers, panic) = match submitted {
+                    Ok(answers) => (answers, None),
+                    Err(panic) => (Vec::new(), Some(panic)),
+                };
+                answers.resize_with(batch.len(), || {
+                    Err("the GPU's submission ended without an answer".into())
+                });
                 for ((t, _), answer) in batch.iter().zip(answers) {
                     gather.answers.insert(*t, answer);
                 }
                 self.changed.notify_all();
+                if let Some(panic) = panic {
+                    drop(gather);
+                    resume_unwind(panic);
+                }
                 continue;
             }
             let left = gather_for.saturating_sub(asked.elapsed());

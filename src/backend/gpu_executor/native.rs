@@ -14,12 +14,14 @@
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nalgebra::DMatrix;
 
 use super::{run_batch, CoalescedPsi2, DeviceUse, Placement};
-use crate::backend::cost_model::{DeviceChoice, PlacementProbe, Side, PROBE_PATIENCE};
+use crate::backend::cost_model::{
+    DeviceChoice, PlacementProbe, Side, PROBE_JOBS_PER_SIDE, PROBE_PATIENCE,
+};
 use crate::backend::gpu::{DeviceTraffic, Gpu, GpuError};
 use crate::backend::{Backend, CpuBackend, Job, Outcome, Pool};
 use crate::clock::now_seconds;
@@ -188,61 +190,92 @@ pub(super) fn families_on_device(
     probe: &PlacementProbe,
 ) -> Result<Vec<Outcome>, GpuError> {
     let device = CoalescedPsi2::new(gpu);
-    // While probing, a device much slower than the host is given up before its probe jobs end:
-    // once every host job of the batch is done, the device's may run PROBE_PATIENCE times the
-    // longest of them (from the batch's start); then they are computed again on the host.
+    // While probing, a device much slower than the host is given up before its probe families
+    // end: once the host has finished its first probe families, a device family may run
+    // PROBE_PATIENCE times the longest host family so far (from its own start); past that its
+    // next request is refused and it is computed again on the host. The host's probe families
+    // go first, so that the limit is known before the device's start.
     let probing = probe.probing();
-    let batch_start = Instant::now();
-    let host_jobs = indices
-        .iter()
-        .filter(|&&k| places[k] == (Placement::FamilyFit { on_device: false }))
-        .count();
+    let on_device = |k: usize| places[k] == (Placement::FamilyFit { on_device: true });
+    let mut order: Vec<usize> = indices.to_vec();
+    if probing {
+        let first_host: Vec<usize> = indices
+            .iter()
+            .copied()
+            .filter(|&k| !on_device(k))
+            .take(PROBE_JOBS_PER_SIDE)
+            .collect();
+        order = first_host.clone();
+        order.extend(indices.iter().filter(|k| !first_host.contains(k)));
+    }
+    let host_jobs = indices.iter().filter(|&&k| !on_device(k)).count();
+    let limit_after = host_jobs.min(PROBE_JOBS_PER_SIDE);
     let host_finished = Mutex::new((0usize, 0.0f64));
-    let results = host.map(indices, |&k| {
-        let mut on_device = matches!(places[k], Placement::FamilyFit { on_device: true });
-        let running = on_device.then(|| device.enter());
+    let results = host.map(&order, |&k| {
+        let mut side = if on_device(k) {
+            Side::Device
+        } else {
+            Side::Host
+        };
         let started = now_seconds();
-        let mut outcome = jobs[k].run_on(data, on_device.then_some(&device as &dyn Psi2Device));
-        drop(running);
+        let mut outcome = if side == Side::Device {
+            let running = device.enter();
+            let outcome = jobs[k].run_on(data, Some(&device as &dyn Psi2Device));
+            if running.was_refused() {
+                side = Side::Host;
+            }
+            outcome
+        } else {
+            jobs[k].run(data)
+        };
         let mut seconds = now_seconds() - started;
-        if on_device && device.was_abandoned() {
-            on_device = false;
+        if side == Side::Host && on_device(k) {
+            // Refused the device part-way: its fits are computed again, wholly on the host.
             let again = now_seconds();
             outcome = jobs[k].run(data);
             seconds = now_seconds() - again;
         }
-        if !on_device && probing {
+        if side == Side::Host && probing {
             let mut finished = host_finished.lock().unwrap_or_else(PoisonError::into_inner);
             finished.0 += 1;
             finished.1 = finished.1.max(seconds);
-            if finished.0 == host_jobs {
-                let patience = Duration::from_secs_f64(PROBE_PATIENCE * finished.1);
-                device.give_up_at(batch_start + patience);
+            if finished.0 >= limit_after {
+                device.set_patience(Duration::from_secs_f64(PROBE_PATIENCE * finished.1));
             }
         }
         if let (Outcome::Family(Ok(score)), Some((_, m))) =
             (&outcome, jobs[k].family_psi2_shape(data.nrows()))
         {
-            // A unit: 10⁶ Ψ2 terms (each evaluation has N·M² per model input: the parents
-            // and w), so families of every size are compared on one scale.
+            // A unit: 10⁶ Ψ2 terms. Each evaluation with the latent input (Adam's and
+            // L-BFGS's; not the start's GP regression, which has none) has N·M² per model
+            // input (the parents and w), so families of every size are compared on one scale.
             let inputs = match &jobs[k] {
                 Job::Family { parents, .. } => parents.len() + 1,
                 _ => 1,
             };
-            let evaluations: usize = score.fits.iter().map(|f| f.evaluations()).sum();
+            let evaluations: usize = score.fits.iter().map(|f| f.latent_evaluations()).sum();
             let units = (evaluations * inputs) as f64 * (data.nrows() * m * m) as f64 / 1e6;
-            let side = if on_device { Side::Device } else { Side::Host };
             probe.record(side, seconds, units);
         }
-        outcome
+        (k, outcome)
     });
     if device.was_abandoned() {
         let longest = host_finished
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .1;
-        probe.abandon_device(batch_start.elapsed().as_secs_f64(), longest);
+        probe.abandon_device(longest);
     }
+    // Back in the order of `indices`.
+    let mut by_job: std::collections::HashMap<usize, Outcome> = results.into_iter().collect();
+    let results = indices
+        .iter()
+        .map(|k| {
+            by_job
+                .remove(k)
+                .unwrap_or_else(|| Outcome::Value(Err("a family was not run".into())))
+        })
+        .collect();
     match device.failure() {
         Some(error) => Err(error),
         None => Ok(results),
@@ -266,7 +299,19 @@ impl Backend for GpuBackend {
     }
 
     fn device_choices(&self) -> Vec<DeviceChoice> {
-        self.families.choice().into_iter().collect()
+        let failed = self.failure();
+        self.families
+            .choice()
+            .map(|mut choice| {
+                if let Some(why) = failed {
+                    // Whatever the probe chose, everything after the failure ran on the CPU.
+                    choice.reason +=
+                        &format!("; then the GPU failed ({why}) and the CPU computed the rest");
+                }
+                choice
+            })
+            .into_iter()
+            .collect()
     }
 
     fn run(&self, data: &DMatrix<f64>, jobs: &[Job<'_>]) -> Vec<Outcome> {
