@@ -32,17 +32,8 @@ fn gpu() -> Option<Gpu> {
     }
 }
 
-/// A random uncollapsed problem: every kernel kind, one input masked off when `d > 2`, the latent
-/// in slot 0, q(v) with a full covariance, the minibatch standing for 3b rows.
 fn problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> SvgpProblem {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut mask = vec![1.0; d];
-    if d > 2 {
-        mask[rng.random_range(1..d)] = 0.0;
-    }
-    let kernel = common::random_cgp_kernel(mask, &mut rng);
-    let spread = 0.3 / (m as f64).sqrt();
-    SvgpProblem::random(kernel, m, b, samples, true, spread, 3 * b, &mut rng)
+    common::cgp_problem(d, m, b, samples, seed)
 }
 
 /// Every gradient of an output as one list of named blocks.

@@ -42,6 +42,19 @@ pub fn random_cgp_kernel(mask: Vec<f64>, rng: &mut ChaCha8Rng) -> Kernel {
     .with_rq_alpha(alpha)
 }
 
+/// A random uncollapsed problem: every kernel kind, one input masked off when `d > 2`, the latent
+/// in slot 0, q(v) with a full covariance, the minibatch standing for 3b rows.
+pub fn cgp_problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> SvgpProblem {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut mask = vec![1.0; d];
+    if d > 2 {
+        mask[rng.random_range(1..d)] = 0.0;
+    }
+    let kernel = random_cgp_kernel(mask, &mut rng);
+    let spread = 0.3 / (m as f64).sqrt();
+    SvgpProblem::random(kernel, m, b, samples, true, spread, 3 * b, &mut rng)
+}
+
 /// One variable's uncollapsed-bound problem: kernel, inducing inputs, q(v), noise, a minibatch
 /// and (optionally) its latent inputs.
 pub struct SvgpProblem {

@@ -33,25 +33,26 @@ pub struct DeviceFactor {
 }
 
 /// An f64 value as a double-float's two words (head, tail): head + tail carries about 48 bits.
-fn two_words(v: f64) -> [f32; 2] {
+pub(super) fn two_words(v: f64) -> [f32; 2] {
     let head = v as f32;
     [head, (v - f64::from(head)) as f32]
 }
 
 /// Words per matrix in the factorisation's output: L, L⁻¹ (2 words per entry each) and 4 status
 /// pairs (`factor_stride` in the shader).
-fn output_words(m: usize) -> usize {
+pub(super) fn output_words(m: usize) -> usize {
     2 * (2 * m * m + 4)
 }
 
 /// Words per slot in the natural step's output: L, L⁻¹, the status, P, S, m and η₁
 /// (`step_stride` in the shader).
-fn step_words(m: usize) -> usize {
+pub(super) fn step_words(m: usize) -> usize {
     2 * (4 * m * m + 2 * m + 4)
 }
 
-/// The shader's `Dims`, with the natural step's γ.
-fn dims_bytes(m: usize, slots: usize, gamma: f64) -> Vec<u8> {
+/// The shader's `Dims`, with the natural step's γ and the factorisation's relative jitter floor
+/// (the ladder starts at max(ε₀, floor · mean diag A); 0 leaves it at ε₀).
+pub(super) fn dims_bytes(m: usize, slots: usize, gamma: f64, floor: f64) -> Vec<u8> {
     let [head, tail] = two_words(gamma);
     uniform_words(&[
         m as u32,
@@ -60,13 +61,13 @@ fn dims_bytes(m: usize, slots: usize, gamma: f64) -> Vec<u8> {
         0,
         head.to_bits(),
         tail.to_bits(),
-        0,
+        (floor as f32).to_bits(),
         0,
     ])
 }
 
 /// Little-endian double-float words of `values`.
-fn two_word_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
+pub(super) fn two_word_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
     values
         .into_iter()
         .flat_map(two_words)
@@ -75,13 +76,13 @@ fn two_word_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
 }
 
 /// Row-major values of a square matrix (the shader's layout).
-fn row_major(a: &DMatrix<f64>) -> impl Iterator<Item = f64> + '_ {
+pub(super) fn row_major(a: &DMatrix<f64>) -> impl Iterator<Item = f64> + '_ {
     let m = a.nrows();
     (0..m * m).map(move |k| a[(k / m, k % m)])
 }
 
 /// The ladder's words for `slots` slots (each the same).
-fn ladder_bytes(policy: JitterPolicy, slots: usize) -> Vec<u8> {
+pub(super) fn ladder_bytes(policy: JitterPolicy, slots: usize) -> Vec<u8> {
     let [head, tail] = two_words(policy.initial);
     (0..slots)
         .flat_map(|_| [head, tail, policy.factor as f32, policy.max_attempts as f32])
@@ -158,7 +159,7 @@ impl Gpu {
         let inputs = [
             self.upload(
                 "cholesky dims",
-                &dims_bytes(m, slots, 0.0),
+                &dims_bytes(m, slots, 0.0, 0.0),
                 wgpu::BufferUsages::UNIFORM,
             ),
             self.upload("cholesky matrices", &matrices_bytes, storage),
@@ -259,7 +260,7 @@ impl Gpu {
         let inputs = [
             self.upload(
                 "natural step dims",
-                &dims_bytes(m, slots, gamma),
+                &dims_bytes(m, slots, gamma, 0.0),
                 wgpu::BufferUsages::UNIFORM,
             ),
             self.upload("natural step inputs", &inputs_bytes, storage),
@@ -311,7 +312,11 @@ impl Gpu {
 
 /// One matrix's factor, inverse and status from its output words (the first
 /// [`output_words`] of them).
-fn decode(m: usize, words: &[f32], policy: JitterPolicy) -> Result<DeviceFactor, CholeskyError> {
+pub(super) fn decode(
+    m: usize,
+    words: &[f32],
+    policy: JitterPolicy,
+) -> Result<DeviceFactor, CholeskyError> {
     let value = |k: usize| f64::from(words[2 * k]) + f64::from(words[2 * k + 1]);
     let status = 2 * m * m;
     let jitter = value(status);

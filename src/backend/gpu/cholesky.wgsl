@@ -28,7 +28,8 @@ struct Dims {
     one: f32,      // 1.0, unknown to the compiler
     pad: u32,
     gamma: vec2<f32>,  // `natural_step`: the step size γ (head, tail)
-    pad2: vec2<f32>,
+    floor: f32,        // `cholesky`: the relative jitter floor (0: none; see `factor`)
+    pad2: f32,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
@@ -78,6 +79,19 @@ fn factor(t: u32, slot: u32, source: u32, from_a: bool, base: u32) -> bool {
     let rung = ladder[slot];
     let attempts = max(u32(rung.w), 1u);
     var jitter = rung.xy;
+    // The ladder starts at max(ε₀, floor · mean diag(A)), as the CPU's `kzz_half`: the floor
+    // depends on A, which the device computed (resident.rs), so it is applied here. Every
+    // invocation sums the diagonal itself (M reads): the result is uniform with no barrier.
+    if (from_a && dims.floor > 0.0) {
+        var trace = vec2<f32>(0.0, 0.0);
+        for (var i = 0u; i < m; i++) {
+            trace = df_add(trace, a[source + i * m + i]);
+        }
+        let floor = df_mul(df_div(trace, vec2<f32>(f32(m), 0.0)), vec2<f32>(dims.floor, 0.0));
+        if (floor.x > jitter.x) {
+            jitter = floor;
+        }
+    }
     var escalations = 0u;
     var ok = false;
     for (var attempt = 0u; attempt < attempts; attempt++) {

@@ -24,6 +24,8 @@ mod gemm;
 mod kernel;
 mod predictions;
 mod psi;
+#[cfg(not(target_arch = "wasm32"))]
+mod resident;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use cholesky::DeviceFactor;
@@ -33,6 +35,8 @@ pub use predictions::SubmittedPredictions;
 #[cfg(not(target_arch = "wasm32"))]
 pub use psi::Psi2OnGpu;
 pub use psi::{Psi2Factors, Psi2Request, Psi2Sums, SubmittedPsi2};
+#[cfg(not(target_arch = "wasm32"))]
+pub use resident::{ResidentEvaluation, ResidentRequest, SubmittedResident};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -100,6 +104,9 @@ struct Pipelines {
     cholesky: wgpu::ComputePipeline,
     #[cfg(not(target_arch = "wasm32"))]
     natural_step: wgpu::ComputePipeline,
+    /// `inducing.wgsl`'s passes, in `resident::Glue`'s order (natively only, as `cholesky`).
+    #[cfg(not(target_arch = "wasm32"))]
+    inducing: Vec<wgpu::ComputePipeline>,
 }
 
 impl fmt::Debug for Gpu {
@@ -187,6 +194,8 @@ impl Gpu {
             cholesky,
             #[cfg(not(target_arch = "wasm32"))]
             natural_step,
+            #[cfg(not(target_arch = "wasm32"))]
+            inducing: resident::pipelines(&device),
         };
         Ok(Gpu {
             device: counters::CountedDevice::new(device, queue),

@@ -83,17 +83,17 @@ pub(super) fn finish_pipeline(device: &wgpu::Device) -> wgpu::ComputePipeline {
 
 /// Where each result lies in a request's read-back buffer, in f32 values.
 #[derive(Debug, Clone, Copy)]
-struct ReadbackLayout {
-    m: usize,
-    t: usize,
-    chunks: usize,
-    width: usize,
+pub(super) struct ReadbackLayout {
+    pub m: usize,
+    pub t: usize,
+    pub chunks: usize,
+    pub width: usize,
 }
 
 impl ReadbackLayout {
     /// [Ã g_mean, Ã y] (2M, twice: head and tail) | P = Ã Ãᵀ (M², lower tiles, twice) | what
     /// `finish.wgsl` leaves: the misfit's sum (2) | the row sums (M·W, twice) | ∂w (T).
-    fn parts(&self) -> [usize; 3] {
+    pub fn parts(&self) -> [usize; 3] {
         let ReadbackLayout { m, t, width, .. } = *self;
         [4 * m, 2 * m * m, 2 + 2 * m * width + t]
     }
@@ -109,7 +109,7 @@ impl ReadbackLayout {
 }
 
 /// One dispatch: the pipeline, its buffers at bindings 0, 1, … and its workgroups.
-type Step<'a> = (
+pub(super) type Step<'a> = (
     &'a wgpu::ComputePipeline,
     Vec<wgpu::Buffer>,
     (u32, u32, u32),
@@ -281,49 +281,144 @@ impl Gpu {
         request: &PredictionRequest,
     ) -> Result<Pending, GpuError> {
         let PredictionRequest {
-            kernel,
             z,
-            x,
-            y,
-            latent,
-            draws,
             l_inv,
             q_mean,
             s_minus_i,
-            noise,
-            c,
+            ..
         } = *request;
-        let (m, d) = z.shape();
-        let (samples, b) = draws.shape();
-        let t = samples * b;
-        assert_eq!(x.shape(), (b, d), "x is b × D");
-        assert_eq!(y.len(), b, "one target per row");
+        let m = z.nrows();
         assert_eq!(
             (q_mean.len(), l_inv.shape(), s_minus_i.shape()),
             (m, (m, m), (m, m)),
             "m is M, L⁻¹ and S − I are M × M"
         );
-        let chunk = backward_chunk(t);
+        let matrix = |role, x: &DMatrix<f64>| {
+            self.resident_with(role, slot, &f32_bytes(x.iter().copied()), storage())
+        };
+        let operands = InducingOperands {
+            l_inv: matrix("l_inv", l_inv),
+            s_minus_i: matrix("s - i", s_minus_i),
+            q_mean: self.resident_with(
+                "q mean",
+                slot,
+                &f32_bytes(q_mean.iter().copied()),
+                storage(),
+            ),
+        };
+        let plan = self.plan_predictions(slot, &PointInputs::of(request), &operands, false)?;
+        let steps: Vec<&Step> = plan.steps().collect();
+        self.record_steps(encoder, "svgp predictions", slot, &steps);
+        let layout = plan.layout;
+        let readback = self.resident(
+            "readback",
+            slot,
+            layout.total() * 4,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+        let mut offset = 0u64;
+        for (source, values) in [&plan.g_alpha_ky, &plan.p, &plan.finished]
+            .into_iter()
+            .zip(layout.parts())
+        {
+            let bytes = (values * 4) as u64;
+            if bytes > 0 {
+                encoder.copy_buffer_to_buffer(source, 0, &readback, offset, bytes);
+            }
+            offset += bytes;
+        }
+        Ok(Pending {
+            layout,
+            u: plan.u,
+            readback,
+        })
+    }
+
+    /// Records `steps` into `encoder` in one compute pass, each with its bind group kept under
+    /// (`label`, its index, `slot`).
+    pub(super) fn record_steps(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        label: &'static str,
+        slot: usize,
+        steps: &[&Step],
+    ) {
+        let groups: Vec<_> = steps
+            .iter()
+            .enumerate()
+            .map(|(k, (pipeline, buffers, groups))| {
+                let refs: Vec<&wgpu::Buffer> = buffers.iter().collect();
+                (
+                    *pipeline,
+                    self.bind_kept((label, k, slot), pipeline, &refs),
+                    *groups,
+                )
+            })
+            .collect();
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(label),
+            timestamp_writes: None,
+        });
+        for (pipeline, bind_group, (gx, gy, gz)) in &groups {
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, bind_group, &[]);
+            pass.dispatch_workgroups(*gx, *gy, *gz);
+        }
+    }
+
+    /// The prediction passes of one request in resident slot `slot`, reading L⁻¹, S − I and m
+    /// from `operands`. With `gram`, Z is appended to the evaluation points (K' = K(Z, [U; Z]),
+    /// M × (T + M), its last M columns K_ZZ) so that the one kernel pass and the one adjoint
+    /// serve K_ZZ as well: the caller copies Z into the points buffer after the first T rows
+    /// ([`PredictionPlan::z_into_points`]) and writes K̄_ZZ after K̄_Zt before the adjoint runs.
+    ///
+    /// Panics if the request's shapes disagree (x b × D, y b, draws S × b).
+    pub(super) fn plan_predictions(
+        &self,
+        slot: usize,
+        inputs: &PointInputs,
+        operands: &InducingOperands,
+        gram: bool,
+    ) -> Result<PredictionPlan<'_>, GpuError> {
+        let PointInputs {
+            kernel,
+            z,
+            x,
+            y,
+            latent_slot,
+            draws,
+            noise,
+            c,
+        } = *inputs;
+        let (m, d) = z.shape();
+        let (samples, b) = draws.shape();
+        let t = samples * b;
+        // The points the kernel pass and its adjoint see.
+        let points = if gram { t + m } else { t };
+        assert_eq!(x.shape(), (b, d), "x is b × D");
+        assert_eq!(y.len(), b, "one target per row");
+        let chunk = backward_chunk(points);
         let layout = ReadbackLayout {
             m,
             t,
-            chunks: t.div_ceil(chunk),
+            chunks: points.div_ceil(chunk),
             width: backward_width(kernel),
         };
         for (what, values) in [
-            ("K_Zt", m * t),
+            ("K_Zt", m * points),
             ("the kernel adjoint's row sums", layout.row_partials()),
-            ("the evaluation points", t * d),
+            ("the evaluation points", points * d),
         ] {
             self.check_binding(what, (values * 4) as u64)?;
         }
         let cross_groups = (
             (m as u32).div_ceil(CROSS_SIDE),
-            (t as u32).div_ceil(CROSS_SIDE),
+            (points as u32).div_ceil(CROSS_SIDE),
             1,
         );
         let rows_groups = ((m as u32).div_ceil(BACKWARD_GROUP), layout.chunks as u32, 1);
         let point_groups = ((t as u32).div_ceil(COLUMN_GROUP), 1, 1);
+        let cols_groups = ((points as u32).div_ceil(COLUMN_GROUP), 1, 1);
         let build_groups = (((t * d).max(1) as u32).div_ceil(COLUMN_GROUP), 1, 1);
         let finish_groups = (
             ((m * layout.width).max(t).max(1) as u32).div_ceil(FINISH_GROUP),
@@ -374,6 +469,7 @@ impl Gpu {
             cross_groups,
             rows_groups,
             point_groups,
+            cols_groups,
             left.groups,
             small.groups,
             kkt.groups,
@@ -390,7 +486,7 @@ impl Gpu {
         // t = n·S + s is row n of x with the latent slot set to w_sn (a row's samples adjacent,
         // as `svgp::evaluation_points` orders them).
         let u = DMatrix::from_fn(t, d, |p, j| {
-            if j == latent.slot {
+            if j == latent_slot {
                 draws[(p % samples, p / samples)]
             } else {
                 x[(p / samples, j)]
@@ -399,7 +495,7 @@ impl Gpu {
         let g_var = -c / (2.0 * noise);
 
         let uniform = wgpu::BufferUsages::UNIFORM;
-        let [kdims, linear, parts, kinds] = kernel_parameters(kernel, m, t, chunk);
+        let [kdims, linear, parts, kinds] = kernel_parameters(kernel, m, points, chunk);
         let kdims = self.resident_with("kernel dims", slot, &kdims, uniform);
         let z_buf = self.resident_with("z", slot, &rows_bytes(z), storage());
         // The points are built on the device from the rows and the draws (points.wgsl).
@@ -412,7 +508,7 @@ impl Gpu {
             t as u32,
             d as u32,
             samples as u32,
-            latent.slot as u32,
+            latent_slot as u32,
             kernel.stationary.len() as u32,
             0,
             0,
@@ -421,25 +517,14 @@ impl Gpu {
             points_dims.extend(word.to_le_bytes());
         }
         let points_dims = self.resident_with("points dims", slot, &points_dims, uniform);
-        let u_buf = self.resident("u", slot, t * d * 4, storage());
+        let u_buf = self.resident("u", slot, points * d * 4, storage());
         let linear = self.resident_with("linear", slot, &linear, storage());
         let parts = self.resident_with("parts", slot, &parts, storage());
         let kinds = self.resident_with("kinds", slot, &kinds, storage());
         // K, then K̄ in the same buffer; Ã; B = (S − I)Ã, then Ā in the same buffer.
-        let k = self.resident("k", slot, m * t * 4, storage());
+        let k = self.resident("k", slot, m * points * 4, storage());
         let a_w = self.resident("whitened k", slot, m * t * 4, storage());
         let b_w = self.resident("(s - i) whitened k", slot, m * t * 4, storage());
-        let matrix = |role, x: &DMatrix<f64>| {
-            self.resident_with(role, slot, &f32_bytes(x.iter().copied()), storage())
-        };
-        let l_inv_buf = matrix("l_inv", l_inv);
-        let smi_buf = matrix("s - i", s_minus_i);
-        let mean_buf = self.resident_with(
-            "q mean",
-            slot,
-            &f32_bytes(q_mean.iter().copied()),
-            storage(),
-        );
         // k_tt and y_T are written by the points pass (points.wgsl).
         let ktt_buf = self.resident("ktt", slot, t * 4, storage());
         let gy = self.resident("gy", slot, 2 * t * 4, storage());
@@ -468,14 +553,14 @@ impl Gpu {
         let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * 2 * m * 4, storage());
         let p_buf = self.resident("p", slot, 2 * m * m * 4, storage());
         let rows = self.resident("rows", slot, layout.row_partials() * 4, storage());
-        let cols = self.resident("cols", slot, t * d * 4, storage());
+        let cols = self.resident("cols", slot, points * d * 4, storage());
         let mut finish_dims = Vec::with_capacity(32);
         for word in [
             (m * layout.width) as u32,
             layout.chunks as u32,
             t as u32,
             d as u32,
-            latent.slot as u32,
+            latent_slot as u32,
         ] {
             finish_dims.extend(word.to_le_bytes());
         }
@@ -483,12 +568,6 @@ impl Gpu {
         finish_dims.extend([0u8; 8]);
         let finish_dims = self.resident_with("finish dims", slot, &finish_dims, uniform);
         let finished = self.resident("finished", slot, layout.parts()[2] * 4, storage());
-        let readback = self.resident(
-            "readback",
-            slot,
-            layout.total() * 4,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        );
 
         let pipelines = &self.pipelines;
         let kernel_common = [&kdims, &z_buf, &u_buf, &linear, &parts, &kinds];
@@ -499,7 +578,12 @@ impl Gpu {
                 .map(|&b| b.clone())
                 .collect()
         };
-        let steps: [Step; 13] = [
+        let InducingOperands {
+            l_inv,
+            s_minus_i,
+            q_mean,
+        } = operands;
+        let front = vec![
             (
                 &pipelines.evaluation_points,
                 vec![
@@ -516,14 +600,16 @@ impl Gpu {
                 build_groups,
             ),
             (&pipelines.kernel.cross, with(&[&k]), cross_groups),
+        ];
+        let middle = vec![
             (
                 &pipelines.gemm,
-                vec![left_dims.clone(), l_inv_buf.clone(), k.clone(), a_w.clone()],
+                vec![left_dims.clone(), l_inv.clone(), k.clone(), a_w.clone()],
                 left.groups,
             ),
             (
                 &pipelines.gemm,
-                vec![left_dims, smi_buf, a_w.clone(), b_w.clone()],
+                vec![left_dims, s_minus_i.clone(), a_w.clone(), b_w.clone()],
                 left.groups,
             ),
             (
@@ -532,7 +618,7 @@ impl Gpu {
                     column_dims,
                     a_w.clone(),
                     b_w.clone(),
-                    mean_buf,
+                    q_mean.clone(),
                     ktt_buf,
                     gy.clone(),
                     misfit.clone(),
@@ -561,9 +647,11 @@ impl Gpu {
             ),
             (
                 &pipelines.gemm,
-                vec![back_dims, l_inv_buf, b_w, k.clone()],
+                vec![back_dims, l_inv.clone(), b_w, k.clone()],
                 back.groups,
             ),
+        ];
+        let back = vec![
             (
                 &pipelines.kernel.backward_rows,
                 with(&[&k, &rows]),
@@ -572,50 +660,110 @@ impl Gpu {
             (
                 &pipelines.kernel.backward_cols,
                 with(&[&k, &cols]),
-                point_groups,
+                cols_groups,
             ),
             (
                 &pipelines.finish_sums,
-                vec![finish_dims, rows, cols, misfit, finished.clone()],
+                vec![finish_dims, rows, cols.clone(), misfit, finished.clone()],
                 finish_groups,
             ),
         ];
-        let groups: Vec<_> = steps
-            .iter()
-            .enumerate()
-            .map(|(k, (pipeline, buffers, groups))| {
-                let refs: Vec<&wgpu::Buffer> = buffers.iter().collect();
-                let key = ("svgp predictions", k, slot);
-                (*pipeline, self.bind_kept(key, pipeline, &refs), *groups)
-            })
-            .collect();
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("svgp predictions"),
-                timestamp_writes: None,
-            });
-            for (pipeline, bind_group, (gx, gy, gz)) in &groups {
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, bind_group, &[]);
-                pass.dispatch_workgroups(*gx, *gy, *gz);
-            }
-        }
-        let mut offset = 0u64;
-        for (source, values) in [&g_alpha_ky, &p_buf, &finished]
-            .into_iter()
-            .zip(layout.parts())
-        {
-            let bytes = (values * 4) as u64;
-            if bytes > 0 {
-                encoder.copy_buffer_to_buffer(source, 0, &readback, offset, bytes);
-            }
-            offset += bytes;
-        }
-        Ok(Pending {
+        Ok(PredictionPlan {
+            front,
+            middle,
+            back,
             layout,
             u,
-            readback,
+            z: z_buf,
+            points: u_buf,
+            k,
+            p: p_buf,
+            g_alpha_ky,
+            finished,
+            cols,
         })
+    }
+}
+
+/// The inputs of one request's predictions that do not depend on where L⁻¹ and q(v) come from.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PointInputs<'a> {
+    pub kernel: &'a crate::gp::kernel::Kernel,
+    pub z: &'a DMatrix<f64>,
+    pub x: &'a DMatrix<f64>,
+    pub y: &'a DVector<f64>,
+    pub latent_slot: usize,
+    /// w_sn (S × b).
+    pub draws: &'a DMatrix<f64>,
+    pub noise: f64,
+    pub c: f64,
+}
+
+impl<'a> PointInputs<'a> {
+    fn of(request: &PredictionRequest<'a>) -> Self {
+        PointInputs {
+            kernel: request.kernel,
+            z: request.z,
+            x: request.x,
+            y: request.y,
+            latent_slot: request.latent.slot,
+            draws: request.draws,
+            noise: request.noise,
+            c: request.c,
+        }
+    }
+}
+
+/// The device buffers the predictions read the M × M quantities from: L⁻¹ and S − I (M × M,
+/// column-major float32) and q(v)'s mean m (M).
+pub(super) struct InducingOperands {
+    pub l_inv: wgpu::Buffer,
+    pub s_minus_i: wgpu::Buffer,
+    pub q_mean: wgpu::Buffer,
+}
+
+/// One request's prediction passes ([`Gpu::plan_predictions`]) in their three groups, with the
+/// buffers a caller reads or writes between them.
+pub(super) struct PredictionPlan<'g> {
+    /// The evaluation points, then the kernel matrix K (or K').
+    pub front: Vec<Step<'g>>,
+    /// The products with L⁻¹ and q(v), the column pass, [Ãg, Ãy], P, and K̄_Zt = L⁻ᵀĀ.
+    pub middle: Vec<Step<'g>>,
+    /// The kernel's adjoint and the sums finished on the device.
+    pub back: Vec<Step<'g>>,
+    pub layout: ReadbackLayout,
+    /// The evaluation points (T × D) in f64, for k_tt's adjoint on the host.
+    pub u: DMatrix<f64>,
+    /// Z (M × D, row-major) and the points buffer ([U; Z] with `gram`).
+    pub z: wgpu::Buffer,
+    pub points: wgpu::Buffer,
+    /// K (M × T, or K' M × (T + M)), then K̄ in the same buffer.
+    pub k: wgpu::Buffer,
+    /// P = ÃÃᵀ: head and tail planes of M² (lower blocks).
+    pub p: wgpu::Buffer,
+    /// [Ãg, Ãy] (M × 2): head and tail planes of 2M.
+    pub g_alpha_ky: wgpu::Buffer,
+    /// `finish.wgsl`'s output.
+    pub finished: wgpu::Buffer,
+    /// ∂ of each point (rows of [U; Z] × D, row-major).
+    pub cols: wgpu::Buffer,
+}
+
+impl<'g> PredictionPlan<'g> {
+    /// Every step in order, with nothing between the groups.
+    fn steps(&self) -> impl Iterator<Item = &Step<'g>> {
+        self.front.iter().chain(&self.middle).chain(&self.back)
+    }
+
+    /// Records the copy of Z into the points buffer after the T evaluation points (before the
+    /// pass that reads them).
+    pub fn z_into_points(&self, encoder: &mut wgpu::CommandEncoder) {
+        let (m, t) = (self.layout.m, self.layout.t);
+        let d = self.u.ncols();
+        let bytes = (m * d * 4) as u64;
+        if bytes > 0 {
+            encoder.copy_buffer_to_buffer(&self.z, 0, &self.points, (t * d * 4) as u64, bytes);
+        }
     }
 }
 

@@ -1,0 +1,244 @@
+// The glue of the uncollapsed evaluation whose M × M algebra stays on the device (resident.rs,
+// issue 34 item 2): small passes between the kernel matrix, the double-float factorisations of
+// cholesky.wgsl and the float32 products of gemm.wgsl, so that nothing of size M × M crosses to
+// the host. double_float.wgsl is prepended. Every entry point binds the same five buffers (a
+// uniform, three read-only sources, one destination) and touches all of them, so that one
+// bind-group layout serves them all; an unused source is bound to a spare buffer.
+//
+// Layouts: a double-float ("df") value is two f32 words (head, tail); the factorisations' and
+// q(v)'s matrices are df, row-major (cholesky.wgsl); the products' operands are f32,
+// column-major (gemm.wgsl); K' = K(Z, [U; Z]) is M × (T + M), column-major, its last M columns
+// K_ZZ.
+//
+// `widen_gram`       K_ZZ (f32, K' after its T columns) → df row-major lower triangle.
+// `narrow_matrix`    a df row-major M × M matrix at `offset` → f32 column-major (minus I when
+//                    flags & 1), for the products.
+// `mean_alpha`       q(v)'s m (df, in the state at `offset`) → f32 [m | α = L⁻ᵀm], with L⁻¹ the
+//                    factor's inverse (df) in `src_b`.
+// `mirror_p`         P = Ã Ãᵀ (the SYRK's head and tail planes, lower blocks) → f32 full P.
+// `l_bar`            L̄ = tril(−α (Ã g)ᵀ − 2 g_var W), W = L⁻ᵀ(S − I)P, f32 column-major.
+// `phi`              Φ(X) in place: the strict upper triangle zeroed, the diagonal halved.
+// `symmetrise_into`  K̄_ZZ = (X + Xᵀ)/2 written after the T columns of K̄'.
+// `natural_inputs`   [P, Λ, η₁, r] (df, row-major) for cholesky.wgsl's `natural_step`, with
+//                    Λ = (c/φ²) Ã Ãᵀ and r = (c/φ²) Ã y from the compensated products' planes.
+// `kl_terms`         tr S, mᵀm and log det S = −2 Σ log L_P,ii from q(v)'s state, as df.
+
+struct Dims {
+    m: u32,            // inducing points M
+    t: u32,            // evaluation points T (K' has T + M columns)
+    offset: u32,       // where the source matrix starts in `src_a`, in df values
+    flags: u32,        // `narrow_matrix`: 1 subtracts the identity
+    g_var: vec2<f32>,  // −c/(2φ²), df
+    scale: vec2<f32>,  // c/φ², df
+    one: f32,          // 1.0, unknown to the compiler (double_float.wgsl)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> dims: Dims;
+@group(0) @binding(1) var<storage, read> src_a: array<f32>;
+@group(0) @binding(2) var<storage, read> src_b: array<f32>;
+@group(0) @binding(3) var<storage, read> src_c: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dst: array<f32>;
+
+fn one() -> f32 {
+    return dims.one;
+}
+
+// Static uses of every binding, so every entry point has the one layout.
+fn touch() {
+    _ = src_a[0];
+    _ = src_b[0];
+    _ = src_c[0];
+    _ = dst[0];
+}
+
+fn df_a(k: u32) -> vec2<f32> {
+    return vec2<f32>(src_a[2u * k], src_a[2u * k + 1u]);
+}
+
+fn df_b(k: u32) -> vec2<f32> {
+    return vec2<f32>(src_b[2u * k], src_b[2u * k + 1u]);
+}
+
+fn put_df(k: u32, v: vec2<f32>) {
+    dst[2u * k] = v.x;
+    dst[2u * k + 1u] = v.y;
+}
+
+// A compensated product's value at `k` from its head plane and its tail plane `plane` words on.
+fn planes(buffer_b: bool, k: u32, plane: u32) -> vec2<f32> {
+    if (buffer_b) {
+        return two_sum(src_b[k], src_b[plane + k]);
+    }
+    return two_sum(src_a[k], src_a[plane + k]);
+}
+
+@compute @workgroup_size(64)
+fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let m = dims.m;
+    let k = id.x;
+    if (k >= m * m) {
+        return;
+    }
+    let i = k / m;
+    let j = k % m;
+    var v = vec2<f32>(0.0, 0.0);
+    if (j <= i) {
+        v = vec2<f32>(src_a[m * dims.t + i + j * m], 0.0);
+    }
+    put_df(k, v);
+}
+
+@compute @workgroup_size(64)
+fn narrow_matrix(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let m = dims.m;
+    let k = id.x;
+    if (k >= m * m) {
+        return;
+    }
+    let i = k / m;
+    let j = k % m;
+    var v = df_a(dims.offset + k);
+    if ((dims.flags & 1u) != 0u && i == j) {
+        v = df_add(v, vec2<f32>(-1.0, 0.0));
+    }
+    dst[i + j * m] = v.x + v.y;
+}
+
+@compute @workgroup_size(64)
+fn mean_alpha(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let m = dims.m;
+    let i = id.x;
+    if (i >= m) {
+        return;
+    }
+    let mean = dims.offset;
+    let v = df_a(mean + i);
+    dst[i] = v.x + v.y;
+    // α_i = Σ_k (L⁻¹)_ki m_k, L⁻¹ lower: k ≥ i.
+    let inv = m * m;
+    var sum = vec2<f32>(0.0, 0.0);
+    for (var k = i; k < m; k++) {
+        sum = df_add(sum, df_mul(df_b(inv + k * m + i), df_a(mean + k)));
+    }
+    dst[m + i] = sum.x + sum.y;
+}
+
+@compute @workgroup_size(64)
+fn mirror_p(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let m = dims.m;
+    let k = id.x;
+    if (k >= m * m) {
+        return;
+    }
+    let i = k % m;
+    let j = k / m;
+    // Column-major; the SYRK wrote the blocks on or below the diagonal.
+    let low = select(j + i * m, k, i >= j);
+    let v = planes(false, low, m * m);
+    dst[k] = v.x + v.y;
+}
+
+@compute @workgroup_size(64)
+fn l_bar(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let m = dims.m;
+    let k = id.x;
+    if (k >= m * m) {
+        return;
+    }
+    let i = k % m;
+    let j = k / m;
+    if (j > i) {
+        dst[k] = 0.0;
+        return;
+    }
+    let alpha = src_a[m + i];
+    // Ã g: the first column of the compensated [Ã g, Ã y] (M × 2, planes of 2M).
+    let g = planes(true, j, 2u * m);
+    let g_var = dims.g_var.x + dims.g_var.y;
+    dst[k] = -alpha * (g.x + g.y) - 2.0 * g_var * src_c[k];
+}
+
+@compute @workgroup_size(64)
+fn phi(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let m = dims.m;
+    let k = id.x;
+    if (k >= m * m) {
+        return;
+    }
+    let i = k % m;
+    let j = k / m;
+    if (j > i) {
+        dst[k] = 0.0;
+    } else if (j == i) {
+        dst[k] = 0.5 * dst[k];
+    }
+}
+
+@compute @workgroup_size(64)
+fn symmetrise_into(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let m = dims.m;
+    let k = id.x;
+    if (k >= m * m) {
+        return;
+    }
+    let i = k % m;
+    let j = k / m;
+    dst[m * dims.t + k] = 0.5 * (src_a[k] + src_a[j + i * m]);
+}
+
+@compute @workgroup_size(64)
+fn natural_inputs(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let m = dims.m;
+    let k = id.x;
+    let p = dims.offset;
+    if (k < m * m) {
+        let i = k / m;
+        let j = k % m;
+        put_df(k, df_a(p + k));
+        // Λ = (c/φ²) Ã Ãᵀ, from the SYRK's lower blocks (column-major planes of M² in src_b).
+        let low = select(i + j * m, j + i * m, j > i);
+        put_df(m * m + k, df_mul(dims.scale, planes(true, low, m * m)));
+    }
+    if (k < m) {
+        // η₁ after q(v)'s matrices P, S and mean in the state; r from Ã y (second column of the
+        // compensated [Ã g, Ã y] in src_c, planes of 2M).
+        put_df(2u * m * m + k, df_a(p + 2u * m * m + m + k));
+        let ky = two_sum(src_c[m + k], src_c[3u * m + k]);
+        put_df(2u * m * m + m + k, df_mul(dims.scale, ky));
+    }
+}
+
+@compute @workgroup_size(1)
+fn kl_terms() {
+    touch();
+    let m = dims.m;
+    // The state: [L_P | X_P | status (4) | P | S | m | η₁], `offset` = where L_P starts.
+    let base = dims.offset;
+    let s = base + 2u * m * m + 4u + m * m;
+    let mean = s + m * m;
+    var trace = vec2<f32>(0.0, 0.0);
+    var norm = vec2<f32>(0.0, 0.0);
+    var logdet = vec2<f32>(0.0, 0.0);
+    for (var i = 0u; i < m; i++) {
+        trace = df_add(trace, df_a(s + i * m + i));
+        let mi = df_a(mean + i);
+        norm = df_add(norm, df_mul(mi, mi));
+        let l = df_a(base + i * m + i);
+        // log(h + t) = log h + log1p(t/h) ≈ log h + t/h.
+        logdet = df_add(logdet, two_sum(-2.0 * log(l.x), -2.0 * l.y / l.x));
+    }
+    put_df(0u, trace);
+    put_df(1u, norm);
+    put_df(2u, logdet);
+}

@@ -1,0 +1,678 @@
+//! The uncollapsed evaluation with its M × M algebra on the device and q(v) resident there
+//! (issue 34, item 2): for each request, in one submission for the whole batch and with nothing
+//! of size M × M crossing to the host, in order on the device:
+//!
+//! 1. the evaluation points and K' = K(Z, [U; Z]) (M × (T + M)) in one kernel pass, so K_ZZ is
+//!    its last M columns;
+//! 2. K_ZZ + εI = L Lᵀ with the jitter ladder in the shader, starting at
+//!    max(ε₀, floor · mean diag K_ZZ), and L⁻¹, in double-float (`cholesky.wgsl`);
+//! 3. L, L⁻¹, S − I, m and α = L⁻ᵀm narrowed to float32 for the products (`inducing.wgsl`), q(v)
+//!    read from its resident state;
+//! 4. the predictions of [`super::predictions`] (Ã = L⁻¹K_Zt, the column pass, [Ãg, Ãy],
+//!    P = ÃÃᵀ, K̄_Zt = L⁻ᵀĀ);
+//! 5. back to K_ZZ: L̄ = tril(−α (Ãg)ᵀ − 2 g_var L⁻ᵀ(S − I)P), then the Cholesky adjoint
+//!    K̄_ZZ = sym(L⁻ᵀ Φ(Lᵀ L̄) L⁻¹) by four products, written after K̄_Zt so that the one kernel
+//!    adjoint gives the gradients through K_Zt and K_ZZ together;
+//! 6. q(v)'s natural step P ← (1 − γ)P + γ(I + Λ), η₁ ← (1 − γ)η₁ + γr with Λ = (c/φ²)P_w and
+//!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_step`), and the KL
+//!    terms of the current state.
+//!
+//! What comes back per request is O(M·W + T) values (the kernel's and Z's gradients, the draws',
+//! the misfit, K_ZZ's jitter and status, the KL terms, the step's status), never an M × M
+//! matrix. The stepped q(v) stays on the device: a later request with `commit` set (or
+//! [`Gpu::commit_posteriors`]) makes it the slot's current one, so a host that rejects the step
+//! (a fault, a phase that ends) leaves the slot as it was. The host's reference is the CPU's
+//! `svgp::bound_and_gradient` followed by `InducingPosterior::natural_step`.
+
+use nalgebra::{DMatrix, DVector};
+
+use super::cholesky::{
+    decode as decode_factor, dims_bytes, ladder_bytes, output_words, step_words, two_word_bytes,
+};
+use super::kernel::decode_rows;
+use super::predictions::{InducingOperands, PointInputs, ReadbackLayout, Step};
+use super::{Gpu, GpuError};
+use crate::gp::kernel::{Kernel, KernelGrad};
+use crate::gp::linalg::{cholesky_jittered, lower_inverse, CholeskyError, JitterPolicy};
+use crate::gp::natgrad::InducingPosterior;
+use crate::gp::svgp::LatentBatch;
+
+/// The first resident slot of these evaluations: apart from the host-side path's slots, so that
+/// neither grows or rebinds the other's buffers.
+const RESIDENT_SLOTS: usize = 1 << 21;
+
+/// Invocations per workgroup of `inducing.wgsl`'s element-wise passes.
+const GROUP: u32 = 64;
+
+/// The compiled entry points of `inducing.wgsl`, in [`Glue`]'s order.
+pub(super) fn pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
+    let source = [super::DOUBLE_FLOAT, include_str!("inducing.wgsl")].concat();
+    Glue::ALL
+        .iter()
+        .map(|glue| super::compute_pipeline(device, "inducing.wgsl", &source, glue.entry()))
+        .collect()
+}
+
+/// The passes of `inducing.wgsl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Glue {
+    WidenGram,
+    NarrowMatrix,
+    MeanAlpha,
+    MirrorP,
+    LBar,
+    Phi,
+    SymmetriseInto,
+    NaturalInputs,
+    KlTerms,
+}
+
+impl Glue {
+    const ALL: [Glue; 9] = [
+        Glue::WidenGram,
+        Glue::NarrowMatrix,
+        Glue::MeanAlpha,
+        Glue::MirrorP,
+        Glue::LBar,
+        Glue::Phi,
+        Glue::SymmetriseInto,
+        Glue::NaturalInputs,
+        Glue::KlTerms,
+    ];
+
+    fn entry(self) -> &'static str {
+        match self {
+            Glue::WidenGram => "widen_gram",
+            Glue::NarrowMatrix => "narrow_matrix",
+            Glue::MeanAlpha => "mean_alpha",
+            Glue::MirrorP => "mirror_p",
+            Glue::LBar => "l_bar",
+            Glue::Phi => "phi",
+            Glue::SymmetriseInto => "symmetrise_into",
+            Glue::NaturalInputs => "natural_inputs",
+            Glue::KlTerms => "kl_terms",
+        }
+    }
+}
+
+/// One evaluation whose q(v) is resident in slot `slot` ([`Gpu::upload_posterior`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ResidentRequest<'a> {
+    pub slot: usize,
+    pub kernel: &'a Kernel,
+    pub z: &'a DMatrix<f64>,
+    /// The minibatch (b × D) and its targets.
+    pub x: &'a DMatrix<f64>,
+    pub y: &'a DVector<f64>,
+    pub latent: &'a LatentBatch,
+    /// w_sn = μ_n + √Σ_n ε_sn (S × b).
+    pub draws: &'a DMatrix<f64>,
+    pub noise: f64,
+    /// c = N/(bS).
+    pub c: f64,
+    /// K_ZZ's jitter ladder, and the floor relative to mean diag K_ZZ its first rung is raised to.
+    pub jitter: JitterPolicy,
+    pub relative_jitter: f64,
+    /// The natural step's size γ.
+    pub gamma: f64,
+    /// Make the slot's last stepped q(v) its current one before evaluating.
+    pub commit: bool,
+}
+
+/// What one resident evaluation gives the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResidentEvaluation {
+    /// Σ_t [(y_t − mean_t)² + var_t].
+    pub misfit: f64,
+    /// The kernel's gradient through K_Zt, k_tt and K_ZZ.
+    pub kernel: KernelGrad,
+    /// ∂L̂/∂Z through K_Zt and K_ZZ.
+    pub z: DMatrix<f64>,
+    /// ∂L̂/∂w_sn (S × b) through the predictions.
+    pub draws: DMatrix<f64>,
+    /// K_ZZ's factorisation: the jitter it took, or why it failed (then nothing else holds).
+    pub jitter: Result<f64, CholeskyError>,
+    /// KL(q(v) ‖ N(0, I)) = ½(tr S + mᵀm − M − log det S) of the q(v) evaluated.
+    pub kl_inducing: f64,
+    /// The natural step: its q(v) waits in the slot until committed, or why P did not factorise.
+    pub stepped: Result<(), CholeskyError>,
+}
+
+/// Words of a slot's q(v) state (`cholesky.wgsl`'s `natural_step` output): L_P, X_P, the status,
+/// P, S, m, η₁, each value two words.
+fn state_words(m: usize) -> usize {
+    step_words(m)
+}
+
+/// Where each part of q(v)'s state starts, in double-float values.
+struct StateOffsets {
+    status: usize,
+    p: usize,
+    s: usize,
+    mean: usize,
+    eta: usize,
+}
+
+fn state_offsets(m: usize) -> StateOffsets {
+    let status = 2 * m * m;
+    let p = status + 4;
+    let s = p + m * m;
+    let mean = s + m * m;
+    StateOffsets {
+        status,
+        p,
+        s,
+        mean,
+        eta: mean + m,
+    }
+}
+
+/// Usage of the device-side buffers of this module.
+fn storage() -> wgpu::BufferUsages {
+    wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
+}
+
+/// `inducing.wgsl`'s `Dims`.
+fn glue_dims(m: usize, t: usize, offset: usize, flags: u32, g_var: f64, scale: f64) -> Vec<u8> {
+    let [gh, gt] = super::cholesky::two_words(g_var);
+    let [sh, st] = super::cholesky::two_words(scale);
+    super::uniform_words(&[
+        m as u32,
+        t as u32,
+        offset as u32,
+        flags,
+        gh.to_bits(),
+        gt.to_bits(),
+        sh.to_bits(),
+        st.to_bits(),
+        1.0f32.to_bits(),
+        0,
+        0,
+        0,
+    ])
+}
+
+/// Values read back per request: the predictions' finished sums (2 + 2MW + T), Z's gradient
+/// through the Z columns of K' (M·D), K_ZZ's status and the step's (8 each), the KL terms (6).
+fn readback_words(layout: &ReadbackLayout, d: usize) -> [usize; 5] {
+    [layout.parts()[2], layout.m * d, 8, 8, 6]
+}
+
+/// What the host keeps of an encoded request to decode it.
+struct Pending {
+    layout: ReadbackLayout,
+    u: DMatrix<f64>,
+    readback: wgpu::Buffer,
+    words: usize,
+}
+
+/// Resident evaluations submitted and not yet read ([`Gpu::submit_resident`]).
+#[must_use = "the evaluations are read by `finish`"]
+pub struct SubmittedResident {
+    pending: Vec<Pending>,
+    waits: Vec<futures_channel::oneshot::Receiver<Result<(), String>>>,
+    scopes: super::ScopeVerdicts,
+    #[cfg(not(target_arch = "wasm32"))]
+    submission: wgpu::SubmissionIndex,
+}
+
+impl SubmittedResident {
+    /// The evaluations of `requests` (those submitted, in order) once the device has finished
+    /// them (natively one blocking wait; in the browser the mapping resolves by itself).
+    pub async fn finish(
+        self,
+        gpu: &Gpu,
+        requests: &[ResidentRequest<'_>],
+    ) -> Result<Vec<ResidentEvaluation>, GpuError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        gpu.wait(self.submission.clone())?;
+        self.scopes.check().await?;
+        let mapping = super::Mapping {
+            buffers: self
+                .pending
+                .iter()
+                .map(|p| (&p.readback, p.words * 4))
+                .collect(),
+            waits: self.waits,
+        };
+        let values = gpu.read_mapping(mapping).await?;
+        Ok(requests
+            .iter()
+            .zip(&self.pending)
+            .zip(&values)
+            .map(|((request, p), v)| decode(request, p, v))
+            .collect())
+    }
+}
+
+impl Gpu {
+    /// Makes `posterior` the current q(v) of resident slot `slot` (its factor of P computed here
+    /// in f64, for log det S). The error is P failing to factorise (nothing is written).
+    pub fn upload_posterior(
+        &self,
+        slot: usize,
+        posterior: &InducingPosterior,
+    ) -> Result<(), CholeskyError> {
+        let m = posterior.len();
+        let factor = cholesky_jittered(&posterior.precision, JitterPolicy::exactly(0.0))?;
+        let l_inv = lower_inverse(&factor.l);
+        let row_major = |a: &DMatrix<f64>| -> Vec<f64> {
+            (0..m * m).map(|k| a[(k / m, k % m)]).collect::<Vec<f64>>()
+        };
+        let values = row_major(&factor.l)
+            .into_iter()
+            .chain(row_major(&l_inv))
+            .chain([0.0; 4])
+            .chain(row_major(&posterior.precision))
+            .chain(row_major(&posterior.cov))
+            .chain(posterior.mean.iter().copied())
+            .chain(posterior.eta1.iter().copied());
+        let bytes = two_word_bytes(values);
+        debug_assert_eq!(bytes.len(), state_words(m) * 4);
+        self.resident_with("q current", RESIDENT_SLOTS + slot, &bytes, storage());
+        Ok(())
+    }
+
+    /// The current q(v) of resident slot `slot`, read back (blocking) in f64 from double-float.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_posterior(&self, slot: usize, m: usize) -> Result<InducingPosterior, GpuError> {
+        self.check_alive()?;
+        let words = state_words(m);
+        let current = self.resident("q current", RESIDENT_SLOTS + slot, words * 4, storage());
+        let (_, readback) = self.output_and_readback("q readback", (words * 4) as u64);
+        let mut encoder = self.device.create_command_encoder("q readback");
+        encoder.copy_buffer_to_buffer(&current, 0, &readback, 0, (words * 4) as u64);
+        let submission = self.device.submit(encoder);
+        let values = self.read_back(&readback, submission)?;
+        let value = |k: usize| f64::from(values[2 * k]) + f64::from(values[2 * k + 1]);
+        let at = state_offsets(m);
+        let matrix = |offset: usize| DMatrix::from_fn(m, m, |i, j| value(offset + i * m + j));
+        Ok(InducingPosterior {
+            eta1: DVector::from_fn(m, |i, _| value(at.eta + i)),
+            precision: matrix(at.p),
+            mean: DVector::from_fn(m, |i, _| value(at.mean + i)),
+            cov: matrix(at.s),
+        })
+    }
+
+    /// Makes the last stepped q(v) of each of `slots` (of `m` inducing points) its current one,
+    /// in one submission that nothing waits for.
+    pub fn commit_posteriors(&self, slots: &[usize], m: usize) -> Result<(), GpuError> {
+        self.check_alive()?;
+        let mut encoder = self.device.create_command_encoder("q commit");
+        for &slot in slots {
+            self.record_commit(&mut encoder, RESIDENT_SLOTS + slot, m);
+        }
+        let _ = self.device.submit(encoder);
+        Ok(())
+    }
+
+    fn record_commit(&self, encoder: &mut wgpu::CommandEncoder, slot: usize, m: usize) {
+        let bytes = state_words(m) * 4;
+        let next = self.resident("q next", slot, bytes, storage());
+        let current = self.resident("q current", slot, bytes, storage());
+        encoder.copy_buffer_to_buffer(&next, 0, &current, 0, bytes as u64);
+    }
+
+    /// The resident evaluations of `requests` in one submission, blocking until they are read.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn resident_evaluations(
+        &self,
+        requests: &[ResidentRequest],
+    ) -> Result<Vec<ResidentEvaluation>, GpuError> {
+        let submitted = self.submit_resident(requests)?;
+        pollster::block_on(submitted.finish(self, requests))
+    }
+
+    /// Encodes and submits every request's evaluation and natural step in one submission and
+    /// asks for the results to be mapped ([`SubmittedResident::finish`] reads them).
+    ///
+    /// Panics if a request's shapes disagree (x b × D, y b, draws S × b) or two requests name
+    /// one slot.
+    pub fn submit_resident(
+        &self,
+        requests: &[ResidentRequest],
+    ) -> Result<SubmittedResident, GpuError> {
+        self.check_alive()?;
+        let mut slots: Vec<usize> = requests.iter().map(|r| r.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(slots.len(), requests.len(), "one request per resident slot");
+        let scopes = self.open_scopes();
+        let mut encoder = self.device.create_command_encoder("resident evaluations");
+        let pending: Result<Vec<Pending>, GpuError> = requests
+            .iter()
+            .map(|request| self.encode_resident(&mut encoder, request))
+            .collect();
+        let pending = pending?;
+        let submission = self.device.submit(encoder);
+        #[cfg(target_arch = "wasm32")]
+        let _ = submission;
+        let scopes = scopes.close();
+        let mapping = self.request_mapping(
+            &pending
+                .iter()
+                .map(|p| (&p.readback, p.words * 4))
+                .collect::<Vec<_>>(),
+        );
+        Ok(SubmittedResident {
+            waits: mapping.waits,
+            pending,
+            scopes,
+            #[cfg(not(target_arch = "wasm32"))]
+            submission,
+        })
+    }
+
+    /// Records one request's passes and copies into `encoder`.
+    fn encode_resident(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        request: &ResidentRequest,
+    ) -> Result<Pending, GpuError> {
+        let slot = RESIDENT_SLOTS + request.slot;
+        let (m, d) = request.z.shape();
+        let t = request.draws.len();
+        let mm = m * m;
+        for (what, values) in [
+            ("q(v)'s state", state_words(m)),
+            ("K_ZZ's factor", output_words(m)),
+            ("the natural step's inputs", 2 * (2 * mm + 2 * m)),
+        ] {
+            self.check_binding(what, (values * 4) as u64)?;
+        }
+        let square_groups = ((mm.max(1) as u32).div_ceil(GROUP), 1, 1);
+        self.check_groups("the M × M passes", square_groups)?;
+        if request.commit {
+            self.record_commit(encoder, slot, m);
+        }
+        let words = state_words(m) * 4;
+        let current = self.resident("q current", slot, words, storage());
+        let next = self.resident("q next", slot, words, storage());
+
+        let uniform = wgpu::BufferUsages::UNIFORM;
+        let g_var = -request.c / (2.0 * request.noise);
+        let scale = request.c / request.noise;
+        let at = state_offsets(m);
+        let dims = |role: &'static str, offset: usize, flags: u32| {
+            self.resident_with(
+                role,
+                slot,
+                &glue_dims(m, t, offset, flags, g_var, scale),
+                uniform,
+            )
+        };
+        let plain = dims("glue dims", 0, 0);
+        let at_inverse = dims("glue dims: L⁻¹", mm, 0);
+        let at_s = dims("glue dims: S − I", at.s, 1);
+        let at_mean = dims("glue dims: m", at.mean, 0);
+        let at_p = dims("glue dims: P", at.p, 0);
+        let f32_square = |role| self.resident(role, slot, mm * 4, storage());
+        let l_f = f32_square("l (f32)");
+        let operands = InducingOperands {
+            l_inv: f32_square("l_inv (f32)"),
+            s_minus_i: f32_square("s - i (f32)"),
+            q_mean: self.resident("m and alpha (f32)", slot, 2 * m * 4, storage()),
+        };
+        let (w_a, w_b, p_full) = (f32_square("w a"), f32_square("w b"), f32_square("p full"));
+        let gram_in = self.resident("kzz (df)", slot, 2 * mm * 4, storage());
+        let kzz = self.resident("kzz factor", slot, output_words(m) * 4, storage());
+        let natural_in = self.resident(
+            "natural step inputs",
+            slot,
+            2 * (2 * mm + 2 * m) * 4,
+            storage(),
+        );
+        let kl = self.resident("kl terms", slot, 6 * 4, storage());
+        let spare = self.resident("spare", slot, 4, storage());
+        let kzz_dims = self.resident_with(
+            "kzz cholesky dims",
+            slot,
+            &dims_bytes(m, 1, 0.0, request.relative_jitter),
+            uniform,
+        );
+        let kzz_ladder = self.resident_with(
+            "kzz ladder",
+            slot,
+            &ladder_bytes(request.jitter, 1),
+            storage(),
+        );
+        let step_dims = self.resident_with(
+            "natural step dims",
+            slot,
+            &dims_bytes(m, 1, request.gamma, 0.0),
+            uniform,
+        );
+        let step_ladder = self.resident_with(
+            "natural step ladder",
+            slot,
+            &ladder_bytes(JitterPolicy::exactly(0.0), 1),
+            storage(),
+        );
+        let product = |(op_a, op_b): (super::Op, super::Op)| {
+            super::gemm::Product::new((m, m, m), op_a, op_b, false, 1, super::Accumulation::Single)
+        };
+        use super::Op::{AsIs, Transposed};
+        let as_is = product((AsIs, AsIs));
+        let t_as_is = product((Transposed, AsIs));
+        let as_is_dims = self.resident_with("m x m dims", slot, &as_is.dims, uniform);
+        let t_as_is_dims = self.resident_with("m' x m dims", slot, &t_as_is.dims, uniform);
+
+        let inputs = PointInputs {
+            kernel: request.kernel,
+            z: request.z,
+            x: request.x,
+            y: request.y,
+            latent_slot: request.latent.slot,
+            draws: request.draws,
+            noise: request.noise,
+            c: request.c,
+        };
+        let plan = self.plan_predictions(slot, &inputs, &operands, true)?;
+        let glue = |which: Glue, buffers: [&wgpu::Buffer; 5], groups| -> Step<'_> {
+            (
+                &self.pipelines.inducing[which as usize],
+                buffers.iter().map(|&b| b.clone()).collect(),
+                groups,
+            )
+        };
+        let gemm = |dims: &wgpu::Buffer, a: &wgpu::Buffer, b: &wgpu::Buffer, c: &wgpu::Buffer| {
+            (
+                &self.pipelines.gemm,
+                vec![dims.clone(), a.clone(), b.clone(), c.clone()],
+                as_is.groups,
+            )
+        };
+        let one = (1, 1, 1);
+        let vector_groups = ((m.max(1) as u32).div_ceil(GROUP), 1, 1);
+        let InducingOperands {
+            l_inv,
+            s_minus_i,
+            q_mean,
+        } = &operands;
+        // 2–3: K_ZZ's factor and the narrowed operands.
+        let before: Vec<Step> = vec![
+            glue(
+                Glue::WidenGram,
+                [&plain, &plan.k, &spare, &spare, &gram_in],
+                square_groups,
+            ),
+            (
+                &self.pipelines.cholesky,
+                vec![kzz_dims, gram_in.clone(), kzz_ladder, kzz.clone()],
+                one,
+            ),
+            glue(
+                Glue::NarrowMatrix,
+                [&plain, &kzz, &spare, &spare, &l_f],
+                square_groups,
+            ),
+            glue(
+                Glue::NarrowMatrix,
+                [&at_inverse, &kzz, &spare, &spare, l_inv],
+                square_groups,
+            ),
+            glue(
+                Glue::NarrowMatrix,
+                [&at_s, &current, &spare, &spare, s_minus_i],
+                square_groups,
+            ),
+            glue(
+                Glue::MeanAlpha,
+                [&at_mean, &current, &kzz, &spare, q_mean],
+                vector_groups,
+            ),
+        ];
+        // 5: L̄, the Cholesky adjoint, K̄_ZZ after K̄_Zt.
+        let after: Vec<Step> = vec![
+            glue(
+                Glue::MirrorP,
+                [&plain, &plan.p, &spare, &spare, &p_full],
+                square_groups,
+            ),
+            gemm(&as_is_dims, s_minus_i, &p_full, &w_a),
+            gemm(&t_as_is_dims, l_inv, &w_a, &w_b),
+            glue(
+                Glue::LBar,
+                [&plain, q_mean, &plan.g_alpha_ky, &w_b, &w_a],
+                square_groups,
+            ),
+            gemm(&t_as_is_dims, &l_f, &w_a, &w_b),
+            glue(
+                Glue::Phi,
+                [&plain, &spare, &spare, &spare, &w_b],
+                square_groups,
+            ),
+            gemm(&as_is_dims, &w_b, l_inv, &w_a),
+            gemm(&t_as_is_dims, l_inv, &w_a, &w_b),
+            glue(
+                Glue::SymmetriseInto,
+                [&plain, &w_b, &spare, &spare, &plan.k],
+                square_groups,
+            ),
+        ];
+        // 6: the natural step into the next state, the KL terms of the current one.
+        let last: Vec<Step> = vec![
+            glue(
+                Glue::NaturalInputs,
+                [&at_p, &current, &plan.p, &plan.g_alpha_ky, &natural_in],
+                square_groups,
+            ),
+            (
+                &self.pipelines.natural_step,
+                vec![step_dims, natural_in.clone(), step_ladder, next.clone()],
+                one,
+            ),
+            glue(Glue::KlTerms, [&plain, &current, &spare, &spare, &kl], one),
+        ];
+        plan.z_into_points(encoder);
+        let steps: Vec<&Step> = plan
+            .front
+            .iter()
+            .chain(&before)
+            .chain(&plan.middle)
+            .chain(&after)
+            .chain(&plan.back)
+            .chain(&last)
+            .collect();
+        self.record_steps(encoder, "resident evaluation", slot, &steps);
+
+        let layout = plan.layout;
+        let parts = readback_words(&layout, d);
+        let total: usize = parts.iter().sum();
+        let readback = self.resident(
+            "resident readback",
+            slot,
+            total * 4,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+        // (source, its first word) for each part.
+        let sources = [
+            (&plan.finished, 0),
+            (&plan.cols, t * d),
+            (&kzz, 2 * 2 * mm),
+            (&next, 2 * at.status),
+            (&kl, 0),
+        ];
+        let mut offset = 0u64;
+        for ((source, first), words) in sources.into_iter().zip(parts) {
+            let bytes = (words * 4) as u64;
+            if bytes > 0 {
+                encoder.copy_buffer_to_buffer(source, (first * 4) as u64, &readback, offset, bytes);
+            }
+            offset += bytes;
+        }
+        Ok(Pending {
+            layout,
+            u: plan.u,
+            readback,
+            words: total,
+        })
+    }
+}
+
+/// A request's [`ResidentEvaluation`] from its read-back values, with k_tt's adjoint added here.
+fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> ResidentEvaluation {
+    let ReadbackLayout { m, t, width, .. } = pending.layout;
+    let d = request.z.ncols();
+    let [finished_words, z_cols_words, ..] = readback_words(&pending.layout, d);
+    let (finished, rest) = values.split_at(finished_words);
+    let (z_cols, rest) = rest.split_at(z_cols_words);
+    let (kzz_status, rest) = rest.split_at(8);
+    let (step_status, kl_words) = rest.split_at(8);
+    let misfit = f64::from(finished[0]) + f64::from(finished[1]);
+    let (heads, rest) = finished[2..].split_at(m * width);
+    let (tails, latent_grad) = rest.split_at(m * width);
+    let rows: Vec<f64> = heads
+        .iter()
+        .zip(tails)
+        .map(|(&h, &l)| f64::from(h) + f64::from(l))
+        .collect();
+    let kernel = request.kernel;
+    let (mut kernel_grad, mut z_grad) = decode_rows(kernel, &rows, m);
+    for i in 0..m {
+        for j in 0..d {
+            z_grad[(i, j)] += f64::from(z_cols[i * d + j]);
+        }
+    }
+    let g_var = -request.c / (2.0 * request.noise);
+    let (g_diag, d_u_diag) = kernel.diag_backward(&pending.u, &DVector::from_element(t, g_var));
+    kernel_grad.add_assign(&g_diag);
+    let (samples, b) = request.draws.shape();
+    let slot = request.latent.slot;
+    let draws = DMatrix::from_fn(samples, b, |s, n| {
+        let p = n * samples + s;
+        f64::from(latent_grad[p]) + d_u_diag[(p, slot)]
+    });
+    let status = |words: &[f32], policy: JitterPolicy| -> Result<f64, CholeskyError> {
+        // `decode_factor` reads the status after an M = 0 factor: the words are the status alone.
+        decode_factor(0, words, policy).map(|f| f.jitter)
+    };
+    let with_size = |e: CholeskyError| match e {
+        CholeskyError::NotPositiveDefinite {
+            pivot,
+            value,
+            jitter,
+            ..
+        } => CholeskyError::NotPositiveDefinite {
+            size: m,
+            pivot,
+            value,
+            jitter,
+        },
+        other => other,
+    };
+    let value = |k: usize| f64::from(kl_words[2 * k]) + f64::from(kl_words[2 * k + 1]);
+    let (trace, norm, logdet) = (value(0), value(1), value(2));
+    ResidentEvaluation {
+        misfit,
+        kernel: kernel_grad,
+        z: z_grad,
+        draws,
+        jitter: status(kzz_status, request.jitter).map_err(with_size),
+        kl_inducing: 0.5 * (trace + norm - m as f64 - logdet),
+        stepped: status(step_status, JitterPolicy::exactly(0.0))
+            .map(|_| ())
+            .map_err(with_size),
+    }
+}

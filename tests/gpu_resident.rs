@@ -1,0 +1,385 @@
+//! The uncollapsed evaluation with its M × M algebra on the device and q(v) resident there
+//! (issue 34, item 2: `Gpu::resident_evaluations`) against the CPU's f64 path: the bound's
+//! terms, every gradient the optimiser uses (kernel, Z, the draws → q(w)), K_ZZ's jitter, and the
+//! natural step's q(v) read back after a commit, for several shapes in one submission; a step
+//! that is not committed leaves the slot as it was. Run on Mesa's lavapipe by the README's test
+//! command; without an adapter they fail unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them.
+
+mod common;
+
+use common::SvgpProblem;
+use nalgebra::DMatrix;
+use occam::backend::gpu::{Gpu, ResidentEvaluation, ResidentRequest};
+use occam::gp::kernel::KernelGrad;
+use occam::gp::linalg::{cholesky_jittered, lower_inverse, JitterPolicy};
+use occam::gp::natgrad::InducingPosterior;
+use occam::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
+
+fn gpu() -> Option<Gpu> {
+    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("OCCAM_SKIP_GPU_TESTS=1: resident GPU tests skipped");
+        return None;
+    }
+    match Gpu::open() {
+        Ok(gpu) => Some(gpu),
+        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
+    }
+}
+
+/// q(v) = N(m, S) of a problem in its natural parameters (P = S⁻¹, η₁ = P m), in f64.
+fn posterior(p: &SvgpProblem) -> InducingPosterior {
+    let factor = cholesky_jittered(&p.q_cov, JitterPolicy::exactly(0.0)).expect("S is SPD");
+    let li = lower_inverse(&factor.l);
+    let precision = li.transpose() * &li;
+    InducingPosterior {
+        eta1: &precision * &p.q_mean,
+        precision,
+        mean: p.q_mean.clone(),
+        cov: p.q_cov.clone(),
+    }
+}
+
+/// w_sn = μ_n + √Σ_n ε_sn (S × b).
+fn draws(p: &SvgpProblem) -> DMatrix<f64> {
+    let lat = p.latent.as_ref().expect("a latent input");
+    DMatrix::from_fn(lat.eps.nrows(), lat.eps.ncols(), |s, n| {
+        lat.mu[n] + lat.var[n].sqrt() * lat.eps[(s, n)]
+    })
+}
+
+fn kernel_values(g: &KernelGrad) -> Vec<f64> {
+    let mut v: Vec<f64> = g.linear.clone().unwrap_or_default();
+    for p in &g.stationary {
+        v.push(p.variance);
+        v.extend(&p.precision);
+    }
+    v.extend(g.stationary.iter().filter_map(|p| p.alpha));
+    v
+}
+
+/// ∂L̂/∂μ_n and ∂L̂/∂Σ_n from the draws' gradient, as the CPU's reparameterisation does.
+fn latent_gradient(p: &SvgpProblem, d_w: &DMatrix<f64>) -> (Vec<f64>, Vec<f64>) {
+    let lat = p.latent.as_ref().unwrap();
+    let (samples, b) = d_w.shape();
+    let scale = p.total_rows as f64 / b as f64;
+    let mut mu = vec![0.0; b];
+    let mut var = vec![0.0; b];
+    for n in 0..b {
+        for s in 0..samples {
+            mu[n] += d_w[(s, n)];
+            var[n] += d_w[(s, n)] * lat.eps[(s, n)] / (2.0 * lat.var[n].sqrt());
+        }
+        mu[n] -= scale * lat.mu[n];
+        var[n] -= scale * 0.5 * (1.0 - 1.0 / lat.var[n]);
+    }
+    (mu, var)
+}
+
+/// Each block's largest error relative to its largest entry, by name.
+fn errors(
+    p: &SvgpProblem,
+    got: &ResidentEvaluation,
+    want: &SvgpOutput,
+    c: f64,
+) -> Vec<(&'static str, f64)> {
+    let rel = |g: &[f64], w: &[f64]| -> f64 {
+        assert_eq!(g.len(), w.len());
+        let scale = w.iter().fold(1e-12f64, |s, v| s.max(v.abs()));
+        g.iter()
+            .zip(w)
+            .fold(0.0f64, |e, (a, b)| e.max((a - b).abs() / scale))
+    };
+    let (mu, var) = latent_gradient(p, &got.draws);
+    let t = got.draws.len() as f64;
+    let expected_log_lik =
+        c * (-0.5 * t * (2.0 * std::f64::consts::PI * p.noise).ln() - got.misfit / (2.0 * p.noise));
+    let want_ell = want.terms.expected_log_lik;
+    vec![
+        (
+            "kernel",
+            rel(
+                &kernel_values(&got.kernel),
+                &kernel_values(&want.grad.kernel),
+            ),
+        ),
+        ("Z", rel(got.z.as_slice(), want.grad.z.as_slice())),
+        ("latent mean", rel(&mu, want.grad.latent_mu.as_slice())),
+        (
+            "latent variance",
+            rel(&var, want.grad.latent_var.as_slice()),
+        ),
+        (
+            "expected log-likelihood",
+            (expected_log_lik - want_ell).abs() / want_ell.abs().max(1.0),
+        ),
+        (
+            "KL(q(v))",
+            (got.kl_inducing - want.terms.kl_inducing).abs()
+                / want.terms.kl_inducing.abs().max(1.0),
+        ),
+    ]
+}
+
+/// The float32 tolerance of the predictions' blocks (as `gpu_bound.rs`): dot products of M terms
+/// and sums of up to 256 per chunk, with cancellation below 64 and chained passes, relative to
+/// the block's largest entry; the M × M chain back to K_ZZ adds four products of M terms.
+fn tolerance(m: usize, d: usize) -> f64 {
+    (5 * m + 256 + d + 4) as f64 * f64::from(f32::EPSILON) / 2.0 * 256.0
+}
+
+#[test]
+fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
+    let Some(gpu) = gpu() else { return };
+    // (D, M, b, S): one point, tile edges, several chunks of the adjoint, a larger M.
+    let cases = [
+        (1, 1, 1, 1),
+        (2, 16, 8, 2),
+        (3, 7, 30, 10),
+        (5, 40, 64, 10),
+        (4, 70, 128, 5),
+    ];
+    let problems: Vec<SvgpProblem> = cases
+        .iter()
+        .enumerate()
+        .map(|(k, &(d, m, b, s))| common::cgp_problem(d, m, b, s, 200 + k as u64))
+        .collect();
+    let posteriors: Vec<InducingPosterior> = problems.iter().map(posterior).collect();
+    let all_draws: Vec<DMatrix<f64>> = problems.iter().map(draws).collect();
+    let gamma = 0.1;
+    for (k, q) in posteriors.iter().enumerate() {
+        gpu.upload_posterior(k, q).expect("P factorises");
+    }
+    let requests: Vec<ResidentRequest> = problems
+        .iter()
+        .zip(&all_draws)
+        .enumerate()
+        .map(|(k, (p, w))| {
+            let (samples, b) = w.shape();
+            ResidentRequest {
+                slot: k,
+                kernel: &p.kernel,
+                z: &p.z,
+                x: &p.x,
+                y: &p.y,
+                latent: p.latent.as_ref().unwrap(),
+                draws: w,
+                noise: p.noise,
+                c: p.total_rows as f64 / (b * samples) as f64,
+                jitter: JitterPolicy::default(),
+                relative_jitter: 0.0,
+                gamma,
+                commit: false,
+            }
+        })
+        .collect();
+    let got = gpu
+        .resident_evaluations(&requests)
+        .expect("the GPU computes");
+    let mut worst = 0.0f64;
+    for (k, ((p, evaluation), request)) in problems.iter().zip(&got).zip(&requests).enumerate() {
+        let (d, m, ..) = cases[k];
+        let input: SvgpInput = p.input();
+        let want = bound_and_gradient(&input).expect("the CPU computes");
+        let jitter = evaluation.jitter.clone().expect("K_ZZ factorises");
+        assert!(
+            (jitter - want.terms.jitter).abs() <= 1e-12 * want.terms.jitter.max(1.0),
+            "case {:?}: K_ZZ's jitter {jitter} on the device, {} on the CPU",
+            cases[k],
+            want.terms.jitter
+        );
+        let tol = tolerance(m, d);
+        for (name, error) in errors(p, evaluation, &want, request.c) {
+            eprintln!(
+                "case {:?}: {name}: {error:.2e} (tolerance {tol:.1e})",
+                cases[k]
+            );
+            worst = worst.max(error / tol);
+            assert!(
+                error <= tol,
+                "case {:?}: {name} differs from the CPU's by {error:e} > {tol:e}",
+                cases[k]
+            );
+        }
+        evaluation
+            .stepped
+            .clone()
+            .expect("the natural step factorises");
+    }
+    // Before a commit the slots hold the posteriors they were given.
+    for (k, q) in posteriors.iter().enumerate() {
+        let held = gpu.read_posterior(k, q.len()).expect("readable");
+        let error = (&held.cov - &q.cov).amax() / q.cov.amax();
+        assert!(
+            error < 1e-12,
+            "slot {k} changed before its commit: {error:e}"
+        );
+    }
+    // After it, each holds the CPU's natural step from the CPU's own statistics (to within the
+    // statistics' float32 error: Λ and r come from the device's products).
+    for (k, (p, q)) in problems.iter().zip(&posteriors).enumerate() {
+        let m = q.len();
+        gpu.commit_posteriors(&[k], m).expect("committed");
+        let held = gpu.read_posterior(k, m).expect("readable");
+        let want = bound_and_gradient(&p.input()).unwrap();
+        let mut stepped = q.clone();
+        stepped.natural_step(&want.natgrad, gamma).unwrap();
+        let tol = tolerance(m, cases[k].0);
+        for (name, g, w) in [
+            (
+                "m",
+                DMatrix::from_column_slice(m, 1, held.mean.as_slice()),
+                DMatrix::from_column_slice(m, 1, stepped.mean.as_slice()),
+            ),
+            ("S", held.cov.clone(), stepped.cov.clone()),
+            ("P", held.precision.clone(), stepped.precision.clone()),
+        ] {
+            let error = (&g - &w).amax() / w.amax().max(1e-12);
+            eprintln!("case {:?}: stepped {name}: {error:.2e}", cases[k]);
+            assert!(
+                error <= tol,
+                "case {:?}: stepped {name}: {error:e} > {tol:e}",
+                cases[k]
+            );
+        }
+    }
+    eprintln!("largest error / tolerance: {worst:.3e}");
+}
+
+/// One request for slot `slot` of problem `p` with its draws `w`.
+fn request<'a>(
+    slot: usize,
+    p: &'a SvgpProblem,
+    w: &'a DMatrix<f64>,
+    jitter: JitterPolicy,
+    relative_jitter: f64,
+    commit: bool,
+) -> ResidentRequest<'a> {
+    let (samples, b) = w.shape();
+    ResidentRequest {
+        slot,
+        kernel: &p.kernel,
+        z: &p.z,
+        x: &p.x,
+        y: &p.y,
+        latent: p.latent.as_ref().unwrap(),
+        draws: w,
+        noise: p.noise,
+        c: p.total_rows as f64 / (b * samples) as f64,
+        jitter,
+        relative_jitter,
+        gamma: 0.1,
+        commit,
+    }
+}
+
+/// The float32 hazard of MODEL.md §11.3: at the start of training every precision is near 0.01,
+/// K_ZZ is nearly a matrix of ones, and the device raises the ladder's first rung to
+/// 1e-4 · mean diag K_ZZ (computed on the device from its own K_ZZ); the CPU with that jitter
+/// gives the same bound and gradients.
+#[test]
+fn a_nearly_singular_k_zz_takes_the_relative_floor_as_on_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let mut p = common::cgp_problem(3, 30, 32, 4, 7);
+    for part in &mut p.kernel.stationary {
+        part.precision.iter_mut().for_each(|t| *t = 0.01);
+    }
+    let w = draws(&p);
+    let floor = occam::gp::svgp::FLOAT32_RELATIVE_JITTER;
+    gpu.upload_posterior(0, &posterior(&p)).unwrap();
+    let got = gpu
+        .resident_evaluations(&[request(0, &p, &w, JitterPolicy::default(), floor, false)])
+        .unwrap()
+        .remove(0);
+    let gram = p.kernel.gram(&p.z);
+    let mut input = p.input();
+    input.jitter.initial = floor * gram.trace() / gram.nrows() as f64;
+    let want = bound_and_gradient(&input).unwrap();
+    let jitter = got.jitter.clone().expect("factorises at the floor");
+    assert!(
+        (jitter / want.terms.jitter - 1.0).abs() < 1e-6,
+        "jitter {jitter} on the device, {} on the CPU",
+        want.terms.jitter
+    );
+    let tol = tolerance(30, 3);
+    for (name, error) in errors(
+        &p,
+        &got,
+        &want,
+        request(0, &p, &w, input.jitter, 0.0, false).c,
+    ) {
+        eprintln!("{name}: {error:.2e}");
+        assert!(error <= tol, "{name}: {error:e} > {tol:e}");
+    }
+}
+
+/// A K_ZZ that no rung of the ladder factorises (a "jitter" of −100 makes it indefinite) is
+/// reported with the failing pivot, as on the CPU; a request with `commit` set makes the last
+/// step current in the same submission.
+#[test]
+fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request() {
+    let Some(gpu) = gpu() else { return };
+    let p = common::cgp_problem(2, 6, 8, 2, 9);
+    let w = draws(&p);
+    let q = posterior(&p);
+    gpu.upload_posterior(3, &q).unwrap();
+    let failed = gpu
+        .resident_evaluations(&[request(
+            3,
+            &p,
+            &w,
+            JitterPolicy::exactly(-100.0),
+            0.0,
+            false,
+        )])
+        .unwrap()
+        .remove(0);
+    let cpu = cholesky_jittered(&p.kernel.gram(&p.z), JitterPolicy::exactly(-100.0))
+        .expect_err("the CPU fails too");
+    match (failed.jitter.expect_err("the device fails"), cpu) {
+        (
+            occam::gp::linalg::CholeskyError::NotPositiveDefinite { size, pivot, .. },
+            occam::gp::linalg::CholeskyError::NotPositiveDefinite {
+                size: cpu_size,
+                pivot: cpu_pivot,
+                ..
+            },
+        ) => assert_eq!((size, pivot), (cpu_size, cpu_pivot)),
+        other => panic!("unexpected errors {other:?}"),
+    }
+    // With the default ladder it factorises; the step waits until the next request commits it.
+    let first = gpu
+        .resident_evaluations(&[request(3, &p, &w, JitterPolicy::default(), 0.0, false)])
+        .unwrap()
+        .remove(0);
+    first.stepped.expect("stepped");
+    let before = gpu.read_posterior(3, 6).unwrap();
+    assert!(
+        (&before.cov - &q.cov).amax() < 1e-12,
+        "nothing committed yet"
+    );
+    let second = gpu
+        .resident_evaluations(&[request(3, &p, &w, JitterPolicy::default(), 0.0, true)])
+        .unwrap()
+        .remove(0);
+    let after = gpu.read_posterior(3, 6).unwrap();
+    let want = bound_and_gradient(&p.input()).unwrap();
+    let mut stepped = q.clone();
+    stepped.natural_step(&want.natgrad, 0.1).unwrap();
+    assert!(
+        (&after.cov - &stepped.cov).amax() < 1e-5,
+        "the commit took the step"
+    );
+    // The second evaluation saw the committed q(v): its KL is the stepped posterior's.
+    let s_factor = cholesky_jittered(&stepped.cov, JitterPolicy::exactly(0.0)).unwrap();
+    let logdet: f64 = s_factor.l.diagonal().iter().map(|v| 2.0 * v.ln()).sum();
+    let kl = 0.5 * (stepped.cov.trace() + stepped.mean.norm_squared() - 6.0 - logdet);
+    assert!(
+        (second.kl_inducing - kl).abs() < 1e-5 * kl.abs().max(1.0),
+        "KL {} after the commit, {kl} expected",
+        second.kl_inducing
+    );
+    assert!(
+        (first.kl_inducing - kl).abs() > 1e-6,
+        "the first saw the old q(v)"
+    );
+}
