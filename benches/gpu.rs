@@ -6,8 +6,10 @@
 //!
 //! The second table times whole evaluations of the uncollapsed bound with every gradient: the CPU's
 //! f64 path (`svgp::bound_and_gradient`, on the calling thread and on a pool of all cores) against
-//! the GPU backend's (the M × M algebra in f64 here, the predictions in one submission), for a
-//! batch of `V` variables evaluated together as the engine batches them.
+//! the GPU backend's host-half path (the M × M algebra in f64 here, the predictions in one
+//! submission) and its resident one (q(v), the M × M algebra and the natural step on the device,
+//! what the engine runs natively), for a batch of `V` variables evaluated together as the engine
+//! batches them.
 //!
 //! The third table times the collapsed bound with every gradient, with a latent input (the
 //! interactive and thorough presets' bound): all on the CPU against Ψ2's O(N M²) sums on the GPU
@@ -27,7 +29,7 @@
 mod common;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::{Accumulation, Gpu, Op, Psi2OnGpu};
+use occam::backend::gpu::{Accumulation, Gpu, Op, Psi2OnGpu, ResidentRequest};
 use occam::backend::{available_threads, Pool};
 use occam::gp::collapsed::{collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior};
 use occam::gp::kernel::Kernel;
@@ -128,16 +130,18 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
         &[(50, 128, 10, 5), (100, 256, 10, 10), (400, 256, 50, 10)]
     };
     for &size in whole {
-        let [cpu_serial, cpu_pool, on_gpu] = time_evaluations(gpu, quick, size, size.3);
+        let [cpu_serial, cpu_pool, on_gpu, resident] = time_evaluations(gpu, quick, size, size.3);
         println!(
             "{{\"bench\": \"whole\", \"size\": {:?}, \"variables\": {}, \"cpu_1_thread_ms\": {:.3}, \
-             \"cpu_all_threads_ms\": {:.3}, \"threads\": {}, \"gpu_ms\": {:.3}}}",
+             \"cpu_all_threads_ms\": {:.3}, \"threads\": {}, \"gpu_ms\": {:.3}, \
+             \"gpu_resident_ms\": {:.3}}}",
             [size.0, size.1, size.2, size.3],
             size.3,
             cpu_serial * 1e3,
             cpu_pool * 1e3,
             available_threads(),
-            on_gpu * 1e3
+            on_gpu * 1e3,
+            resident * 1e3
         );
     }
     let (m, t) = if quick { (40, 640) } else { (400, 12_800) };
@@ -329,32 +333,37 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
     };
     let threads = available_threads();
     println!(
-        "\nwhole evaluations, {V} variables per batch, median ms per batch\n{:>18} {:>12} {:>14} {:>12}",
+        "\nwhole evaluations, {V} variables per batch, median ms per batch\n{:>18} {:>12} {:>14} {:>12} {:>14}",
         "(M, b, S, D)",
         "cpu 1 thread",
         format!("cpu {threads} threads"),
-        "gpu"
+        "gpu",
+        "gpu resident"
     );
     for &size in sizes {
-        let [cpu_serial, cpu_pool, on_gpu] = time_evaluations(gpu, quick, size, V);
+        let [cpu_serial, cpu_pool, on_gpu, resident] = time_evaluations(gpu, quick, size, V);
         println!(
-            "{:>18} {:>12.2} {:>14.2} {:>12.2}",
+            "{:>18} {:>12.2} {:>14.2} {:>12.2} {:>14.2}",
             format!("{size:?}"),
             cpu_serial * 1e3,
             cpu_pool * 1e3,
-            on_gpu * 1e3
+            on_gpu * 1e3,
+            resident * 1e3
         );
     }
 }
 
 /// Median seconds of one batch of `variables` whole evaluations at `size` = (M, b, S, D): on
-/// one CPU thread, on a pool of all cores, and through the GPU backend's path.
+/// one CPU thread, on a pool of all cores, through the host-half GPU path (the M × M algebra in
+/// f64 on the host), and resident (`Gpu::resident_evaluations`: q(v) and the M × M algebra on
+/// the device, the natural step included, each batch committing the last one's step, as the
+/// engine's iterations do).
 fn time_evaluations(
     gpu: &Gpu,
     quick: bool,
     size: (usize, usize, usize, usize),
     variables: usize,
-) -> [f64; 3] {
+) -> [f64; 4] {
     let pool = Pool::new(available_threads()).expect("a pool");
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let problems: Vec<Problem> = (0..variables)
@@ -380,7 +389,54 @@ fn time_evaluations(
                 .expect("the GPU"),
         );
     });
-    [cpu_serial, cpu_pool, on_gpu]
+    let draws: Vec<DMatrix<f64>> = problems
+        .iter()
+        .map(|p| {
+            let l = &p.latent;
+            DMatrix::from_fn(l.eps.nrows(), l.eps.ncols(), |s, n| {
+                l.mu[n] + l.var[n].sqrt() * l.eps[(s, n)]
+            })
+        })
+        .collect();
+    for (k, p) in problems.iter().enumerate() {
+        let factor = cholesky_jittered(&p.q_cov, JitterPolicy::exactly(0.0)).expect("S is SPD");
+        let li = occam::gp::linalg::lower_inverse(&factor.l);
+        let precision = li.transpose() * &li;
+        let q = InducingPosterior {
+            eta1: &precision * &p.q_mean,
+            precision,
+            mean: p.q_mean.clone(),
+            cov: p.q_cov.clone(),
+        };
+        gpu.upload_posterior(k, &q).expect("P factorises");
+    }
+    let mut first = true;
+    let resident = median(quick, || {
+        let requests: Vec<ResidentRequest> = problems
+            .iter()
+            .zip(&draws)
+            .enumerate()
+            .map(|(k, (p, w))| ResidentRequest {
+                slot: k,
+                kernel: &p.kernel,
+                z: &p.z,
+                x: &p.x,
+                y: &p.y,
+                latent: &p.latent,
+                draws: w,
+                noise: 0.1,
+                c: 2.0 / w.nrows() as f64,
+                jitter: JitterPolicy::default(),
+                relative_jitter: FLOAT32_RELATIVE_JITTER,
+                gamma: 1e-4,
+                commit: !first,
+                read_current: false,
+            })
+            .collect();
+        first = false;
+        std::hint::black_box(gpu.resident_evaluations(&requests).expect("the GPU"));
+    });
+    [cpu_serial, cpu_pool, on_gpu, resident]
 }
 
 /// One collapsed bound with every gradient (D − 1 observed inputs and the latent), on one thread:

@@ -2,8 +2,9 @@
 # Issue 34's GPU figures in one command, side by side in one run on one machine:
 #   1. the adapter wgpu finds (and the NVIDIA card, when nvidia-smi is there);
 #   2. Occam's whole evaluations of all D variables (bound + every gradient) at (M, b, S, D) =
-#      (50,128,10,5), (100,256,10,10), (400,256,50,10): CPU on 1 thread, CPU on all cores, GPU
-#      backend (benches/gpu.rs --issue-sizes);
+#      (50,128,10,5), (100,256,10,10), (400,256,50,10): CPU on 1 thread, CPU on all cores, the
+#      GPU with q(v) resident (what the engine runs natively) and with the M × M algebra on the
+#      host (benches/gpu.rs --issue-sizes);
 #   3. the PyTorch anchor at the same sizes, all D variables, float32 and float64
 #      (../shared/bench/anchor_torch.py, or ANCHOR=path);
 #   4. the GEMM and compensated SYRK at (M, T) = (400, 12 800), as a fraction of the card's f32
@@ -176,15 +177,16 @@ def torch_ms(size, dtype):
             return r.get("median_ms")
     return None
 print("\n## summary (ms per evaluation of all D variables; lower is better)")
-print("| (M, b, S, D) | Occam GPU | Occam CPU 1 thread | Occam CPU all cores | PyTorch f32 | PyTorch f64 | Occam GPU / PyTorch f32 |")
-print("|---|---|---|---|---|---|---|")
+print("| (M, b, S, D) | Occam GPU resident | Occam GPU host half | Occam CPU 1 thread | Occam CPU all cores | PyTorch f32 | PyTorch f64 | Occam GPU resident / PyTorch f32 |")
+print("|---|---|---|---|---|---|---|---|")
 for r in occam:
     if r.get("bench") != "whole":
         continue
     t32, t64 = torch_ms(r["size"], "float32"), torch_ms(r["size"], "float64")
-    ratio = f"{r['gpu_ms'] / t32:.1f}×" if t32 else "—"
+    resident = r.get("gpu_resident_ms")
+    ratio = f"{resident / t32:.1f}×" if t32 and resident else "—"
     f = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "—"
-    print(f"| {tuple(r['size'])} | {f(r['gpu_ms'])} | {f(r['cpu_1_thread_ms'])} | "
+    print(f"| {tuple(r['size'])} | {f(resident)} | {f(r['gpu_ms'])} | {f(r['cpu_1_thread_ms'])} | "
           f"{f(r['cpu_all_threads_ms'])} ({r['threads']}) | {f(t32)} | {f(t64)} | {ratio} |")
 for r in occam:
     if r.get("bench") == "gemm":

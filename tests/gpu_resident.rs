@@ -169,6 +169,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
                 relative_jitter: 0.0,
                 gamma,
                 commit: false,
+                read_current: false,
             }
         })
         .collect();
@@ -269,6 +270,7 @@ fn request<'a>(
         relative_jitter,
         gamma: 0.1,
         commit,
+        read_current: commit,
     }
 }
 
@@ -362,6 +364,11 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
         .unwrap()
         .remove(0);
     let after = gpu.read_posterior(3, 6).unwrap();
+    assert_eq!(
+        second.posterior.as_ref(),
+        Some(&after),
+        "the q(v) read back with the evaluation is the committed one"
+    );
     let want = bound_and_gradient(&p.input()).unwrap();
     let mut stepped = q.clone();
     stepped.natural_step(&want.natgrad, 0.1).unwrap();

@@ -500,6 +500,71 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
     }
 }
 
+/// What a device that holds q(v) and its M × M algebra returns for one evaluation (issue 34:
+/// `backend::gpu::Gpu::resident_evaluations`): the predictions' misfit, the gradients through
+/// K_Zt, k_tt and K_ZZ, the draws' gradient, K_ZZ's jitter and KL(q(v) ‖ N(0, I)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldPredictions {
+    /// Σ_t [(y_t − mean_t)² + var_t].
+    pub misfit: f64,
+    pub kernel: KernelGrad,
+    pub z: DMatrix<f64>,
+    /// ∂L̂/∂w_sn (S × b).
+    pub draws: DMatrix<f64>,
+    pub jitter: f64,
+    pub kl_inducing: f64,
+}
+
+/// The bound and the gradients the optimiser uses (not q(v)'s: its natural step was taken where
+/// q(v) is held) of an evaluation whose q(v) a device holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HeldOutput {
+    pub terms: SvgpTerms,
+    pub kernel: KernelGrad,
+    pub z: DMatrix<f64>,
+    pub noise: f64,
+    pub latent_mu: DVector<f64>,
+    pub latent_var: DVector<f64>,
+}
+
+/// The bound and gradients of `input` (its q(v) fields unused) from what the device holding q(v)
+/// computed: with c = N/(bS) and T = S·b,
+///   L̂ = c[−½T log(2πφ²) − misfit/(2φ²)] − (N/b) Σ_n KL(q(w_n)) − KL(q(v)),
+///   ∂L̂/∂φ² = c[−½T/φ² + misfit/(2φ⁴)],
+/// and ∂L̂/∂μ_n, ∂L̂/∂Σ_n by reparameterisation from the draws' gradient, as [`bound_and_gradient`]
+/// finishes them.
+///
+/// Panics if `input` has no latent input (a device holding q(v) is asked only with one).
+pub fn finish_held(input: &SvgpInput, held: HeldPredictions) -> HeldOutput {
+    let lat = input.latent.expect("a held evaluation has a latent input");
+    let (samples, b) = lat.eps.shape();
+    let t_count = samples * b;
+    let (scale, c) = scales(input);
+    let noise = input.noise;
+    let expected_log_lik =
+        c * (-0.5 * t_count as f64 * (2.0 * PI * noise).ln() - held.misfit / (2.0 * noise));
+    let kl_latent = scale
+        * (0..b)
+            .map(|n| kl_standard_normal(lat.mu[n], lat.var[n]))
+            .sum::<f64>();
+    let d_noise = c * (-0.5 * t_count as f64 / noise + held.misfit / (2.0 * noise * noise));
+    let (latent_mu, latent_var) = latent_gradient(lat, &held.draws, scale);
+    HeldOutput {
+        terms: SvgpTerms {
+            expected_log_lik,
+            kl_latent,
+            kl_inducing: held.kl_inducing,
+            elbo: expected_log_lik - kl_latent - held.kl_inducing,
+            jitter: held.jitter,
+        },
+        kernel: held.kernel,
+        z: held.z,
+        noise: d_noise,
+        latent_mu,
+        latent_var,
+    }
+}
+
 /// ∂L̂/∂μ_n and ∂L̂/∂Σ_n from the draws' gradient ∂L̂/∂w_sn (S × b) by reparameterisation
 /// (∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ)), minus (N/b) times the gradient of KL(q(w_n) ‖ N(0, 1)).
 fn latent_gradient(

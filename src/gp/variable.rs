@@ -8,11 +8,12 @@
 use super::adam::{Adam, AdamSettings};
 use super::encoder::{Encoder, EncoderTape, FreeLatents};
 use super::kernel::Kernel;
+use super::kernel::KernelGrad;
 use super::linalg::JitterPolicy;
 use super::natgrad::{step_size, InducingPosterior};
 use super::params::{ParamStore, Transform};
 use super::resolution::resolution_noise_floor;
-use super::svgp::{bound_and_gradient, LatentBatch, SvgpInput, SvgpOutput, SvgpTerms};
+use super::svgp::{bound_and_gradient, HeldOutput, LatentBatch, SvgpInput, SvgpOutput, SvgpTerms};
 use super::transform::{softplus, softplus_inverse};
 use nalgebra::{DMatrix, DVector};
 use rand::seq::index::sample;
@@ -66,6 +67,17 @@ enum Latent {
     Free(FreeLatents),
 }
 
+/// Where q(v)'s latest natural steps are when a device holds it (issue 34: the GPU keeps q(v) and
+/// takes its natural step there, so that its M × M statistics never cross to the host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PosteriorHolding {
+    /// The device's name for this variable's q(v) (opaque here).
+    pub key: u64,
+    /// The natural steps the q(v) kept here had taken when it was last read from the device: it
+    /// is current when this equals the variable's own count.
+    pub synced_steps: usize,
+}
+
 /// A GP-CDE for column `slot` of a data matrix: x_slot = f(x with column `slot` replaced by w) + noise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpCdeVariable {
@@ -84,6 +96,10 @@ pub struct GpCdeVariable {
     samples: usize,
     jitter: JitterPolicy,
     natural_steps: usize,
+    /// Set while a device holds q(v) ([`GpCdeVariable::apply_held`]); `q` is then the last copy
+    /// read from it.
+    #[serde(default)]
+    holding: Option<PosteriorHolding>,
 }
 
 /// What [`GpCdeVariable::prepare`] drew for one step.
@@ -95,6 +111,35 @@ pub struct Prepared {
     latent: LatentBatch,
     tape: Option<EncoderTape>,
     total_rows: usize,
+}
+
+/// The bound's gradient with respect to every parameter Adam steps (q(v) has its own step).
+struct Gradient<'a> {
+    kernel: &'a KernelGrad,
+    z: &'a DMatrix<f64>,
+    noise: f64,
+    latent_mu: &'a DVector<f64>,
+    latent_var: &'a DVector<f64>,
+}
+
+impl Gradient<'_> {
+    /// Refuses a step whose bound or gradient is not finite (nothing then changes).
+    fn check(&self, bound: f64) -> Result<(), StepError> {
+        let finite = bound.is_finite()
+            && self.noise.is_finite()
+            && self.kernel.to_vec().iter().all(|v| v.is_finite())
+            && self.z.iter().all(|v| v.is_finite())
+            && self
+                .latent_mu
+                .iter()
+                .chain(self.latent_var.iter())
+                .all(|v| v.is_finite());
+        if finite {
+            Ok(())
+        } else {
+            Err(StepError::NonFinite(bound))
+        }
+    }
 }
 
 /// The outcome of one step.
@@ -180,6 +225,7 @@ impl GpCdeVariable {
             samples: settings.samples.max(1),
             jitter: settings.jitter,
             natural_steps: 0,
+            holding: None,
         };
         variable.adam = Adam::new(variable.store().len(), settings.adam);
         variable
@@ -258,6 +304,53 @@ impl GpCdeVariable {
     /// φ² = softplus(raw) + floor (floor 1e-6, or Δ²/12 for data recorded at resolution Δ).
     pub fn noise(&self) -> f64 {
         softplus(self.noise_raw) + self.noise_floor
+    }
+
+    /// Inducing inputs Z (M × D).
+    pub fn z(&self) -> &DMatrix<f64> {
+        &self.z
+    }
+
+    /// K_ZZ's jitter ladder.
+    pub fn jitter_policy(&self) -> JitterPolicy {
+        self.jitter
+    }
+
+    /// q(v) as kept here: current unless a device holds newer steps
+    /// ([`GpCdeVariable::posterior_is_current`]).
+    pub fn posterior(&self) -> &InducingPosterior {
+        &self.q
+    }
+
+    /// Natural steps taken so far (q(v)'s version: a device holding q(v) names its states by it).
+    pub fn natural_steps(&self) -> usize {
+        self.natural_steps
+    }
+
+    /// The step size γ of the next natural step (the paper's ramp, [`step_size`]).
+    pub fn next_step_size(&self) -> f64 {
+        step_size(self.natural_steps)
+    }
+
+    /// Whether a device holds q(v), and since when the copy here was read from it.
+    pub fn holding(&self) -> Option<PosteriorHolding> {
+        self.holding
+    }
+
+    /// Whether the q(v) kept here is the variable's current one.
+    pub fn posterior_is_current(&self) -> bool {
+        self.holding
+            .is_none_or(|h| h.synced_steps == self.natural_steps)
+    }
+
+    /// This variable with `q` (read from the device holding it) as its current q(v).
+    pub fn with_posterior(&self, q: InducingPosterior) -> Self {
+        let mut v = self.clone();
+        v.q = q;
+        if let Some(h) = v.holding.as_mut() {
+            h.synced_steps = v.natural_steps;
+        }
+        v
     }
 
     /// The modelled column.
@@ -365,21 +458,75 @@ impl GpCdeVariable {
         kernel_extra: Option<&[f64]>,
     ) -> Result<StepReport, StepError> {
         let g = &output.grad;
-        let kernel_grad = g.kernel.to_vec();
-        let finite = output.terms.elbo.is_finite()
-            && g.noise.is_finite()
-            && kernel_grad.iter().all(|v| v.is_finite())
-            && g.z.iter().all(|v| v.is_finite())
-            && g.latent_mu
-                .iter()
-                .chain(g.latent_var.iter())
-                .all(|v| v.is_finite());
-        if !finite {
-            return Err(StepError::NonFinite(output.terms.elbo));
-        }
+        let gradient = Gradient {
+            kernel: &g.kernel,
+            z: &g.z,
+            noise: g.noise,
+            latent_mu: &g.latent_mu,
+            latent_var: &g.latent_var,
+        };
+        gradient.check(output.terms.elbo)?;
+        // A device that held q(v) and was given up (lost) took its newest natural steps with it:
+        // the step continues from the copy read from it last (a few seconds old at most).
         let mut q = self.q.clone();
         q.natural_step(&output.natgrad, step_size(self.natural_steps))?;
+        self.adam_step(prepared, &gradient, kernel_extra);
+        self.q = q;
+        self.holding = None;
+        self.natural_steps += 1;
+        Ok(StepReport {
+            terms: output.terms,
+        })
+    }
 
+    /// Applies a step whose natural step a device holding q(v) under `key` has taken (it waits
+    /// there to be committed by the next evaluation): one Adam step on everything else, as
+    /// [`GpCdeVariable::apply`]. `synced` is the q(v) the device evaluated, when it was read
+    /// back with this evaluation (it becomes the copy kept here).
+    pub fn apply_held(
+        &mut self,
+        prepared: &Prepared,
+        output: &HeldOutput,
+        kernel_extra: Option<&[f64]>,
+        key: u64,
+        synced: Option<InducingPosterior>,
+    ) -> Result<StepReport, StepError> {
+        let gradient = Gradient {
+            kernel: &output.kernel,
+            z: &output.z,
+            noise: output.noise,
+            latent_mu: &output.latent_mu,
+            latent_var: &output.latent_var,
+        };
+        gradient.check(output.terms.elbo)?;
+        self.adam_step(prepared, &gradient, kernel_extra);
+        let mut holding = self
+            .holding
+            .filter(|h| h.key == key)
+            .unwrap_or(PosteriorHolding {
+                key,
+                synced_steps: self.natural_steps,
+            });
+        if let Some(q) = synced {
+            self.q = q;
+            holding.synced_steps = self.natural_steps;
+        }
+        self.holding = Some(holding);
+        self.natural_steps += 1;
+        Ok(StepReport {
+            terms: output.terms,
+        })
+    }
+
+    /// One Adam step on every parameter but q(v) from the bound's `gradient` (negated: Adam
+    /// descends the loss −L̂), with the graph prior's and the penalty's `kernel_extra`.
+    fn adam_step(
+        &mut self,
+        prepared: &Prepared,
+        gradient: &Gradient,
+        kernel_extra: Option<&[f64]>,
+    ) {
+        let kernel_grad = gradient.kernel.to_vec();
         // Loss = −bound: the negated gradient with respect to each block's values, then the
         // store's chain rule to raw numbers (the encoder's backward pass gives raw weights'
         // gradients already: an identity block).
@@ -392,24 +539,24 @@ impl GpCdeVariable {
         {
             *out = -(gk + kernel_extra.map_or(0.0, |e| e[k]));
         }
-        for (out, v) in minus[store.range("z")].iter_mut().zip(g.z.iter()) {
+        for (out, v) in minus[store.range("z")].iter_mut().zip(gradient.z.iter()) {
             *out = -v;
         }
-        minus[store.range("noise")][0] = -g.noise;
+        minus[store.range("noise")][0] = -gradient.noise;
         match &self.latent {
             Latent::Encoder(e) => {
                 let tape = prepared
                     .tape
                     .as_ref()
                     .expect("an encoder step keeps its tape");
-                let d = e.backward(tape, &(-&g.latent_mu), &(-&g.latent_var));
+                let d = e.backward(tape, &(-gradient.latent_mu), &(-gradient.latent_var));
                 minus[store.range("encoder")].copy_from_slice(&d);
             }
             Latent::Free(_) => {
                 let (mean, variance) = (store.range("latent.mean"), store.range("latent.variance"));
                 for (k, &row) in prepared.rows.iter().enumerate() {
-                    minus[mean.start + row] -= g.latent_mu[k];
-                    minus[variance.start + row] -= g.latent_var[k];
+                    minus[mean.start + row] -= gradient.latent_mu[k];
+                    minus[variance.start + row] -= gradient.latent_var[k];
                 }
             }
         }
@@ -417,11 +564,6 @@ impl GpCdeVariable {
         let grad = store.chain(&params, &minus);
         self.adam.step(&mut params, &grad);
         self.set_flat_params(&store, &params);
-        self.q = q;
-        self.natural_steps += 1;
-        Ok(StepReport {
-            terms: output.terms,
-        })
     }
 
     /// One complete step on the CPU (prepare, evaluate, apply).

@@ -36,7 +36,9 @@ pub use predictions::SubmittedPredictions;
 pub use psi::Psi2OnGpu;
 pub use psi::{Psi2Factors, Psi2Request, Psi2Sums, SubmittedPsi2};
 #[cfg(not(target_arch = "wasm32"))]
-pub use resident::{ResidentEvaluation, ResidentRequest, SubmittedResident};
+pub use resident::{
+    HeldSlot, ResidentEvaluation, ResidentRequest, SubmittedResident, SYNC_SECONDS,
+};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -82,6 +84,9 @@ pub struct Gpu {
     /// Bind groups kept between calls, by (dispatch, step, job slot), with the pipeline and
     /// buffers they bind: a call that binds the same resident buffers creates nothing.
     bound: Mutex<HashMap<BindKey, BoundGroup>>,
+    /// Which resident slot holds each held q(v) (natively only, as the resident evaluations).
+    #[cfg(not(target_arch = "wasm32"))]
+    posteriors: Mutex<resident::PosteriorSlots>,
     /// Why the device stopped, once it has: set by wgpu's device-lost callback and by errors no
     /// error scope caught (which would otherwise panic).
     failure: Arc<Mutex<Option<String>>>,
@@ -203,6 +208,8 @@ impl Gpu {
             pipelines,
             resident: Mutex::new(HashMap::new()),
             bound: Mutex::new(HashMap::new()),
+            #[cfg(not(target_arch = "wasm32"))]
+            posteriors: Mutex::new(resident::PosteriorSlots::default()),
             failure,
         })
     }

@@ -37,9 +37,13 @@ use crate::gp::linalg::{cholesky_jittered, lower_inverse, CholeskyError, JitterP
 use crate::gp::natgrad::InducingPosterior;
 use crate::gp::svgp::LatentBatch;
 
-/// The first resident slot of these evaluations: apart from the host-side path's slots, so that
+/// The first resident slot of the q(v) states: apart from the host-side path's slots, so that
 /// neither grows or rebinds the other's buffers.
 const RESIDENT_SLOTS: usize = 1 << 21;
+/// The first resident slot of the evaluations' scratch buffers, one set per place in a
+/// submission (shared by whichever q(v) is evaluated there: the M × T buffers are the large
+/// ones, the states are M² each).
+const RESIDENT_SCRATCH: usize = 1 << 22;
 
 /// Invocations per workgroup of `inducing.wgsl`'s element-wise passes.
 const GROUP: u32 = 64;
@@ -117,6 +121,8 @@ pub struct ResidentRequest<'a> {
     pub gamma: f64,
     /// Make the slot's last stepped q(v) its current one before evaluating.
     pub commit: bool,
+    /// Read the q(v) evaluated back with the results ([`ResidentEvaluation::posterior`]).
+    pub read_current: bool,
 }
 
 /// What one resident evaluation gives the host.
@@ -136,6 +142,8 @@ pub struct ResidentEvaluation {
     pub kl_inducing: f64,
     /// The natural step: its q(v) waits in the slot until committed, or why P did not factorise.
     pub stepped: Result<(), CholeskyError>,
+    /// The q(v) evaluated, when the request asked for it.
+    pub posterior: Option<InducingPosterior>,
 }
 
 /// Words of a slot's q(v) state (`cholesky.wgsl`'s `natural_step` output): L_P, X_P, the status,
@@ -193,9 +201,15 @@ fn glue_dims(m: usize, t: usize, offset: usize, flags: u32, g_var: f64, scale: f
 }
 
 /// Values read back per request: the predictions' finished sums (2 + 2MW + T), Z's gradient
-/// through the Z columns of K' (M·D), K_ZZ's status and the step's (8 each), the KL terms (6).
-fn readback_words(layout: &ReadbackLayout, d: usize) -> [usize; 5] {
-    [layout.parts()[2], layout.m * d, 8, 8, 6]
+/// through the Z columns of K' (M·D), K_ZZ's status and the step's (8 each), the KL terms (6),
+/// and q(v)'s state when asked for.
+fn readback_words(layout: &ReadbackLayout, d: usize, read_current: bool) -> [usize; 6] {
+    let state = if read_current {
+        state_words(layout.m)
+    } else {
+        0
+    };
+    [layout.parts()[2], layout.m * d, 8, 8, 6, state]
 }
 
 /// What the host keeps of an encoded request to decode it.
@@ -284,15 +298,7 @@ impl Gpu {
         encoder.copy_buffer_to_buffer(&current, 0, &readback, 0, (words * 4) as u64);
         let submission = self.device.submit(encoder);
         let values = self.read_back(&readback, submission)?;
-        let value = |k: usize| f64::from(values[2 * k]) + f64::from(values[2 * k + 1]);
-        let at = state_offsets(m);
-        let matrix = |offset: usize| DMatrix::from_fn(m, m, |i, j| value(offset + i * m + j));
-        Ok(InducingPosterior {
-            eta1: DVector::from_fn(m, |i, _| value(at.eta + i)),
-            precision: matrix(at.p),
-            mean: DVector::from_fn(m, |i, _| value(at.mean + i)),
-            cov: matrix(at.s),
-        })
+        Ok(posterior_from(m, &values))
     }
 
     /// Makes the last stepped q(v) of each of `slots` (of `m` inducing points) its current one,
@@ -342,7 +348,8 @@ impl Gpu {
         let mut encoder = self.device.create_command_encoder("resident evaluations");
         let pending: Result<Vec<Pending>, GpuError> = requests
             .iter()
-            .map(|request| self.encode_resident(&mut encoder, request))
+            .enumerate()
+            .map(|(position, request)| self.encode_resident(&mut encoder, position, request))
             .collect();
         let pending = pending?;
         let submission = self.device.submit(encoder);
@@ -368,9 +375,11 @@ impl Gpu {
     fn encode_resident(
         &self,
         encoder: &mut wgpu::CommandEncoder,
+        position: usize,
         request: &ResidentRequest,
     ) -> Result<Pending, GpuError> {
-        let slot = RESIDENT_SLOTS + request.slot;
+        let state_slot = RESIDENT_SLOTS + request.slot;
+        let slot = RESIDENT_SCRATCH + position;
         let (m, d) = request.z.shape();
         let t = request.draws.len();
         let mm = m * m;
@@ -384,11 +393,11 @@ impl Gpu {
         let square_groups = ((mm.max(1) as u32).div_ceil(GROUP), 1, 1);
         self.check_groups("the M × M passes", square_groups)?;
         if request.commit {
-            self.record_commit(encoder, slot, m);
+            self.record_commit(encoder, state_slot, m);
         }
         let words = state_words(m) * 4;
-        let current = self.resident("q current", slot, words, storage());
-        let next = self.resident("q next", slot, words, storage());
+        let current = self.resident("q current", state_slot, words, storage());
+        let next = self.resident("q next", state_slot, words, storage());
 
         let uniform = wgpu::BufferUsages::UNIFORM;
         let g_var = -request.c / (2.0 * request.noise);
@@ -578,12 +587,19 @@ impl Gpu {
         self.record_steps(encoder, "resident evaluation", slot, &steps);
 
         let layout = plan.layout;
-        let parts = readback_words(&layout, d);
+        let parts = readback_words(&layout, d, request.read_current);
         let total: usize = parts.iter().sum();
+        // Room for q(v)'s state whether or not it is read this time, so the buffer is made once.
+        let room = total
+            + if request.read_current {
+                0
+            } else {
+                state_words(m)
+            };
         let readback = self.resident(
             "resident readback",
             slot,
-            total * 4,
+            room * 4,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
         // (source, its first word) for each part.
@@ -593,6 +609,7 @@ impl Gpu {
             (&kzz, 2 * 2 * mm),
             (&next, 2 * at.status),
             (&kl, 0),
+            (&current, 0),
         ];
         let mut offset = 0u64;
         for ((source, first), words) in sources.into_iter().zip(parts) {
@@ -615,11 +632,14 @@ impl Gpu {
 fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> ResidentEvaluation {
     let ReadbackLayout { m, t, width, .. } = pending.layout;
     let d = request.z.ncols();
-    let [finished_words, z_cols_words, ..] = readback_words(&pending.layout, d);
+    let [finished_words, z_cols_words, .., state] =
+        readback_words(&pending.layout, d, request.read_current);
     let (finished, rest) = values.split_at(finished_words);
     let (z_cols, rest) = rest.split_at(z_cols_words);
     let (kzz_status, rest) = rest.split_at(8);
-    let (step_status, kl_words) = rest.split_at(8);
+    let (step_status, rest) = rest.split_at(8);
+    let (kl_words, state_values) = rest.split_at(6);
+    let posterior = (state > 0).then(|| posterior_from(m, state_values));
     let misfit = f64::from(finished[0]) + f64::from(finished[1]);
     let (heads, rest) = finished[2..].split_at(m * width);
     let (tails, latent_grad) = rest.split_at(m * width);
@@ -674,5 +694,207 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
         stepped: status(step_status, JitterPolicy::exactly(0.0))
             .map(|_| ())
             .map_err(with_size),
+        posterior,
+    }
+}
+
+/// q(v) (f64 from double-float) from a slot's state words.
+fn posterior_from(m: usize, values: &[f32]) -> InducingPosterior {
+    let value = |k: usize| f64::from(values[2 * k]) + f64::from(values[2 * k + 1]);
+    let at = state_offsets(m);
+    let matrix = |offset: usize| DMatrix::from_fn(m, m, |i, j| value(offset + i * m + j));
+    InducingPosterior {
+        eta1: DVector::from_fn(m, |i, _| value(at.eta + i)),
+        precision: matrix(at.p),
+        mean: DVector::from_fn(m, |i, _| value(at.mean + i)),
+        cov: matrix(at.s),
+    }
+}
+
+/// How long the host's copy of a held q(v) may lag the device's: at most this often each slot's
+/// q(v) is read back with its evaluation, so that a checkpoint, a given-up device or a final
+/// bound loses at most these seconds of natural steps.
+pub const SYNC_SECONDS: f64 = 2.0;
+
+/// Batches a slot may go unused before it is freed for another variable's q(v).
+const IDLE_BATCHES: u64 = 256;
+
+/// Which resident slot holds each variable's q(v) and at which version (its natural steps):
+/// the device's side of [`crate::gp::variable::PosteriorHolding`].
+#[derive(Debug, Default)]
+pub(super) struct PosteriorSlots {
+    by_key: std::collections::HashMap<u64, SlotRecord>,
+    free: Vec<usize>,
+    next_slot: usize,
+    /// Keys are `key_base + n`, the base random per device (a key carried over from another
+    /// process by a resumed run is then unknown here, never another variable's).
+    key_base: u64,
+    next_key: u64,
+    batches: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SlotRecord {
+    slot: usize,
+    m: usize,
+    /// The natural steps of the current state.
+    current: usize,
+    /// The version of the stepped state waiting to be committed.
+    next: Option<usize>,
+    last_batch: u64,
+    /// When the current state was last read back (seconds, `crate::clock`).
+    synced_at: Option<f64>,
+}
+
+/// Where an evaluation of a held q(v) runs ([`Gpu::hold_posterior`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldSlot {
+    /// The variable's key (new when it had none or one this device does not know).
+    pub key: u64,
+    /// The resident slot of its q(v) ([`ResidentRequest::slot`]).
+    pub slot: usize,
+    /// Commit the waiting step first ([`ResidentRequest::commit`]).
+    pub commit: bool,
+    /// Read the q(v) back with the evaluation ([`ResidentRequest::read_current`]).
+    pub read_current: bool,
+}
+
+impl Gpu {
+    /// Starts a batch of held evaluations: frees the slots no evaluation used for
+    /// [`IDLE_BATCHES`] batches.
+    pub fn begin_held_batch(&self) {
+        let mut slots = self.posterior_slots();
+        slots.batches += 1;
+        let now = slots.batches;
+        let idle: Vec<u64> = slots
+            .by_key
+            .iter()
+            .filter(|(_, r)| now - r.last_batch > IDLE_BATCHES)
+            .map(|(&k, _)| k)
+            .collect();
+        for key in idle {
+            if let Some(r) = slots.by_key.remove(&key) {
+                slots.free.push(r.slot);
+            }
+        }
+    }
+
+    /// The slot for evaluating the q(v) of a variable at version `version` (its natural steps)
+    /// that this device holds under `key`, or is given now from `host` (the variable's own copy,
+    /// uploaded when the device does not hold that version: a new variable, a key from another
+    /// process, a state restored from further back). The error is `host`'s P failing to
+    /// factorise on upload.
+    pub fn hold_posterior(
+        &self,
+        key: Option<u64>,
+        version: usize,
+        host: &InducingPosterior,
+    ) -> Result<HeldSlot, CholeskyError> {
+        let mut slots = self.posterior_slots();
+        let batch = slots.batches;
+        let now = crate::clock::now_seconds();
+        let m = host.len();
+        let known = key.and_then(|k| slots.by_key.get(&k).copied().map(|r| (k, r)));
+        let (key, mut record, commit) = match known {
+            Some((k, r)) if r.m == m && r.current == version => (k, r, false),
+            Some((k, r)) if r.m == m && r.next == Some(version) => (k, r, true),
+            _ => {
+                let key = match key {
+                    Some(k) if slots.by_key.contains_key(&k) => k,
+                    _ => {
+                        if slots.key_base == 0 {
+                            // A key only names a cache entry (no result depends on it), so the
+                            // standard library's per-process random hash seed serves.
+                            use std::hash::{BuildHasher, Hasher};
+                            let seed = std::collections::hash_map::RandomState::new()
+                                .build_hasher()
+                                .finish();
+                            slots.key_base = seed | 1;
+                        }
+                        slots.next_key += 1;
+                        slots.key_base.wrapping_add(slots.next_key)
+                    }
+                };
+                let slot = match slots.by_key.get(&key) {
+                    Some(r) => r.slot,
+                    None => slots.free.pop().unwrap_or_else(|| {
+                        slots.next_slot += 1;
+                        slots.next_slot - 1
+                    }),
+                };
+                self.upload_posterior(slot, host)?;
+                let record = SlotRecord {
+                    slot,
+                    m,
+                    current: version,
+                    next: None,
+                    last_batch: batch,
+                    synced_at: Some(now),
+                };
+                (key, record, false)
+            }
+        };
+        if commit {
+            record.current = version;
+            record.next = None;
+        }
+        let read_current = record.synced_at.is_none_or(|t| now - t >= SYNC_SECONDS);
+        if read_current {
+            record.synced_at = Some(now);
+        }
+        record.last_batch = batch;
+        slots.by_key.insert(key, record);
+        Ok(HeldSlot {
+            key,
+            slot: record.slot,
+            commit,
+            read_current,
+        })
+    }
+
+    /// Records the outcome of `key`'s evaluation at `version`: its stepped state (version + 1)
+    /// waits to be committed when `stepped`, else nothing waits.
+    pub fn held_stepped(&self, key: u64, version: usize, stepped: bool) {
+        if let Some(r) = self.posterior_slots().by_key.get_mut(&key) {
+            if r.current == version {
+                r.next = stepped.then_some(version + 1);
+            }
+        }
+    }
+
+    /// The q(v) this device holds for `key` at `version` (committing the waiting step when it is
+    /// that version), read back: for the host's work on a variable whose own copy lags (a final
+    /// bound). None when the device does not hold that version.
+    pub fn held_posterior(
+        &self,
+        key: u64,
+        version: usize,
+    ) -> Result<Option<InducingPosterior>, GpuError> {
+        let record = {
+            let mut slots = self.posterior_slots();
+            let Some(r) = slots.by_key.get_mut(&key) else {
+                return Ok(None);
+            };
+            let commit = r.current != version && r.next == Some(version);
+            if commit {
+                r.current = version;
+                r.next = None;
+            }
+            if r.current != version {
+                return Ok(None);
+            }
+            (*r, commit)
+        };
+        let (r, commit) = record;
+        if commit {
+            self.commit_posteriors(&[r.slot], r.m)?;
+        }
+        self.read_posterior(r.slot, r.m).map(Some)
+    }
+
+    fn posterior_slots(&self) -> std::sync::MutexGuard<'_, PosteriorSlots> {
+        self.posteriors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

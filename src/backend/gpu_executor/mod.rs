@@ -20,6 +20,8 @@
 mod coalesce;
 mod evaluations;
 #[cfg(not(target_arch = "wasm32"))]
+mod held;
+#[cfg(not(target_arch = "wasm32"))]
 mod native;
 mod psi_replay;
 
@@ -225,9 +227,39 @@ async fn device_and_host(
     let at = |place: Placement| -> Vec<usize> {
         (0..jobs.len()).filter(|&k| places[k] == place).collect()
     };
-    // First halves, f64 on the host; the predictions of every one that succeeded in one
-    // submission.
-    let predicted = at(Placement::Predictions);
+    // Natively the device holds each uncollapsed variable's q(v) and its M × M algebra: the
+    // batch's evaluations in one submission, the host's own jobs while it works.
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let held = at(Placement::Predictions);
+        let here = at(Placement::Host);
+        if !held.is_empty() {
+            let mut host_done = Vec::new();
+            let outcomes = held::held_evaluations(
+                gpu,
+                host,
+                data,
+                jobs,
+                &held,
+                || host_done = host.map(&here, |&k| jobs[k].run(data)),
+                awaiting,
+            )
+            .await?;
+            for (&k, outcome) in held.iter().zip(outcomes) {
+                done[k] = Some(outcome);
+            }
+            for (&k, outcome) in here.iter().zip(host_done) {
+                done[k] = Some(outcome);
+            }
+        }
+    }
+    // In the browser: first halves, f64 on the host; the predictions of every one that
+    // succeeded in one submission.
+    let predicted = if cfg!(target_arch = "wasm32") {
+        at(Placement::Predictions)
+    } else {
+        Vec::new()
+    };
     let device_jobs: Vec<&Job<'_>> = predicted.iter().map(|&k| &jobs[k]).collect();
     let begun = host.map(&device_jobs, |job| begin_evaluation(data, job));
     let requests = prediction_requests(&device_jobs, &begun);
@@ -236,8 +268,12 @@ async fn device_and_host(
     } else {
         Some(gpu.submit_predictions(&requests)?)
     };
-    // The host's own jobs while the device works.
-    let here = at(Placement::Host);
+    // The host's own jobs while the device works (natively done above when there were held
+    // evaluations).
+    let here: Vec<usize> = at(Placement::Host)
+        .into_iter()
+        .filter(|&k| done[k].is_none())
+        .collect();
     for (&k, outcome) in here.iter().zip(host.map(&here, |&k| jobs[k].run(data))) {
         done[k] = Some(outcome);
     }

@@ -134,6 +134,14 @@ pub(super) fn final_bound_on_device(
             "only final bounds are computed here".into()
         )));
     };
+    // The bound needs the current q(v): read it from the device when the variable's copy lags.
+    let current = match variable.lagging_posterior() {
+        Some((key, version)) => gpu
+            .held_posterior(key, version)?
+            .map(|q| variable.with_posterior(q)),
+        None => None,
+    };
+    let variable = current.as_ref().unwrap_or(variable);
     let mut failure = None;
     let value = variable.final_bound_with(data, *evaluated, *seed, &mut |input| match gpu
         .bounds_and_gradients(&[*input], FLOAT32_RELATIVE_JITTER)

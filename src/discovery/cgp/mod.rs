@@ -37,5 +37,6 @@ pub use settings::{
     MAX_THREADS,
 };
 pub use variable::{
-    BoundKind, Evaluation, EvaluationError, PendingEvaluation, SearchVariable, Variable,
+    held_evaluation, BoundKind, Evaluation, EvaluationError, HeldStep, PendingEvaluation,
+    SearchVariable, Variable,
 };

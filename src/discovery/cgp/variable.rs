@@ -16,8 +16,10 @@ use serde::{Deserialize, Serialize};
 use super::component::{Component, LatentRecord, PRIOR_RATE};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
 use crate::gp::linalg::CholeskyError;
+use crate::gp::natgrad::InducingPosterior;
 use crate::gp::svgp::{
-    bound_and_gradient, InducingStep, PredictionRequest, Predictions, SvgpInput, SvgpOutput,
+    bound_and_gradient, HeldOutput, InducingStep, PredictionRequest, Predictions, SvgpInput,
+    SvgpOutput,
 };
 use crate::gp::variable::{GpCdeVariable, Prepared, StepError};
 
@@ -52,13 +54,32 @@ pub enum Evaluation {
         prepared: Box<Prepared>,
         output: Box<SvgpOutput>,
     },
+    /// The same from a device that holds q(v) and has taken its natural step already.
+    Held {
+        value: f64,
+        prepared: Box<Prepared>,
+        output: Box<HeldOutput>,
+        step: Box<HeldStep>,
+    },
+}
+
+/// The device's side of a [`Evaluation::Held`]: its name for the variable's q(v), the natural
+/// step it took (waiting there for the next evaluation to commit it) or why P did not
+/// factorise, and the q(v) it evaluated when that was read back with this evaluation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeldStep {
+    pub key: u64,
+    pub stepped: Result<(), CholeskyError>,
+    pub synced: Option<InducingPosterior>,
 }
 
 impl Evaluation {
     /// The (estimated) bound of the variable, scaled to all rows.
     pub fn value(&self) -> f64 {
         match self {
-            Evaluation::Collapsed { value, .. } | Evaluation::Uncollapsed { value, .. } => *value,
+            Evaluation::Collapsed { value, .. }
+            | Evaluation::Uncollapsed { value, .. }
+            | Evaluation::Held { value, .. } => *value,
         }
     }
 }
@@ -119,6 +140,24 @@ impl PendingEvaluation {
             .finish(&u.variable.input(&self.prepared), predictions);
         uncollapsed_evaluation(*self.prepared, output)
     }
+}
+
+/// A held evaluation ([`Evaluation::Held`]), refused when its bound is not finite.
+pub fn held_evaluation(
+    prepared: Prepared,
+    output: HeldOutput,
+    step: HeldStep,
+) -> Result<Evaluation, EvaluationError> {
+    let value = output.terms.elbo;
+    if !value.is_finite() {
+        return Err(EvaluationError::NonFinite(value));
+    }
+    Ok(Evaluation::Held {
+        value,
+        prepared: Box::new(prepared),
+        output: Box::new(output),
+        step: Box::new(step),
+    })
 }
 
 /// An uncollapsed evaluation, refused when its bound is not finite.
@@ -403,19 +442,36 @@ impl SearchVariable for UncollapsedComponent {
     }
 
     fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), EvaluationError> {
-        let Evaluation::Uncollapsed {
-            prepared, output, ..
-        } = evaluation
-        else {
-            return Err(other_bound());
-        };
         let mut extra = vec![0.0; self.variable.kernel_raw().len()];
         for (k, j) in self.parents().into_iter().enumerate() {
             for idx in self.variable.input_indices(j) {
                 extra[idx] += d_theta[k];
             }
         }
-        self.variable.apply(&prepared, &output, Some(&extra))?;
+        match evaluation {
+            Evaluation::Uncollapsed {
+                prepared, output, ..
+            } => {
+                self.variable.apply(&prepared, &output, Some(&extra))?;
+            }
+            Evaluation::Held {
+                prepared,
+                output,
+                step,
+                ..
+            } => {
+                let HeldStep {
+                    key,
+                    stepped,
+                    synced,
+                } = *step;
+                // A natural step that failed on the device fails the step, as on the CPU.
+                stepped?;
+                self.variable
+                    .apply_held(&prepared, &output, Some(&extra), key, synced)?;
+            }
+            Evaluation::Collapsed { .. } => return Err(other_bound()),
+        }
         Ok(())
     }
 
@@ -504,6 +560,42 @@ impl std::ops::DerefMut for Variable {
 }
 
 impl Variable {
+    /// An uncollapsed variable's minibatch from `seed` and its model, for a device that holds
+    /// q(v) and computes the rest of the evaluation (the GPU backend). `None` for a collapsed
+    /// variable.
+    pub fn begin_held(&self, data: &DMatrix<f64>, seed: u64) -> Option<(Prepared, &GpCdeVariable)> {
+        let Variable::Uncollapsed(u) = self else {
+            return None;
+        };
+        Some((u.minibatch(data, seed), &u.variable))
+    }
+
+    /// (key, natural steps) of an uncollapsed variable whose current q(v) only the device holding
+    /// it has (its own copy lags); None otherwise.
+    pub fn lagging_posterior(&self) -> Option<(u64, usize)> {
+        let Variable::Uncollapsed(u) = self else {
+            return None;
+        };
+        let v = &u.variable;
+        if v.posterior_is_current() {
+            return None;
+        }
+        Some((v.holding()?.key, v.natural_steps()))
+    }
+
+    /// This variable with `q` (read from the device holding it) as its current q(v); a collapsed
+    /// variable as it is.
+    pub fn with_posterior(&self, q: InducingPosterior) -> Variable {
+        match self {
+            Variable::Uncollapsed(u) => {
+                let mut u = u.clone();
+                u.variable = u.variable.with_posterior(q);
+                Variable::Uncollapsed(u)
+            }
+            other => other.clone(),
+        }
+    }
+
     /// A collapsed variable's evaluation with Ψ2's O(N M²) sums on `device` when one is given (the
     /// GPU backend). `None` for an uncollapsed variable.
     pub fn evaluate_collapsed_on(

@@ -1,0 +1,187 @@
+//! Uncollapsed evaluations whose q(v) the device holds (issue 34, items 1–2): the host draws
+//! each minibatch and runs the encoder (f64, on the pool), the device computes the rest of the
+//! evaluation — K_ZZ's factor, the predictions, the M × M adjoint and q(v)'s natural step — for
+//! the whole batch in one submission ([`Gpu::submit_resident`]), and the host finishes the
+//! bound's scalars and the gradients Adam steps. q(v) never crosses to the host except when a
+//! variable's copy is refreshed (every [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) with
+//! an evaluation, or for a final bound), and a natural step the restart does not apply (a fault,
+//! a phase's end) is never committed: the device keeps each q(v)'s current and stepped states
+//! and the variable's natural-step count says which it is at ([`Gpu::hold_posterior`]).
+
+use nalgebra::DMatrix;
+
+use crate::backend::gpu::{Gpu, GpuError, HeldSlot, ResidentEvaluation, ResidentRequest};
+use crate::backend::Pool;
+use crate::discovery::cgp::{held_evaluation, EvaluationError, HeldStep, Variable};
+use crate::discovery::jobs::{Job, Outcome};
+use crate::gp::svgp::{finish_held, HeldPredictions, FLOAT32_RELATIVE_JITTER};
+use crate::gp::variable::{GpCdeVariable, Prepared};
+
+/// One evaluation's host half, before the device.
+struct Begun<'j> {
+    variable: &'j GpCdeVariable,
+    prepared: Prepared,
+    /// w_sn = μ_n + √Σ_n ε_sn (S × b).
+    draws: DMatrix<f64>,
+}
+
+/// The held evaluations of `jobs` at `indices`, in that order, in one submission; `awaiting`
+/// is called before the device is awaited, and `meanwhile` runs on the host while it works.
+/// `Err` when the device failed (the caller computes them again on the CPU).
+pub(super) async fn held_evaluations(
+    gpu: &Gpu,
+    host: &Pool,
+    data: &DMatrix<f64>,
+    jobs: &[Job<'_>],
+    indices: &[usize],
+    meanwhile: impl FnOnce(),
+    awaiting: &dyn Fn(),
+) -> Result<Vec<Outcome>, GpuError> {
+    gpu.begin_held_batch();
+    let picked: Vec<&Job<'_>> = indices.iter().map(|&k| &jobs[k]).collect();
+    let begun: Vec<Option<Begun>> = host.map(&picked, |job| begin(data, job));
+    // Each variable's slot, in order (a key met twice in one batch, which no driver sends, is
+    // given a slot of its own from the variable's copy).
+    let mut seen = std::collections::HashSet::new();
+    let slots: Vec<Option<Result<HeldSlot, EvaluationError>>> = begun
+        .iter()
+        .map(|b| {
+            let b = b.as_ref()?;
+            let key = b
+                .variable
+                .holding()
+                .map(|h| h.key)
+                .filter(|k| seen.insert(*k));
+            let slot = gpu
+                .hold_posterior(key, b.variable.natural_steps(), b.variable.posterior())
+                .map_err(EvaluationError::from);
+            if let Ok(s) = &slot {
+                seen.insert(s.key);
+            }
+            Some(slot)
+        })
+        .collect();
+    let requests: Vec<ResidentRequest> = begun
+        .iter()
+        .zip(&slots)
+        .filter_map(|(b, slot)| {
+            let (b, slot) = (b.as_ref()?, slot.as_ref()?.as_ref().ok()?);
+            Some(request(b, slot))
+        })
+        .collect();
+    let submitted = if requests.is_empty() {
+        None
+    } else {
+        Some(gpu.submit_resident(&requests)?)
+    };
+    meanwhile();
+    let mut results = match submitted {
+        Some(submitted) => {
+            awaiting();
+            submitted.finish(gpu, &requests).await?
+        }
+        None => Vec::new(),
+    }
+    .into_iter();
+    drop(requests);
+    let mut outcomes = Vec::with_capacity(indices.len());
+    for (b, slot) in begun.into_iter().zip(slots) {
+        let outcome = match (b, slot) {
+            (Some(b), Some(Ok(slot))) => match results.next() {
+                Some(result) => finish(gpu, b, slot, result),
+                None => Err(EvaluationError::Device(
+                    "the GPU returned fewer results than requests".into(),
+                )),
+            },
+            (Some(_), Some(Err(e))) => Err(e),
+            _ => Err(EvaluationError::Mismatch(
+                "only uncollapsed evaluations are held on the GPU".into(),
+            )),
+        };
+        outcomes.push(Outcome::Evaluation(outcome));
+    }
+    Ok(outcomes)
+}
+
+/// The host half of evaluation `job`: its minibatch (rows, encoder) and draws.
+fn begin<'j>(data: &DMatrix<f64>, job: &&'j Job<'_>) -> Option<Begun<'j>> {
+    let Job::Evaluate { variable, seed, .. } = job else {
+        return None;
+    };
+    let variable: &'j Variable = variable;
+    let (prepared, model) = variable.begin_held(data, *seed)?;
+    let draws = {
+        let lat = model.input(&prepared).latent?;
+        DMatrix::from_fn(lat.eps.nrows(), lat.eps.ncols(), |s, n| {
+            lat.mu[n] + lat.var[n].sqrt() * lat.eps[(s, n)]
+        })
+    };
+    Some(Begun {
+        variable: model,
+        prepared,
+        draws,
+    })
+}
+
+/// The device request of a begun evaluation in `slot`.
+fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot) -> ResidentRequest<'a> {
+    let input = b.variable.input(&b.prepared);
+    let latent = input
+        .latent
+        .expect("an uncollapsed evaluation has a latent input");
+    let (samples, rows) = b.draws.shape();
+    ResidentRequest {
+        slot: slot.slot,
+        kernel: b.variable.kernel(),
+        z: b.variable.z(),
+        x: input.x,
+        y: input.y,
+        latent,
+        draws: &b.draws,
+        noise: input.noise,
+        c: input.total_rows as f64 / (rows * samples) as f64,
+        jitter: b.variable.jitter_policy(),
+        relative_jitter: FLOAT32_RELATIVE_JITTER,
+        gamma: b.variable.next_step_size(),
+        commit: slot.commit,
+        read_current: slot.read_current,
+    }
+}
+
+/// The evaluation from the device's `result`, with the slot's waiting step recorded.
+fn finish(
+    gpu: &Gpu,
+    b: Begun<'_>,
+    slot: HeldSlot,
+    result: ResidentEvaluation,
+) -> Result<crate::discovery::cgp::Evaluation, EvaluationError> {
+    let version = b.variable.natural_steps();
+    let jitter = match result.jitter {
+        Ok(j) => j,
+        Err(e) => {
+            gpu.held_stepped(slot.key, version, false);
+            return Err(e.into());
+        }
+    };
+    gpu.held_stepped(slot.key, version, result.stepped.is_ok());
+    let output = finish_held(
+        &b.variable.input(&b.prepared),
+        HeldPredictions {
+            misfit: result.misfit,
+            kernel: result.kernel,
+            z: result.z,
+            draws: result.draws,
+            jitter,
+            kl_inducing: result.kl_inducing,
+        },
+    );
+    held_evaluation(
+        b.prepared,
+        output,
+        HeldStep {
+            key: slot.key,
+            stepped: result.stepped,
+            synced: result.posterior,
+        },
+    )
+}
