@@ -390,3 +390,151 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
         "the first saw the old q(v)"
     );
 }
+
+/// A 3-variable chain of `n` rows.
+fn chain(n: usize) -> DMatrix<f64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let mut data = DMatrix::zeros(n, 3);
+    for r in 0..n {
+        let a: f64 = rng.sample(rand_distr::StandardNormal);
+        let e1: f64 = rng.sample(rand_distr::StandardNormal);
+        let e2: f64 = rng.sample(rand_distr::StandardNormal);
+        let b = a.tanh() * 1.5 + 0.3 * e1;
+        data[(r, 0)] = a;
+        data[(r, 1)] = b;
+        data[(r, 2)] = (b * 1.3).sin() + 0.3 * e2;
+    }
+    data
+}
+
+/// The engine's uncollapsed variables of `data`, evaluated with seed `seed` (as
+/// `Restart::evaluation_jobs` would send them).
+fn evaluations(
+    variables: &[occam::discovery::cgp::Variable],
+    seed: u64,
+) -> Vec<occam::backend::Job<'_>> {
+    variables
+        .iter()
+        .map(|v| occam::backend::Job::Evaluate {
+            variable: std::borrow::Cow::Borrowed(v),
+            jitter: 1e-6,
+            seed,
+        })
+        .collect()
+}
+
+fn evaluation(outcome: occam::backend::Outcome) -> occam::discovery::cgp::Evaluation {
+    match outcome {
+        occam::backend::Outcome::Evaluation(e) => e.expect("evaluated"),
+        other => panic!("not an evaluation: {other:?}"),
+    }
+}
+
+/// The engine's protocol with the device holding q(v): an evaluation whose step the restart does
+/// not apply leaves the device's q(v) as it was (the same evaluation again gives the same value);
+/// an applied step is the CPU's (the next evaluation agrees with the CPU's run of the same
+/// steps); and a final bound of a variable whose own copy of q(v) lags reads the current one from
+/// the device.
+#[test]
+fn the_engine_commits_only_the_steps_it_applies() {
+    use occam::backend::gpu_executor::GpuBackend;
+    use occam::backend::{Backend, CpuBackend};
+    use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings};
+    use std::sync::Arc;
+    let Some(gpu) = gpu() else { return };
+    let data = chain(120);
+    let settings = SearchSettings {
+        inducing_points: 12,
+        uncollapsed: UncollapsedSettings {
+            batch_size: 40,
+            samples: 4,
+        },
+        ..Preset::Paper.settings()
+    }
+    .check()
+    .unwrap();
+    let start: Vec<occam::discovery::cgp::Variable> =
+        common::evaluation_jobs(&data, &settings, 11, |child| 60 + child as u64)
+            .into_iter()
+            .map(|job| match job {
+                occam::backend::Job::Evaluate { variable, .. } => variable.into_owned(),
+                _ => unreachable!("evaluations"),
+            })
+            .collect();
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial());
+    let cpu = CpuBackend::serial();
+    let d_theta = |v: &occam::discovery::cgp::Variable| vec![-10.0; v.parents().len()];
+
+    // Not applied: the same evaluation twice gives the same values, bit for bit.
+    let first: Vec<f64> = backend
+        .run(&data, &evaluations(&start, 1))
+        .into_iter()
+        .map(|o| o.into_value().unwrap())
+        .collect();
+    let again: Vec<f64> = backend
+        .run(&data, &evaluations(&start, 1))
+        .into_iter()
+        .map(|o| o.into_value().unwrap())
+        .collect();
+    assert_eq!(first, again, "an unapplied step is never committed");
+
+    // Three applied steps on each side, then one more evaluation each.
+    let (mut on_gpu, mut on_cpu) = (start.clone(), start.clone());
+    for seed in 2..5 {
+        for (side, backend) in [
+            (&mut on_gpu, &backend as &dyn Backend),
+            (&mut on_cpu, &cpu as &dyn Backend),
+        ] {
+            let outcomes = backend.run(&data, &evaluations(side, seed));
+            for (v, outcome) in side.iter_mut().zip(outcomes) {
+                let extra = d_theta(v);
+                v.ascend(evaluation(outcome), &extra).expect("a step");
+            }
+        }
+    }
+    assert!(
+        on_gpu.iter().all(|v| v.lagging_posterior().is_some()),
+        "the GPU side's copies of q(v) lag the device's"
+    );
+    let got = backend.run(&data, &evaluations(&on_gpu, 9));
+    let want = cpu.run(&data, &evaluations(&on_cpu, 9));
+    for (g, w) in got.into_iter().zip(want) {
+        let (g, w) = (g.into_value().unwrap(), w.into_value().unwrap());
+        eprintln!("after three steps: GPU {g}, CPU {w}");
+        assert!(
+            (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+            "after three steps: GPU {g} vs CPU {w}"
+        );
+    }
+    // A final bound reads the current q(v) from the device.
+    let finals = |vs: &[occam::discovery::cgp::Variable]| -> Vec<occam::backend::Job<'static>> {
+        vs.iter()
+            .map(|v| occam::backend::Job::FinalBound {
+                variable: std::borrow::Cow::Owned(v.clone()),
+                evaluated: 0.0,
+                seed: 5,
+            })
+            .collect()
+    };
+    let got = backend.run(&data, &finals(&on_gpu));
+    let want = cpu.run(&data, &finals(&on_cpu));
+    let stale = cpu.run(&data, &finals(&on_gpu));
+    for ((g, w), s) in got.into_iter().zip(want).zip(stale) {
+        let (g, w, s) = (
+            g.into_value().unwrap(),
+            w.into_value().unwrap(),
+            s.into_value().unwrap(),
+        );
+        eprintln!("final bound: GPU {g}, CPU {w}, from the lagging copy {s}");
+        assert!(
+            (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+            "final bound: GPU {g} vs CPU {w}"
+        );
+        assert!(
+            (s - w).abs() > 10.0 * (g - w).abs(),
+            "the lagging copy's bound {s} is not the current one's {w}"
+        );
+    }
+    assert!(backend.failure().is_none());
+}

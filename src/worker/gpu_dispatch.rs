@@ -1,6 +1,7 @@
 //! The coordinating worker's own computing (wasm only): a dispatched unit that the compute pool
 //! does not take ([`takes`]) runs here, by the same plan as the native GPU backend
-//! ([`run_batch`]: uncollapsed evaluations' predictions on the WebGPU device in one submission,
+//! ([`run_batch`]: uncollapsed evaluations on the WebGPU device in one submission, q(v) and its
+//! M × M algebra held there between iterations,
 //! large collapsed Ψ2 sums on it pass by pass, everything else on this worker's CPU while the
 //! device works). Every readback is awaited, so the worker's event loop (pause, stop, the page's
 //! pings) runs meanwhile. What crossed to and from the device goes to the driver with the

@@ -3,14 +3,23 @@
 //! (`cholesky.wgsl`): the M × M algebra's building blocks for K_ZZ and for the natural step's
 //! P = I + Λ (MODEL.md §11.3). The references are the CPU's f64
 //! [`cholesky_jittered`](crate::gp::linalg::cholesky_jittered), which walks the same ladder, and
-//! [`InducingPosterior::natural_step`]. Native only for now (the engine does not call them yet,
-//! so the page does not compile them).
+//! [`InducingPosterior::natural_step`](crate::gp::natgrad::InducingPosterior::natural_step). The
+//! engine runs these kernels inside its resident evaluations (`resident.rs`), natively and in
+//! the page; the batched entry points here serve the native tests and benches.
 
-use nalgebra::{DMatrix, DVector};
+use nalgebra::DMatrix;
+#[cfg(not(target_arch = "wasm32"))]
+use nalgebra::DVector;
 
-use super::{uniform_words, Gpu, GpuError};
+#[cfg(not(target_arch = "wasm32"))]
+use super::GpuError;
+use super::{uniform_words, Gpu};
 use crate::gp::linalg::{CholeskyError, JitterPolicy};
+// The batched entry points below are the native tests' and benches' way in; the engine reaches
+// these kernels through `resident.rs`, in the page too.
+#[cfg(not(target_arch = "wasm32"))]
 use crate::gp::natgrad::InducingPosterior;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::gp::svgp::NatGradStats;
 
 /// The compiled entry points of `cholesky.wgsl`: the factorisation with its inverse, and the
@@ -76,7 +85,8 @@ pub(super) fn two_word_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
 }
 
 /// Row-major values of a square matrix (the shader's layout).
-pub(super) fn row_major(a: &DMatrix<f64>) -> impl Iterator<Item = f64> + '_ {
+#[cfg(not(target_arch = "wasm32"))]
+fn row_major(a: &DMatrix<f64>) -> impl Iterator<Item = f64> + '_ {
     let m = a.nrows();
     (0..m * m).map(move |k| a[(k / m, k % m)])
 }
@@ -100,6 +110,7 @@ impl Gpu {
     /// here, before anything is sent).
     ///
     /// Panics if the matrices differ in shape or are not square.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn cholesky_batch(
         &self,
         matrices: &[DMatrix<f64>],
@@ -199,6 +210,7 @@ impl Gpu {
     /// a P that does not factorise (the posterior is then left as it was, as on the CPU).
     ///
     /// Panics if the pairs differ in size or the two lists in length.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn natural_steps(
         &self,
         posteriors: &[&InducingPosterior],
@@ -340,6 +352,7 @@ pub(super) fn decode(
 }
 
 /// Where `a`'s lower triangle holds a non-finite entry first (column by column), if it does.
+#[cfg(not(target_arch = "wasm32"))]
 fn first_non_finite(a: &DMatrix<f64>) -> Option<(usize, usize)> {
     let n = a.nrows();
     (0..n)

@@ -11,20 +11,20 @@
 //! `kernel_common.wgsl`, `kernel_cross.wgsl`, `kernel_backward.wgsl`), batched tiled products in
 //! float32 or compensated ([`Gpu::gemm`], [`Gpu::syrk`], `gemm.wgsl`), the uncollapsed bound's
 //! predictions ([`Gpu::svgp_predictions`], [`Gpu::bounds_and_gradients`], `predictions.wgsl`),
-//! Ψ2's sums ([`Gpu::submit_psi2`], `psi.wgsl`), and the traffic counters
+//! the same evaluation with q(v) and the M × M algebra held on the device, which is what the
+//! engine runs ([`Gpu::submit_resident`], [`Gpu::hold_posterior`]; `inducing.wgsl` and
+//! `cholesky.wgsl`'s double-float factorisations and natural step), Ψ2's sums ([`Gpu::submit_psi2`], `psi.wgsl`), and the traffic counters
 //! ([`Gpu::traffic`]). Everything on the GPU is float32
 //! (or two float32 words); the host converts from and to the engine's f64 at the boundary and
 //! finishes sums over many terms in f64. A lost device or a driver error is recorded, never a
 //! panic ([`Gpu::failure`]).
 
-#[cfg(not(target_arch = "wasm32"))]
 mod cholesky;
 mod counters;
 mod gemm;
 mod kernel;
 mod predictions;
 mod psi;
-#[cfg(not(target_arch = "wasm32"))]
 mod resident;
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -35,7 +35,6 @@ pub use predictions::SubmittedPredictions;
 #[cfg(not(target_arch = "wasm32"))]
 pub use psi::Psi2OnGpu;
 pub use psi::{Psi2Factors, Psi2Request, Psi2Sums, SubmittedPsi2};
-#[cfg(not(target_arch = "wasm32"))]
 pub use resident::{
     HeldSlot, ResidentEvaluation, ResidentRequest, SubmittedResident, SYNC_SECONDS,
 };
@@ -84,8 +83,7 @@ pub struct Gpu {
     /// Bind groups kept between calls, by (dispatch, step, job slot), with the pipeline and
     /// buffers they bind: a call that binds the same resident buffers creates nothing.
     bound: Mutex<HashMap<BindKey, BoundGroup>>,
-    /// Which resident slot holds each held q(v) (natively only, as the resident evaluations).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// Which resident slot holds each held q(v).
     posteriors: Mutex<resident::PosteriorSlots>,
     /// Why the device stopped, once it has: set by wgpu's device-lost callback and by errors no
     /// error scope caught (which would otherwise panic).
@@ -103,14 +101,9 @@ struct Pipelines {
     evaluation_points: wgpu::ComputePipeline,
     psi_pairs: wgpu::ComputePipeline,
     psi_rows: wgpu::ComputePipeline,
-    /// Natively only until the engine's M × M algebra moves to the device (issue 34): the page
-    /// does not compile a kernel it does not run.
-    #[cfg(not(target_arch = "wasm32"))]
     cholesky: wgpu::ComputePipeline,
-    #[cfg(not(target_arch = "wasm32"))]
     natural_step: wgpu::ComputePipeline,
-    /// `inducing.wgsl`'s passes, in `resident::Glue`'s order (natively only, as `cholesky`).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// `inducing.wgsl`'s passes, in `resident::Glue`'s order.
     inducing: Vec<wgpu::ComputePipeline>,
 }
 
@@ -183,7 +176,6 @@ impl Gpu {
         }
         let [gemm, gemm_compensated, split_sum] = gemm::pipelines(&device);
         let [psi_pairs, psi_rows] = psi::pipelines(&device);
-        #[cfg(not(target_arch = "wasm32"))]
         let [cholesky, natural_step] = cholesky::pipelines(&device);
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
@@ -195,11 +187,8 @@ impl Gpu {
             evaluation_points: predictions::points_pipeline(&device),
             psi_pairs,
             psi_rows,
-            #[cfg(not(target_arch = "wasm32"))]
             cholesky,
-            #[cfg(not(target_arch = "wasm32"))]
             natural_step,
-            #[cfg(not(target_arch = "wasm32"))]
             inducing: resident::pipelines(&device),
         };
         Ok(Gpu {
@@ -208,7 +197,6 @@ impl Gpu {
             pipelines,
             resident: Mutex::new(HashMap::new()),
             bound: Mutex::new(HashMap::new()),
-            #[cfg(not(target_arch = "wasm32"))]
             posteriors: Mutex::new(resident::PosteriorSlots::default()),
             failure,
         })

@@ -290,14 +290,46 @@ impl Gpu {
     /// The current q(v) of resident slot `slot`, read back (blocking) in f64 from double-float.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_posterior(&self, slot: usize, m: usize) -> Result<InducingPosterior, GpuError> {
+        pollster::block_on(self.read_state(slot, m, false))
+    }
+
+    /// The current q(v) of resident slot `slot` (of `m` inducing points), after committing its
+    /// waiting step when `commit`, read back in one submission (natively one blocking wait; in
+    /// the browser the mapping resolves by itself).
+    async fn read_state(
+        &self,
+        slot: usize,
+        m: usize,
+        commit: bool,
+    ) -> Result<InducingPosterior, GpuError> {
         self.check_alive()?;
         let words = state_words(m);
-        let current = self.resident("q current", RESIDENT_SLOTS + slot, words * 4, storage());
-        let (_, readback) = self.output_and_readback("q readback", (words * 4) as u64);
+        let slot = RESIDENT_SLOTS + slot;
         let mut encoder = self.device.create_command_encoder("q readback");
+        if commit {
+            self.record_commit(&mut encoder, slot, m);
+        }
+        let current = self.resident("q current", slot, words * 4, storage());
+        let readback = self.resident(
+            "q readback",
+            slot,
+            words * 4,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
         encoder.copy_buffer_to_buffer(&current, 0, &readback, 0, (words * 4) as u64);
         let submission = self.device.submit(encoder);
-        let values = self.read_back(&readback, submission)?;
+        let mapping = self.request_mapping(&[(&readback, words * 4)]);
+        #[cfg(not(target_arch = "wasm32"))]
+        self.wait(submission)?;
+        #[cfg(target_arch = "wasm32")]
+        let _ = submission;
+        let values = self.read_mapping(mapping).await?.pop().unwrap_or_default();
+        if values.len() < words {
+            return Err(GpuError::Readback(format!(
+                "{} words of q(v)'s state read back, {words} expected",
+                values.len()
+            )));
+        }
         Ok(posterior_from(m, &values))
     }
 
@@ -865,12 +897,12 @@ impl Gpu {
     /// The q(v) this device holds for `key` at `version` (committing the waiting step when it is
     /// that version), read back: for the host's work on a variable whose own copy lags (a final
     /// bound). None when the device does not hold that version.
-    pub fn held_posterior(
+    pub async fn held_posterior(
         &self,
         key: u64,
         version: usize,
     ) -> Result<Option<InducingPosterior>, GpuError> {
-        let record = {
+        let (record, commit) = {
             let mut slots = self.posterior_slots();
             let Some(r) = slots.by_key.get_mut(&key) else {
                 return Ok(None);
@@ -885,11 +917,9 @@ impl Gpu {
             }
             (*r, commit)
         };
-        let (r, commit) = record;
-        if commit {
-            self.commit_posteriors(&[r.slot], r.m)?;
-        }
-        self.read_posterior(r.slot, r.m).map(Some)
+        self.read_state(record.slot, record.m, commit)
+            .await
+            .map(Some)
     }
 
     fn posterior_slots(&self) -> std::sync::MutexGuard<'_, PosteriorSlots> {

@@ -1,7 +1,8 @@
 //! The GPU executor: how a batch of [`Job`]s runs when a [`Gpu`] is present — one plan for both
-//! targets. [`run_batch`] places each job ([`placement`]): an uncollapsed evaluation's
-//! predictions go to the device with the batch's others in one submission (its two halves on
-//! the host pool, in f64); a collapsed evaluation with a large Ψ2 sends its sums to the device
+//! targets. [`run_batch`] places each job ([`placement`]): an uncollapsed evaluation goes to the
+//! device with the batch's others in one submission, the device holding each variable's q(v)
+//! and its M × M algebra between iterations (`held.rs`: the minibatch and the encoder on the
+//! host pool, in f64); a collapsed evaluation with a large Ψ2 sends its sums to the device
 //! pass by pass with the batch's others ([`CollapsedBatch`]); natively, a refit with such a Ψ2
 //! and a restart's final bound call the device from inside the fit, which blocks (a browser
 //! worker must not block, so there they run on the host); every other job runs on the host pool
@@ -18,20 +19,15 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 mod coalesce;
-mod evaluations;
-#[cfg(not(target_arch = "wasm32"))]
 mod held;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
 mod psi_replay;
 
-use std::sync::{Mutex, PoisonError};
-
 use nalgebra::DMatrix;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use coalesce::{CoalescedPsi2, ABANDONED, GATHER_SECONDS};
-pub use evaluations::{begin_evaluation, finish_evaluation, prediction_requests};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::GpuBackend;
 pub use psi_replay::{CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
@@ -39,7 +35,7 @@ pub use psi_replay::{CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
 use super::cost_model::{PlacementProbe, Side};
 use super::gpu::{Gpu, GpuError};
 use super::Pool;
-use crate::discovery::cgp::{EvaluationError, Variable};
+use crate::discovery::cgp::Variable;
 use crate::discovery::jobs::{Job, Outcome};
 
 /// How a batch uses the device.
@@ -65,9 +61,9 @@ impl Default for DeviceUse<'_> {
 /// Where a job of a batch runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
-    /// An uncollapsed evaluation: its halves on the host, its predictions on the device in the
-    /// batch's one submission.
-    Predictions,
+    /// An uncollapsed evaluation: its minibatch and encoder on the host, the rest on the device
+    /// (which holds the variable's q(v)) in the batch's one submission.
+    HeldEvaluation,
     /// A collapsed evaluation whose Ψ2 sums the device computes with the batch's others.
     Psi2Evaluation,
     /// A refit whose L-BFGS evaluations each send their Ψ2 sums to the device (natively only:
@@ -94,7 +90,7 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
         |n: usize, m: usize| (n * m * m) as f64 >= usage.psi2_min_work && gpu.psi2_fits(n, m);
     match job {
         Job::Evaluate { variable, .. } => match &**variable {
-            Variable::Uncollapsed(_) => Placement::Predictions,
+            Variable::Uncollapsed(_) => Placement::HeldEvaluation,
             Variable::Collapsed(c) => {
                 let (n, m) = c.psi2_shape();
                 if psi2_fits(n, m) {
@@ -227,54 +223,26 @@ async fn device_and_host(
     let at = |place: Placement| -> Vec<usize> {
         (0..jobs.len()).filter(|&k| places[k] == place).collect()
     };
-    // Natively the device holds each uncollapsed variable's q(v) and its M × M algebra: the
-    // batch's evaluations in one submission, the host's own jobs while it works.
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let held = at(Placement::Predictions);
-        let here = at(Placement::Host);
-        if !held.is_empty() {
-            let mut host_done = Vec::new();
-            let outcomes = held::held_evaluations(
-                gpu,
-                host,
-                data,
-                jobs,
-                &held,
-                || host_done = host.map(&here, |&k| jobs[k].run(data)),
-                awaiting,
-            )
-            .await?;
-            for (&k, outcome) in held.iter().zip(outcomes) {
-                done[k] = Some(outcome);
-            }
-            for (&k, outcome) in here.iter().zip(host_done) {
-                done[k] = Some(outcome);
-            }
+    // The device holds each uncollapsed variable's q(v) and its M × M algebra: the batch's
+    // evaluations in one submission, the host's own jobs while it works. A job the host runs
+    // for a variable whose copy of q(v) lags the device's (a final bound, in the browser) gets
+    // the device's current one first.
+    let held = at(Placement::HeldEvaluation);
+    let here = at(Placement::Host);
+    let current = with_current_posteriors(gpu, jobs, &here).await?;
+    let host_job = |k: usize| current.get(&k).unwrap_or(&jobs[k]);
+    let mut host_done = Vec::new();
+    let mut run_host = || host_done = host.map(&here, |&k| host_job(k).run(data));
+    if held.is_empty() {
+        run_host();
+    } else {
+        let outcomes =
+            held::held_evaluations(gpu, host, data, jobs, &held, run_host, awaiting).await?;
+        for (&k, outcome) in held.iter().zip(outcomes) {
+            done[k] = Some(outcome);
         }
     }
-    // In the browser: first halves, f64 on the host; the predictions of every one that
-    // succeeded in one submission.
-    let predicted = if cfg!(target_arch = "wasm32") {
-        at(Placement::Predictions)
-    } else {
-        Vec::new()
-    };
-    let device_jobs: Vec<&Job<'_>> = predicted.iter().map(|&k| &jobs[k]).collect();
-    let begun = host.map(&device_jobs, |job| begin_evaluation(data, job));
-    let requests = prediction_requests(&device_jobs, &begun);
-    let submitted = if requests.is_empty() {
-        None
-    } else {
-        Some(gpu.submit_predictions(&requests)?)
-    };
-    // The host's own jobs while the device works (natively done above when there were held
-    // evaluations).
-    let here: Vec<usize> = at(Placement::Host)
-        .into_iter()
-        .filter(|&k| done[k].is_none())
-        .collect();
-    for (&k, outcome) in here.iter().zip(host.map(&here, |&k| jobs[k].run(data))) {
+    for (&k, outcome) in here.iter().zip(host_done) {
         done[k] = Some(outcome);
     }
     let collapsed = at(Placement::Psi2Evaluation);
@@ -307,41 +275,41 @@ async fn device_and_host(
             }
         }
     }
-    let predictions = match submitted {
-        Some(submitted) => {
-            awaiting();
-            submitted.finish(gpu, &requests).await?
-        }
-        None => Vec::new(),
-    };
-    drop(requests);
-    // Second halves, f64 on the host. (Each evaluation's first half is taken out of its cell
-    // once: the pool hands out shared references.)
-    let mut predictions = predictions.into_iter();
-    let finishing: Vec<_> = device_jobs
-        .iter()
-        .zip(begun)
-        .map(|(job, pending)| {
-            let predictions = if pending.is_ok() {
-                predictions.next()
-            } else {
-                None
-            };
-            (*job, Mutex::new(Some((pending, predictions))))
-        })
-        .collect();
-    let finished = host.map(&finishing, |(job, cell)| {
-        match cell.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            Some((pending, predictions)) => finish_evaluation(job, pending, predictions),
-            None => Outcome::Evaluation(Err(EvaluationError::Mismatch(
-                "an evaluation was finished twice".into(),
-            ))),
-        }
-    });
-    for (&k, outcome) in predicted.iter().zip(finished) {
-        done[k] = Some(outcome);
-    }
     Ok(())
+}
+
+/// Owned copies of the jobs at `indices` whose variable's q(v) lags the one the device holds,
+/// with the device's current q(v), by index: the host computes those from the current state.
+async fn with_current_posteriors(
+    gpu: &Gpu,
+    jobs: &[Job<'_>],
+    indices: &[usize],
+) -> Result<std::collections::HashMap<usize, Job<'static>>, GpuError> {
+    let mut current = std::collections::HashMap::new();
+    for &k in indices {
+        let Job::FinalBound {
+            variable,
+            evaluated,
+            seed,
+        } = &jobs[k]
+        else {
+            continue;
+        };
+        let Some((key, version)) = variable.lagging_posterior() else {
+            continue;
+        };
+        if let Some(q) = gpu.held_posterior(key, version).await? {
+            current.insert(
+                k,
+                Job::FinalBound {
+                    variable: std::borrow::Cow::Owned(variable.with_posterior(q)),
+                    evaluated: *evaluated,
+                    seed: *seed,
+                },
+            );
+        }
+    }
+    Ok(current)
 }
 
 /// The collapsed evaluations of `jobs` at `indices`, in that order: each pass runs the

@@ -136,8 +136,7 @@ pub(super) fn final_bound_on_device(
     };
     // The bound needs the current q(v): read it from the device when the variable's copy lags.
     let current = match variable.lagging_posterior() {
-        Some((key, version)) => gpu
-            .held_posterior(key, version)?
+        Some((key, version)) => pollster::block_on(gpu.held_posterior(key, version))?
             .map(|q| variable.with_posterior(q)),
         None => None,
     };

@@ -37,6 +37,5 @@ pub use settings::{
     MAX_THREADS,
 };
 pub use variable::{
-    held_evaluation, BoundKind, Evaluation, EvaluationError, HeldStep, PendingEvaluation,
-    SearchVariable, Variable,
+    held_evaluation, BoundKind, Evaluation, EvaluationError, HeldStep, SearchVariable, Variable,
 };

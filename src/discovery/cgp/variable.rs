@@ -17,10 +17,7 @@ use super::component::{Component, LatentRecord, PRIOR_RATE};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
 use crate::gp::linalg::CholeskyError;
 use crate::gp::natgrad::InducingPosterior;
-use crate::gp::svgp::{
-    bound_and_gradient, HeldOutput, InducingStep, PredictionRequest, Predictions, SvgpInput,
-    SvgpOutput,
-};
+use crate::gp::svgp::{bound_and_gradient, HeldOutput, SvgpInput, SvgpOutput};
 use crate::gp::variable::{GpCdeVariable, Prepared, StepError};
 
 /// Which bound every variable uses.
@@ -96,50 +93,6 @@ pub enum Checkpoint {
 pub enum Variable {
     Collapsed(Box<Component>),
     Uncollapsed(Box<UncollapsedComponent>),
-}
-
-/// An uncollapsed evaluation half done ([`Variable::begin_evaluation`]): the minibatch and the
-/// inducing step, waiting for the predictions at its evaluation points.
-#[derive(Debug, Clone)]
-pub struct PendingEvaluation {
-    prepared: Box<Prepared>,
-    step: InducingStep,
-}
-
-impl PendingEvaluation {
-    /// What a device needs to compute the predictions, for the `variable` this was begun from.
-    pub fn request<'a>(
-        &'a self,
-        variable: &'a Variable,
-    ) -> Result<PredictionRequest<'a>, EvaluationError> {
-        let Variable::Uncollapsed(u) = variable else {
-            return Err(EvaluationError::Mismatch(
-                "a pending evaluation belongs to an uncollapsed variable".into(),
-            ));
-        };
-        self.step
-            .request(&u.variable.input(&self.prepared))
-            .ok_or_else(|| {
-                EvaluationError::Device("the uncollapsed bound has a latent input".into())
-            })
-    }
-
-    /// The evaluation, from the predictions at the minibatch's evaluation points.
-    pub fn finish(
-        self,
-        variable: &Variable,
-        predictions: Predictions,
-    ) -> Result<Evaluation, EvaluationError> {
-        let Variable::Uncollapsed(u) = variable else {
-            return Err(EvaluationError::Mismatch(
-                "a pending evaluation belongs to an uncollapsed variable".into(),
-            ));
-        };
-        let output = self
-            .step
-            .finish(&u.variable.input(&self.prepared), predictions);
-        uncollapsed_evaluation(*self.prepared, output)
-    }
 }
 
 /// A held evaluation ([`Evaluation::Held`]), refused when its bound is not finite.
@@ -608,26 +561,5 @@ impl Variable {
             return None;
         };
         Some(collapsed_evaluation(c, data, jitter, device))
-    }
-
-    /// The first half of an uncollapsed variable's evaluation: its minibatch from `seed` and the
-    /// inducing-point algebra in f64, waiting for predictions a device computes (the GPU
-    /// backend), with K_ZZ's jitter at least `relative_jitter` · mean diag(K_ZZ)
-    /// (`svgp::FLOAT32_RELATIVE_JITTER` for a float32 device). `None` for a collapsed variable.
-    pub fn begin_evaluation(
-        &self,
-        data: &DMatrix<f64>,
-        seed: u64,
-        relative_jitter: f64,
-    ) -> Option<Result<PendingEvaluation, EvaluationError>> {
-        let Variable::Uncollapsed(u) = self else {
-            return None;
-        };
-        let prepared = Box::new(u.minibatch(data, seed));
-        Some(
-            InducingStep::new(&u.variable.input(&prepared), relative_jitter)
-                .map(|step| PendingEvaluation { prepared, step })
-                .map_err(EvaluationError::from),
-        )
     }
 }
