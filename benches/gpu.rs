@@ -29,7 +29,7 @@
 mod common;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::{Accumulation, Gpu, Op, Psi2OnGpu, ResidentRequest};
+use occam::backend::gpu::{Accumulation, Gpu, Op, Psi2OnGpu, ResidentRequest, StateChange};
 use occam::backend::{available_threads, Pool};
 use occam::gp::collapsed::{collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior};
 use occam::gp::kernel::Kernel;
@@ -429,7 +429,11 @@ fn time_evaluations(
                 jitter: JitterPolicy::default(),
                 relative_jitter: FLOAT32_RELATIVE_JITTER,
                 gamma: 1e-4,
-                commit: !first,
+                before: if first {
+                    StateChange::Keep
+                } else {
+                    StateChange::Commit
+                },
                 read_current: false,
             })
             .collect();

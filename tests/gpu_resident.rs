@@ -9,7 +9,7 @@ mod common;
 
 use common::SvgpProblem;
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Gpu, ResidentEvaluation, ResidentRequest};
+use occam::backend::gpu::{Gpu, ResidentEvaluation, ResidentRequest, StateChange};
 use occam::gp::kernel::KernelGrad;
 use occam::gp::linalg::{cholesky_jittered, lower_inverse, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
@@ -168,7 +168,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
                 jitter: JitterPolicy::default(),
                 relative_jitter: 0.0,
                 gamma,
-                commit: false,
+                before: StateChange::Keep,
                 read_current: false,
             }
         })
@@ -269,7 +269,11 @@ fn request<'a>(
         jitter,
         relative_jitter,
         gamma: 0.1,
-        commit,
+        before: if commit {
+            StateChange::Commit
+        } else {
+            StateChange::Keep
+        },
         read_current: commit,
     }
 }
@@ -433,14 +437,15 @@ fn evaluation(outcome: occam::backend::Outcome) -> occam::discovery::cgp::Evalua
 
 /// The engine's protocol with the device holding q(v): an evaluation whose step the restart does
 /// not apply leaves the device's q(v) as it was (the same evaluation again gives the same value);
-/// an applied step is the CPU's (the next evaluation agrees with the CPU's run of the same
-/// steps); and a final bound of a variable whose own copy of q(v) lags reads the current one from
-/// the device.
+/// applied steps are the CPU's (the next evaluation agrees with the CPU's run of the same steps);
+/// a restart that undoes a committed step (a fault restores the checkpoint from before it) is
+/// evaluated at the state it returned to; and a final bound of a variable whose own copy of q(v)
+/// lags reads the current one from the device.
 #[test]
 fn the_engine_commits_only_the_steps_it_applies() {
     use occam::backend::gpu_executor::GpuBackend;
     use occam::backend::{Backend, CpuBackend};
-    use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings};
+    use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings, Variable};
     use std::sync::Arc;
     let Some(gpu) = gpu() else { return };
     let data = chain(120);
@@ -454,7 +459,7 @@ fn the_engine_commits_only_the_steps_it_applies() {
     }
     .check()
     .unwrap();
-    let start: Vec<occam::discovery::cgp::Variable> =
+    let start: Vec<Variable> =
         common::evaluation_jobs(&data, &settings, 11, |child| 60 + child as u64)
             .into_iter()
             .map(|job| match job {
@@ -464,51 +469,68 @@ fn the_engine_commits_only_the_steps_it_applies() {
             .collect();
     let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial());
     let cpu = CpuBackend::serial();
-    let d_theta = |v: &occam::discovery::cgp::Variable| vec![-10.0; v.parents().len()];
-
-    // Not applied: the same evaluation twice gives the same values, bit for bit.
-    let first: Vec<f64> = backend
-        .run(&data, &evaluations(&start, 1))
-        .into_iter()
-        .map(|o| o.into_value().unwrap())
-        .collect();
-    let again: Vec<f64> = backend
-        .run(&data, &evaluations(&start, 1))
-        .into_iter()
-        .map(|o| o.into_value().unwrap())
-        .collect();
-    assert_eq!(first, again, "an unapplied step is never committed");
-
-    // Three applied steps on each side, then one more evaluation each.
-    let (mut on_gpu, mut on_cpu) = (start.clone(), start.clone());
-    for seed in 2..5 {
-        for (side, backend) in [
-            (&mut on_gpu, &backend as &dyn Backend),
-            (&mut on_cpu, &cpu as &dyn Backend),
-        ] {
-            let outcomes = backend.run(&data, &evaluations(side, seed));
-            for (v, outcome) in side.iter_mut().zip(outcomes) {
-                let extra = d_theta(v);
-                v.ascend(evaluation(outcome), &extra).expect("a step");
-            }
+    let value = |b: &dyn Backend, vs: &[Variable], seed: u64| -> Vec<f64> {
+        b.run(&data, &evaluations(vs, seed))
+            .into_iter()
+            .map(|o| o.into_value().unwrap())
+            .collect()
+    };
+    let step = |b: &dyn Backend, vs: &mut Vec<Variable>, seed: u64| {
+        let outcomes = b.run(&data, &evaluations(vs, seed));
+        for (v, outcome) in vs.iter_mut().zip(outcomes) {
+            let extra = vec![-10.0; v.parents().len()];
+            v.ascend(evaluation(outcome), &extra).expect("a step");
         }
+    };
+    let close = |what: &str, got: &[f64], want: &[f64]| {
+        for (g, w) in got.iter().zip(want) {
+            eprintln!("{what}: GPU {g}, CPU {w}");
+            assert!(
+                (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+                "{what}: GPU {g} vs CPU {w}"
+            );
+        }
+    };
+
+    // Four applied steps on each side (the natural steps' ramp makes the later ones large).
+    let (mut on_gpu, mut on_cpu) = (start.clone(), start.clone());
+    for seed in 2..6 {
+        step(&backend, &mut on_gpu, seed);
+        step(&cpu, &mut on_cpu, seed);
     }
     assert!(
         on_gpu.iter().all(|v| v.lagging_posterior().is_some()),
         "the GPU side's copies of q(v) lag the device's"
     );
-    let got = backend.run(&data, &evaluations(&on_gpu, 9));
-    let want = cpu.run(&data, &evaluations(&on_cpu, 9));
-    for (g, w) in got.into_iter().zip(want) {
-        let (g, w) = (g.into_value().unwrap(), w.into_value().unwrap());
-        eprintln!("after three steps: GPU {g}, CPU {w}");
-        assert!(
-            (g - w).abs() <= 1e-3 * w.abs().max(1.0),
-            "after three steps: GPU {g} vs CPU {w}"
-        );
-    }
+    // Not applied: the same evaluation twice (the first commits the last step, the second must
+    // not commit the step the first computed) gives the same values, bit for bit, the CPU's.
+    let first = value(&backend, &on_gpu, 9);
+    let again = value(&backend, &on_gpu, 9);
+    assert_eq!(first, again, "an unapplied step is never committed");
+    close("after four steps", &first, &value(&cpu, &on_cpu, 9));
+
+    // A fault undoes a committed step: the restart keeps a checkpoint from before the step,
+    // applies it, evaluates (committing it), and then restores the checkpoint.
+    let checkpoint = on_gpu.clone();
+    step(&backend, &mut on_gpu, 10);
+    let _ = value(&backend, &on_gpu, 11);
+    close(
+        "after a restored step",
+        &value(&backend, &checkpoint, 12),
+        &value(&cpu, &on_cpu, 12),
+    );
+    // And it goes on from there as the CPU does.
+    let mut restored = checkpoint;
+    step(&backend, &mut restored, 13);
+    step(&cpu, &mut on_cpu, 13);
+    close(
+        "a step after the restore",
+        &value(&backend, &restored, 14),
+        &value(&cpu, &on_cpu, 14),
+    );
+
     // A final bound reads the current q(v) from the device.
-    let finals = |vs: &[occam::discovery::cgp::Variable]| -> Vec<occam::backend::Job<'static>> {
+    let finals = |vs: &[Variable]| -> Vec<occam::backend::Job<'static>> {
         vs.iter()
             .map(|v| occam::backend::Job::FinalBound {
                 variable: std::borrow::Cow::Owned(v.clone()),
@@ -517,9 +539,9 @@ fn the_engine_commits_only_the_steps_it_applies() {
             })
             .collect()
     };
-    let got = backend.run(&data, &finals(&on_gpu));
+    let got = backend.run(&data, &finals(&restored));
     let want = cpu.run(&data, &finals(&on_cpu));
-    let stale = cpu.run(&data, &finals(&on_gpu));
+    let stale = cpu.run(&data, &finals(&restored));
     for ((g, w), s) in got.into_iter().zip(want).zip(stale) {
         let (g, w, s) = (
             g.into_value().unwrap(),

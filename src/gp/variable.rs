@@ -73,8 +73,8 @@ enum Latent {
 pub struct PosteriorHolding {
     /// The device's name for this variable's q(v) (opaque here).
     pub key: u64,
-    /// The natural steps the q(v) kept here had taken when it was last read from the device: it
-    /// is current when this equals the variable's own count.
+    /// The natural steps of the q(v) kept here (the copy last read from the device, or the one
+    /// the device was given): it is current when this equals the variable's own count.
     pub synced_steps: usize,
 }
 
@@ -467,7 +467,7 @@ impl GpCdeVariable {
         };
         gradient.check(output.terms.elbo)?;
         // A device that held q(v) and was given up (lost) took its newest natural steps with it:
-        // the step continues from the copy read from it last (a few seconds old at most).
+        // the step continues from the copy read from it last (about `SYNC_SECONDS` old).
         let mut q = self.q.clone();
         q.natural_step(&output.natgrad, step_size(self.natural_steps))?;
         self.adam_step(prepared, &gradient, kernel_extra);

@@ -36,7 +36,7 @@ pub use predictions::SubmittedPredictions;
 pub use psi::Psi2OnGpu;
 pub use psi::{Psi2Factors, Psi2Request, Psi2Sums, SubmittedPsi2};
 pub use resident::{
-    HeldSlot, ResidentEvaluation, ResidentRequest, SubmittedResident, SYNC_SECONDS,
+    HeldSlot, ResidentEvaluation, ResidentRequest, StateChange, SubmittedResident, SYNC_SECONDS,
 };
 
 use std::collections::HashMap;

@@ -19,9 +19,11 @@
 //!
 //! What comes back per request is O(M·W + T) values (the kernel's and Z's gradients, the draws',
 //! the misfit, K_ZZ's jitter and status, the KL terms, the step's status), never an M × M
-//! matrix. The stepped q(v) stays on the device: a later request with `commit` set (or
-//! [`Gpu::commit_posteriors`]) makes it the slot's current one, so a host that rejects the step
-//! (a fault, a phase that ends) leaves the slot as it was. The host's reference is the CPU's
+//! matrix (q(v)'s own state comes back only when a request asks for it). The stepped q(v) stays
+//! on the device: a later request with [`StateChange::Commit`] (or [`Gpu::commit_posteriors`])
+//! makes it the slot's current one, so a host that rejects the step (a phase that ends) leaves
+//! the slot as it was, and one that undoes a committed step (a fault) gets the previous state
+//! back with [`StateChange::Restore`]. The host's reference is the CPU's
 //! `svgp::bound_and_gradient` followed by `InducingPosterior::natural_step`.
 
 use nalgebra::{DMatrix, DVector};
@@ -99,6 +101,19 @@ impl Glue {
     }
 }
 
+/// How a slot's q(v) states change before an evaluation. A slot keeps three: the current one,
+/// the stepped one its last evaluation made (waiting to be committed), and the one before the
+/// current (so that a restart undoing a step after a fault finds the state it returns to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateChange {
+    /// Evaluate the current q(v) as it is.
+    Keep,
+    /// The stepped q(v) becomes current, the current one previous.
+    Commit,
+    /// The previous q(v) becomes current again.
+    Restore,
+}
+
 /// One evaluation whose q(v) is resident in slot `slot` ([`Gpu::upload_posterior`]).
 #[derive(Debug, Clone, Copy)]
 pub struct ResidentRequest<'a> {
@@ -119,8 +134,9 @@ pub struct ResidentRequest<'a> {
     pub relative_jitter: f64,
     /// The natural step's size γ.
     pub gamma: f64,
-    /// Make the slot's last stepped q(v) its current one before evaluating.
-    pub commit: bool,
+    /// What becomes of the slot's states before evaluating: the last stepped q(v) made current,
+    /// or the one before it restored.
+    pub before: StateChange,
     /// Read the q(v) evaluated back with the results ([`ResidentEvaluation::posterior`]).
     pub read_current: bool,
 }
@@ -290,25 +306,23 @@ impl Gpu {
     /// The current q(v) of resident slot `slot`, read back (blocking) in f64 from double-float.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_posterior(&self, slot: usize, m: usize) -> Result<InducingPosterior, GpuError> {
-        pollster::block_on(self.read_state(slot, m, false))
+        pollster::block_on(self.read_state(slot, m, StateChange::Keep))
     }
 
-    /// The current q(v) of resident slot `slot` (of `m` inducing points), after committing its
-    /// waiting step when `commit`, read back in one submission (natively one blocking wait; in
-    /// the browser the mapping resolves by itself).
+    /// The current q(v) of resident slot `slot` (of `m` inducing points) after `change`, read
+    /// back in one submission (natively one blocking wait; in the browser the mapping resolves
+    /// by itself).
     async fn read_state(
         &self,
         slot: usize,
         m: usize,
-        commit: bool,
+        change: StateChange,
     ) -> Result<InducingPosterior, GpuError> {
         self.check_alive()?;
         let words = state_words(m);
         let slot = RESIDENT_SLOTS + slot;
         let mut encoder = self.device.create_command_encoder("q readback");
-        if commit {
-            self.record_commit(&mut encoder, slot, m);
-        }
+        self.record_change(&mut encoder, slot, m, change);
         let current = self.resident("q current", slot, words * 4, storage());
         let readback = self.resident(
             "q readback",
@@ -339,17 +353,33 @@ impl Gpu {
         self.check_alive()?;
         let mut encoder = self.device.create_command_encoder("q commit");
         for &slot in slots {
-            self.record_commit(&mut encoder, RESIDENT_SLOTS + slot, m);
+            self.record_change(&mut encoder, RESIDENT_SLOTS + slot, m, StateChange::Commit);
         }
         let _ = self.device.submit(encoder);
         Ok(())
     }
 
-    fn record_commit(&self, encoder: &mut wgpu::CommandEncoder, slot: usize, m: usize) {
+    /// Records `change` of slot `slot`'s states (of `m` inducing points) into `encoder`.
+    fn record_change(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        slot: usize,
+        m: usize,
+        change: StateChange,
+    ) {
         let bytes = state_words(m) * 4;
-        let next = self.resident("q next", slot, bytes, storage());
-        let current = self.resident("q current", slot, bytes, storage());
-        encoder.copy_buffer_to_buffer(&next, 0, &current, 0, bytes as u64);
+        let state = |role| self.resident(role, slot, bytes, storage());
+        let (current, next, previous) = (state("q current"), state("q next"), state("q previous"));
+        match change {
+            StateChange::Keep => {}
+            StateChange::Commit => {
+                encoder.copy_buffer_to_buffer(&current, 0, &previous, 0, bytes as u64);
+                encoder.copy_buffer_to_buffer(&next, 0, &current, 0, bytes as u64);
+            }
+            StateChange::Restore => {
+                encoder.copy_buffer_to_buffer(&previous, 0, &current, 0, bytes as u64);
+            }
+        }
     }
 
     /// The resident evaluations of `requests` in one submission, blocking until they are read.
@@ -424,9 +454,7 @@ impl Gpu {
         }
         let square_groups = ((mm.max(1) as u32).div_ceil(GROUP), 1, 1);
         self.check_groups("the M × M passes", square_groups)?;
-        if request.commit {
-            self.record_commit(encoder, state_slot, m);
-        }
+        self.record_change(encoder, state_slot, m, request.before);
         let words = state_words(m) * 4;
         let current = self.resident("q current", state_slot, words, storage());
         let next = self.resident("q next", state_slot, words, storage());
@@ -743,15 +771,17 @@ fn posterior_from(m: usize, values: &[f32]) -> InducingPosterior {
     }
 }
 
-/// How long the host's copy of a held q(v) may lag the device's: at most this often each slot's
-/// q(v) is read back with its evaluation, so that a checkpoint, a given-up device or a final
-/// bound loses at most these seconds of natural steps.
+/// How long the host's copy of a held q(v) may lag the device's: at least this often each slot's
+/// q(v) is read back with its evaluation, and at the next evaluation again when the copy read
+/// never reached the variable (its step was not applied), so that a checkpoint, a given-up
+/// device or a host-run final bound loses about these seconds of natural steps at most.
 pub const SYNC_SECONDS: f64 = 2.0;
 
-/// Batches a slot may go unused before it is freed for another variable's q(v).
-const IDLE_BATCHES: u64 = 256;
+/// Batches a slot may go unused before it is freed for another variable's q(v) (a finished
+/// restart's; a variable that comes back after that starts from its own copy).
+const IDLE_BATCHES: u64 = 4096;
 
-/// Which resident slot holds each variable's q(v) and at which version (its natural steps):
+/// Which resident slot holds each variable's q(v) and at which versions (natural-step counts):
 /// the device's side of [`crate::gp::variable::PosteriorHolding`].
 #[derive(Debug, Default)]
 pub(super) struct PosteriorSlots {
@@ -769,13 +799,47 @@ pub(super) struct PosteriorSlots {
 struct SlotRecord {
     slot: usize,
     m: usize,
-    /// The natural steps of the current state.
+    /// The versions of the current state, of the stepped one waiting to be committed, and of the
+    /// one before the current.
     current: usize,
-    /// The version of the stepped state waiting to be committed.
     next: Option<usize>,
+    previous: Option<usize>,
     last_batch: u64,
-    /// When the current state was last read back (seconds, `crate::clock`).
-    synced_at: Option<f64>,
+    /// When the current state was last read back (seconds, `crate::clock`), and its version.
+    synced_at: f64,
+    synced_version: usize,
+}
+
+impl SlotRecord {
+    /// The change that makes `version` current, if this slot holds it.
+    fn change_to(&self, version: usize) -> Option<StateChange> {
+        if self.current == version {
+            Some(StateChange::Keep)
+        } else if self.next == Some(version) {
+            Some(StateChange::Commit)
+        } else if self.previous == Some(version) {
+            Some(StateChange::Restore)
+        } else {
+            None
+        }
+    }
+
+    /// The record after `change` made `version` current.
+    fn changed(mut self, version: usize, change: StateChange) -> Self {
+        match change {
+            StateChange::Keep => {}
+            StateChange::Commit => {
+                self.previous = Some(self.current);
+                self.current = version;
+                self.next = None;
+            }
+            StateChange::Restore => {
+                self.current = version;
+                self.next = None;
+            }
+        }
+        self
+    }
 }
 
 /// Where an evaluation of a held q(v) runs ([`Gpu::hold_posterior`]).
@@ -785,8 +849,8 @@ pub struct HeldSlot {
     pub key: u64,
     /// The resident slot of its q(v) ([`ResidentRequest::slot`]).
     pub slot: usize,
-    /// Commit the waiting step first ([`ResidentRequest::commit`]).
-    pub commit: bool,
+    /// What becomes of its states first ([`ResidentRequest::before`]).
+    pub before: StateChange,
     /// Read the q(v) back with the evaluation ([`ResidentRequest::read_current`]).
     pub read_current: bool,
 }
@@ -812,25 +876,31 @@ impl Gpu {
     }
 
     /// The slot for evaluating the q(v) of a variable at version `version` (its natural steps)
-    /// that this device holds under `key`, or is given now from `host` (the variable's own copy,
-    /// uploaded when the device does not hold that version: a new variable, a key from another
-    /// process, a state restored from further back). The error is `host`'s P failing to
-    /// factorise on upload.
+    /// that this device holds under `key` (as its current, stepped or previous state), or is
+    /// given now from `host` (the variable's own copy, uploaded when the device does not hold
+    /// that version: a new variable, a key from another process, a slot freed while idle).
+    /// `host_synced` is the version of that copy: when it is older than the last one read back,
+    /// that read never reached the variable and is done again. The records change here, before
+    /// the submission: a batch that then fails gives the device up for good, records and all.
+    /// The error is `host`'s P failing to factorise on upload.
     pub fn hold_posterior(
         &self,
         key: Option<u64>,
         version: usize,
         host: &InducingPosterior,
+        host_synced: usize,
     ) -> Result<HeldSlot, CholeskyError> {
         let mut slots = self.posterior_slots();
         let batch = slots.batches;
         let now = crate::clock::now_seconds();
         let m = host.len();
-        let known = key.and_then(|k| slots.by_key.get(&k).copied().map(|r| (k, r)));
-        let (key, mut record, commit) = match known {
-            Some((k, r)) if r.m == m && r.current == version => (k, r, false),
-            Some((k, r)) if r.m == m && r.next == Some(version) => (k, r, true),
-            _ => {
+        let known = key
+            .and_then(|k| slots.by_key.get(&k).copied().map(|r| (k, r)))
+            .filter(|(_, r)| r.m == m)
+            .and_then(|(k, r)| Some((k, r, r.change_to(version)?)));
+        let (key, mut record, before) = match known {
+            Some((k, r, change)) => (k, r.changed(version, change), change),
+            None => {
                 let key = match key {
                     Some(k) if slots.by_key.contains_key(&k) => k,
                     _ => {
@@ -860,26 +930,26 @@ impl Gpu {
                     m,
                     current: version,
                     next: None,
+                    previous: None,
                     last_batch: batch,
-                    synced_at: Some(now),
+                    synced_at: now,
+                    synced_version: version,
                 };
-                (key, record, false)
+                (key, record, StateChange::Keep)
             }
         };
-        if commit {
-            record.current = version;
-            record.next = None;
-        }
-        let read_current = record.synced_at.is_none_or(|t| now - t >= SYNC_SECONDS);
+        let read_current = now - record.synced_at >= SYNC_SECONDS
+            || (host_synced < record.synced_version && record.synced_version <= version);
         if read_current {
-            record.synced_at = Some(now);
+            record.synced_at = now;
+            record.synced_version = version;
         }
         record.last_batch = batch;
         slots.by_key.insert(key, record);
         Ok(HeldSlot {
             key,
             slot: record.slot,
-            commit,
+            before,
             read_current,
         })
     }
@@ -894,30 +964,27 @@ impl Gpu {
         }
     }
 
-    /// The q(v) this device holds for `key` at `version` (committing the waiting step when it is
-    /// that version), read back: for the host's work on a variable whose own copy lags (a final
-    /// bound). None when the device does not hold that version.
+    /// The q(v) this device holds for `key` at `version` (made current first when it is the
+    /// stepped or the previous state), read back: for the host's work on a variable whose own
+    /// copy lags (a final bound). None when the device does not hold that version (the caller
+    /// then uses the variable's copy).
     pub async fn held_posterior(
         &self,
         key: u64,
         version: usize,
     ) -> Result<Option<InducingPosterior>, GpuError> {
-        let (record, commit) = {
+        let (record, change) = {
             let mut slots = self.posterior_slots();
             let Some(r) = slots.by_key.get_mut(&key) else {
                 return Ok(None);
             };
-            let commit = r.current != version && r.next == Some(version);
-            if commit {
-                r.current = version;
-                r.next = None;
-            }
-            if r.current != version {
+            let Some(change) = r.change_to(version) else {
                 return Ok(None);
-            }
-            (*r, commit)
+            };
+            *r = r.changed(version, change);
+            (*r, change)
         };
-        self.read_state(record.slot, record.m, commit)
+        self.read_state(record.slot, record.m, change)
             .await
             .map(Some)
     }

@@ -52,8 +52,10 @@ pub(super) async fn held_evaluations(
                 .holding()
                 .map(|h| h.key)
                 .filter(|k| seen.insert(*k));
+            let version = b.variable.natural_steps();
+            let synced = b.variable.holding().map_or(version, |h| h.synced_steps);
             let slot = gpu
-                .hold_posterior(key, b.variable.natural_steps(), b.variable.posterior())
+                .hold_posterior(key, version, b.variable.posterior(), synced)
                 .map_err(EvaluationError::from);
             if let Ok(s) = &slot {
                 seen.insert(s.key);
@@ -143,7 +145,7 @@ fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot) -> ResidentRequest<'a> {
         jitter: b.variable.jitter_policy(),
         relative_jitter: FLOAT32_RELATIVE_JITTER,
         gamma: b.variable.next_step_size(),
-        commit: slot.commit,
+        before: slot.before,
         read_current: slot.read_current,
     }
 }

@@ -130,9 +130,12 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
     }
 }
 
-/// Whether `job` (on data of `rows` rows) has work for `gpu` ([`placement`] is not the host).
+/// Whether `job` (on data of `rows` rows) has work for `gpu`: [`placement`] is not the host, or
+/// it is a final bound whose variable's copy of q(v) lags the one the device holds (read from
+/// the device first, so the job belongs with it).
 pub fn has_device_work(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) -> bool {
     placement(job, rows, gpu, usage) != Placement::Host
+        || matches!(job, Job::FinalBound { variable, .. } if variable.lagging_posterior().is_some())
 }
 
 /// A batch whose device work failed: the device's error, and the outcomes finished before it
