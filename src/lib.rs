@@ -32,7 +32,8 @@
 //!
 //! The GPU: [`backend::gpu`] holds the device and its WGSL kernels (it knows the model layer, not
 //! jobs); [`backend::gpu_executor`] runs a batch of jobs on it by one plan, natively
-//! (`GpuBackend`) and in the page's worker alike; [`backend::cost_model`] measures where a kind
+//! (`GpuBackend`) and in the page's worker alike, the device holding each uncollapsed variable's
+//! q(v) and its M × M algebra between iterations; [`backend::cost_model`] measures where a kind
 //! of work is cheaper (the exact search's family fits) and places it there.
 
 pub mod backend;

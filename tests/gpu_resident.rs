@@ -482,11 +482,15 @@ fn the_engine_commits_only_the_steps_it_applies() {
             v.ascend(evaluation(outcome), &extra).expect("a step");
         }
     };
+    // Float32 predictions against f64 after several Adam and natural steps, in bounds of −10⁵
+    // to −10⁶ while φ² is still small: measured within 8.4·10⁻⁴ relative on lavapipe; 5·10⁻³
+    // leaves room for another rasteriser's rounding, and the faults this test is for are far
+    // larger (the lagging copy's bound is 4–8 times the current one's).
     let close = |what: &str, got: &[f64], want: &[f64]| {
         for (g, w) in got.iter().zip(want) {
             eprintln!("{what}: GPU {g}, CPU {w}");
             assert!(
-                (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+                (g - w).abs() <= 5e-3 * w.abs().max(1.0),
                 "{what}: GPU {g} vs CPU {w}"
             );
         }
@@ -550,11 +554,11 @@ fn the_engine_commits_only_the_steps_it_applies() {
         );
         eprintln!("final bound: GPU {g}, CPU {w}, from the lagging copy {s}");
         assert!(
-            (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+            (g - w).abs() <= 5e-3 * w.abs().max(1.0),
             "final bound: GPU {g} vs CPU {w}"
         );
         assert!(
-            (s - w).abs() > 10.0 * (g - w).abs(),
+            (s - w).abs() > 100.0 * (g - w).abs(),
             "the lagging copy's bound {s} is not the current one's {w}"
         );
     }
