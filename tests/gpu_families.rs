@@ -10,7 +10,7 @@ use std::time::Duration;
 use nalgebra::{DMatrix, DVector};
 use occam::backend::cost_model::{Side, PROBE_JOBS_PER_SIDE};
 use occam::backend::gpu::{Gpu, Psi2Factors};
-use occam::backend::gpu_executor::{CoalescedPsi2, GpuBackend, ABANDONED};
+use occam::backend::gpu_executor::{families_in_lockstep, CoalescedPsi2, GpuBackend, ABANDONED};
 use occam::backend::{Backend, CpuBackend, Job, Outcome, Pool};
 use occam::discovery::family::{family_score, family_score_on, FamilyScoreSettings};
 use occam::gp::collapsed::Psi2Device;
@@ -204,6 +204,53 @@ fn family_fits_with_their_psi2_on_the_device_score_as_on_the_cpu() {
     let choice = &backend.device_choices()[0];
     assert_eq!((choice.chosen.as_str(), choice.cpu_jobs), ("GPU", 0));
     assert_eq!(choice.device_jobs, jobs.len());
+}
+
+/// The browser's way (nothing may block): the family fits as `async` computations polled in
+/// lockstep on one thread, each round's Ψ2 requests in one submission. The scores are the
+/// CPU's; the submissions are the rounds, far fewer than the requests; a fit given up is
+/// reported as such.
+#[test]
+fn family_fits_in_lockstep_share_each_round_and_score_as_on_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let data = chain(120);
+    let jobs = family_jobs(8);
+    let cpu = CpuBackend::serial().run(&data, &jobs);
+    let refs: Vec<&Job<'_>> = jobs.iter().collect();
+    let before = gpu.traffic();
+    let run =
+        pollster::block_on(families_in_lockstep(&gpu, &data, &refs, &|| {}, &|| false)).unwrap();
+    let traffic = gpu.traffic() - before;
+    let mut requests = 0;
+    for (g, c) in run.outputs.iter().zip(&cpu) {
+        let ((gv, ge), (cv, _)) = (score(g.as_ref().expect("every fit finished")), score(c));
+        // Each evaluation with a latent input asks twice (pair sums, then row sums).
+        requests += 2 * ge;
+        assert!(
+            (gv - cv).abs() <= 1e-4 * cv.abs().max(1.0),
+            "lockstep GPU {gv} against CPU {cv}"
+        );
+    }
+    eprintln!(
+        "{} rounds, {} submissions, at most {requests} Ψ2 requests",
+        run.rounds, traffic.submissions
+    );
+    assert_eq!(
+        traffic.submissions as usize, run.rounds,
+        "one submission a round"
+    );
+    assert!(
+        3 * run.rounds < requests,
+        "{} rounds for at most {requests} requests",
+        run.rounds
+    );
+    // Given up after the first round: nothing finished, nothing more sent.
+    let before = gpu.traffic();
+    let cut =
+        pollster::block_on(families_in_lockstep(&gpu, &data, &refs, &|| {}, &|| true)).unwrap();
+    assert_eq!(cut.rounds, 0);
+    assert!(cut.outputs.iter().all(Option::is_none));
+    assert_eq!((gpu.traffic() - before).submissions, 0);
 }
 
 #[test]

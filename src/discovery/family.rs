@@ -14,10 +14,11 @@ use nalgebra::{DMatrix, DVector};
 use serde::{Deserialize, Serialize};
 
 use crate::gp::collapsed::{
-    CollapsedFit, CollapsedModel, CollapsedParams, FitSettings, GpInitialisation, LatentStart,
-    Psi2Device, StageStats, MIN_START_SE_VARIANCE,
+    AwaitedPsi2, CollapsedFit, CollapsedModel, CollapsedParams, FitSettings, GpInitialisation,
+    LatentStart, Psi2Device, StageStats, MIN_START_SE_VARIANCE,
 };
 use crate::gp::lbfgs::{LbfgsSettings, StallRule, StopReason};
+use crate::gp::ready::ready;
 use crate::gp::resolution::resolution_noise_floor;
 use crate::gp::NOISE_VARIANCE_FLOOR;
 use rand::SeedableRng;
@@ -660,6 +661,66 @@ pub fn family_fit_on(
     warm: Option<&WarmStart>,
     device: Option<&dyn Psi2Device>,
 ) -> Result<FamilyFit, String> {
+    let family = Family {
+        data,
+        child,
+        parents,
+        settings,
+        seed,
+        warm,
+    };
+    ready(family_fit_with(family, device, None))
+}
+
+/// [`family_fit`] with every fit's Ψ2 sums from `device`, which is awaited (a browser worker's
+/// WebGPU, shared with other families' fits): the same fits from the same seeds, to within the
+/// device's rounding.
+pub async fn family_fit_awaiting(
+    data: &DMatrix<f64>,
+    child: usize,
+    parents: &[usize],
+    settings: &FamilyScoreSettings,
+    seed: u64,
+    warm: Option<&WarmStart>,
+    device: &dyn AwaitedPsi2,
+) -> Result<FamilyFit, String> {
+    let family = Family {
+        data,
+        child,
+        parents,
+        settings,
+        seed,
+        warm,
+    };
+    family_fit_with(family, None, Some(device)).await
+}
+
+/// What a family's fits are asked for.
+#[derive(Clone, Copy)]
+struct Family<'a> {
+    data: &'a DMatrix<f64>,
+    child: usize,
+    parents: &'a [usize],
+    settings: &'a FamilyScoreSettings,
+    seed: u64,
+    warm: Option<&'a WarmStart>,
+}
+
+/// The fits of [`family_fit`], with Ψ2's sums on a blocking `device` or an `awaited` one when
+/// either is given.
+async fn family_fit_with(
+    family: Family<'_>,
+    device: Option<&dyn Psi2Device>,
+    awaited: Option<&dyn AwaitedPsi2>,
+) -> Result<FamilyFit, String> {
+    let Family {
+        data,
+        child,
+        parents,
+        settings,
+        seed,
+        warm,
+    } = family;
     let n = data.nrows();
     let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
     let y = DVector::from_fn(n, |r, _| data[(r, child)]);
@@ -691,13 +752,22 @@ pub fn family_fit_on(
     };
     let usable = |f: &Result<CollapsedFit, String>| matches!(f, Ok(f) if f.bound.is_finite());
     let mut records = Vec::new();
-    let mut outcomes: Vec<Result<CollapsedFit, String>> = cold
-        .iter()
-        .map(|&restart| cold_fit(&model, settings, family_seed, restart, &mut records))
-        .collect();
+    let mut outcomes: Vec<Result<CollapsedFit, String>> = Vec::with_capacity(cold.len() + 1);
+    for &restart in &cold {
+        let fitted = cold_fit(
+            &model,
+            settings,
+            family_seed,
+            restart,
+            awaited,
+            &mut records,
+        );
+        outcomes.push(fitted.await);
+    }
     if let Some(params) = warm_params {
         let fitted = model
-            .fit_from(params, &family_fit_settings(settings, 0))
+            .fit_from_awaiting(params, &family_fit_settings(settings, 0), awaited)
+            .await
             .map_err(|e| e.to_string());
         records.push(FitRecord::of(FitRole::Warm, None, &fitted));
         outcomes.push(fitted);
@@ -705,8 +775,15 @@ pub fn family_fit_on(
         // floor: the cold fits run after all.
         if !outcomes.iter().any(usable) {
             for restart in 0..settings.restarts.max(1) {
-                let fitted = cold_fit(&model, settings, family_seed, restart, &mut records);
-                outcomes.push(fitted);
+                let fitted = cold_fit(
+                    &model,
+                    settings,
+                    family_seed,
+                    restart,
+                    awaited,
+                    &mut records,
+                );
+                outcomes.push(fitted.await);
             }
         }
     }
@@ -739,11 +816,12 @@ pub fn family_fit_on(
 /// Cold fit `restart` of a family (its own GP-regression start drawn from the family's seed +
 /// `restart`, the latent start of [`family_fit_settings`]; raced under the race scheme), recorded
 /// in `records`.
-fn cold_fit(
-    model: &CollapsedModel,
+async fn cold_fit(
+    model: &CollapsedModel<'_>,
     settings: &FamilyScoreSettings,
     family_seed: u64,
     restart: usize,
+    awaited: Option<&dyn AwaitedPsi2>,
     records: &mut Vec<FitRecord>,
 ) -> Result<CollapsedFit, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(family_seed.wrapping_add(restart as u64));
@@ -751,7 +829,8 @@ fn cold_fit(
     match settings.scheme {
         FamilyFitScheme::Independent | FamilyFitScheme::Warm { .. } => {
             let fitted = model
-                .fit(&fit_settings, &mut rng)
+                .fit_awaiting(&fit_settings, &mut rng, awaited)
+                .await
                 .map_err(|e| e.to_string());
             records.push(FitRecord::of(
                 FitRole::Full,
@@ -761,7 +840,7 @@ fn cold_fit(
             fitted
         }
         FamilyFitScheme::Race { probe } => {
-            raced_fit(model, &fit_settings, probe, &mut rng, records)
+            raced_fit(model, &fit_settings, probe, &mut rng, awaited, records).await
         }
     }
 }
@@ -770,11 +849,12 @@ fn cold_fit(
 /// ([`CollapsedModel::with_latent_off`]) each run `probe` L-BFGS iterations, and the one with the
 /// higher bound continues to convergence or the caps. A root has one start (the normal scores of
 /// y), so it runs once. Every run is recorded in `records`.
-fn raced_fit(
-    model: &CollapsedModel,
+async fn raced_fit(
+    model: &CollapsedModel<'_>,
     settings: &FitSettings,
     probe: usize,
     rng: &mut ChaCha8Rng,
+    awaited: Option<&dyn AwaitedPsi2>,
     records: &mut Vec<FitRecord>,
 ) -> Result<CollapsedFit, String> {
     let start = model.start(settings, rng);
@@ -782,7 +862,8 @@ fn raced_fit(
         .then(|| model.with_latent_off(&start.params));
     let Some(off) = off else {
         let mut fitted = model
-            .fit_from(start.params, settings)
+            .fit_from_awaiting(start.params, settings, awaited)
+            .await
             .map_err(|e| e.to_string());
         if let Ok(f) = fitted.as_mut() {
             f.start = start.stats;
@@ -807,7 +888,10 @@ fn raced_fit(
         (LatentStart::Residual, start.params),
         (LatentStart::Off, off),
     ] {
-        let mut fitted = model.fit_from(params, &probing).map_err(|e| e.to_string());
+        let mut fitted = model
+            .fit_from_awaiting(params, &probing, awaited)
+            .await
+            .map_err(|e| e.to_string());
         if let Ok(f) = fitted.as_mut() {
             f.gp_initialised = true;
             if latent == LatentStart::Residual {
@@ -838,7 +922,8 @@ fn raced_fit(
         ..*settings
     };
     let continued = model
-        .fit_from(leader.params.clone(), &rest)
+        .fit_from_awaiting(leader.params.clone(), &rest, awaited)
+        .await
         .map_err(|e| e.to_string());
     records.push(FitRecord::of(FitRole::Continued, Some(latent), &continued));
     // A continuation that fails or ends lower leaves the probe's fit standing.

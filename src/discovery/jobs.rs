@@ -17,8 +17,10 @@ use super::bivariate::{pair_evidence, DirectionEvidence, PairTest};
 use super::cgp::component::Component;
 use super::cgp::start::VariableStart;
 use super::cgp::{Evaluation, EvaluationError, Variable};
-use super::family::{family_score_on, FamilyScore, FamilyScoreSettings, WarmStart};
-use crate::gp::collapsed::{CollapsedError, Psi2Device};
+use super::family::{
+    family_fit_awaiting, family_score_on, FamilyScore, FamilyScoreSettings, WarmStart,
+};
+use crate::gp::collapsed::{AwaitedPsi2, CollapsedError, Psi2Device};
 
 /// A [`Job::Refine`]'s work, with Ψ2's sums on `device` when one is given: `component` (without
 /// parent `without`, when one is named) refitted by L-BFGS on `data`, and the objective reached.
@@ -162,26 +164,17 @@ impl Job<'_> {
                 settings,
                 seed,
                 warm,
-            } => {
-                let valid = *child < data.ncols()
-                    && parents.iter().all(|&j| j < data.ncols() && j != *child);
-                Outcome::Family(if valid {
-                    family_score_on(
-                        data,
-                        *child,
-                        parents,
-                        settings,
-                        *seed,
-                        warm.as_deref(),
-                        device,
-                    )
-                } else {
-                    Err(format!(
-                        "family {child} | {parents:?} does not fit data with {} columns",
-                        data.ncols()
-                    ))
-                })
-            }
+            } => Outcome::Family(check_family(data, *child, parents).and_then(|()| {
+                family_score_on(
+                    data,
+                    *child,
+                    parents,
+                    settings,
+                    *seed,
+                    warm.as_deref(),
+                    device,
+                )
+            })),
             Job::Pair { x, y, test, seed } => {
                 let started = crate::clock::now_seconds();
                 let evidence = pair_evidence(x, y, test, *seed);
@@ -191,6 +184,41 @@ impl Job<'_> {
                 }
             }
         }
+    }
+
+    /// The outcome of family job `self` with every fit's Ψ2 sums from `device`, which is awaited
+    /// (a browser worker's WebGPU, shared with the other families' fits); `None` for another
+    /// job. The same outcome as [`Job::run`] to within the device's rounding.
+    pub async fn run_family_awaiting(
+        &self,
+        data: &DMatrix<f64>,
+        device: &dyn AwaitedPsi2,
+    ) -> Option<Outcome> {
+        let Job::Family {
+            child,
+            parents,
+            settings,
+            seed,
+            warm,
+        } = self
+        else {
+            return None;
+        };
+        let score = match check_family(data, *child, parents) {
+            Ok(()) => family_fit_awaiting(
+                data,
+                *child,
+                parents,
+                settings,
+                *seed,
+                warm.as_deref(),
+                device,
+            )
+            .await
+            .map(|fit| fit.score),
+            Err(e) => Err(e),
+        };
+        Some(Outcome::Family(score))
     }
 
     /// (N, M) of a family's fits on data of `rows` rows (every fit has a latent input, so each
@@ -476,5 +504,18 @@ mod tests {
         }
         .run(&data);
         assert!(evaluated.into_value().unwrap_err().contains("20 rows"));
+    }
+}
+
+/// Whether family `child | parents` names distinct columns of `data`.
+fn check_family(data: &DMatrix<f64>, child: usize, parents: &[usize]) -> Result<(), String> {
+    let valid = child < data.ncols() && parents.iter().all(|&j| j < data.ncols() && j != child);
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "family {child} | {parents:?} does not fit data with {} columns",
+            data.ncols()
+        ))
     }
 }

@@ -160,9 +160,27 @@ pub fn minimize<E, F>(
 where
     F: FnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
 {
+    // The objective never awaits, so the search finishes in one poll.
+    super::ready::ready(minimize_awaiting(
+        async |x: &[f64]| objective(x),
+        x0,
+        settings,
+    ))
+}
+
+/// [`minimize`] with an objective that may await its evaluations (a device's answer in a browser
+/// worker, which must not block): the same iterates, line search and stopping rules.
+pub async fn minimize_awaiting<E, F>(
+    mut objective: F,
+    x0: &[f64],
+    settings: &LbfgsSettings,
+) -> Result<LbfgsReport, LbfgsError<E>>
+where
+    F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
+{
     let mut evaluations = 0usize;
     let mut x = x0.to_vec();
-    let (mut f, mut g) = evaluate(&mut objective, &x, &mut evaluations)?;
+    let (mut f, mut g) = evaluate(&mut objective, &x, &mut evaluations).await?;
     if !f.is_finite() || g.iter().any(|v| !v.is_finite()) {
         return Err(LbfgsError::NonFiniteStart { value: f });
     }
@@ -239,7 +257,8 @@ where
             settings,
             budget,
             &mut evaluations,
-        )?;
+        )
+        .await?;
         let Some(trial) = step else {
             if pairs.is_empty() {
                 return Ok(report(
@@ -311,16 +330,16 @@ where
 }
 
 /// Calls the objective once, counting it and checking the gradient's length.
-fn evaluate<E, F>(
+async fn evaluate<E, F>(
     objective: &mut F,
     x: &[f64],
     evaluations: &mut usize,
 ) -> Result<(f64, Vec<f64>), LbfgsError<E>>
 where
-    F: FnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
+    F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
 {
     *evaluations += 1;
-    let (f, g) = objective(x).map_err(LbfgsError::Objective)?;
+    let (f, g) = objective(x).await.map_err(LbfgsError::Objective)?;
     if g.len() != x.len() {
         return Err(LbfgsError::GradientLength {
             expected: x.len(),
@@ -358,7 +377,7 @@ fn two_loop_direction(g: &[f64], pairs: &VecDeque<(Vec<f64>, Vec<f64>, f64)>) ->
 /// when the budget runs out, the lowest trial that met the sufficient-decrease condition, or
 /// `None` if there was none.
 #[allow(clippy::too_many_arguments)]
-fn line_search<E, F>(
+async fn line_search<E, F>(
     objective: &mut F,
     x: &[f64],
     f0: f64,
@@ -370,7 +389,7 @@ fn line_search<E, F>(
     evaluations: &mut usize,
 ) -> Result<Option<Trial>, LbfgsError<E>>
 where
-    F: FnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
+    F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
 {
     let (c1, c2) = (settings.wolfe_c1, settings.wolfe_c2);
     let mut used = 0usize;
@@ -386,7 +405,7 @@ where
     let mut alpha_max = f64::INFINITY;
     while used < budget {
         used += 1;
-        let t = trial_at(objective, x, d, alpha, evaluations)?;
+        let t = trial_at(objective, x, d, alpha, evaluations).await?;
         if !t.finite() {
             alpha_max = alpha;
             alpha = prev.alpha + 0.5 * (alpha - prev.alpha);
@@ -427,7 +446,8 @@ where
             best,
             budget - used,
             evaluations,
-        );
+        )
+        .await;
     }
     Ok(best)
 }
@@ -438,7 +458,7 @@ where
 /// replaced by the midpoint when it falls outside the central 80% of the bracket, is not finite,
 /// or `hi` has no finite value.
 #[allow(clippy::too_many_arguments)]
-fn zoom<E, F>(
+async fn zoom<E, F>(
     objective: &mut F,
     x: &[f64],
     f0: f64,
@@ -452,7 +472,7 @@ fn zoom<E, F>(
     evaluations: &mut usize,
 ) -> Result<Option<Trial>, LbfgsError<E>>
 where
-    F: FnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
+    F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
 {
     let (c1, c2) = (settings.wolfe_c1, settings.wolfe_c2);
     for _ in 0..budget {
@@ -466,7 +486,7 @@ where
             Some(c) if c >= a + 0.1 * width && c <= b - 0.1 * width => c,
             _ => mid,
         };
-        let t = trial_at(objective, x, d, alpha, evaluations)?;
+        let t = trial_at(objective, x, d, alpha, evaluations).await?;
         if !t.finite() || t.value > f0 + c1 * t.alpha * slope0 || t.value >= lo.value {
             hi = t;
             continue;
@@ -504,7 +524,7 @@ fn cubic_minimizer(p: &Trial, q: &Trial) -> Option<f64> {
 }
 
 /// Evaluates φ(α) = f(x + αd); a non-finite value or gradient gives a trial with φ = +∞.
-fn trial_at<E, F>(
+async fn trial_at<E, F>(
     objective: &mut F,
     x: &[f64],
     d: &[f64],
@@ -512,10 +532,10 @@ fn trial_at<E, F>(
     evaluations: &mut usize,
 ) -> Result<Trial, LbfgsError<E>>
 where
-    F: FnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
+    F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
 {
     let xt: Vec<f64> = x.iter().zip(d).map(|(xi, di)| xi + alpha * di).collect();
-    let (value, gradient) = evaluate(objective, &xt, evaluations)?;
+    let (value, gradient) = evaluate(objective, &xt, evaluations).await?;
     if value.is_finite() && gradient.iter().all(|v| v.is_finite()) {
         Ok(Trial {
             alpha,

@@ -21,6 +21,7 @@ pub mod lbfgs;
 pub mod linalg;
 pub mod natgrad;
 pub mod params;
+pub mod ready;
 pub mod resolution;
 pub mod svgp;
 pub mod transform;

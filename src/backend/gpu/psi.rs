@@ -12,7 +12,8 @@ use super::GpuError;
 use super::{uniform_words, Gpu};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::collapsed::Psi2Device;
-pub use crate::gp::collapsed::Psi2Factors;
+use crate::gp::collapsed::Psi2Wanted;
+pub use crate::gp::collapsed::{Psi2Factors, Psi2Sums};
 
 /// The compiled entry points of `psi.wgsl`: [pair sums, row sums].
 pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 2] {
@@ -47,15 +48,21 @@ fn double_float_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
         .collect()
 }
 
-/// A request's two result matrices: (Σ p, Σ h p), M × M, or (Σ W p, Σ W p Δ²), N × M.
-pub type Psi2Sums = (DMatrix<f64>, DMatrix<f64>);
-
 /// One Ψ2 computation for a device: the pair sums of some factors, or their row sums against a
 /// symmetric W.
 #[derive(Debug, Clone, Copy)]
 pub enum Psi2Request<'a> {
     Pairs(&'a Psi2Factors),
     Rows(&'a Psi2Factors, &'a DMatrix<f64>),
+}
+
+impl<'a> From<&'a Psi2Wanted> for Psi2Request<'a> {
+    fn from(wanted: &'a Psi2Wanted) -> Self {
+        match wanted {
+            Psi2Wanted::Pairs(f) => Psi2Request::Pairs(f),
+            Psi2Wanted::Rows(f, w) => Psi2Request::Rows(f, w),
+        }
+    }
 }
 
 /// What a submitted request's read-back holds: M × M pair sums or N × M row sums.

@@ -24,9 +24,8 @@ use std::time::{Duration, Instant};
 
 use nalgebra::DMatrix;
 
-use super::psi_replay::Psi2Wanted;
-use crate::backend::gpu::{Gpu, GpuError, Psi2Factors, Psi2Sums};
-use crate::gp::collapsed::Psi2Device;
+use crate::backend::gpu::{Gpu, GpuError, Psi2Factors, Psi2Request, Psi2Sums};
+use crate::gp::collapsed::{Psi2Device, Psi2Wanted};
 
 /// The longest a request waits for the other running fits' requests before it is submitted
 /// with those already waiting.
@@ -264,7 +263,7 @@ impl<'g> CoalescedPsi2<'g> {
 
     /// One submission for `batch`: each request's sums, or the device's error for each.
     fn submit(&self, batch: &[(u64, Psi2Wanted)]) -> Vec<Result<Psi2Sums, String>> {
-        let requests: Vec<_> = batch.iter().map(|(_, w)| w.request()).collect();
+        let requests: Vec<Psi2Request<'_>> = batch.iter().map(|(_, w)| w.into()).collect();
         match self.gpu.psi2_batch(&requests) {
             Ok(sums) => sums.into_iter().map(Ok).collect(),
             Err(error) => {

@@ -20,6 +20,7 @@
 #[cfg(not(target_arch = "wasm32"))]
 mod coalesce;
 mod held;
+mod lockstep;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
 mod psi_replay;
@@ -28,6 +29,7 @@ use nalgebra::DMatrix;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use coalesce::{CoalescedPsi2, ABANDONED, GATHER_SECONDS};
+pub use lockstep::{families_in_lockstep, Lockstep, LockstepPsi2};
 #[cfg(not(target_arch = "wasm32"))]
 pub use native::GpuBackend;
 pub use psi_replay::{CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};

@@ -11,80 +11,19 @@
 //! each pass on its thread pool and blocks on the device; the browser's coordinating worker runs
 //! them in order and awaits it.
 
-use std::sync::{Mutex, PoisonError};
-
 use nalgebra::DMatrix;
 
-use crate::backend::gpu::{Psi2Factors, Psi2Request, Psi2Sums};
+use crate::backend::gpu::Psi2Request;
 use crate::discovery::cgp::{Evaluation, EvaluationError};
 use crate::discovery::jobs::{Job, Outcome};
-use crate::gp::collapsed::Psi2Device;
+pub use crate::gp::collapsed::PSI2_PASSES;
+use crate::gp::collapsed::{Psi2Replay, Psi2Sums, Psi2Wanted};
 
 /// N·M² (rows × inducing points²) from which a collapsed evaluation's Ψ2 sums go to the GPU:
 /// below it the submissions and the replayed host work cost more than the sums. Chosen without a
 /// GPU to measure on (N = 500 rows at M = 200, the paper-sized end of the collapsed presets); on
 /// lavapipe the CPU is faster at every size (BENCHMARKS.md).
 pub const PSI2_MIN_WORK: f64 = 2e7;
-
-/// What an evaluation asked its [`Psi2Replay`] for and did not get yet.
-pub(super) enum Psi2Wanted {
-    Pairs(Psi2Factors),
-    Rows(Psi2Factors, DMatrix<f64>),
-}
-
-impl Psi2Wanted {
-    pub(super) fn request(&self) -> Psi2Request<'_> {
-        match self {
-            Psi2Wanted::Pairs(f) => Psi2Request::Pairs(f),
-            Psi2Wanted::Rows(f, w) => Psi2Request::Rows(f, w),
-        }
-    }
-}
-
-/// A [`Psi2Device`] that answers from sums the device computed for a whole batch, and records
-/// what it was asked for and does not hold yet.
-#[derive(Default)]
-struct Psi2Replay {
-    pairs: Option<Psi2Sums>,
-    rows: Option<Psi2Sums>,
-    wanted: Mutex<Option<Psi2Wanted>>,
-}
-
-/// The error a replay gives for sums it does not hold yet.
-const PSI2_PENDING: &str = "Ψ2 sums not computed yet";
-
-impl Psi2Replay {
-    fn want(&self, wanted: Psi2Wanted) -> Result<Psi2Sums, String> {
-        *self.wanted.lock().unwrap_or_else(PoisonError::into_inner) = Some(wanted);
-        Err(PSI2_PENDING.into())
-    }
-
-    fn take_wanted(&self) -> Option<Psi2Wanted> {
-        self.wanted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-    }
-}
-
-impl Psi2Device for Psi2Replay {
-    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
-        match &self.pairs {
-            Some(sums) => Ok(sums.clone()),
-            None => self.want(Psi2Wanted::Pairs(factors.clone())),
-        }
-    }
-
-    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
-        match &self.rows {
-            Some(sums) => Ok(sums.clone()),
-            None => self.want(Psi2Wanted::Rows(factors.clone(), w.clone())),
-        }
-    }
-}
-
-/// The most passes an evaluation may need (pair sums, row sums, then done).
-pub const PSI2_PASSES: usize = 3;
 
 /// Collapsed evaluation jobs run pass by pass against the Ψ2 sums a device computes for all of
 /// them at once (see the module's comment). Use: while [`CollapsedBatch::waiting`] is not
@@ -143,16 +82,13 @@ impl<'a, 'j> CollapsedBatch<'a, 'j> {
 
     /// What this pass's evaluations asked the device for (none: the batch is done).
     pub fn requests(&self) -> Vec<Psi2Request<'_>> {
-        self.asked.iter().map(|(_, w)| w.request()).collect()
+        self.asked.iter().map(|(_, w)| w.into()).collect()
     }
 
     /// The device's answers to [`CollapsedBatch::requests`], in the same order.
     pub fn answer(&mut self, answers: Vec<Psi2Sums>) {
         for ((i, wanted), sums) in self.asked.drain(..).zip(answers) {
-            match wanted {
-                Psi2Wanted::Pairs(_) => self.replays[i].pairs = Some(sums),
-                Psi2Wanted::Rows(..) => self.replays[i].rows = Some(sums),
-            }
+            self.replays[i].hold(&wanted, sums);
         }
     }
 

@@ -38,6 +38,7 @@ use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 
+use super::awaited::{bound_with_grad_awaited, AwaitedPsi2};
 use super::bound::{
     collapsed_bound_with_grad, collapsed_bound_with_grad_on, posterior_mean_at_data, CollapsedGrad,
     CollapsedParams,
@@ -48,9 +49,10 @@ use super::CollapsedError;
 use crate::gp::adam::{Adam, AdamSettings};
 use crate::gp::encoder::{FreeLatents, LATENT_VARIANCE_FLOOR};
 use crate::gp::kernel::{Kernel, StationaryKind};
-use crate::gp::lbfgs::{minimize, LbfgsError, LbfgsSettings, StopReason};
+use crate::gp::lbfgs::{minimize, minimize_awaiting, LbfgsError, LbfgsSettings, StopReason};
 use crate::gp::linalg::JitterPolicy;
 use crate::gp::params::{ParamStore, Transform};
+use crate::gp::ready::ready;
 use crate::gp::NOISE_VARIANCE_FLOOR;
 
 /// Φ⁻¹(p) for p in (0, 1): statrs's −√2 · erfc⁻¹(2p). Against Python's `NormalDist.inv_cdf`
@@ -563,8 +565,20 @@ impl CollapsedModel<'_> {
         settings: &FitSettings,
         rng: &mut impl Rng,
     ) -> Result<CollapsedFit, FitError> {
+        ready(self.fit_awaiting(settings, rng, None))
+    }
+
+    /// [`CollapsedModel::fit`] with Ψ2's sums from `awaited` when one is given (every
+    /// evaluation's, by [`bound_with_grad_awaited`]): the same fit from the same draws, to
+    /// within the device's rounding.
+    pub async fn fit_awaiting(
+        &self,
+        settings: &FitSettings,
+        rng: &mut impl Rng,
+        awaited: Option<&dyn AwaitedPsi2>,
+    ) -> Result<CollapsedFit, FitError> {
         let (init, gp_initialised, start) = self.initialise(settings, rng);
-        let mut fit = self.fit_from(init, settings)?;
+        let mut fit = self.fit_from_awaiting(init, settings, awaited).await?;
         fit.gp_initialised = gp_initialised;
         fit.start = start;
         Ok(fit)
@@ -787,12 +801,25 @@ impl CollapsedModel<'_> {
         initial: CollapsedParams,
         settings: &FitSettings,
     ) -> Result<CollapsedFit, FitError> {
+        ready(self.fit_from_awaiting(initial, settings, None))
+    }
+
+    /// [`CollapsedModel::fit_from`] with Ψ2's sums from `awaited` when one is given.
+    pub async fn fit_from_awaiting(
+        &self,
+        initial: CollapsedParams,
+        settings: &FitSettings,
+        awaited: Option<&dyn AwaitedPsi2>,
+    ) -> Result<CollapsedFit, FitError> {
         check_settings(settings)?;
         let layout = CollapsedLayout::new(self, &initial)?;
         let raw0 = layout.pack(&initial);
         let mut last = None;
         for (attempt, jitter) in settings.jitter.ladder().enumerate() {
-            match self.attempt(&layout, &raw0, settings, jitter) {
+            match self
+                .attempt(&layout, &raw0, settings, jitter, awaited)
+                .await
+            {
                 Ok(mut fit) => {
                     fit.attempts = attempt + 1;
                     return Ok(fit);
@@ -815,24 +842,31 @@ impl CollapsedModel<'_> {
         })
     }
 
-    /// One attempt at a fixed jitter.
-    fn attempt(
+    /// One attempt at a fixed jitter (Ψ2's sums from `awaited` when one is given, else from the
+    /// model's blocking device or here).
+    async fn attempt(
         &self,
         layout: &CollapsedLayout,
         raw0: &[f64],
         settings: &FitSettings,
         jitter: f64,
+        awaited: Option<&dyn AwaitedPsi2>,
     ) -> Result<CollapsedFit, CollapsedError> {
-        let objective = |raw: &[f64]| -> Result<(f64, Vec<f64>), CollapsedError> {
+        let objective = async |raw: &[f64]| -> Result<(f64, Vec<f64>), CollapsedError> {
             let params = layout.unpack(raw);
-            let (f, g) = collapsed_bound_with_grad_on(
-                &self.parents,
-                &self.y,
-                &params,
-                jitter,
-                1.0,
-                self.device,
-            )?;
+            let (f, g) = match awaited {
+                Some(device) => {
+                    bound_with_grad_awaited(&self.parents, &self.y, &params, jitter, device).await?
+                }
+                None => collapsed_bound_with_grad_on(
+                    &self.parents,
+                    &self.y,
+                    &params,
+                    jitter,
+                    1.0,
+                    self.device,
+                )?,
+            };
             Ok((f, layout.raw_gradient(raw, &g)))
         };
 
@@ -848,7 +882,7 @@ impl CollapsedModel<'_> {
         let mut adam_beat_noise = false;
         let mut start_bound = f64::NAN;
         for step in 0..settings.adam_steps {
-            let (f, g) = objective(&raw)?;
+            let (f, g) = objective(&raw).await?;
             if step == 0 {
                 start_bound = f;
             }
@@ -864,8 +898,8 @@ impl CollapsedModel<'_> {
         // L-BFGS minimises −F; a failed evaluation is a non-finite trial (the line search shrinks),
         // remembered in case it happens at the starting point.
         let last_error = RefCell::new(None);
-        let negated = |r: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
-            match objective(r) {
+        let negated = async |r: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
+            match objective(r).await {
                 Ok((f, g)) => Ok((-f, g.into_iter().map(|v| -v).collect())),
                 Err(e) => {
                     *last_error.borrow_mut() = Some(e);
@@ -873,7 +907,7 @@ impl CollapsedModel<'_> {
                 }
             }
         };
-        let report = minimize(negated, &raw, &settings.lbfgs);
+        let report = minimize_awaiting(negated, &raw, &settings.lbfgs).await;
         // A stop makes every later evaluation fail, which L-BFGS would read as a line search
         // that found nothing better and end "converged": what it reached is no optimum.
         if last_error.borrow().as_ref() == Some(&CollapsedError::Interrupted) {

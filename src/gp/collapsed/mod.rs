@@ -9,12 +9,16 @@
 //! - [`fit`]: initialisation and Adam-then-L-BFGS fitting of one variable given its parents;
 //! - [`predict`]: the predictive of f at new inputs under the bound's optimal q(u).
 
+pub mod awaited;
 pub mod bound;
 pub mod fit;
 pub mod noise;
 pub mod predict;
 pub mod psi;
 
+pub use awaited::{
+    bound_with_grad_awaited, AwaitedPsi2, Psi2Answer, Psi2Replay, Psi2Sums, Psi2Wanted, PSI2_PASSES,
+};
 pub use bound::{
     collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_on,
     collapsed_bound_with_grad_weighted, sgpr_bound, CollapsedGrad, CollapsedParams, DEFAULT_JITTER,
