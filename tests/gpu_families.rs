@@ -256,9 +256,46 @@ fn family_fits_in_lockstep_share_each_round_and_score_as_on_the_cpu() {
 #[test]
 fn the_probe_times_both_sides_then_places_every_family_on_the_cheaper_one() {
     let Some(gpu) = gpu() else { return };
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::new(Pool::new(2).unwrap()));
+    the_probe_places_every_family_on_the_cheaper_side(backend);
+}
+
+/// The browser worker's plan, run natively: the device's families in lockstep on one thread,
+/// the host's timed as if two compute workers ran them.
+#[test]
+fn in_lockstep_the_probe_times_both_sides_then_places_every_family_on_the_cheaper_one() {
+    let Some(gpu) = gpu() else { return };
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial()).with_lockstep_families(2);
+    the_probe_places_every_family_on_the_cheaper_side(backend);
+}
+
+/// Forced to the device, the browser's plan gives the CPU's scores.
+#[test]
+fn family_fits_forced_to_the_device_in_lockstep_score_as_on_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let data = chain(120);
+    let jobs = family_jobs(8);
+    let cpu = CpuBackend::serial().run(&data, &jobs);
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial())
+        .with_family_fits_on(Side::Device)
+        .with_lockstep_families(2);
+    let on_gpu = backend.run(&data, &jobs);
+    assert!(backend.failure().is_none());
+    for (g, c) in on_gpu.iter().zip(&cpu) {
+        let (gv, cv) = (score(g).0, score(c).0);
+        assert!(
+            (gv - cv).abs() <= 1e-4 * cv.abs().max(1.0),
+            "GPU {gv} against CPU {cv}"
+        );
+    }
+    let choice = &backend.device_choices()[0];
+    assert_eq!((choice.chosen.as_str(), choice.cpu_jobs), ("GPU", 0));
+    assert_eq!(choice.device_jobs, jobs.len());
+}
+
+fn the_probe_places_every_family_on_the_cheaper_side(backend: GpuBackend) {
     let data = chain(80);
     let jobs = family_jobs(6);
-    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::new(Pool::new(2).unwrap()));
     assert!(backend.device_choices().is_empty(), "nothing timed yet");
     let cpu = CpuBackend::serial().run(&data, &jobs);
     let first = backend.run(&data, &jobs);

@@ -12,6 +12,7 @@
 //! Owns: the rounds. The fits know nothing of it beyond [`AwaitedPsi2`].
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -19,7 +20,11 @@ use std::task::{Context, Poll, Waker};
 
 use nalgebra::DMatrix;
 
+use super::{family_units, Placement};
+use crate::backend::cost_model::{PlacementProbe, Side, PROBE_PATIENCE};
 use crate::backend::gpu::{Gpu, GpuError, Psi2Request};
+use crate::backend::Pool;
+use crate::clock::now_seconds;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::collapsed::{AwaitedPsi2, Psi2Answer, Psi2Sums, Psi2Wanted};
 
@@ -127,4 +132,95 @@ pub async fn families_in_lockstep(
         })
         .collect();
     run_in_lockstep(gpu, &device, fits, awaiting, give_up).await
+}
+
+/// Which of a batch's jobs are family fits, where each goes, and how the probe weighs the host.
+pub(super) struct FamilyPlan<'p> {
+    /// The family fits, by index into the batch's jobs.
+    pub indices: &'p [usize],
+    pub places: &'p [Placement],
+    pub probe: &'p PlacementProbe,
+    /// How many fits the host side runs at once when the device is not used.
+    pub host_width: usize,
+}
+
+/// The family fits of `jobs` named by `plan`, in its order, each side timed for the probe:
+/// those placed on the host run on `host`, first (so that while probing the device's patience
+/// is known before it starts), then those placed on the device in lockstep on `gpu`. The probe
+/// compares throughputs: the host's per-job seconds divided by `host_width`, the device's
+/// round-by-round batch apportioned over its fits by their work. While probing, a device batch
+/// that runs past [`PROBE_PATIENCE`] times the host's longest fit per device fit is given up,
+/// the device is given up for family fits, and its fits are computed on the host. `Err` when
+/// the device failed.
+pub(super) async fn families_awaited(
+    gpu: &Gpu,
+    host: &Pool,
+    data: &DMatrix<f64>,
+    jobs: &[Job<'_>],
+    plan: FamilyPlan<'_>,
+    awaiting: &dyn Fn(),
+) -> Result<Vec<Outcome>, GpuError> {
+    let FamilyPlan {
+        indices,
+        places,
+        probe,
+        host_width,
+    } = plan;
+    let rows = data.nrows();
+    let probing = probe.probing();
+    let on_device = |k: usize| places[k] == (Placement::FamilyFit { on_device: true });
+    let (device_side, host_side): (Vec<usize>, Vec<usize>) =
+        indices.iter().partition(|&&k| on_device(k));
+    let mut done: HashMap<usize, Outcome> = HashMap::new();
+    // Each host fit timed, recorded, and kept; the longest time returned.
+    let on_host = |indices: &[usize], done: &mut HashMap<usize, Outcome>| -> f64 {
+        let timed = host.map(indices, |&k| {
+            let started = now_seconds();
+            let outcome = jobs[k].run(data);
+            (k, outcome, now_seconds() - started)
+        });
+        let mut longest = 0.0f64;
+        for (k, outcome, seconds) in timed {
+            longest = longest.max(seconds);
+            if let Some(units) = family_units(&jobs[k], &outcome, rows) {
+                probe.record(Side::Host, seconds / host_width.max(1) as f64, units);
+            }
+            done.insert(k, outcome);
+        }
+        longest
+    };
+    let longest = on_host(&host_side, &mut done);
+    if !device_side.is_empty() {
+        let patience =
+            (probing && longest > 0.0).then(|| PROBE_PATIENCE * longest * device_side.len() as f64);
+        let started = now_seconds();
+        let give_up = || patience.is_some_and(|limit| now_seconds() - started > limit);
+        let device_jobs: Vec<&Job<'_>> = device_side.iter().map(|&k| &jobs[k]).collect();
+        let run = families_in_lockstep(gpu, data, &device_jobs, awaiting, &give_up).await?;
+        let seconds = now_seconds() - started;
+        if run.outputs.iter().any(Option::is_none) {
+            // Given up: the device is left for family fits, its fits computed here.
+            probe.abandon_device(longest);
+            on_host(&device_side, &mut done);
+        } else {
+            let outcomes: Vec<Outcome> = run.outputs.into_iter().flatten().collect();
+            let units: Vec<Option<f64>> = device_side
+                .iter()
+                .zip(&outcomes)
+                .map(|(&k, o)| family_units(&jobs[k], o, rows))
+                .collect();
+            let total: f64 = units.iter().flatten().sum();
+            for unit in units.into_iter().flatten() {
+                probe.record(Side::Device, seconds * unit / total, unit);
+            }
+            done.extend(device_side.iter().copied().zip(outcomes));
+        }
+    }
+    Ok(indices
+        .iter()
+        .map(|k| {
+            done.remove(k)
+                .unwrap_or_else(|| Outcome::Value(Err("a family was not run".into())))
+        })
+        .collect())
 }

@@ -46,9 +46,17 @@ pub struct DeviceUse<'p> {
     /// N·M² from which a collapsed evaluation's (or refit's) Ψ2 sums go to the device
     /// ([`PSI2_MIN_WORK`]; the tests lower it to 0).
     pub psi2_min_work: f64,
-    /// Where the exact search's family fits compute, measured ([`PlacementProbe`]); natively
-    /// only (a fit blocks on the device). None: on the host.
+    /// Where the exact search's family fits compute, measured ([`PlacementProbe`]). None: on
+    /// the host.
     pub families: Option<&'p PlacementProbe>,
+    /// Whether the family fits on the device run in lockstep on this thread, awaiting the
+    /// device (`lockstep`; always so in a browser worker, which must not block), rather than
+    /// on the host's threads blocking on it ([`CoalescedPsi2`], natively).
+    pub lockstep_families: bool,
+    /// How many family fits the host side runs at once when the device is not used (the page's
+    /// compute workers): in lockstep the probe compares throughputs, the host's per-job time
+    /// divided by this.
+    pub host_width: usize,
 }
 
 impl Default for DeviceUse<'_> {
@@ -56,6 +64,8 @@ impl Default for DeviceUse<'_> {
         Self {
             psi2_min_work: PSI2_MIN_WORK,
             families: None,
+            lockstep_families: !MAY_BLOCK,
+            host_width: 1,
         }
     }
 }
@@ -75,8 +85,8 @@ pub enum Placement {
     /// only: the bound blocks on the device).
     FinalBound,
     /// A family fit of the exact search, timed for the placement probe: its fits' Ψ2 sums on
-    /// the device (shared submissions with the batch's other fits), or all of it on the host
-    /// (natively only: the fits block on the device).
+    /// the device (shared submissions with the batch's other fits: blocking on the host's
+    /// threads natively, in lockstep where nothing may block), or all of it on the host.
     FamilyFit { on_device: bool },
     /// The host, as without a GPU.
     Host,
@@ -115,7 +125,7 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
         {
             Placement::FinalBound
         }
-        Job::Family { child, parents, .. } if MAY_BLOCK => {
+        Job::Family { child, parents, .. } => {
             match (usage.families, job.family_psi2_shape(rows)) {
                 (Some(probe), Some((n, m))) if gpu.psi2_fits(n, m) => {
                     // While probing, the family's columns pick its side: the same family always
@@ -221,10 +231,6 @@ async fn device_and_host(
     awaiting: &dyn Fn(),
     done: &mut [Option<Outcome>],
 ) -> Result<(), GpuError> {
-    // The family fits' probe is used by the native step only (a browser worker cannot block
-    // inside a fit).
-    #[cfg(target_arch = "wasm32")]
-    let _ = usage;
     let at = |place: Placement| -> Vec<usize> {
         (0..jobs.len()).filter(|&k| places[k] == place).collect()
     };
@@ -269,18 +275,46 @@ async fn device_and_host(
         for k in at(Placement::FinalBound) {
             done[k] = Some(native::final_bound_on_device(gpu, data, &jobs[k])?);
         }
-        let families: Vec<usize> = (0..jobs.len())
-            .filter(|&k| matches!(places[k], Placement::FamilyFit { .. }))
-            .collect();
-        if let (false, Some(probe)) = (families.is_empty(), usage.families) {
-            let outcomes =
-                native::families_on_device(gpu, host, data, jobs, &families, places, probe)?;
-            for (&k, outcome) in families.iter().zip(outcomes) {
-                done[k] = Some(outcome);
+    }
+    let families: Vec<usize> = (0..jobs.len())
+        .filter(|&k| matches!(places[k], Placement::FamilyFit { .. }))
+        .collect();
+    if let (false, Some(probe)) = (families.is_empty(), usage.families) {
+        let outcomes = match () {
+            #[cfg(not(target_arch = "wasm32"))]
+            () if !usage.lockstep_families => {
+                native::families_on_device(gpu, host, data, jobs, &families, places, probe)?
             }
+            () => {
+                let plan = lockstep::FamilyPlan {
+                    indices: &families,
+                    places,
+                    probe,
+                    host_width: usage.host_width,
+                };
+                lockstep::families_awaited(gpu, host, data, jobs, plan, awaiting).await?
+            }
+        };
+        for (&k, outcome) in families.iter().zip(outcomes) {
+            done[k] = Some(outcome);
         }
     }
     Ok(())
+}
+
+/// The work of family job `job`'s `outcome` on data of `rows` rows, in the probe's unit: 10⁶ Ψ2
+/// terms. Each evaluation with the latent input (Adam's and L-BFGS's; not the start's GP
+/// regression, which has none) has N·M² per model input (the parents and w), so families of
+/// every size are compared on one scale. None for another job or a failed family.
+pub(super) fn family_units(job: &Job<'_>, outcome: &Outcome, rows: usize) -> Option<f64> {
+    let (Outcome::Family(Ok(score)), Some((n, m)), Job::Family { parents, .. }) =
+        (outcome, job.family_psi2_shape(rows), job)
+    else {
+        return None;
+    };
+    let inputs = parents.len() + 1;
+    let evaluations: usize = score.fits.iter().map(|f| f.latent_evaluations()).sum();
+    Some((evaluations * inputs) as f64 * (n * m * m) as f64 / 1e6)
 }
 
 /// Owned copies of the jobs at `indices` whose variable's q(v) lags the one the device holds,

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use nalgebra::DMatrix;
 
-use super::{run_batch, CoalescedPsi2, DeviceUse, Placement};
+use super::{family_units, run_batch, CoalescedPsi2, DeviceUse, Placement};
 use crate::backend::cost_model::{
     DeviceChoice, PlacementProbe, Side, PROBE_JOBS_PER_SIDE, PROBE_PATIENCE,
 };
@@ -43,6 +43,9 @@ pub struct GpuBackend {
     psi2_min_work: f64,
     /// Where the exact search's family fits compute: measured, unless forced.
     families: PlacementProbe,
+    /// Family fits on the device in lockstep on the calling thread, the host's at this width
+    /// (the browser's plan), instead of blocking on the pool's threads.
+    lockstep_families: Option<usize>,
 }
 
 impl fmt::Debug for GpuBackend {
@@ -63,6 +66,17 @@ impl GpuBackend {
             failed: Mutex::new(None),
             psi2_min_work: DeviceUse::default().psi2_min_work,
             families: PlacementProbe::measured(FAMILY_FITS),
+            lockstep_families: None,
+        }
+    }
+
+    /// The same backend running the family fits as the browser's worker does: those on the
+    /// device in lockstep on the calling thread, awaiting each round's submission, the host's
+    /// timed as if `host_width` ran at once (the tests', so the page's plan runs on lavapipe).
+    pub fn with_lockstep_families(self, host_width: usize) -> Self {
+        Self {
+            lockstep_families: Some(host_width),
+            ..self
         }
     }
 
@@ -88,6 +102,9 @@ impl GpuBackend {
         DeviceUse {
             psi2_min_work: self.psi2_min_work,
             families: Some(&self.families),
+            lockstep_families: self.lockstep_families.is_some(),
+            host_width: self.lockstep_families.unwrap_or(1),
+            ..DeviceUse::default()
         }
     }
 
@@ -250,18 +267,7 @@ pub(super) fn families_on_device(
                 device.set_patience(Duration::from_secs_f64(PROBE_PATIENCE * finished.1));
             }
         }
-        if let (Outcome::Family(Ok(score)), Some((_, m))) =
-            (&outcome, jobs[k].family_psi2_shape(data.nrows()))
-        {
-            // A unit: 10⁶ Ψ2 terms. Each evaluation with the latent input (Adam's and
-            // L-BFGS's; not the start's GP regression, which has none) has N·M² per model
-            // input (the parents and w), so families of every size are compared on one scale.
-            let inputs = match &jobs[k] {
-                Job::Family { parents, .. } => parents.len() + 1,
-                _ => 1,
-            };
-            let evaluations: usize = score.fits.iter().map(|f| f.latent_evaluations()).sum();
-            let units = (evaluations * inputs) as f64 * (data.nrows() * m * m) as f64 / 1e6;
+        if let Some(units) = family_units(&jobs[k], &outcome, data.nrows()) {
             probe.record(side, seconds, units);
         }
         (k, outcome)
