@@ -21,6 +21,9 @@
 
 use nalgebra::DMatrix;
 
+use std::sync::Arc;
+
+use crate::backend::cost_model::{DeviceChoice, PlacementProbe, Side};
 use crate::backend::gpu::DeviceTraffic;
 use crate::backend::gpu_executor::PSI2_MIN_WORK;
 use crate::data::{CsvOptions, Dataset};
@@ -122,7 +125,21 @@ pub struct Driver {
     /// N·M² from which a collapsed run's Ψ2 goes to the GPU, when a test set it
     /// ([`PSI2_MIN_WORK`] otherwise).
     psi2_min_work: Option<f64>,
+    /// Where the current run's family fits compute, measured while it runs (a run with a
+    /// working GPU only): the shell's lockstep on WebGPU or the compute workers.
+    family_probe: Option<Arc<PlacementProbe>>,
+    /// The side a test put every run's family fits on, instead of measuring.
+    family_side: Option<Side>,
+    /// Whether the page was told where the probe placed the family fits (once, when it does).
+    families_told: bool,
 }
+
+/// What the family fits' probe is about (its report's `work`).
+const FAMILY_FITS: &str = "family fits";
+
+/// Compute workers' worth of family fits in a unit when they go to the GPU: its lockstep rounds
+/// carry one request per fit, so a unit the size of the pool's would leave the device idle.
+const GPU_FAMILY_WIDTH: usize = 8;
 
 impl Driver {
     pub fn new() -> Self {
@@ -155,6 +172,64 @@ impl Driver {
         self.psi2_min_work = Some(work);
     }
 
+    /// Test hook: every run's family fits compute on `side` (with a working GPU), unmeasured.
+    pub fn set_family_side(&mut self, side: Side) {
+        self.family_side = Some(side);
+    }
+
+    /// The current run's family fits' probe, if the run has a working GPU to place them on.
+    pub fn family_probe(&self) -> Option<Arc<PlacementProbe>> {
+        self.family_probe.clone()
+    }
+
+    /// Whether the current run's family fits compute on the GPU now: the probe chose it (or a
+    /// test forced it).
+    fn families_on_gpu(&self) -> bool {
+        self.gpu.is_some()
+            && self
+                .family_probe
+                .as_ref()
+                .is_some_and(|p| p.placed() == Some(Side::Device))
+    }
+
+    /// Whether the current run fits families (the exact search, or hybrid's second part).
+    fn run_fits_families(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| matches!(s.settings().method, Method::Exact | Method::Hybrid))
+    }
+
+    /// Why the current run's family fits compute on the CPU with a working GPU: still being
+    /// measured, or measured (or forced) there.
+    fn families_note(&self) -> String {
+        let probe = self.family_probe.as_ref();
+        match (probe.map(|p| p.placed()), probe.and_then(|p| p.choice())) {
+            (Some(None), _) | (None, _) => "the first family fits are timed on WebGPU (in lockstep, each round's Ψ2 sums in one submission) and on the CPU; the faster computes the rest".into(),
+            (Some(Some(_)), Some(choice)) => format!(
+                "the family fits compute on the CPU, which is faster here: {}",
+                choice.reason
+            ),
+            (Some(Some(_)), None) => "the family fits compute on the CPU (placed there by a test)".into(),
+        }
+    }
+
+    /// The choices behind the current run's placements, for its result.
+    fn device_choices(&self) -> Vec<DeviceChoice> {
+        self.family_probe
+            .as_ref()
+            .and_then(|p| p.choice())
+            .map(|mut choice| {
+                if let Some(why) = &self.gpu_lost_in_run {
+                    // Whatever the probe chose, everything after the failure ran on the CPU.
+                    choice.reason +=
+                        &format!("; then the GPU failed ({why}) and the CPU computed the rest");
+                }
+                choice
+            })
+            .into_iter()
+            .collect()
+    }
+
     /// N·M² from which a collapsed run's Ψ2 goes to the GPU.
     fn psi2_min_work(&self) -> f64 {
         self.psi2_min_work.unwrap_or(PSI2_MIN_WORK)
@@ -177,15 +252,16 @@ impl Driver {
     /// bound have a GPU path (the continuous search with the uncollapsed bound, or with the
     /// collapsed bound when its Ψ2 is large enough).
     pub fn run_uses_gpu(&self) -> bool {
-        self.gpu.is_some()
-            && self.session.as_ref().is_some_and(|s| {
-                let settings = s.settings();
-                settings.method == Method::Cgp
-                    && (settings.bound == BoundKind::Uncollapsed
-                        || self
-                            .collapsed_psi2_work()
-                            .is_some_and(|work| work >= self.psi2_min_work()))
-            })
+        self.families_on_gpu()
+            || self.gpu.is_some()
+                && self.session.as_ref().is_some_and(|s| {
+                    let settings = s.settings();
+                    settings.method == Method::Cgp
+                        && (settings.bound == BoundKind::Uncollapsed
+                            || self
+                                .collapsed_psi2_work()
+                                .is_some_and(|work| work >= self.psi2_min_work()))
+                })
     }
 
     /// Where the current run computes, for the page.
@@ -194,12 +270,13 @@ impl Driver {
         let note = match (&self.adapter, on_gpu, &self.gpu_note) {
             (None, _, _) | (Some(_), true, _) => None,
             (Some(_), false, Some(why)) => Some(why.clone()),
+            (Some(_), false, None) if self.run_fits_families() => Some(self.families_note()),
             (Some(_), false, None) => Some(match self.collapsed_psi2_work() {
                 Some(work) => format!(
                     "this run's Ψ2 work (N·M² = {work:.1e}) is below the {:.0e} from which the collapsed bound sends it to WebGPU: it computes on the CPU, which is faster at this size",
                     self.psi2_min_work()
                 ),
-                None => "this run's method has no GPU path (the continuous search computes on WebGPU; the exact search's family fits do not): it computes on the CPU".into(),
+                None => "this run's bound has no GPU path at this size: it computes on the CPU".into(),
             }),
         };
         FromWorker::Pong {
@@ -219,7 +296,8 @@ impl Driver {
     /// The page is told of the switch.
     pub fn gpu_lost(&mut self, why: &str) -> Reaction {
         let was_on_gpu = self.run_uses_gpu();
-        if was_on_gpu {
+        // A probe of the family fits puts some of them on the device before it decides.
+        if was_on_gpu || self.family_probe.is_some() {
             self.gpu_lost_in_run = Some(why.into());
         }
         self.gpu = None;
@@ -443,6 +521,16 @@ impl Driver {
         self.in_flight = None;
         self.losses = 0;
         self.pool_given_up = false;
+        self.family_probe = (self.gpu.is_some() && self.run_fits_families()).then(|| {
+            Arc::new(match self.family_side {
+                Some(side) => PlacementProbe::forced(FAMILY_FITS, side),
+                None => PlacementProbe::measured(FAMILY_FITS),
+            })
+        });
+        self.families_told = self
+            .family_probe
+            .as_ref()
+            .is_some_and(|p| p.placed().is_some());
         Reaction {
             messages: vec![
                 self.backend_message(false),
@@ -502,6 +590,7 @@ impl Driver {
     pub fn stop(&mut self) -> Reaction {
         self.generation += 1;
         let backend = self.result_backend();
+        let choices = self.device_choices();
         match self.session.take() {
             Some(mut session) => {
                 // What the compute workers are doing is no longer wanted.
@@ -511,7 +600,7 @@ impl Driver {
                 self.keep_scores(&session);
                 Reaction {
                     reset_pool,
-                    ..Reaction::message(finished(self.run_id, &session, backend))
+                    ..Reaction::message(finished(self.run_id, &session, backend, choices))
                 }
             }
             None => Reaction::default(),
@@ -574,11 +663,12 @@ impl Driver {
     /// Ends the run that has finished: its result for the page, its scores kept for the next.
     fn end_run(&mut self) -> Reaction {
         let backend = self.result_backend();
+        let choices = self.device_choices();
         let Some(session) = self.session.take() else {
             return Reaction::default();
         };
         self.keep_scores(&session);
-        Reaction::message(finished(self.run_id, &session, backend))
+        Reaction::message(finished(self.run_id, &session, backend, choices))
     }
 
     /// What computed the current run, for its result: the page's GPU and compute workers (the
@@ -610,13 +700,19 @@ impl Driver {
         if self.in_flight.is_some() {
             return Reaction::default();
         }
-        let workers = self.workers();
+        // Family fits on the GPU go in lockstep rounds, one request per fit: more of them per
+        // unit than the compute workers would take keep the device busier.
+        let width = if self.families_on_gpu() {
+            self.workers().max(GPU_FAMILY_WIDTH)
+        } else {
+            self.workers()
+        };
         let Some(session) = self.session.as_mut() else {
             return Reaction::default();
         };
         let started = now_seconds();
         loop {
-            if session.is_finished() || !session.begin_unit(workers) {
+            if session.is_finished() || !session.begin_unit(width) {
                 return self.end_run();
             }
             let jobs: Vec<Job<'static>> = session
@@ -709,6 +805,15 @@ impl Driver {
             return self.end_run();
         }
         let mut messages = self.progress_if_due();
+        // The probe placed the family fits: the badge says where (and why) once.
+        let placed = self
+            .family_probe
+            .as_ref()
+            .is_some_and(|p| p.placed().is_some());
+        if placed && !self.families_told {
+            self.families_told = true;
+            messages.push(self.backend_message(false));
+        }
         messages.extend(self.save_if_due());
         Reaction {
             messages,
@@ -879,9 +984,15 @@ fn checkpoint(run_id: u64, session: &Session, backend: String) -> FromWorker {
 }
 
 /// The page's message for a run that has ended, its result saying what computed it (`backend`).
-fn finished(run_id: u64, session: &Session, backend: String) -> FromWorker {
+fn finished(
+    run_id: u64,
+    session: &Session,
+    backend: String,
+    device_choices: Vec<DeviceChoice>,
+) -> FromWorker {
     let mut result = session.result();
     result.backend = backend;
+    result.device_choices = device_choices;
     FromWorker::Finished {
         run_id,
         snapshot: session.snapshot(),
@@ -966,6 +1077,7 @@ fn explanation_reply<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cost_model::PROBE_JOBS_PER_SIDE;
     use crate::discovery::cgp::{Method, Preset};
     use crate::discovery::knowledge::Knowledge;
     use crate::engine::{RunResult, Status};
@@ -1556,20 +1668,76 @@ mod tests {
             }
         ));
         assert!(collapsed.tick(start.step.unwrap(), 0.01).dispatch.is_some());
-        // The exact search has no GPU path.
+        // The exact search measures where its family fits compute: the badge says CPU while
+        // the first fits are timed on both sides, and the shell gets the run's probe.
         let mut exact = loaded();
         exact.set_gpu(Some("test adapter".into()), Ok(()));
         let mut req = request(40);
         req.settings.method = Method::Exact;
-        let start = exact.start(req);
+        let start = exact.start(req.clone());
         match &start.messages[0] {
             FromWorker::Pong {
                 backend: ComputeBackend::Cpu,
                 note: Some(note),
                 ..
-            } => assert!(note.contains("no GPU path"), "{note}"),
+            } => assert!(note.contains("timed on WebGPU"), "{note}"),
             other => panic!("{other:?}"),
         }
+        let probe = exact
+            .family_probe()
+            .expect("an exact run with a GPU has a probe");
+        assert!(probe.probing());
+        // Once the probe places the fits on the GPU, the next unit's outcomes tell the page so
+        // (once), units grow to feed the device's lockstep rounds, and the result says why.
+        for _ in 0..PROBE_JOBS_PER_SIDE {
+            probe.record(Side::Host, 1.0, 1.0);
+            probe.record(Side::Device, 0.1, 1.0);
+        }
+        let dispatch = exact
+            .tick(start.step.unwrap(), 0.01)
+            .dispatch
+            .expect("a unit");
+        let jobs = dispatch.jobs.len();
+        assert!(jobs > exact.workers(), "{jobs} families in a GPU unit");
+        let data = exact.data().unwrap().1.clone();
+        let outcomes: Vec<Outcome> = dispatch.jobs.iter().map(|j| j.run(&data)).collect();
+        let reaction = exact.outcomes(dispatch.batch, outcomes);
+        let told = |r: &Reaction| {
+            r.messages
+                .iter()
+                .filter(|m| {
+                    matches!(
+                        m,
+                        FromWorker::Pong {
+                            backend: ComputeBackend::WebGpu,
+                            ..
+                        }
+                    )
+                })
+                .count()
+        };
+        assert_eq!(told(&reaction), 1);
+        let (last, _) = run_on_pool(&mut exact, reaction, 1);
+        let choices = result(last).device_choices;
+        assert_eq!(choices.len(), 1);
+        assert_eq!(choices[0].chosen, "GPU");
+        assert!(
+            choices[0].reason.starts_with("measured"),
+            "{:?}",
+            choices[0]
+        );
+        // A test hook forces the side: the badge says WebGPU from the start.
+        let mut forced = loaded();
+        forced.set_gpu(Some("test adapter".into()), Ok(()));
+        forced.set_family_side(Side::Device);
+        let start = forced.start(req);
+        assert!(matches!(
+            &start.messages[0],
+            FromWorker::Pong {
+                backend: ComputeBackend::WebGpu,
+                ..
+            }
+        ));
         // A device that failed to open is named, and the run computes on the CPU.
         let mut refused = loaded();
         refused.set_gpu(Some("test adapter".into()), Err("no device".into()));

@@ -97,6 +97,12 @@ pub enum ToWorker {
     GpuPsi2Threshold {
         work: f64,
     },
+    /// Test hook: every later run's family fits compute on the WebGPU device (`gpu` true) or the
+    /// CPU, unmeasured, instead of where the probe measures them faster (with a working device
+    /// only). Sent only from the `#test-hooks` page.
+    FamilyFitsOn {
+        gpu: bool,
+    },
 }
 
 /// Everything a run needs besides the data (which the worker already holds).
@@ -400,6 +406,7 @@ mod tests {
             ToWorker::Panic,
             ToWorker::LoseGpu,
             ToWorker::GpuPsi2Threshold { work: 0.0 },
+            ToWorker::FamilyFitsOn { gpu: true },
         ] {
             assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);
         }

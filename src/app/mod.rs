@@ -530,6 +530,11 @@ fn App() -> impl IntoView {
                 }>
                     "Send every collapsed Ψ2 to the GPU (test hook)"
                 </button>
+                <button data-testid="families-gpu-always" on:click=move |_| {
+                    state.send(&ToWorker::FamilyFitsOn { gpu: true })
+                }>
+                    "Fit every family on the GPU, unmeasured (test hook)"
+                </button>
                 <button data-testid="crash-page" on:click=move |_| {
                     panic!("deliberate panic in the page (test hook)")
                 }>
@@ -634,7 +639,7 @@ fn BackendBadge(
             adapter,
             ..
         } => format!(
-            "This run computes on WebGPU ({}): the uncollapsed bound's predictions (the paper preset's bound) in float32, or the collapsed bound's Ψ2 sums in double-float when they are large; each variable's M × M algebra, starts and final bounds stay in f64 on the CPU.",
+            "This run computes on WebGPU ({}): the uncollapsed bound's kernel matrices, predictions, q(v) and its M × M algebra in float32 and double-float (the encoder, Adam and the bound's last sums in f64 on the CPU), or the collapsed bound's Ψ2 sums in double-float — for the exact search's family fits in lockstep, each round's sums of every fit in one submission, where measured faster than the CPU.",
             adapter.unwrap_or_else(|| "unnamed adapter".into())
         ),
         BackendState::Known {

@@ -183,6 +183,13 @@ pub fn ResultsPanel(
                 {result.method_reason.clone().map(|why| view! {
                     <p class="hint" data-testid="result-method-reason">{why}</p>
                 })}
+                {result.device_choices.iter().map(|choice| view! {
+                    <p class="hint" data-testid="device-choice" data-work=choice.work.clone()
+                        data-chosen=choice.chosen.clone() data-device-jobs=choice.device_jobs.to_string()
+                        data-cpu-jobs=choice.cpu_jobs.to_string()>
+                        {format!("The {} computed on the {}: {}.", choice.work, choice.chosen, choice.reason)}
+                    </p>
+                }).collect_view()}
                 {result.gpu.map(|gpu| view! { <GpuTraffic steady=gpu.steady_state /> })}
                 <details open>
                     <summary>"Edges"</summary>

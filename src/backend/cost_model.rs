@@ -162,6 +162,11 @@ impl PlacementProbe {
         }
     }
 
+    /// The side the kind goes to for good (forced or decided); None while probing.
+    pub fn placed(&self) -> Option<Side> {
+        self.forced.or(self.state().decided)
+    }
+
     /// Whether the probe is still measuring (neither forced nor decided).
     pub fn probing(&self) -> bool {
         self.forced.is_none() && self.state().decided.is_none()

@@ -17,11 +17,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use nalgebra::DMatrix;
 use wasm_bindgen::prelude::*;
 
 use super::compute_pool::{emit, PoolEvent};
+use crate::backend::cost_model::PlacementProbe;
 use crate::backend::gpu::{DeviceTraffic, Gpu};
 use crate::backend::gpu_executor::{has_device_work, run_batch, DeviceUse, PSI2_MIN_WORK};
 use crate::backend::Pool;
@@ -37,7 +39,7 @@ struct State {
     /// Identifies the unit being computed (raised when it completes).
     unit: u64,
     /// The unit dispatched while another was busy (only the newest is wanted).
-    queued: Option<(Dispatch, Rc<DMatrix<f64>>)>,
+    queued: Option<(Dispatch, Rc<DMatrix<f64>>, Option<FamilyPlacement>)>,
     /// N·M² from which collapsed evaluations send Ψ2 to the device, when a test set it.
     psi2_min_work: Option<f64>,
 }
@@ -74,29 +76,46 @@ pub fn set_psi2_min_work(work: f64) {
     STATE.with(|s| s.borrow_mut().psi2_min_work = Some(work));
 }
 
-/// How units use the device here.
-fn usage() -> DeviceUse<'static> {
+/// How the driver wants family fits placed while a run lasts: its probe, and how many compute
+/// workers the host side has.
+#[derive(Clone)]
+pub struct FamilyPlacement {
+    pub probe: Arc<PlacementProbe>,
+    pub workers: usize,
+}
+
+/// How units use the device here: family fits (when the run has a probe for them) in lockstep,
+/// since a browser worker cannot block inside a fit.
+fn usage(families: Option<&FamilyPlacement>) -> DeviceUse<'_> {
     DeviceUse {
         psi2_min_work: STATE.with(|s| s.borrow().psi2_min_work.unwrap_or(PSI2_MIN_WORK)),
-        // A browser worker cannot block inside a fit: family fits stay on the CPU here.
-        families: None,
+        families: families.map(|f| &*f.probe),
+        lockstep_families: true,
+        host_width: families.map_or(1, |f| f.workers),
     }
 }
 
-/// Whether this worker computes `dispatch` (on data of `rows` rows) itself: it has evaluations for a working device, or
-/// there is no pool to send it to (`workers` is 1) and it is not a unit of family fits. Family
-/// fits go to a compute worker even when one is asked for, so that this worker stays free to act
-/// on a stop at once inside a fit of many seconds (the driver dispatches them for that reason).
+/// Whether this worker computes `dispatch` (on data of `rows` rows) itself: it has work for a
+/// working device (evaluations, or family fits the probe places there), or there is no pool to
+/// send it to (`workers` is 1) and it is not a unit of family fits. Family fits for the CPU go
+/// to a compute worker even when one is asked for, so that this worker stays free to act on a
+/// stop at once inside a fit of many seconds (the driver dispatches them for that reason); on
+/// the device they run here in lockstep, awaiting each round, so it stays free meanwhile too.
 /// (A unit with device work runs its other jobs here too; in a continuous search, units are all
 /// evaluations or none.)
-pub fn takes(dispatch: &Dispatch, workers: usize, rows: usize) -> bool {
-    let families = dispatch
+pub fn takes(
+    dispatch: &Dispatch,
+    workers: usize,
+    rows: usize,
+    families: Option<&FamilyPlacement>,
+) -> bool {
+    let all_families = dispatch
         .jobs
         .iter()
         .all(|job| matches!(job, Job::Family { .. }));
-    (workers <= 1 && !families)
+    (workers <= 1 && !all_families)
         || gpu().is_some_and(|gpu| {
-            let usage = usage();
+            let usage = usage(families);
             dispatch
                 .jobs
                 .iter()
@@ -104,21 +123,22 @@ pub fn takes(dispatch: &Dispatch, workers: usize, rows: usize) -> bool {
         })
 }
 
-/// Computes `dispatch` on `data` here (see the module's comment); its outcomes, and any switch
-/// to the CPU, go to the coordinator through the compute pool's sink.
-pub fn dispatch(dispatch: Dispatch, data: Rc<DMatrix<f64>>) {
+/// Computes `dispatch` on `data` here (see the module's comment), family fits placed by
+/// `families`; its outcomes, and any switch to the CPU, go to the coordinator through the
+/// compute pool's sink.
+pub fn dispatch(dispatch: Dispatch, data: Rc<DMatrix<f64>>, families: Option<FamilyPlacement>) {
     let start = STATE.with(|s| {
         let mut state = s.borrow_mut();
         if state.busy {
-            state.queued = Some((dispatch, data));
+            state.queued = Some((dispatch, data, families));
             None
         } else {
             state.busy = true;
-            Some((Rc::new(dispatch), data, state.unit))
+            Some((Rc::new(dispatch), data, state.unit, families))
         }
     });
-    if let Some((dispatch, data, unit)) = start {
-        wasm_bindgen_futures::spawn_local(run(dispatch, data, unit));
+    if let Some((dispatch, data, unit, families)) = start {
+        wasm_bindgen_futures::spawn_local(run(dispatch, data, unit, families));
     }
 }
 
@@ -130,7 +150,12 @@ fn current(unit: u64) -> bool {
     })
 }
 
-async fn run(dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>, unit: u64) {
+async fn run(
+    dispatch: Rc<Dispatch>,
+    data: Rc<DMatrix<f64>>,
+    unit: u64,
+    families: Option<FamilyPlacement>,
+) {
     let Some(gpu) = gpu() else {
         complete(unit, dispatch.batch, on_cpu(&dispatch.jobs, &data), None);
         return;
@@ -142,7 +167,7 @@ async fn run(dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>, unit: u64) {
         &Pool::serial(),
         &data,
         &dispatch.jobs,
-        usage(),
+        usage(families.as_ref()),
         &|| {
             if let Some(w) = &watch {
                 w.restart();
@@ -196,8 +221,8 @@ fn complete(unit: u64, batch: u64, outcomes: Vec<Outcome>, traffic: Option<Devic
         state.unit += 1;
         state.queued.take()
     });
-    if let Some((dispatch, data)) = next {
-        self::dispatch(dispatch, data);
+    if let Some((dispatch, data, families)) = next {
+        self::dispatch(dispatch, data, families);
     }
 }
 

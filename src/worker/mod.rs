@@ -15,6 +15,7 @@ mod compute_pool;
 mod gpu_dispatch;
 mod gpu_probe;
 
+use crate::backend::cost_model::Side;
 use crate::driver::{ComputeWorker, Driver, Reaction, STEP_SECONDS};
 use crate::protocol::{self, ComputeBackend, FromWorker, ToWorker};
 use js_sys::{ArrayBuffer, Object, Reflect, Uint8Array};
@@ -106,16 +107,21 @@ fn react(reaction: Reaction) {
         compute_pool::reset();
     }
     if let Some(dispatch) = reaction.dispatch {
-        let (workers, rows) = DRIVER.with(|d| {
+        let (workers, rows, families) = DRIVER.with(|d| {
             let driver = d.borrow();
+            let workers = driver.workers();
+            let families = driver
+                .family_probe()
+                .map(|probe| gpu_dispatch::FamilyPlacement { probe, workers });
             (
-                driver.workers(),
+                workers,
                 driver.data().map_or(0, |(_, data)| data.nrows()),
+                families,
             )
         });
-        if gpu_dispatch::takes(&dispatch, workers, rows) {
+        if gpu_dispatch::takes(&dispatch, workers, rows, families.as_ref()) {
             match run_data(dispatch.data_id) {
-                Some(data) => gpu_dispatch::dispatch(dispatch, data),
+                Some(data) => gpu_dispatch::dispatch(dispatch, data, families),
                 None => post(&FromWorker::Failed {
                     message: "a unit of work arrived for data this worker no longer holds".into(),
                 }),
@@ -314,7 +320,12 @@ fn handle_message(event: MessageEvent) {
         | ToWorker::Hang
         | ToWorker::LoseGpu
         | ToWorker::GpuPsi2Threshold { .. }
+        | ToWorker::FamilyFitsOn { .. }
             if !crate::protocol::TEST_HOOKS_BUILT => {}
+        ToWorker::FamilyFitsOn { gpu } => DRIVER.with(|d| {
+            d.borrow_mut()
+                .set_family_side(if gpu { Side::Device } else { Side::Host })
+        }),
         ToWorker::LoseGpu => gpu_dispatch::lose(),
         ToWorker::GpuPsi2Threshold { work } => {
             gpu_dispatch::set_psi2_min_work(work);

@@ -136,3 +136,63 @@ test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at
   expect(seen.errors).toEqual([]);
   expect(foreignRequests(seen, baseURL)).toEqual([]);
 });
+
+test('the default run (the exact search) times its family fits on WebGPU and on the CPU, fits the rest on the faster, and says so', async ({ page, baseURL }, info) => {
+  test.setTimeout(240_000);
+  const gpu = info.project.metadata.adapter === 'available';
+  const seen = watch(page);
+  await open(page);
+  const badge = page.getByTestId('backend-badge');
+  await page.getByTestId('example-select').selectOption('altitude_temperature');
+  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
+  await setFields(page, { seed: 0 });
+  await page.getByTestId('run-button').click();
+  await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
+  await expect(page.getByTestId('result-method')).toHaveText('exact');
+  await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
+  const choice = page.getByTestId('device-choice');
+  if (gpu) {
+    // Two families timed on each side (the four families of two variables), the rest placed on
+    // the faster: on SwiftShader, a CPU rasteriser, that is the CPU, and the badge says why.
+    await expect(choice).toHaveAttribute('data-work', 'family fits');
+    const chosen = await choice.getAttribute('data-chosen');
+    expect(['GPU', 'CPU']).toContain(chosen);
+    const jobs = Number(await choice.getAttribute('data-device-jobs')) + Number(await choice.getAttribute('data-cpu-jobs'));
+    expect(jobs).toBe(4);
+    await expect(choice).toContainText(/measured on|given up/);
+    await expect(badge).toHaveAttribute('data-backend', chosen === 'GPU' ? 'webgpu' : 'cpu');
+    if (chosen === 'CPU') await expect(badge).toHaveAttribute('title', /family fits compute on the CPU, which is faster here/);
+  } else {
+    await expect(choice).toHaveCount(0);
+    await expect(badge).toHaveAttribute('data-backend', 'cpu');
+  }
+  await shot(page, 'webgpu-5-exact-measured', info);
+  expect(seen.errors).toEqual([]);
+  expect(foreignRequests(seen, baseURL)).toEqual([]);
+});
+
+test('family fits placed on WebGPU (test hook) run there in lockstep, the badge says WebGPU, and the graph is the CPU\'s', async ({ page, baseURL }, info) => {
+  test.skip(info.project.metadata.adapter !== 'available', 'needs a WebGPU adapter');
+  test.setTimeout(300_000);
+  const seen = watch(page);
+  await open(page, '#test-hooks');
+  const badge = page.getByTestId('backend-badge');
+  await page.getByTestId('families-gpu-always').click();
+  await page.getByTestId('example-select').selectOption('altitude_temperature');
+  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
+  await setFields(page, { seed: 0 });
+  await page.getByTestId('run-button').click();
+  await expect(badge).toHaveAttribute('data-backend', 'webgpu');
+  await expect(page.getByTestId('status')).toHaveText('done', { timeout: 280_000 });
+  await expect(page.getByTestId('result-method')).toHaveText('exact');
+  await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
+  const choice = page.getByTestId('device-choice');
+  await expect(choice).toHaveAttribute('data-chosen', 'GPU');
+  await expect(choice).toHaveAttribute('data-device-jobs', '4');
+  await expect(choice).toContainText('forced');
+  await expect(page.getByTestId('result-summary')).toContainText('on WebGPU (f32, ');
+  await expect(badge).toHaveAttribute('data-switched', 'no');
+  await shot(page, 'webgpu-6-exact-on-gpu', info);
+  expect(seen.errors).toEqual([]);
+  expect(foreignRequests(seen, baseURL)).toEqual([]);
+});

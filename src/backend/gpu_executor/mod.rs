@@ -142,11 +142,17 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
     }
 }
 
-/// Whether `job` (on data of `rows` rows) has work for `gpu`: [`placement`] is not the host, or
-/// it is a final bound whose variable's copy of q(v) lags the one the device holds (read from
-/// the device first, so the job belongs with it).
+/// Whether `job` (on data of `rows` rows) has work for `gpu`: [`placement`] puts some of it on
+/// the device (a family fit only when the probe sends it there), or it is a final bound whose
+/// variable's copy of q(v) lags the one the device holds (read from the device first, so the
+/// job belongs with it).
 pub fn has_device_work(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) -> bool {
-    placement(job, rows, gpu, usage) != Placement::Host
+    let on_device = match placement(job, rows, gpu, usage) {
+        Placement::Host => false,
+        Placement::FamilyFit { on_device } => on_device,
+        _ => true,
+    };
+    on_device
         || matches!(job, Job::FinalBound { variable, .. } if variable.lagging_posterior().is_some())
 }
 
