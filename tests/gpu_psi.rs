@@ -381,7 +381,7 @@ fn the_plan_places_jobs_by_their_work_and_keeps_the_hosts_outcomes_when_the_devi
     jobs.extend(collapsed_jobs(&data, 24));
     let usage = DeviceUse {
         psi2_min_work: 5e4,
-        families: None,
+        ..DeviceUse::default()
     };
     let places: Vec<Placement> = jobs
         .iter()

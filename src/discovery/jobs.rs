@@ -310,6 +310,19 @@ impl Outcome {
     }
 }
 
+/// Whether family `child | parents` names distinct columns of `data`.
+fn check_family(data: &DMatrix<f64>, child: usize, parents: &[usize]) -> Result<(), String> {
+    let valid = child < data.ncols() && parents.iter().all(|&j| j < data.ncols() && j != child);
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "family {child} | {parents:?} does not fit data with {} columns",
+            data.ncols()
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,18 +517,5 @@ mod tests {
         }
         .run(&data);
         assert!(evaluated.into_value().unwrap_err().contains("20 rows"));
-    }
-}
-
-/// Whether family `child | parents` names distinct columns of `data`.
-fn check_family(data: &DMatrix<f64>, child: usize, parents: &[usize]) -> Result<(), String> {
-    let valid = child < data.ncols() && parents.iter().all(|&j| j < data.ncols() && j != child);
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "family {child} | {parents:?} does not fit data with {} columns",
-            data.ncols()
-        ))
     }
 }

@@ -191,8 +191,8 @@ pub(super) async fn families_awaited(
     };
     let longest = on_host(&host_side, &mut done);
     if !device_side.is_empty() {
-        let patience =
-            (probing && longest > 0.0).then(|| PROBE_PATIENCE * longest * device_side.len() as f64);
+        let patience = (probing && longest > 0.0)
+            .then_some(PROBE_PATIENCE * longest * device_side.len() as f64);
         let started = now_seconds();
         let give_up = || patience.is_some_and(|limit| now_seconds() - started > limit);
         let device_jobs: Vec<&Job<'_>> = device_side.iter().map(|&k| &jobs[k]).collect();

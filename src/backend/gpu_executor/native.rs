@@ -104,7 +104,6 @@ impl GpuBackend {
             families: Some(&self.families),
             lockstep_families: self.lockstep_families.is_some(),
             host_width: self.lockstep_families.unwrap_or(1),
-            ..DeviceUse::default()
         }
     }
 
