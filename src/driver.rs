@@ -801,19 +801,24 @@ impl Driver {
             session.count_device_traffic(traffic);
         }
         session.finish_unit(outcomes);
-        if session.is_finished() {
-            return self.end_run();
-        }
-        let mut messages = self.progress_if_due();
-        // The probe placed the family fits: the badge says where (and why) once.
+        // The probe placed the family fits: the badge says where (and why) once, before the
+        // result when this unit was the last.
         let placed = self
             .family_probe
             .as_ref()
             .is_some_and(|p| p.placed().is_some());
+        let mut messages = Vec::new();
         if placed && !self.families_told {
             self.families_told = true;
             messages.push(self.backend_message(false));
         }
+        if self.session.as_ref().is_some_and(Session::is_finished) {
+            let mut end = self.end_run();
+            messages.append(&mut end.messages);
+            end.messages = messages;
+            return end;
+        }
+        messages.extend(self.progress_if_due());
         messages.extend(self.save_if_due());
         Reaction {
             messages,

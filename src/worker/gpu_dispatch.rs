@@ -96,7 +96,8 @@ fn usage(families: Option<&FamilyPlacement>) -> DeviceUse<'_> {
 }
 
 /// Whether this worker computes `dispatch` (on data of `rows` rows) itself: it has work for a
-/// working device (evaluations, or family fits the probe places there), or there is no pool to
+/// working device (evaluations, or family fits the probe places there or is still timing on
+/// both sides), or there is no pool to
 /// send it to (`workers` is 1) and it is not a unit of family fits. Family fits for the CPU go
 /// to a compute worker even when one is asked for, so that this worker stays free to act on a
 /// stop at once inside a fit of many seconds (the driver dispatches them for that reason); on
@@ -113,13 +114,21 @@ pub fn takes(
         .jobs
         .iter()
         .all(|job| matches!(job, Job::Family { .. }));
+    // While the probe measures, its family units run here whichever side their fits take, so
+    // that both sides are timed.
+    let probing = families.is_some_and(|f| f.probe.probing())
+        && dispatch
+            .jobs
+            .iter()
+            .any(|job| matches!(job, Job::Family { .. }));
     (workers <= 1 && !all_families)
         || gpu().is_some_and(|gpu| {
             let usage = usage(families);
-            dispatch
-                .jobs
-                .iter()
-                .any(|job| has_device_work(job, rows, &gpu, usage))
+            probing
+                || dispatch
+                    .jobs
+                    .iter()
+                    .any(|job| has_device_work(job, rows, &gpu, usage))
         })
 }
 
