@@ -149,8 +149,8 @@ pub(super) struct FamilyPlan<'p> {
 /// is known before it starts), then those placed on the device in lockstep on `gpu`. The probe
 /// compares throughputs: the host's per-job seconds divided by `host_width`, the device's
 /// round-by-round batch apportioned over its fits by their work. While probing, a device batch
-/// that runs past [`PROBE_PATIENCE`] times the host's longest fit per device fit is given up,
-/// the device is given up for family fits, and its fits are computed on the host. `Err` when
+/// that runs past [`PROBE_PATIENCE`] times the host's longest fit is given up, the device is
+/// given up for family fits, and its fits are computed on the host. `Err` when
 /// the device failed.
 pub(super) async fn families_awaited(
     gpu: &Gpu,
@@ -191,8 +191,8 @@ pub(super) async fn families_awaited(
     };
     let longest = on_host(&host_side, &mut done);
     if !device_side.is_empty() {
-        let patience = (probing && longest > 0.0)
-            .then_some(PROBE_PATIENCE * longest * device_side.len() as f64);
+        // The device's fits run at once: the batch is held to what one host fit may take.
+        let patience = (probing && longest > 0.0).then_some(PROBE_PATIENCE * longest);
         let started = now_seconds();
         let give_up = || patience.is_some_and(|limit| now_seconds() - started > limit);
         let device_jobs: Vec<&Job<'_>> = device_side.iter().map(|&k| &jobs[k]).collect();
