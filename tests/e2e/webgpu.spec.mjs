@@ -37,7 +37,9 @@ async function startShortRun(page, example) {
 }
 
 test('a run with the uncollapsed bound computes on WebGPU when an adapter is offered, on the CPU otherwise, and orients the pair as the truth does', async ({ page, baseURL }, info) => {
-  test.setTimeout(240_000);
+  // The run's wall-clock on a software rasteriser is not what this checks: on 2026-11-28's VM
+  // it ran past 200 s (about 70 s before), so the limits leave room.
+  test.setTimeout(480_000);
   const gpu = info.project.metadata.adapter === 'available';
   const seen = watch(page);
   await open(page);
@@ -52,7 +54,7 @@ test('a run with the uncollapsed bound computes on WebGPU when an adapter is off
     await expect(badge).toContainText('CPU');
   }
   await shot(page, 'webgpu-1-running', info);
-  await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
+  await expect(page.getByTestId('status')).toHaveText('done', { timeout: 420_000 });
   await expect(badge).toHaveAttribute('data-switched', 'no');
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
   const traffic = page.getByTestId('gpu-traffic');
