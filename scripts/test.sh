@@ -6,7 +6,31 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$OCCAM_ROOT"
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall-clock, printed as it ends and summed up at the end (CI shows the log's tail):
+# the whole command must stay well inside CI's 90 minutes on a 2-core machine.
+started=$SECONDS
+last_step=""
+last_start=$SECONDS
+timings=()
+end_step() {
+  if [ -n "$last_step" ]; then
+    timings+=("$(printf '%6ds  %s' $((SECONDS - last_start)) "$last_step")")
+  fi
+}
+step() {
+  end_step
+  last_step="$*"
+  last_start=$SECONDS
+  printf '\n==> %s (at %ds)\n' "$*" $((SECONDS - started))
+}
+summary() {
+  end_step
+  last_step=""
+  printf '\n==> time per step\n'
+  printf '%s\n' "${timings[@]}"
+  printf '%6ds  in all\n' $((SECONDS - started))
+}
+trap 'status=$?; [ "$status" = 0 ] || { failed=$last_step; summary; echo "failed in: $failed"; }' EXIT
 
 step "installing missing tools"
 ensure_debian_packages chromium chromium-driver mesa-vulkan-drivers python3
@@ -44,4 +68,5 @@ OCCAM_TEST_HOOKS=1 trunk build --release
 step "browser tests (headless Chromium)"
 npx playwright test --config tests/e2e/playwright.config.mjs
 
+summary
 step "all tests passed"
