@@ -277,13 +277,13 @@ fn the_gpu_backend_matches_the_cpu_and_falls_back_when_the_device_is_lost() {
 /// The short uncollapsed schedule of the whole-run test: b = 64, S = 5, M = 10, 100 warm-up,
 /// at most 100 acyclic and 50 cool-down iterations, one restart, Adam at 0.01. The graphs it
 /// finds are not the true ones, and the acyclic phase ends at its cap (the paper's bound needs its
-/// 25 000-iteration schedule; 300/600/300 did not converge either); what this checks is that the
+/// 25 000-iteration schedule; caps up to 300 did not converge); what this checks is that the
 /// GPU's float32 run and the CPU's f64 run of the same seed end in the same graph. At Adam's 0.05
 /// the two runs' minibatch bounds drift apart in the first hundred steps (bound values of −10⁶ to
 /// −10⁹ while φ² sits at its starting 10⁻⁴) and the chain set's graph differed; at 0.01 they
-/// agree. The schedule is short because lavapipe takes about 0.2 s an iteration here (the M × M
-/// algebra's barrier-bound shaders on a CPU rasteriser): the 1 200-iteration one made this test
-/// 15 minutes of the test command (2026-11-28).
+/// agree. The schedule is short because lavapipe takes about 0.2 s an iteration here (`perf`:
+/// most of it in its JIT-compiled shaders): the 1 200-iteration one made this test 15 minutes of
+/// the test command (2026-11-28).
 const SHORT_RUN: &str = r#"{"uncollapsed": {"batch_size": 64, "samples": 5}, "inducing_points": 10, "restarts": 1,
  "learning_rate": 0.01,
  "warmup": {"min": 100, "max": 100, "window": 25, "tolerance": 0.001},
