@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of Occam on a fresh Debian machine with Rust, installing what is missing first:
-# formatting, lints (native and wasm), native tests, the release web build, and the browser tests
+# formatting, lints (native and wasm, during the builds), native tests, the release web build, and the browser tests
 # in headless Chromium (with and without WebGPU).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -21,6 +21,9 @@ step() {
   end_step
   last_step="$*"
   last_start=$SECONDS
+  # The table so far, before each step: a run cut off by CI's time limit still shows in its log's
+  # tail where the time went.
+  if [ ${#timings[@]} -gt 0 ]; then printf '\n%s\n' "${timings[@]}"; fi
   printf '\n==> %s (at %ds)\n' "$*" $((SECONDS - started))
 }
 summary() {
@@ -41,14 +44,22 @@ rustup component list --installed | grep -q '^clippy' || rustup component add cl
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy (native, all targets)"
-cargo clippy --all-targets -- -D warnings
+# Clippy lints Occam's crates while they are built (scripts/clippy-rustc): the native test build and
+# the release web build below are the lint steps, every warning an error. Every cargo call from
+# here on keeps the same wrapper, so none of them rebuilds what another built.
+export RUSTC_WORKSPACE_WRAPPER="$OCCAM_ROOT/scripts/clippy-rustc"
 
-step "cargo clippy (wasm32: page and worker)"
-cargo clippy --target wasm32-unknown-unknown --lib --bin app --bin worker -- -D warnings
+step "native test build, with clippy (all targets)"
+cargo test --all-targets --no-run
 
 step "native tests"
-cargo test --all-targets
+# Each test binary's own time (cargo prints it after each binary's results), longest first.
+native_log=$(mktemp)
+cargo test --all-targets 2>&1 | tee "$native_log"
+printf '\n==> native test binaries, longest first\n'
+awk '/^ *Running /{bin=($2=="unittests")?$3:$2} /test result:.*finished in/{sub(/.*finished in /,""); printf "%8s  %s\n", $0, bin}' \
+  "$native_log" | sort -rn | head -15
+rm -f "$native_log"
 
 step "scripts/gpu-bench.sh --quick (issue 34's GPU bench, as a smoke test on lavapipe)"
 gpu_bench=$(cargo test --bench gpu --no-run --message-format=json 2>/dev/null \
@@ -62,7 +73,7 @@ for expected in '| (20, 32, 4, 3) |' 'GEMM Q·K' 'Cholesky factorisations' 'coll
   grep -qF "$expected" <<<"$smoke" || { echo "gpu-bench.sh --quick printed no '$expected'"; exit 1; }
 done
 
-step "release web build (with the fault-injection test hooks the browser tests use)"
+step "release web build, with clippy (page and worker, with the browser tests' fault-injection hooks)"
 OCCAM_TEST_HOOKS=1 trunk build --release
 
 step "browser tests (headless Chromium)"

@@ -2,7 +2,7 @@
 //! by a second run with other knowledge (nothing new fitted), the posterior agreeing with the best
 //! DAG, and a stop keeping what was fitted.
 
-mod common;
+use crate::common;
 
 use nalgebra::DMatrix;
 use occam::backend::{CpuBackend, Pool};

@@ -2,7 +2,7 @@
 //! them: progress in the snapshots, the result's exact keys, a second run served from the first
 //! run's score cache, a stop that keeps the families fitted, and settings refused up front.
 
-mod common;
+use crate::common;
 
 use occam::data::Dataset;
 use occam::discovery::cgp::{Method, Preset, SearchSettings};

@@ -1,7 +1,7 @@
 //! The uncollapsed bound: every gradient against central finite differences (f64, relative error
 //! below 1e-6), and the natural-gradient step against an independent dense collapsed (SGPR) bound.
 
-mod common;
+use crate::common;
 
 use nalgebra::{DMatrix, DVector};
 use occam::gp::encoder::Encoder;

@@ -4,7 +4,7 @@
 //! nothing lost. Like `gpu_parity.rs`, these run on Mesa's lavapipe in the README's test command
 //! and fail without an adapter unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
-mod common;
+use crate::common;
 
 use common::SvgpProblem;
 

@@ -14,7 +14,7 @@
 //! on the device; sums of such terms may be off by 10⁻³⁰ absolutely (the bound adds them to
 //! quantities of order 1).
 
-mod common;
+use crate::common;
 
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! that is not committed leaves the slot as it was. Run on Mesa's lavapipe by the README's test
 //! command; without an adapter they fail unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them.
 
-mod common;
+use crate::common;
 
 use common::SvgpProblem;
 use nalgebra::DMatrix;

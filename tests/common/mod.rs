@@ -1,5 +1,5 @@
-//! Helpers shared by the integration tests (a module of each test crate that declares it).
-// Each test crate compiles this module whole and uses only some of it.
+//! Helpers shared by the integration tests (`tests/main.rs` declares it once for every file).
+// Not every helper is used in every configuration.
 #![allow(dead_code)]
 
 use std::borrow::Cow;
