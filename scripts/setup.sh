@@ -3,7 +3,7 @@
 #
 # Pieces (versions from ../shared/TOOLCHAIN.md, proven together on Debian 12):
 #   rustup target wasm32-unknown-unknown
-#   trunk 0.21.14                    (cargo install --locked; ~7 min on 2 cores)
+#   trunk 0.21.14                    (cargo install --locked, quick profile: see quick_install)
 #   wasm-bindgen-cli = the wasm-bindgen version in Cargo.lock (cargo install, without --locked)
 #   wasm-opt from npm binaryen 132 and Playwright, pinned in package.json / package-lock.json
 #   Debian packages chromium, chromium-driver, mesa-vulkan-drivers (tests only)
@@ -42,12 +42,24 @@ ensure_wasm_target() {
   fi
 }
 
+# `cargo install` with a quicker release profile: trunk's own (fat LTO, one codegen unit) took
+# 13m42s of a fresh 2-core machine's test command, wasm-bindgen-cli 4m20s. These tools only
+# orchestrate the build and rewrite one wasm file, so optimisation level 1 without LTO is ample.
+# (Profile settings from the environment outrank the installed package's manifest.)
+quick_install() {
+  CARGO_PROFILE_RELEASE_OPT_LEVEL=1 \
+    CARGO_PROFILE_RELEASE_LTO=false \
+    CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_DEBUG=false \
+    cargo install "$@"
+}
+
 ensure_trunk() {
   if trunk --version 2>/dev/null | grep -qx "trunk $TRUNK_VERSION"; then
     say "trunk $TRUNK_VERSION: present"
   else
     say "installing trunk $TRUNK_VERSION (takes several minutes)"
-    cargo install trunk --version "$TRUNK_VERSION" --locked
+    quick_install trunk --version "$TRUNK_VERSION" --locked
   fi
 }
 
@@ -69,7 +81,7 @@ ensure_wasm_bindgen() {
   else
     say "installing wasm-bindgen-cli $version (takes a few minutes)"
     # Without --locked: the CLI's own lockfile pins a crate the registry no longer serves.
-    cargo install wasm-bindgen-cli --version "$version" --force
+    quick_install wasm-bindgen-cli --version "$version" --force
   fi
 }
 

@@ -35,6 +35,11 @@ summary() {
 }
 trap 'status=$?; [ "$status" = 0 ] || { failed=$last_step; summary; echo "failed in: $failed"; }' EXIT
 
+# The machine, so a log's step times can be compared with another machine's.
+printf 'machine: %s cores, %s, %s GiB\n' "$(nproc)" \
+  "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" \
+  "$(awk '/MemTotal/ {printf "%.0f", $2 / 1048576}' /proc/meminfo)"
+
 step "installing missing tools"
 ensure_debian_packages chromium chromium-driver mesa-vulkan-drivers python3
 ensure_web_build_tools
@@ -65,7 +70,8 @@ step "scripts/gpu-bench.sh --quick (issue 34's GPU bench, as a smoke test on lav
 gpu_bench=$(cargo test --bench gpu --no-run --message-format=json 2>/dev/null \
   | grep '"kind":\["bench"\]' | grep '"name":"gpu"' \
   | grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
-cargo build --bin occam
+# target/debug/occam is the binary the integration tests ran (`cargo build --bin occam` would
+# rebuild dependencies without the dev-dependencies' features: 3m46s on this 2-core VM).
 smoke=$(OCCAM_BIN=target/debug/occam GPU_BENCH_BIN="$gpu_bench" scripts/gpu-bench.sh --quick 2>&1)
 printf '%s\n' "$smoke" | grep -v XDG_RUNTIME_DIR | tail -8
 for expected in '| (20, 32, 4, 3) |' 'GEMM Q·K' 'Cholesky factorisations' 'collapsed bound' 'steady state over' \

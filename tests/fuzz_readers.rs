@@ -5,7 +5,7 @@
 //! an error, never panic; what they accept must satisfy their documented invariants.
 //!
 //! The test command runs a bounded number of cases per reader (`CASES`); a longer run is
-//! `PROPTEST_CASES=200000 cargo test --release --test fuzz_readers` (TESTING.md records one).
+//! `PROPTEST_CASES=200000 cargo test --release --test integration fuzz_readers::` (TESTING.md records one).
 
 use occam::data::{parse_csv, CsvOptions};
 use occam::graph::{adjacency_labels, read_adjacency, read_edge_list, read_graph_json};

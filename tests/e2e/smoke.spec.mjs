@@ -35,6 +35,9 @@ function watch(page) {
 test('page loads; the badge names WebGPU and its adapter when Chromium offers one, the CPU otherwise', async ({ page, baseURL }, info) => {
   const seen = watch(page);
   await page.goto('/');
+  // The cores the page sizes its compute pool by, in the log: the suite's times on another
+  // machine are read against it.
+  console.log(`navigator.hardwareConcurrency = ${await page.evaluate(() => navigator.hardwareConcurrency)}`);
   const badge = page.getByTestId('backend-badge');
   const gpu = info.project.metadata.adapter === 'available';
   await expect(badge).toHaveAttribute('data-backend', gpu ? 'webgpu' : 'cpu');
