@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of Occam on a fresh Debian machine with Rust, installing what is missing first:
-# formatting, lints (native and wasm, during the builds), native tests, the release web build, and the browser tests
-# in headless Chromium (with and without WebGPU).
+# formatting, lints (native and wasm, during the builds), native tests, the release web build, and
+# the browser tests in headless Chromium (with and without WebGPU).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$OCCAM_ROOT"
