@@ -678,7 +678,7 @@ test('a running exact search shows its best graph so far; clicking a cell or an 
   test.setTimeout(240_000);
   const seen = watch(page);
   await open(page, '', { method: 'exact' });
-  // 80 rows: every family is fitted at least once, and at 150 rows this test took twice as long.
+  // 80 rows, not 150: the fits are cheaper and the test about twice as fast (development VM).
   await drop(page, 'five.csv', fiveCsv(80));
   await expect(page.getByTestId('rows')).toHaveText('80');
   // One worker fits one family per step, so the larger families arrive one at a time.
@@ -755,7 +755,7 @@ test('an exact run on one worker stops at once inside its fits, goes on from its
   test.setTimeout(300_000);
   const seen = watch(page);
   await open(page, '#test-hooks', { method: 'exact' });
-  // 80 rows: every family is fitted at least once, and at 150 rows this test took twice as long.
+  // 80 rows, not 150: the fits are cheaper and the test about twice as fast (development VM).
   await drop(page, 'five.csv', fiveCsv(80));
   await expect(page.getByTestId('rows')).toHaveText('80');
   await setFields(page, { max_rows: 80, workers: 1 });
