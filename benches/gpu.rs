@@ -389,15 +389,6 @@ fn time_evaluations(
                 .expect("the GPU"),
         );
     });
-    let draws: Vec<DMatrix<f64>> = problems
-        .iter()
-        .map(|p| {
-            let l = &p.latent;
-            DMatrix::from_fn(l.eps.nrows(), l.eps.ncols(), |s, n| {
-                l.mu[n] + l.var[n].sqrt() * l.eps[(s, n)]
-            })
-        })
-        .collect();
     for (k, p) in problems.iter().enumerate() {
         let factor = cholesky_jittered(&p.q_cov, JitterPolicy::exactly(0.0)).expect("S is SPD");
         let li = occam::gp::linalg::lower_inverse(&factor.l);
@@ -414,18 +405,16 @@ fn time_evaluations(
     let resident = median(quick, || {
         let requests: Vec<ResidentRequest> = problems
             .iter()
-            .zip(&draws)
             .enumerate()
-            .map(|(k, (p, w))| ResidentRequest {
+            .map(|(k, p)| ResidentRequest {
                 slot: k,
                 kernel: &p.kernel,
                 z: &p.z,
                 x: &p.x,
                 y: &p.y,
                 latent: &p.latent,
-                draws: w,
                 noise: 0.1,
-                c: 2.0 / w.nrows() as f64,
+                c: 2.0 / p.latent.eps.nrows() as f64,
                 jitter: JitterPolicy::default(),
                 relative_jitter: FLOAT32_RELATIVE_JITTER,
                 gamma: 1e-4,

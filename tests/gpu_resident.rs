@@ -39,12 +39,10 @@ fn posterior(p: &SvgpProblem) -> InducingPosterior {
     }
 }
 
-/// w_sn = μ_n + √Σ_n ε_sn (S × b).
-fn draws(p: &SvgpProblem) -> DMatrix<f64> {
-    let lat = p.latent.as_ref().expect("a latent input");
-    DMatrix::from_fn(lat.eps.nrows(), lat.eps.ncols(), |s, n| {
-        lat.mu[n] + lat.var[n].sqrt() * lat.eps[(s, n)]
-    })
+/// c = N/(bS) of a problem.
+fn scale_c(p: &SvgpProblem) -> f64 {
+    let (samples, b) = p.latent.as_ref().expect("a latent input").eps.shape();
+    p.total_rows as f64 / (b * samples) as f64
 }
 
 fn kernel_values(g: &KernelGrad) -> Vec<f64> {
@@ -57,21 +55,19 @@ fn kernel_values(g: &KernelGrad) -> Vec<f64> {
     v
 }
 
-/// ∂L̂/∂μ_n and ∂L̂/∂Σ_n from the draws' gradient, as the CPU's reparameterisation does.
-fn latent_gradient(p: &SvgpProblem, d_w: &DMatrix<f64>) -> (Vec<f64>, Vec<f64>) {
+/// ∂L̂/∂μ_n and ∂L̂/∂Σ_n from the device's sums over the draws, minus (N/b) times
+/// KL(q(w_n) ‖ N(0, 1))'s gradient, as the CPU finishes them.
+fn latent_gradient(p: &SvgpProblem, got: &ResidentEvaluation) -> (Vec<f64>, Vec<f64>) {
     let lat = p.latent.as_ref().unwrap();
-    let (samples, b) = d_w.shape();
+    let b = lat.mu.len();
+    assert_eq!((got.latent_mu.len(), got.latent_var.len()), (b, b));
     let scale = p.total_rows as f64 / b as f64;
-    let mut mu = vec![0.0; b];
-    let mut var = vec![0.0; b];
-    for n in 0..b {
-        for s in 0..samples {
-            mu[n] += d_w[(s, n)];
-            var[n] += d_w[(s, n)] * lat.eps[(s, n)] / (2.0 * lat.var[n].sqrt());
-        }
-        mu[n] -= scale * lat.mu[n];
-        var[n] -= scale * 0.5 * (1.0 - 1.0 / lat.var[n]);
-    }
+    let mu = (0..b)
+        .map(|n| got.latent_mu[n] - scale * lat.mu[n])
+        .collect();
+    let var = (0..b)
+        .map(|n| got.latent_var[n] - scale * 0.5 * (1.0 - 1.0 / lat.var[n]))
+        .collect();
     (mu, var)
 }
 
@@ -89,8 +85,8 @@ fn errors(
             .zip(w)
             .fold(0.0f64, |e, (a, b)| e.max((a - b).abs() / scale))
     };
-    let (mu, var) = latent_gradient(p, &got.draws);
-    let t = got.draws.len() as f64;
+    let (mu, var) = latent_gradient(p, got);
+    let t = p.latent.as_ref().unwrap().eps.len() as f64;
     let expected_log_lik =
         c * (-0.5 * t * (2.0 * std::f64::consts::PI * p.noise).ln() - got.misfit / (2.0 * p.noise));
     let want_ell = want.terms.expected_log_lik;
@@ -144,33 +140,27 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
         .map(|(k, &(d, m, b, s))| common::cgp_problem(d, m, b, s, 200 + k as u64))
         .collect();
     let posteriors: Vec<InducingPosterior> = problems.iter().map(posterior).collect();
-    let all_draws: Vec<DMatrix<f64>> = problems.iter().map(draws).collect();
     let gamma = 0.1;
     for (k, q) in posteriors.iter().enumerate() {
         gpu.upload_posterior(k, q).expect("P factorises");
     }
     let requests: Vec<ResidentRequest> = problems
         .iter()
-        .zip(&all_draws)
         .enumerate()
-        .map(|(k, (p, w))| {
-            let (samples, b) = w.shape();
-            ResidentRequest {
-                slot: k,
-                kernel: &p.kernel,
-                z: &p.z,
-                x: &p.x,
-                y: &p.y,
-                latent: p.latent.as_ref().unwrap(),
-                draws: w,
-                noise: p.noise,
-                c: p.total_rows as f64 / (b * samples) as f64,
-                jitter: JitterPolicy::default(),
-                relative_jitter: 0.0,
-                gamma,
-                before: StateChange::Keep,
-                read_current: false,
-            }
+        .map(|(k, p)| ResidentRequest {
+            slot: k,
+            kernel: &p.kernel,
+            z: &p.z,
+            x: &p.x,
+            y: &p.y,
+            latent: p.latent.as_ref().unwrap(),
+            noise: p.noise,
+            c: scale_c(p),
+            jitter: JitterPolicy::default(),
+            relative_jitter: 0.0,
+            gamma,
+            before: StateChange::Keep,
+            read_current: false,
         })
         .collect();
     let got = gpu
@@ -246,16 +236,14 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     eprintln!("largest error / tolerance: {worst:.3e}");
 }
 
-/// One request for slot `slot` of problem `p` with its draws `w`.
-fn request<'a>(
+/// One request for slot `slot` of problem `p`.
+fn request(
     slot: usize,
-    p: &'a SvgpProblem,
-    w: &'a DMatrix<f64>,
+    p: &SvgpProblem,
     jitter: JitterPolicy,
     relative_jitter: f64,
     commit: bool,
-) -> ResidentRequest<'a> {
-    let (samples, b) = w.shape();
+) -> ResidentRequest<'_> {
     ResidentRequest {
         slot,
         kernel: &p.kernel,
@@ -263,9 +251,8 @@ fn request<'a>(
         x: &p.x,
         y: &p.y,
         latent: p.latent.as_ref().unwrap(),
-        draws: w,
         noise: p.noise,
-        c: p.total_rows as f64 / (b * samples) as f64,
+        c: scale_c(p),
         jitter,
         relative_jitter,
         gamma: 0.1,
@@ -289,11 +276,10 @@ fn a_nearly_singular_k_zz_takes_the_relative_floor_as_on_the_cpu() {
     for part in &mut p.kernel.stationary {
         part.precision.iter_mut().for_each(|t| *t = 0.01);
     }
-    let w = draws(&p);
     let floor = occam::gp::svgp::FLOAT32_RELATIVE_JITTER;
     gpu.upload_posterior(0, &posterior(&p)).unwrap();
     let got = gpu
-        .resident_evaluations(&[request(0, &p, &w, JitterPolicy::default(), floor, false)])
+        .resident_evaluations(&[request(0, &p, JitterPolicy::default(), floor, false)])
         .unwrap()
         .remove(0);
     let gram = p.kernel.gram(&p.z);
@@ -307,12 +293,7 @@ fn a_nearly_singular_k_zz_takes_the_relative_floor_as_on_the_cpu() {
         want.terms.jitter
     );
     let tol = tolerance(30, 3);
-    for (name, error) in errors(
-        &p,
-        &got,
-        &want,
-        request(0, &p, &w, input.jitter, 0.0, false).c,
-    ) {
+    for (name, error) in errors(&p, &got, &want, request(0, &p, input.jitter, 0.0, false).c) {
         eprintln!("{name}: {error:.2e}");
         assert!(error <= tol, "{name}: {error:e} > {tol:e}");
     }
@@ -325,18 +306,10 @@ fn a_nearly_singular_k_zz_takes_the_relative_floor_as_on_the_cpu() {
 fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request() {
     let Some(gpu) = gpu() else { return };
     let p = common::cgp_problem(2, 6, 8, 2, 9);
-    let w = draws(&p);
     let q = posterior(&p);
     gpu.upload_posterior(3, &q).unwrap();
     let failed = gpu
-        .resident_evaluations(&[request(
-            3,
-            &p,
-            &w,
-            JitterPolicy::exactly(-100.0),
-            0.0,
-            false,
-        )])
+        .resident_evaluations(&[request(3, &p, JitterPolicy::exactly(-100.0), 0.0, false)])
         .unwrap()
         .remove(0);
     let cpu = cholesky_jittered(&p.kernel.gram(&p.z), JitterPolicy::exactly(-100.0))
@@ -354,7 +327,7 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
     }
     // With the default ladder it factorises; the step waits until the next request commits it.
     let first = gpu
-        .resident_evaluations(&[request(3, &p, &w, JitterPolicy::default(), 0.0, false)])
+        .resident_evaluations(&[request(3, &p, JitterPolicy::default(), 0.0, false)])
         .unwrap()
         .remove(0);
     first.stepped.expect("stepped");
@@ -364,7 +337,7 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
         "nothing committed yet"
     );
     let second = gpu
-        .resident_evaluations(&[request(3, &p, &w, JitterPolicy::default(), 0.0, true)])
+        .resident_evaluations(&[request(3, &p, JitterPolicy::default(), 0.0, true)])
         .unwrap()
         .remove(0);
     let after = gpu.read_posterior(3, 6).unwrap();

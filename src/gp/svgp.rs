@@ -502,15 +502,17 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
 
 /// What a device that holds q(v) and its M × M algebra returns for one evaluation (issue 34:
 /// `backend::gpu::Gpu::resident_evaluations`): the predictions' misfit, the gradients through
-/// K_Zt, k_tt and K_ZZ, the draws' gradient, K_ZZ's jitter and KL(q(v) ‖ N(0, I)).
+/// K_Zt, k_tt and K_ZZ, q(w)'s gradients through the draws, K_ZZ's jitter and KL(q(v) ‖ N(0, I)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldPredictions {
     /// Σ_t [(y_t − mean_t)² + var_t].
     pub misfit: f64,
     pub kernel: KernelGrad,
     pub z: DMatrix<f64>,
-    /// ∂L̂/∂w_sn (S × b).
-    pub draws: DMatrix<f64>,
+    /// Σ_s ∂L̂/∂w_sn and Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n) (b each): ∂L̂/∂μ_n and ∂L̂/∂Σ_n through the
+    /// predictions, before KL(q(w_n)).
+    pub latent_mu: DVector<f64>,
+    pub latent_var: DVector<f64>,
     pub jitter: f64,
     pub kl_inducing: f64,
 }
@@ -531,8 +533,8 @@ pub struct HeldOutput {
 /// computed: with c = N/(bS) and T = S·b,
 ///   L̂ = c[−½T log(2πφ²) − misfit/(2φ²)] − (N/b) Σ_n KL(q(w_n)) − KL(q(v)),
 ///   ∂L̂/∂φ² = c[−½T/φ² + misfit/(2φ⁴)],
-/// and ∂L̂/∂μ_n, ∂L̂/∂Σ_n by reparameterisation from the draws' gradient, as [`bound_and_gradient`]
-/// finishes them.
+/// and ∂L̂/∂μ_n, ∂L̂/∂Σ_n from the device's sums over the draws with KL(q(w_n))'s gradient, as
+/// [`bound_and_gradient`] finishes them.
 ///
 /// Panics if `input` has no latent input (a device holding q(v) is asked only with one).
 pub fn finish_held(input: &SvgpInput, held: HeldPredictions) -> HeldOutput {
@@ -548,7 +550,7 @@ pub fn finish_held(input: &SvgpInput, held: HeldPredictions) -> HeldOutput {
             .map(|n| kl_standard_normal(lat.mu[n], lat.var[n]))
             .sum::<f64>();
     let d_noise = c * (-0.5 * t_count as f64 / noise + held.misfit / (2.0 * noise * noise));
-    let (latent_mu, latent_var) = latent_gradient(lat, &held.draws, scale);
+    let (latent_mu, latent_var) = with_latent_kl(lat, scale, held.latent_mu, held.latent_var);
     HeldOutput {
         terms: SvgpTerms {
             expected_log_lik,
@@ -581,6 +583,20 @@ fn latent_gradient(
             d_mu[n] += dw;
             d_var[n] += dw * lat.eps[(s, n)] / (2.0 * lat.var[n].sqrt());
         }
+    }
+    with_latent_kl(lat, scale, d_mu, d_var)
+}
+
+/// The q(w) gradients through the predictions, `d_mu` = Σ_s ∂L̂/∂w_sn and `d_var` =
+/// Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n), minus (N/b) times KL(q(w_n) ‖ N(0, 1))'s gradient:
+/// ∂KL/∂μ_n = μ_n, ∂KL/∂Σ_n = ½(1 − 1/Σ_n).
+fn with_latent_kl(
+    lat: &LatentBatch,
+    scale: f64,
+    mut d_mu: DVector<f64>,
+    mut d_var: DVector<f64>,
+) -> (DVector<f64>, DVector<f64>) {
+    for n in 0..d_mu.len() {
         d_mu[n] -= scale * lat.mu[n];
         d_var[n] -= scale * 0.5 * (1.0 - 1.0 / lat.var[n]);
     }

@@ -269,7 +269,6 @@ pub(super) fn backward_chunk(m: usize) -> usize {
 pub(super) fn decode_rows(kernel: &Kernel, rows: &[f64], n: usize) -> (KernelGrad, DMatrix<f64>) {
     let d = kernel.dim();
     let width = backward_width(kernel);
-    let parts = kernel.stationary.len();
     let mut sums = vec![0.0f64; width];
     let mut da = DMatrix::zeros(n, d);
     for (r, row) in rows.chunks_exact(width).enumerate() {
@@ -281,6 +280,17 @@ pub(super) fn decode_rows(kernel: &Kernel, rows: &[f64], n: usize) -> (KernelGra
             da[(p, j)] += row[j];
         }
     }
+    (grad_from_sums(kernel, &sums), da)
+}
+
+/// The kernel gradient (with respect to the unmasked θ) from the row pass's [`backward_width`]
+/// values summed over every row and chunk: per stationary part c, ∂s^c = Σ dK κ and
+/// ∂θ^c_j = m_j · 2θ̃^c_j · Σ G Δ²_j (θ̃ = m ⊙ θ); the rational-quadratic shape's sum; and
+/// ∂θ^lin_j = m_j · Σ (its share). The first D values (∂ of the points) are not used.
+pub(super) fn grad_from_sums(kernel: &Kernel, sums: &[f64]) -> KernelGrad {
+    let d = kernel.dim();
+    let parts = kernel.stationary.len();
+    assert_eq!(sums.len(), backward_width(kernel), "one sum per row value");
     let mut grad = kernel.new_zeroed_grad();
     for (c, (part, pgrad)) in kernel
         .stationary
@@ -304,5 +314,5 @@ pub(super) fn decode_rows(kernel: &Kernel, rows: &[f64], n: usize) -> (KernelGra
             *g = kernel.mask[j] * sums[alpha_at + 1 + j];
         }
     }
-    (grad, da)
+    grad
 }

@@ -105,6 +105,8 @@ struct Pipelines {
     natural_step: wgpu::ComputePipeline,
     /// `inducing.wgsl`'s passes, in `resident::Glue`'s order.
     inducing: Vec<wgpu::ComputePipeline>,
+    /// `held_gradients.wgsl`'s `kernel_sums` and `input_gradients`.
+    held_gradients: Vec<wgpu::ComputePipeline>,
 }
 
 impl fmt::Debug for Gpu {
@@ -190,6 +192,7 @@ impl Gpu {
             cholesky,
             natural_step,
             inducing: resident::pipelines(&device),
+            held_gradients: resident::gradient_pipelines(&device),
         };
         Ok(Gpu {
             device: counters::CountedDevice::new(device, queue),

@@ -1,9 +1,10 @@
 // The uncollapsed bound's evaluation points and what the column pass reads of them, built on the
 // device from what the host uploads each iteration: the minibatch's rows x (b × D, row-major), its
-// targets y (b) and the latent draws w (S × b, column-major, so draw s of row n is at n·S + s).
-// Point p = n·S + s is row n of x with the latent slot set to w_sn (as `svgp::evaluation_points`
-// orders them). Writes u (T × D, row-major, T = S·b), k_tt = k(u_p, u_p) (T) and the targets'
-// column of gy (y_T at T + p). The host sends b·(D + 1) + T values instead of T·(D + 3).
+// targets y (b) and the latent input's noise ε (S × b, column-major, so draw s of row n is at
+// n·S + s) with each row's (μ_n, √Σ_n). Point p = n·S + s is row n of x with the latent slot set
+// to w_sn = μ_n + √Σ_n ε_sn (as `svgp::evaluation_points` orders them). Writes u (T × D,
+// row-major, T = S·b), k_tt = k(u_p, u_p) (T) and the targets' column of gy (y_T at T + p). The
+// host sends b·(D + 3) + T values instead of T·(D + 3).
 // k(u, u) = Σ_j θ̃^lin_j u_j² + Σ_c s^c: every stationary shape is 1 at r = 0 (kernel_common.wgsl
 // has the parameters' layout; the host's f64 reference is `Kernel::diag`).
 
@@ -20,7 +21,8 @@ struct Dims {
 
 @group(0) @binding(0) var<uniform> dims: Dims;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> draws: array<f32>;
+// [ε (T) | (μ_n, √Σ_n) for each row n].
+@group(0) @binding(2) var<storage, read> latent: array<f32>;
 @group(0) @binding(3) var<storage, read> y: array<f32>;
 // θ̃^lin (d entries), then per part s^c and its d precisions (as in kernel_common.wgsl).
 @group(0) @binding(4) var<storage, read> linear: array<f32>;
@@ -32,7 +34,8 @@ struct Dims {
 // Input j of point p.
 fn value(p: u32, j: u32) -> f32 {
     if (j == dims.slot) {
-        return draws[p];
+        let n = p / dims.samples;
+        return latent[dims.t + 2u * n] + latent[dims.t + 2u * n + 1u] * latent[p];
     }
     return x[(p / dims.samples) * dims.d + j];
 }

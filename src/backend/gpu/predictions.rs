@@ -3,7 +3,8 @@
 //! one read-back. Per request, in order on the device (float32):
 //!
 //! 0. the T evaluation points, k_tt and y_T from the minibatch's rows and targets and the latent
-//!    draws (`points.wgsl`: the host sends b·(D + 1) + T values, not T·(D + 3));
+//!    input's noise ε with each row's (μ, √Σ) (`points.wgsl`: the host sends b·(D + 3) + T values,
+//!    not T·(D + 3));
 //! 1. K = K_Zt (M × T) by `kernel_cross.wgsl`;
 //! 2. Ã = L⁻¹K and B = (S − I)Ã by the tiled GEMM;
 //! 3. per column t (`predictions.wgsl`): mean = ã_tᵀm, var = k_tt + ã_tᵀb_t, the misfit, g_mean,
@@ -385,13 +386,13 @@ impl Gpu {
             z,
             x,
             y,
-            latent_slot,
-            draws,
+            latent,
             noise,
             c,
         } = *inputs;
+        let latent_slot = latent.slot;
         let (m, d) = z.shape();
-        let (samples, b) = draws.shape();
+        let (samples, b) = latent.eps.shape();
         let t = samples * b;
         // The points the kernel pass and its adjoint see.
         let points = if gram { t + m } else { t };
@@ -482,12 +483,14 @@ impl Gpu {
         }
 
         // Host side, f64: the evaluation points, for k_tt's adjoint after the read-back (the
-        // device builds its own, with k_tt and y_T, from the rows and draws: points.wgsl). Point
-        // t = n·S + s is row n of x with the latent slot set to w_sn (a row's samples adjacent,
-        // as `svgp::evaluation_points` orders them).
+        // device builds its own, with k_tt and y_T, from the rows and the latent input:
+        // points.wgsl). Point t = n·S + s is row n of x with the latent slot set to
+        // w_sn = μ_n + √Σ_n ε_sn (a row's samples adjacent, as `svgp::evaluation_points` orders
+        // them).
         let u = DMatrix::from_fn(t, d, |p, j| {
+            let (s, n) = (p % samples, p / samples);
             if j == latent_slot {
-                draws[(p % samples, p / samples)]
+                latent.mu[n] + latent.var[n].sqrt() * latent.eps[(s, n)]
             } else {
                 x[(p / samples, j)]
             }
@@ -498,10 +501,9 @@ impl Gpu {
         let [kdims, linear, parts, kinds] = kernel_parameters(kernel, m, points, chunk);
         let kdims = self.resident_with("kernel dims", slot, &kdims, uniform);
         let z_buf = self.resident_with("z", slot, &rows_bytes(z), storage());
-        // The points are built on the device from the rows and the draws (points.wgsl).
+        // The points are built on the device from the rows and the latent input (points.wgsl).
         let x_buf = self.resident_with("x rows", slot, &rows_bytes(x), storage());
-        let draws_buf =
-            self.resident_with("draws", slot, &f32_bytes(draws.iter().copied()), storage());
+        let latent_buf = self.resident_with("latent", slot, &latent_bytes(latent), storage());
         let y_buf = self.resident_with("y", slot, &f32_bytes(y.iter().copied()), storage());
         let mut points_dims = Vec::with_capacity(32);
         for word in [
@@ -589,7 +591,7 @@ impl Gpu {
                 vec![
                     points_dims,
                     x_buf,
-                    draws_buf,
+                    latent_buf.clone(),
                     y_buf,
                     linear.clone(),
                     parts.clone(),
@@ -681,8 +683,20 @@ impl Gpu {
             g_alpha_ky,
             finished,
             cols,
+            latent: latent_buf,
         })
     }
+}
+
+/// The latent input as `points.wgsl` reads it: ε (S × b, column-major: draw s of row n at
+/// n·S + s), then (μ_n, √Σ_n) for each row n, as float32.
+fn latent_bytes(latent: &crate::gp::svgp::LatentBatch) -> Vec<u8> {
+    let rows = latent
+        .mu
+        .iter()
+        .zip(latent.var.iter())
+        .flat_map(|(&mu, &var)| [mu, var.sqrt()]);
+    f32_bytes(latent.eps.iter().copied().chain(rows))
 }
 
 /// The inputs of one request's predictions that do not depend on where L⁻¹ and q(v) come from.
@@ -692,9 +706,8 @@ pub(super) struct PointInputs<'a> {
     pub z: &'a DMatrix<f64>,
     pub x: &'a DMatrix<f64>,
     pub y: &'a DVector<f64>,
-    pub latent_slot: usize,
-    /// w_sn (S × b).
-    pub draws: &'a DMatrix<f64>,
+    /// q(w)'s (μ_n, Σ_n) and the noise ε_sn of the draws w_sn = μ_n + √Σ_n ε_sn.
+    pub latent: &'a crate::gp::svgp::LatentBatch,
     pub noise: f64,
     pub c: f64,
 }
@@ -706,8 +719,7 @@ impl<'a> PointInputs<'a> {
             z: request.z,
             x: request.x,
             y: request.y,
-            latent_slot: request.latent.slot,
-            draws: request.draws,
+            latent: request.latent,
             noise: request.noise,
             c: request.c,
         }
@@ -747,6 +759,8 @@ pub(super) struct PredictionPlan<'g> {
     pub finished: wgpu::Buffer,
     /// ∂ of each point (rows of [U; Z] × D, row-major).
     pub cols: wgpu::Buffer,
+    /// The latent input as points.wgsl reads it ([`latent_bytes`]).
+    pub latent: wgpu::Buffer,
 }
 
 impl<'g> PredictionPlan<'g> {

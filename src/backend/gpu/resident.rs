@@ -17,9 +17,13 @@
 //!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_step`), and the KL
 //!    terms of the current state.
 //!
-//! What comes back per request is O(M·W + T) values (the kernel's and Z's gradients, the draws',
-//! the misfit, K_ZZ's jitter and status, the KL terms, the step's status), never an M × M
-//! matrix (q(v)'s own state comes back only when a request asks for it). The stepped q(v) stays
+//! 7. the gradients finished (`held_gradients.wgsl`): the kernel adjoint's row sums added over
+//!    the M rows, ∂Z assembled from its two shares, and q(w)'s two sums over the draws.
+//!
+//! What comes back per request is 2 + 2W + M·D + 2b values and 22 words of status (the misfit,
+//! the kernel's gradient, Z's, q(w)'s, K_ZZ's jitter and status, the KL terms, the step's
+//! status), never an M × M or M × W matrix nor one value per draw (q(v)'s own state comes back
+//! only when a request asks for it). The stepped q(v) stays
 //! on the device: a later request with [`StateChange::Commit`] (or [`Gpu::commit_posteriors`])
 //! makes it the slot's current one, so a host that rejects the step (a phase that ends) leaves
 //! the slot as it was, and one that undoes a committed step (a fault) gets the previous state
@@ -31,7 +35,7 @@ use nalgebra::{DMatrix, DVector};
 use super::cholesky::{
     decode as decode_factor, dims_bytes, ladder_bytes, output_words, step_words, two_word_bytes,
 };
-use super::kernel::decode_rows;
+use super::kernel::grad_from_sums;
 use super::predictions::{InducingOperands, PointInputs, ReadbackLayout, Step};
 use super::{Gpu, GpuError};
 use crate::gp::kernel::{Kernel, KernelGrad};
@@ -47,8 +51,18 @@ const RESIDENT_SLOTS: usize = 1 << 21;
 /// ones, the states are M² each).
 const RESIDENT_SCRATCH: usize = 1 << 22;
 
-/// Invocations per workgroup of `inducing.wgsl`'s element-wise passes.
+/// Invocations per workgroup of `inducing.wgsl`'s element-wise passes and of
+/// `held_gradients.wgsl`'s.
 const GROUP: u32 = 64;
+
+/// The compiled entry points of `held_gradients.wgsl`: `kernel_sums`, then `input_gradients`.
+pub(super) fn gradient_pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
+    let source = [super::DOUBLE_FLOAT, include_str!("held_gradients.wgsl")].concat();
+    ["kernel_sums", "input_gradients"]
+        .iter()
+        .map(|entry| super::compute_pipeline(device, "held_gradients.wgsl", &source, entry))
+        .collect()
+}
 
 /// The compiled entry points of `inducing.wgsl`, in [`Glue`]'s order.
 pub(super) fn pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
@@ -123,9 +137,9 @@ pub struct ResidentRequest<'a> {
     /// The minibatch (b × D) and its targets.
     pub x: &'a DMatrix<f64>,
     pub y: &'a DVector<f64>,
+    /// q(w)'s (μ_n, Σ_n) and the noise ε_sn (S × b) of the draws w_sn = μ_n + √Σ_n ε_sn, which
+    /// the device forms.
     pub latent: &'a LatentBatch,
-    /// w_sn = μ_n + √Σ_n ε_sn (S × b).
-    pub draws: &'a DMatrix<f64>,
     pub noise: f64,
     /// c = N/(bS).
     pub c: f64,
@@ -150,8 +164,10 @@ pub struct ResidentEvaluation {
     pub kernel: KernelGrad,
     /// ∂L̂/∂Z through K_Zt and K_ZZ.
     pub z: DMatrix<f64>,
-    /// ∂L̂/∂w_sn (S × b) through the predictions.
-    pub draws: DMatrix<f64>,
+    /// Σ_s ∂L̂/∂w_sn and Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n) (b each), the draws' gradient ∂L̂/∂w_sn
+    /// through the predictions and k_tt: q(w)'s gradients before KL(q(w)).
+    pub latent_mu: DVector<f64>,
+    pub latent_var: DVector<f64>,
     /// K_ZZ's factorisation: the jitter it took, or why it failed (then nothing else holds).
     pub jitter: Result<f64, CholeskyError>,
     /// KL(q(v) ‖ N(0, I)) = ½(tr S + mᵀm − M − log det S) of the q(v) evaluated.
@@ -216,16 +232,26 @@ fn glue_dims(m: usize, t: usize, offset: usize, flags: u32, g_var: f64, scale: f
     ])
 }
 
-/// Values read back per request: the predictions' finished sums (2 + 2MW + T), Z's gradient
-/// through the Z columns of K' (M·D), K_ZZ's status and the step's (8 each), the KL terms (6),
-/// and q(v)'s state when asked for.
-fn readback_words(layout: &ReadbackLayout, d: usize, read_current: bool) -> [usize; 6] {
+/// Values of `held_gradients.wgsl`'s output for M inducing points of D inputs, W values per
+/// row and b rows: the misfit (2), the kernel sums (2W), ∂Z (M·D) and q(w)'s sums (2b).
+fn gradient_words(layout: &ReadbackLayout, d: usize, rows: usize) -> usize {
+    2 + 2 * layout.width + layout.m * d + 2 * rows
+}
+
+/// Values read back per request: the finished gradients ([`gradient_words`]), K_ZZ's status and
+/// the step's (8 each), the KL terms (6), and q(v)'s state when asked for.
+fn readback_words(
+    layout: &ReadbackLayout,
+    d: usize,
+    rows: usize,
+    read_current: bool,
+) -> [usize; 5] {
     let state = if read_current {
         state_words(layout.m)
     } else {
         0
     };
-    [layout.parts()[2], layout.m * d, 8, 8, 6, state]
+    [gradient_words(layout, d, rows), 8, 8, 6, state]
 }
 
 /// What the host keeps of an encoded request to decode it.
@@ -443,7 +469,8 @@ impl Gpu {
         let state_slot = RESIDENT_SLOTS + request.slot;
         let slot = RESIDENT_SCRATCH + position;
         let (m, d) = request.z.shape();
-        let t = request.draws.len();
+        let (samples, rows) = request.latent.eps.shape();
+        let t = samples * rows;
         let mm = m * m;
         for (what, values) in [
             ("q(v)'s state", state_words(m)),
@@ -532,8 +559,7 @@ impl Gpu {
             z: request.z,
             x: request.x,
             y: request.y,
-            latent_slot: request.latent.slot,
-            draws: request.draws,
+            latent: request.latent,
             noise: request.noise,
             c: request.c,
         };
@@ -634,6 +660,56 @@ impl Gpu {
             ),
             glue(Glue::KlTerms, [&plain, &current, &spare, &spare, &kl], one),
         ];
+        // 7: the gradients finished.
+        let layout = plan.layout;
+        let kernel = request.kernel;
+        let slot_column = request.latent.slot;
+        let diag = kernel.linear.as_ref().map_or(0.0, |lin| {
+            2.0 * lin[slot_column] * kernel.mask[slot_column] * g_var
+        });
+        let gradient_dims = self.resident_with(
+            "held gradients dims",
+            slot,
+            &super::uniform_words(&[
+                m as u32,
+                layout.width as u32,
+                t as u32,
+                d as u32,
+                samples as u32,
+                slot_column as u32,
+                (diag as f32).to_bits(),
+                1.0f32.to_bits(),
+            ]),
+            uniform,
+        );
+        let gradients = self.resident(
+            "held gradients",
+            slot,
+            gradient_words(&layout, d, rows) * 4,
+            storage(),
+        );
+        let gradient_buffers = vec![
+            gradient_dims,
+            plan.finished.clone(),
+            plan.cols.clone(),
+            plan.latent.clone(),
+            gradients.clone(),
+        ];
+        let inputs_groups = (((m * d).max(rows).max(2) as u32).div_ceil(GROUP), 1, 1);
+        self.check_groups("the finished gradients", inputs_groups)?;
+        self.check_groups("the kernel's sums", (layout.width as u32, 1, 1))?;
+        let finishing: Vec<Step> = vec![
+            (
+                &self.pipelines.held_gradients[0],
+                gradient_buffers.clone(),
+                (layout.width as u32, 1, 1),
+            ),
+            (
+                &self.pipelines.held_gradients[1],
+                gradient_buffers,
+                inputs_groups,
+            ),
+        ];
         plan.z_into_points(encoder);
         let steps: Vec<&Step> = plan
             .front
@@ -642,12 +718,12 @@ impl Gpu {
             .chain(&plan.middle)
             .chain(&after)
             .chain(&plan.back)
+            .chain(&finishing)
             .chain(&last)
             .collect();
         self.record_steps(encoder, "resident evaluation", slot, &steps);
 
-        let layout = plan.layout;
-        let parts = readback_words(&layout, d, request.read_current);
+        let parts = readback_words(&layout, d, rows, request.read_current);
         let total: usize = parts.iter().sum();
         // Room for q(v)'s state whether or not it is read this time, so the buffer is made once.
         let room = total
@@ -664,8 +740,7 @@ impl Gpu {
         );
         // (source, its first word) for each part.
         let sources = [
-            (&plan.finished, 0),
-            (&plan.cols, t * d),
+            (&gradients, 0),
             (&kzz, 2 * 2 * mm),
             (&next, 2 * at.status),
             (&kl, 0),
@@ -688,42 +763,32 @@ impl Gpu {
     }
 }
 
-/// A request's [`ResidentEvaluation`] from its read-back values, with k_tt's adjoint added here.
+/// A request's [`ResidentEvaluation`] from its read-back values, with k_tt's share of the kernel
+/// gradient added here.
 fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> ResidentEvaluation {
     let ReadbackLayout { m, t, width, .. } = pending.layout;
     let d = request.z.ncols();
-    let [finished_words, z_cols_words, .., state] =
-        readback_words(&pending.layout, d, request.read_current);
-    let (finished, rest) = values.split_at(finished_words);
-    let (z_cols, rest) = rest.split_at(z_cols_words);
+    let rows = request.latent.eps.ncols();
+    let [gradient_count, .., state] =
+        readback_words(&pending.layout, d, rows, request.read_current);
+    let (gradients, rest) = values.split_at(gradient_count);
     let (kzz_status, rest) = rest.split_at(8);
     let (step_status, rest) = rest.split_at(8);
     let (kl_words, state_values) = rest.split_at(6);
     let posterior = (state > 0).then(|| posterior_from(m, state_values));
-    let misfit = f64::from(finished[0]) + f64::from(finished[1]);
-    let (heads, rest) = finished[2..].split_at(m * width);
-    let (tails, latent_grad) = rest.split_at(m * width);
-    let rows: Vec<f64> = heads
-        .iter()
-        .zip(tails)
-        .map(|(&h, &l)| f64::from(h) + f64::from(l))
-        .collect();
+    let df = |words: &[f32], k: usize| f64::from(words[2 * k]) + f64::from(words[2 * k + 1]);
+    let misfit = df(gradients, 0);
+    let (sums, rest) = gradients[2..].split_at(2 * width);
+    let (z_values, latent) = rest.split_at(m * d);
+    let sums: Vec<f64> = (0..width).map(|k| df(sums, k)).collect();
     let kernel = request.kernel;
-    let (mut kernel_grad, mut z_grad) = decode_rows(kernel, &rows, m);
-    for i in 0..m {
-        for j in 0..d {
-            z_grad[(i, j)] += f64::from(z_cols[i * d + j]);
-        }
-    }
+    let mut kernel_grad = grad_from_sums(kernel, &sums);
+    let z_grad = DMatrix::from_fn(m, d, |i, j| f64::from(z_values[i * d + j]));
     let g_var = -request.c / (2.0 * request.noise);
-    let (g_diag, d_u_diag) = kernel.diag_backward(&pending.u, &DVector::from_element(t, g_var));
+    let (g_diag, _) = kernel.diag_backward(&pending.u, &DVector::from_element(t, g_var));
     kernel_grad.add_assign(&g_diag);
-    let (samples, b) = request.draws.shape();
-    let slot = request.latent.slot;
-    let draws = DMatrix::from_fn(samples, b, |s, n| {
-        let p = n * samples + s;
-        f64::from(latent_grad[p]) + d_u_diag[(p, slot)]
-    });
+    let (latent_mu, latent_var) = latent.split_at(rows);
+    let widen = |v: &[f32]| DVector::from_iterator(v.len(), v.iter().map(|&x| f64::from(x)));
     let status = |words: &[f32], policy: JitterPolicy| -> Result<f64, CholeskyError> {
         // `decode_factor` reads the status after an M = 0 factor: the words are the status alone.
         decode_factor(0, words, policy).map(|f| f.jitter)
@@ -742,13 +807,13 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
         },
         other => other,
     };
-    let value = |k: usize| f64::from(kl_words[2 * k]) + f64::from(kl_words[2 * k + 1]);
-    let (trace, norm, logdet) = (value(0), value(1), value(2));
+    let (trace, norm, logdet) = (df(kl_words, 0), df(kl_words, 1), df(kl_words, 2));
     ResidentEvaluation {
         misfit,
         kernel: kernel_grad,
         z: z_grad,
-        draws,
+        latent_mu: widen(latent_mu),
+        latent_var: widen(latent_var),
         jitter: status(kzz_status, request.jitter).map_err(with_size),
         kl_inducing: 0.5 * (trace + norm - m as f64 - logdet),
         stepped: status(step_status, JitterPolicy::exactly(0.0))

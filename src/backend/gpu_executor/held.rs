@@ -17,12 +17,11 @@ use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::svgp::{finish_held, HeldPredictions, FLOAT32_RELATIVE_JITTER};
 use crate::gp::variable::{GpCdeVariable, Prepared};
 
-/// One evaluation's host half, before the device.
+/// One evaluation's host half, before the device: its minibatch, with q(w) from the encoder and
+/// the draws' noise ε (the device forms w = μ + √Σ ε).
 struct Begun<'j> {
     variable: &'j GpCdeVariable,
     prepared: Prepared,
-    /// w_sn = μ_n + √Σ_n ε_sn (S × b).
-    draws: DMatrix<f64>,
 }
 
 /// The held evaluations of `jobs` at `indices`, in that order, in one submission; `awaiting`
@@ -105,23 +104,17 @@ pub(super) async fn held_evaluations(
     Ok(outcomes)
 }
 
-/// The host half of evaluation `job`: its minibatch (rows, encoder) and draws.
+/// The host half of evaluation `job`: its minibatch (rows, encoder, the draws' noise).
 fn begin<'j>(data: &DMatrix<f64>, job: &&'j Job<'_>) -> Option<Begun<'j>> {
     let Job::Evaluate { variable, seed, .. } = job else {
         return None;
     };
     let variable: &'j Variable = variable;
     let (prepared, model) = variable.begin_held(data, *seed)?;
-    let draws = {
-        let lat = model.input(&prepared).latent?;
-        DMatrix::from_fn(lat.eps.nrows(), lat.eps.ncols(), |s, n| {
-            lat.mu[n] + lat.var[n].sqrt() * lat.eps[(s, n)]
-        })
-    };
+    model.input(&prepared).latent?;
     Some(Begun {
         variable: model,
         prepared,
-        draws,
     })
 }
 
@@ -131,7 +124,7 @@ fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot) -> ResidentRequest<'a> {
     let latent = input
         .latent
         .expect("an uncollapsed evaluation has a latent input");
-    let (samples, rows) = b.draws.shape();
+    let (samples, rows) = latent.eps.shape();
     ResidentRequest {
         slot: slot.slot,
         kernel: b.variable.kernel(),
@@ -139,7 +132,6 @@ fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot) -> ResidentRequest<'a> {
         x: input.x,
         y: input.y,
         latent,
-        draws: &b.draws,
         noise: input.noise,
         c: input.total_rows as f64 / (rows * samples) as f64,
         jitter: b.variable.jitter_policy(),
@@ -172,7 +164,8 @@ fn finish(
             misfit: result.misfit,
             kernel: result.kernel,
             z: result.z,
-            draws: result.draws,
+            latent_mu: result.latent_mu,
+            latent_var: result.latent_var,
             jitter,
             kl_inducing: result.kl_inducing,
         },
