@@ -1,8 +1,9 @@
-//! The uncollapsed evaluation with its M × M algebra on the device and q(v) resident there
-//! (issue 34, item 2: `Gpu::resident_evaluations`) against the CPU's f64 path: the bound's
-//! terms, every gradient the optimiser uses (kernel, Z, the draws → q(w)), K_ZZ's jitter, and the
-//! natural step's q(v) read back after a commit, for several shapes in one submission; a step
-//! that is not committed leaves the slot as it was. Run on Mesa's lavapipe by the README's test
+//! The uncollapsed evaluation with its M × M algebra on the device and q(v) and Z resident there
+//! (issue 34, items 1–2: `Gpu::resident_evaluations`) against the CPU's f64 path: the bound's
+//! terms, every gradient the optimiser uses (kernel, the draws → q(w); Z's through the Adam step
+//! the device takes and ‖∂Z‖²), K_ZZ's jitter, and the natural step's q(v) and Z's Adam state read
+//! back after a commit, for several shapes in one submission; a step that is not committed leaves
+//! the slot as it was. Run on Mesa's lavapipe by the README's test
 //! command; without an adapter they fail unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them.
 
 use crate::common;
@@ -10,10 +11,47 @@ use crate::common;
 use common::SvgpProblem;
 use nalgebra::DMatrix;
 use occam::backend::gpu::{Gpu, ResidentEvaluation, ResidentRequest, StateChange};
+use occam::gp::adam::HeldAdamStep;
 use occam::gp::kernel::KernelGrad;
 use occam::gp::linalg::{cholesky_jittered, lower_inverse, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
+use occam::gp::variable::ResidentView;
+
+/// Z's Adam step in these tests.
+const ADAM: HeldAdamStep = HeldAdamStep {
+    rate: 0.01,
+    beta1: 0.9,
+    beta2: 0.999,
+    epsilon: 1e-7,
+};
+
+/// Uploads q(v) `q`, the problem's Z and Z's Adam moments (`first`, `second`, in Z's
+/// column-major order) to slot `slot`.
+fn upload(
+    gpu: &Gpu,
+    slot: usize,
+    p: &SvgpProblem,
+    q: &InducingPosterior,
+    first: &[f64],
+    second: &[f64],
+) {
+    gpu.upload_state(
+        slot,
+        ResidentView {
+            posterior: q,
+            z: &p.z,
+            z_first: first,
+            z_second: second,
+        },
+    )
+    .expect("P factorises");
+}
+
+/// Zero moments for Z of problem `p`.
+fn zeros(p: &SvgpProblem) -> Vec<f64> {
+    vec![0.0; p.z.len()]
+}
 
 fn gpu() -> Option<Gpu> {
     if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
@@ -98,7 +136,10 @@ fn errors(
                 &kernel_values(&want.grad.kernel),
             ),
         ),
-        ("Z", rel(got.z.as_slice(), want.grad.z.as_slice())),
+        (
+            "‖∂Z‖²",
+            (got.z_norm - want.grad.z.norm_squared()).abs() / want.grad.z.norm_squared().max(1e-12),
+        ),
         ("latent mean", rel(&mu, want.grad.latent_mu.as_slice())),
         (
             "latent variance",
@@ -141,8 +182,23 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
         .collect();
     let posteriors: Vec<InducingPosterior> = problems.iter().map(posterior).collect();
     let gamma = 0.1;
-    for (k, q) in posteriors.iter().enumerate() {
-        gpu.upload_posterior(k, q).expect("P factorises");
+    // Z's moments: m = 0, so that the stepped m = (1 − β₁)g gives the device's gradient back to
+    // float32 precision, and v of the order of g², so that the step depends on v too.
+    let wants: Vec<SvgpOutput> = problems
+        .iter()
+        .map(|p| bound_and_gradient(&p.input()).expect("the CPU computes"))
+        .collect();
+    let seconds: Vec<Vec<f64>> = wants
+        .iter()
+        .map(|w| {
+            let g = w.grad.z.amax().max(1e-6);
+            (0..w.grad.z.len())
+                .map(|k| g * g * (0.5 + (k % 7) as f64 / 4.0))
+                .collect()
+        })
+        .collect();
+    for (k, (p, q)) in problems.iter().zip(&posteriors).enumerate() {
+        upload(&gpu, k, p, q, &zeros(p), &seconds[k]);
     }
     let requests: Vec<ResidentRequest> = problems
         .iter()
@@ -159,6 +215,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
             jitter: JitterPolicy::default(),
             relative_jitter: 0.0,
             gamma,
+            adam: ADAM,
             before: StateChange::Keep,
             read_current: false,
         })
@@ -197,8 +254,11 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
             .expect("the natural step factorises");
     }
     // Before a commit the slots hold the posteriors they were given.
-    for (k, q) in posteriors.iter().enumerate() {
-        let held = gpu.read_posterior(k, q.len()).expect("readable");
+    for (k, (p, q)) in problems.iter().zip(&posteriors).enumerate() {
+        let held = gpu
+            .read_state(k, q.len(), p.z.ncols())
+            .expect("readable")
+            .posterior;
         let error = (&held.cov - &q.cov).amax() / q.cov.amax();
         assert!(
             error < 1e-12,
@@ -206,15 +266,38 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
         );
     }
     // After it, each holds the CPU's natural step from the CPU's own statistics (to within the
-    // statistics' float32 error: Λ and r come from the device's products).
+    // statistics' float32 error: Λ and r come from the device's products), and Z after the
+    // CPU's Adam step from the CPU's gradient.
     for (k, (p, q)) in problems.iter().zip(&posteriors).enumerate() {
-        let m = q.len();
-        gpu.commit_posteriors(&[k], m).expect("committed");
-        let held = gpu.read_posterior(k, m).expect("readable");
-        let want = bound_and_gradient(&p.input()).unwrap();
+        let (m, d) = p.z.shape();
+        gpu.commit_states(&[k], m, d).expect("committed");
+        let state = gpu.read_state(k, m, d).expect("readable");
+        let want = &wants[k];
+        let tol = tolerance(m, d);
+        // The loss's gradient g = −∂L̂/∂Z, its moments and the step, in f64.
+        let g = -&want.grad.z;
+        let v0 = DMatrix::from_column_slice(m, d, &seconds[k]);
+        let first = &g * (1.0 - ADAM.beta1);
+        let second = v0 * ADAM.beta2 + g.component_mul(&g) * (1.0 - ADAM.beta2);
+        let step = DMatrix::from_fn(m, d, |i, j| {
+            -ADAM.rate * first[(i, j)] / (second[(i, j)].sqrt() + ADAM.epsilon)
+        });
+        for (name, got, want) in [
+            ("Z's gradient, from m", state.z_first.clone(), first),
+            ("Z's v", state.z_second.clone(), second),
+            ("Z's step", &state.z - &p.z, step),
+        ] {
+            let error = (&got - &want).amax() / want.amax().max(1e-12);
+            eprintln!("case {:?}: {name}: {error:.2e}", cases[k]);
+            assert!(
+                error <= tol,
+                "case {:?}: {name}: {error:e} > {tol:e}",
+                cases[k]
+            );
+        }
+        let held = state.posterior;
         let mut stepped = q.clone();
         stepped.natural_step(&want.natgrad, gamma).unwrap();
-        let tol = tolerance(m, cases[k].0);
         for (name, g, w) in [
             (
                 "m",
@@ -256,6 +339,7 @@ fn request(
         jitter,
         relative_jitter,
         gamma: 0.1,
+        adam: ADAM,
         before: if commit {
             StateChange::Commit
         } else {
@@ -277,7 +361,7 @@ fn a_nearly_singular_k_zz_takes_the_relative_floor_as_on_the_cpu() {
         part.precision.iter_mut().for_each(|t| *t = 0.01);
     }
     let floor = occam::gp::svgp::FLOAT32_RELATIVE_JITTER;
-    gpu.upload_posterior(0, &posterior(&p)).unwrap();
+    upload(&gpu, 0, &p, &posterior(&p), &zeros(&p), &zeros(&p));
     let got = gpu
         .resident_evaluations(&[request(0, &p, JitterPolicy::default(), floor, false)])
         .unwrap()
@@ -307,7 +391,7 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
     let Some(gpu) = gpu() else { return };
     let p = common::cgp_problem(2, 6, 8, 2, 9);
     let q = posterior(&p);
-    gpu.upload_posterior(3, &q).unwrap();
+    upload(&gpu, 3, &p, &q, &zeros(&p), &zeros(&p));
     let failed = gpu
         .resident_evaluations(&[request(3, &p, JitterPolicy::exactly(-100.0), 0.0, false)])
         .unwrap()
@@ -331,7 +415,8 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
         .unwrap()
         .remove(0);
     first.stepped.expect("stepped");
-    let before = gpu.read_posterior(3, 6).unwrap();
+    let before_state = gpu.read_state(3, 6, 2).unwrap();
+    let before = before_state.posterior.clone();
     assert!(
         (&before.cov - &q.cov).amax() < 1e-12,
         "nothing committed yet"
@@ -340,12 +425,19 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
         .resident_evaluations(&[request(3, &p, JitterPolicy::default(), 0.0, true)])
         .unwrap()
         .remove(0);
-    let after = gpu.read_posterior(3, 6).unwrap();
+    let after = gpu.read_state(3, 6, 2).unwrap();
     assert_eq!(
-        second.posterior.as_ref(),
+        second.state.as_ref(),
         Some(&after),
-        "the q(v) read back with the evaluation is the committed one"
+        "the state read back with the evaluation is the committed one"
     );
+    // Zero moments: the first step moves each entry by rate·(1 − β₁)/√(1 − β₂) ≈ 0.0316.
+    let moved = (&after.z - &before_state.z).amax();
+    assert!(
+        (moved - 0.01 * 0.1 / 0.001f64.sqrt()).abs() < 1e-4,
+        "the commit took Z's Adam step: moved {moved}"
+    );
+    let after = after.posterior;
     let want = bound_and_gradient(&p.input()).unwrap();
     let mut stepped = q.clone();
     stepped.natural_step(&want.natgrad, 0.1).unwrap();

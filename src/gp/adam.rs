@@ -1,6 +1,7 @@
 //! Adam with the TensorFlow/Keras defaults (MODEL.md §3.6): β₁ = 0.9, β₂ = 0.999, ε = 1e-7.
 
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
 /// Adam's hyperparameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -21,6 +22,17 @@ impl Default for AdamSettings {
             epsilon: 1e-7,
         }
     }
+}
+
+/// One Adam step as a device holding some parameters takes it ([`Adam::held_step`]):
+///   m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²,  θ ← θ − rate·m/(√v + ε).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeldAdamStep {
+    /// α_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) of the step.
+    pub rate: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub epsilon: f64,
 }
 
 /// Adam state for a flat parameter vector, minimising a loss.
@@ -64,14 +76,55 @@ impl Adam {
         );
         self.t += 1;
         let s = self.settings;
-        let t = self.t as i32;
-        let alpha = s.learning_rate * (1.0 - s.beta2.powi(t)).sqrt() / (1.0 - s.beta1.powi(t));
+        self.t -= 1;
+        let alpha = self.rate();
+        self.t += 1;
         for k in 0..params.len() {
             let g = grad[k];
             self.m[k] = s.beta1 * self.m[k] + (1.0 - s.beta1) * g;
             self.v[k] = s.beta2 * self.v[k] + (1.0 - s.beta2) * g * g;
             params[k] -= alpha * self.m[k] / (self.v[k].sqrt() + s.epsilon);
         }
+    }
+
+    /// One step as [`Adam::step`] on every parameter but those in `held` (whose step a device
+    /// holding them takes with [`Adam::rate`] and the same `t`): the step count still advances.
+    pub fn step_except(&mut self, params: &mut [f64], grad: &[f64], held: Range<usize>) {
+        let kept_params = params[held.clone()].to_vec();
+        let kept_m = self.m[held.clone()].to_vec();
+        let kept_v = self.v[held.clone()].to_vec();
+        self.step(params, grad);
+        params[held.clone()].copy_from_slice(&kept_params);
+        self.m[held.clone()].copy_from_slice(&kept_m);
+        self.v[held].copy_from_slice(&kept_v);
+    }
+
+    /// The step size α_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) of the next step (t = steps + 1).
+    pub fn rate(&self) -> f64 {
+        let s = self.settings;
+        let t = (self.t + 1) as i32;
+        s.learning_rate * (1.0 - s.beta2.powi(t)).sqrt() / (1.0 - s.beta1.powi(t))
+    }
+
+    /// The next step's constants, for a device that steps some parameters itself.
+    pub fn held_step(&self) -> HeldAdamStep {
+        HeldAdamStep {
+            rate: self.rate(),
+            beta1: self.settings.beta1,
+            beta2: self.settings.beta2,
+            epsilon: self.settings.epsilon,
+        }
+    }
+
+    /// The first and second moments of the parameters in `range`.
+    pub fn moments(&self, range: Range<usize>) -> (&[f64], &[f64]) {
+        (&self.m[range.clone()], &self.v[range])
+    }
+
+    /// Sets the moments of the parameters in `range` (read from a device that stepped them).
+    pub fn set_moments(&mut self, range: Range<usize>, first: &[f64], second: &[f64]) {
+        self.m[range.clone()].copy_from_slice(first);
+        self.v[range].copy_from_slice(second);
     }
 
     /// Zeroes the moments of the given parameters (used when parameters are re-initialised).
@@ -113,6 +166,26 @@ mod tests {
         let expected =
             -a1 * 0.1 / (0.001f64.sqrt() + 1e-7) - a2 * 0.29 / (0.004999f64.sqrt() + 1e-7);
         assert!((p[0] - expected).abs() < 1e-14, "{} vs {expected}", p[0]);
+    }
+
+    #[test]
+    fn a_held_range_is_left_to_its_holder_with_the_same_rate() {
+        let mut all = Adam::new(3, AdamSettings::default());
+        let mut held = all.clone();
+        let (mut p, mut q) = (vec![1.0, 2.0, 3.0], vec![1.0, 2.0, 3.0]);
+        all.step(&mut p, &[0.5, -1.0, 2.0]);
+        let rate = held.rate();
+        held.step_except(&mut q, &[0.5, -1.0, 2.0], 1..2);
+        assert_eq!((q[0], q[1], q[2]), (p[0], 2.0, p[2]));
+        assert_eq!(held.steps(), 1);
+        assert_eq!(held.moments(1..2), (&[0.0][..], &[0.0][..]));
+        // The holder's step with the rate given before the step equals the plain step.
+        // g = −1: m = (1 − β₁)g, v = (1 − β₂)g².
+        let (m, v): (f64, f64) = (-(1.0 - 0.9), 1.0 - 0.999);
+        let stepped = 2.0 - rate * m / (f64::sqrt(v) + 1e-7);
+        assert!((stepped - p[1]).abs() < 1e-15, "{stepped} vs {}", p[1]);
+        held.set_moments(1..2, &[m], &[v]);
+        assert_eq!(held.moments(1..2), all.moments(1..2));
     }
 
     #[test]

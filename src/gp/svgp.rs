@@ -500,15 +500,17 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
     }
 }
 
-/// What a device that holds q(v) and its M × M algebra returns for one evaluation (issue 34:
-/// `backend::gpu::Gpu::resident_evaluations`): the predictions' misfit, the gradients through
-/// K_Zt, k_tt and K_ZZ, q(w)'s gradients through the draws, K_ZZ's jitter and KL(q(v) ‖ N(0, I)).
+/// What a device that holds q(v), Z and its M × M algebra returns for one evaluation (issue 34:
+/// `backend::gpu::Gpu::resident_evaluations`): the predictions' misfit, the kernel's gradient
+/// through K_Zt, k_tt and K_ZZ, ‖∂L̂/∂Z‖² (Z's Adam step is taken on the device), q(w)'s
+/// gradients through the draws, K_ZZ's jitter and KL(q(v) ‖ N(0, I)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldPredictions {
     /// Σ_t [(y_t − mean_t)² + var_t].
     pub misfit: f64,
     pub kernel: KernelGrad,
-    pub z: DMatrix<f64>,
+    /// ‖∂L̂/∂Z‖²: finite exactly when Z's gradient is.
+    pub z_norm: f64,
     /// Σ_s ∂L̂/∂w_sn and Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n) (b each): ∂L̂/∂μ_n and ∂L̂/∂Σ_n through the
     /// predictions, before KL(q(w_n)).
     pub latent_mu: DVector<f64>,
@@ -517,13 +519,14 @@ pub struct HeldPredictions {
     pub kl_inducing: f64,
 }
 
-/// The bound and the gradients the optimiser uses (not q(v)'s: its natural step was taken where
-/// q(v) is held) of an evaluation whose q(v) a device holds.
+/// The bound and the gradients the host's optimiser uses (not q(v)'s nor Z's: their steps were
+/// taken where they are held) of an evaluation whose q(v) and Z a device holds.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HeldOutput {
     pub terms: SvgpTerms,
     pub kernel: KernelGrad,
-    pub z: DMatrix<f64>,
+    /// ‖∂L̂/∂Z‖².
+    pub z_norm: f64,
     pub noise: f64,
     pub latent_mu: DVector<f64>,
     pub latent_var: DVector<f64>,
@@ -560,7 +563,7 @@ pub fn finish_held(input: &SvgpInput, held: HeldPredictions) -> HeldOutput {
             jitter: held.jitter,
         },
         kernel: held.kernel,
-        z: held.z,
+        z_norm: held.z_norm,
         noise: d_noise,
         latent_mu,
         latent_var,

@@ -5,7 +5,7 @@
 //! (and restarts) in one batch: [`GpCdeVariable::prepare`] draws the minibatch noise and q(w)
 //! moments, the backend evaluates the bound, [`GpCdeVariable::apply`] updates the parameters.
 
-use super::adam::{Adam, AdamSettings};
+use super::adam::{Adam, AdamSettings, HeldAdamStep};
 use super::encoder::{Encoder, EncoderTape, FreeLatents};
 use super::kernel::Kernel;
 use super::kernel::KernelGrad;
@@ -78,6 +78,28 @@ pub struct PosteriorHolding {
     pub synced_steps: usize,
 }
 
+/// What a device holding a variable keeps of it between iterations (issue 34): q(v), Z and Adam's
+/// moments for Z (M × D each), read back to refresh the variable's copy
+/// ([`GpCdeVariable::with_resident`], [`GpCdeVariable::apply_held`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResidentState {
+    pub posterior: InducingPosterior,
+    pub z: DMatrix<f64>,
+    /// Adam's first and second moments of Z.
+    pub z_first: DMatrix<f64>,
+    pub z_second: DMatrix<f64>,
+}
+
+/// The variable's own copy of what a device holds ([`ResidentState`]), for the device to take.
+#[derive(Debug, Clone, Copy)]
+pub struct ResidentView<'a> {
+    pub posterior: &'a InducingPosterior,
+    pub z: &'a DMatrix<f64>,
+    /// Adam's moments of Z in Z's (column-major) order.
+    pub z_first: &'a [f64],
+    pub z_second: &'a [f64],
+}
+
 /// A GP-CDE for column `slot` of a data matrix: x_slot = f(x with column `slot` replaced by w) + noise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpCdeVariable {
@@ -116,19 +138,30 @@ pub struct Prepared {
 /// The bound's gradient with respect to every parameter Adam steps (q(v) has its own step).
 struct Gradient<'a> {
     kernel: &'a KernelGrad,
-    z: &'a DMatrix<f64>,
+    z: ZGradient<'a>,
     noise: f64,
     latent_mu: &'a DVector<f64>,
     latent_var: &'a DVector<f64>,
 }
 
+/// Z's gradient: here for the host's Adam step, or stepped already by the device holding Z, which
+/// sent its squared norm (finite exactly when every entry is).
+enum ZGradient<'a> {
+    Here(&'a DMatrix<f64>),
+    Held { norm: f64 },
+}
+
 impl Gradient<'_> {
     /// Refuses a step whose bound or gradient is not finite (nothing then changes).
     fn check(&self, bound: f64) -> Result<(), StepError> {
+        let z_finite = match self.z {
+            ZGradient::Here(z) => z.iter().all(|v| v.is_finite()),
+            ZGradient::Held { norm } => norm.is_finite(),
+        };
         let finite = bound.is_finite()
             && self.noise.is_finite()
             && self.kernel.to_vec().iter().all(|v| v.is_finite())
-            && self.z.iter().all(|v| v.is_finite())
+            && z_finite
             && self
                 .latent_mu
                 .iter()
@@ -343,14 +376,41 @@ impl GpCdeVariable {
             .is_none_or(|h| h.synced_steps == self.natural_steps)
     }
 
-    /// This variable with `q` (read from the device holding it) as its current q(v).
-    pub fn with_posterior(&self, q: InducingPosterior) -> Self {
-        let mut v = self.clone();
-        v.q = q;
-        if let Some(h) = v.holding.as_mut() {
-            h.synced_steps = v.natural_steps;
+    /// The q(v), Z and Z's Adam moments kept here, for a device to hold.
+    pub fn resident_view(&self) -> ResidentView<'_> {
+        let (z_first, z_second) = self.adam.moments(self.store().range("z"));
+        ResidentView {
+            posterior: &self.q,
+            z: &self.z,
+            z_first,
+            z_second,
         }
+    }
+
+    /// The next Adam step's constants, for a device stepping Z itself.
+    pub fn held_adam_step(&self) -> HeldAdamStep {
+        self.adam.held_step()
+    }
+
+    /// This variable with `state` (read from the device holding it) as its current q(v), Z and
+    /// Z's Adam moments.
+    pub fn with_resident(&self, state: ResidentState) -> Self {
+        let mut v = self.clone();
+        v.take_resident(state);
         v
+    }
+
+    /// Takes `state`, read from the device at this variable's natural-step count.
+    fn take_resident(&mut self, state: ResidentState) {
+        assert_eq!(state.z.shape(), self.z.shape(), "Z read back has Z's shape");
+        let range = self.store().range("z");
+        self.adam
+            .set_moments(range, state.z_first.as_slice(), state.z_second.as_slice());
+        self.z = state.z;
+        self.q = state.posterior;
+        if let Some(h) = self.holding.as_mut() {
+            h.synced_steps = self.natural_steps;
+        }
     }
 
     /// The modelled column.
@@ -460,7 +520,7 @@ impl GpCdeVariable {
         let g = &output.grad;
         let gradient = Gradient {
             kernel: &g.kernel,
-            z: &g.z,
+            z: ZGradient::Here(&g.z),
             noise: g.noise,
             latent_mu: &g.latent_mu,
             latent_var: &g.latent_var,
@@ -479,39 +539,41 @@ impl GpCdeVariable {
         })
     }
 
-    /// Applies a step whose natural step a device holding q(v) under `key` has taken (it waits
-    /// there to be committed by the next evaluation): one Adam step on everything else, as
-    /// [`GpCdeVariable::apply`]. `synced` is the q(v) the device evaluated, when it was read
-    /// back with this evaluation (it becomes the copy kept here).
+    /// Applies a step whose natural step and Z's Adam step a device holding q(v) and Z under `key`
+    /// has taken (they wait there to be committed by the next evaluation): one Adam step on
+    /// everything else, as [`GpCdeVariable::apply`], with the same step count. `synced` is the
+    /// state the device evaluated, when it was read back with this evaluation (it becomes the
+    /// copy kept here).
     pub fn apply_held(
         &mut self,
         prepared: &Prepared,
         output: &HeldOutput,
         kernel_extra: Option<&[f64]>,
         key: u64,
-        synced: Option<InducingPosterior>,
+        synced: Option<ResidentState>,
     ) -> Result<StepReport, StepError> {
         let gradient = Gradient {
             kernel: &output.kernel,
-            z: &output.z,
+            z: ZGradient::Held {
+                norm: output.z_norm,
+            },
             noise: output.noise,
             latent_mu: &output.latent_mu,
             latent_var: &output.latent_var,
         };
         gradient.check(output.terms.elbo)?;
         self.adam_step(prepared, &gradient, kernel_extra);
-        let mut holding = self
+        let holding = self
             .holding
             .filter(|h| h.key == key)
             .unwrap_or(PosteriorHolding {
                 key,
                 synced_steps: self.natural_steps,
             });
-        if let Some(q) = synced {
-            self.q = q;
-            holding.synced_steps = self.natural_steps;
-        }
         self.holding = Some(holding);
+        if let Some(state) = synced {
+            self.take_resident(state);
+        }
         self.natural_steps += 1;
         Ok(StepReport {
             terms: output.terms,
@@ -539,8 +601,10 @@ impl GpCdeVariable {
         {
             *out = -(gk + kernel_extra.map_or(0.0, |e| e[k]));
         }
-        for (out, v) in minus[store.range("z")].iter_mut().zip(gradient.z.iter()) {
-            *out = -v;
+        if let ZGradient::Here(z) = gradient.z {
+            for (out, v) in minus[store.range("z")].iter_mut().zip(z.iter()) {
+                *out = -v;
+            }
         }
         minus[store.range("noise")][0] = -gradient.noise;
         match &self.latent {
@@ -562,7 +626,10 @@ impl GpCdeVariable {
         }
         let mut params = self.flat_params(&store);
         let grad = store.chain(&params, &minus);
-        self.adam.step(&mut params, &grad);
+        match gradient.z {
+            ZGradient::Here(_) => self.adam.step(&mut params, &grad),
+            ZGradient::Held { .. } => self.adam.step_except(&mut params, &grad, store.range("z")),
+        }
         self.set_flat_params(&store, &params);
     }
 

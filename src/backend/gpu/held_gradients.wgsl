@@ -1,20 +1,30 @@
-// The last passes of a resident evaluation (resident.rs, issue 34 item 1): the gradients the
-// optimiser needs, finished on the device, so that what is read back grows neither with M·W (the
-// kernel adjoint's per-row sums) nor with S·b (the draws). double_float.wgsl is prepended.
+// The last passes of a resident evaluation (resident.rs, issue 34 item 1): the gradients finished
+// on the device and Z's Adam step taken there, so that what is read back grows neither with M·W
+// (the kernel adjoint's per-row sums) nor with M·D (Z's gradient) nor with S·b (the draws).
+// double_float.wgsl is prepended. Every entry point binds the same five buffers (a uniform, three
+// read-only sources, one destination) and touches all of them, so one layout serves them all.
 //
-// `kernel_sums`      the kernel adjoint's per-row sums (finish.wgsl's df value for each inducing
-//                    row and each of the W values) added over the M rows: one workgroup per
-//                    value, each invocation a strided df sum, then a tree over the workgroup, so
-//                    the order is fixed and the result does not depend on timing.
-// `input_gradients`  ∂Z (M × D, row-major) = the rows' first D values + the Z columns of the
-//                    column pass (K̄_ZZ's share); q(w)'s sums over the draws
+// `input_gradients`  src_a = finish.wgsl's output, src_b = the column pass's ∂ of each point of
+//                    [U; Z] ((T + M) × D, row-major), src_c = the latent input
+//                    [ε (T, draw s of row n at n·S + s) | (μ_n, √Σ_n) for each row n],
+//                    dst = the gradients ([`GRADIENTS`] below). Writes the misfit (df, copied),
+//                    ∂Z (M × D, row-major) = the rows' first D values + the Z columns of the column
+//                    pass (K̄_ZZ's share), and q(w)'s sums over the draws
 //                        Σ_s ∂w_sn  and  Σ_s ∂w_sn ε_sn / (2√Σ_n),
 //                    where ∂w_sn is the latent column of ∂U plus k_tt's share 2 θ̃^lin_slot w_sn
-//                    g_var (`diag`), and w_sn = μ_n + √Σ_n ε_sn as points.wgsl forms it; and the
-//                    misfit (df) copied.
+//                    g_var (`diag`), and w_sn = μ_n + √Σ_n ε_sn as points.wgsl forms it.
+// `kernel_sums`      src_a = finish.wgsl's output, dst = the gradients. Workgroup w < W adds the
+//                    kernel adjoint's per-row sums (finish.wgsl's df value for each inducing row
+//                    and each of the W values) over the M rows; workgroup W adds ∂Z² (after
+//                    `input_gradients`). Each invocation takes a strided df sum, then a tree over
+//                    the workgroup: the order is fixed, the result does not depend on timing.
+// `adam_z`           src_a = Z's current state [Z | m | v] (M·D each, row-major), src_b = the
+//                    gradients, dst = Z's next state: one Adam step on the loss −L̂, g = −∂Z,
+//                        m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²,  Z ← Z − rate·m/(√v + ε),
+//                    with rate = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) from the host (gp/adam.rs in f64).
 //
-// `out` = [misfit (df) | kernel sums (W df) | ∂Z (M·D) | Σ_s ∂w (b) | Σ_s ∂w ε/(2√Σ) (b)].
-// Both entry points bind the same five buffers and touch all of them (one bind-group layout).
+// GRADIENTS = [misfit (df) | kernel sums (W df) | ‖∂Z‖² (df) | Σ_s ∂w (b) | Σ_s ∂w ε/(2√Σ) (b)
+//              | ∂Z (M·D)]: the host reads the first 6 + 2W + 2b values back, never ∂Z.
 
 struct Dims {
     m: u32,          // inducing points M
@@ -25,26 +35,76 @@ struct Dims {
     slot: u32,       // the latent input's column
     diag: f32,       // 2 θ̃^lin_slot g_var: k_tt's adjoint per unit of w (0 without a linear part)
     one: f32,        // 1.0, unknown to the compiler (double_float.wgsl)
+    rate: f32,       // Adam's α_t
+    beta1: f32,
+    beta2: f32,
+    epsilon: f32,
+    rest1: f32,      // 1 − β₁ and 1 − β₂, rounded from f64 (not 1 − β in float32)
+    rest2: f32,
+    pad0: u32,
+    pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
-// finish.wgsl's `out`: [misfit (head, tail) | row sums' heads (M·W) | their tails (M·W) | …].
-@group(0) @binding(1) var<storage, read> finished: array<f32>;
-// ∂ of each point of [U; Z] ((T + M) × D, row-major).
-@group(0) @binding(2) var<storage, read> cols: array<f32>;
-// [ε (T, draw s of row n at n·S + s) | (μ_n, √Σ_n) for each row n].
-@group(0) @binding(3) var<storage, read> latent: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> src_a: array<f32>;
+@group(0) @binding(2) var<storage, read> src_b: array<f32>;
+@group(0) @binding(3) var<storage, read> src_c: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dst: array<f32>;
 
 fn one() -> f32 {
     return dims.one;
 }
 
 fn touch() {
-    _ = finished[0];
-    _ = cols[0];
-    _ = latent[0];
-    _ = out[0];
+    _ = src_a[0];
+    _ = src_b[0];
+    _ = src_c[0];
+    _ = dst[0];
+}
+
+// Where each part of the gradients starts.
+fn norm_at() -> u32 {
+    return 2u + 2u * dims.width;
+}
+
+fn latent_at() -> u32 {
+    return norm_at() + 2u;
+}
+
+fn z_at() -> u32 {
+    return latent_at() + 2u * (dims.t / max(dims.samples, 1u));
+}
+
+@compute @workgroup_size(64)
+fn input_gradients(@builtin(global_invocation_id) id: vec3<u32>) {
+    touch();
+    let e = id.x;
+    let mw = dims.m * dims.width;
+    let b = dims.t / max(dims.samples, 1u);
+    if (e < 2u) {
+        dst[e] = src_a[e];
+    }
+    if (e < dims.m * dims.d) {
+        let i = e / dims.d;
+        let at = i * dims.width + e % dims.d;
+        dst[z_at() + e] = (src_a[2u + at] + src_a[2u + mw + at])
+            + src_b[(dims.t + i) * dims.d + e % dims.d];
+    }
+    if (e < b) {
+        let mu = src_c[dims.t + 2u * e];
+        let root = src_c[dims.t + 2u * e + 1u];
+        var d_mu = 0.0;
+        var d_eps = 0.0;
+        for (var s = 0u; s < dims.samples; s++) {
+            let p = e * dims.samples + s;
+            let eps = src_c[p];
+            let dw = src_b[p * dims.d + dims.slot] + dims.diag * (mu + root * eps);
+            d_mu += dw;
+            d_eps += dw * eps;
+        }
+        dst[latent_at() + e] = d_mu;
+        dst[latent_at() + b + e] = d_eps / (2.0 * root);
+    }
 }
 
 const GROUP: u32 = 64u;
@@ -63,7 +123,12 @@ fn kernel_sums(
     if (w < dims.width) {
         for (var i = k; i < dims.m; i += GROUP) {
             let at = i * dims.width + w;
-            sum = df_add(sum, vec2<f32>(finished[2u + at], finished[2u + mw + at]));
+            sum = df_add(sum, vec2<f32>(src_a[2u + at], src_a[2u + mw + at]));
+        }
+    } else {
+        for (var e = k; e < dims.m * dims.d; e += GROUP) {
+            let g = dst[z_at() + e];
+            sum = df_add(sum, two_prod(g, g));
         }
     }
     partial[k] = sum;
@@ -74,42 +139,24 @@ fn kernel_sums(
         }
         workgroupBarrier();
     }
-    if (k == 0u && w < dims.width) {
-        out[2u + 2u * w] = partial[0].x;
-        out[2u + 2u * w + 1u] = partial[0].y;
+    if (k == 0u) {
+        let at = select(norm_at(), 2u + 2u * w, w < dims.width);
+        dst[at] = partial[0].x;
+        dst[at + 1u] = partial[0].y;
     }
 }
 
 @compute @workgroup_size(64)
-fn input_gradients(@builtin(global_invocation_id) id: vec3<u32>) {
+fn adam_z(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
     let e = id.x;
-    let mw = dims.m * dims.width;
-    let z_at = 2u + 2u * dims.width;
-    let b = dims.t / max(dims.samples, 1u);
-    let latent_at = z_at + dims.m * dims.d;
-    if (e < 2u) {
-        out[e] = finished[e];
-    }
-    if (e < dims.m * dims.d) {
-        let i = e / dims.d;
-        let at = i * dims.width + e % dims.d;
-        out[z_at + e] = (finished[2u + at] + finished[2u + mw + at])
-            + cols[(dims.t + i) * dims.d + e % dims.d];
-    }
-    if (e < b) {
-        let mu = latent[dims.t + 2u * e];
-        let root = latent[dims.t + 2u * e + 1u];
-        var d_mu = 0.0;
-        var d_eps = 0.0;
-        for (var s = 0u; s < dims.samples; s++) {
-            let p = e * dims.samples + s;
-            let eps = latent[p];
-            let dw = cols[p * dims.d + dims.slot] + dims.diag * (mu + root * eps);
-            d_mu += dw;
-            d_eps += dw * eps;
-        }
-        out[latent_at + e] = d_mu;
-        out[latent_at + b + e] = d_eps / (2.0 * root);
+    let n = dims.m * dims.d;
+    if (e < n) {
+        let g = -src_b[z_at() + e];
+        let m = dims.beta1 * src_a[n + e] + dims.rest1 * g;
+        let v = dims.beta2 * src_a[2u * n + e] + dims.rest2 * g * g;
+        dst[e] = src_a[e] - dims.rate * m / (sqrt(v) + dims.epsilon);
+        dst[n + e] = m;
+        dst[2u * n + e] = v;
     }
 }

@@ -11,10 +11,11 @@
 //! `kernel_common.wgsl`, `kernel_cross.wgsl`, `kernel_backward.wgsl`), batched tiled products in
 //! float32 or compensated ([`Gpu::gemm`], [`Gpu::syrk`], `gemm.wgsl`), the uncollapsed bound's
 //! predictions ([`Gpu::svgp_predictions`], [`Gpu::bounds_and_gradients`], `predictions.wgsl`),
-//! the same evaluation with q(v) and the M × M algebra held on the device, which is what the
-//! engine runs ([`Gpu::submit_resident`], [`Gpu::hold_posterior`]; `inducing.wgsl` and
-//! `cholesky.wgsl`'s double-float factorisations and natural step), Ψ2's sums ([`Gpu::submit_psi2`], `psi.wgsl`), and the traffic counters
-//! ([`Gpu::traffic`]). Everything on the GPU is float32
+//! the same evaluation with q(v), Z (with its Adam moments) and the M × M algebra held on the
+//! device, which is what the engine runs ([`Gpu::submit_resident`], [`Gpu::hold_state`];
+//! `inducing.wgsl`, `cholesky.wgsl`'s double-float factorisations and natural step,
+//! `held_gradients.wgsl`'s finished gradients and Z's Adam step), Ψ2's sums
+//! ([`Gpu::submit_psi2`], `psi.wgsl`), and the traffic counters ([`Gpu::traffic`]). Everything on the GPU is float32
 //! (or two float32 words); the host converts from and to the engine's f64 at the boundary and
 //! finishes sums over many terms in f64. A lost device or a driver error is recorded, never a
 //! panic ([`Gpu::failure`]).

@@ -387,6 +387,7 @@ impl Gpu {
             x,
             y,
             latent,
+            upload_z,
             noise,
             c,
         } = *inputs;
@@ -500,7 +501,11 @@ impl Gpu {
         let uniform = wgpu::BufferUsages::UNIFORM;
         let [kdims, linear, parts, kinds] = kernel_parameters(kernel, m, points, chunk);
         let kdims = self.resident_with("kernel dims", slot, &kdims, uniform);
-        let z_buf = self.resident_with("z", slot, &rows_bytes(z), storage());
+        let z_buf = if upload_z {
+            self.resident_with("z", slot, &rows_bytes(z), storage())
+        } else {
+            self.resident("z", slot, m * d * 4, storage())
+        };
         // The points are built on the device from the rows and the latent input (points.wgsl).
         let x_buf = self.resident_with("x rows", slot, &rows_bytes(x), storage());
         let latent_buf = self.resident_with("latent", slot, &latent_bytes(latent), storage());
@@ -708,6 +713,9 @@ pub(super) struct PointInputs<'a> {
     pub y: &'a DVector<f64>,
     /// q(w)'s (μ_n, Σ_n) and the noise ε_sn of the draws w_sn = μ_n + √Σ_n ε_sn.
     pub latent: &'a crate::gp::svgp::LatentBatch,
+    /// Write Z (its shape is `z`'s) from `z`; else the caller copies it into
+    /// [`PredictionPlan::z`] (a device that holds Z).
+    pub upload_z: bool,
     pub noise: f64,
     pub c: f64,
 }
@@ -720,6 +728,7 @@ impl<'a> PointInputs<'a> {
             x: request.x,
             y: request.y,
             latent: request.latent,
+            upload_z: true,
             noise: request.noise,
             c: request.c,
         }

@@ -1,9 +1,10 @@
-//! The uncollapsed evaluation with its M × M algebra on the device and q(v) resident there
-//! (issue 34, item 2): for each request, in one submission for the whole batch and with nothing
-//! of size M × M crossing to the host, in order on the device:
+//! The uncollapsed evaluation with q(v), Z and Z's Adam moments resident on the device and its
+//! M × M algebra there (issue 34, items 1–2): for each request, in one submission for the whole
+//! batch and with nothing of size M × M, M × D or S × b crossing to the host, in order on the
+//! device:
 //!
-//! 1. the evaluation points and K' = K(Z, [U; Z]) (M × (T + M)) in one kernel pass, so K_ZZ is
-//!    its last M columns;
+//! 1. Z from the slot's current state; the draws w = μ + √Σ ε, the evaluation points and
+//!    K' = K(Z, [U; Z]) (M × (T + M)) in one kernel pass, so K_ZZ is its last M columns;
 //! 2. K_ZZ + εI = L Lᵀ with the jitter ladder in the shader, starting at
 //!    max(ε₀, floor · mean diag K_ZZ), and L⁻¹, in double-float (`cholesky.wgsl`);
 //! 3. L, L⁻¹, S − I, m and α = L⁻ᵀm narrowed to float32 for the products (`inducing.wgsl`), q(v)
@@ -13,22 +14,22 @@
 //! 5. back to K_ZZ: L̄ = tril(−α (Ãg)ᵀ − 2 g_var L⁻ᵀ(S − I)P), then the Cholesky adjoint
 //!    K̄_ZZ = sym(L⁻ᵀ Φ(Lᵀ L̄) L⁻¹) by four products, written after K̄_Zt so that the one kernel
 //!    adjoint gives the gradients through K_Zt and K_ZZ together;
-//! 6. q(v)'s natural step P ← (1 − γ)P + γ(I + Λ), η₁ ← (1 − γ)η₁ + γr with Λ = (c/φ²)P_w and
+//! 6. the gradients finished (`held_gradients.wgsl`): ∂Z assembled from its two shares, q(w)'s
+//!    two sums over the draws, the kernel adjoint's row sums added over the M rows and ‖∂Z‖² (a
+//!    fixed-order df tree each), and Z's Adam step into the slot's next state;
+//! 7. q(v)'s natural step P ← (1 − γ)P + γ(I + Λ), η₁ ← (1 − γ)η₁ + γr with Λ = (c/φ²)P_w and
 //!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_step`), and the KL
 //!    terms of the current state.
 //!
-//! 7. the gradients finished (`held_gradients.wgsl`): the kernel adjoint's row sums added over
-//!    the M rows, ∂Z assembled from its two shares, and q(w)'s two sums over the draws.
-//!
-//! What comes back per request is 2 + 2W + M·D + 2b values and 22 words of status (the misfit,
-//! the kernel's gradient, Z's, q(w)'s, K_ZZ's jitter and status, the KL terms, the step's
-//! status), never an M × M or M × W matrix nor one value per draw (q(v)'s own state comes back
-//! only when a request asks for it). The stepped q(v) stays
-//! on the device: a later request with [`StateChange::Commit`] (or [`Gpu::commit_posteriors`])
-//! makes it the slot's current one, so a host that rejects the step (a phase that ends) leaves
-//! the slot as it was, and one that undoes a committed step (a fault) gets the previous state
-//! back with [`StateChange::Restore`]. The host's reference is the CPU's
-//! `svgp::bound_and_gradient` followed by `InducingPosterior::natural_step`.
+//! What comes back per request is 6 + 2W + 2b values and 22 words of status (the misfit, the
+//! kernel's gradient, ‖∂Z‖², q(w)'s sums, K_ZZ's jitter and status, the KL terms, the step's
+//! status: 800 bytes at (M, b, S, D) = (10, 64, 5, 3), 2680 at the paper's (400, 256, 50, 10)),
+//! and the state itself only when a request asks for it. The stepped state stays on the device:
+//! a later request with [`StateChange::Commit`] (or [`Gpu::commit_states`]) makes it the slot's
+//! current one, so a host that rejects the step (a phase that ends) leaves the slot as it was,
+//! and one that undoes a committed step (a fault) gets the previous state back with
+//! [`StateChange::Restore`]. The host's reference is the CPU's `svgp::bound_and_gradient`
+//! followed by `InducingPosterior::natural_step` and `Adam::step`.
 
 use nalgebra::{DMatrix, DVector};
 
@@ -38,10 +39,12 @@ use super::cholesky::{
 use super::kernel::grad_from_sums;
 use super::predictions::{InducingOperands, PointInputs, ReadbackLayout, Step};
 use super::{Gpu, GpuError};
+use crate::gp::adam::HeldAdamStep;
 use crate::gp::kernel::{Kernel, KernelGrad};
 use crate::gp::linalg::{cholesky_jittered, lower_inverse, CholeskyError, JitterPolicy};
 use crate::gp::natgrad::InducingPosterior;
 use crate::gp::svgp::LatentBatch;
+use crate::gp::variable::{ResidentState, ResidentView};
 
 /// The first resident slot of the q(v) states: apart from the host-side path's slots, so that
 /// neither grows or rebinds the other's buffers.
@@ -55,10 +58,10 @@ const RESIDENT_SCRATCH: usize = 1 << 22;
 /// `held_gradients.wgsl`'s.
 const GROUP: u32 = 64;
 
-/// The compiled entry points of `held_gradients.wgsl`: `kernel_sums`, then `input_gradients`.
+/// The compiled entry points of `held_gradients.wgsl`, in [`HeldPass`]'s order.
 pub(super) fn gradient_pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
     let source = [super::DOUBLE_FLOAT, include_str!("held_gradients.wgsl")].concat();
-    ["kernel_sums", "input_gradients"]
+    ["input_gradients", "kernel_sums", "adam_z"]
         .iter()
         .map(|entry| super::compute_pipeline(device, "held_gradients.wgsl", &source, entry))
         .collect()
@@ -71,6 +74,14 @@ pub(super) fn pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
         .iter()
         .map(|glue| super::compute_pipeline(device, "inducing.wgsl", &source, glue.entry()))
         .collect()
+}
+
+/// The passes of `held_gradients.wgsl`.
+#[derive(Debug, Clone, Copy)]
+enum HeldPass {
+    InputGradients,
+    KernelSums,
+    AdamZ,
 }
 
 /// The passes of `inducing.wgsl`.
@@ -128,11 +139,12 @@ pub enum StateChange {
     Restore,
 }
 
-/// One evaluation whose q(v) is resident in slot `slot` ([`Gpu::upload_posterior`]).
+/// One evaluation whose q(v) and Z are resident in slot `slot` ([`Gpu::upload_state`]).
 #[derive(Debug, Clone, Copy)]
 pub struct ResidentRequest<'a> {
     pub slot: usize,
     pub kernel: &'a Kernel,
+    /// Z's shape (M × D): its values are the slot's.
     pub z: &'a DMatrix<f64>,
     /// The minibatch (b × D) and its targets.
     pub x: &'a DMatrix<f64>,
@@ -148,10 +160,12 @@ pub struct ResidentRequest<'a> {
     pub relative_jitter: f64,
     /// The natural step's size γ.
     pub gamma: f64,
+    /// Z's Adam step (the variable's next, [`crate::gp::adam::Adam::held_step`]).
+    pub adam: HeldAdamStep,
     /// What becomes of the slot's states before evaluating: the last stepped q(v) made current,
     /// or the one before it restored.
     pub before: StateChange,
-    /// Read the q(v) evaluated back with the results ([`ResidentEvaluation::posterior`]).
+    /// Read the state evaluated back with the results ([`ResidentEvaluation::state`]).
     pub read_current: bool,
 }
 
@@ -162,8 +176,8 @@ pub struct ResidentEvaluation {
     pub misfit: f64,
     /// The kernel's gradient through K_Zt, k_tt and K_ZZ.
     pub kernel: KernelGrad,
-    /// ∂L̂/∂Z through K_Zt and K_ZZ.
-    pub z: DMatrix<f64>,
+    /// ‖∂L̂/∂Z‖² (∂Z through K_Zt and K_ZZ stays on the device, which takes Z's Adam step).
+    pub z_norm: f64,
     /// Σ_s ∂L̂/∂w_sn and Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n) (b each), the draws' gradient ∂L̂/∂w_sn
     /// through the predictions and k_tt: q(w)'s gradients before KL(q(w)).
     pub latent_mu: DVector<f64>,
@@ -172,10 +186,16 @@ pub struct ResidentEvaluation {
     pub jitter: Result<f64, CholeskyError>,
     /// KL(q(v) ‖ N(0, I)) = ½(tr S + mᵀm − M − log det S) of the q(v) evaluated.
     pub kl_inducing: f64,
-    /// The natural step: its q(v) waits in the slot until committed, or why P did not factorise.
+    /// The natural step: its q(v) (and Z after its Adam step) waits in the slot until committed,
+    /// or why P did not factorise.
     pub stepped: Result<(), CholeskyError>,
-    /// The q(v) evaluated, when the request asked for it.
-    pub posterior: Option<InducingPosterior>,
+    /// The q(v), Z and Z's moments evaluated, when the request asked for them.
+    pub state: Option<ResidentState>,
+}
+
+/// Words of a slot's Z state: Z, Adam's first and second moments (M × D each, row-major, f32).
+fn z_state_words(m: usize, d: usize) -> usize {
+    3 * m * d
 }
 
 /// Words of a slot's q(v) state (`cholesky.wgsl`'s `natural_step` output): L_P, X_P, the status,
@@ -233,25 +253,26 @@ fn glue_dims(m: usize, t: usize, offset: usize, flags: u32, g_var: f64, scale: f
 }
 
 /// Values of `held_gradients.wgsl`'s output for M inducing points of D inputs, W values per
-/// row and b rows: the misfit (2), the kernel sums (2W), ∂Z (M·D) and q(w)'s sums (2b).
-fn gradient_words(layout: &ReadbackLayout, d: usize, rows: usize) -> usize {
-    2 + 2 * layout.width + layout.m * d + 2 * rows
+/// row and b rows that are read back: the misfit (2), the kernel sums (2W), ‖∂Z‖² (2) and
+/// q(w)'s sums (2b). ∂Z (M·D) follows them on the device.
+fn gradient_words(layout: &ReadbackLayout, rows: usize) -> usize {
+    2 + 2 * layout.width + 2 + 2 * rows
 }
 
 /// Values read back per request: the finished gradients ([`gradient_words`]), K_ZZ's status and
-/// the step's (8 each), the KL terms (6), and q(v)'s state when asked for.
+/// the step's (8 each), the KL terms (6), and q(v)'s and Z's states when asked for.
 fn readback_words(
     layout: &ReadbackLayout,
     d: usize,
     rows: usize,
     read_current: bool,
-) -> [usize; 5] {
-    let state = if read_current {
-        state_words(layout.m)
+) -> [usize; 6] {
+    let (q, z) = if read_current {
+        (state_words(layout.m), z_state_words(layout.m, d))
     } else {
-        0
+        (0, 0)
     };
-    [gradient_words(layout, d, rows), 8, 8, 6, state]
+    [gradient_words(layout, rows), 8, 8, 6, q, z]
 }
 
 /// What the host keeps of an encoded request to decode it.
@@ -302,13 +323,11 @@ impl SubmittedResident {
 }
 
 impl Gpu {
-    /// Makes `posterior` the current q(v) of resident slot `slot` (its factor of P computed here
-    /// in f64, for log det S). The error is P failing to factorise (nothing is written).
-    pub fn upload_posterior(
-        &self,
-        slot: usize,
-        posterior: &InducingPosterior,
-    ) -> Result<(), CholeskyError> {
+    /// Makes `host` the current state of resident slot `slot`: q(v) (its factor of P computed here
+    /// in f64, for log det S), Z and Z's Adam moments. The error is P failing to factorise
+    /// (nothing is written).
+    pub fn upload_state(&self, slot: usize, host: ResidentView) -> Result<(), CholeskyError> {
+        let posterior = host.posterior;
         let m = posterior.len();
         let factor = cholesky_jittered(&posterior.precision, JitterPolicy::exactly(0.0))?;
         let l_inv = lower_inverse(&factor.l);
@@ -325,38 +344,62 @@ impl Gpu {
             .chain(posterior.eta1.iter().copied());
         let bytes = two_word_bytes(values);
         debug_assert_eq!(bytes.len(), state_words(m) * 4);
-        self.resident_with("q current", RESIDENT_SLOTS + slot, &bytes, storage());
+        let d = host.z.ncols();
+        assert_eq!(host.z.nrows(), m, "Z has M rows");
+        assert_eq!(host.z_first.len(), m * d, "Z's first moments");
+        assert_eq!(host.z_second.len(), m * d, "Z's second moments");
+        // Z's order (column-major) → row-major, for each of Z, m, v.
+        let z_bytes = super::f32_bytes(
+            [host.z.as_slice(), host.z_first, host.z_second]
+                .into_iter()
+                .flat_map(|a| (0..m * d).map(move |k| a[(k % d) * m + k / d])),
+        );
+        let state_slot = RESIDENT_SLOTS + slot;
+        self.resident_with("q current", state_slot, &bytes, storage());
+        self.resident_with("z current", state_slot, &z_bytes, storage());
         Ok(())
     }
 
-    /// The current q(v) of resident slot `slot`, read back (blocking) in f64 from double-float.
+    /// The current state of resident slot `slot` (q(v) of `m` inducing points, Z of `d` inputs),
+    /// read back (blocking): q(v) in f64 from double-float, Z and its moments from float32.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn read_posterior(&self, slot: usize, m: usize) -> Result<InducingPosterior, GpuError> {
-        pollster::block_on(self.read_state(slot, m, StateChange::Keep))
+    pub fn read_state(&self, slot: usize, m: usize, d: usize) -> Result<ResidentState, GpuError> {
+        pollster::block_on(self.read_resident(slot, m, d, StateChange::Keep))
     }
 
-    /// The current q(v) of resident slot `slot` (of `m` inducing points) after `change`, read
-    /// back in one submission (natively one blocking wait; in the browser the mapping resolves
-    /// by itself).
-    async fn read_state(
+    /// The current state of resident slot `slot` after `change`, read back in one submission
+    /// (natively one blocking wait; in the browser the mapping resolves by itself).
+    async fn read_resident(
         &self,
         slot: usize,
         m: usize,
+        d: usize,
         change: StateChange,
-    ) -> Result<InducingPosterior, GpuError> {
+    ) -> Result<ResidentState, GpuError> {
         self.check_alive()?;
-        let words = state_words(m);
+        let (q_words, z_words) = (state_words(m), z_state_words(m, d));
+        let words = q_words + z_words;
         let slot = RESIDENT_SLOTS + slot;
-        let mut encoder = self.device.create_command_encoder("q readback");
-        self.record_change(&mut encoder, slot, m, change);
-        let current = self.resident("q current", slot, words * 4, storage());
+        let mut encoder = self.device.create_command_encoder("state readback");
+        self.record_change(&mut encoder, slot, m, d, change);
+        let current = self.resident("q current", slot, q_words * 4, storage());
+        let z_current = self.resident("z current", slot, z_words * 4, storage());
         let readback = self.resident(
-            "q readback",
+            "state readback",
             slot,
             words * 4,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
-        encoder.copy_buffer_to_buffer(&current, 0, &readback, 0, (words * 4) as u64);
+        encoder.copy_buffer_to_buffer(&current, 0, &readback, 0, (q_words * 4) as u64);
+        if z_words > 0 {
+            encoder.copy_buffer_to_buffer(
+                &z_current,
+                0,
+                &readback,
+                (q_words * 4) as u64,
+                (z_words * 4) as u64,
+            );
+        }
         let submission = self.device.submit(encoder);
         let mapping = self.request_mapping(&[(&readback, words * 4)]);
         #[cfg(not(target_arch = "wasm32"))]
@@ -366,20 +409,26 @@ impl Gpu {
         let values = self.read_mapping(mapping).await?.pop().unwrap_or_default();
         if values.len() < words {
             return Err(GpuError::Readback(format!(
-                "{} words of q(v)'s state read back, {words} expected",
+                "{} words of a resident state read back, {words} expected",
                 values.len()
             )));
         }
-        Ok(posterior_from(m, &values))
+        Ok(state_from(m, d, &values))
     }
 
-    /// Makes the last stepped q(v) of each of `slots` (of `m` inducing points) its current one,
-    /// in one submission that nothing waits for.
-    pub fn commit_posteriors(&self, slots: &[usize], m: usize) -> Result<(), GpuError> {
+    /// Makes the last stepped state of each of `slots` (of `m` inducing points, Z of `d` inputs)
+    /// its current one, in one submission that nothing waits for.
+    pub fn commit_states(&self, slots: &[usize], m: usize, d: usize) -> Result<(), GpuError> {
         self.check_alive()?;
-        let mut encoder = self.device.create_command_encoder("q commit");
+        let mut encoder = self.device.create_command_encoder("state commit");
         for &slot in slots {
-            self.record_change(&mut encoder, RESIDENT_SLOTS + slot, m, StateChange::Commit);
+            self.record_change(
+                &mut encoder,
+                RESIDENT_SLOTS + slot,
+                m,
+                d,
+                StateChange::Commit,
+            );
         }
         let _ = self.device.submit(encoder);
         Ok(())
@@ -391,19 +440,30 @@ impl Gpu {
         encoder: &mut wgpu::CommandEncoder,
         slot: usize,
         m: usize,
+        d: usize,
         change: StateChange,
     ) {
-        let bytes = state_words(m) * 4;
-        let state = |role| self.resident(role, slot, bytes, storage());
-        let (current, next, previous) = (state("q current"), state("q next"), state("q previous"));
-        match change {
-            StateChange::Keep => {}
-            StateChange::Commit => {
-                encoder.copy_buffer_to_buffer(&current, 0, &previous, 0, bytes as u64);
-                encoder.copy_buffer_to_buffer(&next, 0, &current, 0, bytes as u64);
+        for ((current, next, previous), bytes) in [
+            (("q current", "q next", "q previous"), state_words(m) * 4),
+            (
+                ("z current", "z next", "z previous"),
+                z_state_words(m, d) * 4,
+            ),
+        ] {
+            if bytes == 0 {
+                continue;
             }
-            StateChange::Restore => {
-                encoder.copy_buffer_to_buffer(&previous, 0, &current, 0, bytes as u64);
+            let state = |role| self.resident(role, slot, bytes, storage());
+            let (current, next, previous) = (state(current), state(next), state(previous));
+            match change {
+                StateChange::Keep => {}
+                StateChange::Commit => {
+                    encoder.copy_buffer_to_buffer(&current, 0, &previous, 0, bytes as u64);
+                    encoder.copy_buffer_to_buffer(&next, 0, &current, 0, bytes as u64);
+                }
+                StateChange::Restore => {
+                    encoder.copy_buffer_to_buffer(&previous, 0, &current, 0, bytes as u64);
+                }
             }
         }
     }
@@ -481,10 +541,13 @@ impl Gpu {
         }
         let square_groups = ((mm.max(1) as u32).div_ceil(GROUP), 1, 1);
         self.check_groups("the M × M passes", square_groups)?;
-        self.record_change(encoder, state_slot, m, request.before);
+        self.record_change(encoder, state_slot, m, d, request.before);
         let words = state_words(m) * 4;
         let current = self.resident("q current", state_slot, words, storage());
         let next = self.resident("q next", state_slot, words, storage());
+        let z_words = z_state_words(m, d) * 4;
+        let z_current = self.resident("z current", state_slot, z_words, storage());
+        let z_next = self.resident("z next", state_slot, z_words, storage());
 
         let uniform = wgpu::BufferUsages::UNIFORM;
         let g_var = -request.c / (2.0 * request.noise);
@@ -560,6 +623,7 @@ impl Gpu {
             x: request.x,
             y: request.y,
             latent: request.latent,
+            upload_z: false,
             noise: request.noise,
             c: request.c,
         };
@@ -660,7 +724,7 @@ impl Gpu {
             ),
             glue(Glue::KlTerms, [&plain, &current, &spare, &spare, &kl], one),
         ];
-        // 7: the gradients finished.
+        // 7: the gradients finished, and Z's Adam step into its next state.
         let layout = plan.layout;
         let kernel = request.kernel;
         let slot_column = request.latent.slot;
@@ -679,37 +743,61 @@ impl Gpu {
                 slot_column as u32,
                 (diag as f32).to_bits(),
                 1.0f32.to_bits(),
+                (request.adam.rate as f32).to_bits(),
+                (request.adam.beta1 as f32).to_bits(),
+                (request.adam.beta2 as f32).to_bits(),
+                (request.adam.epsilon as f32).to_bits(),
+                ((1.0 - request.adam.beta1) as f32).to_bits(),
+                ((1.0 - request.adam.beta2) as f32).to_bits(),
+                0,
+                0,
             ]),
             uniform,
         );
         let gradients = self.resident(
             "held gradients",
             slot,
-            gradient_words(&layout, d, rows) * 4,
+            (gradient_words(&layout, rows) + m * d) * 4,
             storage(),
         );
-        let gradient_buffers = vec![
-            gradient_dims,
-            plan.finished.clone(),
-            plan.cols.clone(),
-            plan.latent.clone(),
-            gradients.clone(),
-        ];
+        let held = |pass: HeldPass, buffers: [&wgpu::Buffer; 4], groups| -> Step<'_> {
+            (
+                &self.pipelines.held_gradients[pass as usize],
+                std::iter::once(&gradient_dims)
+                    .chain(buffers)
+                    .cloned()
+                    .collect(),
+                groups,
+            )
+        };
         let inputs_groups = (((m * d).max(rows).max(2) as u32).div_ceil(GROUP), 1, 1);
-        self.check_groups("the finished gradients", inputs_groups)?;
-        self.check_groups("the kernel's sums", (layout.width as u32, 1, 1))?;
+        let z_groups = (((m * d).max(1) as u32).div_ceil(GROUP), 1, 1);
+        let sums_groups = (layout.width as u32 + 1, 1, 1);
+        for groups in [inputs_groups, z_groups, sums_groups] {
+            self.check_groups("the finished gradients", groups)?;
+        }
         let finishing: Vec<Step> = vec![
-            (
-                &self.pipelines.held_gradients[0],
-                gradient_buffers.clone(),
-                (layout.width as u32, 1, 1),
-            ),
-            (
-                &self.pipelines.held_gradients[1],
-                gradient_buffers,
+            held(
+                HeldPass::InputGradients,
+                [&plan.finished, &plan.cols, &plan.latent, &gradients],
                 inputs_groups,
             ),
+            held(
+                HeldPass::KernelSums,
+                [&plan.finished, &spare, &spare, &gradients],
+                sums_groups,
+            ),
+            held(
+                HeldPass::AdamZ,
+                [&z_current, &gradients, &spare, &z_next],
+                z_groups,
+            ),
         ];
+        // Z comes from the slot's current state, not from the host.
+        let z_bytes = (m * d * 4) as u64;
+        if z_bytes > 0 {
+            encoder.copy_buffer_to_buffer(&z_current, 0, &plan.z, 0, z_bytes);
+        }
         plan.z_into_points(encoder);
         let steps: Vec<&Step> = plan
             .front
@@ -725,12 +813,12 @@ impl Gpu {
 
         let parts = readback_words(&layout, d, rows, request.read_current);
         let total: usize = parts.iter().sum();
-        // Room for q(v)'s state whether or not it is read this time, so the buffer is made once.
+        // Room for the states whether or not they are read this time, so the buffer is made once.
         let room = total
             + if request.read_current {
                 0
             } else {
-                state_words(m)
+                state_words(m) + z_state_words(m, d)
             };
         let readback = self.resident(
             "resident readback",
@@ -745,6 +833,7 @@ impl Gpu {
             (&next, 2 * at.status),
             (&kl, 0),
             (&current, 0),
+            (&z_current, 0),
         ];
         let mut offset = 0u64;
         for ((source, first), words) in sources.into_iter().zip(parts) {
@@ -775,15 +864,14 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
     let (kzz_status, rest) = rest.split_at(8);
     let (step_status, rest) = rest.split_at(8);
     let (kl_words, state_values) = rest.split_at(6);
-    let posterior = (state > 0).then(|| posterior_from(m, state_values));
+    let state = (state > 0).then(|| state_from(m, d, state_values));
     let df = |words: &[f32], k: usize| f64::from(words[2 * k]) + f64::from(words[2 * k + 1]);
     let misfit = df(gradients, 0);
     let (sums, rest) = gradients[2..].split_at(2 * width);
-    let (z_values, latent) = rest.split_at(m * d);
+    let (z_norm, latent) = rest.split_at(2);
     let sums: Vec<f64> = (0..width).map(|k| df(sums, k)).collect();
     let kernel = request.kernel;
     let mut kernel_grad = grad_from_sums(kernel, &sums);
-    let z_grad = DMatrix::from_fn(m, d, |i, j| f64::from(z_values[i * d + j]));
     let g_var = -request.c / (2.0 * request.noise);
     let (g_diag, _) = kernel.diag_backward(&pending.u, &DVector::from_element(t, g_var));
     kernel_grad.add_assign(&g_diag);
@@ -811,7 +899,7 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
     ResidentEvaluation {
         misfit,
         kernel: kernel_grad,
-        z: z_grad,
+        z_norm: df(z_norm, 0),
         latent_mu: widen(latent_mu),
         latent_var: widen(latent_var),
         jitter: status(kzz_status, request.jitter).map_err(with_size),
@@ -819,7 +907,20 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
         stepped: status(step_status, JitterPolicy::exactly(0.0))
             .map(|_| ())
             .map_err(with_size),
-        posterior,
+        state,
+    }
+}
+
+/// A slot's state from its words: q(v) (f64 from double-float) then Z's state (float32, row-major
+/// Z, m, v).
+fn state_from(m: usize, d: usize, values: &[f32]) -> ResidentState {
+    let (q, z) = values.split_at(state_words(m));
+    let block = |k: usize| DMatrix::from_fn(m, d, |i, j| f64::from(z[k * m * d + i * d + j]));
+    ResidentState {
+        posterior: posterior_from(m, q),
+        z: block(0),
+        z_first: block(1),
+        z_second: block(2),
     }
 }
 
@@ -863,7 +964,9 @@ pub(super) struct PosteriorSlots {
 #[derive(Debug, Clone, Copy)]
 struct SlotRecord {
     slot: usize,
+    /// Inducing points and inputs (q(v) is M × M, Z M × D).
     m: usize,
+    d: usize,
     /// The versions of the current state, of the stepped one waiting to be committed, and of the
     /// one before the current.
     current: usize,
@@ -907,7 +1010,7 @@ impl SlotRecord {
     }
 }
 
-/// Where an evaluation of a held q(v) runs ([`Gpu::hold_posterior`]).
+/// Where an evaluation of a held q(v) and Z runs ([`Gpu::hold_state`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeldSlot {
     /// The variable's key (new when it had none or one this device does not know).
@@ -916,7 +1019,7 @@ pub struct HeldSlot {
     pub slot: usize,
     /// What becomes of its states first ([`ResidentRequest::before`]).
     pub before: StateChange,
-    /// Read the q(v) back with the evaluation ([`ResidentRequest::read_current`]).
+    /// Read the state back with the evaluation ([`ResidentRequest::read_current`]).
     pub read_current: bool,
 }
 
@@ -940,28 +1043,28 @@ impl Gpu {
         }
     }
 
-    /// The slot for evaluating the q(v) of a variable at version `version` (its natural steps)
-    /// that this device holds under `key` (as its current, stepped or previous state), or is
-    /// given now from `host` (the variable's own copy, uploaded when the device does not hold
+    /// The slot for evaluating the q(v) and Z of a variable at version `version` (its natural
+    /// steps) that this device holds under `key` (as its current, stepped or previous state), or
+    /// is given now from `host` (the variable's own copy, uploaded when the device does not hold
     /// that version: a new variable, a key from another process, a slot freed while idle).
     /// `host_synced` is the version of that copy: when it is older than the last one read back,
     /// that read never reached the variable and is done again. The records change here, before
     /// the submission: a batch that then fails gives the device up for good, records and all.
     /// The error is `host`'s P failing to factorise on upload.
-    pub fn hold_posterior(
+    pub fn hold_state(
         &self,
         key: Option<u64>,
         version: usize,
-        host: &InducingPosterior,
+        host: ResidentView,
         host_synced: usize,
     ) -> Result<HeldSlot, CholeskyError> {
         let mut slots = self.posterior_slots();
         let batch = slots.batches;
         let now = crate::clock::now_seconds();
-        let m = host.len();
+        let (m, d) = host.z.shape();
         let known = key
             .and_then(|k| slots.by_key.get(&k).copied().map(|r| (k, r)))
-            .filter(|(_, r)| r.m == m)
+            .filter(|(_, r)| (r.m, r.d) == (m, d))
             .and_then(|(k, r)| Some((k, r, r.change_to(version)?)));
         let (key, mut record, before) = match known {
             Some((k, r, change)) => (k, r.changed(version, change), change),
@@ -989,10 +1092,11 @@ impl Gpu {
                         slots.next_slot - 1
                     }),
                 };
-                self.upload_posterior(slot, host)?;
+                self.upload_state(slot, host)?;
                 let record = SlotRecord {
                     slot,
                     m,
+                    d,
                     current: version,
                     next: None,
                     previous: None,
@@ -1029,15 +1133,15 @@ impl Gpu {
         }
     }
 
-    /// The q(v) this device holds for `key` at `version` (made current first when it is the
-    /// stepped or the previous state), read back: for the host's work on a variable whose own
-    /// copy lags (a final bound). None when the device does not hold that version (the caller
-    /// then uses the variable's copy).
-    pub async fn held_posterior(
+    /// The q(v), Z and Z's moments this device holds for `key` at `version` (made current first
+    /// when it is the stepped or the previous state), read back: for the host's work on a
+    /// variable whose own copy lags (a final bound). None when the device does not hold that
+    /// version (the caller then uses the variable's copy).
+    pub async fn held_state(
         &self,
         key: u64,
         version: usize,
-    ) -> Result<Option<InducingPosterior>, GpuError> {
+    ) -> Result<Option<ResidentState>, GpuError> {
         let (record, change) = {
             let mut slots = self.posterior_slots();
             let Some(r) = slots.by_key.get_mut(&key) else {
@@ -1049,7 +1153,7 @@ impl Gpu {
             *r = r.changed(version, change);
             (*r, change)
         };
-        self.read_state(record.slot, record.m, change)
+        self.read_resident(record.slot, record.m, record.d, change)
             .await
             .map(Some)
     }

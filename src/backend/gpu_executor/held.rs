@@ -1,12 +1,14 @@
-//! Uncollapsed evaluations whose q(v) the device holds (issue 34, items 1–2): the host draws
-//! each minibatch and runs the encoder (f64, on the pool), the device computes the rest of the
-//! evaluation — K_ZZ's factor, the predictions, the M × M adjoint and q(v)'s natural step — for
-//! the whole batch in one submission ([`Gpu::submit_resident`]), and the host finishes the
-//! bound's scalars and the gradients Adam steps. q(v) never crosses to the host except when a
-//! variable's copy is refreshed (every [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) with
-//! an evaluation, or for a final bound), and a natural step the restart does not apply (a fault,
-//! a phase's end) is never committed: the device keeps each q(v)'s current and stepped states
-//! and the variable's natural-step count says which it is at ([`Gpu::hold_posterior`]).
+//! Uncollapsed evaluations whose q(v) and Z the device holds (issue 34, items 1–2): the host draws
+//! each minibatch, runs the encoder (f64, on the pool) and sends the draws' noise with q(w)'s
+//! moments; the device computes the rest of the evaluation — the draws, K_ZZ's factor, the
+//! predictions, the M × M adjoint, q(v)'s natural step, the gradients finished and Z's Adam step
+//! — for the whole batch in one submission ([`Gpu::submit_resident`]), and the host finishes the
+//! bound's scalars and Adam's step on the kernel, φ² and the encoder, which need only O(W + b)
+//! values back. q(v) and Z never cross to the host except when a variable's copy is refreshed
+//! (every [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) with an evaluation, or for a final
+//! bound), and a step the restart does not apply (a fault, a phase's end) is never committed:
+//! the device keeps each slot's current and stepped states and the variable's natural-step count
+//! says which it is at ([`Gpu::hold_state`]).
 
 use nalgebra::DMatrix;
 
@@ -54,7 +56,7 @@ pub(super) async fn held_evaluations(
             let version = b.variable.natural_steps();
             let synced = b.variable.holding().map_or(version, |h| h.synced_steps);
             let slot = gpu
-                .hold_posterior(key, version, b.variable.posterior(), synced)
+                .hold_state(key, version, b.variable.resident_view(), synced)
                 .map_err(EvaluationError::from);
             if let Ok(s) = &slot {
                 seen.insert(s.key);
@@ -137,6 +139,7 @@ fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot) -> ResidentRequest<'a> {
         jitter: b.variable.jitter_policy(),
         relative_jitter: FLOAT32_RELATIVE_JITTER,
         gamma: b.variable.next_step_size(),
+        adam: b.variable.held_adam_step(),
         before: slot.before,
         read_current: slot.read_current,
     }
@@ -163,7 +166,7 @@ fn finish(
         HeldPredictions {
             misfit: result.misfit,
             kernel: result.kernel,
-            z: result.z,
+            z_norm: result.z_norm,
             latent_mu: result.latent_mu,
             latent_var: result.latent_var,
             jitter,
@@ -176,7 +179,7 @@ fn finish(
         HeldStep {
             key: slot.key,
             stepped: result.stepped,
-            synced: result.posterior,
+            synced: result.state,
         },
     )
 }

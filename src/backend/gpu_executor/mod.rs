@@ -343,11 +343,11 @@ async fn with_current_posteriors(
         let Some((key, version)) = variable.lagging_posterior() else {
             continue;
         };
-        if let Some(q) = gpu.held_posterior(key, version).await? {
+        if let Some(state) = gpu.held_state(key, version).await? {
             current.insert(
                 k,
                 Job::FinalBound {
-                    variable: std::borrow::Cow::Owned(variable.with_posterior(q)),
+                    variable: std::borrow::Cow::Owned(variable.with_resident(state)),
                     evaluated: *evaluated,
                     seed: *seed,
                 },

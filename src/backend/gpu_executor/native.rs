@@ -150,10 +150,11 @@ pub(super) fn final_bound_on_device(
             "only final bounds are computed here".into()
         )));
     };
-    // The bound needs the current q(v): read it from the device when the variable's copy lags.
+    // The bound needs the current q(v) and Z: read them from the device when the variable's copy
+    // lags.
     let current = match variable.lagging_posterior() {
-        Some((key, version)) => pollster::block_on(gpu.held_posterior(key, version))?
-            .map(|q| variable.with_posterior(q)),
+        Some((key, version)) => pollster::block_on(gpu.held_state(key, version))?
+            .map(|state| variable.with_resident(state)),
         None => None,
     };
     let variable = current.as_ref().unwrap_or(variable);

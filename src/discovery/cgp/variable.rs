@@ -16,9 +16,8 @@ use serde::{Deserialize, Serialize};
 use super::component::{Component, LatentRecord, PRIOR_RATE};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
 use crate::gp::linalg::CholeskyError;
-use crate::gp::natgrad::InducingPosterior;
 use crate::gp::svgp::{bound_and_gradient, HeldOutput, SvgpInput, SvgpOutput};
-use crate::gp::variable::{GpCdeVariable, Prepared, StepError};
+use crate::gp::variable::{GpCdeVariable, Prepared, ResidentState, StepError};
 
 /// Which bound every variable uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,14 +59,15 @@ pub enum Evaluation {
     },
 }
 
-/// The device's side of a [`Evaluation::Held`]: its name for the variable's q(v), the natural
-/// step it took (waiting there for the next evaluation to commit it) or why P did not
-/// factorise, and the q(v) it evaluated when that was read back with this evaluation.
+/// The device's side of a [`Evaluation::Held`]: its name for the variable's q(v) and Z, the
+/// natural step and Z's Adam step it took (waiting there for the next evaluation to commit them)
+/// or why P did not factorise, and the state it evaluated when that was read back with this
+/// evaluation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeldStep {
     pub key: u64,
     pub stepped: Result<(), CholeskyError>,
-    pub synced: Option<InducingPosterior>,
+    pub synced: Option<ResidentState>,
 }
 
 impl Evaluation {
@@ -536,13 +536,13 @@ impl Variable {
         Some((v.holding()?.key, v.natural_steps()))
     }
 
-    /// This variable with `q` (read from the device holding it) as its current q(v); a collapsed
-    /// variable as it is.
-    pub fn with_posterior(&self, q: InducingPosterior) -> Variable {
+    /// This variable with `state` (read from the device holding it) as its current q(v), Z and
+    /// Z's Adam moments; a collapsed variable as it is.
+    pub fn with_resident(&self, state: ResidentState) -> Variable {
         match self {
             Variable::Uncollapsed(u) => {
                 let mut u = u.clone();
-                u.variable = u.variable.with_posterior(q);
+                u.variable = u.variable.with_resident(state);
                 Variable::Uncollapsed(u)
             }
             other => other.clone(),
