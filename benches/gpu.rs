@@ -130,18 +130,22 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
         &[(50, 128, 10, 5), (100, 256, 10, 10), (400, 256, 50, 10)]
     };
     for &size in whole {
-        let [cpu_serial, cpu_pool, on_gpu, resident] = time_evaluations(gpu, quick, size, size.3);
+        let ([cpu_serial, cpu_pool, on_gpu, resident], (read_back, uploaded)) =
+            time_evaluations(gpu, quick, size, size.3);
         println!(
             "{{\"bench\": \"whole\", \"size\": {:?}, \"variables\": {}, \"cpu_1_thread_ms\": {:.3}, \
              \"cpu_all_threads_ms\": {:.3}, \"threads\": {}, \"gpu_ms\": {:.3}, \
-             \"gpu_resident_ms\": {:.3}}}",
+             \"gpu_resident_ms\": {:.3}, \"resident_bytes_read_back_per_variable\": {}, \
+             \"resident_bytes_uploaded_per_variable\": {}}}",
             [size.0, size.1, size.2, size.3],
             size.3,
             cpu_serial * 1e3,
             cpu_pool * 1e3,
             available_threads(),
             on_gpu * 1e3,
-            resident * 1e3
+            resident * 1e3,
+            read_back,
+            uploaded
         );
     }
     let (m, t) = if quick { (40, 640) } else { (400, 12_800) };
@@ -333,22 +337,27 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
     };
     let threads = available_threads();
     println!(
-        "\nwhole evaluations, {V} variables per batch, median ms per batch\n{:>18} {:>12} {:>14} {:>12} {:>14}",
+        "\nwhole evaluations, {V} variables per batch, median ms per batch\n{:>18} {:>12} {:>14} {:>12} {:>14} {:>16} {:>16}",
         "(M, b, S, D)",
         "cpu 1 thread",
         format!("cpu {threads} threads"),
         "gpu",
-        "gpu resident"
+        "gpu resident",
+        "read back B/var",
+        "uploaded B/var"
     );
     for &size in sizes {
-        let [cpu_serial, cpu_pool, on_gpu, resident] = time_evaluations(gpu, quick, size, V);
+        let ([cpu_serial, cpu_pool, on_gpu, resident], (read_back, uploaded)) =
+            time_evaluations(gpu, quick, size, V);
         println!(
-            "{:>18} {:>12.2} {:>14.2} {:>12.2} {:>14.2}",
+            "{:>18} {:>12.2} {:>14.2} {:>12.2} {:>14.2} {:>16} {:>16}",
             format!("{size:?}"),
             cpu_serial * 1e3,
             cpu_pool * 1e3,
             on_gpu * 1e3,
-            resident * 1e3
+            resident * 1e3,
+            read_back,
+            uploaded
         );
     }
 }
@@ -357,13 +366,14 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
 /// one CPU thread, on a pool of all cores, through the host-half GPU path (the M × M algebra in
 /// f64 on the host), and resident (`Gpu::resident_evaluations`: q(v) and the M × M algebra on
 /// the device, the natural step included, each batch committing the last one's step, as the
-/// engine's iterations do).
+/// engine's iterations do); with the resident path's bytes read back and uploaded per variable
+/// per batch after the first (the device's traffic counters).
 fn time_evaluations(
     gpu: &Gpu,
     quick: bool,
     size: (usize, usize, usize, usize),
     variables: usize,
-) -> [f64; 4] {
+) -> ([f64; 4], (u64, u64)) {
     let pool = Pool::new(available_threads()).expect("a pool");
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let problems: Vec<Problem> = (0..variables)
@@ -409,6 +419,7 @@ fn time_evaluations(
         gpu.upload_state(k, view).expect("P factorises");
     }
     let mut first = true;
+    let (mut calls, mut before) = (0u64, gpu.traffic());
     let resident = median(quick, || {
         let requests: Vec<ResidentRequest> = problems
             .iter()
@@ -440,10 +451,25 @@ fn time_evaluations(
                 read_current: false,
             })
             .collect();
+        if first {
+            // The first batch makes the slots' buffers; count the steady state after it.
+            std::hint::black_box(gpu.resident_evaluations(&requests).expect("the GPU"));
+            before = gpu.traffic();
+        } else {
+            std::hint::black_box(gpu.resident_evaluations(&requests).expect("the GPU"));
+            calls += 1;
+        }
         first = false;
-        std::hint::black_box(gpu.resident_evaluations(&requests).expect("the GPU"));
     });
-    [cpu_serial, cpu_pool, on_gpu, resident]
+    let after = gpu.traffic();
+    let per_variable = |a: u64, b: u64| (a - b) / (calls * variables as u64).max(1);
+    (
+        [cpu_serial, cpu_pool, on_gpu, resident],
+        (
+            per_variable(after.bytes_read_back, before.bytes_read_back),
+            per_variable(after.bytes_uploaded, before.bytes_uploaded),
+        ),
+    )
 }
 
 /// One collapsed bound with every gradient (D − 1 observed inputs and the latent), on one thread:

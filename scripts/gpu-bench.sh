@@ -181,8 +181,8 @@ def torch_ms(size, dtype):
             return r.get("median_ms")
     return None
 print("\n## summary (ms per evaluation of all D variables; lower is better)")
-print("| (M, b, S, D) | Occam GPU resident | Occam GPU host half | Occam CPU 1 thread | Occam CPU all cores | PyTorch f32 | PyTorch f64 | Occam GPU resident / PyTorch f32 |")
-print("|---|---|---|---|---|---|---|---|")
+print("| (M, b, S, D) | Occam GPU resident | Occam GPU host half | Occam CPU 1 thread | Occam CPU all cores | PyTorch f32 | PyTorch f64 | Occam GPU resident / PyTorch f32 | resident read back, B per variable |")
+print("|---|---|---|---|---|---|---|---|---|")
 for r in occam:
     if r.get("bench") != "whole":
         continue
@@ -191,7 +191,8 @@ for r in occam:
     ratio = f"{resident / t32:.1f}×" if t32 and resident else "—"
     f = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "—"
     print(f"| {tuple(r['size'])} | {f(resident)} | {f(r['gpu_ms'])} | {f(r['cpu_1_thread_ms'])} | "
-          f"{f(r['cpu_all_threads_ms'])} ({r['threads']}) | {f(t32)} | {f(t64)} | {ratio} |")
+          f"{f(r['cpu_all_threads_ms'])} ({r['threads']}) | {f(t32)} | {f(t64)} | {ratio} | "
+          f"{r.get('resident_bytes_read_back_per_variable', '—')} |")
 for r in occam:
     if r.get("bench") == "gemm":
         frac = ""
