@@ -2,7 +2,8 @@
 //! (issue 34, items 1–2: `Gpu::resident_evaluations`) against the CPU's f64 path: the bound's
 //! terms, every gradient the optimiser uses (kernel, the draws → q(w); Z's through the Adam step
 //! the device takes and ‖∂Z‖²), K_ZZ's jitter, and the natural step's q(v) and Z's Adam state read
-//! back after a commit, for several shapes in one submission; a step that is not committed leaves
+//! back after a commit, for several shapes in one submission (two of them twice, so that the
+//! factorisations batched by shape hold several requests); a step that is not committed leaves
 //! the slot as it was. Run on Mesa's lavapipe by the README's test
 //! command; without an adapter they fail unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them.
 
@@ -17,6 +18,9 @@ use occam::gp::linalg::{cholesky_jittered, lower_inverse, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
 use occam::gp::variable::ResidentView;
+
+/// q(v)'s natural step size in these tests.
+const GAMMA: f64 = 0.1;
 
 /// Z's Adam step in these tests.
 const ADAM: HeldAdamStep = HeldAdamStep {
@@ -168,12 +172,16 @@ fn tolerance(m: usize, d: usize) -> f64 {
 fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     let Some(gpu) = gpu() else { return };
     // (D, M, b, S): one point, tile edges, several chunks of the adjoint, a larger M.
+    // The last two repeat shapes (other data), so that the factorisations batched by shape
+    // (one dispatch per M) hold more than one request, placed apart in the submission.
     let cases = [
         (1, 1, 1, 1),
         (2, 16, 8, 2),
         (3, 7, 30, 10),
         (5, 40, 64, 10),
         (4, 70, 128, 5),
+        (3, 7, 30, 10),
+        (5, 40, 64, 10),
     ];
     let problems: Vec<SvgpProblem> = cases
         .iter()
@@ -181,7 +189,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
         .map(|(k, &(d, m, b, s))| common::cgp_problem(d, m, b, s, 200 + k as u64))
         .collect();
     let posteriors: Vec<InducingPosterior> = problems.iter().map(posterior).collect();
-    let gamma = 0.1;
+    let gamma = GAMMA;
     // Z's moments: m = 0, so that the stepped m = (1 − β₁)g gives the device's gradient back to
     // float32 precision, and v of the order of g², so that the step depends on v too.
     let wants: Vec<SvgpOutput> = problems
@@ -203,22 +211,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     let requests: Vec<ResidentRequest> = problems
         .iter()
         .enumerate()
-        .map(|(k, p)| ResidentRequest {
-            slot: k,
-            kernel: &p.kernel,
-            z: &p.z,
-            x: &p.x,
-            y: &p.y,
-            latent: p.latent.as_ref().unwrap(),
-            noise: p.noise,
-            c: scale_c(p),
-            jitter: JitterPolicy::default(),
-            relative_jitter: 0.0,
-            gamma,
-            adam: ADAM,
-            before: StateChange::Keep,
-            read_current: false,
-        })
+        .map(|(k, p)| request(k, p, JitterPolicy::default(), 0.0, false))
         .collect();
     let got = gpu
         .resident_evaluations(&requests)
@@ -338,7 +331,7 @@ fn request(
         c: scale_c(p),
         jitter,
         relative_jitter,
-        gamma: 0.1,
+        gamma: GAMMA,
         adam: ADAM,
         before: if commit {
             StateChange::Commit
@@ -440,7 +433,7 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
     let after = after.posterior;
     let want = bound_and_gradient(&p.input()).unwrap();
     let mut stepped = q.clone();
-    stepped.natural_step(&want.natgrad, 0.1).unwrap();
+    stepped.natural_step(&want.natgrad, GAMMA).unwrap();
     assert!(
         (&after.cov - &stepped.cov).amax() < 1e-5,
         "the commit took the step"

@@ -1,8 +1,8 @@
 // The last passes of a resident evaluation (resident.rs, issue 34 item 1): the gradients finished
 // on the device and Z's Adam step taken there, so that what is read back grows neither with M·W
 // (the kernel adjoint's per-row sums) nor with M·D (Z's gradient) nor with S·b (the draws).
-// double_float.wgsl is prepended. Every entry point binds the same five buffers (a uniform, three
-// read-only sources, one destination) and touches all of them, so one layout serves them all.
+// double_float.wgsl and five_buffers.wgsl (the bindings: `dims`, src_a, src_b, src_c, dst) are
+// prepended.
 //
 // `input_gradients`  src_a = finish.wgsl's output, src_b = the column pass's ∂ of each point of
 //                    [U; Z] ((T + M) × D, row-major), src_c = the latent input
@@ -43,23 +43,6 @@ struct Dims {
     rest2: f32,
     pad0: u32,
     pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> dims: Dims;
-@group(0) @binding(1) var<storage, read> src_a: array<f32>;
-@group(0) @binding(2) var<storage, read> src_b: array<f32>;
-@group(0) @binding(3) var<storage, read> src_c: array<f32>;
-@group(0) @binding(4) var<storage, read_write> dst: array<f32>;
-
-fn one() -> f32 {
-    return dims.one;
-}
-
-fn touch() {
-    _ = src_a[0];
-    _ = src_b[0];
-    _ = src_c[0];
-    _ = dst[0];
 }
 
 // Where each part of the gradients starts.

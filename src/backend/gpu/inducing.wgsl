@@ -1,9 +1,8 @@
 // The glue of the uncollapsed evaluation whose M × M algebra stays on the device (resident.rs,
 // issue 34 item 2): small passes between the kernel matrix, the double-float factorisations of
 // cholesky.wgsl and the float32 products of gemm.wgsl, so that nothing of size M × M crosses to
-// the host. double_float.wgsl is prepended. Every entry point binds the same five buffers (a
-// uniform, three read-only sources, one destination) and touches all of them, so that one
-// bind-group layout serves them all; an unused source is bound to a spare buffer.
+// the host. double_float.wgsl and five_buffers.wgsl (the bindings: `dims`, src_a, src_b, src_c,
+// dst, one layout for every entry point) are prepended.
 //
 // Layouts: a double-float ("df") value is two f32 words (head, tail); the factorisations' and
 // q(v)'s matrices are df, row-major (cholesky.wgsl); the products' operands are f32,
@@ -34,24 +33,6 @@ struct Dims {
     pad0: u32,
     pad1: u32,
     pad2: u32,
-}
-
-@group(0) @binding(0) var<uniform> dims: Dims;
-@group(0) @binding(1) var<storage, read> src_a: array<f32>;
-@group(0) @binding(2) var<storage, read> src_b: array<f32>;
-@group(0) @binding(3) var<storage, read> src_c: array<f32>;
-@group(0) @binding(4) var<storage, read_write> dst: array<f32>;
-
-fn one() -> f32 {
-    return dims.one;
-}
-
-// Static uses of every binding, so every entry point has the one layout.
-fn touch() {
-    _ = src_a[0];
-    _ = src_b[0];
-    _ = src_c[0];
-    _ = dst[0];
 }
 
 fn df_a(k: u32) -> vec2<f32> {

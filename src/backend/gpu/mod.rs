@@ -27,6 +27,7 @@ mod kernel;
 mod predictions;
 mod psi;
 mod resident;
+mod submission;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use cholesky::DeviceFactor;

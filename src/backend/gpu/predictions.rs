@@ -30,6 +30,7 @@ use nalgebra::{DMatrix, DVector};
 
 use super::gemm::{self, Accumulation, Op, Product};
 use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_parameters, rows_bytes};
+use super::submission::{Readback, Submitted};
 use super::{f32_bytes, Gpu, GpuError};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::linalg::CholeskyError;
@@ -126,15 +127,7 @@ struct Pending {
 
 /// Predictions submitted to the device and not yet read ([`Gpu::submit_predictions`]).
 #[must_use = "the predictions are read by `finish`"]
-pub struct SubmittedPredictions {
-    pending: Vec<Pending>,
-    /// The signal of each request's read-back mapping, in `pending`'s order.
-    waits: Vec<futures_channel::oneshot::Receiver<Result<(), String>>>,
-    /// The verdicts of the submission's error scopes.
-    scopes: super::ScopeVerdicts,
-    #[cfg(not(target_arch = "wasm32"))]
-    submission: wgpu::SubmissionIndex,
-}
+pub struct SubmittedPredictions(Submitted<Pending>);
 
 impl SubmittedPredictions {
     /// The predictions of `requests` (the ones submitted, in the same order) once the device has
@@ -146,24 +139,17 @@ impl SubmittedPredictions {
         gpu: &Gpu,
         requests: &[PredictionRequest<'_>],
     ) -> Result<Vec<Predictions>, GpuError> {
-        #[cfg(not(target_arch = "wasm32"))]
-        gpu.wait(self.submission.clone())?;
-        self.scopes.check().await?;
-        let mapping = super::Mapping {
-            buffers: self
-                .pending
-                .iter()
-                .map(|p| (&p.readback, p.layout.total() * 4))
-                .collect(),
-            waits: self.waits,
-        };
-        let values = gpu.read_mapping(mapping).await?;
         Ok(requests
             .iter()
-            .zip(&self.pending)
-            .zip(&values)
-            .map(|((request, p), v)| decode(request, p, v))
+            .zip(self.0.read(gpu).await?)
+            .map(|(request, (p, v))| decode(request, &p, &v))
             .collect())
+    }
+}
+
+impl Readback for Pending {
+    fn readback(&self) -> (&wgpu::Buffer, usize) {
+        (&self.readback, self.layout.total() * 4)
     }
 }
 
@@ -245,33 +231,10 @@ impl Gpu {
         requests: &[PredictionRequest],
         first_slot: usize,
     ) -> Result<SubmittedPredictions, GpuError> {
-        self.check_alive()?;
-        let scopes = self.open_scopes();
-        let mut encoder = self.device.create_command_encoder("svgp predictions");
-        let pending: Result<Vec<Pending>, GpuError> = requests
-            .iter()
-            .enumerate()
-            .map(|(k, request)| self.encode(&mut encoder, first_slot + k, request))
-            .collect();
-        let pending = pending?;
-        let submission = self.device.submit(encoder);
-        // The browser needs no submission index: its mappings resolve by themselves.
-        #[cfg(target_arch = "wasm32")]
-        let _ = submission;
-        let scopes = scopes.close();
-        let mapping = self.request_mapping(
-            &pending
-                .iter()
-                .map(|p| (&p.readback, p.layout.total() * 4))
-                .collect::<Vec<_>>(),
-        );
-        Ok(SubmittedPredictions {
-            waits: mapping.waits,
-            pending,
-            scopes,
-            #[cfg(not(target_arch = "wasm32"))]
-            submission,
+        self.submit_each("svgp predictions", requests, |encoder, k, request| {
+            self.encode(encoder, first_slot + k, request)
         })
+        .map(SubmittedPredictions)
     }
 
     /// Uploads request `slot`'s inputs and records its passes and copies into `encoder`.

@@ -8,6 +8,7 @@
 
 use nalgebra::DMatrix;
 
+use super::submission::{Readback, Submitted};
 use super::GpuError;
 use super::{uniform_words, Gpu};
 #[cfg(not(target_arch = "wasm32"))]
@@ -115,13 +116,18 @@ impl Psi2Shape {
 
 /// Ψ2 requests submitted to the device and not yet read ([`Gpu::submit_psi2`]).
 #[must_use = "the sums are read by `finish`"]
-pub struct SubmittedPsi2 {
-    shapes: Vec<Psi2Shape>,
-    readbacks: Vec<wgpu::Buffer>,
-    waits: Vec<futures_channel::oneshot::Receiver<Result<(), String>>>,
-    scopes: super::ScopeVerdicts,
-    #[cfg(not(target_arch = "wasm32"))]
-    submission: wgpu::SubmissionIndex,
+pub struct SubmittedPsi2(Submitted<PendingPsi2>);
+
+/// One encoded request: its shape (to decode) and the buffer its sums are read from.
+struct PendingPsi2 {
+    shape: Psi2Shape,
+    readback: wgpu::Buffer,
+}
+
+impl Readback for PendingPsi2 {
+    fn readback(&self) -> (&wgpu::Buffer, usize) {
+        (&self.readback, self.readback.size() as usize)
+    }
 }
 
 impl SubmittedPsi2 {
@@ -129,23 +135,12 @@ impl SubmittedPsi2 {
     /// this blocks until the submission has finished; in the browser the mapping resolves by
     /// itself.
     pub async fn finish(self, gpu: &Gpu) -> Result<Vec<Psi2Sums>, GpuError> {
-        #[cfg(not(target_arch = "wasm32"))]
-        gpu.wait(self.submission.clone())?;
-        self.scopes.check().await?;
-        let mapping = super::Mapping {
-            buffers: self
-                .readbacks
-                .iter()
-                .map(|r| (r, r.size() as usize))
-                .collect(),
-            waits: self.waits,
-        };
-        let values = gpu.read_mapping(mapping).await?;
         Ok(self
-            .shapes
-            .iter()
-            .zip(&values)
-            .map(|(shape, v)| shape.decode(v))
+            .0
+            .read(gpu)
+            .await?
+            .into_iter()
+            .map(|(pending, v)| pending.shape.decode(&v))
             .collect())
     }
 }
@@ -225,29 +220,13 @@ impl Gpu {
     ///
     /// Panics if a request's W is not M × M.
     pub fn submit_psi2(&self, requests: &[Psi2Request<'_>]) -> Result<SubmittedPsi2, GpuError> {
-        self.check_alive()?;
-        let scopes = self.open_scopes();
-        let mut encoder = self.device.create_command_encoder("psi2 sums");
-        let mut readbacks = Vec::with_capacity(requests.len());
-        for request in requests {
-            readbacks.push(self.encode_psi2(&mut encoder, request)?);
-        }
-        let submission = self.device.submit(encoder);
-        // The browser needs no submission index: its mappings resolve by themselves.
-        #[cfg(target_arch = "wasm32")]
-        let _ = submission;
-        let scopes = scopes.close();
-        let buffers: Vec<(&wgpu::Buffer, usize)> =
-            readbacks.iter().map(|r| (r, r.size() as usize)).collect();
-        let waits = self.request_mapping(&buffers).waits;
-        Ok(SubmittedPsi2 {
-            shapes: requests.iter().map(Psi2Shape::of).collect(),
-            readbacks,
-            waits,
-            scopes,
-            #[cfg(not(target_arch = "wasm32"))]
-            submission,
+        self.submit_each("psi2 sums", requests, |encoder, _, request| {
+            Ok(PendingPsi2 {
+                shape: Psi2Shape::of(request),
+                readback: self.encode_psi2(encoder, request)?,
+            })
         })
+        .map(SubmittedPsi2)
     }
 
     /// Uploads one request's inputs and records its pass and read-back copy into `encoder`;

@@ -21,6 +21,11 @@
 //!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_step`), and the KL
 //!    terms of the current state.
 //!
+//! The two factorisations (steps 2 and 7) of all the submission's requests of one M (and one
+//! jitter floor, or one γ) run as one dispatch, a workgroup each ([`Gpu::record_batched`]), so a
+//! batch of D variables waits for one factorisation's time, not D; the other passes are recorded
+//! request by request, phase by phase around them ([`Gpu::record_phases`]).
+//!
 //! What comes back per request is 6 + 2W + 2b values and 22 words of status (the misfit, the
 //! kernel's gradient, ‖∂Z‖², q(w)'s sums, K_ZZ's jitter and status, the KL terms, the step's
 //! status: 800 bytes at (M, b, S, D) = (10, 64, 5, 3), 2680 at the paper's (400, 256, 50, 10)),
@@ -38,6 +43,7 @@ use super::cholesky::{
 };
 use super::kernel::grad_from_sums;
 use super::predictions::{InducingOperands, PointInputs, ReadbackLayout, Step};
+use super::submission::{Readback, Submitted};
 use super::{Gpu, GpuError};
 use crate::gp::adam::HeldAdamStep;
 use crate::gp::kernel::{Kernel, KernelGrad};
@@ -53,6 +59,12 @@ const RESIDENT_SLOTS: usize = 1 << 21;
 /// submission (shared by whichever q(v) is evaluated there: the M × T buffers are the large
 /// ones, the states are M² each).
 const RESIDENT_SCRATCH: usize = 1 << 22;
+/// The first resident slot of the batched factorisations' buffers, one set per dispatch of a
+/// submission ([`Gpu::record_batched`]).
+const RESIDENT_BATCH: usize = 1 << 23;
+
+/// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
+const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
 
 /// Invocations per workgroup of `inducing.wgsl`'s element-wise passes and of
 /// `held_gradients.wgsl`'s.
@@ -60,7 +72,12 @@ const GROUP: u32 = 64;
 
 /// The compiled entry points of `held_gradients.wgsl`, in [`HeldPass`]'s order.
 pub(super) fn gradient_pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
-    let source = [super::DOUBLE_FLOAT, include_str!("held_gradients.wgsl")].concat();
+    let source = [
+        super::DOUBLE_FLOAT,
+        FIVE_BUFFERS,
+        include_str!("held_gradients.wgsl"),
+    ]
+    .concat();
     ["input_gradients", "kernel_sums", "adam_z"]
         .iter()
         .map(|entry| super::compute_pipeline(device, "held_gradients.wgsl", &source, entry))
@@ -69,7 +86,12 @@ pub(super) fn gradient_pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipe
 
 /// The compiled entry points of `inducing.wgsl`, in [`Glue`]'s order.
 pub(super) fn pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
-    let source = [super::DOUBLE_FLOAT, include_str!("inducing.wgsl")].concat();
+    let source = [
+        super::DOUBLE_FLOAT,
+        FIVE_BUFFERS,
+        include_str!("inducing.wgsl"),
+    ]
+    .concat();
     Glue::ALL
         .iter()
         .map(|glue| super::compute_pipeline(device, "inducing.wgsl", &source, glue.entry()))
@@ -275,6 +297,37 @@ fn readback_words(
     [gradient_words(layout, rows), 8, 8, 6, q, z]
 }
 
+/// A factorisation of `cholesky.wgsl` one request needs, batched with the others' of its shape by
+/// [`Gpu::record_batched`]: K_ZZ's (`constant` the relative jitter floor) or the natural step's
+/// (`constant` γ), from `input` (the request's operand, as one slot of the shader's input) into
+/// `output` (the request's factor or next state), walking `ladder` (one slot's rungs).
+#[derive(Clone)]
+struct BatchedFactor {
+    m: usize,
+    constant: f64,
+    ladder: Vec<u8>,
+    input: wgpu::Buffer,
+    output: wgpu::Buffer,
+}
+
+/// One request planned ([`Gpu::encode_resident`]) and not yet recorded: its passes in the phases
+/// [`Gpu::record_phases`] records them in, and its read-back copies.
+struct Encoded<'g> {
+    pending: Pending,
+    /// The request's scratch slot (the key of its kept bind groups).
+    scratch: usize,
+    /// The evaluation points, K' and K_ZZ widened for its factorisation.
+    head: Vec<Step<'g>>,
+    factor: BatchedFactor,
+    /// Everything between the two factorisations.
+    body: Vec<Step<'g>>,
+    natural: BatchedFactor,
+    /// The KL terms.
+    tail: Vec<Step<'g>>,
+    /// (source, its first byte, where in the read-back buffer, bytes).
+    copies: Vec<(wgpu::Buffer, u64, u64, u64)>,
+}
+
 /// What the host keeps of an encoded request to decode it.
 struct Pending {
     layout: ReadbackLayout,
@@ -285,12 +338,12 @@ struct Pending {
 
 /// Resident evaluations submitted and not yet read ([`Gpu::submit_resident`]).
 #[must_use = "the evaluations are read by `finish`"]
-pub struct SubmittedResident {
-    pending: Vec<Pending>,
-    waits: Vec<futures_channel::oneshot::Receiver<Result<(), String>>>,
-    scopes: super::ScopeVerdicts,
-    #[cfg(not(target_arch = "wasm32"))]
-    submission: wgpu::SubmissionIndex,
+pub struct SubmittedResident(Submitted<Pending>);
+
+impl Readback for Pending {
+    fn readback(&self) -> (&wgpu::Buffer, usize) {
+        (&self.readback, self.words * 4)
+    }
 }
 
 impl SubmittedResident {
@@ -301,23 +354,10 @@ impl SubmittedResident {
         gpu: &Gpu,
         requests: &[ResidentRequest<'_>],
     ) -> Result<Vec<ResidentEvaluation>, GpuError> {
-        #[cfg(not(target_arch = "wasm32"))]
-        gpu.wait(self.submission.clone())?;
-        self.scopes.check().await?;
-        let mapping = super::Mapping {
-            buffers: self
-                .pending
-                .iter()
-                .map(|p| (&p.readback, p.words * 4))
-                .collect(),
-            waits: self.waits,
-        };
-        let values = gpu.read_mapping(mapping).await?;
         Ok(requests
             .iter()
-            .zip(&self.pending)
-            .zip(&values)
-            .map(|((request, p), v)| decode(request, p, v))
+            .zip(self.0.read(gpu).await?)
+            .map(|(request, (p, v))| decode(request, &p, &v))
             .collect())
     }
 }
@@ -487,45 +527,167 @@ impl Gpu {
         &self,
         requests: &[ResidentRequest],
     ) -> Result<SubmittedResident, GpuError> {
-        self.check_alive()?;
         let mut slots: Vec<usize> = requests.iter().map(|r| r.slot).collect();
         slots.sort_unstable();
         slots.dedup();
         assert_eq!(slots.len(), requests.len(), "one request per resident slot");
-        let scopes = self.open_scopes();
-        let mut encoder = self.device.create_command_encoder("resident evaluations");
-        let pending: Result<Vec<Pending>, GpuError> = requests
-            .iter()
-            .enumerate()
-            .map(|(position, request)| self.encode_resident(&mut encoder, position, request))
-            .collect();
-        let pending = pending?;
-        let submission = self.device.submit(encoder);
-        #[cfg(target_arch = "wasm32")]
-        let _ = submission;
-        let scopes = scopes.close();
-        let mapping = self.request_mapping(
-            &pending
+        self.submit_all("resident evaluations", |encoder| {
+            let encoded = requests
                 .iter()
-                .map(|p| (&p.readback, p.words * 4))
-                .collect::<Vec<_>>(),
-        );
-        Ok(SubmittedResident {
-            waits: mapping.waits,
-            pending,
-            scopes,
-            #[cfg(not(target_arch = "wasm32"))]
-            submission,
+                .enumerate()
+                .map(|(position, request)| self.encode_resident(encoder, position, request))
+                .collect::<Result<Vec<Encoded>, GpuError>>()?;
+            self.record_phases(encoder, &encoded)?;
+            Ok(encoded.into_iter().map(|e| e.pending).collect())
         })
+        .map(SubmittedResident)
     }
 
-    /// Records one request's passes and copies into `encoder`.
-    fn encode_resident(
+    /// Records the requests' passes phase by phase, so that the factorisations of a batch run
+    /// as one dispatch (one workgroup per request): every request's head (points, K', K_ZZ
+    /// widened); K_ZZ's factorisations, batched by shape; every body (the predictions, the way
+    /// back, the gradients, Z's step, the natural step's inputs); the natural steps, batched;
+    /// every tail (the KL terms); then the read-back copies.
+    fn record_phases(
         &self,
+        encoder: &mut wgpu::CommandEncoder,
+        encoded: &[Encoded],
+    ) -> Result<(), GpuError> {
+        let record = |encoder: &mut wgpu::CommandEncoder, label, e: &Encoded, steps: &[Step]| {
+            self.record_steps(encoder, label, e.scratch, &steps.iter().collect::<Vec<_>>());
+        };
+        for e in encoded {
+            record(encoder, "resident head", e, &e.head);
+        }
+        let factors: Vec<BatchedFactor> = encoded.iter().map(|e| e.factor.clone()).collect();
+        self.record_batched(encoder, "kzz", &factors)?;
+        for e in encoded {
+            record(encoder, "resident body", e, &e.body);
+        }
+        let steps: Vec<BatchedFactor> = encoded.iter().map(|e| e.natural.clone()).collect();
+        self.record_batched(encoder, "natural step", &steps)?;
+        for e in encoded {
+            record(encoder, "resident tail", e, &e.tail);
+            for (source, first, offset, bytes) in &e.copies {
+                encoder.copy_buffer_to_buffer(source, *first, &e.pending.readback, *offset, *bytes);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `jobs` (all of one kind: `what` is "kzz" for K_ZZ's factorisation, else the
+    /// natural step) as few dispatches of `cholesky.wgsl` as their shapes allow: the jobs with
+    /// the same M and the same uniform constant (the jitter floor, or γ) go in one dispatch of
+    /// one workgroup each, their inputs copied into the batch's buffer and their outputs copied
+    /// back, in as many pieces as the storage binding's limit needs.
+    fn record_batched(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        what: &'static str,
+        jobs: &[BatchedFactor],
+    ) -> Result<(), GpuError> {
+        let natural = what != "kzz";
+        let mut groups: Vec<(usize, u64, Vec<usize>)> = Vec::new();
+        for (k, job) in jobs.iter().enumerate() {
+            let key = (job.m, job.constant.to_bits());
+            match groups.iter_mut().find(|(m, c, _)| (*m, *c) == key) {
+                Some(group) => group.2.push(k),
+                None => groups.push((key.0, key.1, vec![k])),
+            }
+        }
+        let limit = self.device.setup().limits().max_storage_buffer_binding_size;
+        let mut batch = 0;
+        for (m, constant, members) in groups {
+            let (in_bytes, out_bytes) = if natural {
+                (2 * (2 * m * m + 2 * m) * 4, step_words(m) * 4)
+            } else {
+                (2 * m * m * 4, output_words(m) * 4)
+            };
+            let per_dispatch = (limit / out_bytes.max(1) as u64).clamp(1, 65_535) as usize;
+            for piece in members.chunks(per_dispatch) {
+                let slot = RESIDENT_BATCH + batch;
+                batch += 1;
+                let n = piece.len();
+                let (label_in, label_out, label_dims, label_ladder) = if natural {
+                    (
+                        "natural batch in",
+                        "natural batch out",
+                        "natural batch dims",
+                        "natural batch ladder",
+                    )
+                } else {
+                    (
+                        "kzz batch in",
+                        "kzz batch out",
+                        "kzz batch dims",
+                        "kzz batch ladder",
+                    )
+                };
+                let input = self.resident(label_in, slot, n * in_bytes, storage());
+                let output = self.resident(label_out, slot, n * out_bytes, storage());
+                self.check_binding("a batch of factorisations", (n * out_bytes) as u64)?;
+                let constant = f64::from_bits(constant);
+                let (gamma, floor) = if natural {
+                    (constant, 0.0)
+                } else {
+                    (0.0, constant)
+                };
+                let dims = self.resident_with(
+                    label_dims,
+                    slot,
+                    &dims_bytes(m, n, gamma, floor),
+                    wgpu::BufferUsages::UNIFORM,
+                );
+                let ladder: Vec<u8> = piece.iter().flat_map(|&k| jobs[k].ladder.clone()).collect();
+                let ladder = self.resident_with(label_ladder, slot, &ladder, storage());
+                for (i, &k) in piece.iter().enumerate() {
+                    let bytes = in_bytes as u64;
+                    if bytes > 0 {
+                        encoder.copy_buffer_to_buffer(
+                            &jobs[k].input,
+                            0,
+                            &input,
+                            i as u64 * bytes,
+                            bytes,
+                        );
+                    }
+                }
+                let pipeline = if natural {
+                    &self.pipelines.natural_step
+                } else {
+                    &self.pipelines.cholesky
+                };
+                let step: Step = (
+                    pipeline,
+                    vec![dims, input, ladder, output.clone()],
+                    (n as u32, 1, 1),
+                );
+                self.record_steps(encoder, what, slot, &[&step]);
+                for (i, &k) in piece.iter().enumerate() {
+                    let bytes = out_bytes as u64;
+                    if bytes > 0 {
+                        encoder.copy_buffer_to_buffer(
+                            &output,
+                            i as u64 * bytes,
+                            &jobs[k].output,
+                            0,
+                            bytes,
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Uploads one request's inputs, records its state change and Z's copies into `encoder`,
+    /// and plans its passes ([`Encoded`]) for [`Gpu::record_phases`].
+    fn encode_resident<'g>(
+        &'g self,
         encoder: &mut wgpu::CommandEncoder,
         position: usize,
         request: &ResidentRequest,
-    ) -> Result<Pending, GpuError> {
+    ) -> Result<Encoded<'g>, GpuError> {
         let state_slot = RESIDENT_SLOTS + request.slot;
         let slot = RESIDENT_SCRATCH + position;
         let (m, d) = request.z.shape();
@@ -584,30 +746,20 @@ impl Gpu {
         );
         let kl = self.resident("kl terms", slot, 6 * 4, storage());
         let spare = self.resident("spare", slot, 4, storage());
-        let kzz_dims = self.resident_with(
-            "kzz cholesky dims",
-            slot,
-            &dims_bytes(m, 1, 0.0, request.relative_jitter),
-            uniform,
-        );
-        let kzz_ladder = self.resident_with(
-            "kzz ladder",
-            slot,
-            &ladder_bytes(request.jitter, 1),
-            storage(),
-        );
-        let step_dims = self.resident_with(
-            "natural step dims",
-            slot,
-            &dims_bytes(m, 1, request.gamma, 0.0),
-            uniform,
-        );
-        let step_ladder = self.resident_with(
-            "natural step ladder",
-            slot,
-            &ladder_bytes(JitterPolicy::exactly(0.0), 1),
-            storage(),
-        );
+        let factor = BatchedFactor {
+            m,
+            constant: request.relative_jitter,
+            ladder: ladder_bytes(request.jitter, 1),
+            input: gram_in.clone(),
+            output: kzz.clone(),
+        };
+        let natural = BatchedFactor {
+            m,
+            constant: request.gamma,
+            ladder: ladder_bytes(JitterPolicy::exactly(0.0), 1),
+            input: natural_in.clone(),
+            output: next.clone(),
+        };
         let product = |(op_a, op_b): (super::Op, super::Op)| {
             super::gemm::Product::new((m, m, m), op_a, op_b, false, 1, super::Accumulation::Single)
         };
@@ -649,18 +801,14 @@ impl Gpu {
             s_minus_i,
             q_mean,
         } = &operands;
-        // 2–3: K_ZZ's factor and the narrowed operands.
+        // 2: K_ZZ widened for its factorisation (batched with the other requests': `factor`).
+        let widen = glue(
+            Glue::WidenGram,
+            [&plain, &plan.k, &spare, &spare, &gram_in],
+            square_groups,
+        );
+        // 3: the narrowed operands.
         let before: Vec<Step> = vec![
-            glue(
-                Glue::WidenGram,
-                [&plain, &plan.k, &spare, &spare, &gram_in],
-                square_groups,
-            ),
-            (
-                &self.pipelines.cholesky,
-                vec![kzz_dims, gram_in.clone(), kzz_ladder, kzz.clone()],
-                one,
-            ),
             glue(
                 Glue::NarrowMatrix,
                 [&plain, &kzz, &spare, &spare, &l_f],
@@ -710,20 +858,14 @@ impl Gpu {
                 square_groups,
             ),
         ];
-        // 6: the natural step into the next state, the KL terms of the current one.
-        let last: Vec<Step> = vec![
-            glue(
-                Glue::NaturalInputs,
-                [&at_p, &current, &plan.p, &plan.g_alpha_ky, &natural_in],
-                square_groups,
-            ),
-            (
-                &self.pipelines.natural_step,
-                vec![step_dims, natural_in.clone(), step_ladder, next.clone()],
-                one,
-            ),
-            glue(Glue::KlTerms, [&plain, &current, &spare, &spare, &kl], one),
-        ];
+        // 6: the natural step's inputs (the step itself is batched: `natural`), the KL terms of
+        // the current state.
+        let natural_inputs = glue(
+            Glue::NaturalInputs,
+            [&at_p, &current, &plan.p, &plan.g_alpha_ky, &natural_in],
+            square_groups,
+        );
+        let kl_terms = glue(Glue::KlTerms, [&plain, &current, &spare, &spare, &kl], one);
         // 7: the gradients finished, and Z's Adam step into its next state.
         let layout = plan.layout;
         let kernel = request.kernel;
@@ -799,17 +941,15 @@ impl Gpu {
             encoder.copy_buffer_to_buffer(&z_current, 0, &plan.z, 0, z_bytes);
         }
         plan.z_into_points(encoder);
-        let steps: Vec<&Step> = plan
-            .front
-            .iter()
-            .chain(&before)
-            .chain(&plan.middle)
-            .chain(&after)
-            .chain(&plan.back)
-            .chain(&finishing)
-            .chain(&last)
+        let head: Vec<Step> = plan.front.iter().cloned().chain([widen]).collect();
+        let body: Vec<Step> = before
+            .into_iter()
+            .chain(plan.middle.iter().cloned())
+            .chain(after)
+            .chain(plan.back.iter().cloned())
+            .chain(finishing)
+            .chain([natural_inputs])
             .collect();
-        self.record_steps(encoder, "resident evaluation", slot, &steps);
 
         let parts = readback_words(&layout, d, rows, request.read_current);
         let total: usize = parts.iter().sum();
@@ -836,18 +976,28 @@ impl Gpu {
             (&z_current, 0),
         ];
         let mut offset = 0u64;
+        let mut copies = Vec::with_capacity(sources.len());
         for ((source, first), words) in sources.into_iter().zip(parts) {
             let bytes = (words * 4) as u64;
             if bytes > 0 {
-                encoder.copy_buffer_to_buffer(source, (first * 4) as u64, &readback, offset, bytes);
+                copies.push((source.clone(), (first * 4) as u64, offset, bytes));
             }
             offset += bytes;
         }
-        Ok(Pending {
-            layout,
-            u: plan.u,
-            readback,
-            words: total,
+        Ok(Encoded {
+            pending: Pending {
+                layout,
+                u: plan.u,
+                readback,
+                words: total,
+            },
+            scratch: slot,
+            head,
+            factor,
+            body,
+            natural,
+            tail: vec![kl_terms],
+            copies,
         })
     }
 }

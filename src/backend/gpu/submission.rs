@@ -1,0 +1,99 @@
+//! The half every batched device call shares: record each request into one command encoder inside
+//! the error scopes, submit it once, ask for every request's read-back buffer to be mapped, and
+//! later (natively after the one blocking wait; in the browser when the mappings resolve by
+//! themselves) check the scopes and read the values. `predictions`, `resident` and `psi` add only
+//! how a request is encoded and how its values are decoded.
+
+use futures_channel::oneshot;
+
+use super::{Gpu, GpuError, Mapping, ScopeVerdicts};
+
+/// A request's read-back: the mappable buffer and how many of its bytes hold results.
+pub(super) trait Readback {
+    fn readback(&self) -> (&wgpu::Buffer, usize);
+}
+
+/// Requests recorded into one submission whose read-backs are being mapped
+/// ([`Gpu::submit_each`]); [`Submitted::read`] gives each one's values.
+pub(super) struct Submitted<P> {
+    pending: Vec<P>,
+    /// The signal of each request's read-back mapping, in `pending`'s order.
+    waits: Vec<oneshot::Receiver<Result<(), String>>>,
+    /// The verdicts of the submission's error scopes.
+    scopes: ScopeVerdicts,
+    #[cfg(not(target_arch = "wasm32"))]
+    submission: wgpu::SubmissionIndex,
+}
+
+impl Gpu {
+    /// Records request k of `requests` with `encode(encoder, k, request)` into one command
+    /// encoder labelled `label` ([`Gpu::submit_all`]).
+    pub(super) fn submit_each<R, P: Readback>(
+        &self,
+        label: &str,
+        requests: &[R],
+        mut encode: impl FnMut(&mut wgpu::CommandEncoder, usize, &R) -> Result<P, GpuError>,
+    ) -> Result<Submitted<P>, GpuError> {
+        self.submit_all(label, |encoder| {
+            requests
+                .iter()
+                .enumerate()
+                .map(|(k, request)| encode(encoder, k, request))
+                .collect()
+        })
+    }
+
+    /// Records a batch with `record` (which returns each request's read-back) into one command
+    /// encoder labelled `label`, inside the validation and out-of-memory scopes, submits it and
+    /// asks for every read-back to be mapped. Nothing is submitted when recording fails.
+    pub(super) fn submit_all<P: Readback>(
+        &self,
+        label: &str,
+        record: impl FnOnce(&mut wgpu::CommandEncoder) -> Result<Vec<P>, GpuError>,
+    ) -> Result<Submitted<P>, GpuError> {
+        self.check_alive()?;
+        let scopes = self.open_scopes();
+        let mut encoder = self.device.create_command_encoder(label);
+        let pending = match record(&mut encoder) {
+            Ok(pending) => pending,
+            Err(e) => {
+                // The scopes are popped (their verdicts unread): nothing was submitted.
+                drop(scopes.close());
+                return Err(e);
+            }
+        };
+        let submission = self.device.submit(encoder);
+        // The browser needs no submission index: its mappings resolve by themselves.
+        #[cfg(target_arch = "wasm32")]
+        let _ = submission;
+        let scopes = scopes.close();
+        let buffers: Vec<(&wgpu::Buffer, usize)> = pending.iter().map(Readback::readback).collect();
+        let waits = self.request_mapping(&buffers).waits;
+        Ok(Submitted {
+            pending,
+            waits,
+            scopes,
+            #[cfg(not(target_arch = "wasm32"))]
+            submission,
+        })
+    }
+}
+
+impl<P: Readback> Submitted<P> {
+    /// Each request with its read-back values, in order, once the device has finished them
+    /// (natively one blocking wait; in the browser the worker's event loop runs meanwhile). A
+    /// device error caught by the scopes, or a mapping that fails, is the error.
+    pub(super) async fn read(self, gpu: &Gpu) -> Result<Vec<(P, Vec<f32>)>, GpuError> {
+        #[cfg(not(target_arch = "wasm32"))]
+        gpu.wait(self.submission.clone())?;
+        self.scopes.check().await?;
+        let values = {
+            let mapping = Mapping {
+                buffers: self.pending.iter().map(Readback::readback).collect(),
+                waits: self.waits,
+            };
+            gpu.read_mapping(mapping).await?
+        };
+        Ok(self.pending.into_iter().zip(values).collect())
+    }
+}
