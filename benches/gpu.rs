@@ -415,6 +415,10 @@ fn time_evaluations(
             z: &p.z,
             z_first: &zeros,
             z_second: &zeros,
+            // As the PyTorch anchor: q(w) without an encoder.
+            encoder: None,
+            encoder_first: &[],
+            encoder_second: &[],
         };
         gpu.upload_state(k, view).expect("P factorises");
     }
@@ -428,6 +432,7 @@ fn time_evaluations(
                 slot: k,
                 kernel: &p.kernel,
                 z: &p.z,
+                encoder: None,
                 x: &p.x,
                 y: &p.y,
                 latent: &p.latent,

@@ -429,14 +429,14 @@ fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
 /// Issue 34, items 1, 2 and 6: the GPU engine's steady state, counted on the device's calls
 /// (`gpu.steady_state` in result.json). After the first iteration an iteration of all variables
 /// is one submission and at most one blocking wait, creates no buffer and no bind group, and
-/// reads back exactly what the host's half needs, q(v), Z and its M × M algebra staying on the
-/// device, the gradients finished there and Z's Adam step taken there: per evaluation
-/// 4·(2 + 2W + 2 + 2b + 22) bytes at (M, b, S, D) = (10, 64, 5, 3), W = 2D + 4(D + 1) + 1 (the
-/// paper kernel's four stationary parts): 800 bytes (3176 while the row sums, ∂Z and the draws'
-/// gradient came back), within the issue's 4 KiB per variable per iteration, plus the state
-/// (q(v): 8(4M² + 2M + 4) bytes; Z with Adam's moments: 12MD)
-/// bytes) with at most one evaluation per variable every `SYNC_SECONDS`, so that the host's copy
-/// lags by at most that.
+/// reads back exactly what the host's half needs, q(v), Z, q(w)'s encoder and the M × M algebra
+/// staying on the device, the gradients finished there and the Adam step of Z and the encoder
+/// taken there: per evaluation 4·(2 + 2W + 6 + 22) bytes at (M, b, S, D) = (10, 64, 5, 3),
+/// W = 2D + 4(D + 1) + 1 (the paper kernel's four stationary parts): 304 bytes (3176 while the
+/// row sums, ∂Z and the draws' gradient came back, 800 while q(w)'s gradient did), within the
+/// issue's 4 KiB per variable per iteration, plus the state (q(v): 8(4M² + 2M + 4) bytes; Z and
+/// the encoder's P weights with Adam's moments: 12(MD + P)) with at most one evaluation per
+/// variable every `SYNC_SECONDS`, so that the host's copy lags by at most that.
 #[test]
 fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     let Some(gpu) = gpu() else { return };
@@ -462,9 +462,11 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     assert_eq!(t.bind_groups_created, 0, "{steady:?}");
     let (m, b, tt, d) = (10u64, 64u64, 5 * 64u64, 3u64);
     let width = 2 * d + 4 * (d + 1) + 1;
-    let per_evaluation = 4 * (2 + 2 * width + 2 + 2 * b + 22);
-    assert_eq!(per_evaluation, 800);
-    let state = 8 * (4 * m * m + 2 * m + 4) + 12 * m * d;
+    let per_evaluation = 4 * (2 + 2 * width + 6 + 22);
+    assert_eq!(per_evaluation, 304);
+    // The paper's encoder: D → 128, four 128 → 128, 128 → 2, each with its biases.
+    let encoder = (128 * d + 128) + 4 * (128 * 128 + 128) + (2 * 128 + 2);
+    let state = 8 * (4 * m * m + 2 * m + 4) + 12 * (m * d + encoder);
     let beyond = t.bytes_read_back - per_evaluation * steady.variable_evaluations;
     assert_eq!(beyond % state, 0, "only whole states beyond: {steady:?}");
     let syncs = beyond / state;
@@ -479,10 +481,10 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     assert_eq!(timed.iterations, steady.iterations);
     assert!(timed.seconds > 0.0);
     // What goes up each iteration: the minibatch's rows and targets (b·(D + 1)), the draws' noise
-    // (T) and q(w)'s (μ, √Σ) (2b), the kernel's parameters and the passes' uniform blocks (some
-    // 30 of 16–64 bytes); never Z nor an M × M matrix, nor the T × D evaluation points, the
-    // draws, k_tt or y_T (the device builds them).
-    let bound = 4 * (b * (d + 3) + tt) + 2048;
+    // (T), the kernel's parameters and the passes' uniform blocks (some 30 of 16–64 bytes;
+    // the encoder's 16 are written once); never Z nor an M × M matrix, nor q(w)'s moments, the
+    // T × D evaluation points, the draws, k_tt or y_T (the device builds them).
+    let bound = 4 * (b * (d + 1) + tt) + 2048;
     assert!(t.bytes_uploaded > 0, "{steady:?}");
     assert!(
         t.bytes_uploaded <= bound * steady.variable_evaluations,

@@ -11,12 +11,12 @@ use crate::common;
 
 use common::SvgpProblem;
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Gpu, ResidentEvaluation, ResidentRequest, StateChange};
+use occam::backend::gpu::{Gpu, ResidentEvaluation, ResidentRequest, StateChange, StateShape};
 use occam::gp::adam::HeldAdamStep;
 use occam::gp::kernel::KernelGrad;
 use occam::gp::linalg::{cholesky_jittered, lower_inverse, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
-use occam::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
+use occam::gp::svgp::{bound_and_gradient, HeldLatent, SvgpInput, SvgpOutput};
 use occam::gp::variable::ResidentView;
 
 /// q(v)'s natural step size in these tests.
@@ -47,6 +47,9 @@ fn upload(
             z: &p.z,
             z_first: first,
             z_second: second,
+            encoder: None,
+            encoder_first: &[],
+            encoder_second: &[],
         },
     )
     .expect("P factorises");
@@ -102,13 +105,14 @@ fn kernel_values(g: &KernelGrad) -> Vec<f64> {
 fn latent_gradient(p: &SvgpProblem, got: &ResidentEvaluation) -> (Vec<f64>, Vec<f64>) {
     let lat = p.latent.as_ref().unwrap();
     let b = lat.mu.len();
-    assert_eq!((got.latent_mu.len(), got.latent_var.len()), (b, b));
+    let HeldLatent::Sums { d_mu, d_var } = &got.latent else {
+        panic!("the host holds q(w): the device sends its sums");
+    };
+    assert_eq!((d_mu.len(), d_var.len()), (b, b));
     let scale = p.total_rows as f64 / b as f64;
-    let mu = (0..b)
-        .map(|n| got.latent_mu[n] - scale * lat.mu[n])
-        .collect();
+    let mu = (0..b).map(|n| d_mu[n] - scale * lat.mu[n]).collect();
     let var = (0..b)
-        .map(|n| got.latent_var[n] - scale * 0.5 * (1.0 - 1.0 / lat.var[n]))
+        .map(|n| d_var[n] - scale * 0.5 * (1.0 - 1.0 / lat.var[n]))
         .collect();
     (mu, var)
 }
@@ -142,7 +146,8 @@ fn errors(
         ),
         (
             "‖∂Z‖²",
-            (got.z_norm - want.grad.z.norm_squared()).abs() / want.grad.z.norm_squared().max(1e-12),
+            (got.held_norm - want.grad.z.norm_squared()).abs()
+                / want.grad.z.norm_squared().max(1e-12),
         ),
         ("latent mean", rel(&mu, want.grad.latent_mu.as_slice())),
         (
@@ -248,10 +253,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     }
     // Before a commit the slots hold the posteriors they were given.
     for (k, (p, q)) in problems.iter().zip(&posteriors).enumerate() {
-        let held = gpu
-            .read_state(k, q.len(), p.z.ncols())
-            .expect("readable")
-            .posterior;
+        let held = gpu.read_state(k, shape_of(p)).expect("readable").posterior;
         let error = (&held.cov - &q.cov).amax() / q.cov.amax();
         assert!(
             error < 1e-12,
@@ -263,8 +265,8 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     // CPU's Adam step from the CPU's gradient.
     for (k, (p, q)) in problems.iter().zip(&posteriors).enumerate() {
         let (m, d) = p.z.shape();
-        gpu.commit_states(&[k], m, d).expect("committed");
-        let state = gpu.read_state(k, m, d).expect("readable");
+        gpu.commit_states(&[k], shape_of(p)).expect("committed");
+        let state = gpu.read_state(k, shape_of(p)).expect("readable");
         let want = &wants[k];
         let tol = tolerance(m, d);
         // The loss's gradient g = −∂L̂/∂Z, its moments and the step, in f64.
@@ -312,6 +314,223 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     eprintln!("largest error / tolerance: {worst:.3e}");
 }
 
+/// q(w)'s encoder run by the device (issue 34 item 1): its forward pass gives the CPU's q(w)
+/// (checked through the bound's terms and gradients, which the device computes from its own
+/// moments: the request's μ and Σ are zeros and never read), KL(q(w)) and k_tt's latent share
+/// come from the device's sums, and after the commit the encoder's weights and Adam moments are
+/// the CPU's step from the CPU's backward pass. Shapes: a one-layer head only, the paper's
+/// 128-wide layers (depth 2 here), and a narrow deep one; two of them in one submission.
+#[test]
+fn the_encoder_on_the_device_equals_the_cpus() {
+    use occam::gp::encoder::Encoder;
+    use rand::{Rng, SeedableRng};
+    let Some(gpu) = gpu() else { return };
+    // (D, M, b, S, width, depth)
+    let cases = [
+        (2, 5, 9, 3, 4, 0),
+        (3, 12, 64, 5, 128, 2),
+        (4, 20, 40, 4, 7, 5),
+    ];
+    let mut problems = Vec::new();
+    let mut encoders = Vec::new();
+    for (k, &(d, m, b, s, width, depth)) in cases.iter().enumerate() {
+        let mut p = common::cgp_problem(d, m, b, s, 300 + k as u64);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(40 + k as u64);
+        let mut e = Encoder::new(d, width, depth, &mut rng);
+        // Biases away from 0, so that ReLU's kinks are not at the data.
+        let mut w = e.params_to_vec();
+        for v in &mut w {
+            *v += rng.random_range(-0.1..0.1);
+        }
+        e.set_params_from_slice(&w);
+        let (mu, var, _) = e.forward(&p.x);
+        let lat = p.latent.as_mut().unwrap();
+        lat.mu = mu;
+        lat.var = var;
+        problems.push(p);
+        encoders.push(e);
+    }
+    let wants: Vec<SvgpOutput> = problems
+        .iter()
+        .map(|p| bound_and_gradient(&p.input()).expect("the CPU computes"))
+        .collect();
+    // The encoder's loss gradient −∂L̂/∂weights from the CPU's backward pass.
+    let encoder_grads: Vec<Vec<f64>> = problems
+        .iter()
+        .zip(&encoders)
+        .zip(&wants)
+        .map(|((p, e), w)| {
+            let (_, _, tape) = e.forward(&p.x);
+            e.backward(&tape, &(-&w.grad.latent_mu), &(-&w.grad.latent_var))
+        })
+        .collect();
+    // Moments: m = 0 (so the stepped m returns the device's gradient), v of the order of g².
+    let seconds = |g: &[f64]| -> Vec<f64> {
+        let top = g.iter().fold(1e-6f64, |a, v| a.max(v.abs()));
+        (0..g.len())
+            .map(|k| top * top * (0.5 + (k % 5) as f64 / 4.0))
+            .collect()
+    };
+    let posteriors: Vec<InducingPosterior> = problems.iter().map(posterior).collect();
+    let z_second: Vec<Vec<f64>> = wants.iter().map(|w| seconds(w.grad.z.as_slice())).collect();
+    let e_second: Vec<Vec<f64>> = encoder_grads.iter().map(|g| seconds(g)).collect();
+    let e_first: Vec<Vec<f64>> = encoder_grads.iter().map(|g| vec![0.0; g.len()]).collect();
+    for k in 0..cases.len() {
+        let p = &problems[k];
+        gpu.upload_state(
+            10 + k,
+            ResidentView {
+                posterior: &posteriors[k],
+                z: &p.z,
+                z_first: &zeros(p),
+                z_second: &z_second[k],
+                encoder: Some(&encoders[k]),
+                encoder_first: &e_first[k],
+                encoder_second: &e_second[k],
+            },
+        )
+        .expect("P factorises");
+    }
+    // The device must not read the host's moments: give it zeros.
+    let blind: Vec<occam::gp::svgp::LatentBatch> = problems
+        .iter()
+        .map(|p| {
+            let mut lat = p.latent.clone().unwrap();
+            lat.mu.fill(0.0);
+            lat.var.fill(0.0);
+            lat
+        })
+        .collect();
+    let requests: Vec<ResidentRequest> = (0..cases.len())
+        .map(|k| ResidentRequest {
+            encoder: Some(&encoders[k]),
+            latent: &blind[k],
+            ..request(10 + k, &problems[k], JitterPolicy::default(), 0.0, false)
+        })
+        .collect();
+    let got = gpu
+        .resident_evaluations(&requests)
+        .expect("the GPU computes");
+    for (k, (evaluation, want)) in got.iter().zip(&wants).enumerate() {
+        let (d, m, b, ..) = cases[k];
+        let p = &problems[k];
+        let lat = p.latent.as_ref().unwrap();
+        let tol = tolerance(m, d);
+        let HeldLatent::Encoded { kl } = evaluation.latent else {
+            panic!("the device ran the encoder");
+        };
+        let scale = p.total_rows as f64 / b as f64;
+        let kl_want = want.terms.kl_latent / scale;
+        let kernel_want = kernel_values(&want.grad.kernel);
+        let scale_k = kernel_want.iter().fold(1e-12f64, |a, v| a.max(v.abs()));
+        let kernel_error = kernel_values(&evaluation.kernel)
+            .iter()
+            .zip(&kernel_want)
+            .fold(0.0f64, |e, (g, w)| e.max((g - w).abs() / scale_k));
+        let norm_want =
+            want.grad.z.norm_squared() + encoder_grads[k].iter().map(|g| g * g).sum::<f64>();
+        let c = scale_c(p);
+        let t = lat.eps.len() as f64;
+        let ell = c
+            * (-0.5 * t * (2.0 * std::f64::consts::PI * p.noise).ln()
+                - evaluation.misfit / (2.0 * p.noise));
+        for (name, error) in [
+            ("kernel (with k_tt's latent share)", kernel_error),
+            ("Σ KL(q(w))", (kl - kl_want).abs() / kl_want.abs().max(1.0)),
+            (
+                "‖∂Z‖² + ‖∂encoder‖²",
+                (evaluation.held_norm - norm_want).abs() / norm_want.max(1e-12),
+            ),
+            (
+                "expected log-likelihood",
+                (ell - want.terms.expected_log_lik).abs()
+                    / want.terms.expected_log_lik.abs().max(1.0),
+            ),
+        ] {
+            eprintln!(
+                "encoder case {:?}: {name}: {error:.2e} (tolerance {tol:.1e})",
+                cases[k]
+            );
+            assert!(
+                error <= tol,
+                "encoder case {:?}: {name}: {error:e} > {tol:e}",
+                cases[k]
+            );
+        }
+        assert!(evaluation.state.is_none());
+    }
+    // After the commit: the encoder's Adam state is the CPU's step from the CPU's gradient.
+    for k in 0..cases.len() {
+        let (d, m, ..) = cases[k];
+        let shape = StateShape {
+            m,
+            d,
+            encoder: encoders[k].param_count(),
+        };
+        gpu.commit_states(&[10 + k], shape).expect("committed");
+        let state = gpu.read_state(10 + k, shape).expect("readable");
+        let g = &encoder_grads[k];
+        let first: Vec<f64> = g.iter().map(|v| (1.0 - ADAM.beta1) * v).collect();
+        let second: Vec<f64> = g
+            .iter()
+            .zip(&e_second[k])
+            .map(|(v, v0)| ADAM.beta2 * v0 + (1.0 - ADAM.beta2) * v * v)
+            .collect();
+        let before = encoders[k].params_to_vec();
+        let step: Vec<f64> = first
+            .iter()
+            .zip(&second)
+            .map(|(m1, v)| -ADAM.rate * m1 / (v.sqrt() + ADAM.epsilon))
+            .collect();
+        let moved: Vec<f64> = state
+            .encoder
+            .values
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a - b)
+            .collect();
+        let rel = |got: &[f64], want: &[f64]| -> f64 {
+            assert_eq!(got.len(), want.len());
+            let top = want.iter().fold(1e-12f64, |a, v| a.max(v.abs()));
+            got.iter()
+                .zip(want)
+                .fold(0.0f64, |e, (a, b)| e.max((a - b).abs() / top))
+        };
+        // Float32 sums of at most 128 products (a layer) and 64 rows (a weight's gradient):
+        // measured within 4.1·10⁻⁷ for m and v and 2.2·10⁻⁵ for the step (the weights' float32
+        // rounding against a step of ~10⁻³) on lavapipe; a 1 % error in KL(q(w))'s gradient
+        // gives 1.4·10⁻³.
+        for (name, error, tol) in [
+            (
+                "the encoder's gradient, from m",
+                rel(&state.encoder.first, &first),
+                1e-5,
+            ),
+            ("the encoder's v", rel(&state.encoder.second, &second), 1e-5),
+            ("the encoder's step", rel(&moved, &step), 2e-4),
+        ] {
+            eprintln!(
+                "encoder case {:?}: {name}: {error:.2e} (tolerance {tol:.0e})",
+                cases[k]
+            );
+            assert!(
+                error <= tol,
+                "encoder case {:?}: {name}: {error:e} > {tol:e}",
+                cases[k]
+            );
+        }
+    }
+}
+
+/// What a slot holding problem `p` (without an encoder) holds.
+fn shape_of(p: &SvgpProblem) -> StateShape {
+    StateShape {
+        m: p.z.nrows(),
+        d: p.z.ncols(),
+        encoder: 0,
+    }
+}
+
 /// One request for slot `slot` of problem `p`.
 fn request(
     slot: usize,
@@ -324,6 +543,7 @@ fn request(
         slot,
         kernel: &p.kernel,
         z: &p.z,
+        encoder: None,
         x: &p.x,
         y: &p.y,
         latent: p.latent.as_ref().unwrap(),
@@ -408,7 +628,7 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
         .unwrap()
         .remove(0);
     first.stepped.expect("stepped");
-    let before_state = gpu.read_state(3, 6, 2).unwrap();
+    let before_state = gpu.read_state(3, shape_of(&p)).unwrap();
     let before = before_state.posterior.clone();
     assert!(
         (&before.cov - &q.cov).amax() < 1e-12,
@@ -418,7 +638,7 @@ fn a_failed_factorisation_is_reported_and_a_commit_rides_with_the_next_request()
         .resident_evaluations(&[request(3, &p, JitterPolicy::default(), 0.0, true)])
         .unwrap()
         .remove(0);
-    let after = gpu.read_state(3, 6, 2).unwrap();
+    let after = gpu.read_state(3, shape_of(&p)).unwrap();
     assert_eq!(
         second.state.as_ref(),
         Some(&after),

@@ -87,16 +87,26 @@ impl Adam {
         }
     }
 
-    /// One step as [`Adam::step`] on every parameter but those in `held` (whose step a device
-    /// holding them takes with [`Adam::rate`] and the same `t`): the step count still advances.
-    pub fn step_except(&mut self, params: &mut [f64], grad: &[f64], held: Range<usize>) {
-        let kept_params = params[held.clone()].to_vec();
-        let kept_m = self.m[held.clone()].to_vec();
-        let kept_v = self.v[held.clone()].to_vec();
+    /// One step as [`Adam::step`] on every parameter but those in the `held` ranges (whose step
+    /// a device holding them takes with [`Adam::rate`] and the same `t`): the step count still
+    /// advances.
+    pub fn step_except(&mut self, params: &mut [f64], grad: &[f64], held: &[Range<usize>]) {
+        let kept: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = held
+            .iter()
+            .map(|r| {
+                (
+                    params[r.clone()].to_vec(),
+                    self.m[r.clone()].to_vec(),
+                    self.v[r.clone()].to_vec(),
+                )
+            })
+            .collect();
         self.step(params, grad);
-        params[held.clone()].copy_from_slice(&kept_params);
-        self.m[held.clone()].copy_from_slice(&kept_m);
-        self.v[held].copy_from_slice(&kept_v);
+        for (r, (p, m, v)) in held.iter().zip(kept) {
+            params[r.clone()].copy_from_slice(&p);
+            self.m[r.clone()].copy_from_slice(&m);
+            self.v[r.clone()].copy_from_slice(&v);
+        }
     }
 
     /// The step size α_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) of the next step (t = steps + 1).
@@ -170,15 +180,18 @@ mod tests {
 
     #[test]
     fn a_held_range_is_left_to_its_holder_with_the_same_rate() {
-        let mut all = Adam::new(3, AdamSettings::default());
+        let mut all = Adam::new(4, AdamSettings::default());
         let mut held = all.clone();
-        let (mut p, mut q) = (vec![1.0, 2.0, 3.0], vec![1.0, 2.0, 3.0]);
-        all.step(&mut p, &[0.5, -1.0, 2.0]);
+        let (mut p, mut q) = (vec![1.0, 2.0, 3.0, 4.0], vec![1.0, 2.0, 3.0, 4.0]);
+        let grad = [0.5, -1.0, 2.0, 0.25];
+        all.step(&mut p, &grad);
         let rate = held.rate();
-        held.step_except(&mut q, &[0.5, -1.0, 2.0], 1..2);
-        assert_eq!((q[0], q[1], q[2]), (p[0], 2.0, p[2]));
+        // Two held ranges (Z and the encoder), apart.
+        held.step_except(&mut q, &grad, &[1..2, 3..4]);
+        assert_eq!((q[0], q[1], q[2], q[3]), (p[0], 2.0, p[2], 4.0));
         assert_eq!(held.steps(), 1);
         assert_eq!(held.moments(1..2), (&[0.0][..], &[0.0][..]));
+        assert_eq!(held.moments(3..4), (&[0.0][..], &[0.0][..]));
         // The holder's step with the rate given before the step equals the plain step.
         // g = −1: m = (1 − β₁)g, v = (1 − β₂)g².
         let (m, v): (f64, f64) = (-(1.0 - 0.9), 1.0 - 0.999);

@@ -502,21 +502,34 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
 
 /// What a device that holds q(v), Z and its M × M algebra returns for one evaluation (issue 34:
 /// `backend::gpu::Gpu::resident_evaluations`): the predictions' misfit, the kernel's gradient
-/// through K_Zt, k_tt and K_ZZ, ‖∂L̂/∂Z‖² (Z's Adam step is taken on the device), q(w)'s
-/// gradients through the draws, K_ZZ's jitter and KL(q(v) ‖ N(0, I)).
+/// through K_Zt, k_tt and K_ZZ, the squared norm of the gradient of what it steps itself (Z, and
+/// q(w)'s encoder when it runs it), q(w)'s part, K_ZZ's jitter and KL(q(v) ‖ N(0, I)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldPredictions {
     /// Σ_t [(y_t − mean_t)² + var_t].
     pub misfit: f64,
     pub kernel: KernelGrad,
-    /// ‖∂L̂/∂Z‖²: finite exactly when Z's gradient is.
-    pub z_norm: f64,
-    /// Σ_s ∂L̂/∂w_sn and Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n) (b each): ∂L̂/∂μ_n and ∂L̂/∂Σ_n through the
-    /// predictions, before KL(q(w_n)).
-    pub latent_mu: DVector<f64>,
-    pub latent_var: DVector<f64>,
+    /// ‖∂L̂/∂Z‖² + ‖∂L̂/∂encoder‖² (the latter when the device runs the encoder): finite exactly
+    /// when those gradients are.
+    pub held_norm: f64,
+    pub latent: HeldLatent,
     pub jitter: f64,
     pub kl_inducing: f64,
+}
+
+/// q(w)'s part of a held evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HeldLatent {
+    /// The host holds q(w) (free per-row latents, or an encoder it runs): Σ_s ∂L̂/∂w_sn and
+    /// Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n) (b each), ∂L̂/∂μ_n and ∂L̂/∂Σ_n through the predictions, before
+    /// KL(q(w_n)).
+    Sums {
+        d_mu: DVector<f64>,
+        d_var: DVector<f64>,
+    },
+    /// The device ran q(w)'s encoder and took its Adam step beside Z's: Σ_n KL(q(w_n) ‖ N(0, 1))
+    /// of the moments it formed.
+    Encoded { kl: f64 },
 }
 
 /// The bound and the gradients the host's optimiser uses (not q(v)'s nor Z's: their steps were
@@ -525,9 +538,10 @@ pub struct HeldPredictions {
 pub struct HeldOutput {
     pub terms: SvgpTerms,
     pub kernel: KernelGrad,
-    /// ‖∂L̂/∂Z‖².
-    pub z_norm: f64,
+    /// ‖∂L̂/∂Z‖² (+ ‖∂L̂/∂encoder‖² when the device runs the encoder).
+    pub held_norm: f64,
     pub noise: f64,
+    /// q(w)'s gradients (b each) when the host holds q(w); empty when the device does.
     pub latent_mu: DVector<f64>,
     pub latent_var: DVector<f64>,
 }
@@ -536,8 +550,9 @@ pub struct HeldOutput {
 /// computed: with c = N/(bS) and T = S·b,
 ///   L̂ = c[−½T log(2πφ²) − misfit/(2φ²)] − (N/b) Σ_n KL(q(w_n)) − KL(q(v)),
 ///   ∂L̂/∂φ² = c[−½T/φ² + misfit/(2φ⁴)],
-/// and ∂L̂/∂μ_n, ∂L̂/∂Σ_n from the device's sums over the draws with KL(q(w_n))'s gradient, as
-/// [`bound_and_gradient`] finishes them.
+/// and, when the host holds q(w), ∂L̂/∂μ_n, ∂L̂/∂Σ_n from the device's sums over the draws with
+/// KL(q(w_n))'s gradient, as [`bound_and_gradient`] finishes them (Σ_n KL(q(w_n)) from `input`'s
+/// moments; from the device's when it ran the encoder).
 ///
 /// Panics if `input` has no latent input (a device holding q(v) is asked only with one).
 pub fn finish_held(input: &SvgpInput, held: HeldPredictions) -> HeldOutput {
@@ -548,12 +563,18 @@ pub fn finish_held(input: &SvgpInput, held: HeldPredictions) -> HeldOutput {
     let noise = input.noise;
     let expected_log_lik =
         c * (-0.5 * t_count as f64 * (2.0 * PI * noise).ln() - held.misfit / (2.0 * noise));
-    let kl_latent = scale
-        * (0..b)
-            .map(|n| kl_standard_normal(lat.mu[n], lat.var[n]))
-            .sum::<f64>();
     let d_noise = c * (-0.5 * t_count as f64 / noise + held.misfit / (2.0 * noise * noise));
-    let (latent_mu, latent_var) = with_latent_kl(lat, scale, held.latent_mu, held.latent_var);
+    let (kl_sum, latent_mu, latent_var) = match held.latent {
+        HeldLatent::Sums { d_mu, d_var } => {
+            let kl = (0..b)
+                .map(|n| kl_standard_normal(lat.mu[n], lat.var[n]))
+                .sum::<f64>();
+            let (d_mu, d_var) = with_latent_kl(lat, scale, d_mu, d_var);
+            (kl, d_mu, d_var)
+        }
+        HeldLatent::Encoded { kl } => (kl, DVector::zeros(0), DVector::zeros(0)),
+    };
+    let kl_latent = scale * kl_sum;
     HeldOutput {
         terms: SvgpTerms {
             expected_log_lik,
@@ -563,7 +584,7 @@ pub fn finish_held(input: &SvgpInput, held: HeldPredictions) -> HeldOutput {
             jitter: held.jitter,
         },
         kernel: held.kernel,
-        z_norm: held.z_norm,
+        held_norm: held.held_norm,
         noise: d_noise,
         latent_mu,
         latent_var,

@@ -79,8 +79,9 @@ pub struct PosteriorHolding {
 }
 
 /// What a device holding a variable keeps of it between iterations (issue 34): q(v), Z and Adam's
-/// moments for Z (M × D each), read back to refresh the variable's copy
-/// ([`GpCdeVariable::with_resident`], [`GpCdeVariable::apply_held`]).
+/// moments for Z (M × D each), and q(w)'s encoder with its moments when the variable has one,
+/// read back to refresh the variable's copy ([`GpCdeVariable::with_resident`],
+/// [`GpCdeVariable::apply_held`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResidentState {
     pub posterior: InducingPosterior,
@@ -88,6 +89,18 @@ pub struct ResidentState {
     /// Adam's first and second moments of Z.
     pub z_first: DMatrix<f64>,
     pub z_second: DMatrix<f64>,
+    /// The encoder's weights ([`Encoder::params_to_vec`]'s order) and Adam's moments of them;
+    /// empty for free per-row latents (the host holds those).
+    #[serde(default)]
+    pub encoder: HeldWeights,
+}
+
+/// A block of weights a device steps with Adam, and Adam's moments of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeldWeights {
+    pub values: Vec<f64>,
+    pub first: Vec<f64>,
+    pub second: Vec<f64>,
 }
 
 /// The variable's own copy of what a device holds ([`ResidentState`]), for the device to take.
@@ -98,6 +111,11 @@ pub struct ResidentView<'a> {
     /// Adam's moments of Z in Z's (column-major) order.
     pub z_first: &'a [f64],
     pub z_second: &'a [f64],
+    /// q(w)'s encoder and Adam's moments of its weights (in [`Encoder::params_to_vec`]'s order),
+    /// when q(w) has one.
+    pub encoder: Option<&'a Encoder>,
+    pub encoder_first: &'a [f64],
+    pub encoder_second: &'a [f64],
 }
 
 /// A GP-CDE for column `slot` of a data matrix: x_slot = f(x with column `slot` replaced by w) + noise.
@@ -133,6 +151,10 @@ pub struct Prepared {
     latent: LatentBatch,
     tape: Option<EncoderTape>,
     total_rows: usize,
+    /// q(w)'s moments were not formed here: the device holding the encoder forms them (and
+    /// steps the encoder), so `latent`'s μ and Σ are zeros and only its noise is drawn.
+    #[serde(default)]
+    latent_on_device: bool,
 }
 
 /// The bound's gradient with respect to every parameter Adam steps (q(v) has its own step).
@@ -191,6 +213,14 @@ pub enum StepError {
     /// The device computing the bound's heavy half (the GPU) failed.
     #[error("the device computing the bound failed: {0}")]
     Device(String),
+}
+
+impl Prepared {
+    /// Whether q(w)'s moments are left to a device that runs the encoder
+    /// ([`GpCdeVariable::prepare_held`]).
+    pub fn latent_on_device(&self) -> bool {
+        self.latent_on_device
+    }
 }
 
 impl GpCdeVariable {
@@ -376,24 +406,40 @@ impl GpCdeVariable {
             .is_none_or(|h| h.synced_steps == self.natural_steps)
     }
 
-    /// The q(v), Z and Z's Adam moments kept here, for a device to hold.
+    /// The q(v), Z, q(w)'s encoder and their Adam moments kept here, for a device to hold.
     pub fn resident_view(&self) -> ResidentView<'_> {
-        let (z_first, z_second) = self.adam.moments(self.store().range("z"));
+        let store = self.store();
+        let (z_first, z_second) = self.adam.moments(store.range("z"));
+        let (encoder, (encoder_first, encoder_second)) = match &self.latent {
+            Latent::Encoder(e) => (Some(e), self.adam.moments(store.range("encoder"))),
+            Latent::Free(_) => (None, (&[][..], &[][..])),
+        };
         ResidentView {
             posterior: &self.q,
             z: &self.z,
             z_first,
             z_second,
+            encoder,
+            encoder_first,
+            encoder_second,
         }
     }
 
-    /// The next Adam step's constants, for a device stepping Z itself.
+    /// q(w)'s encoder, when q(w) is amortised by one.
+    pub fn encoder(&self) -> Option<&Encoder> {
+        match &self.latent {
+            Latent::Encoder(e) => Some(e),
+            Latent::Free(_) => None,
+        }
+    }
+
+    /// The next Adam step's constants, for a device stepping Z and the encoder itself.
     pub fn held_adam_step(&self) -> HeldAdamStep {
         self.adam.held_step()
     }
 
-    /// This variable with `state` (read from the device holding it) as its current q(v), Z and
-    /// Z's Adam moments.
+    /// This variable with `state` (read from the device holding it) as its current q(v), Z, its
+    /// encoder (when `state` has one) and their Adam moments.
     pub fn with_resident(&self, state: ResidentState) -> Self {
         let mut v = self.clone();
         v.take_resident(state);
@@ -404,12 +450,25 @@ impl GpCdeVariable {
     fn take_resident(&mut self, state: ResidentState) {
         // A device keeps each variable's state under its own key, so the shapes agree; a state
         // that did not would not be this variable's, and the copy here is kept.
-        if state.z.shape() != self.z.shape() || state.posterior.len() != self.q.len() {
+        let encoder_len = self.encoder().map_or(0, Encoder::param_count);
+        if state.z.shape() != self.z.shape()
+            || state.posterior.len() != self.q.len()
+            || ![0, encoder_len].contains(&state.encoder.values.len())
+        {
             return;
         }
-        let range = self.store().range("z");
-        self.adam
-            .set_moments(range, state.z_first.as_slice(), state.z_second.as_slice());
+        let store = self.store();
+        self.adam.set_moments(
+            store.range("z"),
+            state.z_first.as_slice(),
+            state.z_second.as_slice(),
+        );
+        if let (Latent::Encoder(e), true) = (&mut self.latent, !state.encoder.values.is_empty()) {
+            let held = state.encoder;
+            e.set_params_from_slice(&held.values);
+            self.adam
+                .set_moments(store.range("encoder"), &held.first, &held.second);
+        }
         self.z = state.z;
         self.q = state.posterior;
         if let Some(h) = self.holding.as_mut() {
@@ -491,6 +550,41 @@ impl GpCdeVariable {
             },
             tape,
             total_rows: data.nrows(),
+            latent_on_device: false,
+        }
+    }
+
+    /// What one step on minibatch `rows` needs when a device holding this variable runs its
+    /// encoder: as [`GpCdeVariable::prepare`] (the same draws from `rng`), but q(w)'s moments are
+    /// left to the device (zeros here) and the encoder is not run on the host. For free per-row
+    /// latents it is [`GpCdeVariable::prepare`].
+    pub fn prepare_held(
+        &self,
+        data: &DMatrix<f64>,
+        rows: &[usize],
+        rng: &mut impl Rng,
+    ) -> Prepared {
+        if self.encoder().is_none() {
+            return self.prepare(data, rows, rng);
+        }
+        let d = data.ncols();
+        let b = rows.len();
+        let x = DMatrix::from_fn(b, d, |r, c| data[(rows[r], c)]);
+        let y = DVector::from_fn(b, |r, _| data[(rows[r], self.slot)]);
+        let eps = DMatrix::from_fn(self.samples, b, |_, _| rng.sample(StandardNormal));
+        Prepared {
+            rows: rows.to_vec(),
+            x,
+            y,
+            latent: LatentBatch {
+                slot: self.slot,
+                mu: DVector::zeros(b),
+                var: DVector::zeros(b),
+                eps,
+            },
+            tape: None,
+            total_rows: data.nrows(),
+            latent_on_device: true,
         }
     }
 
@@ -543,7 +637,8 @@ impl GpCdeVariable {
         })
     }
 
-    /// Applies a step whose natural step and Z's Adam step a device holding q(v) and Z under `key`
+    /// Applies a step whose natural step and Adam step of Z (and of the encoder, when the device
+    /// ran it: `prepared` says) a device holding q(v), Z and the encoder under `key`
     /// has taken (they wait there to be committed by the next evaluation): one Adam step on
     /// everything else, as [`GpCdeVariable::apply`], with the same step count. `synced` is the
     /// state the device evaluated, when it was read back with this evaluation (it becomes the
@@ -559,7 +654,7 @@ impl GpCdeVariable {
         let gradient = Gradient {
             kernel: &output.kernel,
             z: ZGradient::Held {
-                norm: output.z_norm,
+                norm: output.held_norm,
             },
             noise: output.noise,
             latent_mu: &output.latent_mu,
@@ -612,6 +707,8 @@ impl GpCdeVariable {
         }
         minus[store.range("noise")][0] = -gradient.noise;
         match &self.latent {
+            // The device that ran the encoder steps it beside Z.
+            Latent::Encoder(_) if prepared.latent_on_device => {}
             Latent::Encoder(e) => {
                 let tape = prepared
                     .tape
@@ -632,7 +729,15 @@ impl GpCdeVariable {
         let grad = store.chain(&params, &minus);
         match gradient.z {
             ZGradient::Here(_) => self.adam.step(&mut params, &grad),
-            ZGradient::Held { .. } => self.adam.step_except(&mut params, &grad, store.range("z")),
+            ZGradient::Held { .. } if prepared.latent_on_device => self.adam.step_except(
+                &mut params,
+                &grad,
+                &[store.range("z"), store.range("encoder")],
+            ),
+            ZGradient::Held { .. } => {
+                self.adam
+                    .step_except(&mut params, &grad, &[store.range("z")])
+            }
         }
         self.set_flat_params(&store, &params);
     }
@@ -764,6 +869,79 @@ mod tests {
             Err(StepError::NonFinite(_))
         ));
         assert_eq!(v, before);
+    }
+
+    /// A device that runs the encoder: the host draws the same rows' noise as on the CPU path
+    /// without running the encoder, its Adam step leaves Z and the encoder to the device (with
+    /// the same step count), and the state read back replaces both with their moments.
+    #[test]
+    fn a_device_held_encoder_is_left_to_the_device_and_taken_back_from_it() {
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let data = sine_data(20, &mut rng);
+        let mut v = GpCdeVariable::new(
+            &data,
+            1,
+            &[1.0, 1.0],
+            &small_settings(LatentKind::Encoder),
+            &mut rng,
+        );
+        let rows: Vec<usize> = (3..15).collect();
+        let host = v.prepare(&data, &rows, &mut ChaCha8Rng::seed_from_u64(9));
+        let held = v.prepare_held(&data, &rows, &mut ChaCha8Rng::seed_from_u64(9));
+        assert!(held.latent_on_device() && !host.latent_on_device());
+        assert_eq!(held.latent.eps, host.latent.eps);
+        assert!(held.tape.is_none() && held.latent.mu.iter().all(|&m| m == 0.0));
+        // The device's output (the CPU's, with q(w)'s gradient held there).
+        let out = bound_and_gradient(&v.input(&host)).unwrap();
+        let output = HeldOutput {
+            terms: out.terms,
+            kernel: out.grad.kernel.clone(),
+            held_norm: 1.0,
+            noise: out.grad.noise,
+            latent_mu: DVector::zeros(0),
+            latent_var: DVector::zeros(0),
+        };
+        let before = v.clone();
+        v.apply_held(&held, &output, None, 7, None).unwrap();
+        assert_eq!(
+            v.encoder(),
+            before.encoder(),
+            "the device steps the encoder"
+        );
+        assert_eq!(v.z(), before.z(), "and Z");
+        assert_ne!(
+            v.kernel_raw(),
+            before.kernel_raw(),
+            "the host steps the kernel"
+        );
+        assert_eq!(v.adam.steps(), before.adam.steps() + 1);
+        // The device's state becomes the variable's.
+        let view = v.resident_view();
+        let weights: Vec<f64> = view
+            .encoder
+            .unwrap()
+            .params_to_vec()
+            .iter()
+            .map(|w| w + 0.5)
+            .collect();
+        let count = weights.len();
+        let state = ResidentState {
+            posterior: view.posterior.clone(),
+            z: view.z.map(|z| z + 1.0),
+            z_first: DMatrix::from_element(view.z.nrows(), view.z.ncols(), 0.25),
+            z_second: DMatrix::from_element(view.z.nrows(), view.z.ncols(), 0.5),
+            encoder: HeldWeights {
+                values: weights.clone(),
+                first: vec![0.125; count],
+                second: vec![0.0625; count],
+            },
+        };
+        let taken = v.with_resident(state);
+        assert_eq!(taken.encoder().unwrap().params_to_vec(), weights);
+        let view = taken.resident_view();
+        assert_eq!(view.encoder_first, &vec![0.125; count][..]);
+        assert_eq!(view.encoder_second, &vec![0.0625; count][..]);
+        assert_eq!(view.z_first[0], 0.25);
     }
 
     #[test]

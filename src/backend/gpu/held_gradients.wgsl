@@ -13,18 +13,25 @@
 //                        Σ_s ∂w_sn  and  Σ_s ∂w_sn ε_sn / (2√Σ_n),
 //                    where ∂w_sn is the latent column of ∂U plus k_tt's share 2 θ̃^lin_slot w_sn
 //                    g_var (`diag`), and w_sn = μ_n + √Σ_n ε_sn as points.wgsl forms it.
-// `kernel_sums`      src_a = finish.wgsl's output, dst = the gradients. Workgroup w < W adds the
-//                    kernel adjoint's per-row sums (finish.wgsl's df value for each inducing row
-//                    and each of the W values) over the M rows; workgroup W adds ∂Z² (after
-//                    `input_gradients`). Each invocation takes a strided df sum, then a tree over
-//                    the workgroup: the order is fixed, the result does not depend on timing.
-// `adam_z`           src_a = Z's current state [Z | m | v] (M·D each, row-major), src_b = the
-//                    gradients, dst = Z's next state: one Adam step on the loss −L̂, g = −∂Z,
-//                        m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²,  Z ← Z − rate·m/(√v + ε),
+// `kernel_sums`      src_a = finish.wgsl's output, src_b = the latent input, dst = the gradients.
+//                    Workgroup w < W adds the kernel adjoint's per-row sums (finish.wgsl's df
+//                    value for each inducing row and each of the W values) over the M rows;
+//                    workgroup W adds the held block's squared gradient ‖∂Z‖² + ‖∂encoder‖²
+//                    (after `input_gradients` and encoder.wgsl's passes), W + 1 the rows'
+//                    Σ_n KL(q(w_n) ‖ N(0, 1)) = Σ_n ½(Σ_n + μ_n² − 1 − log Σ_n), W + 2 the draws'
+//                    Σ_sn w_sn² (k_tt's adjoint for the latent column, which the host cannot form
+//                    when the device ran the encoder). Each invocation takes a strided df sum,
+//                    then a tree over the workgroup: the order is fixed, the result does not
+//                    depend on timing.
+// `adam_held`        src_a = the held block's current state [p | m | v] (p = [Z (M·D, row-major) |
+//                    the encoder's P weights], m and v the same length), src_b = the gradients,
+//                    dst = the next state: one Adam step on the loss −L̂, g = −∂p,
+//                        m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²,  p ← p − rate·m/(√v + ε),
 //                    with rate = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) from the host (gp/adam.rs in f64).
 //
-// GRADIENTS = [misfit (df) | kernel sums (W df) | ‖∂Z‖² (df) | Σ_s ∂w (b) | Σ_s ∂w ε/(2√Σ) (b)
-//              | ∂Z (M·D)]: the host reads the first 6 + 2W + 2b values back, never ∂Z.
+// GRADIENTS = [misfit (df) | kernel sums (W df) | ‖∂held‖² (df) | Σ KL(q(w)) (df) | Σ w² (df)
+//              | Σ_s ∂w (b) | Σ_s ∂w ε/(2√Σ) (b) | ∂Z (M·D) | ∂encoder (P)]: the host reads the
+//              first 8 + 2W values back, and q(w)'s sums (2b) only when it holds q(w) itself.
 
 struct Dims {
     m: u32,          // inducing points M
@@ -41,7 +48,7 @@ struct Dims {
     epsilon: f32,
     rest1: f32,      // 1 − β₁ and 1 − β₂, rounded from f64 (not 1 − β in float32)
     rest2: f32,
-    pad0: u32,
+    encoder: u32,    // the encoder's weights P held beside Z (0 when the host holds q(w))
     pad1: u32,
 }
 
@@ -51,7 +58,12 @@ fn norm_at() -> u32 {
 }
 
 fn latent_at() -> u32 {
-    return norm_at() + 2u;
+    return norm_at() + 6u;
+}
+
+// Values of the held block: Z's and the encoder's.
+fn held_count() -> u32 {
+    return dims.m * dims.d + dims.encoder;
 }
 
 fn z_at() -> u32 {
@@ -103,15 +115,29 @@ fn kernel_sums(
     let mw = dims.m * dims.width;
     var sum = vec2<f32>(0.0, 0.0);
     // `w` is the same for the whole workgroup, so every invocation reaches the barriers.
+    let b = dims.t / max(dims.samples, 1u);
     if (w < dims.width) {
         for (var i = k; i < dims.m; i += GROUP) {
             let at = i * dims.width + w;
             sum = df_add(sum, vec2<f32>(src_a[2u + at], src_a[2u + mw + at]));
         }
-    } else {
-        for (var e = k; e < dims.m * dims.d; e += GROUP) {
+    } else if (w == dims.width) {
+        for (var e = k; e < held_count(); e += GROUP) {
             let g = dst[z_at() + e];
             sum = df_add(sum, two_prod(g, g));
+        }
+    } else if (w == dims.width + 1u) {
+        for (var n = k; n < b; n += GROUP) {
+            let mu = src_b[dims.t + 2u * n];
+            let root = src_b[dims.t + 2u * n + 1u];
+            let variance = root * root;
+            sum = df_add(sum, vec2<f32>(0.5 * (variance + mu * mu - 1.0 - log(variance)), 0.0));
+        }
+    } else {
+        for (var p = k; p < dims.t; p += GROUP) {
+            let n = p / max(dims.samples, 1u);
+            let draw = src_b[dims.t + 2u * n] + src_b[dims.t + 2u * n + 1u] * src_b[p];
+            sum = df_add(sum, two_prod(draw, draw));
         }
     }
     partial[k] = sum;
@@ -123,17 +149,17 @@ fn kernel_sums(
         workgroupBarrier();
     }
     if (k == 0u) {
-        let at = select(norm_at(), 2u + 2u * w, w < dims.width);
+        let at = select(norm_at() + 2u * (w - dims.width), 2u + 2u * w, w < dims.width);
         dst[at] = partial[0].x;
         dst[at + 1u] = partial[0].y;
     }
 }
 
 @compute @workgroup_size(64)
-fn adam_z(@builtin(global_invocation_id) id: vec3<u32>) {
+fn adam_held(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
     let e = id.x;
-    let n = dims.m * dims.d;
+    let n = held_count();
     if (e < n) {
         let g = -src_b[z_at() + e];
         let m = dims.beta1 * src_a[n + e] + dims.rest1 * g;

@@ -11,10 +11,11 @@
 //! `kernel_common.wgsl`, `kernel_cross.wgsl`, `kernel_backward.wgsl`), batched tiled products in
 //! float32 or compensated ([`Gpu::gemm`], [`Gpu::syrk`], `gemm.wgsl`), the uncollapsed bound's
 //! predictions ([`Gpu::svgp_predictions`], [`Gpu::bounds_and_gradients`], `predictions.wgsl`),
-//! the same evaluation with q(v), Z (with its Adam moments) and the M × M algebra held on the
-//! device, which is what the engine runs ([`Gpu::submit_resident`], [`Gpu::hold_state`];
-//! `inducing.wgsl`, `cholesky.wgsl`'s double-float factorisations and natural step,
-//! `held_gradients.wgsl`'s finished gradients and Z's Adam step), Ψ2's sums
+//! the same evaluation with q(v), Z, q(w)'s encoder (with their Adam moments) and the M × M
+//! algebra held on the device, which is what the engine runs ([`Gpu::submit_resident`],
+//! [`Gpu::hold_state`]; `inducing.wgsl`, `cholesky.wgsl`'s double-float factorisations and
+//! natural step, `encoder.wgsl`'s forward and backward passes, `held_gradients.wgsl`'s finished
+//! gradients and the Adam step of Z and the encoder), Ψ2's sums
 //! ([`Gpu::submit_psi2`], `psi.wgsl`), and the traffic counters ([`Gpu::traffic`]). Everything on the GPU is float32
 //! (or two float32 words); the host converts from and to the engine's f64 at the boundary and
 //! finishes sums over many terms in f64. A lost device or a driver error is recorded, never a
@@ -23,6 +24,7 @@
 mod cholesky;
 mod counters;
 mod gemm;
+mod held_encoder;
 mod kernel;
 mod predictions;
 mod psi;
@@ -38,7 +40,8 @@ pub use predictions::SubmittedPredictions;
 pub use psi::Psi2OnGpu;
 pub use psi::{Psi2Factors, Psi2Request, Psi2Sums, SubmittedPsi2};
 pub use resident::{
-    HeldSlot, ResidentEvaluation, ResidentRequest, StateChange, SubmittedResident, SYNC_SECONDS,
+    HeldSlot, ResidentEvaluation, ResidentRequest, StateChange, StateShape, SubmittedResident,
+    SYNC_SECONDS,
 };
 
 use std::collections::HashMap;
@@ -85,12 +88,18 @@ pub struct Gpu {
     /// Bind groups kept between calls, by (dispatch, step, job slot), with the pipeline and
     /// buffers they bind: a call that binds the same resident buffers creates nothing.
     bound: Mutex<HashMap<BindKey, BoundGroup>>,
+    /// What each constant resident buffer ([`Gpu::resident_constant`]) was last given, with the
+    /// buffer it went to: written again only when either changes.
+    constants: Mutex<HashMap<(&'static str, usize), WrittenConstant>>,
     /// Which resident slot holds each held q(v).
     posteriors: Mutex<resident::PosteriorSlots>,
     /// Why the device stopped, once it has: set by wgpu's device-lost callback and by errors no
     /// error scope caught (which would otherwise panic).
     failure: Arc<Mutex<Option<String>>>,
 }
+
+/// A constant resident buffer and the contents last written to it.
+type WrittenConstant = (wgpu::Buffer, Vec<u8>);
 
 /// The compiled kernels, one pipeline per WGSL entry point.
 struct Pipelines {
@@ -109,6 +118,8 @@ struct Pipelines {
     inducing: Vec<wgpu::ComputePipeline>,
     /// `held_gradients.wgsl`'s `kernel_sums` and `input_gradients`.
     held_gradients: Vec<wgpu::ComputePipeline>,
+    /// `encoder.wgsl`'s passes, in `held_encoder::EncoderPass`'s order.
+    encoder: Vec<wgpu::ComputePipeline>,
 }
 
 impl fmt::Debug for Gpu {
@@ -195,6 +206,7 @@ impl Gpu {
             natural_step,
             inducing: resident::pipelines(&device),
             held_gradients: resident::gradient_pipelines(&device),
+            encoder: held_encoder::pipelines(&device),
         };
         Ok(Gpu {
             device: counters::CountedDevice::new(device, queue),
@@ -202,6 +214,7 @@ impl Gpu {
             pipelines,
             resident: Mutex::new(HashMap::new()),
             bound: Mutex::new(HashMap::new()),
+            constants: Mutex::new(HashMap::new()),
             posteriors: Mutex::new(resident::PosteriorSlots::default()),
             failure,
         })
@@ -280,6 +293,36 @@ impl Gpu {
         );
         if !contents.is_empty() {
             self.device.write_buffer(&buffer, 0, contents);
+        }
+        buffer
+    }
+
+    /// [`Gpu::resident_with`] for contents that rarely change (a pass's shape): written only
+    /// when they differ from the last ones written to that buffer, so that a steady run
+    /// uploads nothing for them.
+    fn resident_constant(
+        &self,
+        role: &'static str,
+        slot: usize,
+        contents: &[u8],
+        usage: wgpu::BufferUsages,
+    ) -> wgpu::Buffer {
+        let buffer = self.resident(
+            role,
+            slot,
+            contents.len(),
+            usage | wgpu::BufferUsages::COPY_DST,
+        );
+        let mut constants = self
+            .constants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let same = constants
+            .get(&(role, slot))
+            .is_some_and(|(b, c)| *b == buffer && c.as_slice() == contents);
+        if !same && !contents.is_empty() {
+            self.device.write_buffer(&buffer, 0, contents);
+            constants.insert((role, slot), (buffer.clone(), contents.to_vec()));
         }
         buffer
     }

@@ -351,6 +351,7 @@ impl Gpu {
             y,
             latent,
             upload_z,
+            latent_on_device,
             noise,
             c,
         } = *inputs;
@@ -471,7 +472,15 @@ impl Gpu {
         };
         // The points are built on the device from the rows and the latent input (points.wgsl).
         let x_buf = self.resident_with("x rows", slot, &rows_bytes(x), storage());
-        let latent_buf = self.resident_with("latent", slot, &latent_bytes(latent), storage());
+        let latent_buf = if latent_on_device {
+            // Room for the moments the caller's passes write after ε.
+            let buffer = self.resident("latent", slot, (t + 2 * b) * 4, storage());
+            self.device
+                .write_buffer(&buffer, 0, &f32_bytes(latent.eps.iter().copied()));
+            buffer
+        } else {
+            self.resident_with("latent", slot, &latent_bytes(latent), storage())
+        };
         let y_buf = self.resident_with("y", slot, &f32_bytes(y.iter().copied()), storage());
         let mut points_dims = Vec::with_capacity(32);
         for word in [
@@ -558,7 +567,7 @@ impl Gpu {
                 &pipelines.evaluation_points,
                 vec![
                     points_dims,
-                    x_buf,
+                    x_buf.clone(),
                     latent_buf.clone(),
                     y_buf,
                     linear.clone(),
@@ -652,6 +661,7 @@ impl Gpu {
             finished,
             cols,
             latent: latent_buf,
+            x: x_buf,
         })
     }
 }
@@ -679,6 +689,10 @@ pub(super) struct PointInputs<'a> {
     /// Write Z (its shape is `z`'s) from `z`; else the caller copies it into
     /// [`PredictionPlan::z`] (a device that holds Z).
     pub upload_z: bool,
+    /// Upload only the noise ε of the latent input: the caller's passes write q(w)'s moments
+    /// into [`PredictionPlan::latent`] before the evaluation points (a device that runs the
+    /// encoder).
+    pub latent_on_device: bool,
     pub noise: f64,
     pub c: f64,
 }
@@ -692,6 +706,7 @@ impl<'a> PointInputs<'a> {
             y: request.y,
             latent: request.latent,
             upload_z: true,
+            latent_on_device: false,
             noise: request.noise,
             c: request.c,
         }
@@ -733,6 +748,8 @@ pub(super) struct PredictionPlan<'g> {
     pub cols: wgpu::Buffer,
     /// The latent input as points.wgsl reads it ([`latent_bytes`]).
     pub latent: wgpu::Buffer,
+    /// The minibatch's rows (b × D, row-major).
+    pub x: wgpu::Buffer,
 }
 
 impl<'g> PredictionPlan<'g> {

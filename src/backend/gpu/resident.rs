@@ -1,10 +1,12 @@
-//! The uncollapsed evaluation with q(v), Z and Z's Adam moments resident on the device and its
-//! M × M algebra there (issue 34, items 1–2): for each request, in one submission for the whole
-//! batch and with nothing of size M × M, M × D or S × b crossing to the host, in order on the
-//! device:
+//! The uncollapsed evaluation with q(v), Z, q(w)'s encoder and their Adam moments resident on
+//! the device and its M × M algebra there (issue 34, items 1–2): for each request, in one
+//! submission for the whole batch and with nothing of size M × M, M × D, S × b or b crossing to
+//! the host, in order on the device:
 //!
-//! 1. Z from the slot's current state; the draws w = μ + √Σ ε, the evaluation points and
-//!    K' = K(Z, [U; Z]) (M × (T + M)) in one kernel pass, so K_ZZ is its last M columns;
+//! 1. Z from the slot's current state; q(w)'s moments (μ_n, Σ_n) from the encoder's forward
+//!    pass on the minibatch's rows (`encoder.wgsl`, when the request has an encoder; else the
+//!    host's); the draws w = μ + √Σ ε, the evaluation points and K' = K(Z, [U; Z])
+//!    (M × (T + M)) in one kernel pass, so K_ZZ is its last M columns;
 //! 2. K_ZZ + εI = L Lᵀ with the jitter ladder in the shader, starting at
 //!    max(ε₀, floor · mean diag K_ZZ), and L⁻¹, in double-float (`cholesky.wgsl`);
 //! 3. L, L⁻¹, S − I, m and α = L⁻ᵀm narrowed to float32 for the products (`inducing.wgsl`), q(v)
@@ -15,8 +17,10 @@
 //!    K̄_ZZ = sym(L⁻ᵀ Φ(Lᵀ L̄) L⁻¹) by four products, written after K̄_Zt so that the one kernel
 //!    adjoint gives the gradients through K_Zt and K_ZZ together;
 //! 6. the gradients finished (`held_gradients.wgsl`): ∂Z assembled from its two shares, q(w)'s
-//!    two sums over the draws, the kernel adjoint's row sums added over the M rows and ‖∂Z‖² (a
-//!    fixed-order df tree each), and Z's Adam step into the slot's next state;
+//!    two sums over the draws, then (with an encoder) the encoder's backward pass from them and
+//!    KL(q(w))'s gradient into its weights' gradient beside ∂Z; the kernel adjoint's row sums
+//!    added over the M rows, ‖∂Z‖² + ‖∂encoder‖², Σ_n KL(q(w_n)) and Σ w² (a fixed-order df tree
+//!    each), and the Adam step of Z and the encoder into the slot's next state;
 //! 7. q(v)'s natural step P ← (1 − γ)P + γ(I + Λ), η₁ ← (1 − γ)η₁ + γr with Λ = (c/φ²)P_w and
 //!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_step`), and the KL
 //!    terms of the current state.
@@ -26,31 +30,35 @@
 //! batch of D variables waits for one factorisation's time, not D; the other passes are recorded
 //! request by request, phase by phase around them ([`Gpu::record_phases`]).
 //!
-//! What comes back per request is 6 + 2W + 2b values and 22 words of status (the misfit, the
-//! kernel's gradient, ‖∂Z‖², q(w)'s sums, K_ZZ's jitter and status, the KL terms, the step's
-//! status: 800 bytes at (M, b, S, D) = (10, 64, 5, 3), 2680 at the paper's (400, 256, 50, 10)),
-//! and the state itself only when a request asks for it. The stepped state stays on the device:
+//! What comes back per request is 8 + 2W values and 22 words of status (the misfit, the
+//! kernel's gradient, the held block's squared gradient, Σ KL(q(w)), Σ w², K_ZZ's jitter and
+//! status, the KL terms, the step's status: 304 bytes at (M, b, S, D) = (10, 64, 5, 3), 640 at
+//! the paper's (400, 256, 50, 10)); 2b values more (q(w)'s sums) when the host holds q(w) (free
+//! per-row latents); and the state itself only when a request asks for it. The stepped state stays on the device:
 //! a later request with [`StateChange::Commit`] (or [`Gpu::commit_states`]) makes it the slot's
 //! current one, so a host that rejects the step (a phase that ends) leaves the slot as it was,
 //! and one that undoes a committed step (a fault) gets the previous state back with
 //! [`StateChange::Restore`]. The host's reference is the CPU's `svgp::bound_and_gradient`
-//! followed by `InducingPosterior::natural_step` and `Adam::step`.
+//! (with `Encoder::forward` and `backward` around it) followed by
+//! `InducingPosterior::natural_step` and `Adam::step`.
 
 use nalgebra::{DMatrix, DVector};
 
 use super::cholesky::{
     decode as decode_factor, dims_bytes, ladder_bytes, output_words, step_words, two_word_bytes,
 };
+use super::held_encoder::EncoderBuffers;
 use super::kernel::grad_from_sums;
 use super::predictions::{InducingOperands, PointInputs, ReadbackLayout, Step};
 use super::submission::{Readback, Submitted};
 use super::{Gpu, GpuError};
 use crate::gp::adam::HeldAdamStep;
+use crate::gp::encoder::Encoder;
 use crate::gp::kernel::{Kernel, KernelGrad};
 use crate::gp::linalg::{cholesky_jittered, lower_inverse, CholeskyError, JitterPolicy};
 use crate::gp::natgrad::InducingPosterior;
-use crate::gp::svgp::LatentBatch;
-use crate::gp::variable::{ResidentState, ResidentView};
+use crate::gp::svgp::{HeldLatent, LatentBatch};
+use crate::gp::variable::{HeldWeights, ResidentState, ResidentView};
 
 /// The first resident slot of the q(v) states: apart from the host-side path's slots, so that
 /// neither grows or rebinds the other's buffers.
@@ -64,7 +72,7 @@ const RESIDENT_SCRATCH: usize = 1 << 22;
 const RESIDENT_BATCH: usize = 1 << 23;
 
 /// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
-const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
+pub(super) const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
 
 /// Invocations per workgroup of `inducing.wgsl`'s element-wise passes and of
 /// `held_gradients.wgsl`'s.
@@ -78,7 +86,7 @@ pub(super) fn gradient_pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipe
         include_str!("held_gradients.wgsl"),
     ]
     .concat();
-    ["input_gradients", "kernel_sums", "adam_z"]
+    ["input_gradients", "kernel_sums", "adam_held"]
         .iter()
         .map(|entry| super::compute_pipeline(device, "held_gradients.wgsl", &source, entry))
         .collect()
@@ -103,7 +111,7 @@ pub(super) fn pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
 enum HeldPass {
     InputGradients,
     KernelSums,
-    AdamZ,
+    AdamHeld,
 }
 
 /// The passes of `inducing.wgsl`.
@@ -168,6 +176,10 @@ pub struct ResidentRequest<'a> {
     pub kernel: &'a Kernel,
     /// Z's shape (M × D): its values are the slot's.
     pub z: &'a DMatrix<f64>,
+    /// q(w)'s encoder, when the device runs it (its shapes; the weights are the slot's, held
+    /// beside Z and stepped with it): `latent`'s μ and Σ are then not read, the device forms
+    /// them from the minibatch's rows.
+    pub encoder: Option<&'a Encoder>,
     /// The minibatch (b × D) and its targets.
     pub x: &'a DMatrix<f64>,
     pub y: &'a DVector<f64>,
@@ -198,12 +210,13 @@ pub struct ResidentEvaluation {
     pub misfit: f64,
     /// The kernel's gradient through K_Zt, k_tt and K_ZZ.
     pub kernel: KernelGrad,
-    /// ‖∂L̂/∂Z‖² (∂Z through K_Zt and K_ZZ stays on the device, which takes Z's Adam step).
-    pub z_norm: f64,
-    /// Σ_s ∂L̂/∂w_sn and Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n) (b each), the draws' gradient ∂L̂/∂w_sn
-    /// through the predictions and k_tt: q(w)'s gradients before KL(q(w)).
-    pub latent_mu: DVector<f64>,
-    pub latent_var: DVector<f64>,
+    /// ‖∂L̂/∂Z‖² (+ ‖∂L̂/∂encoder‖² when it runs the encoder): those gradients stay on the
+    /// device, which takes their Adam step.
+    pub held_norm: f64,
+    /// Without an encoder on the device, Σ_s ∂L̂/∂w_sn and Σ_s ∂L̂/∂w_sn ε_sn/(2√Σ_n) (b each),
+    /// the draws' gradient ∂L̂/∂w_sn through the predictions and k_tt: q(w)'s gradients before
+    /// KL(q(w)); with one, Σ_n KL(q(w_n) ‖ N(0, 1)) of the moments it formed.
+    pub latent: HeldLatent,
     /// K_ZZ's factorisation: the jitter it took, or why it failed (then nothing else holds).
     pub jitter: Result<f64, CholeskyError>,
     /// KL(q(v) ‖ N(0, I)) = ½(tr S + mᵀm − M − log det S) of the q(v) evaluated.
@@ -215,9 +228,26 @@ pub struct ResidentEvaluation {
     pub state: Option<ResidentState>,
 }
 
-/// Words of a slot's Z state: Z, Adam's first and second moments (M × D each, row-major, f32).
-fn z_state_words(m: usize, d: usize) -> usize {
-    3 * m * d
+/// The shapes of what a resident slot holds: q(v) of M inducing points, Z (M × D) and, when the
+/// device runs it, q(w)'s encoder of P weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateShape {
+    pub m: usize,
+    pub d: usize,
+    pub encoder: usize,
+}
+
+impl StateShape {
+    /// The values Adam steps on the device: Z's M·D and the encoder's P.
+    fn held(&self) -> usize {
+        self.m * self.d + self.encoder
+    }
+}
+
+/// Words of a slot's held state [p | m | v] (p = [Z (M × D, row-major) | the encoder's weights],
+/// m and v Adam's moments of p; f32).
+fn held_words(shape: StateShape) -> usize {
+    3 * shape.held()
 }
 
 /// Words of a slot's q(v) state (`cholesky.wgsl`'s `natural_step` output): L_P, X_P, the status,
@@ -274,27 +304,46 @@ fn glue_dims(m: usize, t: usize, offset: usize, flags: u32, g_var: f64, scale: f
     ])
 }
 
-/// Values of `held_gradients.wgsl`'s output for M inducing points of D inputs, W values per
-/// row and b rows that are read back: the misfit (2), the kernel sums (2W), ‖∂Z‖² (2) and
-/// q(w)'s sums (2b). ∂Z (M·D) follows them on the device.
-fn gradient_words(layout: &ReadbackLayout, rows: usize) -> usize {
-    2 + 2 * layout.width + 2 + 2 * rows
+/// Values at the head of `held_gradients.wgsl`'s output, for W values per inducing row: the
+/// misfit (2), the kernel sums (2W), the held block's squared gradient (2), Σ_n KL(q(w_n)) (2)
+/// and the draws' Σ w² (2).
+fn header_words(layout: &ReadbackLayout) -> usize {
+    8 + 2 * layout.width
+}
+
+/// Values of `held_gradients.wgsl`'s output for b rows: the header, q(w)'s sums (2b), then the
+/// held block's gradient (∂Z, ∂encoder), which never leaves the device.
+fn gradient_room(layout: &ReadbackLayout, rows: usize, shape: StateShape) -> usize {
+    header_words(layout) + 2 * rows + shape.held()
+}
+
+/// Values of it read back: the header, and q(w)'s sums when the host holds q(w) (`encoded`
+/// false).
+fn gradient_words(layout: &ReadbackLayout, rows: usize, encoded: bool) -> usize {
+    header_words(layout) + if encoded { 0 } else { 2 * rows }
 }
 
 /// Values read back per request: the finished gradients ([`gradient_words`]), K_ZZ's status and
-/// the step's (8 each), the KL terms (6), and q(v)'s and Z's states when asked for.
+/// the step's (8 each), the KL terms (6), and q(v)'s and the held block's states when asked for.
 fn readback_words(
     layout: &ReadbackLayout,
-    d: usize,
+    shape: StateShape,
     rows: usize,
     read_current: bool,
 ) -> [usize; 6] {
-    let (q, z) = if read_current {
-        (state_words(layout.m), z_state_words(layout.m, d))
+    let (q, held) = if read_current {
+        (state_words(layout.m), held_words(shape))
     } else {
         (0, 0)
     };
-    [gradient_words(layout, rows), 8, 8, 6, q, z]
+    [
+        gradient_words(layout, rows, shape.encoder > 0),
+        8,
+        8,
+        6,
+        q,
+        held,
+    ]
 }
 
 /// A factorisation of `cholesky.wgsl` one request needs, batched with the others' of its shape by
@@ -364,8 +413,8 @@ impl SubmittedResident {
 
 impl Gpu {
     /// Makes `host` the current state of resident slot `slot`: q(v) (its factor of P computed here
-    /// in f64, for log det S), Z and Z's Adam moments. The error is P failing to factorise
-    /// (nothing is written).
+    /// in f64, for log det S), Z and Z's Adam moments, and the encoder's weights and moments when
+    /// `host` has an encoder. The error is P failing to factorise (nothing is written).
     pub fn upload_state(&self, slot: usize, host: ResidentView) -> Result<(), CholeskyError> {
         let posterior = host.posterior;
         let m = posterior.len();
@@ -388,23 +437,42 @@ impl Gpu {
         assert_eq!(host.z.nrows(), m, "Z has M rows");
         assert_eq!(host.z_first.len(), m * d, "Z's first moments");
         assert_eq!(host.z_second.len(), m * d, "Z's second moments");
-        // Z's order (column-major) → row-major, for each of Z, m, v.
-        let z_bytes = super::f32_bytes(
-            [host.z.as_slice(), host.z_first, host.z_second]
-                .into_iter()
-                .flat_map(|a| (0..m * d).map(move |k| a[(k % d) * m + k / d])),
+        let weights = host.encoder.map(Encoder::params_to_vec).unwrap_or_default();
+        assert_eq!(
+            host.encoder_first.len(),
+            weights.len(),
+            "the encoder's moments"
+        );
+        assert_eq!(
+            host.encoder_second.len(),
+            weights.len(),
+            "the encoder's moments"
+        );
+        // Z's order (column-major) → row-major, then the encoder's weights, for each of p, m, v.
+        let held_bytes = super::f32_bytes(
+            [
+                (host.z.as_slice(), &weights[..]),
+                (host.z_first, host.encoder_first),
+                (host.z_second, host.encoder_second),
+            ]
+            .into_iter()
+            .flat_map(|(z, e)| {
+                (0..m * d)
+                    .map(move |k| z[(k % d) * m + k / d])
+                    .chain(e.iter().copied())
+            }),
         );
         let state_slot = RESIDENT_SLOTS + slot;
         self.resident_with("q current", state_slot, &bytes, storage());
-        self.resident_with("z current", state_slot, &z_bytes, storage());
+        self.resident_with("held current", state_slot, &held_bytes, storage());
         Ok(())
     }
 
-    /// The current state of resident slot `slot` (q(v) of `m` inducing points, Z of `d` inputs),
-    /// read back (blocking): q(v) in f64 from double-float, Z and its moments from float32.
+    /// The current state of resident slot `slot` (of `shape`), read back (blocking): q(v) in f64
+    /// from double-float, Z, the encoder and their moments from float32.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn read_state(&self, slot: usize, m: usize, d: usize) -> Result<ResidentState, GpuError> {
-        pollster::block_on(self.read_resident(slot, m, d, StateChange::Keep))
+    pub fn read_state(&self, slot: usize, shape: StateShape) -> Result<ResidentState, GpuError> {
+        pollster::block_on(self.read_resident(slot, shape, StateChange::Keep))
     }
 
     /// The current state of resident slot `slot` after `change`, read back in one submission
@@ -412,18 +480,17 @@ impl Gpu {
     async fn read_resident(
         &self,
         slot: usize,
-        m: usize,
-        d: usize,
+        shape: StateShape,
         change: StateChange,
     ) -> Result<ResidentState, GpuError> {
         self.check_alive()?;
-        let (q_words, z_words) = (state_words(m), z_state_words(m, d));
+        let (q_words, z_words) = (state_words(shape.m), held_words(shape));
         let words = q_words + z_words;
         let slot = RESIDENT_SLOTS + slot;
         let mut encoder = self.device.create_command_encoder("state readback");
-        self.record_change(&mut encoder, slot, m, d, change);
+        self.record_change(&mut encoder, slot, shape, change);
         let current = self.resident("q current", slot, q_words * 4, storage());
-        let z_current = self.resident("z current", slot, z_words * 4, storage());
+        let z_current = self.resident("held current", slot, z_words * 4, storage());
         let readback = self.resident(
             "state readback",
             slot,
@@ -453,20 +520,19 @@ impl Gpu {
                 values.len()
             )));
         }
-        Ok(state_from(m, d, &values))
+        Ok(state_from(shape, &values))
     }
 
-    /// Makes the last stepped state of each of `slots` (of `m` inducing points, Z of `d` inputs)
-    /// its current one, in one submission that nothing waits for.
-    pub fn commit_states(&self, slots: &[usize], m: usize, d: usize) -> Result<(), GpuError> {
+    /// Makes the last stepped state of each of `slots` (all of `shape`) its current one, in one
+    /// submission that nothing waits for.
+    pub fn commit_states(&self, slots: &[usize], shape: StateShape) -> Result<(), GpuError> {
         self.check_alive()?;
         let mut encoder = self.device.create_command_encoder("state commit");
         for &slot in slots {
             self.record_change(
                 &mut encoder,
                 RESIDENT_SLOTS + slot,
-                m,
-                d,
+                shape,
                 StateChange::Commit,
             );
         }
@@ -474,20 +540,22 @@ impl Gpu {
         Ok(())
     }
 
-    /// Records `change` of slot `slot`'s states (of `m` inducing points) into `encoder`.
+    /// Records `change` of slot `slot`'s states (of `shape`) into `encoder`.
     fn record_change(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         slot: usize,
-        m: usize,
-        d: usize,
+        shape: StateShape,
         change: StateChange,
     ) {
         for ((current, next, previous), bytes) in [
-            (("q current", "q next", "q previous"), state_words(m) * 4),
             (
-                ("z current", "z next", "z previous"),
-                z_state_words(m, d) * 4,
+                ("q current", "q next", "q previous"),
+                state_words(shape.m) * 4,
+            ),
+            (
+                ("held current", "held next", "held previous"),
+                held_words(shape) * 4,
             ),
         ] {
             if bytes == 0 {
@@ -691,6 +759,11 @@ impl Gpu {
         let state_slot = RESIDENT_SLOTS + request.slot;
         let slot = RESIDENT_SCRATCH + position;
         let (m, d) = request.z.shape();
+        let shape = StateShape {
+            m,
+            d,
+            encoder: request.encoder.map_or(0, Encoder::param_count),
+        };
         let (samples, rows) = request.latent.eps.shape();
         let t = samples * rows;
         let mm = m * m;
@@ -703,13 +776,14 @@ impl Gpu {
         }
         let square_groups = ((mm.max(1) as u32).div_ceil(GROUP), 1, 1);
         self.check_groups("the M × M passes", square_groups)?;
-        self.record_change(encoder, state_slot, m, d, request.before);
+        self.record_change(encoder, state_slot, shape, request.before);
         let words = state_words(m) * 4;
         let current = self.resident("q current", state_slot, words, storage());
         let next = self.resident("q next", state_slot, words, storage());
-        let z_words = z_state_words(m, d) * 4;
-        let z_current = self.resident("z current", state_slot, z_words, storage());
-        let z_next = self.resident("z next", state_slot, z_words, storage());
+        let z_words = held_words(shape) * 4;
+        self.check_binding("the held state", z_words as u64)?;
+        let z_current = self.resident("held current", state_slot, z_words, storage());
+        let z_next = self.resident("held next", state_slot, z_words, storage());
 
         let uniform = wgpu::BufferUsages::UNIFORM;
         let g_var = -request.c / (2.0 * request.noise);
@@ -776,6 +850,7 @@ impl Gpu {
             y: request.y,
             latent: request.latent,
             upload_z: false,
+            latent_on_device: request.encoder.is_some(),
             noise: request.noise,
             c: request.c,
         };
@@ -891,7 +966,7 @@ impl Gpu {
                 (request.adam.epsilon as f32).to_bits(),
                 ((1.0 - request.adam.beta1) as f32).to_bits(),
                 ((1.0 - request.adam.beta2) as f32).to_bits(),
-                0,
+                shape.encoder as u32,
                 0,
             ]),
             uniform,
@@ -899,9 +974,28 @@ impl Gpu {
         let gradients = self.resident(
             "held gradients",
             slot,
-            (gradient_words(&layout, rows) + m * d) * 4,
+            gradient_room(&layout, rows, shape) * 4,
             storage(),
         );
+        let encoder_passes = match request.encoder {
+            Some(e) => Some(self.plan_encoder(
+                slot,
+                e,
+                rows,
+                t,
+                request.c * samples as f64,
+                &EncoderBuffers {
+                    held: &z_current,
+                    weights_at: m * d,
+                    x: &plan.x,
+                    latent: &plan.latent,
+                    gradients: &gradients,
+                    latent_at: header_words(&layout),
+                    gradient_at: header_words(&layout) + 2 * rows + m * d,
+                },
+            )?),
+            None => None,
+        };
         let held = |pass: HeldPass, buffers: [&wgpu::Buffer; 4], groups| -> Step<'_> {
             (
                 &self.pipelines.held_gradients[pass as usize],
@@ -913,35 +1007,47 @@ impl Gpu {
             )
         };
         let inputs_groups = (((m * d).max(rows).max(2) as u32).div_ceil(GROUP), 1, 1);
-        let z_groups = (((m * d).max(1) as u32).div_ceil(GROUP), 1, 1);
-        let sums_groups = (layout.width as u32 + 1, 1, 1);
-        for groups in [inputs_groups, z_groups, sums_groups] {
+        let held_groups = ((shape.held().max(1) as u32).div_ceil(GROUP), 1, 1);
+        // The W kernel sums, the held block's squared gradient, Σ KL(q(w)) and Σ w².
+        let sums_groups = (layout.width as u32 + 3, 1, 1);
+        for groups in [inputs_groups, held_groups, sums_groups] {
             self.check_groups("the finished gradients", groups)?;
         }
-        let finishing: Vec<Step> = vec![
-            held(
-                HeldPass::InputGradients,
-                [&plan.finished, &plan.cols, &plan.latent, &gradients],
-                inputs_groups,
-            ),
+        let (encoder_forward, encoder_backward) = match encoder_passes {
+            Some(plan) => (plan.forward, plan.backward),
+            None => (Vec::new(), Vec::new()),
+        };
+        let finishing: Vec<Step> = std::iter::once(held(
+            HeldPass::InputGradients,
+            [&plan.finished, &plan.cols, &plan.latent, &gradients],
+            inputs_groups,
+        ))
+        .chain(encoder_backward)
+        .chain([
             held(
                 HeldPass::KernelSums,
-                [&plan.finished, &spare, &spare, &gradients],
+                [&plan.finished, &plan.latent, &spare, &gradients],
                 sums_groups,
             ),
             held(
-                HeldPass::AdamZ,
+                HeldPass::AdamHeld,
                 [&z_current, &gradients, &spare, &z_next],
-                z_groups,
+                held_groups,
             ),
-        ];
+        ])
+        .collect();
         // Z comes from the slot's current state, not from the host.
         let z_bytes = (m * d * 4) as u64;
         if z_bytes > 0 {
             encoder.copy_buffer_to_buffer(&z_current, 0, &plan.z, 0, z_bytes);
         }
         plan.z_into_points(encoder);
-        let head: Vec<Step> = plan.front.iter().cloned().chain([widen]).collect();
+        // q(w)'s moments first (the evaluation points read them).
+        let head: Vec<Step> = encoder_forward
+            .into_iter()
+            .chain(plan.front.iter().cloned())
+            .chain([widen])
+            .collect();
         let body: Vec<Step> = before
             .into_iter()
             .chain(plan.middle.iter().cloned())
@@ -951,14 +1057,14 @@ impl Gpu {
             .chain([natural_inputs])
             .collect();
 
-        let parts = readback_words(&layout, d, rows, request.read_current);
+        let parts = readback_words(&layout, shape, rows, request.read_current);
         let total: usize = parts.iter().sum();
         // Room for the states whether or not they are read this time, so the buffer is made once.
         let room = total
             + if request.read_current {
                 0
             } else {
-                state_words(m) + z_state_words(m, d)
+                state_words(m) + held_words(shape)
             };
         let readback = self.resident(
             "resident readback",
@@ -1006,27 +1112,49 @@ impl Gpu {
 /// gradient added here.
 fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> ResidentEvaluation {
     let ReadbackLayout { m, t, width, .. } = pending.layout;
-    let d = request.z.ncols();
+    let shape = StateShape {
+        m,
+        d: request.z.ncols(),
+        encoder: request.encoder.map_or(0, Encoder::param_count),
+    };
     let rows = request.latent.eps.ncols();
     let [gradient_count, .., state] =
-        readback_words(&pending.layout, d, rows, request.read_current);
+        readback_words(&pending.layout, shape, rows, request.read_current);
     let (gradients, rest) = values.split_at(gradient_count);
     let (kzz_status, rest) = rest.split_at(8);
     let (step_status, rest) = rest.split_at(8);
     let (kl_words, state_values) = rest.split_at(6);
-    let state = (state > 0).then(|| state_from(m, d, state_values));
+    let state = (state > 0).then(|| state_from(shape, state_values));
     let df = |words: &[f32], k: usize| f64::from(words[2 * k]) + f64::from(words[2 * k + 1]);
     let misfit = df(gradients, 0);
     let (sums, rest) = gradients[2..].split_at(2 * width);
-    let (z_norm, latent) = rest.split_at(2);
+    let (held_norm, rest) = rest.split_at(2);
+    let (latent_kl, rest) = rest.split_at(2);
+    let (draw_squares, latent) = rest.split_at(2);
     let sums: Vec<f64> = (0..width).map(|k| df(sums, k)).collect();
     let kernel = request.kernel;
     let mut kernel_grad = grad_from_sums(kernel, &sums);
+    // k_tt's share, g_var Σ_t ∂k(u_t, u_t): the host's points have the latent column w when it
+    // holds q(w), 0 when the device formed it (whose Σ w² is then added here).
     let g_var = -request.c / (2.0 * request.noise);
     let (g_diag, _) = kernel.diag_backward(&pending.u, &DVector::from_element(t, g_var));
     kernel_grad.add_assign(&g_diag);
-    let (latent_mu, latent_var) = latent.split_at(rows);
     let widen = |v: &[f32]| DVector::from_iterator(v.len(), v.iter().map(|&x| f64::from(x)));
+    let latent = if request.encoder.is_some() {
+        let column = request.latent.slot;
+        if let Some(linear) = kernel_grad.linear.as_mut() {
+            linear[column] += kernel.mask[column] * g_var * df(draw_squares, 0);
+        }
+        HeldLatent::Encoded {
+            kl: df(latent_kl, 0),
+        }
+    } else {
+        let (d_mu, d_var) = latent.split_at(rows);
+        HeldLatent::Sums {
+            d_mu: widen(d_mu),
+            d_var: widen(d_var),
+        }
+    };
     let status = |words: &[f32], policy: JitterPolicy| -> Result<f64, CholeskyError> {
         // `decode_factor` reads the status after an M = 0 factor: the words are the status alone.
         decode_factor(0, words, policy).map(|f| f.jitter)
@@ -1049,9 +1177,8 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
     ResidentEvaluation {
         misfit,
         kernel: kernel_grad,
-        z_norm: df(z_norm, 0),
-        latent_mu: widen(latent_mu),
-        latent_var: widen(latent_var),
+        held_norm: df(held_norm, 0),
+        latent,
         jitter: status(kzz_status, request.jitter).map_err(with_size),
         kl_inducing: 0.5 * (trace + norm - m as f64 - logdet),
         stepped: status(step_status, JitterPolicy::exactly(0.0))
@@ -1061,16 +1188,33 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
     }
 }
 
-/// A slot's state from its words: q(v) (f64 from double-float) then Z's state (float32, row-major
-/// Z, m, v).
-fn state_from(m: usize, d: usize, values: &[f32]) -> ResidentState {
-    let (q, z) = values.split_at(state_words(m));
-    let block = |k: usize| DMatrix::from_fn(m, d, |i, j| f64::from(z[k * m * d + i * d + j]));
+/// A slot's state from its words: q(v) (f64 from double-float) then the held block's (float32:
+/// [Z row-major | encoder] for each of p, m, v).
+fn state_from(shape: StateShape, values: &[f32]) -> ResidentState {
+    let StateShape { m, d, encoder } = shape;
+    let (q, held) = values.split_at(state_words(m));
+    let n = shape.held();
+    let block = |k: usize| DMatrix::from_fn(m, d, |i, j| f64::from(held[k * n + i * d + j]));
+    let weights = |k: usize| {
+        held[k * n + m * d..k * n + n]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect::<Vec<f64>>()
+    };
     ResidentState {
         posterior: posterior_from(m, q),
         z: block(0),
         z_first: block(1),
         z_second: block(2),
+        encoder: if encoder > 0 {
+            HeldWeights {
+                values: weights(0),
+                first: weights(1),
+                second: weights(2),
+            }
+        } else {
+            HeldWeights::default()
+        },
     }
 }
 
@@ -1114,9 +1258,8 @@ pub(super) struct PosteriorSlots {
 #[derive(Debug, Clone, Copy)]
 struct SlotRecord {
     slot: usize,
-    /// Inducing points and inputs (q(v) is M × M, Z M × D).
-    m: usize,
-    d: usize,
+    /// What it holds (q(v) is M × M, Z M × D, the encoder's P weights).
+    shape: StateShape,
     /// The versions of the current state, of the stepped one waiting to be committed, and of the
     /// one before the current.
     current: usize,
@@ -1212,9 +1355,14 @@ impl Gpu {
         let batch = slots.batches;
         let now = crate::clock::now_seconds();
         let (m, d) = host.z.shape();
+        let shape = StateShape {
+            m,
+            d,
+            encoder: host.encoder.map_or(0, Encoder::param_count),
+        };
         let known = key
             .and_then(|k| slots.by_key.get(&k).copied().map(|r| (k, r)))
-            .filter(|(_, r)| (r.m, r.d) == (m, d))
+            .filter(|(_, r)| r.shape == shape)
             .and_then(|(k, r)| Some((k, r, r.change_to(version)?)));
         let (key, mut record, before) = match known {
             Some((k, r, change)) => (k, r.changed(version, change), change),
@@ -1245,8 +1393,7 @@ impl Gpu {
                 self.upload_state(slot, host)?;
                 let record = SlotRecord {
                     slot,
-                    m,
-                    d,
+                    shape,
                     current: version,
                     next: None,
                     previous: None,
@@ -1303,7 +1450,7 @@ impl Gpu {
             *r = r.changed(version, change);
             (*r, change)
         };
-        self.read_resident(record.slot, record.m, record.d, change)
+        self.read_resident(record.slot, record.shape, change)
             .await
             .map(Some)
     }

@@ -1,12 +1,14 @@
-//! Uncollapsed evaluations whose q(v) and Z the device holds (issue 34, items 1–2): the host draws
-//! each minibatch, runs the encoder (f64, on the pool) and sends the draws' noise with q(w)'s
-//! moments; the device computes the rest of the evaluation — the draws, K_ZZ's factor, the
-//! predictions, the M × M adjoint, q(v)'s natural step, the gradients finished and Z's Adam step
-//! — for the whole batch in one submission ([`Gpu::submit_resident`]), and the host finishes the
-//! bound's scalars and Adam's step on the kernel, φ² and the encoder, which need only O(W + b)
-//! values back. q(v) and Z never cross to the host except when a variable's copy is refreshed
-//! (every [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) with an evaluation, or for a final
-//! bound), and a step the restart does not apply (a fault, a phase's end) is never committed:
+//! Uncollapsed evaluations whose q(v), Z and q(w)'s encoder the device holds (issue 34, items
+//! 1–2): the host draws each minibatch (its rows and the draws' noise; q(w)'s moments too for
+//! free per-row latents); the device computes the rest of the evaluation — the encoder's
+//! forward pass, the draws, K_ZZ's factor, the predictions, the M × M adjoint, q(v)'s natural
+//! step, the gradients finished, the encoder's backward pass and the Adam step of Z and the
+//! encoder — for the whole batch in one submission ([`Gpu::submit_resident`]), and the host
+//! finishes the bound's scalars and Adam's step on the kernel and φ², which need only O(W)
+//! values back (O(W + b) with free latents). q(v), Z and the encoder never cross to the host
+//! except when a variable's copy is refreshed (every
+//! [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) with an evaluation, or for a final bound),
+//! and a step the restart does not apply (a fault, a phase's end) is never committed:
 //! the device keeps each slot's current and stepped states and the variable's natural-step count
 //! says which it is at ([`Gpu::hold_state`]).
 
@@ -19,8 +21,8 @@ use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::svgp::{finish_held, HeldPredictions, FLOAT32_RELATIVE_JITTER};
 use crate::gp::variable::{GpCdeVariable, Prepared};
 
-/// One evaluation's host half, before the device: its minibatch, with q(w) from the encoder and
-/// the draws' noise ε (the device forms w = μ + √Σ ε).
+/// One evaluation's host half, before the device: its minibatch and the draws' noise ε (the
+/// device forms q(w)'s moments with the encoder, and w = μ + √Σ ε).
 struct Begun<'j> {
     variable: &'j GpCdeVariable,
     prepared: Prepared,
@@ -131,6 +133,10 @@ fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot) -> ResidentRequest<'a> {
         slot: slot.slot,
         kernel: b.variable.kernel(),
         z: b.variable.z(),
+        encoder: b
+            .variable
+            .encoder()
+            .filter(|_| b.prepared.latent_on_device()),
         x: input.x,
         y: input.y,
         latent,
@@ -166,9 +172,8 @@ fn finish(
         HeldPredictions {
             misfit: result.misfit,
             kernel: result.kernel,
-            z_norm: result.z_norm,
-            latent_mu: result.latent_mu,
-            latent_var: result.latent_var,
+            held_norm: result.held_norm,
+            latent: result.latent,
             jitter,
             kl_inducing: result.kl_inducing,
         },

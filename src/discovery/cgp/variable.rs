@@ -60,7 +60,7 @@ pub enum Evaluation {
 }
 
 /// The device's side of a [`Evaluation::Held`]: its name for the variable's q(v) and Z, the
-/// natural step and Z's Adam step it took (waiting there for the next evaluation to commit them)
+/// natural step and the Adam step of Z (and the encoder) it took (waiting there for the next evaluation to commit them)
 /// or why P did not factorise, and the state it evaluated when that was read back with this
 /// evaluation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -133,10 +133,22 @@ impl UncollapsedComponent {
     /// The minibatch of an evaluation with `seed`: b rows drawn without replacement, then the
     /// Monte Carlo draws, from one stream.
     fn minibatch(&self, data: &DMatrix<f64>, seed: u64) -> Prepared {
+        let (rows, mut rng) = self.minibatch_rows(data, seed);
+        self.variable.prepare(data, &rows, &mut rng)
+    }
+
+    /// [`Self::minibatch`] (the same rows and draws) for a device that runs the encoder itself.
+    fn held_minibatch(&self, data: &DMatrix<f64>, seed: u64) -> Prepared {
+        let (rows, mut rng) = self.minibatch_rows(data, seed);
+        self.variable.prepare_held(data, &rows, &mut rng)
+    }
+
+    /// The minibatch's rows drawn from `seed`, and the stream its draws continue from.
+    fn minibatch_rows(&self, data: &DMatrix<f64>, seed: u64) -> (Vec<usize>, ChaCha8Rng) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let n = data.nrows();
         let rows = sample(&mut rng, n, self.batch.min(n)).into_vec();
-        self.variable.prepare(data, &rows, &mut rng)
+        (rows, rng)
     }
 
     /// Wraps a freshly initialised variable for column `child`, trained on minibatches of
@@ -514,13 +526,13 @@ impl std::ops::DerefMut for Variable {
 
 impl Variable {
     /// An uncollapsed variable's minibatch from `seed` and its model, for a device that holds
-    /// q(v) and computes the rest of the evaluation (the GPU backend). `None` for a collapsed
-    /// variable.
+    /// q(v), Z and the encoder and computes the rest of the evaluation (the GPU backend): q(w)'s
+    /// moments are left to the device. `None` for a collapsed variable.
     pub fn begin_held(&self, data: &DMatrix<f64>, seed: u64) -> Option<(Prepared, &GpCdeVariable)> {
         let Variable::Uncollapsed(u) = self else {
             return None;
         };
-        Some((u.minibatch(data, seed), &u.variable))
+        Some((u.held_minibatch(data, seed), &u.variable))
     }
 
     /// (key, natural steps) of an uncollapsed variable whose current q(v) only the device holding
