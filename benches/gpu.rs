@@ -32,6 +32,7 @@ use nalgebra::{DMatrix, DVector};
 use occam::backend::gpu::{Accumulation, Gpu, Op, Psi2OnGpu, ResidentRequest, StateChange};
 use occam::backend::{available_threads, Pool};
 use occam::gp::collapsed::{collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior};
+use occam::gp::encoder::Encoder;
 use occam::gp::kernel::Kernel;
 use occam::gp::linalg::{cholesky_jittered, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
@@ -130,13 +131,16 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
         &[(50, 128, 10, 5), (100, 256, 10, 10), (400, 256, 50, 10)]
     };
     for &size in whole {
-        let ([cpu_serial, cpu_pool, on_gpu, resident], (read_back, uploaded)) =
-            time_evaluations(gpu, quick, size, size.3);
+        let (
+            [cpu_serial, cpu_pool, on_gpu, resident, with_encoder, encoder_host],
+            (read_back, uploaded),
+        ) = time_evaluations(gpu, quick, size, size.3);
         println!(
             "{{\"bench\": \"whole\", \"size\": {:?}, \"variables\": {}, \"cpu_1_thread_ms\": {:.3}, \
              \"cpu_all_threads_ms\": {:.3}, \"threads\": {}, \"gpu_ms\": {:.3}, \
              \"gpu_resident_ms\": {:.3}, \"resident_bytes_read_back_per_variable\": {}, \
-             \"resident_bytes_uploaded_per_variable\": {}}}",
+             \"resident_bytes_uploaded_per_variable\": {}, \"gpu_resident_with_encoder_ms\": {:.3}, \
+             \"encoder_cpu_1_thread_ms\": {:.3}}}",
             [size.0, size.1, size.2, size.3],
             size.3,
             cpu_serial * 1e3,
@@ -145,7 +149,9 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
             on_gpu * 1e3,
             resident * 1e3,
             read_back,
-            uploaded
+            uploaded,
+            with_encoder * 1e3,
+            encoder_host * 1e3
         );
     }
     let (m, t) = if quick { (40, 640) } else { (400, 12_800) };
@@ -337,27 +343,33 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
     };
     let threads = available_threads();
     println!(
-        "\nwhole evaluations, {V} variables per batch, median ms per batch\n{:>18} {:>12} {:>14} {:>12} {:>14} {:>16} {:>16}",
+        "\nwhole evaluations, {V} variables per batch, median ms per batch\n{:>18} {:>12} {:>14} {:>12} {:>14} {:>16} {:>16} {:>18} {:>16}",
         "(M, b, S, D)",
         "cpu 1 thread",
         format!("cpu {threads} threads"),
         "gpu",
         "gpu resident",
         "read back B/var",
-        "uploaded B/var"
+        "uploaded B/var",
+        "+ encoder on gpu",
+        "encoder cpu 1 th"
     );
     for &size in sizes {
-        let ([cpu_serial, cpu_pool, on_gpu, resident], (read_back, uploaded)) =
-            time_evaluations(gpu, quick, size, V);
+        let (
+            [cpu_serial, cpu_pool, on_gpu, resident, with_encoder, encoder_host],
+            (read_back, uploaded),
+        ) = time_evaluations(gpu, quick, size, V);
         println!(
-            "{:>18} {:>12.2} {:>14.2} {:>12.2} {:>14.2} {:>16} {:>16}",
+            "{:>18} {:>12.2} {:>14.2} {:>12.2} {:>14.2} {:>16} {:>16} {:>18.2} {:>16.2}",
             format!("{size:?}"),
             cpu_serial * 1e3,
             cpu_pool * 1e3,
             on_gpu * 1e3,
             resident * 1e3,
             read_back,
-            uploaded
+            uploaded,
+            with_encoder * 1e3,
+            encoder_host * 1e3
         );
     }
 }
@@ -366,14 +378,16 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
 /// one CPU thread, on a pool of all cores, through the host-half GPU path (the M × M algebra in
 /// f64 on the host), and resident (`Gpu::resident_evaluations`: q(v) and the M × M algebra on
 /// the device, the natural step included, each batch committing the last one's step, as the
-/// engine's iterations do); with the resident path's bytes read back and uploaded per variable
-/// per batch after the first (the device's traffic counters).
+/// engine's iterations do), the same with the paper's encoder run on the device, and that
+/// encoder's forward and backward passes alone on one CPU thread; with the resident path's bytes
+/// read back and uploaded per variable per batch after the first (the device's traffic
+/// counters).
 fn time_evaluations(
     gpu: &Gpu,
     quick: bool,
     size: (usize, usize, usize, usize),
     variables: usize,
-) -> ([f64; 4], (u64, u64)) {
+) -> ([f64; 6], (u64, u64)) {
     let pool = Pool::new(available_threads()).expect("a pool");
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let problems: Vec<Problem> = (0..variables)
@@ -399,6 +413,52 @@ fn time_evaluations(
                 .expect("the GPU"),
         );
     });
+    let (resident, traffic) = time_resident(gpu, quick, &problems, None);
+    // q(w)'s encoder (the paper's: 5 layers of 128) on the device, beside the same evaluation;
+    // and its forward and backward passes on one CPU thread, which is what the host did for it
+    // before the device ran it.
+    let encoders: Vec<Encoder> = problems
+        .iter()
+        .map(|p| Encoder::new(p.x.ncols(), 128, 5, &mut rng))
+        .collect();
+    let (with_encoder, _) = time_resident(gpu, quick, &problems, Some(&encoders));
+    let encoder_host = median(quick, || {
+        for (p, e) in problems.iter().zip(&encoders) {
+            let (mu, var, tape) = e.forward(&p.x);
+            std::hint::black_box(e.backward(&tape, &mu, &var));
+        }
+    });
+    (
+        [
+            cpu_serial,
+            cpu_pool,
+            on_gpu,
+            resident,
+            with_encoder,
+            encoder_host,
+        ],
+        traffic,
+    )
+}
+
+/// Median seconds of one batch of resident evaluations of `problems` (q(v), Z and the M × M
+/// algebra on the device, each batch committing the last one's step, as the engine's iterations
+/// do), with `encoders` run on the device when given (the problems' q(w) moments otherwise); and
+/// the bytes read back and uploaded per variable per batch after the first (the device's traffic
+/// counters).
+fn time_resident(
+    gpu: &Gpu,
+    quick: bool,
+    problems: &[Problem],
+    encoders: Option<&[Encoder]>,
+) -> (f64, (u64, u64)) {
+    // Apart from the other run's slots, so that each keeps its own states.
+    let base = if encoders.is_some() {
+        problems.len()
+    } else {
+        0
+    };
+    let encoder = |k: usize| encoders.map(|e| &e[k]);
     for (k, p) in problems.iter().enumerate() {
         let factor = cholesky_jittered(&p.q_cov, JitterPolicy::exactly(0.0)).expect("S is SPD");
         let li = occam::gp::linalg::lower_inverse(&factor.l);
@@ -410,17 +470,17 @@ fn time_evaluations(
             cov: p.q_cov.clone(),
         };
         let zeros = vec![0.0; p.z.len()];
+        let weights = vec![0.0; encoder(k).map_or(0, Encoder::param_count)];
         let view = occam::gp::variable::ResidentView {
             posterior: &q,
             z: &p.z,
             z_first: &zeros,
             z_second: &zeros,
-            // As the PyTorch anchor: q(w) without an encoder.
-            encoder: None,
-            encoder_first: &[],
-            encoder_second: &[],
+            encoder: encoder(k),
+            encoder_first: &weights,
+            encoder_second: &weights,
         };
-        gpu.upload_state(k, view).expect("P factorises");
+        gpu.upload_state(base + k, view).expect("P factorises");
     }
     let mut first = true;
     let (mut calls, mut before) = (0u64, gpu.traffic());
@@ -429,10 +489,10 @@ fn time_evaluations(
             .iter()
             .enumerate()
             .map(|(k, p)| ResidentRequest {
-                slot: k,
+                slot: base + k,
                 kernel: &p.kernel,
                 z: &p.z,
-                encoder: None,
+                encoder: encoder(k),
                 x: &p.x,
                 y: &p.y,
                 latent: &p.latent,
@@ -467,9 +527,9 @@ fn time_evaluations(
         first = false;
     });
     let after = gpu.traffic();
-    let per_variable = |a: u64, b: u64| (a - b) / (calls * variables as u64).max(1);
+    let per_variable = |a: u64, b: u64| (a - b) / (calls * problems.len() as u64).max(1);
     (
-        [cpu_serial, cpu_pool, on_gpu, resident],
+        resident,
         (
             per_variable(after.bytes_read_back, before.bytes_read_back),
             per_variable(after.bytes_uploaded, before.bytes_uploaded),

@@ -4,7 +4,8 @@
 #   2. Occam's whole evaluations of all D variables (bound + every gradient) at (M, b, S, D) =
 #      (50,128,10,5), (100,256,10,10), (400,256,50,10): CPU on 1 thread, CPU on all cores, the
 #      GPU with q(v) resident (what the engine runs natively) and with the M × M algebra on the
-#      host (benches/gpu.rs --issue-sizes);
+#      host (benches/gpu.rs --issue-sizes); the resident one again with the paper's encoder run
+#      on the GPU, beside that encoder's passes on one CPU thread;
 #   3. the PyTorch anchor at the same sizes, all D variables, float32 and float64
 #      (../shared/bench/anchor_torch.py, or ANCHOR=path);
 #   4. the GEMM and compensated SYRK at (M, T) = (400, 12 800), as a fraction of the card's f32
@@ -30,7 +31,7 @@ QUICK=0
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,26p "$0"; exit 0 ;;
     *) echo "unknown argument: $a (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -193,6 +194,12 @@ for r in occam:
     print(f"| {tuple(r['size'])} | {f(resident)} | {f(r['gpu_ms'])} | {f(r['cpu_1_thread_ms'])} | "
           f"{f(r['cpu_all_threads_ms'])} ({r['threads']}) | {f(t32)} | {f(t64)} | {ratio} | "
           f"{r.get('resident_bytes_read_back_per_variable', '—')} |")
+print("\nq(w)'s encoder (the paper's 5 × 128; the anchor has none): all D variables, ms per evaluation")
+print("| (M, b, S, D) | Occam GPU resident, encoder on the GPU | its forward and backward passes on 1 CPU thread |")
+print("|---|---|---|")
+for r in occam:
+    if r.get("bench") == "whole" and "gpu_resident_with_encoder_ms" in r:
+        print(f"| {tuple(r['size'])} | {r['gpu_resident_with_encoder_ms']:.2f} | {r['encoder_cpu_1_thread_ms']:.2f} |")
 for r in occam:
     if r.get("bench") == "gemm":
         frac = ""
