@@ -74,9 +74,7 @@ impl Adam {
             self.m.len(),
             "gradient and parameters differ in length"
         );
-        self.t += 1;
         let s = self.settings;
-        self.t -= 1;
         let alpha = self.rate();
         self.t += 1;
         for k in 0..params.len() {

@@ -73,8 +73,9 @@ impl Default for DeviceUse<'_> {
 /// Where a job of a batch runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {
-    /// An uncollapsed evaluation: its minibatch and encoder on the host, the rest on the device
-    /// (which holds the variable's q(v)) in the batch's one submission.
+    /// An uncollapsed evaluation: its minibatch's rows and noise drawn on the host, the rest on
+    /// the device (which holds the variable's q(v), Z and encoder) in the batch's one
+    /// submission.
     HeldEvaluation,
     /// A collapsed evaluation whose Ψ2 sums the device computes with the batch's others.
     Psi2Evaluation,
