@@ -495,6 +495,7 @@ fn time_resident(
                 encoder: encoder(k),
                 x: &p.x,
                 y: &p.y,
+                rows: None,
                 latent: &p.latent,
                 noise: 0.1,
                 c: 2.0 / p.latent.eps.nrows() as f64,

@@ -522,6 +522,43 @@ fn the_encoder_on_the_device_equals_the_cpus() {
     }
 }
 
+/// The minibatch gathered from the data the device holds (`Gpu::hold_data`, the request's row
+/// indices) gives the evaluation the uploaded rows give, bit for bit (the same float32 values);
+/// another data set held after it is used in its place.
+#[test]
+fn rows_gathered_from_the_held_data_equal_the_uploaded_ones() {
+    let Some(gpu) = gpu() else { return };
+    let mut p = common::cgp_problem(3, 9, 20, 4, 500);
+    let (b, d) = p.x.shape();
+    let slot = p.latent.as_ref().unwrap().slot;
+    // The targets are the rows' own column, as in the engine's minibatches.
+    p.y = p.x.column(slot).into_owned();
+    // The data: 3b rows, the minibatch's at rows 3r + 1 (in reverse order), the rest noise.
+    let rows: Vec<usize> = (0..b).map(|r| 3 * (b - 1 - r) + 1).collect();
+    let mut data = DMatrix::from_fn(3 * b, d, |i, j| (i * d + j) as f64 * 0.37 - 5.0);
+    for (r, &row) in rows.iter().enumerate() {
+        data.row_mut(row).copy_from(&p.x.row(r));
+    }
+    let q = posterior(&p);
+    let evaluate = |slot_k: usize, rows: Option<&[usize]>| {
+        upload(&gpu, slot_k, &p, &q, &zeros(&p), &zeros(&p));
+        let request = ResidentRequest {
+            rows,
+            ..request(slot_k, &p, JitterPolicy::default(), 0.0, false)
+        };
+        gpu.resident_evaluations(&[request]).unwrap().remove(0)
+    };
+    assert!(gpu.hold_data(&data).unwrap(), "the data fits");
+    let uploaded = evaluate(20, None);
+    let gathered = evaluate(21, Some(&rows));
+    assert_eq!(gathered, uploaded);
+    // Another data set replaces it: the same rows now hold other values.
+    let other = data.map(|v| v + 1.0);
+    assert!(gpu.hold_data(&other).unwrap());
+    let moved = evaluate(22, Some(&rows));
+    assert_ne!(moved.misfit, uploaded.misfit, "the new data is used");
+}
+
 /// What a slot holding problem `p` (without an encoder) holds.
 fn shape_of(p: &SvgpProblem) -> StateShape {
     StateShape {
@@ -546,6 +583,7 @@ fn request(
         encoder: None,
         x: &p.x,
         y: &p.y,
+        rows: None,
         latent: p.latent.as_ref().unwrap(),
         noise: p.noise,
         c: scale_c(p),
@@ -745,6 +783,9 @@ fn the_engine_commits_only_the_steps_it_applies() {
                 _ => unreachable!("evaluations"),
             })
             .collect();
+    // The variables' own copies are never refreshed by the clock, so that they lag for certain
+    // on any machine (on a slower one a refresh every 2 s would land mid-test).
+    gpu.set_sync_seconds(f64::INFINITY);
     let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial());
     let cpu = CpuBackend::serial();
     let value = |b: &dyn Backend, vs: &[Variable], seed: u64| -> Vec<f64> {

@@ -216,6 +216,11 @@ pub enum StepError {
 }
 
 impl Prepared {
+    /// The minibatch's rows of the data.
+    pub fn rows(&self) -> &[usize] {
+        &self.rows
+    }
+
     /// Whether q(w)'s moments are left to a device that runs the encoder
     /// ([`GpCdeVariable::prepare_held`]).
     pub fn latent_on_device(&self) -> bool {

@@ -24,6 +24,7 @@
 mod cholesky;
 mod counters;
 mod gemm;
+mod held_data;
 mod held_encoder;
 mod kernel;
 mod predictions;
@@ -91,6 +92,9 @@ pub struct Gpu {
     /// What each constant resident buffer ([`Gpu::resident_constant`]) was last given, with the
     /// buffer it went to: written again only when either changes.
     constants: Mutex<HashMap<(&'static str, usize), WrittenConstant>>,
+    /// Which data the device holds for the resident evaluations' minibatches
+    /// ([`Gpu::hold_data`]).
+    held_data: Mutex<Option<held_data::DataFingerprint>>,
     /// Which resident slot holds each held q(v).
     posteriors: Mutex<resident::PosteriorSlots>,
     /// Why the device stopped, once it has: set by wgpu's device-lost callback and by errors no
@@ -120,6 +124,8 @@ struct Pipelines {
     held_gradients: Vec<wgpu::ComputePipeline>,
     /// `encoder.wgsl`'s passes, in `held_encoder::EncoderPass`'s order.
     encoder: Vec<wgpu::ComputePipeline>,
+    /// `gather.wgsl`: the minibatch from the held data.
+    gather: wgpu::ComputePipeline,
 }
 
 impl fmt::Debug for Gpu {
@@ -207,6 +213,7 @@ impl Gpu {
             inducing: resident::pipelines(&device),
             held_gradients: resident::gradient_pipelines(&device),
             encoder: held_encoder::pipelines(&device),
+            gather: held_data::pipeline(&device),
         };
         Ok(Gpu {
             device: counters::CountedDevice::new(device, queue),
@@ -215,6 +222,7 @@ impl Gpu {
             resident: Mutex::new(HashMap::new()),
             bound: Mutex::new(HashMap::new()),
             constants: Mutex::new(HashMap::new()),
+            held_data: Mutex::new(None),
             posteriors: Mutex::new(resident::PosteriorSlots::default()),
             failure,
         })

@@ -352,6 +352,7 @@ impl Gpu {
             latent,
             upload_z,
             latent_on_device,
+            rows_on_device,
             noise,
             c,
         } = *inputs;
@@ -471,7 +472,17 @@ impl Gpu {
             self.resident("z", slot, m * d * 4, storage())
         };
         // The points are built on the device from the rows and the latent input (points.wgsl).
-        let x_buf = self.resident_with("x rows", slot, &rows_bytes(x), storage());
+        let (x_buf, y_buf) = if rows_on_device {
+            (
+                self.resident("x rows", slot, b * d * 4, storage()),
+                self.resident("y", slot, b * 4, storage()),
+            )
+        } else {
+            (
+                self.resident_with("x rows", slot, &rows_bytes(x), storage()),
+                self.resident_with("y", slot, &f32_bytes(y.iter().copied()), storage()),
+            )
+        };
         let latent_buf = if latent_on_device {
             // Room for the moments the caller's passes write after ε.
             let buffer = self.resident("latent", slot, (t + 2 * b) * 4, storage());
@@ -481,7 +492,6 @@ impl Gpu {
         } else {
             self.resident_with("latent", slot, &latent_bytes(latent), storage())
         };
-        let y_buf = self.resident_with("y", slot, &f32_bytes(y.iter().copied()), storage());
         let mut points_dims = Vec::with_capacity(32);
         for word in [
             t as u32,
@@ -569,7 +579,7 @@ impl Gpu {
                     points_dims,
                     x_buf.clone(),
                     latent_buf.clone(),
-                    y_buf,
+                    y_buf.clone(),
                     linear.clone(),
                     parts.clone(),
                     u_buf.clone(),
@@ -662,6 +672,7 @@ impl Gpu {
             cols,
             latent: latent_buf,
             x: x_buf,
+            y: y_buf,
         })
     }
 }
@@ -693,6 +704,9 @@ pub(super) struct PointInputs<'a> {
     /// into [`PredictionPlan::latent`] before the evaluation points (a device that runs the
     /// encoder).
     pub latent_on_device: bool,
+    /// Upload neither x nor y: the caller's passes write them into [`PredictionPlan::x`] and
+    /// [`PredictionPlan::y`] before the evaluation points (a device that holds the data).
+    pub rows_on_device: bool,
     pub noise: f64,
     pub c: f64,
 }
@@ -707,6 +721,7 @@ impl<'a> PointInputs<'a> {
             latent: request.latent,
             upload_z: true,
             latent_on_device: false,
+            rows_on_device: false,
             noise: request.noise,
             c: request.c,
         }
@@ -748,8 +763,9 @@ pub(super) struct PredictionPlan<'g> {
     pub cols: wgpu::Buffer,
     /// The latent input as points.wgsl reads it ([`latent_bytes`]).
     pub latent: wgpu::Buffer,
-    /// The minibatch's rows (b × D, row-major).
+    /// The minibatch's rows (b × D, row-major) and targets (b).
     pub x: wgpu::Buffer,
+    pub y: wgpu::Buffer,
 }
 
 impl<'g> PredictionPlan<'g> {

@@ -183,6 +183,10 @@ pub struct ResidentRequest<'a> {
     /// The minibatch (b × D) and its targets.
     pub x: &'a DMatrix<f64>,
     pub y: &'a DVector<f64>,
+    /// The minibatch's row indices in the data the device holds ([`Gpu::hold_data`]), when it
+    /// does: x and y are then gathered there, not uploaded (`x` and `y` still give the shapes
+    /// and the host's share of k_tt's adjoint).
+    pub rows: Option<&'a [usize]>,
     /// q(w)'s (μ_n, Σ_n) and the noise ε_sn (S × b) of the draws w_sn = μ_n + √Σ_n ε_sn, which
     /// the device forms.
     pub latent: &'a LatentBatch,
@@ -851,6 +855,7 @@ impl Gpu {
             latent: request.latent,
             upload_z: false,
             latent_on_device: request.encoder.is_some(),
+            rows_on_device: request.rows.is_some(),
             noise: request.noise,
             c: request.c,
         };
@@ -1042,9 +1047,15 @@ impl Gpu {
             encoder.copy_buffer_to_buffer(&z_current, 0, &plan.z, 0, z_bytes);
         }
         plan.z_into_points(encoder);
-        // q(w)'s moments first (the evaluation points read them).
-        let head: Vec<Step> = encoder_forward
+        // The minibatch first (from the held data), then q(w)'s moments (the evaluation points
+        // read both).
+        let gather = match request.rows {
+            Some(rows) => self.plan_gather(slot, rows, request.latent.slot, &plan.x, &plan.y)?,
+            None => Vec::new(),
+        };
+        let head: Vec<Step> = gather
             .into_iter()
+            .chain(encoder_forward)
             .chain(plan.front.iter().cloned())
             .chain([widen])
             .collect();
@@ -1253,6 +1264,8 @@ pub(super) struct PosteriorSlots {
     key_base: u64,
     next_key: u64,
     batches: u64,
+    /// [`SYNC_SECONDS`] unless a test set another ([`Gpu::set_sync_seconds`]).
+    sync_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -1404,7 +1417,8 @@ impl Gpu {
                 (key, record, StateChange::Keep)
             }
         };
-        let read_current = now - record.synced_at >= SYNC_SECONDS
+        let sync = slots.sync_seconds.unwrap_or(SYNC_SECONDS);
+        let read_current = now - record.synced_at >= sync
             || (host_synced < record.synced_version && record.synced_version <= version);
         if read_current {
             record.synced_at = now;
@@ -1418,6 +1432,13 @@ impl Gpu {
             before,
             read_current,
         })
+    }
+
+    /// Test hook: how long the host's copy of a held state may lag ([`SYNC_SECONDS`] unless
+    /// set), so that a test can have a copy that lags for certain (infinity: read back only when
+    /// a read never reached the variable) whatever the machine's speed.
+    pub fn set_sync_seconds(&self, seconds: f64) {
+        self.posterior_slots().sync_seconds = Some(seconds);
     }
 
     /// Records the outcome of `key`'s evaluation at `version`: its stepped state (version + 1)

@@ -1,9 +1,10 @@
 //! Uncollapsed evaluations whose q(v), Z and q(w)'s encoder the device holds (issue 34, items
-//! 1–2): the host draws each minibatch (its rows and the draws' noise; q(w)'s moments too for
-//! free per-row latents); the device computes the rest of the evaluation — the encoder's
-//! forward pass, the draws, K_ZZ's factor, the predictions, the M × M adjoint, q(v)'s natural
-//! step, the gradients finished, the encoder's backward pass and the Adam step of Z and the
-//! encoder — for the whole batch in one submission ([`Gpu::submit_resident`]), and the host
+//! 1–2): the host draws each minibatch (its row indices and the draws' noise; q(w)'s moments too
+//! for free per-row latents); the device holds the data and computes the rest of the evaluation
+//! — the minibatch's rows, the encoder's forward pass, the draws, K_ZZ's factor, the
+//! predictions, the M × M adjoint, q(v)'s natural step, the gradients finished, the encoder's
+//! backward pass and the Adam step of Z and the encoder — for the whole batch in one submission
+//! ([`Gpu::submit_resident`]), and the host
 //! finishes the bound's scalars and Adam's step on the kernel and φ², which need only O(W)
 //! values back (O(W + b) with free latents). q(v), Z and the encoder never cross to the host
 //! except when a variable's copy is refreshed (every
@@ -41,6 +42,8 @@ pub(super) async fn held_evaluations(
     awaiting: &dyn Fn(),
 ) -> Result<Vec<Outcome>, GpuError> {
     gpu.begin_held_batch();
+    // The minibatches are gathered from the data on the device (uploaded once).
+    let data_held = gpu.hold_data(data)?;
     let picked: Vec<&Job<'_>> = indices.iter().map(|&k| &jobs[k]).collect();
     let begun: Vec<Option<Begun>> = host.map(&picked, |job| begin(data, job));
     // Each variable's slot, in order (a key met twice in one batch, which no driver sends, is
@@ -71,7 +74,7 @@ pub(super) async fn held_evaluations(
         .zip(&slots)
         .filter_map(|(b, slot)| {
             let (b, slot) = (b.as_ref()?, slot.as_ref()?.as_ref().ok()?);
-            Some(request(b, slot))
+            Some(request(b, slot, data_held))
         })
         .collect();
     let submitted = if requests.is_empty() {
@@ -122,8 +125,9 @@ fn begin<'j>(data: &DMatrix<f64>, job: &&'j Job<'_>) -> Option<Begun<'j>> {
     })
 }
 
-/// The device request of a begun evaluation in `slot`.
-fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot) -> ResidentRequest<'a> {
+/// The device request of a begun evaluation in `slot` (its minibatch gathered from the data the
+/// device holds when `data_held`).
+fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot, data_held: bool) -> ResidentRequest<'a> {
     let input = b.variable.input(&b.prepared);
     let latent = input
         .latent
@@ -139,6 +143,7 @@ fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot) -> ResidentRequest<'a> {
             .filter(|_| b.prepared.latent_on_device()),
         x: input.x,
         y: input.y,
+        rows: data_held.then(|| b.prepared.rows()),
         latent,
         noise: input.noise,
         c: input.total_rows as f64 / (rows * samples) as f64,
