@@ -400,6 +400,9 @@ fn run_to_end(session: &mut occam::engine::Session, mut after_step: impl FnMut(u
 fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
     use occam::engine::Status;
     let Some(gpu) = gpu() else { return };
+    // The variables' copies refreshed with every evaluation, so that the CPU continues from the
+    // device's last state (the path a refresh takes into the variable, at the engine's level).
+    gpu.set_sync(0.0, usize::MAX);
     let backend = Arc::new(GpuBackend::new(Arc::new(gpu), CpuBackend::serial()));
     let mut session = short_session(backend.clone());
     let steps = run_to_end(&mut session, |steps| {
@@ -435,8 +438,9 @@ fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
 /// W = 2D + 4(D + 1) + 1 (the paper kernel's four stationary parts): 304 bytes (3176 while the
 /// row sums, ∂Z and the draws' gradient came back, 800 while q(w)'s gradient did), within the
 /// issue's 4 KiB per variable per iteration, plus the state (q(v): 8(4M² + 2M + 4) bytes; Z and
-/// the encoder's P weights with Adam's moments: 12(MD + P)) with at most one evaluation per
-/// variable every `SYNC_SECONDS`, so that the host's copy lags by at most that.
+/// the encoder's P weights with Adam's moments: 12(MD + P)) with an evaluation at most every
+/// `SYNC_SECONDS` and within `SYNC_BUDGET_BYTES` per evaluation: in all at most 4 KiB per
+/// variable per iteration.
 #[test]
 fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     let Some(gpu) = gpu() else { return };
@@ -474,6 +478,16 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     assert!(
         syncs <= most,
         "{syncs} state syncs in {wall:.1} s, at most {most}"
+    );
+    let budget = occam::backend::gpu::SYNC_BUDGET_BYTES as u64;
+    assert!(
+        beyond <= budget * steady.variable_evaluations,
+        "{beyond} bytes of states over {} evaluations",
+        steady.variable_evaluations
+    );
+    assert!(
+        t.bytes_read_back <= 4096 * steady.variable_evaluations,
+        "at most 4 KiB per variable per iteration in all: {steady:?}"
     );
     eprintln!("{syncs} state syncs in {wall:.1} s; {steady:?}");
     // The same iterations are timed, whatever computes them.

@@ -785,7 +785,7 @@ fn the_engine_commits_only_the_steps_it_applies() {
             .collect();
     // The variables' own copies are never refreshed by the clock, so that they lag for certain
     // on any machine (on a slower one a refresh every 2 s would land mid-test).
-    gpu.set_sync_seconds(f64::INFINITY);
+    gpu.set_sync(f64::INFINITY, usize::MAX);
     let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial());
     let cpu = CpuBackend::serial();
     let value = |b: &dyn Backend, vs: &[Variable], seed: u64| -> Vec<f64> {

@@ -630,7 +630,7 @@ impl GpCdeVariable {
         };
         gradient.check(output.terms.elbo)?;
         // A device that held q(v) and was given up (lost) took its newest natural steps with it:
-        // the step continues from the copy read from it last (about `SYNC_SECONDS` old).
+        // the step continues from the copy read from it last (`SYNC_SECONDS` old or more).
         let mut q = self.q.clone();
         q.natural_step(&output.natgrad, step_size(self.natural_steps))?;
         self.adam_step(prepared, &gradient, kernel_extra);

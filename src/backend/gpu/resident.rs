@@ -1242,11 +1242,19 @@ fn posterior_from(m: usize, values: &[f32]) -> InducingPosterior {
     }
 }
 
-/// How long the host's copy of a held q(v) may lag the device's: at least this often each slot's
-/// q(v) is read back with its evaluation, and at the next evaluation again when the copy read
-/// never reached the variable (its step was not applied), so that a checkpoint, a given-up
-/// device or a host-run final bound loses about these seconds of natural steps at most.
+/// How long the host's copy of a held state may lag the device's at least: a slot's state is
+/// read back with its evaluation when this long has passed since the last read and the reads
+/// stay within [`SYNC_BUDGET_BYTES`] per evaluation, and at the next evaluation again when the
+/// copy read never reached the variable (its step was not applied). A host-run final bound reads
+/// the current state itself ([`Gpu::held_state`]); a checkpoint or a given-up device continues
+/// from the copy.
 pub const SYNC_SECONDS: f64 = 2.0;
+
+/// Bytes per evaluation that the state reads may average over a slot's evaluations (issue 34
+/// item 6: at most 4 KiB read back per variable per iteration in all; an evaluation itself reads
+/// 4·(30 + 2W) bytes). A state of q(v) at M = 400 (5.1 MB) or the paper's encoder with its
+/// moments (0.8 MB) is then read every 2 500 or 400 evaluations (or 2 s, when longer).
+pub const SYNC_BUDGET_BYTES: usize = 2048;
 
 /// Batches a slot may go unused before it is freed for another variable's q(v) (a finished
 /// restart's; a variable that comes back after that starts from its own copy).
@@ -1264,8 +1272,8 @@ pub(super) struct PosteriorSlots {
     key_base: u64,
     next_key: u64,
     batches: u64,
-    /// [`SYNC_SECONDS`] unless a test set another ([`Gpu::set_sync_seconds`]).
-    sync_seconds: Option<f64>,
+    /// [`SYNC_SECONDS`] and [`SYNC_BUDGET_BYTES`] unless a test set others ([`Gpu::set_sync`]).
+    sync: Option<(f64, usize)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -1282,6 +1290,8 @@ struct SlotRecord {
     /// When the current state was last read back (seconds, `crate::clock`), and its version.
     synced_at: f64,
     synced_version: usize,
+    /// Evaluations since then.
+    unsynced: usize,
 }
 
 impl SlotRecord {
@@ -1413,16 +1423,22 @@ impl Gpu {
                     last_batch: batch,
                     synced_at: now,
                     synced_version: version,
+                    unsynced: 0,
                 };
                 (key, record, StateChange::Keep)
             }
         };
-        let sync = slots.sync_seconds.unwrap_or(SYNC_SECONDS);
-        let read_current = now - record.synced_at >= sync
-            || (host_synced < record.synced_version && record.synced_version <= version);
+        let (sync, budget) = slots.sync.unwrap_or((SYNC_SECONDS, SYNC_BUDGET_BYTES));
+        record.unsynced += 1;
+        let state_bytes = (state_words(shape.m) + held_words(shape)) * 4;
+        let due =
+            now - record.synced_at >= sync && record.unsynced.saturating_mul(budget) >= state_bytes;
+        let read_current =
+            due || (host_synced < record.synced_version && record.synced_version <= version);
         if read_current {
             record.synced_at = now;
             record.synced_version = version;
+            record.unsynced = 0;
         }
         record.last_batch = batch;
         slots.by_key.insert(key, record);
@@ -1434,11 +1450,12 @@ impl Gpu {
         })
     }
 
-    /// Test hook: how long the host's copy of a held state may lag ([`SYNC_SECONDS`] unless
-    /// set), so that a test can have a copy that lags for certain (infinity: read back only when
-    /// a read never reached the variable) whatever the machine's speed.
-    pub fn set_sync_seconds(&self, seconds: f64) {
-        self.posterior_slots().sync_seconds = Some(seconds);
+    /// Test hook: when the host's copy of a held state is refreshed ([`SYNC_SECONDS`] and
+    /// [`SYNC_BUDGET_BYTES`] unless set), so that a test can have a copy that lags for certain
+    /// (infinite seconds: read back only when a read never reached the variable) or one read
+    /// with every evaluation (0 seconds, an unbounded budget), whatever the machine's speed.
+    pub fn set_sync(&self, seconds: f64, budget_bytes: usize) {
+        self.posterior_slots().sync = Some((seconds, budget_bytes));
     }
 
     /// Records the outcome of `key`'s evaluation at `version`: its stepped state (version + 1)

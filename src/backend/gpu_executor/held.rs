@@ -7,9 +7,10 @@
 //! ([`Gpu::submit_resident`]), and the host
 //! finishes the bound's scalars and Adam's step on the kernel and φ², which need only O(W)
 //! values back (O(W + b) with free latents). q(v), Z and the encoder never cross to the host
-//! except when a variable's copy is refreshed (every
-//! [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) with an evaluation, or for a final bound),
-//! and a step the restart does not apply (a fault, a phase's end) is never committed:
+//! except when a variable's copy is refreshed (with an evaluation, at most every
+//! [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) and within
+//! [`SYNC_BUDGET_BYTES`](crate::backend::gpu::SYNC_BUDGET_BYTES) per evaluation; or for a final
+//! bound), and a step the restart does not apply (a fault, a phase's end) is never committed:
 //! the device keeps each slot's current and stepped states and the variable's natural-step count
 //! says which it is at ([`Gpu::hold_state`]).
 
