@@ -34,11 +34,11 @@
 //! kernel's gradient, the held block's squared gradient, Σ KL(q(w)), Σ w², K_ZZ's jitter and
 //! status, the KL terms, the step's status: 304 bytes at (M, b, S, D) = (10, 64, 5, 3), 640 at
 //! the paper's (400, 256, 50, 10)); 2b values more (q(w)'s sums) when the host holds q(w) (free
-//! per-row latents); and the state itself only when a request asks for it. The stepped state stays on the device:
-//! a later request with [`StateChange::Commit`] (or [`Gpu::commit_states`]) makes it the slot's
-//! current one, so a host that rejects the step (a phase that ends) leaves the slot as it was,
-//! and one that undoes a committed step (a fault) gets the previous state back with
-//! [`StateChange::Restore`]. The host's reference is the CPU's `svgp::bound_and_gradient`
+//! per-row latents); and the state itself only when a request asks for it. The stepped state
+//! stays on the device: a later request with [`StateChange::Commit`] (or
+//! [`Gpu::commit_states`]) makes it the slot's current one, so a host that rejects the step (a
+//! phase that ends) leaves the slot as it was, and one that undoes a committed step (a fault)
+//! gets the previous state back with [`StateChange::Restore`]. The host's reference is the CPU's `svgp::bound_and_gradient`
 //! (with `Encoder::forward` and `backward` around it) followed by
 //! `InducingPosterior::natural_step` and `Adam::step`.
 
