@@ -464,6 +464,10 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     assert!(t.blocking_waits <= steady.iterations, "{steady:?}");
     assert_eq!(t.buffers_created, 0, "{steady:?}");
     assert_eq!(t.bind_groups_created, 0, "{steady:?}");
+    // Every steady iteration records the same kernel passes (161 here: the two batched
+    // factorisations and 53 per variable, 19 of them the encoder's and 2 the gather's).
+    assert!(t.dispatches > 0, "{steady:?}");
+    assert_eq!(t.dispatches % steady.iterations, 0, "{steady:?}");
     let (m, b, tt, d) = (10u64, 64u64, 5 * 64u64, 3u64);
     let width = 2 * d + 4 * (d + 1) + 1;
     let per_evaluation = 4 * (2 + 2 * width + 6 + 22);
@@ -516,6 +520,7 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
         "bind_groups_created",
         "bytes_uploaded",
         "bytes_read_back",
+        "dispatches",
     ] {
         assert!(json.get(key).is_some(), "{key} in {json}");
     }

@@ -74,6 +74,10 @@ test('a run with the uncollapsed bound computes on WebGPU when an adapter is off
     expect(await count('blocking-waits')).toBe(0);
     expect(await count('buffers-created')).toBe(0);
     expect(await count('bind-groups-created')).toBe(0);
+    // Every steady iteration records the same kernel passes (the CLI's test pins them natively).
+    const dispatches = await count('dispatches');
+    expect(dispatches).toBeGreaterThan(0);
+    expect(dispatches % iterations).toBe(0);
   } else {
     await expect(traffic).toHaveCount(0);
   }

@@ -23,6 +23,10 @@ pub struct DeviceTraffic {
     pub bytes_uploaded: u64,
     /// Bytes of mapped buffers read by the host.
     pub bytes_read_back: u64,
+    /// Compute dispatches recorded (kernel passes: item 3's "one kernel pass over all slots of
+    /// a batch" is this count not growing with the slots).
+    #[serde(default)]
+    pub dispatches: u64,
 }
 
 impl DeviceTraffic {
@@ -35,6 +39,7 @@ impl DeviceTraffic {
             bind_groups_created: self.bind_groups_created + other.bind_groups_created,
             bytes_uploaded: self.bytes_uploaded + other.bytes_uploaded,
             bytes_read_back: self.bytes_read_back + other.bytes_read_back,
+            dispatches: self.dispatches + other.dispatches,
         }
     }
 }
@@ -51,6 +56,7 @@ impl Sub for DeviceTraffic {
             bind_groups_created: self.bind_groups_created - earlier.bind_groups_created,
             bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
             bytes_read_back: self.bytes_read_back - earlier.bytes_read_back,
+            dispatches: self.dispatches - earlier.dispatches,
         }
     }
 }
@@ -102,6 +108,7 @@ struct Counters {
     bind_groups_created: AtomicU64,
     bytes_uploaded: AtomicU64,
     bytes_read_back: AtomicU64,
+    dispatches: AtomicU64,
 }
 
 /// A wgpu device and its queue, with every costly call counted.
@@ -136,6 +143,7 @@ impl CountedDevice {
             bind_groups_created: read(&c.bind_groups_created),
             bytes_uploaded: read(&c.bytes_uploaded),
             bytes_read_back: read(&c.bytes_read_back),
+            dispatches: read(&c.dispatches),
         }
     }
 
@@ -189,6 +197,11 @@ impl CountedDevice {
             .map(|_| ())
     }
 
+    /// Records `count` compute dispatches recorded into a command encoder.
+    pub(super) fn note_dispatches(&self, count: usize) {
+        bump(&self.counters.dispatches, count as u64);
+    }
+
     /// Records `bytes` read by the host from a mapped buffer.
     pub(super) fn note_read(&self, bytes: usize) {
         bump(&self.counters.bytes_read_back, bytes as u64);
@@ -213,6 +226,7 @@ mod tests {
             bind_groups_created: 9,
             bytes_uploaded: 100,
             bytes_read_back: 70,
+            dispatches: 12,
         };
         let b = DeviceTraffic {
             submissions: 2,
@@ -221,6 +235,7 @@ mod tests {
             bind_groups_created: 0,
             bytes_uploaded: 40,
             bytes_read_back: 7,
+            dispatches: 5,
         };
         let d = a - b;
         assert_eq!(
@@ -232,6 +247,7 @@ mod tests {
                 bind_groups_created: 9,
                 bytes_uploaded: 60,
                 bytes_read_back: 63,
+                dispatches: 7,
             }
         );
         assert_eq!(d.plus(b), a);

@@ -420,6 +420,7 @@ impl Gpu {
         pass.set_pipeline(pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
+        self.device.note_dispatches(1);
     }
 
     /// Opens the error scopes of one submission (invalid use, out of memory); close them right

@@ -328,6 +328,7 @@ impl Gpu {
             pass.set_bind_group(0, bind_group, &[]);
             pass.dispatch_workgroups(*gx, *gy, *gz);
         }
+        self.device.note_dispatches(groups.len());
     }
 
     /// The prediction passes of one request in resident slot `slot`, reading L⁻¹, S − I and m
