@@ -102,6 +102,11 @@ pub struct Gpu {
     failure: Arc<Mutex<Option<String>>>,
 }
 
+/// `usage` with the queue's writes allowed.
+fn writable(usage: wgpu::BufferUsages) -> wgpu::BufferUsages {
+    usage | wgpu::BufferUsages::COPY_DST
+}
+
 /// A constant resident buffer and the contents last written to it.
 type WrittenConstant = (wgpu::Buffer, Vec<u8>);
 
@@ -293,12 +298,7 @@ impl Gpu {
         contents: &[u8],
         usage: wgpu::BufferUsages,
     ) -> wgpu::Buffer {
-        let buffer = self.resident(
-            role,
-            slot,
-            contents.len(),
-            usage | wgpu::BufferUsages::COPY_DST,
-        );
+        let buffer = self.resident(role, slot, contents.len(), writable(usage));
         if !contents.is_empty() {
             self.device.write_buffer(&buffer, 0, contents);
         }
@@ -315,12 +315,7 @@ impl Gpu {
         contents: &[u8],
         usage: wgpu::BufferUsages,
     ) -> wgpu::Buffer {
-        let buffer = self.resident(
-            role,
-            slot,
-            contents.len(),
-            usage | wgpu::BufferUsages::COPY_DST,
-        );
+        let buffer = self.resident(role, slot, contents.len(), writable(usage));
         let mut constants = self
             .constants
             .lock()

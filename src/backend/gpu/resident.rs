@@ -1256,6 +1256,13 @@ pub const SYNC_SECONDS: f64 = 2.0;
 /// moments (0.8 MB) is then read every 2 500 or 400 evaluations (or 2 s, when longer).
 pub const SYNC_BUDGET_BYTES: usize = 2048;
 
+/// Whether a slot's state of `state_bytes` is due to be read back with this evaluation: `elapsed`
+/// seconds and `unsynced` evaluations (this one counted) since the last read, at least `sync`
+/// seconds and enough evaluations to pay for it at `budget` bytes each.
+fn sync_due(elapsed: f64, sync: f64, unsynced: usize, budget: usize, state_bytes: usize) -> bool {
+    elapsed >= sync && unsynced.saturating_mul(budget) >= state_bytes
+}
+
 /// Batches a slot may go unused before it is freed for another variable's q(v) (a finished
 /// restart's; a variable that comes back after that starts from its own copy).
 const IDLE_BATCHES: u64 = 4096;
@@ -1431,8 +1438,13 @@ impl Gpu {
         let (sync, budget) = slots.sync.unwrap_or((SYNC_SECONDS, SYNC_BUDGET_BYTES));
         record.unsynced += 1;
         let state_bytes = (state_words(shape.m) + held_words(shape)) * 4;
-        let due =
-            now - record.synced_at >= sync && record.unsynced.saturating_mul(budget) >= state_bytes;
+        let due = sync_due(
+            now - record.synced_at,
+            sync,
+            record.unsynced,
+            budget,
+            state_bytes,
+        );
         let read_current =
             due || (host_synced < record.synced_version && record.synced_version <= version);
         if read_current {
@@ -1497,5 +1509,32 @@ impl Gpu {
         self.posteriors
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paper's encoder state at D = 3 (805 568 bytes) is read every 394 evaluations at the
+    /// default budget, and never before 2 s; a test's (0 s, unbounded) reads it every time, an
+    /// infinite period never.
+    #[test]
+    fn a_state_is_read_when_both_the_clock_and_the_budget_allow() {
+        let shape = StateShape {
+            m: 10,
+            d: 3,
+            encoder: 66_818,
+        };
+        let bytes = (state_words(shape.m) + held_words(shape)) * 4;
+        assert_eq!(bytes, 805_568);
+        let due =
+            |elapsed, unsynced| sync_due(elapsed, SYNC_SECONDS, unsynced, SYNC_BUDGET_BYTES, bytes);
+        assert!(!due(1.9, 10_000), "not before 2 s");
+        assert!(!due(60.0, 393), "not before the evaluations pay for it");
+        assert!(due(60.0, 394));
+        assert!(due(2.0, 394));
+        assert!(sync_due(0.0, 0.0, 1, usize::MAX, bytes));
+        assert!(!sync_due(1e9, f64::INFINITY, 1_000_000, usize::MAX, bytes));
     }
 }
