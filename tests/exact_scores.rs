@@ -125,6 +125,21 @@ fn the_cache_round_trips_and_refuses_other_settings_or_data() {
         ScoreCache::from_json_for(&text, &key(settings())),
         Some(cache.clone())
     );
+    // Each score says where it was computed; a score from before that was recorded reads as
+    // unknown, not as the CPU's.
+    assert_eq!(cache.work().families_on_cpu, 1);
+    assert_eq!(cache.work().families_on_gpu, 0);
+    assert_eq!(text.matches("\"computed_on\":\"cpu\"").count(), 1, "{text}");
+    let unrecorded = text.replace(",\"computed_on\":\"cpu\"", "");
+    let unknown = ScoreCache::from_json_for(&unrecorded, &key(settings())).unwrap();
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(
+        (
+            unknown.work().families_on_cpu,
+            unknown.work().families_on_gpu
+        ),
+        (0, 0)
+    );
     let other = FamilyScoreSettings {
         inducing: 9,
         ..settings()

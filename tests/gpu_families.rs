@@ -12,7 +12,7 @@ use occam::backend::cost_model::{Side, PROBE_JOBS_PER_SIDE};
 use occam::backend::gpu::{Gpu, Psi2Factors};
 use occam::backend::gpu_executor::{families_in_lockstep, CoalescedPsi2, GpuBackend, ABANDONED};
 use occam::backend::{Backend, CpuBackend, Job, Outcome, Pool};
-use occam::discovery::family::{family_score, family_score_on, FamilyScoreSettings};
+use occam::discovery::family::{family_score, family_score_on, ComputedOn, FamilyScoreSettings};
 use occam::gp::collapsed::Psi2Device;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -79,6 +79,22 @@ fn score(outcome: &Outcome) -> (f64, usize) {
         Outcome::Family(Ok(s)) => (s.value, s.fits.iter().map(|f| f.evaluations()).sum()),
         other => panic!("not a family score: {other:?}"),
     }
+}
+
+/// Where a family score says its fits computed.
+fn computed_on(outcome: &Outcome) -> Option<ComputedOn> {
+    match outcome {
+        Outcome::Family(Ok(s)) => s.computed_on,
+        other => panic!("not a family score: {other:?}"),
+    }
+}
+
+/// How many of `outcomes` say their fits computed on `side`.
+fn scored_on(outcomes: &[Outcome], side: ComputedOn) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| computed_on(o) == Some(side))
+        .count()
 }
 
 #[test]
@@ -204,6 +220,9 @@ fn family_fits_with_their_psi2_on_the_device_score_as_on_the_cpu() {
     let choice = &backend.device_choices()[0];
     assert_eq!((choice.chosen.as_str(), choice.cpu_jobs), ("GPU", 0));
     assert_eq!(choice.device_jobs, jobs.len());
+    // Each score says where it was computed (the score cache keeps it).
+    assert_eq!(scored_on(&on_gpu, ComputedOn::Gpu), jobs.len());
+    assert_eq!(scored_on(&cpu, ComputedOn::Cpu), jobs.len());
 }
 
 /// The browser's way (nothing may block): the family fits as `async` computations polled in
@@ -291,6 +310,7 @@ fn family_fits_forced_to_the_device_in_lockstep_score_as_on_the_cpu() {
     let choice = &backend.device_choices()[0];
     assert_eq!((choice.chosen.as_str(), choice.cpu_jobs), ("GPU", 0));
     assert_eq!(choice.device_jobs, jobs.len());
+    assert_eq!(scored_on(&on_gpu, ComputedOn::Gpu), jobs.len());
 }
 
 fn the_probe_places_every_family_on_the_cheaper_side(backend: GpuBackend) {
@@ -333,6 +353,15 @@ fn the_probe_places_every_family_on_the_cheaper_side(backend: GpuBackend) {
         assert!(submissions > 0);
         assert_eq!(after.device_jobs, choice.device_jobs + jobs.len());
     }
+    // Each score says which side computed it: the probe's counts, then the side chosen.
+    assert_eq!(scored_on(&first, ComputedOn::Gpu), choice.device_jobs);
+    assert_eq!(scored_on(&first, ComputedOn::Cpu), choice.cpu_jobs);
+    let chosen = if choice.chosen == "GPU" {
+        ComputedOn::Gpu
+    } else {
+        ComputedOn::Cpu
+    };
+    assert_eq!(scored_on(&second, chosen), jobs.len());
     for ((a, b), c) in first.iter().zip(&second).zip(&cpu) {
         let (a, b, c) = (score(a).0, score(b).0, score(c).0);
         assert!((a - c).abs() <= 1e-4 * c.abs().max(1.0), "{a} against {c}");
@@ -389,4 +418,19 @@ fn discover_exact_with_the_gpu_reports_where_the_family_fits_computed() {
     );
     assert!(on_cpu.get("device_choices").is_none(), "{on_cpu}");
     assert_eq!(on_gpu["edges"], on_cpu["edges"]);
+    // Where each family was scored: counted in result.json, recorded in the score cache.
+    let count = |json: &serde_json::Value, key: &str| json["exact"]["fit_work"][key].as_u64();
+    let families = count(&on_gpu, "families").unwrap();
+    assert!(families > 0, "{on_gpu}");
+    assert_eq!(
+        count(&on_gpu, "families_on_gpu").unwrap() + count(&on_gpu, "families_on_cpu").unwrap(),
+        families
+    );
+    assert_eq!(count(&on_cpu, "families_on_gpu"), Some(0));
+    let cache = std::fs::read_to_string(dir.path().join("gpu/score_cache.json")).unwrap();
+    assert_eq!(
+        cache.matches("\"computed_on\"").count() as u64,
+        families,
+        "every cached score says where it was computed"
+    );
 }

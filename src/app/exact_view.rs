@@ -35,13 +35,16 @@ pub fn ExactResults(
             let w = &x.fit_work;
             format!(
                 "{} families fitted, {} read from the cache; best graph's log score {} nats; \
-                 {} fits behind the scores, {} of them stopped by a cap, {} bound evaluations",
+                 {} fits behind the scores, {} of them stopped by a cap, {} bound evaluations; \
+                 Ψ2 sums on the GPU for {} families, on the CPU for {}",
                 result.families_fitted,
                 result.cache_hits,
                 format_number(x.log_score),
                 w.fits,
                 w.fits_hit_cap,
-                w.evaluations
+                w.evaluations,
+                w.families_on_gpu,
+                w.families_on_cpu
             )
         });
         let posterior = result
@@ -52,7 +55,8 @@ pub fn ExactResults(
             <section class="exact" data-testid="edge-probabilities" aria-labelledby="edge-prob-heading">
                 <h3 id="edge-prob-heading">"Posterior edge probabilities (row = cause, column = effect)"</h3>
                 <p class="hint" data-testid="exact-summary" data-fitted=result.families_fitted
-                    data-cache-hits=result.cache_hits>{summary} ". Prior: " {prior} "."</p>
+                    data-cache-hits=result.cache_hits
+                    data-on-gpu=result.exact.as_ref().map(|x| x.fit_work.families_on_gpu)>{summary} ". Prior: " {prior} "."</p>
                 <ProbabilityHeatmap names=result.names.clone() probabilities=probabilities edges=result.edges.clone() on_pair=on_pair />
             </section>
             {posterior}

@@ -467,6 +467,12 @@ pub struct FitWork {
     pub evaluations: usize,
     /// How the main L-BFGS runs ended (probes that reached their length are not counted).
     pub lbfgs_stops: StopCounts,
+    /// Families whose fits computed their Ψ2 sums on a GPU ([`ComputedOn::Gpu`]) and on the CPU;
+    /// the rest were scored before where was recorded.
+    #[serde(default)]
+    pub families_on_gpu: usize,
+    #[serde(default)]
+    pub families_on_cpu: usize,
 }
 
 /// How many L-BFGS runs ended for each reason ([`StopReason`]).
@@ -484,6 +490,11 @@ impl FitWork {
     /// Adds one family's score, fitted with `adam_cap` Adam steps at most.
     pub fn add(&mut self, score: &FamilyScore, adam_cap: usize) {
         self.families += 1;
+        match score.computed_on {
+            Some(ComputedOn::Gpu) => self.families_on_gpu += 1,
+            Some(ComputedOn::Cpu) => self.families_on_cpu += 1,
+            None => {}
+        }
         if !score.fits.is_empty() && score.fits.iter().all(|f| f.bound.is_err()) {
             self.families_on_floor_after_failures += 1;
         }
@@ -520,7 +531,7 @@ impl FitWork {
         format!(
             "{} families, {} fits ({} failed, {} families on their floor after every fit failed); \
              {} fits hit a cap (start {}, Adam {}, L-BFGS {}); iterations: start {}, Adam {}, \
-             L-BFGS {}; {} bound evaluations",
+             L-BFGS {}; {} bound evaluations; Ψ2 sums on the GPU for {} families, on the CPU for {}",
             self.families,
             self.fits,
             self.fits_failed,
@@ -532,9 +543,24 @@ impl FitWork {
             self.start_iterations,
             self.adam_steps,
             self.lbfgs_iterations,
-            self.evaluations
+            self.evaluations,
+            self.families_on_gpu,
+            self.families_on_cpu
         )
     }
+}
+
+/// Where a family's fits computed their Ψ2 sums: recorded with each score (and so in the score
+/// cache), because a GPU's sums are float32 and a CPU's f64, and the two scores of one family
+/// agree only to the device's rounding; a reader of the cache, or of a resumed run, can tell which
+/// scores came from where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputedOn {
+    /// Every sum in f64 on the host.
+    Cpu,
+    /// The Ψ2 sums on a GPU in float32 (natively, or WebGPU in the page), the rest on the host.
+    Gpu,
 }
 
 /// One family's score and where it came from.
@@ -567,6 +593,10 @@ pub struct FamilyScore {
     /// would otherwise be credited with what that continuation found for the parents they share.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub switched_off: Vec<(u32, f64)>,
+    /// Where the fits computed (None in scores written before this was recorded, and in scores
+    /// made up by tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub computed_on: Option<ComputedOn>,
 }
 
 /// Families of up to this many parents evaluate their best fit with every proper subset of their
@@ -726,6 +756,11 @@ async fn family_fit_with(
     let y = DVector::from_fn(n, |r, _| data[(r, child)]);
     let floor = resolution_noise_floor(y.as_slice(), NOISE_VARIANCE_FLOOR);
     let model = CollapsedModel::with_noise_floor(x, y, floor).map_err(|e| e.to_string())?;
+    let computed_on = if device.is_some() || awaited.is_some() {
+        ComputedOn::Gpu
+    } else {
+        ComputedOn::Cpu
+    };
     let model = match device {
         Some(device) => model.on_device(device),
         None => model,
@@ -808,6 +843,7 @@ async fn family_fit_with(
             fits: records,
             best_params,
             switched_off,
+            computed_on: Some(computed_on),
         },
         best,
     })

@@ -473,6 +473,7 @@ mod tests {
             fits: Vec::new(),
             best_params: None,
             switched_off: Vec::new(),
+            computed_on: None,
         };
         search.apply(
             next.clone(),

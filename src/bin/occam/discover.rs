@@ -384,12 +384,14 @@ const CACHE_SAVE_SECONDS: f64 = 30.0;
 /// how many fits the exact search plans before the work starts.
 fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, quiet: bool) {
     let mut cached = 0;
+    let mut cached_on_gpu = 0;
     // A cache holds one score per family: 1 GiB is far beyond any the exact search writes.
     if let Ok(bytes) = read_file_limited(cache_path, 1 << 30) {
         let text = String::from_utf8_lossy(&bytes);
         match ScoreCache::from_json_for(&text, session.score_cache_key()) {
             Some(cache) => {
                 cached = cache.len();
+                cached_on_gpu = cache.work().families_on_gpu;
                 session.use_score_cache(cache);
             }
             None => errln!(
@@ -405,9 +407,15 @@ fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, q
     let s = &session.settings().exact;
     let d = dataset.cols();
     let (screening, families) = session.planned_exact_fits();
+    // Scores from a GPU carry float32 Ψ2 sums: said, so a CPU run reusing them knows.
+    let from_gpu = if cached_on_gpu > 0 {
+        format!(", {cached_on_gpu} of them computed on a GPU")
+    } else {
+        String::new()
+    };
     errln!(
         "exact search over {d} variables: at most {} parents from {} candidates each; {screening} \
-         screening fits, then about {families} family fits ({} families already in {})",
+         screening fits, then about {families} family fits ({} families already in {}{from_gpu})",
         s.max_parents,
         s.candidates.min(d - 1),
         cached,

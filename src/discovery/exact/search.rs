@@ -840,6 +840,7 @@ mod tests {
             fits: Vec::new(),
             best_params: None,
             switched_off: Vec::new(),
+            computed_on: None,
         })
     }
 
