@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
 use occam::backend::gpu::{Gpu, Psi2Factors, Psi2OnGpu};
+use occam::backend::cost_model::{Side, PROBE_JOBS_PER_SIDE};
 use occam::backend::gpu_executor::GpuBackend;
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::{Evaluation, Preset, SearchSettings, Variable};
@@ -251,7 +252,9 @@ fn collapsed_evaluations_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
     }
 
     let gpu = Arc::new(gpu);
-    let backend = GpuBackend::new(gpu.clone(), CpuBackend::serial()).with_psi2_min_work(0.0);
+    let backend = GpuBackend::new(gpu.clone(), CpuBackend::serial())
+        .with_psi2_min_work(0.0)
+        .with_collapsed_on(Side::Device);
     for (g, w) in backend.run(&data, &jobs).iter().zip(&cpu) {
         let ((gv, _), (wv, _)) = (collapsed(g), collapsed(w));
         assert!((gv - wv).abs() <= 1e-8 * wv.abs().max(1.0), "{gv} vs {wv}");
@@ -272,6 +275,45 @@ fn collapsed_evaluations_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
         assert_eq!(collapsed(g), collapsed(w));
     }
     assert!(backend.failure().is_some());
+}
+
+/// Unforced, the backend measures where the collapsed search computes: whole batches alternate
+/// between the device and the host (the first on each untimed), then every batch, and the refits,
+/// go to the side with the lower measured cost per unit of Ψ2 work, which `device_choices`
+/// reports with its figures. Every outcome is the CPU's to the device's rounding.
+#[test]
+fn the_collapsed_probe_alternates_batches_then_keeps_the_cheaper_side() {
+    let Some(gpu) = gpu() else { return };
+    let data = chain(120);
+    let jobs = collapsed_jobs(&data, 16);
+    let cpu = CpuBackend::serial().run(&data, &jobs);
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial()).with_psi2_min_work(0.0);
+    assert!(backend.device_choices().is_empty(), "nothing timed yet");
+    let mut sides = Vec::new();
+    let batches = 2 * (PROBE_JOBS_PER_SIDE + 1) + 1;
+    for _ in 0..batches {
+        let before = backend.gpu().traffic();
+        let outcomes = backend.run(&data, &jobs);
+        let on_device = (backend.gpu().traffic() - before).submissions > 0;
+        sides.push(if on_device { Side::Device } else { Side::Host });
+        for (g, w) in outcomes.iter().zip(&cpu) {
+            let ((gv, _), (wv, _)) = (collapsed(g), collapsed(w));
+            assert!((gv - wv).abs() <= 1e-8 * wv.abs().max(1.0), "{gv} vs {wv}");
+        }
+    }
+    assert!(backend.failure().is_none());
+    let choice = backend.device_choices()[0].clone();
+    eprintln!("{sides:?}: {choice:?}");
+    assert_eq!(choice.work, "collapsed search iterations");
+    assert!(choice.reason.starts_with("measured on 2 GPU and 2 CPU jobs"), "{}", choice.reason);
+    use Side::{Device as D, Host as H};
+    let chosen = if choice.chosen == "GPU" { D } else { H };
+    assert_eq!(sides, vec![D, H, D, H, D, H, chosen]);
+    let (d, c) = (
+        choice.device_seconds_per_unit.unwrap(),
+        choice.cpu_seconds_per_unit.unwrap(),
+    );
+    assert_eq!(chosen, if d < c { D } else { H });
 }
 
 /// A refit (L-BFGS on a collapsed variable's objective, as the cool-down and pruning run it) with
@@ -308,7 +350,9 @@ fn refits_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
         other => panic!("a refit, got {other:?}"),
     };
     let cpu = CpuBackend::serial().run(&data, &jobs);
-    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial()).with_psi2_min_work(0.0);
+    let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial())
+        .with_psi2_min_work(0.0)
+        .with_collapsed_on(Side::Device);
     for (g, w) in backend.run(&data, &jobs).iter().zip(&cpu) {
         let (gv, wv) = (objective(g), objective(w));
         // Fifteen L-BFGS steps from the same point on gradients that agree to 10⁻⁷: the paths
@@ -354,14 +398,27 @@ fn discover_with_the_gpu_says_what_of_a_collapsed_run_it_computes() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("bound is collapsed; only the Ψ2 sums of evaluations"),
+        stderr.contains("bound is collapsed; its first iterations are timed"),
         "{stderr}"
     );
     let result = std::fs::read_to_string(dir.path().join("run/result.json")).unwrap();
     assert!(result.contains("\"backend\": \"GPU (f32, "), "{result}");
-    // Nothing of this run reached the device, so it reports no GPU iterations.
+    // The probe timed both sides and placed the rest; stdout and result.json say where and why.
     let json: serde_json::Value = serde_json::from_str(&result).unwrap();
-    assert!(json.get("gpu").is_none(), "{}", json["gpu"]);
+    let choice = &json["device_choices"][0];
+    assert_eq!(choice["work"], "collapsed search iterations", "{json}");
+    assert!(
+        choice["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("measured on 2 GPU and 2 CPU jobs")),
+        "{choice}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let chosen = choice["chosen"].as_str().unwrap();
+    assert!(
+        stdout.contains(&format!("collapsed search iterations on the {chosen}")),
+        "{stdout}"
+    );
 }
 
 /// The executor's plan, which the native backend blocks on and the browser's worker awaits:

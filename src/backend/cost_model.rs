@@ -74,6 +74,8 @@ struct ProbeState {
     decided_on: (usize, usize),
     /// The host's longest probe job when the device was given up before its probe jobs ended.
     abandoned: Option<f64>,
+    /// Jobs run on (device, host) and not timed: each side's first [`PlacementProbe::warm_up`].
+    warming: (usize, usize),
 }
 
 /// How many times the host's longest probe job the device's probe jobs may run before the device
@@ -86,6 +88,8 @@ pub const PROBE_PATIENCE: f64 = 4.0;
 pub struct PlacementProbe {
     work: &'static str,
     forced: Option<Side>,
+    /// Jobs on each side run before timing starts (see [`PlacementProbe::with_warm_up`]).
+    warm_up: usize,
     state: Mutex<ProbeState>,
 }
 
@@ -95,7 +99,18 @@ impl PlacementProbe {
         Self {
             work,
             forced: None,
+            warm_up: 0,
             state: Mutex::new(ProbeState::default()),
+        }
+    }
+
+    /// The same probe, leaving each side's first `jobs` untimed: for work whose first job on a
+    /// side pays once for what later jobs reuse (a device's pipelines compiled and buffers made
+    /// on the first submission), which would otherwise be charged to its per-unit cost.
+    pub fn with_warm_up(self, jobs: usize) -> Self {
+        Self {
+            warm_up: jobs,
+            ..self
         }
     }
 
@@ -126,6 +141,25 @@ impl PlacementProbe {
         }
     }
 
+    /// Where the next job goes when a whole batch is placed at once: the forced or decided side,
+    /// else while probing the side with fewer jobs so far, the device first (so the batches
+    /// alternate: device, host, device, …, until each side has its warm-up and timed jobs).
+    pub fn next_side(&self) -> Side {
+        if let Some(side) = self.forced.or(self.state().decided) {
+            return side;
+        }
+        let state = self.state();
+        let (device, host) = (
+            state.device.jobs + state.warming.0,
+            state.host.jobs + state.warming.1,
+        );
+        if device <= host {
+            Side::Device
+        } else {
+            Side::Host
+        }
+    }
+
     /// How many more jobs may go to the device in the next batch: all while the probe is forced
     /// or decided, else what the probe still lacks (so a slow device holds a batch up by at most
     /// [`PROBE_JOBS_PER_SIDE`] jobs).
@@ -144,6 +178,14 @@ impl PlacementProbe {
             return;
         }
         let mut state = self.state();
+        let warming = match side {
+            Side::Device => &mut state.warming.0,
+            Side::Host => &mut state.warming.1,
+        };
+        if *warming < self.warm_up {
+            *warming += 1;
+            return;
+        }
         match side {
             Side::Device => state.device.add(seconds, units),
             Side::Host => state.host.add(seconds, units),
@@ -316,6 +358,42 @@ mod tests {
         let forced = PlacementProbe::forced("family fits", Side::Device);
         forced.abandon_device(2.0);
         assert_eq!(forced.side(false), Side::Device);
+    }
+
+    #[test]
+    fn whole_batches_alternate_sides_and_each_sides_warm_up_is_not_timed() {
+        let probe = PlacementProbe::measured("collapsed search").with_warm_up(1);
+        let mut sides = Vec::new();
+        // The device's first batch is slow (its pipelines are made) and untimed; then it is
+        // twice as fast per unit as the host.
+        let mut device_batches = 0;
+        while probe.probing() {
+            let side = probe.next_side();
+            sides.push(side);
+            match side {
+                Side::Device => {
+                    let seconds = if device_batches == 0 { 100.0 } else { 1.0 };
+                    device_batches += 1;
+                    probe.record(side, seconds, 2.0);
+                }
+                Side::Host => probe.record(side, 1.0, 1.0),
+            }
+            assert!(sides.len() <= 2 * (PROBE_JOBS_PER_SIDE + 1), "{sides:?}");
+        }
+        use Side::{Device as D, Host as H};
+        assert_eq!(sides, vec![D, H, D, H, D, H]);
+        let choice = probe.choice().unwrap();
+        assert_eq!(choice.chosen, "GPU", "{}", choice.reason);
+        assert_eq!((choice.device_jobs, choice.cpu_jobs), (2, 2));
+        assert_eq!(choice.device_seconds_per_unit, Some(0.5));
+        assert_eq!(probe.next_side(), Side::Device);
+        // Without a warm-up the slow first batch would have decided for the host.
+        let cold = PlacementProbe::measured("collapsed search");
+        for seconds in [100.0, 1.0] {
+            cold.record(Side::Device, seconds, 2.0);
+            cold.record(Side::Host, 1.0, 1.0);
+        }
+        assert_eq!(cold.choice().unwrap().chosen, "CPU");
     }
 
     #[test]

@@ -43,9 +43,14 @@ use crate::discovery::jobs::{Job, Outcome};
 /// How a batch uses the device.
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceUse<'p> {
-    /// N·M² from which a collapsed evaluation's (or refit's) Ψ2 sums go to the device
+    /// N·M² from which a collapsed evaluation's (or refit's) Ψ2 sums may go to the device
     /// ([`PSI2_MIN_WORK`]; the tests lower it to 0).
     pub psi2_min_work: f64,
+    /// Where the continuous search's collapsed evaluations and refits compute, measured
+    /// ([`PlacementProbe`], whole batches alternating sides while it measures; refits go to the
+    /// device only once it is chosen). None: every one from [`DeviceUse::psi2_min_work`] on goes
+    /// to the device.
+    pub collapsed: Option<&'p PlacementProbe>,
     /// Where the exact search's family fits compute, measured ([`PlacementProbe`]). None: on
     /// the host.
     pub families: Option<&'p PlacementProbe>,
@@ -63,6 +68,7 @@ impl Default for DeviceUse<'_> {
     fn default() -> Self {
         Self {
             psi2_min_work: PSI2_MIN_WORK,
+            collapsed: None,
             families: None,
             lockstep_families: !MAY_BLOCK,
             host_width: 1,
@@ -101,12 +107,19 @@ const MAY_BLOCK: bool = cfg!(not(target_arch = "wasm32"));
 pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) -> Placement {
     let psi2_fits =
         |n: usize, m: usize| (n * m * m) as f64 >= usage.psi2_min_work && gpu.psi2_fits(n, m);
+    // While the probe measures, a batch's collapsed evaluations all go to the side it names
+    // (both calls for one batch, here and in `takes`, see the same side: it moves only when a
+    // batch is recorded); refits wait for its choice.
+    let evaluation_side = usage.collapsed.map_or(Side::Device, PlacementProbe::next_side);
+    let refit_side = usage
+        .collapsed
+        .map_or(Some(Side::Device), PlacementProbe::placed);
     match job {
         Job::Evaluate { variable, .. } => match &**variable {
             Variable::Uncollapsed(_) => Placement::HeldEvaluation,
             Variable::Collapsed(c) => {
                 let (n, m) = c.psi2_shape();
-                if psi2_fits(n, m) {
+                if psi2_fits(n, m) && evaluation_side == Side::Device {
                     Placement::Psi2Evaluation
                 } else {
                     Placement::Host
@@ -115,7 +128,7 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
         },
         Job::Refine { component, .. } if MAY_BLOCK => {
             let (n, m) = component.psi2_shape();
-            if psi2_fits(n, m) {
+            if psi2_fits(n, m) && refit_side == Some(Side::Device) {
                 Placement::Psi2Refit
             } else {
                 Placement::Host
@@ -251,8 +264,18 @@ async fn device_and_host(
     let host_job = |k: usize| current.get(&k).unwrap_or(&jobs[k]);
     let mut host_done = Vec::new();
     let mut run_host = || host_done = host.map(&here, |&k| host_job(k).run(data));
+    // The collapsed probe's timings: a batch whose collapsed evaluations it placed on the host,
+    // timed whole (as if `host_width` workers ran it), or on the device (below).
+    let probing = usage.collapsed.filter(|p| p.probing());
+    let host_units = collapsed_units(jobs, &here, gpu, usage);
     if held.is_empty() {
+        let started = crate::clock::now_seconds();
         run_host();
+        if let (Some(probe), true) = (probing, host_units > 0.0) {
+            let width = usage.host_width.clamp(1, here.len().max(1)) as f64;
+            let seconds = (crate::clock::now_seconds() - started) / width;
+            probe.record(Side::Host, seconds, host_units);
+        }
     } else {
         let outcomes =
             held::held_evaluations(gpu, host, data, jobs, &held, run_host, awaiting).await?;
@@ -265,7 +288,12 @@ async fn device_and_host(
     }
     let collapsed = at(Placement::Psi2Evaluation);
     if !collapsed.is_empty() {
+        let started = crate::clock::now_seconds();
         let outcomes = collapsed_passes(gpu, host, data, jobs, &collapsed, awaiting).await?;
+        if let Some(probe) = probing {
+            let seconds = crate::clock::now_seconds() - started;
+            probe.record(Side::Device, seconds, collapsed_units(jobs, &collapsed, gpu, usage));
+        }
         for (&k, outcome) in collapsed.iter().zip(outcomes) {
             done[k] = Some(outcome);
         }
@@ -322,6 +350,24 @@ pub(super) fn family_units(job: &Job<'_>, outcome: &Outcome, rows: usize) -> Opt
     let inputs = parents.len() + 1;
     let evaluations: usize = score.fits.iter().map(|f| f.latent_evaluations()).sum();
     Some((evaluations * inputs) as f64 * (n * m * m) as f64 / 1e6)
+}
+
+/// The collapsed probe's work in the jobs at `indices`: 10⁶ Ψ2 terms (N·M²) per collapsed
+/// evaluation the device could take (its sums fit the device's limits, its N·M² at least
+/// [`DeviceUse::psi2_min_work`]); 0 when there is none.
+fn collapsed_units(jobs: &[Job<'_>], indices: &[usize], gpu: &Gpu, usage: DeviceUse<'_>) -> f64 {
+    indices
+        .iter()
+        .filter_map(|&k| match &jobs[k] {
+            Job::Evaluate { variable, .. } => match &**variable {
+                Variable::Collapsed(c) => Some(c.psi2_shape()),
+                Variable::Uncollapsed(_) => None,
+            },
+            _ => None,
+        })
+        .filter(|&(n, m)| (n * m * m) as f64 >= usage.psi2_min_work && gpu.psi2_fits(n, m))
+        .map(|(n, m)| (n * m * m) as f64 / 1e6)
+        .sum()
 }
 
 /// Owned copies of the jobs at `indices` whose variable's q(v) lags the one the device holds,

@@ -31,6 +31,14 @@ use crate::gp::variable::StepError;
 
 /// What the family fits' probe is about (its report's `work`).
 const FAMILY_FITS: &str = "family fits";
+/// What the collapsed search's probe is about (its report's `work`).
+pub const COLLAPSED_ITERATIONS: &str = "collapsed search iterations";
+
+/// The collapsed search's probe: batches alternate sides, the first on each untimed (the device's
+/// pays for its pipelines and buffers).
+pub fn collapsed_probe() -> PlacementProbe {
+    PlacementProbe::measured(COLLAPSED_ITERATIONS).with_warm_up(1)
+}
 
 /// The GPU for the uncollapsed bound's predictions, large collapsed Ψ2 sums and (where measured
 /// faster) the family fits' Ψ2 sums, the CPU for the rest and after a failure.
@@ -39,8 +47,11 @@ pub struct GpuBackend {
     cpu: CpuBackend,
     /// Why the GPU was given up, once it has been.
     failed: Mutex<Option<String>>,
-    /// N·M² from which collapsed evaluations' and refits' Ψ2 sums go to the device.
+    /// N·M² from which collapsed evaluations' and refits' Ψ2 sums may go to the device.
     psi2_min_work: f64,
+    /// Where the continuous search's collapsed evaluations and refits compute: measured, unless
+    /// forced.
+    collapsed: PlacementProbe,
     /// Where the exact search's family fits compute: measured, unless forced.
     families: PlacementProbe,
     /// Family fits on the device in lockstep on the calling thread, the host's at this width
@@ -65,6 +76,7 @@ impl GpuBackend {
             cpu,
             failed: Mutex::new(None),
             psi2_min_work: DeviceUse::default().psi2_min_work,
+            collapsed: collapsed_probe(),
             families: PlacementProbe::measured(FAMILY_FITS),
             lockstep_families: None,
         }
@@ -80,8 +92,8 @@ impl GpuBackend {
         }
     }
 
-    /// The same backend sending collapsed evaluations' Ψ2 sums to the GPU from `work` = N·M² on
-    /// (0: all of them; the tests' setting).
+    /// The same backend considering collapsed evaluations' Ψ2 sums for the GPU from `work` = N·M²
+    /// on (0: all of them; the tests' setting).
     pub fn with_psi2_min_work(self, work: f64) -> Self {
         Self {
             psi2_min_work: work,
@@ -98,9 +110,19 @@ impl GpuBackend {
         }
     }
 
+    /// The same backend with the collapsed search's evaluations and refits always on `side` (the
+    /// tests'), instead of where the probe measures them cheaper.
+    pub fn with_collapsed_on(self, side: Side) -> Self {
+        Self {
+            collapsed: PlacementProbe::forced(COLLAPSED_ITERATIONS, side),
+            ..self
+        }
+    }
+
     fn usage(&self) -> DeviceUse<'_> {
         DeviceUse {
             psi2_min_work: self.psi2_min_work,
+            collapsed: Some(&self.collapsed),
             families: Some(&self.families),
             lockstep_families: self.lockstep_families.is_some(),
             host_width: self.lockstep_families.unwrap_or(1),
@@ -313,17 +335,17 @@ impl Backend for GpuBackend {
 
     fn device_choices(&self) -> Vec<DeviceChoice> {
         let failed = self.failure();
-        self.families
-            .choice()
+        [&self.collapsed, &self.families]
+            .into_iter()
+            .filter_map(PlacementProbe::choice)
             .map(|mut choice| {
-                if let Some(why) = failed {
+                if let Some(why) = &failed {
                     // Whatever the probe chose, everything after the failure ran on the CPU.
                     choice.reason +=
                         &format!("; then the GPU failed ({why}) and the CPU computed the rest");
                 }
                 choice
             })
-            .into_iter()
             .collect()
     }
 

@@ -19,11 +19,12 @@ use crate::discovery::jobs::{Job, Outcome};
 pub use crate::gp::collapsed::PSI2_PASSES;
 use crate::gp::collapsed::{Psi2Replay, Psi2Sums, Psi2Wanted};
 
-/// N·M² (rows × inducing points²) from which a collapsed evaluation's Ψ2 sums go to the GPU:
-/// below it the submissions and the replayed host work cost more than the sums. Chosen without a
-/// GPU to measure on (N = 500 rows at M = 200, the paper-sized end of the collapsed presets); on
-/// lavapipe the CPU is faster at every size (BENCHMARKS.md).
-pub const PSI2_MIN_WORK: f64 = 2e7;
+/// N·M² (rows × inducing points²) below which a collapsed evaluation's Ψ2 sums never go to the
+/// GPU, not even to be timed: N = 100 rows at M = 10, where a variable's sums are about 10⁵
+/// multiply-adds, less than one submission's latency. From this size on the measured probe
+/// decides (`DeviceUse::collapsed`); before issue 34 a fixed 2·10⁷ decided alone, which kept
+/// every interactive run (about 10⁵) off a GPU however fast.
+pub const PSI2_MIN_WORK: f64 = 1e4;
 
 /// Collapsed evaluation jobs run pass by pass against the Ψ2 sums a device computes for all of
 /// them at once (see the module's comment). Use: while [`CollapsedBatch::waiting`] is not

@@ -113,10 +113,11 @@ fn choose_backend(
             );
         } else if settings.bound != BoundKind::Uncollapsed {
             errln!(
-                "note: --backend gpu: this run's bound is collapsed; only the Ψ2 sums of \
-                 evaluations and refits with rows × inducing points² ≥ {PSI2_MIN_WORK:e} \
-                 compute on the GPU, the rest (starts included) on the CPU. The \
-                 uncollapsed bound (--preset paper) computes its predictions on the GPU"
+                "note: --backend gpu: this run's bound is collapsed; its first iterations are \
+                 timed with their Ψ2 sums on the GPU and on the CPU (from rows × inducing \
+                 points² ≥ {PSI2_MIN_WORK:e}), and the rest, refits included, compute where that \
+                 was faster; starts compute on the CPU (result.json's device_choices gives the \
+                 figures). The uncollapsed bound (--preset paper) computes on the GPU"
             );
         }
         let pool = Pool::new(threads).map_err(|e| CliError(e.to_string()))?;
