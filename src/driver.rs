@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use crate::backend::cost_model::{DeviceChoice, PlacementProbe, Side};
 use crate::backend::gpu::DeviceTraffic;
-use crate::backend::gpu_executor::PSI2_MIN_WORK;
+use crate::backend::gpu_executor::{collapsed_probe, COLLAPSED_ITERATIONS, PSI2_MIN_WORK};
 use crate::data::{CsvOptions, Dataset};
 use crate::discovery::cgp::{BoundKind, Method};
 use crate::discovery::explain::{
@@ -122,16 +122,22 @@ pub struct Driver {
     gpu_note: Option<String>,
     /// Why the GPU was left during the current run, if it was (for the run's result).
     gpu_lost_in_run: Option<String>,
-    /// N·M² from which a collapsed run's Ψ2 goes to the GPU, when a test set it
+    /// N·M² from which a collapsed run's Ψ2 may go to the GPU, when a test set it
     /// ([`PSI2_MIN_WORK`] otherwise).
     psi2_min_work: Option<f64>,
+    /// Where the current collapsed continuous run computes, measured while it runs (a run with a
+    /// working GPU and Ψ2 work from [`PSI2_MIN_WORK`] on): the shell's WebGPU or the compute
+    /// workers.
+    collapsed_probe: Option<Arc<PlacementProbe>>,
+    /// The side a test put every collapsed run on, instead of measuring.
+    collapsed_side: Option<Side>,
     /// Where the current run's family fits compute, measured while it runs (a run with a
     /// working GPU only): the shell's lockstep on WebGPU or the compute workers.
     family_probe: Option<Arc<PlacementProbe>>,
     /// The side a test put every run's family fits on, instead of measuring.
     family_side: Option<Side>,
-    /// Whether the page was told where the probe placed the family fits (once, when it does).
-    families_told: bool,
+    /// Whether the page was told where the probes placed the run's work (once, when they do).
+    placements_told: bool,
 }
 
 /// What the family fits' probe is about (its report's `work`).
@@ -167,9 +173,40 @@ impl Driver {
         }
     }
 
-    /// Test hook: collapsed runs whose Ψ2 work N·M² is at least `work` compute on the GPU.
+    /// Test hook: collapsed runs whose Ψ2 work N·M² is at least `work` may compute on the GPU.
     pub fn set_psi2_min_work(&mut self, work: f64) {
         self.psi2_min_work = Some(work);
+    }
+
+    /// Test hook: every collapsed continuous run computes on `side` (with a working GPU),
+    /// unmeasured.
+    pub fn set_collapsed_side(&mut self, side: Side) {
+        self.collapsed_side = Some(side);
+    }
+
+    /// The current collapsed continuous run's probe, if it has a working GPU to place it on.
+    pub fn collapsed_probe(&self) -> Option<Arc<PlacementProbe>> {
+        self.collapsed_probe.clone()
+    }
+
+    /// Whether the current collapsed run computes on the GPU now: its probe chose it (or a test
+    /// forced it).
+    fn collapsed_on_gpu(&self) -> bool {
+        self.gpu.is_some()
+            && self
+                .collapsed_probe
+                .as_ref()
+                .is_some_and(|p| p.placed() == Some(Side::Device))
+    }
+
+    /// Whether a probe of the current run is still timing both sides (its units are then
+    /// dispatched, to be timed where they run).
+    fn probing(&self) -> bool {
+        self.gpu.is_some()
+            && [&self.family_probe, &self.collapsed_probe]
+                .into_iter()
+                .flatten()
+                .any(|p| p.probing())
     }
 
     /// Test hook: every run's family fits compute on `side` (with a working GPU), unmeasured.
@@ -215,9 +252,10 @@ impl Driver {
 
     /// The choices behind the current run's placements, for its result.
     fn device_choices(&self) -> Vec<DeviceChoice> {
-        self.family_probe
-            .as_ref()
-            .and_then(|p| p.choice())
+        [&self.collapsed_probe, &self.family_probe]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.choice())
             .map(|mut choice| {
                 if let Some(why) = &self.gpu_lost_in_run {
                     // Whatever the probe chose, everything after the failure ran on the CPU.
@@ -226,7 +264,6 @@ impl Driver {
                 }
                 choice
             })
-            .into_iter()
             .collect()
     }
 
@@ -248,20 +285,41 @@ impl Driver {
         Some(n as f64 * m * m)
     }
 
-    /// Whether the current run computes on the GPU: a device works and the run's method and
-    /// bound have a GPU path (the continuous search with the uncollapsed bound, or with the
-    /// collapsed bound when its Ψ2 is large enough).
+    /// Whether the current run computes on the GPU: a device works and the run's work goes
+    /// there (the continuous search with the uncollapsed bound; with the collapsed bound, or the
+    /// exact search's family fits, where a probe measured the GPU faster).
     pub fn run_uses_gpu(&self) -> bool {
         self.families_on_gpu()
+            || self.collapsed_on_gpu()
             || self.gpu.is_some()
                 && self.session.as_ref().is_some_and(|s| {
                     let settings = s.settings();
-                    settings.method == Method::Cgp
-                        && (settings.bound == BoundKind::Uncollapsed
-                            || self
-                                .collapsed_psi2_work()
-                                .is_some_and(|work| work >= self.psi2_min_work()))
+                    settings.method == Method::Cgp && settings.bound == BoundKind::Uncollapsed
                 })
+    }
+
+    /// Why the current collapsed run computes on the CPU with a working GPU: still being
+    /// measured, measured (or forced) there, or too small to time.
+    fn collapsed_note(&self, work: f64) -> String {
+        match self.collapsed_probe.as_ref() {
+            None => format!(
+                "this run's Ψ2 work (N·M² = {work:.1e}) is below the {:.0e} from which the \
+                 collapsed bound times WebGPU against the CPU: it computes on the CPU",
+                self.psi2_min_work()
+            ),
+            Some(p) => match (p.placed(), p.choice()) {
+                (None, _) => "the first iterations are timed with their Ψ2 sums on WebGPU and on \
+                              the CPU; the faster computes the rest"
+                    .into(),
+                (Some(_), Some(choice)) => format!(
+                    "the collapsed search computes on the CPU, which is faster here: {}",
+                    choice.reason
+                ),
+                (Some(_), None) => {
+                    "the collapsed search computes on the CPU (placed there by a test)".into()
+                }
+            },
+        }
     }
 
     /// Where the current run computes, for the page.
@@ -272,11 +330,10 @@ impl Driver {
             (Some(_), false, Some(why)) => Some(why.clone()),
             (Some(_), false, None) if self.run_fits_families() => Some(self.families_note()),
             (Some(_), false, None) => Some(match self.collapsed_psi2_work() {
-                Some(work) => format!(
-                    "this run's Ψ2 work (N·M² = {work:.1e}) is below the {:.0e} from which the collapsed bound sends it to WebGPU: it computes on the CPU, which is faster at this size",
-                    self.psi2_min_work()
-                ),
-                None => "this run's bound has no GPU path at this size: it computes on the CPU".into(),
+                Some(work) => self.collapsed_note(work),
+                None => {
+                    "this run's bound has no GPU path at this size: it computes on the CPU".into()
+                }
             }),
         };
         FromWorker::Pong {
@@ -296,8 +353,8 @@ impl Driver {
     /// The page is told of the switch.
     pub fn gpu_lost(&mut self, why: &str) -> Reaction {
         let was_on_gpu = self.run_uses_gpu();
-        // A probe of the family fits puts some of them on the device before it decides.
-        if was_on_gpu || self.family_probe.is_some() {
+        // A probe puts some of the run's work on the device before it decides.
+        if was_on_gpu || self.family_probe.is_some() || self.collapsed_probe.is_some() {
             self.gpu_lost_in_run = Some(why.into());
         }
         self.gpu = None;
@@ -527,10 +584,17 @@ impl Driver {
                 None => PlacementProbe::measured(FAMILY_FITS),
             })
         });
-        self.families_told = self
-            .family_probe
-            .as_ref()
-            .is_some_and(|p| p.placed().is_some());
+        let collapsed_work = self.collapsed_psi2_work();
+        self.collapsed_probe = match (self.gpu.is_some(), collapsed_work) {
+            (true, Some(work)) if work >= self.psi2_min_work() => {
+                Some(Arc::new(match self.collapsed_side {
+                    Some(side) => PlacementProbe::forced(COLLAPSED_ITERATIONS, side),
+                    None => collapsed_probe(),
+                }))
+            }
+            _ => None,
+        };
+        self.placements_told = !self.probing();
         Reaction {
             messages: vec![
                 self.backend_message(false),
@@ -657,6 +721,7 @@ impl Driver {
         }
         self.workers() > 1
             || self.run_uses_gpu()
+            || self.probing()
             || self.session.as_ref().is_some_and(Session::fitting_families)
     }
 
@@ -801,15 +866,12 @@ impl Driver {
             session.count_device_traffic(traffic);
         }
         session.finish_unit(outcomes);
-        // The probe placed the family fits: the badge says where (and why) once, before the
+        // The probes placed the run's work: the badge says where (and why) once, before the
         // result when this unit was the last.
-        let placed = self
-            .family_probe
-            .as_ref()
-            .is_some_and(|p| p.placed().is_some());
+        let placed = !self.probing();
         let mut messages = Vec::new();
-        if placed && !self.families_told {
-            self.families_told = true;
+        if placed && !self.placements_told {
+            self.placements_told = true;
             messages.push(self.backend_message(false));
         }
         if self.session.as_ref().is_some_and(Session::is_finished) {
@@ -1645,9 +1707,11 @@ mod tests {
         assert_eq!(switched.edges, alone.edges);
         assert_eq!(switched.adjacency, alone.adjacency);
 
-        // A collapsed run whose Ψ2 is too small for the GPU says so, and computes in the worker.
+        // A collapsed run whose Ψ2 is too small to time on the GPU says so, and computes in the
+        // worker.
         let mut collapsed = loaded();
         collapsed.set_gpu(Some("test adapter".into()), Ok(()));
+        collapsed.set_psi2_min_work(f64::INFINITY);
         let start = collapsed.start(request(40));
         match &start.messages[0] {
             FromWorker::Pong {
@@ -1655,14 +1719,35 @@ mod tests {
                 adapter: Some(_),
                 note: Some(note),
                 switched: false,
-            } => assert!(note.contains("is below the 2e7"), "{note}"),
+            } => assert!(note.contains("is below the inf"), "{note}"),
             other => panic!("{other:?}"),
         }
+        assert!(collapsed.collapsed_probe().is_none());
         assert!(collapsed.tick(start.step.unwrap(), 0.01).dispatch.is_none());
-        // With the threshold at 0 (the test hook) the same run is dispatched for the GPU.
+        // From the floor on, the collapsed run is timed on both sides first: the badge says CPU
+        // while it measures, and its units are dispatched (the shell runs them, either side).
         let mut collapsed = loaded();
         collapsed.set_gpu(Some("test adapter".into()), Ok(()));
         collapsed.set_psi2_min_work(0.0);
+        let start = collapsed.start(request(40));
+        match &start.messages[0] {
+            FromWorker::Pong {
+                backend: ComputeBackend::Cpu,
+                note: Some(note),
+                ..
+            } => assert!(
+                note.contains("timed with their Ψ2 sums on WebGPU"),
+                "{note}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(collapsed.collapsed_probe().is_some_and(|p| p.probing()));
+        assert!(collapsed.tick(start.step.unwrap(), 0.01).dispatch.is_some());
+        // Forced to the GPU (the test hook) the same run computes there, unmeasured.
+        let mut collapsed = loaded();
+        collapsed.set_gpu(Some("test adapter".into()), Ok(()));
+        collapsed.set_psi2_min_work(0.0);
+        collapsed.set_collapsed_side(Side::Device);
         let start = collapsed.start(request(40));
         assert!(matches!(
             &start.messages[0],

@@ -90,12 +90,12 @@ pub enum ToWorker {
         edge: (usize, usize),
         seed: u64,
     },
-    /// Test hook: collapsed evaluations whose Ψ2 work N·M² is at least `work` send their Ψ2
-    /// sums to the WebGPU device (0: all of them; the default is
-    /// `backend::gpu_executor::PSI2_MIN_WORK`), so the browser's collapsed GPU path can be exercised on the
-    /// small built-in examples. Sent only from the `#test-hooks` page.
-    GpuPsi2Threshold {
-        work: f64,
+    /// Test hook: every later collapsed continuous run computes its Ψ2 sums on the WebGPU device
+    /// (`gpu` true, at every size) or on the CPU, unmeasured, instead of where the probe
+    /// measures them faster (with a working device only), so the browser's collapsed GPU path can
+    /// be exercised on the small built-in examples. Sent only from the `#test-hooks` page.
+    CollapsedOn {
+        gpu: bool,
     },
     /// Test hook: every later run's family fits compute on the WebGPU device (`gpu` true) or the
     /// CPU, unmeasured, instead of where the probe measures them faster (with a working device
@@ -405,7 +405,7 @@ mod tests {
             ToWorker::Stop,
             ToWorker::Panic,
             ToWorker::LoseGpu,
-            ToWorker::GpuPsi2Threshold { work: 0.0 },
+            ToWorker::CollapsedOn { gpu: true },
             ToWorker::FamilyFitsOn { gpu: true },
         ] {
             assert_eq!(decode::<ToWorker>(&encode(&r)).unwrap(), r);

@@ -20,8 +20,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::{Gpu, Psi2Factors, Psi2OnGpu};
 use occam::backend::cost_model::{Side, PROBE_JOBS_PER_SIDE};
+use occam::backend::gpu::{Gpu, Psi2Factors, Psi2OnGpu};
 use occam::backend::gpu_executor::GpuBackend;
 use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::{Evaluation, Preset, SearchSettings, Variable};
@@ -305,7 +305,13 @@ fn the_collapsed_probe_alternates_batches_then_keeps_the_cheaper_side() {
     let choice = backend.device_choices()[0].clone();
     eprintln!("{sides:?}: {choice:?}");
     assert_eq!(choice.work, "collapsed search iterations");
-    assert!(choice.reason.starts_with("measured on 2 GPU and 2 CPU jobs"), "{}", choice.reason);
+    assert!(
+        choice
+            .reason
+            .starts_with("measured on 2 GPU and 2 CPU jobs"),
+        "{}",
+        choice.reason
+    );
     use Side::{Device as D, Host as H};
     let chosen = if choice.chosen == "GPU" { D } else { H };
     assert_eq!(sides, vec![D, H, D, H, D, H, chosen]);

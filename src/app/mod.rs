@@ -526,9 +526,9 @@ fn App() -> impl IntoView {
                     "Destroy the worker's GPU device (test hook)"
                 </button>
                 <button data-testid="psi2-gpu-always" on:click=move |_| {
-                    state.send(&ToWorker::GpuPsi2Threshold { work: 0.0 })
+                    state.send(&ToWorker::CollapsedOn { gpu: true })
                 }>
-                    "Send every collapsed Ψ2 to the GPU (test hook)"
+                    "Send every collapsed Ψ2 to the GPU, unmeasured (test hook)"
                 </button>
                 <button data-testid="families-gpu-always" on:click=move |_| {
                     state.send(&ToWorker::FamilyFitsOn { gpu: true })

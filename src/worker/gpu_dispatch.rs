@@ -27,6 +27,7 @@ use crate::backend::cost_model::PlacementProbe;
 use crate::backend::gpu::{DeviceTraffic, Gpu};
 use crate::backend::gpu_executor::{has_device_work, run_batch, DeviceUse, PSI2_MIN_WORK};
 use crate::backend::Pool;
+use crate::discovery::cgp::Variable;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::driver::Dispatch;
 
@@ -39,7 +40,7 @@ struct State {
     /// Identifies the unit being computed (raised when it completes).
     unit: u64,
     /// The unit dispatched while another was busy (only the newest is wanted).
-    queued: Option<(Dispatch, Rc<DMatrix<f64>>, Option<FamilyPlacement>)>,
+    queued: Option<(Dispatch, Rc<DMatrix<f64>>, Placements)>,
     /// N·M² from which collapsed evaluations send Ψ2 to the device, when a test set it.
     psi2_min_work: Option<f64>,
 }
@@ -76,54 +77,64 @@ pub fn set_psi2_min_work(work: f64) {
     STATE.with(|s| s.borrow_mut().psi2_min_work = Some(work));
 }
 
-/// How the driver wants family fits placed while a run lasts: its probe, and how many compute
-/// workers the host side has.
+/// How the driver wants work placed while a run lasts: its probes (the exact search's family
+/// fits, the collapsed search's iterations), and how many compute workers the host side has.
 #[derive(Clone)]
-pub struct FamilyPlacement {
-    pub probe: Arc<PlacementProbe>,
+pub struct Placements {
+    pub families: Option<Arc<PlacementProbe>>,
+    pub collapsed: Option<Arc<PlacementProbe>>,
     pub workers: usize,
 }
 
+impl Placements {
+    /// Whether the probe of the work `dispatch` holds is still timing both sides: then its unit
+    /// runs here whichever side it takes, so that both are timed alike.
+    fn probing(&self, dispatch: &Dispatch) -> bool {
+        let probing =
+            |probe: &Option<Arc<PlacementProbe>>| probe.as_ref().is_some_and(|p| p.probing());
+        dispatch.jobs.iter().any(|job| match job {
+            Job::Family { .. } => probing(&self.families),
+            Job::Evaluate { variable, .. } => {
+                matches!(**variable, Variable::Collapsed(_)) && probing(&self.collapsed)
+            }
+            _ => false,
+        })
+    }
+}
+
 /// How units use the device here: family fits (when the run has a probe for them) in lockstep,
-/// since a browser worker cannot block inside a fit.
-fn usage(families: Option<&FamilyPlacement>) -> DeviceUse<'_> {
+/// since a browser worker cannot block inside a fit; the host side timed as if the compute
+/// workers ran it.
+fn usage(placements: &Placements) -> DeviceUse<'_> {
     DeviceUse {
         psi2_min_work: STATE.with(|s| s.borrow().psi2_min_work.unwrap_or(PSI2_MIN_WORK)),
-        families: families.map(|f| &*f.probe),
+        collapsed: placements.collapsed.as_deref(),
+        families: placements.families.as_deref(),
         lockstep_families: true,
-        host_width: families.map_or(1, |f| f.workers),
+        host_width: placements.workers,
     }
 }
 
 /// Whether this worker computes `dispatch` (on data of `rows` rows) itself: it has work for a
-/// working device (evaluations, or family fits the probe places there or is still timing on
-/// both sides), or there is no pool to
+/// working device (evaluations, or family fits or collapsed iterations a probe places there or
+/// is still timing on both sides), or there is no pool to
 /// send it to (`workers` is 1) and it is not a unit of family fits. Family fits for the CPU go
 /// to a compute worker even when one is asked for, so that this worker stays free to act on a
 /// stop at once inside a fit of many seconds (the driver dispatches them for that reason); on
 /// the device they run here in lockstep, awaiting each round, so it stays free meanwhile too.
 /// (A unit with device work runs its other jobs here too; in a continuous search, units are all
 /// evaluations or none.)
-pub fn takes(
-    dispatch: &Dispatch,
-    workers: usize,
-    rows: usize,
-    families: Option<&FamilyPlacement>,
-) -> bool {
+pub fn takes(dispatch: &Dispatch, workers: usize, rows: usize, placements: &Placements) -> bool {
     let all_families = dispatch
         .jobs
         .iter()
         .all(|job| matches!(job, Job::Family { .. }));
-    // While the probe measures, its family units run here whichever side their fits take, so
-    // that both sides are timed.
-    let probing = families.is_some_and(|f| f.probe.probing())
-        && dispatch
-            .jobs
-            .iter()
-            .any(|job| matches!(job, Job::Family { .. }));
+    // While a probe measures, its units run here whichever side they take, so that both sides
+    // are timed.
+    let probing = placements.probing(dispatch);
     (workers <= 1 && !all_families)
         || gpu().is_some_and(|gpu| {
-            let usage = usage(families);
+            let usage = usage(placements);
             probing
                 || dispatch
                     .jobs
@@ -132,22 +143,22 @@ pub fn takes(
         })
 }
 
-/// Computes `dispatch` on `data` here (see the module's comment), family fits placed by
-/// `families`; its outcomes, and any switch to the CPU, go to the coordinator through the
+/// Computes `dispatch` on `data` here (see the module's comment), placed by `placements`; its
+/// outcomes, and any switch to the CPU, go to the coordinator through the
 /// compute pool's sink.
-pub fn dispatch(dispatch: Dispatch, data: Rc<DMatrix<f64>>, families: Option<FamilyPlacement>) {
+pub fn dispatch(dispatch: Dispatch, data: Rc<DMatrix<f64>>, placements: Placements) {
     let start = STATE.with(|s| {
         let mut state = s.borrow_mut();
         if state.busy {
-            state.queued = Some((dispatch, data, families));
+            state.queued = Some((dispatch, data, placements));
             None
         } else {
             state.busy = true;
-            Some((Rc::new(dispatch), data, state.unit, families))
+            Some((Rc::new(dispatch), data, state.unit, placements))
         }
     });
-    if let Some((dispatch, data, unit, families)) = start {
-        wasm_bindgen_futures::spawn_local(run(dispatch, data, unit, families));
+    if let Some((dispatch, data, unit, placements)) = start {
+        wasm_bindgen_futures::spawn_local(run(dispatch, data, unit, placements));
     }
 }
 
@@ -159,12 +170,7 @@ fn current(unit: u64) -> bool {
     })
 }
 
-async fn run(
-    dispatch: Rc<Dispatch>,
-    data: Rc<DMatrix<f64>>,
-    unit: u64,
-    families: Option<FamilyPlacement>,
-) {
+async fn run(dispatch: Rc<Dispatch>, data: Rc<DMatrix<f64>>, unit: u64, placements: Placements) {
     let Some(gpu) = gpu() else {
         complete(unit, dispatch.batch, on_cpu(&dispatch.jobs, &data), None);
         return;
@@ -176,7 +182,7 @@ async fn run(
         &Pool::serial(),
         &data,
         &dispatch.jobs,
-        usage(families.as_ref()),
+        usage(&placements),
         &|| {
             if let Some(w) = &watch {
                 w.restart();
@@ -230,8 +236,8 @@ fn complete(unit: u64, batch: u64, outcomes: Vec<Outcome>, traffic: Option<Devic
         state.unit += 1;
         state.queued.take()
     });
-    if let Some((dispatch, data, families)) = next {
-        self::dispatch(dispatch, data, families);
+    if let Some((dispatch, data, placements)) = next {
+        self::dispatch(dispatch, data, placements);
     }
 }
 

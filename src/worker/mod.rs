@@ -110,16 +110,18 @@ fn react(reaction: Reaction) {
         let (workers, rows, families) = DRIVER.with(|d| {
             let driver = d.borrow();
             let workers = driver.workers();
-            let families = driver
-                .family_probe()
-                .map(|probe| gpu_dispatch::FamilyPlacement { probe, workers });
+            let families = gpu_dispatch::Placements {
+                families: driver.family_probe(),
+                collapsed: driver.collapsed_probe(),
+                workers,
+            };
             (
                 workers,
                 driver.data().map_or(0, |(_, data)| data.nrows()),
                 families,
             )
         });
-        if gpu_dispatch::takes(&dispatch, workers, rows, families.as_ref()) {
+        if gpu_dispatch::takes(&dispatch, workers, rows, &families) {
             match run_data(dispatch.data_id) {
                 Some(data) => gpu_dispatch::dispatch(dispatch, data, families),
                 None => post(&FromWorker::Failed {
@@ -319,7 +321,7 @@ fn handle_message(event: MessageEvent) {
         ToWorker::Panic
         | ToWorker::Hang
         | ToWorker::LoseGpu
-        | ToWorker::GpuPsi2Threshold { .. }
+        | ToWorker::CollapsedOn { .. }
         | ToWorker::FamilyFitsOn { .. }
             if !crate::protocol::TEST_HOOKS_BUILT => {}
         ToWorker::FamilyFitsOn { gpu } => DRIVER.with(|d| {
@@ -327,9 +329,16 @@ fn handle_message(event: MessageEvent) {
                 .set_family_side(if gpu { Side::Device } else { Side::Host })
         }),
         ToWorker::LoseGpu => gpu_dispatch::lose(),
-        ToWorker::GpuPsi2Threshold { work } => {
-            gpu_dispatch::set_psi2_min_work(work);
-            DRIVER.with(|d| d.borrow_mut().set_psi2_min_work(work));
+        ToWorker::CollapsedOn { gpu } => {
+            // On the GPU at every size: the floor below which nothing is timed goes too.
+            if gpu {
+                gpu_dispatch::set_psi2_min_work(0.0);
+                DRIVER.with(|d| d.borrow_mut().set_psi2_min_work(0.0));
+            }
+            DRIVER.with(|d| {
+                d.borrow_mut()
+                    .set_collapsed_side(if gpu { Side::Device } else { Side::Host })
+            })
         }
         ToWorker::Panic => panic!("deliberate panic requested by the page (test hook)"),
         ToWorker::Hang => {

@@ -3,8 +3,8 @@
 // adapter; without one the same run computes on the CPU and the badge says CPU. Either way the graph
 // is the example's truth (altitude → temperature, SHD 0). Destroying the device
 // mid-run (test hook) switches the run to the CPU, shown on the badge, and the run still finishes.
-// A run with the collapsed bound sends its Ψ2 sums to the device once a test hook lowers the size
-// from which it does so.
+// A run with the collapsed bound times its first iterations on the device and on the CPU and
+// computes the rest on the faster, and says so; a test hook sends every Ψ2 to the device.
 import { test, expect } from '@playwright/test';
 import { open, setFields, shot, watch, foreignRequests } from './helpers.mjs';
 
@@ -116,8 +116,9 @@ test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at
   const seen = watch(page);
   await open(page, '#test-hooks');
   const badge = page.getByTestId('backend-badge');
-  // The interactive preset's Ψ2 (N·M² about 10⁵) is far below the size from which it goes to the
-  // GPU; the hook lowers that size to 0, so the small example exercises the collapsed GPU path.
+  // Unforced, the probe would place this small run on the CPU (SwiftShader is a CPU rasteriser,
+  // test below); the hook puts every collapsed Ψ2 on the device, so the small example exercises
+  // the collapsed GPU path.
   await page.getByTestId('psi2-gpu-always').click();
   await page.getByTestId('example-select').selectOption('altitude_temperature');
   await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
@@ -146,6 +147,43 @@ test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at
     await expect(page.getByTestId('status')).toHaveText('done', { timeout: 120_000 });
     await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
   }
+  expect(seen.errors).toEqual([]);
+  expect(foreignRequests(seen, baseURL)).toEqual([]);
+});
+
+test('a collapsed run (the interactive preset) times its first iterations on WebGPU and on the CPU, computes the rest on the faster, and says so', async ({ page, baseURL }, info) => {
+  test.setTimeout(240_000);
+  const gpu = info.project.metadata.adapter === 'available';
+  const seen = watch(page);
+  await open(page);
+  const badge = page.getByTestId('backend-badge');
+  await page.getByTestId('example-select').selectOption('altitude_temperature');
+  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
+  await page.getByTestId('method-select').selectOption('cgp');
+  await page.getByTestId('preset-select').selectOption('interactive');
+  // The same size as the forced test above (seed 0 orients the pair at 100 rows).
+  await setFields(page, { restarts: 1, seed: 0, max_rows: 100 });
+  await page.getByTestId('run-button').click();
+  await expect(page.getByTestId('status')).toHaveText(/running|done/);
+  if (gpu) await expect(badge).toHaveAttribute('title', /timed with their Ψ2 sums on WebGPU and on the CPU|faster here/);
+  await expect(page.getByTestId('status')).toHaveText('done', { timeout: 220_000 });
+  await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
+  const choice = page.getByTestId('device-choice');
+  if (gpu) {
+    // Three iterations on each side, the first of each untimed, then the faster for the rest.
+    await expect(choice).toHaveAttribute('data-work', 'collapsed search iterations');
+    const chosen = await choice.getAttribute('data-chosen');
+    expect(['GPU', 'CPU']).toContain(chosen);
+    expect(await choice.getAttribute('data-device-jobs')).toBe('2');
+    expect(await choice.getAttribute('data-cpu-jobs')).toBe('2');
+    await expect(choice).toContainText('measured on 2 GPU and 2 CPU jobs');
+    await expect(badge).toHaveAttribute('data-backend', chosen === 'GPU' ? 'webgpu' : 'cpu');
+    if (chosen === 'CPU') await expect(badge).toHaveAttribute('title', /collapsed search computes on the CPU, which is faster here/);
+  } else {
+    await expect(choice).toHaveCount(0);
+    await expect(badge).toHaveAttribute('data-backend', 'cpu');
+  }
+  await shot(page, 'webgpu-6-collapsed-measured', info);
   expect(seen.errors).toEqual([]);
   expect(foreignRequests(seen, baseURL)).toEqual([]);
 });

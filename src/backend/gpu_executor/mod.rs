@@ -40,6 +40,15 @@ use super::Pool;
 use crate::discovery::cgp::Variable;
 use crate::discovery::jobs::{Job, Outcome};
 
+/// What the collapsed search's probe is about (its report's `work`).
+pub const COLLAPSED_ITERATIONS: &str = "collapsed search iterations";
+
+/// The collapsed search's probe (natively and in the page): whole batches alternate sides, the
+/// first on each untimed (the device's pays for its pipelines and buffers).
+pub fn collapsed_probe() -> PlacementProbe {
+    PlacementProbe::measured(COLLAPSED_ITERATIONS).with_warm_up(1)
+}
+
 /// How a batch uses the device.
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceUse<'p> {
@@ -110,7 +119,9 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
     // While the probe measures, a batch's collapsed evaluations all go to the side it names
     // (both calls for one batch, here and in `takes`, see the same side: it moves only when a
     // batch is recorded); refits wait for its choice.
-    let evaluation_side = usage.collapsed.map_or(Side::Device, PlacementProbe::next_side);
+    let evaluation_side = usage
+        .collapsed
+        .map_or(Side::Device, PlacementProbe::next_side);
     let refit_side = usage
         .collapsed
         .map_or(Some(Side::Device), PlacementProbe::placed);
@@ -292,7 +303,11 @@ async fn device_and_host(
         let outcomes = collapsed_passes(gpu, host, data, jobs, &collapsed, awaiting).await?;
         if let Some(probe) = probing {
             let seconds = crate::clock::now_seconds() - started;
-            probe.record(Side::Device, seconds, collapsed_units(jobs, &collapsed, gpu, usage));
+            probe.record(
+                Side::Device,
+                seconds,
+                collapsed_units(jobs, &collapsed, gpu, usage),
+            );
         }
         for (&k, outcome) in collapsed.iter().zip(outcomes) {
             done[k] = Some(outcome);

@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use nalgebra::DMatrix;
 
-use super::{family_units, run_batch, CoalescedPsi2, DeviceUse, Placement};
+use super::{
+    collapsed_probe, family_units, run_batch, CoalescedPsi2, DeviceUse, Placement,
+    COLLAPSED_ITERATIONS,
+};
 use crate::backend::cost_model::{
     DeviceChoice, PlacementProbe, Side, PROBE_JOBS_PER_SIDE, PROBE_PATIENCE,
 };
@@ -31,14 +34,6 @@ use crate::gp::variable::StepError;
 
 /// What the family fits' probe is about (its report's `work`).
 const FAMILY_FITS: &str = "family fits";
-/// What the collapsed search's probe is about (its report's `work`).
-pub const COLLAPSED_ITERATIONS: &str = "collapsed search iterations";
-
-/// The collapsed search's probe: batches alternate sides, the first on each untimed (the device's
-/// pays for its pipelines and buffers).
-pub fn collapsed_probe() -> PlacementProbe {
-    PlacementProbe::measured(COLLAPSED_ITERATIONS).with_warm_up(1)
-}
 
 /// The GPU for the uncollapsed bound's predictions, large collapsed Ψ2 sums and (where measured
 /// faster) the family fits' Ψ2 sums, the CPU for the rest and after a failure.
