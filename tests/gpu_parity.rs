@@ -155,7 +155,8 @@ fn batched_products_equal_nalgebras() {
     let mut rng = ChaCha8Rng::seed_from_u64(16);
     let u = f64::from(f32::EPSILON) / 2.0;
     // (m, k, n, batch, op_a, op_b): tile edges (16), odd sizes, the bound's shapes, several of
-    // the float32 product's 64 × 64 blocks each way with ragged edges, an empty inner dimension.
+    // the float32 product's 64 × 64 blocks each way with ragged edges, an empty inner dimension,
+    // and products large enough for its 128 × 128 blocks.
     let cases = [
         (1, 1, 1, 1, Op::AsIs, Op::AsIs),
         (130, 70, 200, 2, Op::AsIs, Op::AsIs),
@@ -167,6 +168,12 @@ fn batched_products_equal_nalgebras() {
         (33, 17, 9, 4, Op::Transposed, Op::AsIs),
         (7, 40, 21, 1, Op::Transposed, Op::Transposed),
         (5, 0, 6, 2, Op::AsIs, Op::AsIs),
+        // Enough 128 × 128 blocks for `gemm_wide` (2 · 33 · 4 = 264), every operand order,
+        // ragged edges both ways.
+        (130, 24, 4224, 4, Op::AsIs, Op::AsIs),
+        (130, 11, 4224, 4, Op::Transposed, Op::Transposed),
+        (4224, 9, 130, 4, Op::AsIs, Op::Transposed),
+        (130, 13, 4224, 4, Op::Transposed, Op::AsIs),
     ];
     for (m, k, n, batch, op_a, op_b) in cases {
         let stored = |op: Op, rows: usize, cols: usize| match op {

@@ -13,6 +13,8 @@ use super::{uniform_words, Gpu};
 
 /// Rows and columns of C per workgroup (`BLOCK` in the shader).
 const BLOCK: u32 = 64;
+/// Rows and columns of C per workgroup of `gemm_wide` (`WIDE` in the shader).
+const WIDE: u32 = 128;
 /// Inner indices per staged step of the compensated product (`DEPTH_C` in the shader).
 const DEPTH_C: u32 = 8;
 /// Workgroups below which a compensated product splits its inner dimension: twice the
@@ -26,13 +28,14 @@ const MIN_STEPS_PER_SPLIT: u32 = 32;
 /// Invocations per workgroup of `split_sum.wgsl`.
 const SUM_GROUP: u32 = 64;
 
-/// The compiled entry points: `gemm.wgsl`'s float32 and compensated products, and the reduction
-/// of a split compensated product (`split_sum.wgsl`).
-pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 3] {
+/// The compiled entry points: `gemm.wgsl`'s float32 products (64 × 64 and 128 × 128 blocks) and
+/// compensated one, and the reduction of a split compensated product (`split_sum.wgsl`).
+pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 4] {
     let source = include_str!("gemm.wgsl");
     let sum = [super::DOUBLE_FLOAT, include_str!("split_sum.wgsl")].concat();
     [
         super::compute_pipeline(device, "gemm.wgsl", source, "gemm"),
+        super::compute_pipeline(device, "gemm.wgsl", source, "gemm_wide"),
         super::compute_pipeline(device, "gemm.wgsl", source, "gemm_compensated"),
         super::compute_pipeline(device, "split_sum.wgsl", &sum, "split_sum"),
     ]
@@ -79,6 +82,8 @@ pub(super) struct Product {
     /// Output values per plane (batch · m · n).
     pub values: usize,
     pub accumulation: Accumulation,
+    /// A float32 product large enough for `gemm_wide`'s 128 × 128 blocks.
+    pub wide: bool,
 }
 
 impl Product {
@@ -90,14 +95,22 @@ impl Product {
         batch: usize,
         accumulation: Accumulation,
     ) -> Self {
-        let (gx, gy) = ((m as u32).div_ceil(BLOCK), (n as u32).div_ceil(BLOCK));
+        // A float32 product whose 128 × 128 blocks alone fill a large GPU takes them: twice the
+        // arithmetic per staged word, a quarter of the blocks; smaller ones keep 64 × 64 blocks,
+        // so as not to leave multiprocessors idle (nor compute 128-wide edges of small matrices).
+        let blocks = |edge: u32| {
+            let (gx, gy) = ((m as u32).div_ceil(edge), (n as u32).div_ceil(edge));
+            if lower { gx * (gx + 1) / 2 } else { gx * gy }.saturating_mul(batch as u32)
+        };
+        let wide = accumulation == Accumulation::Single && blocks(WIDE) >= MIN_WORKGROUPS;
+        let edge = if wide { WIDE } else { BLOCK };
+        let (gx, gy) = ((m as u32).div_ceil(edge), (n as u32).div_ceil(edge));
         let splits = match accumulation {
             Accumulation::Single => 1,
             Accumulation::Compensated => {
-                let blocks = if lower { gx * (gx + 1) / 2 } else { gx * gy } * batch as u32;
                 let steps = (k as u32).div_ceil(DEPTH_C);
                 MIN_WORKGROUPS
-                    .div_ceil(blocks.max(1))
+                    .div_ceil(blocks(BLOCK).max(1))
                     .min(steps / MIN_STEPS_PER_SPLIT)
                     .max(1)
             }
@@ -119,6 +132,7 @@ impl Product {
             splits,
             values: batch * m * n,
             accumulation,
+            wide,
         }
     }
 
@@ -163,6 +177,17 @@ pub(super) fn mirror_lower(c: &mut DMatrix<f64>) {
     for j in 1..n {
         for i in 0..j {
             c[(i, j)] = c[(j, i)];
+        }
+    }
+}
+
+impl super::Pipelines {
+    /// The entry point that computes `product` (before any reduction of its splits).
+    pub(super) fn for_product(&self, product: &Product) -> &wgpu::ComputePipeline {
+        match (product.accumulation, product.wide) {
+            (Accumulation::Compensated, _) => &self.gemm_compensated,
+            (Accumulation::Single, true) => &self.gemm_wide,
+            (Accumulation::Single, false) => &self.gemm,
         }
     }
 }
@@ -279,7 +304,7 @@ impl Gpu {
             Accumulation::Single => self.record_pass(
                 &mut encoder,
                 label,
-                &self.pipelines.gemm,
+                self.pipelines.for_product(product),
                 &[&dims, &a, &b, &output],
                 product.groups,
             ),
@@ -294,7 +319,7 @@ impl Gpu {
                 self.record_pass(
                     &mut encoder,
                     label,
-                    &self.pipelines.gemm_compensated,
+                    self.pipelines.for_product(product),
                     &[&dims, &a, &b, &partials],
                     product.groups,
                 );
@@ -321,5 +346,51 @@ impl Accumulation {
             Accumulation::Single => 1,
             Accumulation::Compensated => 2,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Large float32 products take 128 × 128 blocks (the parity test's large cases are such),
+    /// small ones and compensated ones 64 × 64; the blocks cover C either way.
+    #[test]
+    fn large_float32_products_take_the_wide_blocks() {
+        let single = |shape, batch, lower| {
+            Product::new(
+                shape,
+                Op::AsIs,
+                Op::AsIs,
+                lower,
+                batch,
+                Accumulation::Single,
+            )
+        };
+        let wide = single((130, 4224, 24), 4, false);
+        assert!(wide.wide);
+        assert_eq!(wide.groups, (2, 33, 4));
+        assert!(single((4224, 130, 9), 4, false).wide);
+        // The paper's Q·K (M = 400, T = 12 800): 4 · 100 blocks.
+        let paper = single((400, 12_800, 400), 1, false);
+        assert!(paper.wide);
+        assert_eq!(paper.groups, (4, 100, 1));
+        // The M × M algebra's products at M = 400 stay narrow (16 wide blocks would idle a GPU).
+        let square = single((400, 400, 400), 1, false);
+        assert!(!square.wide);
+        assert_eq!(square.groups, (7, 7, 1));
+        assert!(!single((130, 4224, 24), 3, false).wide, "198 wide blocks");
+        // A symmetric product counts its blocks on and below the diagonal only.
+        assert!(!single((2816, 2816, 8), 1, true).wide, "22 · 23 / 2 = 253");
+        assert!(single((2944, 2944, 8), 1, true).wide, "23 · 24 / 2 = 276");
+        let compensated = Product::new(
+            (400, 12_800, 400),
+            Op::AsIs,
+            Op::AsIs,
+            false,
+            1,
+            Accumulation::Compensated,
+        );
+        assert!(!compensated.wide);
     }
 }

@@ -50,20 +50,26 @@ fn op_b(z: u32, l: u32, j: u32) -> f32 {
 }
 
 // `gemm`: register tiles. A workgroup of 16 × 16 invocations computes a BLOCK × BLOCK = 64 × 64
-// block of C, each invocation a 4 × 4 set of entries: rows local.x + 16r and columns
-// local.y + 16c (r, c < 4), so that neighbouring invocations read neighbouring words of the
-// staged tiles. Per step of DEPTH = 16 along the inner dimension the workgroup stages a 64 × 16
-// slice of op(A) and a 16 × 64 slice of op(B) (four words per invocation each, neighbouring
-// invocations loading neighbouring rows: coalesced for column-major A and B), then every
-// invocation does 16 × 16 multiply-adds from 8 staged words per inner index: 4× the arithmetic
-// per staged word of one output per invocation. `slice_b`'s rows are padded to 65 words: its
-// stores put 16 invocations on one column, which unpadded would all fall in one bank.
+// block of C, each invocation a 4 × 4 set of entries: rows 4·local.x + r and columns
+// 4·local.y + c (r, c < 4), adjacent so that each inner index's four values of op(A) and four of
+// op(B) are one vec4 each in workgroup memory: per inner index an invocation makes two 16-byte
+// loads for 16 multiply-adds (one vec4 × vec4 product per column), where scalar tiles took eight
+// 4-byte loads. In a warp the 16 values of local.x read 256 consecutive bytes of `tile_a` (no
+// bank conflict at 16-byte width) and local.y takes two values, so `tile_b` is a broadcast.
+// Per step of DEPTH = 16 along the inner dimension the workgroup stages a 64 × 16 slice of op(A)
+// and a 16 × 64 slice of op(B), four values per invocation each, in the order that makes
+// neighbouring invocations read neighbouring words of A and B as stored (coalesced): along the
+// rows of op(A) when A is stored as is (column-major), along its inner index when A is
+// transposed; along the inner index of op(B) when B is stored as is, along its columns when
+// transposed. The tiles' rows are padded to 17 vec4s: a staging store along the inner index
+// (op(B) as stored, op(A) transposed) would otherwise put 16 invocations in one bank (a row of 64
+// words); with 68 it is 2 to a bank. Reads along a row are unaffected.
 
 const BLOCK: u32 = 64u;
 const DEPTH: u32 = 16u;
 
-var<workgroup> slice_a: array<array<f32, 64>, 16>;  // [inner][row of the block]
-var<workgroup> slice_b: array<array<f32, 65>, 16>;  // [inner][column of the block], padded
+var<workgroup> tile_a: array<array<vec4<f32>, 17>, 16>;  // [inner][rows 4q..4q+3], padded
+var<workgroup> tile_b: array<array<vec4<f32>, 17>, 16>;  // [inner][columns 4q..4q+3], padded
 
 @compute @workgroup_size(16, 16)
 fn gemm(
@@ -79,43 +85,143 @@ fn gemm(
     let row0 = group.x * BLOCK;
     let col0 = group.y * BLOCK;
     let id = local.y * 16u + local.x;
-    var acc: array<array<f32, 4>, 4>;
-    for (var ri = 0u; ri < 4u; ri++) {
-        for (var cj = 0u; cj < 4u; cj++) {
-            acc[ri][cj] = 0.0;
-        }
+    var acc: array<vec4<f32>, 4>;  // acc[c][r]: row 4·local.x + r, column 4·local.y + c
+    for (var cj = 0u; cj < 4u; cj++) {
+        acc[cj] = vec4<f32>(0.0);
     }
     let steps = (dims.k + DEPTH - 1u) / DEPTH;
     for (var s = 0u; s < steps; s++) {
         let l0 = s * DEPTH;
         for (var q = 0u; q < 4u; q++) {
             let e = id + 256u * q;
-            // op(A): 64 rows × 16 inner, rows fastest; op(B): 16 inner × 64 columns, inner fastest.
-            slice_a[e / BLOCK][e % BLOCK] = op_a(z, row0 + e % BLOCK, l0 + e / BLOCK);
-            slice_b[e % DEPTH][e / DEPTH] = op_b(z, l0 + e % DEPTH, col0 + e / DEPTH);
+            // (row, inner) of op(A) and (inner, column) of op(B) this invocation stages.
+            var ra = e % BLOCK;
+            var la = e / BLOCK;
+            if (dims.trans_a == 1u) {
+                ra = e / DEPTH;
+                la = e % DEPTH;
+            }
+            var lb = e % DEPTH;
+            var cb = e / DEPTH;
+            if (dims.trans_b == 1u) {
+                lb = e / BLOCK;
+                cb = e % BLOCK;
+            }
+            tile_a[la][ra / 4u][ra % 4u] = op_a(z, row0 + ra, l0 + la);
+            tile_b[lb][cb / 4u][cb % 4u] = op_b(z, l0 + lb, col0 + cb);
         }
         workgroupBarrier();
         for (var l = 0u; l < DEPTH; l++) {
-            var av: array<f32, 4>;
-            var bv: array<f32, 4>;
-            for (var ri = 0u; ri < 4u; ri++) {
-                av[ri] = slice_a[l][local.x + 16u * ri];
-                bv[ri] = slice_b[l][local.y + 16u * ri];
-            }
-            for (var ri = 0u; ri < 4u; ri++) {
-                for (var cj = 0u; cj < 4u; cj++) {
-                    acc[ri][cj] += av[ri] * bv[cj];
-                }
-            }
+            let av = tile_a[l][local.x];
+            let bv = tile_b[l][local.y];
+            acc[0] += av * bv.x;
+            acc[1] += av * bv.y;
+            acc[2] += av * bv.z;
+            acc[3] += av * bv.w;
         }
         workgroupBarrier();
     }
-    for (var ri = 0u; ri < 4u; ri++) {
-        for (var cj = 0u; cj < 4u; cj++) {
-            let i = row0 + local.x + 16u * ri;
-            let j = col0 + local.y + 16u * cj;
+    for (var cj = 0u; cj < 4u; cj++) {
+        let j = col0 + 4u * local.y + cj;
+        for (var ri = 0u; ri < 4u; ri++) {
+            let i = row0 + 4u * local.x + ri;
             if (i < dims.m && j < dims.n) {
-                c[z * dims.m * dims.n + i + j * dims.m] = acc[ri][cj];
+                c[z * dims.m * dims.n + i + j * dims.m] = acc[cj][ri];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `gemm_wide`: `gemm` for large products, where enough 128 × 128 blocks exist to fill a large
+// GPU: each invocation of 16 × 16 computes an 8 × 8 set of entries, rows 4·local.x + r and
+// 64 + 4·local.x + r, columns 4·local.y + c and 64 + 4·local.y + c (two vec4s each way, each
+// read as `gemm` reads its one), so that per inner index four 16-byte loads feed 64
+// multiply-adds: twice `gemm`'s arithmetic per load, and a quarter of its blocks (each block's
+// staging is shared by 4× the outputs). Staged DEPTH_W = 8 inner indices at a time (two 128 × 8
+// slices, 8.4 KiB of workgroup memory, within WebGPU's guaranteed 16 KiB), rows padded to 33
+// vec4s for the reason `gemm` pads to 17.
+
+const WIDE: u32 = 128u;
+const DEPTH_W: u32 = 8u;
+
+var<workgroup> wide_a: array<array<vec4<f32>, 33>, 8>;  // [inner][rows 4q..4q+3], padded
+var<workgroup> wide_b: array<array<vec4<f32>, 33>, 8>;  // [inner][columns 4q..4q+3], padded
+
+@compute @workgroup_size(16, 16)
+fn gemm_wide(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_id) local: vec3<u32>,
+) {
+    let z = group.z;
+    if (dims.lower == 1u && group.x < group.y) {
+        return;
+    }
+    let row0 = group.x * WIDE;
+    let col0 = group.y * WIDE;
+    let id = local.y * 16u + local.x;
+    // acc[2h + g][c]: row 64g + 4·local.x + r (component r), column 64h + 4·local.y + c.
+    var acc: array<array<vec4<f32>, 4>, 4>;
+    for (var p = 0u; p < 4u; p++) {
+        for (var cj = 0u; cj < 4u; cj++) {
+            acc[p][cj] = vec4<f32>(0.0);
+        }
+    }
+    let steps = (dims.k + DEPTH_W - 1u) / DEPTH_W;
+    for (var s = 0u; s < steps; s++) {
+        let l0 = s * DEPTH_W;
+        for (var q = 0u; q < 4u; q++) {
+            let e = id + 256u * q;
+            var ra = e % WIDE;
+            var la = e / WIDE;
+            if (dims.trans_a == 1u) {
+                ra = e / DEPTH_W;
+                la = e % DEPTH_W;
+            }
+            var lb = e % DEPTH_W;
+            var cb = e / DEPTH_W;
+            if (dims.trans_b == 1u) {
+                lb = e / WIDE;
+                cb = e % WIDE;
+            }
+            wide_a[la][ra / 4u][ra % 4u] = op_a(z, row0 + ra, l0 + la);
+            wide_b[lb][cb / 4u][cb % 4u] = op_b(z, l0 + lb, col0 + cb);
+        }
+        workgroupBarrier();
+        for (var l = 0u; l < DEPTH_W; l++) {
+            let a0 = wide_a[l][local.x];
+            let a1 = wide_a[l][16u + local.x];
+            let b0 = wide_b[l][local.y];
+            let b1 = wide_b[l][16u + local.y];
+            acc[0][0] += a0 * b0.x;
+            acc[0][1] += a0 * b0.y;
+            acc[0][2] += a0 * b0.z;
+            acc[0][3] += a0 * b0.w;
+            acc[1][0] += a1 * b0.x;
+            acc[1][1] += a1 * b0.y;
+            acc[1][2] += a1 * b0.z;
+            acc[1][3] += a1 * b0.w;
+            acc[2][0] += a0 * b1.x;
+            acc[2][1] += a0 * b1.y;
+            acc[2][2] += a0 * b1.z;
+            acc[2][3] += a0 * b1.w;
+            acc[3][0] += a1 * b1.x;
+            acc[3][1] += a1 * b1.y;
+            acc[3][2] += a1 * b1.z;
+            acc[3][3] += a1 * b1.w;
+        }
+        workgroupBarrier();
+    }
+    for (var p = 0u; p < 4u; p++) {
+        let g = p % 2u;
+        let h = p / 2u;
+        for (var cj = 0u; cj < 4u; cj++) {
+            let j = col0 + 64u * h + 4u * local.y + cj;
+            for (var ri = 0u; ri < 4u; ri++) {
+                let i = row0 + 64u * g + 4u * local.x + ri;
+                if (i < dims.m && j < dims.n) {
+                    c[z * dims.m * dims.n + i + j * dims.m] = acc[p][cj][ri];
+                }
             }
         }
     }

@@ -114,6 +114,7 @@ type WrittenConstant = (wgpu::Buffer, Vec<u8>);
 struct Pipelines {
     kernel: kernel::KernelPipelines,
     gemm: wgpu::ComputePipeline,
+    gemm_wide: wgpu::ComputePipeline,
     gemm_compensated: wgpu::ComputePipeline,
     split_sum: wgpu::ComputePipeline,
     column_pass: wgpu::ComputePipeline,
@@ -200,12 +201,13 @@ impl Gpu {
                 record(&failure, error.to_string());
             }));
         }
-        let [gemm, gemm_compensated, split_sum] = gemm::pipelines(&device);
+        let [gemm, gemm_wide, gemm_compensated, split_sum] = gemm::pipelines(&device);
         let [psi_pairs, psi_rows] = psi::pipelines(&device);
         let [cholesky, natural_step] = cholesky::pipelines(&device);
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
             gemm,
+            gemm_wide,
             gemm_compensated,
             split_sum,
             column_pass: predictions::pipeline(&device),

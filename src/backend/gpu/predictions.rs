@@ -593,12 +593,12 @@ impl Gpu {
         ];
         let middle = vec![
             (
-                &pipelines.gemm,
+                pipelines.for_product(&left),
                 vec![left_dims.clone(), l_inv.clone(), k.clone(), a_w.clone()],
                 left.groups,
             ),
             (
-                &pipelines.gemm,
+                pipelines.for_product(&left),
                 vec![left_dims, s_minus_i.clone(), a_w.clone(), b_w.clone()],
                 left.groups,
             ),
@@ -616,7 +616,7 @@ impl Gpu {
                 point_groups,
             ),
             (
-                &pipelines.gemm_compensated,
+                pipelines.for_product(&small),
                 vec![gy_dims, a_w.clone(), gy, g_alpha_ky_parts.clone()],
                 small.groups,
             ),
@@ -626,7 +626,7 @@ impl Gpu {
                 small.sum_groups(),
             ),
             (
-                &pipelines.gemm_compensated,
+                pipelines.for_product(&kkt),
                 vec![kkt_dims, a_w.clone(), a_w, p_parts.clone()],
                 kkt.groups,
             ),
@@ -636,7 +636,7 @@ impl Gpu {
                 kkt.sum_groups(),
             ),
             (
-                &pipelines.gemm,
+                pipelines.for_product(&back),
                 vec![back_dims, l_inv.clone(), b_w, k.clone()],
                 back.groups,
             ),

@@ -869,7 +869,7 @@ impl Gpu {
         };
         let gemm = |dims: &wgpu::Buffer, a: &wgpu::Buffer, b: &wgpu::Buffer, c: &wgpu::Buffer| {
             (
-                &self.pipelines.gemm,
+                self.pipelines.for_product(&as_is),
                 vec![dims.clone(), a.clone(), b.clone(), c.clone()],
                 as_is.groups,
             )
