@@ -224,29 +224,47 @@ fn compensated_products_split_along_the_inner_dimension_equal_nalgebras() {
     let Some(gpu) = gpu() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(19);
     let u = f64::from(f32::EPSILON) / 2.0;
-    for (m, k, n, batch) in [
-        (130, 2000, 2, 2),
-        (40, 3200, 2, 1),
-        (70, 500, 90, 1),
-        (5, 9, 3, 1),
+    let op = |x: &DMatrix<f64>, o: Op| match o {
+        Op::AsIs => x.clone(),
+        Op::Transposed => x.transpose(),
+    };
+    // Every operand order stages its tiles differently (each coalesced for its layout).
+    for (m, k, n, batch, op_a, op_b) in [
+        (130, 2000, 2, 2, Op::AsIs, Op::AsIs),
+        (40, 3200, 2, 1, Op::AsIs, Op::AsIs),
+        (70, 500, 90, 1, Op::AsIs, Op::AsIs),
+        (5, 9, 3, 1, Op::AsIs, Op::AsIs),
+        (70, 300, 90, 1, Op::Transposed, Op::Transposed),
+        (33, 700, 20, 2, Op::Transposed, Op::AsIs),
+        (66, 250, 67, 1, Op::AsIs, Op::Transposed),
     ] {
         let a: Vec<DMatrix<f64>> = (0..batch)
-            .map(|_| DMatrix::from_fn(m, k, |_, _| rng.random_range(-1.0..1.0)))
+            .map(|_| {
+                op(
+                    &DMatrix::from_fn(m, k, |_, _| rng.random_range(-1.0..1.0)),
+                    op_a,
+                )
+            })
             .collect();
         let b: Vec<DMatrix<f64>> = (0..batch)
-            .map(|_| DMatrix::from_fn(k, n, |_, _| rng.random_range(-1.0..1.0)))
+            .map(|_| {
+                op(
+                    &DMatrix::from_fn(k, n, |_, _| rng.random_range(-1.0..1.0)),
+                    op_b,
+                )
+            })
             .collect();
         let got = gpu
-            .gemm(&a, Op::AsIs, &b, Op::AsIs, Accumulation::Compensated)
+            .gemm(&a, op_a, &b, op_b, Accumulation::Compensated)
             .expect("the GPU multiplies");
         let again = gpu
-            .gemm(&a, Op::AsIs, &b, Op::AsIs, Accumulation::Compensated)
+            .gemm(&a, op_a, &b, op_b, Accumulation::Compensated)
             .unwrap();
         assert_eq!(got, again, "the splits are added in a fixed order");
         for z in 0..batch {
             let (a32, b32) = (
-                a[z].map(|v| f64::from(v as f32)),
-                b[z].map(|v| f64::from(v as f32)),
+                op(&a[z], op_a).map(|v| f64::from(v as f32)),
+                op(&b[z], op_b).map(|v| f64::from(v as f32)),
             );
             let want = &a32 * &b32;
             let magnitude = a32.abs() * b32.abs();
@@ -254,7 +272,7 @@ fn compensated_products_split_along_the_inner_dimension_equal_nalgebras() {
                 let allowed = 2.0 * (k as f64 + 2.0) * u * u * 4096.0 * e + 1e-30;
                 assert!(
                     (g - w).abs() <= allowed,
-                    "({m}×{k})·({k}×{n}), batch {z}: {g} vs {w} (allowed {allowed:e})"
+                    "({m}×{k})·({k}×{n}) {op_a:?}/{op_b:?}, batch {z}: {g} vs {w} (allowed {allowed:e})"
                 );
             }
         }

@@ -239,9 +239,11 @@ fn gemm_wide(
 // rounding is 2⁻¹² below the sum's. Uses only +, −, × and bit masks, never a fused multiply-add,
 // whose fusing WGSL does not promise.
 //
-// Register tiles as `gemm`'s (64 × 64 blocks, 4 × 4 entries per invocation, three accumulators
-// each), staged DEPTH_C = 8 inner indices at a time as split (head, tail) pairs (8 KiB of
-// workgroup memory, half WebGPU's guaranteed 16 KiB). The dispatch's z is z_batch · splits +
+// Register tiles as `gemm`'s (64 × 64 blocks, 4 adjacent rows by 4 adjacent columns per
+// invocation, three accumulators each, a vec4 per column), staged DEPTH_C = 8 inner indices at a
+// time as split heads and tails in separate tiles (8.5 KiB of workgroup memory, about half
+// WebGPU's guaranteed 16 KiB), so that per inner index an invocation reads four vec4s (its rows'
+// heads and tails, its columns' heads and tails). The dispatch's z is z_batch · splits +
 // split: split s sums the inner indices [s·span, (s + 1)·span) and writes its result as two
 // planes, head then tail, at c[(plane · splits + s) · batch·m·n + z·m·n + i + j·m]; with one split
 // that is C = c[i] + c[batch·m·n + i], accurate to about 2⁻⁴⁰ of Σ|a_il b_lj| (the host adds the
@@ -249,8 +251,11 @@ fn gemm_wide(
 
 const DEPTH_C: u32 = 8u;
 
-var<workgroup> split_a: array<array<vec2<f32>, 64>, 8>;  // [inner][row of the block]
-var<workgroup> split_b: array<array<vec2<f32>, 65>, 8>;  // [inner][column of the block], padded
+// [inner][rows (columns) 4q..4q+3 of the block], rows padded as `gemm`'s.
+var<workgroup> heads_a: array<array<vec4<f32>, 17>, 8>;
+var<workgroup> tails_a: array<array<vec4<f32>, 17>, 8>;
+var<workgroup> heads_b: array<array<vec4<f32>, 17>, 8>;
+var<workgroup> tails_b: array<array<vec4<f32>, 17>, 8>;
 
 // (head, tail) with head = x with its 12 lowest mantissa bits cleared, tail = x − head (exact).
 fn split(x: f32) -> vec2<f32> {
@@ -277,73 +282,80 @@ fn gemm_compensated(
     let span = ((steps_all + splits - 1u) / splits) * DEPTH_C;
     let begin = part * span;
     let end = min(dims.k, begin + span);
-    var sum: array<array<f32, 4>, 4>;    // the head products' running sums
-    var err: array<array<f32, 4>, 4>;    // the exact rounding errors of their additions
-    var small: array<array<f32, 4>, 4>;  // the cross and tail products
-    for (var ri = 0u; ri < 4u; ri++) {
-        for (var cj = 0u; cj < 4u; cj++) {
-            sum[ri][cj] = 0.0;
-            err[ri][cj] = 0.0;
-            small[ri][cj] = 0.0;
-        }
+    // [c][r]: row 4·local.x + r, column 4·local.y + c.
+    var sum: array<vec4<f32>, 4>;    // the head products' running sums
+    var err: array<vec4<f32>, 4>;    // the exact rounding errors of their additions
+    var small: array<vec4<f32>, 4>;  // the cross and tail products
+    for (var cj = 0u; cj < 4u; cj++) {
+        sum[cj] = vec4<f32>(0.0);
+        err[cj] = vec4<f32>(0.0);
+        small[cj] = vec4<f32>(0.0);
     }
     for (var l0 = begin; l0 < end; l0 += DEPTH_C) {
         for (var q = 0u; q < 2u; q++) {
             let e = id + 256u * q;
-            // op(A): 64 rows × 8 inner, rows fastest; op(B): 8 inner × 64 columns, inner fastest.
-            let la = l0 + e / BLOCK;
-            let lb = l0 + e % DEPTH_C;
+            // (row, inner) of op(A) and (inner, column) of op(B), in `gemm`'s coalesced orders.
+            var ra = e % BLOCK;
+            var la = e / BLOCK;
+            if (dims.trans_a == 1u) {
+                ra = e / DEPTH_C;
+                la = e % DEPTH_C;
+            }
+            var lb = e % DEPTH_C;
+            var cb = e / DEPTH_C;
+            if (dims.trans_b == 1u) {
+                lb = e / BLOCK;
+                cb = e % BLOCK;
+            }
             var va = 0.0;
             var vb = 0.0;
-            if (la < end) {
-                va = op_a(z, row0 + e % BLOCK, la);
+            if (l0 + la < end) {
+                va = op_a(z, row0 + ra, l0 + la);
             }
-            if (lb < end) {
-                vb = op_b(z, lb, col0 + e / DEPTH_C);
+            if (l0 + lb < end) {
+                vb = op_b(z, l0 + lb, col0 + cb);
             }
-            split_a[e / BLOCK][e % BLOCK] = split(va);
-            split_b[e % DEPTH_C][e / DEPTH_C] = split(vb);
+            let sa = split(va);
+            let sb = split(vb);
+            heads_a[la][ra / 4u][ra % 4u] = sa.x;
+            tails_a[la][ra / 4u][ra % 4u] = sa.y;
+            heads_b[lb][cb / 4u][cb % 4u] = sb.x;
+            tails_b[lb][cb / 4u][cb % 4u] = sb.y;
         }
         workgroupBarrier();
         for (var l = 0u; l < DEPTH_C; l++) {
-            var av: array<vec2<f32>, 4>;
-            var bv: array<vec2<f32>, 4>;
-            for (var ri = 0u; ri < 4u; ri++) {
-                av[ri] = split_a[l][local.x + 16u * ri];
-                bv[ri] = split_b[l][local.y + 16u * ri];
-            }
-            for (var ri = 0u; ri < 4u; ri++) {
-                for (var cj = 0u; cj < 4u; cj++) {
-                    let a = av[ri];
-                    let b = bv[cj];
-                    let p = a.x * b.x;
-                    let s0 = sum[ri][cj];
-                    // Two-sum of s0 + p: t, and its rounding error exactly. Shader compilers may
-                    // rearrange float expressions as if they were exact: Mesa's lavapipe evaluated
-                    // the error term so that it vanished whenever |p| > |sum| (measured: 2⁻²⁶ lost
-                    // where 2⁻³⁶ was due). A product by `dims.one`, a 1 the compiler cannot see,
-                    // around every step keeps each expression as written; tests/gpu_bound.rs
-                    // holds the result to the compensated bound.
-                    let t = (s0 + p) * dims.one;
-                    let v = (t - s0) * dims.one;
-                    let w = (t - v) * dims.one;
-                    err[ri][cj] += (s0 - w) * dims.one + (p - v) * dims.one;
-                    sum[ri][cj] = t;
-                    small[ri][cj] += a.x * b.y + a.y * b.x + a.y * b.y;
-                }
+            let ah = heads_a[l][local.x];
+            let at = tails_a[l][local.x];
+            let bh = heads_b[l][local.y];
+            let bt = tails_b[l][local.y];
+            for (var cj = 0u; cj < 4u; cj++) {
+                let p = ah * bh[cj];
+                let s0 = sum[cj];
+                // Two-sum of s0 + p (four rows at once): t, and its rounding error exactly.
+                // Shader compilers may rearrange float expressions as if they were exact: Mesa's
+                // lavapipe evaluated the error term so that it vanished whenever |p| > |sum|
+                // (measured: 2⁻²⁶ lost where 2⁻³⁶ was due). A product by `dims.one`, a 1 the
+                // compiler cannot see, around every step keeps each expression as written;
+                // tests/gpu_bound.rs holds the result to the compensated bound.
+                let t = (s0 + p) * dims.one;
+                let v = (t - s0) * dims.one;
+                let w = (t - v) * dims.one;
+                err[cj] += (s0 - w) * dims.one + (p - v) * dims.one;
+                sum[cj] = t;
+                small[cj] += ah * bt[cj] + at * bh[cj] + at * bt[cj];
             }
         }
         workgroupBarrier();
     }
     let plane = dims.batch * dims.m * dims.n;
-    for (var ri = 0u; ri < 4u; ri++) {
-        for (var cj = 0u; cj < 4u; cj++) {
-            let i = row0 + local.x + 16u * ri;
-            let j = col0 + local.y + 16u * cj;
+    for (var cj = 0u; cj < 4u; cj++) {
+        let j = col0 + 4u * local.y + cj;
+        for (var ri = 0u; ri < 4u; ri++) {
+            let i = row0 + 4u * local.x + ri;
             if (i < dims.m && j < dims.n) {
                 let at = z * dims.m * dims.n + i + j * dims.m;
-                c[part * plane + at] = sum[ri][cj];
-                c[(splits + part) * plane + at] = err[ri][cj] + small[ri][cj];
+                c[part * plane + at] = sum[cj][ri];
+                c[(splits + part) * plane + at] = err[cj][ri] + small[cj][ri];
             }
         }
     }
