@@ -613,3 +613,23 @@ fn gradients_match_finite_differences() {
         }
     }
 }
+
+/// `diag_gradient` from column sums of squares equals the dense `diag_backward` with one weight
+/// for every point, a masked input included.
+#[test]
+fn the_diagonals_gradient_from_column_squares_equals_the_dense_adjoint() {
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    for d in [1, 3] {
+        let mut k = full_kernel(&mut rng, d);
+        k.mask[d - 1] = 0.0;
+        let a = random_points(&mut rng, 37, d);
+        let weight = -2.7;
+        let (want, _) = k.diag_backward(&a, &DVector::from_element(37, weight));
+        let squares: Vec<f64> = (0..d).map(|j| a.column(j).norm_squared()).collect();
+        let got = k.diag_gradient(&squares, 37, weight);
+        for (g, w) in got.to_vec().iter().zip(want.to_vec()) {
+            assert!(close(*g, w, 1e-12), "{g} vs {w}");
+        }
+        assert_eq!(got.to_vec().len(), want.to_vec().len());
+    }
+}

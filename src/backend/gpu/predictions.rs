@@ -293,7 +293,7 @@ impl Gpu {
         }
         Ok(Pending {
             layout,
-            u: plan.u,
+            u: plan.u.expect("the host-half path builds the points"),
             readback,
         })
     }
@@ -449,18 +449,21 @@ impl Gpu {
             self.check_groups("the predictions' dispatch", groups)?;
         }
 
-        // Host side, f64: the evaluation points, for k_tt's adjoint after the read-back (the
-        // device builds its own, with k_tt and y_T, from the rows and the latent input:
-        // points.wgsl). Point t = n·S + s is row n of x with the latent slot set to
-        // w_sn = μ_n + √Σ_n ε_sn (a row's samples adjacent, as `svgp::evaluation_points` orders
-        // them).
-        let u = DMatrix::from_fn(t, d, |p, j| {
-            let (s, n) = (p % samples, p / samples);
-            if j == latent_slot {
-                latent.mu[n] + latent.var[n].sqrt() * latent.eps[(s, n)]
-            } else {
-                x[(p / samples, j)]
-            }
+        // Host side, f64, for the host-half path only: the evaluation points, for k_tt's adjoint
+        // after the read-back, whose draws' share needs every point (the device builds its own,
+        // with k_tt and y_T, from the rows and the latent input: points.wgsl; the resident path
+        // takes k_tt's adjoint from column sums, `resident::decode`). Point t = n·S + s is row n
+        // of x with the latent slot set to w_sn = μ_n + √Σ_n ε_sn (a row's samples adjacent, as
+        // `svgp::evaluation_points` orders them).
+        let u = (!gram).then(|| {
+            DMatrix::from_fn(t, d, |p, j| {
+                let (s, n) = (p % samples, p / samples);
+                if j == latent_slot {
+                    latent.mu[n] + latent.var[n].sqrt() * latent.eps[(s, n)]
+                } else {
+                    x[(p / samples, j)]
+                }
+            })
         });
         let g_var = -c / (2.0 * noise);
 
@@ -664,6 +667,7 @@ impl Gpu {
             back,
             layout,
             u,
+            d,
             z: z_buf,
             points: u_buf,
             k,
@@ -747,8 +751,11 @@ pub(super) struct PredictionPlan<'g> {
     /// The kernel's adjoint and the sums finished on the device.
     pub back: Vec<Step<'g>>,
     pub layout: ReadbackLayout,
-    /// The evaluation points (T × D) in f64, for k_tt's adjoint on the host.
-    pub u: DMatrix<f64>,
+    /// The evaluation points (T × D) in f64, for k_tt's adjoint on the host (the host-half path's
+    /// plans only: None with `gram`).
+    pub u: Option<DMatrix<f64>>,
+    /// D, the points' inputs.
+    pub d: usize,
     /// Z (M × D, row-major) and the points buffer ([U; Z] with `gram`).
     pub z: wgpu::Buffer,
     pub points: wgpu::Buffer,
@@ -778,8 +785,7 @@ impl<'g> PredictionPlan<'g> {
     /// Records the copy of Z into the points buffer after the T evaluation points (before the
     /// pass that reads them).
     pub fn z_into_points(&self, encoder: &mut wgpu::CommandEncoder) {
-        let (m, t) = (self.layout.m, self.layout.t);
-        let d = self.u.ncols();
+        let (m, t, d) = (self.layout.m, self.layout.t, self.d);
         let bytes = (m * d * 4) as u64;
         if bytes > 0 {
             encoder.copy_buffer_to_buffer(&self.z, 0, &self.points, (t * d * 4) as u64, bytes);

@@ -142,6 +142,27 @@ impl Kernel {
         grad.stationary.iter_mut().for_each(|p| p.variance = total);
         (grad, da)
     }
+
+    /// The parameter half of [`Kernel::diag_backward`] when every point has the same weight
+    /// dL/dk(a_p, a_p) = `weight`, from each column's sum of squares `squares[j]` = Σ_p a_pj²
+    /// over `points` points: dL/dθ^lin_j = E_j · weight · squares[j], dL/ds^c = weight · points,
+    /// the precisions 0. O(D) where the dense form is O(points · D): the uncollapsed bound's
+    /// k_tt adjoint has weight g_var for all T = S·b points, whose column sums the host forms
+    /// from the b rows (each repeated S times) without building the points.
+    pub fn diag_gradient(&self, squares: &[f64], points: usize, weight: f64) -> KernelGrad {
+        assert_eq!(squares.len(), self.dim(), "one sum of squares per input");
+        let mut grad = self.new_zeroed_grad();
+        if let Some(glin) = grad.linear.as_mut() {
+            for (j, g) in glin.iter_mut().enumerate() {
+                if self.mask[j] != 0.0 {
+                    *g = self.mask[j] * weight * squares[j];
+                }
+            }
+        }
+        let total = weight * points as f64;
+        grad.stationary.iter_mut().for_each(|p| p.variance = total);
+        grad
+    }
 }
 
 /// One stationary part's share of [`Kernel::cross_backward`].
