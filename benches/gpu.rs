@@ -37,7 +37,8 @@ use occam::gp::kernel::Kernel;
 use occam::gp::linalg::{cholesky_jittered, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{
-    bound_and_gradient, LatentBatch, NatGradStats, SvgpInput, FLOAT32_RELATIVE_JITTER,
+    bound_and_gradient, evaluation_point_squares, evaluation_points, LatentBatch, NatGradStats,
+    SvgpInput, FLOAT32_RELATIVE_JITTER,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -121,6 +122,41 @@ fn main() {
     }
     whole_evaluations(&gpu, quick);
     collapsed_psi2(&gpu, quick);
+    ktt_host_share(quick);
+}
+
+/// The host's share of a resident evaluation that is not the device's: k_tt's part of the kernel
+/// gradient, from the S·b evaluation points built on the host and their dense adjoint (before)
+/// or from the points' column sums of squares (`svgp::evaluation_point_squares`, now), for one
+/// variable at the paper's (S, b, D) = (50, 256, 10).
+fn ktt_host_share(quick: bool) {
+    let (samples, b, d) = if quick { (5, 32, 3) } else { (50, 256, 10) };
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let kernel = common::bench_kernel(d);
+    let x = DMatrix::from_fn(b, d, |_, _| rng.random_range(-2.0..2.0));
+    let latent = LatentBatch {
+        slot: d - 1,
+        mu: DVector::from_fn(b, |_, _| rng.random_range(-1.0..1.0)),
+        var: DVector::from_fn(b, |_, _| rng.random_range(0.1..1.0)),
+        eps: DMatrix::from_fn(samples, b, |_, _| rng.random_range(-2.0..2.0)),
+    };
+    let t = samples * b;
+    let weight = -0.7;
+    let dense = median(quick, || {
+        let u = evaluation_points(&x, Some(&latent));
+        std::hint::black_box(kernel.diag_backward(&u, &DVector::from_element(t, weight)));
+    });
+    let sums = median(quick, || {
+        let squares = evaluation_point_squares(&x, &latent, true);
+        std::hint::black_box(kernel.diag_gradient(&squares, t, weight));
+    });
+    println!(
+        "\nk_tt's share of the kernel gradient on the host, one variable at (S, b, D) = \
+         ({samples}, {b}, {d}): points built and their dense adjoint {:.3} ms, column sums of \
+         squares {:.4} ms",
+        dense * 1e3,
+        sums * 1e3
+    );
 }
 
 /// The sizes issue 34 names (see the module's comment); `quick` shrinks them to a smoke test.

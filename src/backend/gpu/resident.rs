@@ -57,7 +57,7 @@ use crate::gp::encoder::Encoder;
 use crate::gp::kernel::{Kernel, KernelGrad};
 use crate::gp::linalg::{cholesky_jittered, lower_inverse, CholeskyError, JitterPolicy};
 use crate::gp::natgrad::InducingPosterior;
-use crate::gp::svgp::{HeldLatent, LatentBatch};
+use crate::gp::svgp::{evaluation_point_squares, HeldLatent, LatentBatch};
 use crate::gp::variable::{HeldWeights, ResidentState, ResidentView};
 
 /// The first resident slot of the q(v) states: apart from the host-side path's slots, so that
@@ -1147,7 +1147,7 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
     // (each repeated S times) and the latent column's draws when the host holds q(w); when the
     // device formed the draws, their Σ w² comes back with the sums and is added below.
     let g_var = -request.c / (2.0 * request.noise);
-    let squares = point_squares(request.x, request.latent, request.encoder.is_none());
+    let squares = evaluation_point_squares(request.x, request.latent, request.encoder.is_none());
     kernel_grad.add_assign(&kernel.diag_gradient(&squares, t, g_var));
     let widen = |v: &[f32]| DVector::from_iterator(v.len(), v.iter().map(|&x| f64::from(x)));
     let latent = if request.encoder.is_some() {
@@ -1196,28 +1196,6 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
             .map_err(with_size),
         state,
     }
-}
-
-/// Σ_t u_tj² over the S·b evaluation points u_t (point n·S + s: row n of `x` with the latent
-/// column `slot` set to w_sn = μ_n + √Σ_n ε_sn, ε from `latent`): S Σ_n x_nj² for every other
-/// column, and for the latent one Σ_sn w_sn² when the host holds q(w) (`host_draws`; else 0, the
-/// device's draws being summed there). O(b·D + S·b) where building the points is O(S·b·D).
-fn point_squares(x: &DMatrix<f64>, latent: &LatentBatch, host_draws: bool) -> Vec<f64> {
-    let samples = latent.eps.nrows() as f64;
-    let mut squares: Vec<f64> = x
-        .column_iter()
-        .map(|column| samples * column.norm_squared())
-        .collect();
-    if let Some(square) = squares.get_mut(latent.slot) {
-        *square = 0.0;
-        if host_draws {
-            for (n, eps) in latent.eps.column_iter().enumerate() {
-                let (mu, sd) = (latent.mu[n], latent.var[n].sqrt());
-                *square += eps.iter().map(|e| (mu + sd * e).powi(2)).sum::<f64>();
-            }
-        }
-    }
-    squares
 }
 
 /// A slot's state from its words: q(v) (f64 from double-float) then the held block's (float32:
@@ -1536,37 +1514,6 @@ impl Gpu {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The column sums of squares equal those of the evaluation points built densely, as
-    /// `svgp::evaluation_points` orders them (point n·S + s), with and without the host's draws.
-    #[test]
-    fn the_points_squares_equal_the_dense_points_columns() {
-        let (b, d, samples, slot) = (7, 4, 3, 2);
-        let value = |i: usize, j: usize| ((i * 7 + j * 3) % 11) as f64 / 5.0 - 1.0;
-        let x = DMatrix::from_fn(b, d, value);
-        let latent = LatentBatch {
-            slot,
-            mu: DVector::from_fn(b, |n, _| value(n, 9) * 0.5),
-            var: DVector::from_fn(b, |n, _| 0.1 + value(n, 5).abs()),
-            eps: DMatrix::from_fn(samples, b, |s, n| value(s + 13, n + 1)),
-        };
-        let dense = DMatrix::from_fn(samples * b, d, |p, j| {
-            let (s, n) = (p % samples, p / samples);
-            if j == slot {
-                latent.mu[n] + latent.var[n].sqrt() * latent.eps[(s, n)]
-            } else {
-                x[(n, j)]
-            }
-        });
-        let want: Vec<f64> = dense.column_iter().map(|c| c.norm_squared()).collect();
-        let got = point_squares(&x, &latent, true);
-        for (g, w) in got.iter().zip(&want) {
-            assert!((g - w).abs() <= 1e-12 * w.max(1.0), "{got:?} vs {want:?}");
-        }
-        let without = point_squares(&x, &latent, false);
-        assert_eq!(without[slot], 0.0);
-        assert_eq!(without[0], got[0]);
-    }
 
     /// The paper's encoder state at D = 3 (805 568 bytes) is read every 394 evaluations at the
     /// default budget, and never before 2 s; a test's (0 s, unbounded) reads it every time, an
