@@ -174,6 +174,11 @@ fn batched_products_equal_nalgebras() {
         (130, 11, 4224, 4, Op::Transposed, Op::Transposed),
         (4224, 9, 130, 4, Op::AsIs, Op::Transposed),
         (130, 13, 4224, 4, Op::Transposed, Op::AsIs),
+        // Few blocks and a long inner dimension: split along it (16, 5 and 2 splits), the
+        // planes added in split order by `split_sum_single`.
+        (64, 2048, 64, 1, Op::AsIs, Op::AsIs),
+        (130, 700, 20, 2, Op::Transposed, Op::AsIs),
+        (50, 300, 50, 1, Op::Transposed, Op::Transposed),
     ];
     for (m, k, n, batch, op_a, op_b) in cases {
         let stored = |op: Op, rows: usize, cols: usize| match op {
@@ -192,6 +197,11 @@ fn batched_products_equal_nalgebras() {
             .gemm(&a, op_a, &b, op_b, Accumulation::Single)
             .expect("the GPU multiplies");
         assert_eq!(got.len(), batch);
+        let again = gpu.gemm(&a, op_a, &b, op_b, Accumulation::Single).unwrap();
+        assert_eq!(
+            got, again,
+            "the same words every time (splits added in a fixed order)"
+        );
         let op = |x: &DMatrix<f64>, o: Op| match o {
             Op::AsIs => x.clone(),
             Op::Transposed => x.transpose(),

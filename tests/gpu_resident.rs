@@ -176,7 +176,9 @@ fn tolerance(m: usize, d: usize) -> f64 {
 #[test]
 fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     let Some(gpu) = gpu() else { return };
-    // (D, M, b, S): one point, tile edges, several chunks of the adjoint, a larger M.
+    // (D, M, b, S): one point, tile edges, several chunks of the adjoint, a larger M, and an M
+    // large enough that the float32 products split their inner dimension (M = 264: the M × M
+    // products' 25 blocks and L⁻¹K's 5 each run as 2 splits added by `split_sum_single`).
     // The last two repeat shapes (other data), so that the factorisations batched by shape
     // (one dispatch per M) hold more than one request, placed apart in the submission.
     let cases = [
@@ -185,6 +187,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
         (3, 7, 30, 10),
         (5, 40, 64, 10),
         (4, 70, 128, 5),
+        (2, 264, 16, 2),
         (3, 7, 30, 10),
         (5, 40, 64, 10),
     ];

@@ -1,7 +1,7 @@
 //! Batched matrix products on the GPU (`gemm.wgsl`: 64 × 64 blocks with 4 × 4 register tiles per
-//! invocation, in float32 or with compensated sums, the batch along the dispatch's z; a
-//! compensated product with too few blocks for a large GPU splits its inner dimension, and
-//! `split_sum.wgsl` adds the splits in a fixed order): C_z = op(A_z) op(B_z), op the identity or
+//! invocation, or 128 × 128 with 8 × 8 for large float32 products, in float32 or with compensated
+//! sums, the batch along the dispatch's z; a product with too few blocks for a large GPU splits
+//! its inner dimension, and `split_sum.wgsl` adds the splits in a fixed order): C_z = op(A_z) op(B_z), op the identity or
 //! the transpose, the shapes of the uncollapsed bound's Q K_Zt, K_Zt K_Ztᵀ and [Ãg, Ãy]. The
 //! reference is nalgebra's f64 product.
 
@@ -15,9 +15,11 @@ use super::{uniform_words, Gpu};
 const BLOCK: u32 = 64;
 /// Rows and columns of C per workgroup of `gemm_wide` (`WIDE` in the shader).
 const WIDE: u32 = 128;
+/// Inner indices per staged step of the float32 product (`DEPTH` in the shader).
+const DEPTH: u32 = 16;
 /// Inner indices per staged step of the compensated product (`DEPTH_C` in the shader).
 const DEPTH_C: u32 = 8;
-/// Workgroups below which a compensated product splits its inner dimension: twice the
+/// Workgroups below which a product splits its inner dimension: twice the
 /// multiprocessors of the largest GPUs the issue names (132 on an H100 or H200), so that each has
 /// work while another waits on memory.
 const MIN_WORKGROUPS: u32 = 264;
@@ -25,12 +27,17 @@ const MIN_WORKGROUPS: u32 = 264;
 /// and their reduction cost more than the parallelism gains, and small products (the tests', the
 /// interactive sizes') stay in one pass.
 const MIN_STEPS_PER_SPLIT: u32 = 32;
+/// The same for the float32 product (128 inner indices): its steps cost a quarter of the
+/// compensated one's and its partial planes half, so it splits sooner — the M × M algebra's
+/// products at M = 400 (49 blocks of 25 steps) run as 3 splits, 147 workgroups.
+const MIN_STEPS_PER_SPLIT_SINGLE: u32 = 8;
 /// Invocations per workgroup of `split_sum.wgsl`.
 const SUM_GROUP: u32 = 64;
 
 /// The compiled entry points: `gemm.wgsl`'s float32 products (64 × 64 and 128 × 128 blocks) and
-/// compensated one, and the reduction of a split compensated product (`split_sum.wgsl`).
-pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 4] {
+/// compensated one, and the reductions of split compensated and float32 products
+/// (`split_sum.wgsl`).
+pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 5] {
     let source = include_str!("gemm.wgsl");
     let sum = [super::DOUBLE_FLOAT, include_str!("split_sum.wgsl")].concat();
     [
@@ -38,6 +45,7 @@ pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 4] {
         super::compute_pipeline(device, "gemm.wgsl", source, "gemm_wide"),
         super::compute_pipeline(device, "gemm.wgsl", source, "gemm_compensated"),
         super::compute_pipeline(device, "split_sum.wgsl", &sum, "split_sum"),
+        super::compute_pipeline(device, "split_sum.wgsl", &sum, "split_sum_single"),
     ]
 }
 
@@ -106,7 +114,15 @@ impl Product {
         let edge = if wide { WIDE } else { BLOCK };
         let (gx, gy) = ((m as u32).div_ceil(edge), (n as u32).div_ceil(edge));
         let splits = match accumulation {
-            Accumulation::Single => 1,
+            // The wide kernel is taken only with blocks enough: it never splits.
+            Accumulation::Single if wide => 1,
+            Accumulation::Single => {
+                let steps = (k as u32).div_ceil(DEPTH);
+                MIN_WORKGROUPS
+                    .div_ceil(blocks(BLOCK).max(1))
+                    .min(steps / MIN_STEPS_PER_SPLIT_SINGLE)
+                    .max(1)
+            }
             Accumulation::Compensated => {
                 let steps = (k as u32).div_ceil(DEPTH_C);
                 MIN_WORKGROUPS
@@ -136,16 +152,55 @@ impl Product {
         }
     }
 
-    /// Words of the product's own output: one plane in float32; compensated, a head and a tail
-    /// plane per split (which [`Product::sum_dims`] reduces to two).
+    /// Words of the product's own output: a plane per split in float32; compensated, a head and
+    /// a tail plane per split (which [`Product::sum_dims`] reduces to two).
     pub fn output_words(&self) -> usize {
         match self.accumulation {
-            Accumulation::Single => self.values,
+            Accumulation::Single => self.splits as usize * self.values,
             Accumulation::Compensated => 2 * self.splits as usize * self.values,
         }
     }
 
-    /// `split_sum.wgsl`'s `Dims` for this (compensated) product.
+    /// Whether the product's own output needs `split_sum.wgsl` after it: every compensated
+    /// product (its planes are split sums even unsplit), a float32 one when split.
+    pub fn reduced(&self) -> bool {
+        self.accumulation == Accumulation::Compensated || self.splits > 1
+    }
+
+    /// The dispatches of this product (its `Dims` uniform `dims`, factors `a` and `b`) into
+    /// `out`: one, or when [`Product::reduced`] the partial sums into `partials` (at least
+    /// [`Product::output_words`] long) and their sum in split order (`sum_dims`, from
+    /// [`Product::sum_dims`]).
+    pub(super) fn steps<'p>(
+        &self,
+        pipelines: &'p super::Pipelines,
+        dims: &wgpu::Buffer,
+        [a, b, out]: [&wgpu::Buffer; 3],
+        reduction: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
+    ) -> Vec<super::predictions::Step<'p>> {
+        let product = pipelines.for_product(self);
+        match reduction.filter(|_| self.reduced()) {
+            None => vec![(
+                product,
+                vec![dims.clone(), a.clone(), b.clone(), out.clone()],
+                self.groups,
+            )],
+            Some((partials, sum_dims)) => vec![
+                (
+                    product,
+                    vec![dims.clone(), a.clone(), b.clone(), partials.clone()],
+                    self.groups,
+                ),
+                (
+                    pipelines.for_sum(self),
+                    vec![sum_dims.clone(), partials.clone(), out.clone()],
+                    self.sum_groups(),
+                ),
+            ],
+        }
+    }
+
+    /// `split_sum.wgsl`'s `Dims` for this (compensated or split) product.
     pub fn sum_dims(&self) -> Vec<u8> {
         uniform_words(&[self.values as u32, self.splits, 1.0f32.to_bits(), 0])
     }
@@ -188,6 +243,14 @@ impl super::Pipelines {
             (Accumulation::Compensated, _) => &self.gemm_compensated,
             (Accumulation::Single, true) => &self.gemm_wide,
             (Accumulation::Single, false) => &self.gemm,
+        }
+    }
+
+    /// The entry point that adds `product`'s splits ([`Product::reduced`]).
+    pub(super) fn for_sum(&self, product: &Product) -> &wgpu::ComputePipeline {
+        match product.accumulation {
+            Accumulation::Compensated => &self.split_sum,
+            Accumulation::Single => &self.split_sum_single,
         }
     }
 }
@@ -301,14 +364,14 @@ impl Gpu {
         let (output, readback) = self.output_and_readback(label, out_bytes);
         let mut encoder = self.device.create_command_encoder(label);
         match product.accumulation {
-            Accumulation::Single => self.record_pass(
+            Accumulation::Single if !product.reduced() => self.record_pass(
                 &mut encoder,
                 label,
                 self.pipelines.for_product(product),
                 &[&dims, &a, &b, &output],
                 product.groups,
             ),
-            Accumulation::Compensated => {
+            _ => {
                 let (partials, _) =
                     self.output_and_readback(label, (product.output_words() * 4) as u64);
                 let sum_dims = self.upload(
@@ -326,7 +389,7 @@ impl Gpu {
                 self.record_pass(
                     &mut encoder,
                     label,
-                    &self.pipelines.split_sum,
+                    self.pipelines.for_sum(product),
                     &[&sum_dims, &partials, &output],
                     product.sum_groups(),
                 );
@@ -354,9 +417,10 @@ mod tests {
     use super::*;
 
     /// Large float32 products take 128 × 128 blocks (the parity test's large cases are such),
-    /// small ones and compensated ones 64 × 64; the blocks cover C either way.
+    /// small ones and compensated ones 64 × 64; the blocks cover C either way. Few blocks with a
+    /// long inner dimension split it.
     #[test]
-    fn large_float32_products_take_the_wide_blocks() {
+    fn large_float32_products_take_the_wide_blocks_and_few_blocks_split() {
         let single = |shape, batch, lower| {
             Product::new(
                 shape,
@@ -376,13 +440,20 @@ mod tests {
         assert!(paper.wide);
         assert_eq!(paper.groups, (4, 100, 1));
         // The M × M algebra's products at M = 400 stay narrow (16 wide blocks would idle a GPU).
-        let square = single((400, 400, 400), 1, false);
-        assert!(!square.wide);
-        assert_eq!(square.groups, (7, 7, 1));
+        assert!(!single((400, 400, 400), 1, false).wide);
         assert!(!single((130, 4224, 24), 3, false).wide, "198 wide blocks");
         // A symmetric product counts its blocks on and below the diagonal only.
         assert!(!single((2816, 2816, 8), 1, true).wide, "22 · 23 / 2 = 253");
         assert!(single((2944, 2944, 8), 1, true).wide, "23 · 24 / 2 = 276");
+        // With few blocks and a long inner dimension a float32 product splits it: the M × M
+        // products at M = 400 into 3 (147 workgroups); a short one stays whole.
+        let square = single((400, 400, 400), 1, false);
+        assert_eq!((square.splits, square.groups), (3, (7, 7, 3)));
+        assert!(square.reduced());
+        assert_eq!(square.output_words(), 3 * 400 * 400);
+        assert_eq!(single((64, 64, 2048), 1, false).splits, 16);
+        assert_eq!(single((130, 200, 70), 2, false).splits, 1);
+        assert!(!single((130, 200, 70), 2, false).reduced());
         let compensated = Product::new(
             (400, 12_800, 400),
             Op::AsIs,

@@ -76,7 +76,11 @@ fn gemm(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_id) local: vec3<u32>,
 ) {
-    let z = group.z;
+    // Split-K as `gemm_compensated`'s: z = z_batch · splits + split, split s summing its share of
+    // the DEPTH steps into plane s (`split_sum_single` adds the planes in split order).
+    let splits = max(dims.splits, 1u);
+    let z = group.z / splits;
+    let part = group.z % splits;
     // A block wholly above the diagonal of a symmetric product is its mirror's transpose: the
     // host fills it (the whole workgroup leaves together, before any barrier).
     if (dims.lower == 1u && group.x < group.y) {
@@ -90,7 +94,10 @@ fn gemm(
         acc[cj] = vec4<f32>(0.0);
     }
     let steps = (dims.k + DEPTH - 1u) / DEPTH;
-    for (var s = 0u; s < steps; s++) {
+    let per_split = (steps + splits - 1u) / splits;
+    let first = part * per_split;
+    let last = min(steps, first + per_split);
+    for (var s = first; s < last; s++) {
         let l0 = s * DEPTH;
         for (var q = 0u; q < 4u; q++) {
             let e = id + 256u * q;
@@ -121,12 +128,13 @@ fn gemm(
         }
         workgroupBarrier();
     }
+    let plane = part * dims.batch * dims.m * dims.n;
     for (var cj = 0u; cj < 4u; cj++) {
         let j = col0 + 4u * local.y + cj;
         for (var ri = 0u; ri < 4u; ri++) {
             let i = row0 + 4u * local.x + ri;
             if (i < dims.m && j < dims.n) {
-                c[z * dims.m * dims.n + i + j * dims.m] = acc[cj][ri];
+                c[plane + z * dims.m * dims.n + i + j * dims.m] = acc[cj][ri];
             }
         }
     }

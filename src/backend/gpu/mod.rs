@@ -117,6 +117,7 @@ struct Pipelines {
     gemm_wide: wgpu::ComputePipeline,
     gemm_compensated: wgpu::ComputePipeline,
     split_sum: wgpu::ComputePipeline,
+    split_sum_single: wgpu::ComputePipeline,
     column_pass: wgpu::ComputePipeline,
     finish_sums: wgpu::ComputePipeline,
     evaluation_points: wgpu::ComputePipeline,
@@ -201,7 +202,8 @@ impl Gpu {
                 record(&failure, error.to_string());
             }));
         }
-        let [gemm, gemm_wide, gemm_compensated, split_sum] = gemm::pipelines(&device);
+        let [gemm, gemm_wide, gemm_compensated, split_sum, split_sum_single] =
+            gemm::pipelines(&device);
         let [psi_pairs, psi_rows] = psi::pipelines(&device);
         let [cholesky, natural_step] = cholesky::pipelines(&device);
         let pipelines = Pipelines {
@@ -210,6 +212,7 @@ impl Gpu {
             gemm_wide,
             gemm_compensated,
             split_sum,
+            split_sum_single,
             column_pass: predictions::pipeline(&device),
             finish_sums: predictions::finish_pipeline(&device),
             evaluation_points: predictions::points_pipeline(&device),

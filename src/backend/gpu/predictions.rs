@@ -543,6 +543,23 @@ impl Gpu {
             storage(),
         );
         let p_parts = self.resident("p partial sums", slot, kkt.output_words() * 4, storage());
+        // The float32 products' splits, when they have several (M large against T: their blocks
+        // alone too few for a large GPU); their planes, then their sums in split order.
+        let single_parts = |(role, sums), product: &Product| {
+            product.reduced().then(|| {
+                (
+                    self.resident(role, slot, product.output_words() * 4, storage()),
+                    self.resident_constant(sums, slot, &product.sum_dims(), uniform),
+                )
+            })
+        };
+        let left_parts = single_parts(("left partial sums", "left split sums"), &left);
+        let back_parts = single_parts(("back partial sums", "back split sums"), &back);
+        fn parts_of(
+            parts: &Option<(wgpu::Buffer, wgpu::Buffer)>,
+        ) -> Option<(&wgpu::Buffer, &wgpu::Buffer)> {
+            parts.as_ref().map(|(p, s)| (p, s))
+        }
         let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * 2 * m * 4, storage());
         let p_buf = self.resident("p", slot, 2 * m * m * 4, storage());
         let rows = self.resident("rows", slot, layout.row_partials() * 4, storage());
@@ -594,17 +611,19 @@ impl Gpu {
             ),
             (&pipelines.kernel.cross, with(&[&k]), cross_groups),
         ];
-        let middle = vec![
-            (
-                pipelines.for_product(&left),
-                vec![left_dims.clone(), l_inv.clone(), k.clone(), a_w.clone()],
-                left.groups,
-            ),
-            (
-                pipelines.for_product(&left),
-                vec![left_dims, s_minus_i.clone(), a_w.clone(), b_w.clone()],
-                left.groups,
-            ),
+        let mut middle = left.steps(
+            pipelines,
+            &left_dims,
+            [l_inv, &k, &a_w],
+            parts_of(&left_parts),
+        );
+        middle.extend(left.steps(
+            pipelines,
+            &left_dims,
+            [s_minus_i, &a_w, &b_w],
+            parts_of(&left_parts),
+        ));
+        middle.extend([
             (
                 &pipelines.column_pass,
                 vec![
@@ -638,12 +657,13 @@ impl Gpu {
                 vec![kkt_sum_dims, p_parts, p_buf.clone()],
                 kkt.sum_groups(),
             ),
-            (
-                pipelines.for_product(&back),
-                vec![back_dims, l_inv.clone(), b_w, k.clone()],
-                back.groups,
-            ),
-        ];
+        ]);
+        middle.extend(back.steps(
+            pipelines,
+            &back_dims,
+            [l_inv, &b_w, &k],
+            parts_of(&back_parts),
+        ));
         let back = vec![
             (
                 &pipelines.kernel.backward_rows,

@@ -866,11 +866,25 @@ impl Gpu {
                 groups,
             )
         };
-        let gemm = |dims: &wgpu::Buffer, a: &wgpu::Buffer, b: &wgpu::Buffer, c: &wgpu::Buffer| {
+        // At large M the M × M products' 64 × 64 blocks are too few for a large GPU: split along
+        // the inner dimension (one buffer of partial planes for all five, used in turn).
+        let square_parts = as_is.reduced().then(|| {
             (
-                self.pipelines.for_product(&as_is),
-                vec![dims.clone(), a.clone(), b.clone(), c.clone()],
-                as_is.groups,
+                self.resident(
+                    "m x m partial sums",
+                    slot,
+                    as_is.output_words() * 4,
+                    storage(),
+                ),
+                self.resident_constant("m x m split sums", slot, &as_is.sum_dims(), uniform),
+            )
+        });
+        let gemm = |dims: &wgpu::Buffer, a: &wgpu::Buffer, b: &wgpu::Buffer, c: &wgpu::Buffer| {
+            as_is.steps(
+                &self.pipelines,
+                dims,
+                [a, b, c],
+                square_parts.as_ref().map(|(p, s)| (p, s)),
             )
         };
         let one = (1, 1, 1);
@@ -910,33 +924,36 @@ impl Gpu {
             ),
         ];
         // 5: L̄, the Cholesky adjoint, K̄_ZZ after K̄_Zt.
-        let after: Vec<Step> = vec![
-            glue(
+        let after: Vec<Step> = [
+            vec![glue(
                 Glue::MirrorP,
                 [&plain, &plan.p, &spare, &spare, &p_full],
                 square_groups,
-            ),
+            )],
             gemm(&as_is_dims, s_minus_i, &p_full, &w_a),
             gemm(&t_as_is_dims, l_inv, &w_a, &w_b),
-            glue(
+            vec![glue(
                 Glue::LBar,
                 [&plain, q_mean, &plan.g_alpha_ky, &w_b, &w_a],
                 square_groups,
-            ),
+            )],
             gemm(&t_as_is_dims, &l_f, &w_a, &w_b),
-            glue(
+            vec![glue(
                 Glue::Phi,
                 [&plain, &spare, &spare, &spare, &w_b],
                 square_groups,
-            ),
+            )],
             gemm(&as_is_dims, &w_b, l_inv, &w_a),
             gemm(&t_as_is_dims, l_inv, &w_a, &w_b),
-            glue(
+            vec![glue(
                 Glue::SymmetriseInto,
                 [&plain, &w_b, &spare, &spare, &plan.k],
                 square_groups,
-            ),
-        ];
+            )],
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         // 6: the natural step's inputs (the step itself is batched: `natural`), the KL terms of
         // the current state.
         let natural_inputs = glue(

@@ -34,3 +34,19 @@ fn split_sum(@builtin(global_invocation_id) id: vec3<u32>) {
     out[k] = acc.x;
     out[dims.values + k] = acc.y;
 }
+
+// A split float32 product's planes (`gemm` with splits > 1: partials [split 0, …, split S−1],
+// each `values` long) added in split order into out[k]: a fixed order, so the result does not
+// depend on which split finished first.
+@compute @workgroup_size(64)
+fn split_sum_single(@builtin(global_invocation_id) id: vec3<u32>) {
+    let k = id.x + id.y * 65535u * 64u;
+    if (k >= dims.values) {
+        return;
+    }
+    var acc = 0.0;
+    for (var s = 0u; s < dims.splits; s++) {
+        acc += partials[s * dims.values + k];
+    }
+    out[k] = acc;
+}
