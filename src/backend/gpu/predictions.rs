@@ -469,7 +469,7 @@ impl Gpu {
 
         let uniform = wgpu::BufferUsages::UNIFORM;
         let [kdims, linear, parts, kinds] = kernel_parameters(kernel, m, points, chunk);
-        let kdims = self.resident_with("kernel dims", slot, &kdims, uniform);
+        let kdims = self.resident_constant("kernel dims", slot, &kdims, uniform);
         let z_buf = if upload_z {
             self.resident_with("z", slot, &rows_bytes(z), storage())
         } else {
@@ -509,11 +509,11 @@ impl Gpu {
         ] {
             points_dims.extend(word.to_le_bytes());
         }
-        let points_dims = self.resident_with("points dims", slot, &points_dims, uniform);
+        let points_dims = self.resident_constant("points dims", slot, &points_dims, uniform);
         let u_buf = self.resident("u", slot, points * d * 4, storage());
         let linear = self.resident_with("linear", slot, &linear, storage());
         let parts = self.resident_with("parts", slot, &parts, storage());
-        let kinds = self.resident_with("kinds", slot, &kinds, storage());
+        let kinds = self.resident_constant("kinds", slot, &kinds, storage());
         // K, then K̄ in the same buffer; Ã; B = (S − I)Ã, then Ā in the same buffer.
         let k = self.resident("k", slot, m * points * 4, storage());
         let a_w = self.resident("whitened k", slot, m * t * 4, storage());
@@ -526,14 +526,15 @@ impl Gpu {
         column_dims.extend((t as u32).to_le_bytes());
         column_dims.extend(((c / noise) as f32).to_le_bytes());
         column_dims.extend((g_var as f32).to_le_bytes());
-        let column_dims = self.resident_with("column dims", slot, &column_dims, uniform);
+        let column_dims = self.resident_constant("column dims", slot, &column_dims, uniform);
         let misfit = self.resident("misfit", slot, t * 4, storage());
-        let left_dims = self.resident_with("m x m times m x t dims", slot, &left.dims, uniform);
-        let back_dims = self.resident_with("m x m' times m x t dims", slot, &back.dims, uniform);
-        let gy_dims = self.resident_with("gy dims", slot, &small.dims, uniform);
-        let kkt_dims = self.resident_with("kkt dims", slot, &kkt.dims, uniform);
-        let gy_sum_dims = self.resident_with("gy split sums", slot, &small.sum_dims(), uniform);
-        let kkt_sum_dims = self.resident_with("kkt split sums", slot, &kkt.sum_dims(), uniform);
+        let left_dims = self.resident_constant("m x m times m x t dims", slot, &left.dims, uniform);
+        let back_dims =
+            self.resident_constant("m x m' times m x t dims", slot, &back.dims, uniform);
+        let gy_dims = self.resident_constant("gy dims", slot, &small.dims, uniform);
+        let kkt_dims = self.resident_constant("kkt dims", slot, &kkt.dims, uniform);
+        let gy_sum_dims = self.resident_constant("gy split sums", slot, &small.sum_dims(), uniform);
+        let kkt_sum_dims = self.resident_constant("kkt split sums", slot, &kkt.sum_dims(), uniform);
         // The compensated products' splits (head and tail planes of each), then their sums (two
         // planes each).
         let g_alpha_ky_parts = self.resident(
@@ -576,7 +577,7 @@ impl Gpu {
         }
         finish_dims.extend(1.0f32.to_le_bytes());
         finish_dims.extend([0u8; 8]);
-        let finish_dims = self.resident_with("finish dims", slot, &finish_dims, uniform);
+        let finish_dims = self.resident_constant("finish dims", slot, &finish_dims, uniform);
         let finished = self.resident("finished", slot, layout.parts()[2] * 4, storage());
 
         let pipelines = &self.pipelines;

@@ -703,14 +703,14 @@ impl Gpu {
                 } else {
                     (0.0, constant)
                 };
-                let dims = self.resident_with(
+                let dims = self.resident_constant(
                     label_dims,
                     slot,
                     &dims_bytes(m, n, gamma, floor),
                     wgpu::BufferUsages::UNIFORM,
                 );
                 let ladder: Vec<u8> = piece.iter().flat_map(|&k| jobs[k].ladder.clone()).collect();
-                let ladder = self.resident_with(label_ladder, slot, &ladder, storage());
+                let ladder = self.resident_constant(label_ladder, slot, &ladder, storage());
                 for (i, &k) in piece.iter().enumerate() {
                     let bytes = in_bytes as u64;
                     if bytes > 0 {
@@ -843,8 +843,8 @@ impl Gpu {
         use super::Op::{AsIs, Transposed};
         let as_is = product((AsIs, AsIs));
         let t_as_is = product((Transposed, AsIs));
-        let as_is_dims = self.resident_with("m x m dims", slot, &as_is.dims, uniform);
-        let t_as_is_dims = self.resident_with("m' x m dims", slot, &t_as_is.dims, uniform);
+        let as_is_dims = self.resident_constant("m x m dims", slot, &as_is.dims, uniform);
+        let t_as_is_dims = self.resident_constant("m' x m dims", slot, &t_as_is.dims, uniform);
 
         let inputs = PointInputs {
             kernel: request.kernel,
