@@ -113,23 +113,19 @@ impl Product {
         let wide = accumulation == Accumulation::Single && blocks(WIDE) >= MIN_WORKGROUPS;
         let edge = if wide { WIDE } else { BLOCK };
         let (gx, gy) = ((m as u32).div_ceil(edge), (n as u32).div_ceil(edge));
+        // Splits enough to give a large GPU its workgroups, each keeping `least` staged steps of
+        // `depth` inner indices.
+        let split = |depth: u32, least: u32| {
+            MIN_WORKGROUPS
+                .div_ceil(blocks(BLOCK).max(1))
+                .min((k as u32).div_ceil(depth) / least)
+                .max(1)
+        };
         let splits = match accumulation {
             // The wide kernel is taken only with blocks enough: it never splits.
             Accumulation::Single if wide => 1,
-            Accumulation::Single => {
-                let steps = (k as u32).div_ceil(DEPTH);
-                MIN_WORKGROUPS
-                    .div_ceil(blocks(BLOCK).max(1))
-                    .min(steps / MIN_STEPS_PER_SPLIT_SINGLE)
-                    .max(1)
-            }
-            Accumulation::Compensated => {
-                let steps = (k as u32).div_ceil(DEPTH_C);
-                MIN_WORKGROUPS
-                    .div_ceil(blocks(BLOCK).max(1))
-                    .min(steps / MIN_STEPS_PER_SPLIT)
-                    .max(1)
-            }
+            Accumulation::Single => split(DEPTH, MIN_STEPS_PER_SPLIT_SINGLE),
+            Accumulation::Compensated => split(DEPTH_C, MIN_STEPS_PER_SPLIT),
         };
         let dims = uniform_words(&[
             m as u32,

@@ -49,6 +49,18 @@ fn op_b(z: u32, l: u32, j: u32) -> f32 {
     return b[base + l + j * dims.k];
 }
 
+// The (row or column of the block, inner index) that element e of a staged `edge` × `depth` slice
+// of an operand loads, in the order neighbouring invocations should read it: along the block's
+// rows (or columns) when those are adjacent in the operand as stored (`along_edge`), else along
+// the inner index. op(A) is along its rows unless A is transposed; op(B) along its columns only
+// when B is transposed.
+fn staged(e: u32, edge: u32, depth: u32, along_edge: bool) -> vec2<u32> {
+    if (along_edge) {
+        return vec2<u32>(e % edge, e / edge);
+    }
+    return vec2<u32>(e / depth, e % depth);
+}
+
 // `gemm`: register tiles. A workgroup of 16 × 16 invocations computes a BLOCK × BLOCK = 64 × 64
 // block of C, each invocation a 4 × 4 set of entries: rows 4·local.x + r and columns
 // 4·local.y + c (r, c < 4), adjacent so that each inner index's four values of op(A) and four of
@@ -101,21 +113,11 @@ fn gemm(
         let l0 = s * DEPTH;
         for (var q = 0u; q < 4u; q++) {
             let e = id + 256u * q;
-            // (row, inner) of op(A) and (inner, column) of op(B) this invocation stages.
-            var ra = e % BLOCK;
-            var la = e / BLOCK;
-            if (dims.trans_a == 1u) {
-                ra = e / DEPTH;
-                la = e % DEPTH;
-            }
-            var lb = e % DEPTH;
-            var cb = e / DEPTH;
-            if (dims.trans_b == 1u) {
-                lb = e / BLOCK;
-                cb = e % BLOCK;
-            }
-            tile_a[la][ra / 4u][ra % 4u] = op_a(z, row0 + ra, l0 + la);
-            tile_b[lb][cb / 4u][cb % 4u] = op_b(z, l0 + lb, col0 + cb);
+            // (row, inner) of op(A) and (column, inner) of op(B) this invocation stages.
+            let sa = staged(e, BLOCK, DEPTH, dims.trans_a == 0u);
+            let sb = staged(e, BLOCK, DEPTH, dims.trans_b == 1u);
+            tile_a[sa.y][sa.x / 4u][sa.x % 4u] = op_a(z, row0 + sa.x, l0 + sa.y);
+            tile_b[sb.y][sb.x / 4u][sb.x % 4u] = op_b(z, l0 + sb.y, col0 + sb.x);
         }
         workgroupBarrier();
         for (var l = 0u; l < DEPTH; l++) {
@@ -180,20 +182,10 @@ fn gemm_wide(
         let l0 = s * DEPTH_W;
         for (var q = 0u; q < 4u; q++) {
             let e = id + 256u * q;
-            var ra = e % WIDE;
-            var la = e / WIDE;
-            if (dims.trans_a == 1u) {
-                ra = e / DEPTH_W;
-                la = e % DEPTH_W;
-            }
-            var lb = e % DEPTH_W;
-            var cb = e / DEPTH_W;
-            if (dims.trans_b == 1u) {
-                lb = e / WIDE;
-                cb = e % WIDE;
-            }
-            wide_a[la][ra / 4u][ra % 4u] = op_a(z, row0 + ra, l0 + la);
-            wide_b[lb][cb / 4u][cb % 4u] = op_b(z, l0 + lb, col0 + cb);
+            let sa = staged(e, WIDE, DEPTH_W, dims.trans_a == 0u);
+            let sb = staged(e, WIDE, DEPTH_W, dims.trans_b == 1u);
+            wide_a[sa.y][sa.x / 4u][sa.x % 4u] = op_a(z, row0 + sa.x, l0 + sa.y);
+            wide_b[sb.y][sb.x / 4u][sb.x % 4u] = op_b(z, l0 + sb.y, col0 + sb.x);
         }
         workgroupBarrier();
         for (var l = 0u; l < DEPTH_W; l++) {
@@ -302,33 +294,23 @@ fn gemm_compensated(
     for (var l0 = begin; l0 < end; l0 += DEPTH_C) {
         for (var q = 0u; q < 2u; q++) {
             let e = id + 256u * q;
-            // (row, inner) of op(A) and (inner, column) of op(B), in `gemm`'s coalesced orders.
-            var ra = e % BLOCK;
-            var la = e / BLOCK;
-            if (dims.trans_a == 1u) {
-                ra = e / DEPTH_C;
-                la = e % DEPTH_C;
-            }
-            var lb = e % DEPTH_C;
-            var cb = e / DEPTH_C;
-            if (dims.trans_b == 1u) {
-                lb = e / BLOCK;
-                cb = e % BLOCK;
-            }
+            // (row, inner) of op(A) and (column, inner) of op(B), in `gemm`'s coalesced orders.
+            let ia = staged(e, BLOCK, DEPTH_C, dims.trans_a == 0u);
+            let ib = staged(e, BLOCK, DEPTH_C, dims.trans_b == 1u);
             var va = 0.0;
             var vb = 0.0;
-            if (l0 + la < end) {
-                va = op_a(z, row0 + ra, l0 + la);
+            if (l0 + ia.y < end) {
+                va = op_a(z, row0 + ia.x, l0 + ia.y);
             }
-            if (l0 + lb < end) {
-                vb = op_b(z, l0 + lb, col0 + cb);
+            if (l0 + ib.y < end) {
+                vb = op_b(z, l0 + ib.y, col0 + ib.x);
             }
             let sa = split(va);
             let sb = split(vb);
-            heads_a[la][ra / 4u][ra % 4u] = sa.x;
-            tails_a[la][ra / 4u][ra % 4u] = sa.y;
-            heads_b[lb][cb / 4u][cb % 4u] = sb.x;
-            tails_b[lb][cb / 4u][cb % 4u] = sb.y;
+            heads_a[ia.y][ia.x / 4u][ia.x % 4u] = sa.x;
+            tails_a[ia.y][ia.x / 4u][ia.x % 4u] = sa.y;
+            heads_b[ib.y][ib.x / 4u][ib.x % 4u] = sb.x;
+            tails_b[ib.y][ib.x / 4u][ib.x % 4u] = sb.y;
         }
         workgroupBarrier();
         for (var l = 0u; l < DEPTH_C; l++) {
