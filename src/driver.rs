@@ -189,14 +189,18 @@ impl Driver {
         self.collapsed_probe.clone()
     }
 
-    /// Whether the current collapsed run computes on the GPU now: its probe chose it (or a test
-    /// forced it).
-    fn collapsed_on_gpu(&self) -> bool {
+    /// Whether the work `probe` places computes on the GPU now: a device works and the probe
+    /// chose it (or a test forced it).
+    fn placed_on_gpu(&self, probe: &Option<Arc<PlacementProbe>>) -> bool {
         self.gpu.is_some()
-            && self
-                .collapsed_probe
+            && probe
                 .as_ref()
                 .is_some_and(|p| p.placed() == Some(Side::Device))
+    }
+
+    /// Whether the current collapsed run computes on the GPU now.
+    fn collapsed_on_gpu(&self) -> bool {
+        self.placed_on_gpu(&self.collapsed_probe)
     }
 
     /// Whether a probe of the current run is still timing both sides (its units are then
@@ -219,14 +223,9 @@ impl Driver {
         self.family_probe.clone()
     }
 
-    /// Whether the current run's family fits compute on the GPU now: the probe chose it (or a
-    /// test forced it).
+    /// Whether the current run's family fits compute on the GPU now.
     fn families_on_gpu(&self) -> bool {
-        self.gpu.is_some()
-            && self
-                .family_probe
-                .as_ref()
-                .is_some_and(|p| p.placed() == Some(Side::Device))
+        self.placed_on_gpu(&self.family_probe)
     }
 
     /// Whether the current run fits families (the exact search, or hybrid's second part).
