@@ -37,8 +37,7 @@ use occam::gp::kernel::Kernel;
 use occam::gp::linalg::{cholesky_jittered, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{
-    bound_and_gradient, evaluation_point_squares, evaluation_points, LatentBatch, NatGradStats,
-    SvgpInput, FLOAT32_RELATIVE_JITTER,
+    bound_and_gradient, LatentBatch, NatGradStats, SvgpInput, FLOAT32_RELATIVE_JITTER,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -122,41 +121,6 @@ fn main() {
     }
     whole_evaluations(&gpu, quick);
     collapsed_psi2(&gpu, quick);
-    ktt_host_share(quick);
-}
-
-/// The host's share of a resident evaluation that is not the device's: k_tt's part of the kernel
-/// gradient, from the S·b evaluation points built on the host and their dense adjoint (before)
-/// or from the points' column sums of squares (`svgp::evaluation_point_squares`, now), for one
-/// variable at the paper's (S, b, D) = (50, 256, 10).
-fn ktt_host_share(quick: bool) {
-    let (samples, b, d) = if quick { (5, 32, 3) } else { (50, 256, 10) };
-    let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let kernel = common::bench_kernel(d);
-    let x = DMatrix::from_fn(b, d, |_, _| rng.random_range(-2.0..2.0));
-    let latent = LatentBatch {
-        slot: d - 1,
-        mu: DVector::from_fn(b, |_, _| rng.random_range(-1.0..1.0)),
-        var: DVector::from_fn(b, |_, _| rng.random_range(0.1..1.0)),
-        eps: DMatrix::from_fn(samples, b, |_, _| rng.random_range(-2.0..2.0)),
-    };
-    let t = samples * b;
-    let weight = -0.7;
-    let dense = median(quick, || {
-        let u = evaluation_points(&x, Some(&latent));
-        std::hint::black_box(kernel.diag_backward(&u, &DVector::from_element(t, weight)));
-    });
-    let sums = median(quick, || {
-        let squares = evaluation_point_squares(&x, &latent, true);
-        std::hint::black_box(kernel.diag_gradient(&squares, t, weight));
-    });
-    println!(
-        "\nk_tt's share of the kernel gradient on the host, one variable at (S, b, D) = \
-         ({samples}, {b}, {d}): points built and their dense adjoint {:.3} ms, column sums of \
-         squares {:.4} ms",
-        dense * 1e3,
-        sums * 1e3
-    );
 }
 
 /// The sizes issue 34 names (see the module's comment); `quick` shrinks them to a smoke test.
@@ -477,6 +441,25 @@ fn time_evaluations(
     )
 }
 
+/// φ² of the benches' resident problems.
+const NOISE: f64 = 0.1;
+
+/// The raw numbers of `kernel`'s hyperparameters and of φ² = `noise` (floor 0) with zero
+/// moments, as a device holding them starts.
+fn held_parameters(kernel: &Kernel, noise: f64) -> occam::gp::variable::HeldWeights {
+    let values: Vec<f64> = kernel
+        .params_to_vec()
+        .into_iter()
+        .chain([noise])
+        .map(occam::gp::transform::softplus_inverse)
+        .collect();
+    occam::gp::variable::HeldWeights {
+        first: vec![0.0; values.len()],
+        second: vec![0.0; values.len()],
+        values,
+    }
+}
+
 /// Median seconds of one batch of resident evaluations of `problems` (q(v), Z and the M × M
 /// algebra on the device, each batch committing the last one's step, as the engine's iterations
 /// do), with `encoders` run on the device when given (the problems' q(w) moments otherwise); and
@@ -495,6 +478,11 @@ fn time_resident(
         0
     };
     let encoder = |k: usize| encoders.map(|e| &e[k]);
+    // The graph prior's gradient on every hyperparameter, as in the engine's warm-up.
+    let extras: Vec<Vec<f64>> = problems
+        .iter()
+        .map(|p| vec![-10.0; p.kernel.param_count()])
+        .collect();
     for (k, p) in problems.iter().enumerate() {
         let factor = cholesky_jittered(&p.q_cov, JitterPolicy::exactly(0.0)).expect("S is SPD");
         let li = occam::gp::linalg::lower_inverse(&factor.l);
@@ -515,6 +503,7 @@ fn time_resident(
             encoder: encoder(k),
             encoder_first: &weights,
             encoder_second: &weights,
+            parameters: held_parameters(&p.kernel, NOISE),
         };
         gpu.upload_state(base + k, view).expect("P factorises");
     }
@@ -533,7 +522,7 @@ fn time_resident(
                 y: &p.y,
                 rows: None,
                 latent: &p.latent,
-                noise: 0.1,
+                noise: NOISE,
                 c: 2.0 / p.latent.eps.nrows() as f64,
                 jitter: JitterPolicy::default(),
                 relative_jitter: FLOAT32_RELATIVE_JITTER,
@@ -544,6 +533,11 @@ fn time_resident(
                     beta1: 0.9,
                     beta2: 0.999,
                     epsilon: 1e-7,
+                },
+                parameters: occam::backend::gpu::ParameterStep {
+                    extra: &extras[k],
+                    noise_floor: 0.0,
+                    upload: None,
                 },
                 before: if first {
                     StateChange::Keep

@@ -432,15 +432,16 @@ fn a_run_whose_device_is_lost_midway_finishes_on_the_cpu() {
 /// Issue 34, items 1, 2 and 6: the GPU engine's steady state, counted on the device's calls
 /// (`gpu.steady_state` in result.json). After the first iteration an iteration of all variables
 /// is one submission and at most one blocking wait, creates no buffer and no bind group, and
-/// reads back exactly what the host's half needs, q(v), Z, q(w)'s encoder and the M × M algebra
-/// staying on the device, the gradients finished there and the Adam step of Z and the encoder
-/// taken there: per evaluation 4·(2 + 2W + 6 + 22) bytes at (M, b, S, D) = (10, 64, 5, 3),
-/// W = 2D + 4(D + 1) + 1 (the paper kernel's four stationary parts): 304 bytes (3176 while the
-/// row sums, ∂Z and the draws' gradient came back, 800 while q(w)'s gradient did), within the
-/// issue's 4 KiB per variable per iteration, plus the state (q(v): 8(4M² + 2M + 4) bytes; Z and
-/// the encoder's P weights with Adam's moments: 12(MD + P)) with an evaluation at most every
-/// `SYNC_SECONDS` and within `SYNC_BUDGET_BYTES` per evaluation: in all at most 4 KiB per
-/// variable per iteration.
+/// reads back exactly what the host's half needs, q(v), Z, q(w)'s encoder, the hyperparameters
+/// and the M × M algebra staying on the device, the gradients finished there and the Adam step
+/// of Z, the encoder, the hyperparameters and φ² taken there: per evaluation 4·(6 + 22 + 3K)
+/// bytes at (M, b, S, D) = (10, 64, 5, 3), K = D + 4(D + 1) + 2 (the paper kernel's and φ²):
+/// 364 bytes (3176 while the row sums, ∂Z and the draws' gradient came back, 800 while q(w)'s
+/// gradient did, 304 while the host stepped the hyperparameters from the kernel's gradient),
+/// within the issue's 4 KiB per variable per iteration, plus the state (q(v): 8(4M² + 2M + 4)
+/// bytes; Z, the encoder's P weights and the K hyperparameters with Adam's moments:
+/// 12(MD + P + K)) with an evaluation at most every `SYNC_SECONDS` and within
+/// `SYNC_BUDGET_BYTES` per evaluation: in all at most 4 KiB per variable per iteration.
 #[test]
 fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     let Some(gpu) = gpu() else { return };
@@ -464,17 +465,20 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     assert!(t.blocking_waits <= steady.iterations, "{steady:?}");
     assert_eq!(t.buffers_created, 0, "{steady:?}");
     assert_eq!(t.bind_groups_created, 0, "{steady:?}");
-    // Every steady iteration records the same kernel passes (161 here: the two batched
-    // factorisations and 53 per variable, 19 of them the encoder's and 2 the gather's).
+    // Every steady iteration records the same kernel passes (167 here: the two batched
+    // factorisations and 55 per variable, 19 of them the encoder's, 2 the gather's and 2 the
+    // hyperparameters').
     assert!(t.dispatches > 0, "{steady:?}");
     assert_eq!(t.dispatches % steady.iterations, 0, "{steady:?}");
     let (m, b, tt, d) = (10u64, 64u64, 5 * 64u64, 3u64);
-    let width = 2 * d + 4 * (d + 1) + 1;
-    let per_evaluation = 4 * (2 + 2 * width + 6 + 22);
-    assert_eq!(per_evaluation, 304);
+    // K: the paper kernel's D linear weights, its four stationary parts' variance and D
+    // precisions, the rational quadratic's shape, and φ².
+    let parameters = d + 4 * (d + 1) + 1 + 1;
+    let per_evaluation = 4 * (6 + 22 + 3 * parameters);
+    assert_eq!(per_evaluation, 364);
     // The paper's encoder: D → 128, four 128 → 128, 128 → 2, each with its biases.
     let encoder = (128 * d + 128) + 4 * (128 * 128 + 128) + (2 * 128 + 2);
-    let state = 8 * (4 * m * m + 2 * m + 4) + 12 * (m * d + encoder);
+    let state = 8 * (4 * m * m + 2 * m + 4) + 12 * (m * d + encoder + parameters);
     let beyond = t.bytes_read_back - per_evaluation * steady.variable_evaluations;
     assert_eq!(beyond % state, 0, "only whole states beyond: {steady:?}");
     let syncs = beyond / state;
@@ -499,12 +503,13 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     assert_eq!(timed.iterations, steady.iterations);
     assert!(timed.seconds > 0.0);
     // What goes up each iteration: the minibatch's row indices (b; the device holds the data),
-    // the draws' noise (T), the kernel's parameters and the uniform blocks that change with
-    // them or with φ² (measured: 1964 bytes per evaluation in all, 428 of them these; every
-    // block that holds only shapes or settings is written once, which cut 2417 bytes to 1964);
-    // never the rows or targets, Z, an M × M matrix, q(w)'s moments, the T × D evaluation
-    // points, the draws, k_tt or y_T (the device builds them).
-    let bound = 4 * (b + tt) + 640;
+    // the draws' noise (T), Adam's step size (in a 96-byte uniform block) and, while the penalty
+    // moves it, the graph gradient of each hyperparameter (4K bytes); the hyperparameters
+    // themselves only when the host changes them (thresholding). Measured: 1675 bytes per
+    // evaluation (1964 while the host stepped the hyperparameters and sent them and the blocks
+    // formed from φ² each iteration). Never the rows or targets, Z, an M × M matrix, q(w)'s
+    // moments, the T × D evaluation points, the draws, k_tt or y_T (the device builds them).
+    let bound = 4 * (b + tt) + 96 + 4 * parameters + 32;
     assert!(t.bytes_uploaded > 0, "{steady:?}");
     assert!(
         t.bytes_uploaded <= bound * steady.variable_evaluations,

@@ -11,13 +11,15 @@ use crate::common;
 
 use common::SvgpProblem;
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Gpu, ResidentEvaluation, ResidentRequest, StateChange, StateShape};
+use occam::backend::gpu::{
+    Gpu, ParameterStep, ResidentEvaluation, ResidentRequest, StateChange, StateShape,
+};
 use occam::gp::adam::HeldAdamStep;
-use occam::gp::kernel::KernelGrad;
 use occam::gp::linalg::{cholesky_jittered, lower_inverse, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{bound_and_gradient, HeldLatent, SvgpInput, SvgpOutput};
-use occam::gp::variable::ResidentView;
+use occam::gp::transform::softplus_inverse;
+use occam::gp::variable::{HeldWeights, ResidentView};
 
 /// q(v)'s natural step size in these tests.
 const GAMMA: f64 = 0.1;
@@ -31,7 +33,8 @@ const ADAM: HeldAdamStep = HeldAdamStep {
 };
 
 /// Uploads q(v) `q`, the problem's Z and Z's Adam moments (`first`, `second`, in Z's
-/// column-major order) to slot `slot`.
+/// column-major order) to slot `slot`, with the problem's hyperparameters and φ² (zero
+/// moments).
 fn upload(
     gpu: &Gpu,
     slot: usize,
@@ -40,6 +43,7 @@ fn upload(
     first: &[f64],
     second: &[f64],
 ) {
+    let count = p.kernel.param_count() + 1;
     gpu.upload_state(
         slot,
         ResidentView {
@@ -50,9 +54,39 @@ fn upload(
             encoder: None,
             encoder_first: &[],
             encoder_second: &[],
+            parameters: parameters_of(p, &vec![0.0; count]),
         },
     )
     .expect("P factorises");
+}
+
+/// The raw numbers of the problem's hyperparameters ([`Kernel::params_to_vec`]'s order) and of
+/// φ² (floor 0) as a device holds them: values = softplus⁻¹(θ), zero first moments and `second`.
+fn parameters_of(p: &SvgpProblem, second: &[f64]) -> HeldWeights {
+    let values: Vec<f64> = p
+        .kernel
+        .params_to_vec()
+        .into_iter()
+        .chain([p.noise])
+        .map(softplus_inverse)
+        .collect();
+    HeldWeights {
+        first: vec![0.0; values.len()],
+        second: second.to_vec(),
+        values,
+    }
+}
+
+/// No graph gradient (a slice of it: one per hyperparameter).
+static NO_EXTRA: [f64; 512] = [0.0; 512];
+
+/// A parameter step with no graph gradient, φ²'s floor 0 and nothing uploaded.
+fn parameter_step(p: &SvgpProblem) -> ParameterStep<'static> {
+    ParameterStep {
+        extra: &NO_EXTRA[..p.kernel.param_count()],
+        noise_floor: 0.0,
+        upload: None,
+    }
 }
 
 /// Zero moments for Z of problem `p`.
@@ -88,16 +122,6 @@ fn posterior(p: &SvgpProblem) -> InducingPosterior {
 fn scale_c(p: &SvgpProblem) -> f64 {
     let (samples, b) = p.latent.as_ref().expect("a latent input").eps.shape();
     p.total_rows as f64 / (b * samples) as f64
-}
-
-fn kernel_values(g: &KernelGrad) -> Vec<f64> {
-    let mut v: Vec<f64> = g.linear.clone().unwrap_or_default();
-    for p in &g.stationary {
-        v.push(p.variance);
-        v.extend(&p.precision);
-    }
-    v.extend(g.stationary.iter().filter_map(|p| p.alpha));
-    v
 }
 
 /// ∂L̂/∂μ_n and ∂L̂/∂Σ_n from the device's sums over the draws, minus (N/b) times
@@ -138,13 +162,6 @@ fn errors(
     let want_ell = want.terms.expected_log_lik;
     vec![
         (
-            "kernel",
-            rel(
-                &kernel_values(&got.kernel),
-                &kernel_values(&want.grad.kernel),
-            ),
-        ),
-        (
             "‖∂Z‖²",
             (got.held_norm - want.grad.z.norm_squared()).abs()
                 / want.grad.z.norm_squared().max(1e-12),
@@ -163,6 +180,62 @@ fn errors(
             (got.kl_inducing - want.terms.kl_inducing).abs()
                 / want.terms.kl_inducing.abs().max(1.0),
         ),
+    ]
+}
+
+/// The errors of a slot's hyperparameters and φ² after one step from those of problem `p` with
+/// zero moments (`held`: the committed state's), each relative to the size it is checked
+/// against: the device's gradient read through its first moment (m = (1 − β₁)g from 0) against
+/// the CPU's ∂L̂/∂θ plus the graph gradient `extra`, times softplus'(r) (φ²'s, whose two terms
+/// cancel near the optimum, against their size c·T/(2φ²)); v; and Adam's step.
+fn parameter_errors(
+    p: &SvgpProblem,
+    want: &SvgpOutput,
+    extra: &[f64],
+    held: &HeldWeights,
+) -> Vec<(&'static str, f64)> {
+    let raw = parameters_of(p, &[]).values;
+    let sigmoid = |r: f64| 1.0 / (1.0 + (-r).exp());
+    let count = raw.len();
+    let ascent: Vec<f64> = want
+        .grad
+        .kernel
+        .to_vec()
+        .iter()
+        .zip(extra)
+        .map(|(g, e)| g + e)
+        .chain([want.grad.noise])
+        .zip(&raw)
+        .map(|(g, &r)| g * sigmoid(r))
+        .collect();
+    let first: Vec<f64> = ascent.iter().map(|g| -(1.0 - ADAM.beta1) * g).collect();
+    let second: Vec<f64> = ascent.iter().map(|g| (1.0 - ADAM.beta2) * g * g).collect();
+    let step: Vec<f64> = first
+        .iter()
+        .zip(&second)
+        .map(|(m, v)| -ADAM.rate * m / (v.sqrt() + ADAM.epsilon))
+        .collect();
+    let moved: Vec<f64> = (0..count).map(|i| held.values[i] - raw[i]).collect();
+    let relative = |got: &[f64], want: &[f64]| -> f64 {
+        let scale = want.iter().fold(1e-12f64, |s, v| s.max(v.abs()));
+        got.iter()
+            .zip(want)
+            .fold(0.0f64, |e, (a, b)| e.max((a - b).abs() / scale))
+    };
+    let n = count - 1;
+    let t = p.latent.as_ref().unwrap().eps.len() as f64;
+    let noise_size = (1.0 - ADAM.beta1) * scale_c(p) * t / (2.0 * p.noise) * sigmoid(raw[n]);
+    vec![
+        (
+            "the hyperparameters' gradient, from m",
+            relative(&held.first[..n], &first[..n]),
+        ),
+        (
+            "φ²'s gradient, from m",
+            (held.first[n] - first[n]).abs() / noise_size,
+        ),
+        ("the hyperparameters' v", relative(&held.second, &second)),
+        ("the hyperparameters' step", relative(&moved, &step)),
     ]
 }
 
@@ -216,10 +289,25 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     for (k, (p, q)) in problems.iter().zip(&posteriors).enumerate() {
         upload(&gpu, k, p, q, &zeros(p), &seconds[k]);
     }
+    // A graph gradient on every hyperparameter: the prior's −10 and a penalty's share.
+    let extras: Vec<Vec<f64>> = problems
+        .iter()
+        .map(|p| {
+            (0..p.kernel.param_count())
+                .map(|k| -10.0 - 0.5 * (k % 3) as f64)
+                .collect()
+        })
+        .collect();
     let requests: Vec<ResidentRequest> = problems
         .iter()
         .enumerate()
-        .map(|(k, p)| request(k, p, JitterPolicy::default(), 0.0, false))
+        .map(|(k, p)| ResidentRequest {
+            parameters: ParameterStep {
+                extra: &extras[k],
+                ..parameter_step(p)
+            },
+            ..request(k, p, JitterPolicy::default(), 0.0, false)
+        })
         .collect();
     let got = gpu
         .resident_evaluations(&requests)
@@ -293,6 +381,19 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
                 cases[k]
             );
         }
+        for (name, error) in parameter_errors(p, want, &extras[k], &state.parameters) {
+            eprintln!("case {:?}: {name}: {error:.2e}", cases[k]);
+            assert!(
+                error <= tol,
+                "case {:?}: {name}: {error:e} > {tol:e}",
+                cases[k]
+            );
+        }
+        assert_eq!(
+            got[k].parameters, state.parameters,
+            "case {:?}: the stepped hyperparameters read back with the evaluation are the slot's",
+            cases[k]
+        );
         let held = state.posterior;
         let mut stepped = q.clone();
         stepped.natural_step(&want.natgrad, gamma).unwrap();
@@ -390,6 +491,7 @@ fn the_encoder_on_the_device_equals_the_cpus() {
                 encoder: Some(&encoders[k]),
                 encoder_first: &e_first[k],
                 encoder_second: &e_second[k],
+                parameters: parameters_of(p, &vec![0.0; p.kernel.param_count() + 1]),
             },
         )
         .expect("P factorises");
@@ -424,12 +526,6 @@ fn the_encoder_on_the_device_equals_the_cpus() {
         };
         let scale = p.total_rows as f64 / b as f64;
         let kl_want = want.terms.kl_latent / scale;
-        let kernel_want = kernel_values(&want.grad.kernel);
-        let scale_k = kernel_want.iter().fold(1e-12f64, |a, v| a.max(v.abs()));
-        let kernel_error = kernel_values(&evaluation.kernel)
-            .iter()
-            .zip(&kernel_want)
-            .fold(0.0f64, |e, (g, w)| e.max((g - w).abs() / scale_k));
         let norm_want =
             want.grad.z.norm_squared() + encoder_grads[k].iter().map(|g| g * g).sum::<f64>();
         let c = scale_c(p);
@@ -438,7 +534,6 @@ fn the_encoder_on_the_device_equals_the_cpus() {
             * (-0.5 * t * (2.0 * std::f64::consts::PI * p.noise).ln()
                 - evaluation.misfit / (2.0 * p.noise));
         for (name, error) in [
-            ("kernel (with k_tt's latent share)", kernel_error),
             ("Σ KL(q(w))", (kl - kl_want).abs() / kl_want.abs().max(1.0)),
             (
                 "‖∂Z‖² + ‖∂encoder‖²",
@@ -464,14 +559,26 @@ fn the_encoder_on_the_device_equals_the_cpus() {
     }
     // After the commit: the encoder's Adam state is the CPU's step from the CPU's gradient.
     for k in 0..cases.len() {
-        let (d, m, ..) = cases[k];
         let shape = StateShape {
-            m,
-            d,
             encoder: encoders[k].param_count(),
+            ..shape_of(&problems[k])
         };
         gpu.commit_states(&[10 + k], shape).expect("committed");
         let state = gpu.read_state(10 + k, shape).expect("readable");
+        // The kernel's gradient (with k_tt's share from the draws the device formed) and φ²'s,
+        // through their step.
+        let p = &problems[k];
+        let extra = &NO_EXTRA[..p.kernel.param_count()];
+        let (d, m, ..) = cases[k];
+        for (name, error) in parameter_errors(p, &wants[k], extra, &state.parameters) {
+            let tol = tolerance(m, d);
+            eprintln!("encoder case {:?}: {name}: {error:.2e}", cases[k]);
+            assert!(
+                error <= tol,
+                "encoder case {:?}: {name}: {error:e} > {tol:e}",
+                cases[k]
+            );
+        }
         let g = &encoder_grads[k];
         let first: Vec<f64> = g.iter().map(|v| (1.0 - ADAM.beta1) * v).collect();
         let second: Vec<f64> = g
@@ -564,11 +671,7 @@ fn rows_gathered_from_the_held_data_equal_the_uploaded_ones() {
 
 /// What a slot holding problem `p` (without an encoder) holds.
 fn shape_of(p: &SvgpProblem) -> StateShape {
-    StateShape {
-        m: p.z.nrows(),
-        d: p.z.ncols(),
-        encoder: 0,
-    }
+    StateShape::of(&p.z, None, &p.kernel)
 }
 
 /// One request for slot `slot` of problem `p`.
@@ -594,6 +697,7 @@ fn request(
         relative_jitter,
         gamma: GAMMA,
         adam: ADAM,
+        parameters: parameter_step(p),
         before: if commit {
             StateChange::Commit
         } else {
@@ -797,11 +901,18 @@ fn the_engine_commits_only_the_steps_it_applies() {
             .map(|o| o.into_value().unwrap())
             .collect()
     };
+    // The graph prior's gradient goes with the evaluation (as `Restart::begin_iteration` gives
+    // it), so that the device can step the hyperparameters with it.
     let step = |b: &dyn Backend, vs: &mut Vec<Variable>, seed: u64| {
+        let graph = |v: &Variable| vec![-10.0; v.parents().len()];
+        for v in vs.iter_mut() {
+            let d_theta = graph(v);
+            v.prepare_step(&d_theta);
+        }
         let outcomes = b.run(&data, &evaluations(vs, seed));
         for (v, outcome) in vs.iter_mut().zip(outcomes) {
-            let extra = vec![-10.0; v.parents().len()];
-            v.ascend(evaluation(outcome), &extra).expect("a step");
+            let d_theta = graph(v);
+            v.ascend(evaluation(outcome), &d_theta).expect("a step");
         }
     };
     // Float32 predictions against f64 after several Adam and natural steps, in bounds of −10⁵

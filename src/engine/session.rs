@@ -897,9 +897,10 @@ impl Session {
                 )
             } else {
                 let mut iterating = Vec::new();
+                let problem = &self.problem;
                 for (k, r) in self.restarts.iter_mut().enumerate() {
                     if r.wants_evaluation() {
-                        r.draw_seeds();
+                        r.begin_iteration(problem);
                         iterating.push(k);
                     }
                 }

@@ -115,29 +115,6 @@ pub fn evaluation_points(x: &DMatrix<f64>, latent: Option<&LatentBatch>) -> DMat
     u
 }
 
-/// Σ_t u_tj² over the S·b [`evaluation_points`] u_t (point n·S + s: row n of `x` with the
-/// latent column set to w_sn = μ_n + √Σ_n ε_sn): S Σ_n x_nj² for every other column, and for
-/// the latent one Σ_sn w_sn² when `with_draws` (else 0: a device that formed the draws sums them
-/// itself). O(b·D + S·b) where building the points is O(S·b·D); with
-/// [`crate::gp::kernel::Kernel::diag_gradient`] it gives k_tt's share of the kernel gradient.
-pub fn evaluation_point_squares(x: &DMatrix<f64>, lat: &LatentBatch, with_draws: bool) -> Vec<f64> {
-    let samples = lat.eps.nrows() as f64;
-    let mut squares: Vec<f64> = x
-        .column_iter()
-        .map(|column| samples * column.norm_squared())
-        .collect();
-    if let Some(square) = squares.get_mut(lat.slot) {
-        *square = 0.0;
-        if with_draws {
-            for (n, eps) in lat.eps.column_iter().enumerate() {
-                let (mu, sd) = (lat.mu[n], lat.var[n].sqrt());
-                *square += eps.iter().map(|e| (mu + sd * e).powi(2)).sum::<f64>();
-            }
-        }
-    }
-    squares
-}
-
 /// The S × b matrix of draws w_sn = μ_n + √Σ_n ε_sn.
 fn latent_draws(lat: &LatentBatch) -> DMatrix<f64> {
     DMatrix::from_fn(lat.eps.nrows(), lat.eps.ncols(), |s, n| {
@@ -523,15 +500,14 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
     }
 }
 
-/// What a device that holds q(v), Z and its M × M algebra returns for one evaluation (issue 34:
-/// `backend::gpu::Gpu::resident_evaluations`): the predictions' misfit, the kernel's gradient
-/// through K_Zt, k_tt and K_ZZ, the squared norm of the gradient of what it steps itself (Z, and
-/// q(w)'s encoder when it runs it), q(w)'s part, K_ZZ's jitter and KL(q(v) ‖ N(0, I)).
+/// What a device that holds q(v), Z, the hyperparameters and its M × M algebra returns for one
+/// evaluation (issue 34: `backend::gpu::Gpu::resident_evaluations`): the predictions' misfit, the
+/// squared norm of the gradient of Z (and of q(w)'s encoder when it runs it), q(w)'s part, K_ZZ's
+/// jitter and KL(q(v) ‖ N(0, I)). The kernel's and φ²'s gradients stay there with their step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldPredictions {
     /// Σ_t [(y_t − mean_t)² + var_t].
     pub misfit: f64,
-    pub kernel: KernelGrad,
     /// ‖∂L̂/∂Z‖² + ‖∂L̂/∂encoder‖² (the latter when the device runs the encoder): finite exactly
     /// when those gradients are.
     pub held_norm: f64,
@@ -555,12 +531,12 @@ pub enum HeldLatent {
     Encoded { kl: f64 },
 }
 
-/// The bound and the gradients the host's optimiser uses (not q(v)'s nor Z's: their steps were
-/// taken where they are held) of an evaluation whose q(v) and Z a device holds.
+/// The bound and the gradients the host's optimiser uses (not q(v)'s, Z's, the kernel's nor
+/// φ²'s: their steps were taken where they are held) of an evaluation whose q(v) and Z a device
+/// holds.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HeldOutput {
     pub terms: SvgpTerms,
-    pub kernel: KernelGrad,
     /// ‖∂L̂/∂Z‖² (+ ‖∂L̂/∂encoder‖² when the device runs the encoder).
     pub held_norm: f64,
     pub noise: f64,
@@ -606,7 +582,6 @@ pub fn finish_held(input: &SvgpInput, held: HeldPredictions) -> HeldOutput {
             elbo: expected_log_lik - kl_latent - held.kl_inducing,
             jitter: held.jitter,
         },
-        kernel: held.kernel,
         held_norm: held.held_norm,
         noise: d_noise,
         latent_mu,
@@ -890,30 +865,6 @@ fn symmetric_outer(a: &DMatrix<f64>) -> DMatrix<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The column sums of squares equal those of the evaluation points built densely, as
-    /// `svgp::evaluation_points` orders them (point n·S + s), with and without the host's draws.
-    #[test]
-    fn the_points_squares_equal_the_dense_points_columns() {
-        let (b, d, samples, slot) = (7, 4, 3, 2);
-        let value = |i: usize, j: usize| ((i * 7 + j * 3) % 11) as f64 / 5.0 - 1.0;
-        let x = DMatrix::from_fn(b, d, value);
-        let latent = LatentBatch {
-            slot,
-            mu: DVector::from_fn(b, |n, _| value(n, 9) * 0.5),
-            var: DVector::from_fn(b, |n, _| 0.1 + value(n, 5).abs()),
-            eps: DMatrix::from_fn(samples, b, |s, n| value(s + 13, n + 1)),
-        };
-        let dense = evaluation_points(&x, Some(&latent));
-        let want: Vec<f64> = dense.column_iter().map(|c| c.norm_squared()).collect();
-        let got = evaluation_point_squares(&x, &latent, true);
-        for (g, w) in got.iter().zip(&want) {
-            assert!((g - w).abs() <= 1e-12 * w.max(1.0), "{got:?} vs {want:?}");
-        }
-        let without = evaluation_point_squares(&x, &latent, false);
-        assert_eq!(without[slot], 0.0);
-        assert_eq!(without[0], got[0]);
-    }
 
     /// Against the plain product, for shapes on both sides of nalgebra's small-size fallback
     /// (any side ≤ 5) and of one block row.

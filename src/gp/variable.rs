@@ -93,6 +93,10 @@ pub struct ResidentState {
     /// empty for free per-row latents (the host holds those).
     #[serde(default)]
     pub encoder: HeldWeights,
+    /// The kernel's raw hyperparameters ([`Kernel::params_to_vec`]'s order) and φ²'s raw number
+    /// (last), with Adam's moments of them.
+    #[serde(default)]
+    pub parameters: HeldWeights,
 }
 
 /// A block of weights a device steps with Adam, and Adam's moments of it.
@@ -104,7 +108,7 @@ pub struct HeldWeights {
 }
 
 /// The variable's own copy of what a device holds ([`ResidentState`]), for the device to take.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ResidentView<'a> {
     pub posterior: &'a InducingPosterior,
     pub z: &'a DMatrix<f64>,
@@ -116,6 +120,8 @@ pub struct ResidentView<'a> {
     pub encoder: Option<&'a Encoder>,
     pub encoder_first: &'a [f64],
     pub encoder_second: &'a [f64],
+    /// The raw hyperparameters and φ² with their moments ([`ResidentState::parameters`]).
+    pub parameters: HeldWeights,
 }
 
 /// A GP-CDE for column `slot` of a data matrix: x_slot = f(x with column `slot` replaced by w) + noise.
@@ -140,6 +146,9 @@ pub struct GpCdeVariable {
     /// read from it.
     #[serde(default)]
     holding: Option<PosteriorHolding>,
+    /// [`GpCdeVariable::parameter_edits`].
+    #[serde(default)]
+    parameter_edits: u64,
 }
 
 /// What [`GpCdeVariable::prepare`] drew for one step.
@@ -294,6 +303,7 @@ impl GpCdeVariable {
             jitter: settings.jitter,
             natural_steps: 0,
             holding: None,
+            parameter_edits: 0,
         };
         variable.adam = Adam::new(variable.store().len(), settings.adam);
         variable
@@ -357,6 +367,7 @@ impl GpCdeVariable {
         self.kernel.set_params_from_slice(&values);
         // The kernel entries come first in Adam's flat vector.
         self.adam.reset(indices.iter().copied());
+        self.parameter_edits += 1;
     }
 
     /// Multiplies Adam's learning rate by `factor`.
@@ -427,7 +438,58 @@ impl GpCdeVariable {
             encoder,
             encoder_first,
             encoder_second,
+            parameters: self.held_parameters(),
         }
+    }
+
+    /// The raw numbers a device steps beside Z: the kernel's hyperparameters
+    /// ([`Kernel::params_to_vec`]'s order), then φ², with Adam's moments of them.
+    pub fn held_parameters(&self) -> HeldWeights {
+        let store = self.store();
+        let (kernel_first, kernel_second) = self.adam.moments(store.span("kernel."));
+        let (noise_first, noise_second) = self.adam.moments(store.range("noise"));
+        HeldWeights {
+            values: self
+                .kernel_raw
+                .iter()
+                .copied()
+                .chain([self.noise_raw])
+                .collect(),
+            first: kernel_first.iter().chain(noise_first).copied().collect(),
+            second: kernel_second.iter().chain(noise_second).copied().collect(),
+        }
+    }
+
+    /// Takes the raw hyperparameters and φ² with their moments from a device that stepped them
+    /// (`held`: [`GpCdeVariable::held_parameters`]'s layout). Nothing changes, and false comes
+    /// back, when their count is not this variable's.
+    fn take_parameters(&mut self, held: &HeldWeights) -> bool {
+        let k = self.kernel_raw.len();
+        if [held.values.len(), held.first.len(), held.second.len()] != [k + 1; 3] {
+            return false;
+        }
+        let store = self.store();
+        self.kernel_raw.copy_from_slice(&held.values[..k]);
+        self.noise_raw = held.values[k];
+        let values = store.unpack_block_span("kernel.", &self.kernel_raw);
+        self.kernel.set_params_from_slice(&values);
+        self.adam
+            .set_moments(store.span("kernel."), &held.first[..k], &held.second[..k]);
+        self.adam
+            .set_moments(store.range("noise"), &held.first[k..], &held.second[k..]);
+        true
+    }
+
+    /// φ²'s floor.
+    pub fn noise_floor(&self) -> f64 {
+        self.noise_floor
+    }
+
+    /// How many times the host has changed the hyperparameters of this variable itself (an edge
+    /// re-initialised or switched off): a device holding them takes the host's copy when this
+    /// moves.
+    pub fn parameter_edits(&self) -> u64 {
+        self.parameter_edits
     }
 
     /// q(w)'s encoder, when q(w) is amortised by one.
@@ -474,6 +536,9 @@ impl GpCdeVariable {
             self.adam
                 .set_moments(store.range("encoder"), &held.first, &held.second);
         }
+        // A state saved before the device held the hyperparameters has none: the copy here is
+        // then the current one.
+        self.take_parameters(&state.parameters);
         self.z = state.z;
         self.q = state.posterior;
         if let Some(h) = self.holding.as_mut() {
@@ -490,6 +555,7 @@ impl GpCdeVariable {
     pub fn set_mask(&mut self, j: usize, on: bool) {
         if j != self.slot {
             self.kernel.mask[j] = if on { 1.0 } else { 0.0 };
+            self.parameter_edits += 1;
         }
     }
 
@@ -642,22 +708,25 @@ impl GpCdeVariable {
         })
     }
 
-    /// Applies a step whose natural step and Adam step of Z (and of the encoder, when the device
-    /// ran it: `prepared` says) a device holding q(v), Z and the encoder under `key`
-    /// has taken (they wait there to be committed by the next evaluation): one Adam step on
-    /// everything else, as [`GpCdeVariable::apply`], with the same step count. `synced` is the
-    /// state the device evaluated, when it was read back with this evaluation (it becomes the
-    /// copy kept here).
+    /// Applies a step whose natural step and Adam steps of Z, of the kernel's hyperparameters
+    /// and φ² (`stepped`, read back with the evaluation), and of the encoder when the device ran
+    /// it (`prepared` says), a device holding them under `key` has taken (they wait there to be
+    /// committed by the next evaluation): one Adam step on everything else, as
+    /// [`GpCdeVariable::apply`], with the same step count. `synced` is the state the device
+    /// evaluated, when it was read back with this evaluation (it becomes the copy kept here).
+    /// The graph prior's and the penalty's gradient went to the device with the request.
     pub fn apply_held(
         &mut self,
         prepared: &Prepared,
         output: &HeldOutput,
-        kernel_extra: Option<&[f64]>,
+        stepped: &HeldWeights,
         key: u64,
         synced: Option<ResidentState>,
     ) -> Result<StepReport, StepError> {
+        // The kernel's step is the device's (`stepped`): nothing of its gradient is used here.
+        let unused = self.kernel.new_zeroed_grad();
         let gradient = Gradient {
-            kernel: &output.kernel,
+            kernel: &unused,
             z: ZGradient::Held {
                 norm: output.held_norm,
             },
@@ -666,7 +735,29 @@ impl GpCdeVariable {
             latent_var: &output.latent_var,
         };
         gradient.check(output.terms.elbo)?;
-        self.adam_step(prepared, &gradient, kernel_extra);
+        let finite = |v: &[f64]| v.iter().all(|x| x.is_finite());
+        if !(finite(&stepped.values) && finite(&stepped.first) && finite(&stepped.second)) {
+            return Err(StepError::NonFinite(output.terms.elbo));
+        }
+        let count = self.kernel_raw.len() + 1;
+        if [
+            stepped.values.len(),
+            stepped.first.len(),
+            stepped.second.len(),
+        ] != [count; 3]
+        {
+            return Err(StepError::Device(format!(
+                "the device stepped {} hyperparameters, the variable has {count}",
+                stepped.values.len()
+            )));
+        }
+        // The state evaluated first (it holds the hyperparameters before the step), then the
+        // step.
+        if let Some(state) = synced {
+            self.take_resident(state);
+        }
+        self.adam_step(prepared, &gradient, None);
+        self.take_parameters(stepped);
         let holding = self
             .holding
             .filter(|h| h.key == key)
@@ -675,9 +766,6 @@ impl GpCdeVariable {
                 synced_steps: self.natural_steps,
             });
         self.holding = Some(holding);
-        if let Some(state) = synced {
-            self.take_resident(state);
-        }
         self.natural_steps += 1;
         Ok(StepReport {
             terms: output.terms,
@@ -734,14 +822,17 @@ impl GpCdeVariable {
         let grad = store.chain(&params, &minus);
         match gradient.z {
             ZGradient::Here(_) => self.adam.step(&mut params, &grad),
-            ZGradient::Held { .. } if prepared.latent_on_device => self.adam.step_except(
-                &mut params,
-                &grad,
-                &[store.range("z"), store.range("encoder")],
-            ),
             ZGradient::Held { .. } => {
-                self.adam
-                    .step_except(&mut params, &grad, &[store.range("z")])
+                // The device steps Z, the hyperparameters and φ² (and the encoder when it ran it).
+                let mut held = vec![
+                    store.range("z"),
+                    store.span("kernel."),
+                    store.range("noise"),
+                ];
+                if prepared.latent_on_device {
+                    held.push(store.range("encoder"));
+                }
+                self.adam.step_except(&mut params, &grad, &held);
             }
         }
         self.set_flat_params(&store, &params);
@@ -900,24 +991,50 @@ mod tests {
         let out = bound_and_gradient(&v.input(&host)).unwrap();
         let output = HeldOutput {
             terms: out.terms,
-            kernel: out.grad.kernel.clone(),
             held_norm: 1.0,
             noise: out.grad.noise,
             latent_mu: DVector::zeros(0),
             latent_var: DVector::zeros(0),
         };
         let before = v.clone();
-        v.apply_held(&held, &output, None, 7, None).unwrap();
+        // What the device stepped the hyperparameters and φ² to.
+        let mut stepped = v.held_parameters();
+        let count = stepped.values.len();
+        assert_eq!(count, v.kernel_raw().len() + 1, "the kernel's and φ²");
+        for (k, value) in stepped.values.iter_mut().enumerate() {
+            *value += 0.01 * (k + 1) as f64;
+        }
+        stepped.first = vec![0.5; count];
+        stepped.second = vec![0.25; count];
+        let mut refused = v.clone();
+        let mut short = stepped.clone();
+        short.second.pop();
+        assert!(matches!(
+            refused.apply_held(&held, &output, &short, 7, None),
+            Err(StepError::Device(_))
+        ));
+        let mut infinite = stepped.clone();
+        infinite.values[0] = f64::NAN;
+        assert!(matches!(
+            refused.apply_held(&held, &output, &infinite, 7, None),
+            Err(StepError::NonFinite(_))
+        ));
+        assert_eq!(refused, v, "a refused step changes nothing");
+        v.apply_held(&held, &output, &stepped, 7, None).unwrap();
         assert_eq!(
             v.encoder(),
             before.encoder(),
             "the device steps the encoder"
         );
         assert_eq!(v.z(), before.z(), "and Z");
-        assert_ne!(
-            v.kernel_raw(),
-            before.kernel_raw(),
-            "the host steps the kernel"
+        assert_eq!(
+            v.held_parameters(),
+            stepped,
+            "and the hyperparameters and φ², which the variable takes"
+        );
+        assert_eq!(
+            v.noise(),
+            softplus(stepped.values[count - 1]) + v.noise_floor()
         );
         assert_eq!(v.adam.steps(), before.adam.steps() + 1);
         // The device's state becomes the variable's.
@@ -940,8 +1057,15 @@ mod tests {
                 first: vec![0.125; count],
                 second: vec![0.0625; count],
             },
+            parameters: HeldWeights {
+                values: v.held_parameters().values.iter().map(|r| r - 0.5).collect(),
+                first: vec![0.75; v.kernel_raw().len() + 1],
+                second: vec![0.375; v.kernel_raw().len() + 1],
+            },
         };
+        let parameters = state.parameters.clone();
         let taken = v.with_resident(state);
+        assert_eq!(taken.held_parameters(), parameters);
         assert_eq!(taken.encoder().unwrap().params_to_vec(), weights);
         let view = taken.resident_view();
         assert_eq!(view.encoder_first, &vec![0.125; count][..]);

@@ -50,25 +50,6 @@ struct Dims {
 // Σ's floor (gp/encoder.rs's LATENT_VARIANCE_FLOOR).
 const FLOOR: f32 = 1e-6;
 
-// softplus(r) = max(r, 0) + log(1 + e^−|r|), with log(1 + x) ≈ x − x²/2 where 1 + x rounds.
-fn softplus(r: f32) -> f32 {
-    let x = exp(-abs(r));
-    var tail = log(1.0 + x);
-    if (x < 1e-4) {
-        tail = x - 0.5 * x * x;
-    }
-    return max(r, 0.0) + tail;
-}
-
-// softplus'(r) = σ(r), written so that neither branch overflows.
-fn sigmoid(r: f32) -> f32 {
-    if (r >= 0.0) {
-        return 1.0 / (1.0 + exp(-r));
-    }
-    let e = exp(r);
-    return e / (1.0 + e);
-}
-
 // Input i of row n of this layer.
 fn layer_input_forward(n: u32, i: u32) -> f32 {
     if (dims.first == 1u) {

@@ -21,6 +21,7 @@ pub(super) fn pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
     let source = [
         super::DOUBLE_FLOAT,
         super::resident::FIVE_BUFFERS,
+        super::resident::POSITIVE,
         include_str!("encoder.wgsl"),
     ]
     .concat();

@@ -1,37 +1,60 @@
 // The last passes of a resident evaluation (resident.rs, issue 34 item 1): the gradients finished
-// on the device and Z's Adam step taken there, so that what is read back grows neither with M·W
-// (the kernel adjoint's per-row sums) nor with M·D (Z's gradient) nor with S·b (the draws).
-// double_float.wgsl and five_buffers.wgsl (the bindings: `dims`, src_a, src_b, src_c, dst) are
-// prepended.
+// on the device and the Adam step of everything the slot holds beside q(v) taken there (Z, the
+// encoder's weights, the kernel's hyperparameters and φ²), so that what is read back grows neither
+// with M·W (the kernel adjoint's per-row sums) nor with M·D (Z's gradient) nor with S·b (the
+// draws), and the host uploads no parameter. double_float.wgsl, five_buffers.wgsl (the bindings:
+// `dims`, src_a, src_b, src_c, dst) and positive.wgsl are prepended.
 //
-// `input_gradients`  src_a = finish.wgsl's output, src_b = the column pass's ∂ of each point of
-//                    [U; Z] ((T + M) × D, row-major), src_c = the latent input
-//                    [ε (T, draw s of row n at n·S + s) | (μ_n, √Σ_n) for each row n],
-//                    dst = the gradients ([`GRADIENTS`] below). Writes the misfit (df, copied),
-//                    ∂Z (M × D, row-major) = the rows' first D values + the Z columns of the column
-//                    pass (K̄_ZZ's share), and q(w)'s sums over the draws
-//                        Σ_s ∂w_sn  and  Σ_s ∂w_sn ε_sn / (2√Σ_n),
-//                    where ∂w_sn is the latent column of ∂U plus k_tt's share 2 θ̃^lin_slot w_sn
-//                    g_var (`diag`), and w_sn = μ_n + √Σ_n ε_sn as points.wgsl forms it.
-// `kernel_sums`      src_a = finish.wgsl's output, src_b = the latent input, dst = the gradients.
-//                    Workgroup w < W adds the kernel adjoint's per-row sums (finish.wgsl's df
-//                    value for each inducing row and each of the W values) over the M rows;
-//                    workgroup W adds the held block's squared gradient ‖∂Z‖² + ‖∂encoder‖²
-//                    (after `input_gradients` and encoder.wgsl's passes), W + 1 the rows'
-//                    Σ_n KL(q(w_n) ‖ N(0, 1)) = Σ_n ½(Σ_n + μ_n² − 1 − log Σ_n), W + 2 the draws'
-//                    Σ_sn w_sn² (k_tt's adjoint for the latent column, which the host cannot form
-//                    when the device ran the encoder). Each invocation takes a strided df sum,
-//                    then a tree over the workgroup: the order is fixed, the result does not
-//                    depend on timing.
-// `adam_held`        src_a = the held block's current state [p | m | v] (p = [Z (M·D, row-major) |
-//                    the encoder's P weights], m and v the same length), src_b = the gradients,
-//                    dst = the next state: one Adam step on the loss −L̂, g = −∂p,
-//                        m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²,  p ← p − rate·m/(√v + ε),
-//                    with rate = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) from the host (gp/adam.rs in f64).
+// `derive_parameters`   src_a = the held block's current state, src_b = the parameter table
+//                       (below), dst = what the evaluation's passes read of the hyperparameters
+//                       and φ² ([`DERIVED`] below), before any of them runs: the kernel's masked
+//                       θ̃^lin and parts (s^c, θ̃^c) as kernel_common.wgsl reads them, its
+//                       rational-quadratic shape, and from φ² = softplus(r) + floor the constants
+//                       c/φ², g_var = −c/(2φ²) (float32 and double-float) and k_tt's adjoint per
+//                       unit of w, 2 θ̃^lin_slot g_var. The host copies them into the passes'
+//                       uniform blocks in the same submission.
+// `input_gradients`     src_a = finish.wgsl's output, src_b = the column pass's ∂ of each point of
+//                       [U; Z] ((T + M) × D, row-major), src_c = the latent input
+//                       [ε (T, draw s of row n at n·S + s) | (μ_n, √Σ_n) for each row n],
+//                       dst = the gradients ([`GRADIENTS`] below). Writes the misfit (df, copied),
+//                       ∂Z (M × D, row-major) = the rows' first D values + the Z columns of the
+//                       column pass (K̄_ZZ's share), and q(w)'s sums over the draws
+//                           Σ_s ∂w_sn  and  Σ_s ∂w_sn ε_sn / (2√Σ_n),
+//                       where ∂w_sn is the latent column of ∂U plus k_tt's share 2 θ̃^lin_slot w_sn
+//                       g_var (`diag`), and w_sn = μ_n + √Σ_n ε_sn as points.wgsl forms it.
+// `kernel_sums`         src_a = finish.wgsl's output, src_b = the latent input, src_c = the
+//                       evaluation points (T × D, row-major, first), dst = the gradients.
+//                       Workgroup w < W adds the kernel adjoint's per-row sums (finish.wgsl's df
+//                       value for each inducing row and each of the W values) over the M rows;
+//                       workgroup W adds the squared gradient of Z and the encoder
+//                       ‖∂Z‖² + ‖∂encoder‖² (after `input_gradients` and encoder.wgsl's passes),
+//                       W + 1 the rows' Σ_n KL(q(w_n) ‖ N(0, 1)) = Σ_n ½(Σ_n + μ_n² − 1 − log Σ_n),
+//                       W + 2 + j the points' Σ_t u_tj² (k_tt's adjoint: Σ_t ∂k(u_t, u_t)/∂θ^lin_j).
+//                       Each invocation takes a strided df sum, then a tree over the workgroup:
+//                       the order is fixed, the result does not depend on timing.
+// `parameter_gradients` src_a = the held block's current state, src_b = the parameter table,
+//                       src_c = the extra gradient of each hyperparameter (the graph prior's and
+//                       the acyclicity penalty's, from the host), dst = the gradients: after
+//                       `kernel_sums`, each hyperparameter's ∂L̂/∂θ from the sums as
+//                       kernel.rs's `grad_from_sums` forms it, plus k_tt's share
+//                       (g_var Σ_t u_tj² for θ^lin_j, g_var T for each s^c) and the extra, and
+//                       ∂L̂/∂φ² = (c/φ²)(misfit/(2φ²) − T/2) in double-float; times softplus'(r),
+//                       the gradient with respect to the raw number r, after ∂Z and ∂encoder.
+// `adam_held`           src_a = the held block's current state [p | m | v] (p = [Z (M·D,
+//                       row-major) | the encoder's P weights | the K raw hyperparameters, φ²
+//                       last], m and v the same length), src_b = the gradients, dst = the next
+//                       state: one Adam step on the loss −L̂, g = −∂p,
+//                           m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²,  p ← p − rate·m/(√v + ε),
+//                       with rate = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) from the host (gp/adam.rs in f64).
 //
-// GRADIENTS = [misfit (df) | kernel sums (W df) | ‖∂held‖² (df) | Σ KL(q(w)) (df) | Σ w² (df)
-//              | Σ_s ∂w (b) | Σ_s ∂w ε/(2√Σ) (b) | ∂Z (M·D) | ∂encoder (P)]: the host reads the
-//              first 8 + 2W values back, and q(w)'s sums (2b) only when it holds q(w) itself.
+// GRADIENTS = [misfit (df) | ‖∂Z, ∂encoder‖² (df) | Σ KL(q(w)) (df) | Σ_s ∂w (b)
+//              | Σ_s ∂w ε/(2√Σ) (b) | kernel sums (W df) | Σ_t u_tj² (D df) | ∂Z (M·D)
+//              | ∂encoder (P) | ∂r (K)]: the host reads the first 6 values back, and q(w)'s sums
+//              (2b) only when it holds q(w) itself; the rest stays on the device.
+// The parameter table = [the mask (D) | per hyperparameter k < K − 1: (kind, input j, part c) as
+//              u32 words], kind 0 θ^lin_j, 1 s^c, 2 θ^c_j, 3 the rational-quadratic shape.
+// DERIVED = [θ̃^lin (D) | per part (s^c, θ̃^c (D)) | a | c/φ² | g_var | 2 θ̃^lin_slot g_var
+//              | g_var (df) | c/φ² (df)].
 
 struct Dims {
     m: u32,          // inducing points M
@@ -40,7 +63,7 @@ struct Dims {
     d: u32,          // inputs per point
     samples: u32,    // S
     slot: u32,       // the latent input's column
-    diag: f32,       // 2 θ̃^lin_slot g_var: k_tt's adjoint per unit of w (0 without a linear part)
+    diag: f32,       // 2 θ̃^lin_slot g_var (written by `derive_parameters`' copy)
     one: f32,        // 1.0, unknown to the compiler (double_float.wgsl)
     rate: f32,       // Adam's α_t
     beta1: f32,
@@ -49,25 +72,110 @@ struct Dims {
     rest1: f32,      // 1 − β₁ and 1 − β₂, rounded from f64 (not 1 − β in float32)
     rest2: f32,
     encoder: u32,    // the encoder's weights P held beside Z (0 when the host holds q(w))
+    params: u32,     // K: the kernel's hyperparameters and φ² (last), held after the encoder
+    parts: u32,      // the kernel's stationary parts
+    linear: u32,     // 1 when the kernel has a linear part
+    noise_floor: f32,
+    c_hi: f32,       // c = N/(bS), double-float
+    c_lo: f32,
+    pad0: u32,
     pad1: u32,
+    pad2: u32,
 }
 
-// Where each part of the gradients starts.
-fn norm_at() -> u32 {
-    return 2u + 2u * dims.width;
+// Where each part of the gradients starts (GRADIENTS above): what the host reads first.
+const NORM_AT: u32 = 2u;
+const KL_AT: u32 = 4u;
+const LATENT_AT: u32 = 6u;
+
+fn sums_at() -> u32 {
+    return LATENT_AT + 2u * (dims.t / max(dims.samples, 1u));
 }
 
-fn latent_at() -> u32 {
-    return norm_at() + 6u;
+fn squares_at() -> u32 {
+    return sums_at() + 2u * dims.width;
 }
 
-// Values of the held block: Z's and the encoder's.
+// Values of the held block Z and the encoder (the hyperparameters follow them).
 fn held_count() -> u32 {
     return dims.m * dims.d + dims.encoder;
 }
 
 fn z_at() -> u32 {
-    return latent_at() + 2u * (dims.t / max(dims.samples, 1u));
+    return squares_at() + 2u * dims.d;
+}
+
+// Where the rational-quadratic shape's value sits in DERIVED (and its sum among the W).
+fn alpha_at() -> u32 {
+    return dims.d + dims.parts * (dims.d + 1u);
+}
+
+// Raw number k of the hyperparameters in the held state `src_a`.
+fn raw_parameter(k: u32) -> f32 {
+    return src_a[held_count() + k];
+}
+
+// (kind, input, part) of hyperparameter k < K − 1.
+fn parameter_record(k: u32) -> vec3<u32> {
+    let at = dims.d + 3u * k;
+    return vec3<u32>(bitcast<u32>(src_b[at]), bitcast<u32>(src_b[at + 1u]), bitcast<u32>(src_b[at + 2u]));
+}
+
+// φ² = softplus(r) + floor, r the last hyperparameter.
+fn noise_variance() -> f32 {
+    return softplus(raw_parameter(dims.params - 1u)) + dims.noise_floor;
+}
+
+// c/φ² in double-float.
+fn noise_scale(phi: f32) -> vec2<f32> {
+    return df_div(vec2<f32>(dims.c_hi, dims.c_lo), vec2<f32>(phi, 0.0));
+}
+
+const GROUP: u32 = 64u;
+
+@compute @workgroup_size(64)
+fn derive_parameters(@builtin(local_invocation_index) first: u32) {
+    touch();
+    let d = dims.d;
+    if (dims.linear == 0u) {
+        for (var j = first; j < d; j += GROUP) {
+            dst[j] = 0.0;
+        }
+    }
+    for (var k = first; k + 1u < dims.params; k += GROUP) {
+        let r = parameter_record(k);
+        let value = softplus(raw_parameter(k));
+        switch r.x {
+            case 0u: {
+                dst[r.y] = value * src_b[r.y];
+            }
+            case 1u: {
+                dst[d + r.z * (d + 1u)] = value;
+            }
+            case 2u: {
+                dst[d + r.z * (d + 1u) + 1u + r.y] = value * src_b[r.y];
+            }
+            default: {
+                dst[alpha_at()] = value;
+            }
+        }
+    }
+    if (first == 0u) {
+        let scale = noise_scale(noise_variance());
+        let g_var = -0.5 * scale;
+        var linear_slot = 0.0;
+        if (dims.linear == 1u) {
+            linear_slot = softplus(raw_parameter(dims.slot)) * src_b[dims.slot];
+        }
+        let at = alpha_at();
+        dst[at + 1u] = scale.x + scale.y;
+        dst[at + 2u] = g_var.x + g_var.y;
+        dst[at + 3u] = 2.0 * linear_slot * (g_var.x + g_var.y);
+        dst[at + 4u] = g_var.x;
+        dst[at + 5u] = g_var.y;
+        dst[at + 6u] = scale.x;
+        dst[at + 7u] = scale.y;
+    }
 }
 
 @compute @workgroup_size(64)
@@ -97,12 +205,11 @@ fn input_gradients(@builtin(global_invocation_id) id: vec3<u32>) {
             d_mu += dw;
             d_eps += dw * eps;
         }
-        dst[latent_at() + e] = d_mu;
-        dst[latent_at() + b + e] = d_eps / (2.0 * root);
+        dst[LATENT_AT + e] = d_mu;
+        dst[LATENT_AT + b + e] = d_eps / (2.0 * root);
     }
 }
 
-const GROUP: u32 = 64u;
 var<workgroup> partial: array<vec2<f32>, 64>;
 
 @compute @workgroup_size(64)
@@ -134,10 +241,10 @@ fn kernel_sums(
             sum = df_add(sum, vec2<f32>(0.5 * (variance + mu * mu - 1.0 - log(variance)), 0.0));
         }
     } else {
+        let j = w - dims.width - 2u;
         for (var p = k; p < dims.t; p += GROUP) {
-            let n = p / max(dims.samples, 1u);
-            let draw = src_b[dims.t + 2u * n] + src_b[dims.t + 2u * n + 1u] * src_b[p];
-            sum = df_add(sum, two_prod(draw, draw));
+            let u = src_c[p * dims.d + j];
+            sum = df_add(sum, two_prod(u, u));
         }
     }
     partial[k] = sum;
@@ -149,7 +256,14 @@ fn kernel_sums(
         workgroupBarrier();
     }
     if (k == 0u) {
-        let at = select(norm_at() + 2u * (w - dims.width), 2u + 2u * w, w < dims.width);
+        var at = sums_at() + 2u * w;
+        if (w == dims.width) {
+            at = NORM_AT;
+        } else if (w == dims.width + 1u) {
+            at = KL_AT;
+        } else if (w > dims.width + 1u) {
+            at = squares_at() + 2u * (w - dims.width - 2u);
+        }
         dst[at] = partial[0].x;
         dst[at + 1u] = partial[0].y;
     }
@@ -159,7 +273,7 @@ fn kernel_sums(
 fn adam_held(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
     let e = id.x;
-    let n = held_count();
+    let n = held_count() + dims.params;
     if (e < n) {
         let g = -src_b[z_at() + e];
         let m = dims.beta1 * src_a[n + e] + dims.rest1 * g;
@@ -167,5 +281,57 @@ fn adam_held(@builtin(global_invocation_id) id: vec3<u32>) {
         dst[e] = src_a[e] - dims.rate * m / (sqrt(v) + dims.epsilon);
         dst[n + e] = m;
         dst[2u * n + e] = v;
+    }
+}
+
+// The sum of the W kernel sums' value i, and the points' Σ_t u_tj², from the gradients (df).
+fn kernel_sum(i: u32) -> f32 {
+    let at = sums_at() + 2u * i;
+    return dst[at] + dst[at + 1u];
+}
+
+fn column_squares(j: u32) -> f32 {
+    let at = squares_at() + 2u * j;
+    return dst[at] + dst[at + 1u];
+}
+
+@compute @workgroup_size(64)
+fn parameter_gradients(@builtin(local_invocation_index) first: u32) {
+    touch();
+    let d = dims.d;
+    let phi = noise_variance();
+    let scale = noise_scale(phi);
+    let g_var = -0.5 * (scale.x + scale.y);
+    let t = f32(dims.t);
+    let alpha = alpha_at();
+    for (var k = first; k < dims.params; k += GROUP) {
+        let raw = raw_parameter(k);
+        var g = 0.0;
+        if (k + 1u == dims.params) {
+            let misfit = vec2<f32>(dst[0], dst[1]);
+            let inner = df_add(df_div(misfit, vec2<f32>(2.0 * phi, 0.0)), vec2<f32>(-0.5 * t, 0.0));
+            let exact = df_mul(scale, inner);
+            g = exact.x + exact.y;
+        } else {
+            let r = parameter_record(k);
+            let part = d + r.z * (d + 1u);
+            switch r.x {
+                case 0u: {
+                    g = src_b[r.y] * (kernel_sum(alpha + 1u + r.y) + g_var * column_squares(r.y));
+                }
+                case 1u: {
+                    g = kernel_sum(part) + g_var * t;
+                }
+                case 2u: {
+                    let theta = softplus(raw) * src_b[r.y];
+                    g = src_b[r.y] * 2.0 * theta * kernel_sum(part + 1u + r.y);
+                }
+                default: {
+                    g = kernel_sum(alpha);
+                }
+            }
+            g += src_c[k];
+        }
+        dst[z_at() + held_count() + k] = g * sigmoid(raw);
     }
 }

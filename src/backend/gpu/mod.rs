@@ -41,8 +41,8 @@ pub use predictions::SubmittedPredictions;
 pub use psi::Psi2OnGpu;
 pub use psi::{Psi2Factors, Psi2Request, Psi2Sums, SubmittedPsi2};
 pub use resident::{
-    HeldSlot, ResidentEvaluation, ResidentRequest, StateChange, StateShape, SubmittedResident,
-    SYNC_BUDGET_BYTES, SYNC_SECONDS,
+    HeldSlot, ParameterStep, ResidentEvaluation, ResidentRequest, StateChange, StateShape,
+    SubmittedResident, SYNC_BUDGET_BYTES, SYNC_SECONDS,
 };
 
 use std::collections::HashMap;

@@ -354,6 +354,7 @@ impl Gpu {
             upload_z,
             latent_on_device,
             rows_on_device,
+            parameters_on_device,
             noise,
             c,
         } = *inputs;
@@ -468,7 +469,12 @@ impl Gpu {
         let g_var = -c / (2.0 * noise);
 
         let uniform = wgpu::BufferUsages::UNIFORM;
-        let [kdims, linear, parts, kinds] = kernel_parameters(kernel, m, points, chunk);
+        let [mut kdims, linear, parts, kinds] = kernel_parameters(kernel, m, points, chunk);
+        if parameters_on_device {
+            // The shape a is the device's (`resident::KERNEL_DIMS_ALPHA`): a fixed word here, so
+            // that these dims are written once.
+            kdims[KERNEL_DIMS_ALPHA..KERNEL_DIMS_ALPHA + 4].copy_from_slice(&1.0f32.to_le_bytes());
+        }
         let kdims = self.resident_constant("kernel dims", slot, &kdims, uniform);
         let z_buf = if upload_z {
             self.resident_with("z", slot, &rows_bytes(z), storage())
@@ -511,8 +517,17 @@ impl Gpu {
         }
         let points_dims = self.resident_constant("points dims", slot, &points_dims, uniform);
         let u_buf = self.resident("u", slot, points * d * 4, storage());
-        let linear = self.resident_with("linear", slot, &linear, storage());
-        let parts = self.resident_with("parts", slot, &parts, storage());
+        let (linear, parts) = if parameters_on_device {
+            (
+                self.resident("linear", slot, linear.len(), storage()),
+                self.resident("parts", slot, parts.len(), storage()),
+            )
+        } else {
+            (
+                self.resident_with("linear", slot, &linear, storage()),
+                self.resident_with("parts", slot, &parts, storage()),
+            )
+        };
         let kinds = self.resident_constant("kinds", slot, &kinds, storage());
         // K, then K̄ in the same buffer; Ã; B = (S − I)Ã, then Ā in the same buffer.
         let k = self.resident("k", slot, m * points * 4, storage());
@@ -524,7 +539,13 @@ impl Gpu {
         let mut column_dims = Vec::with_capacity(16);
         column_dims.extend((m as u32).to_le_bytes());
         column_dims.extend((t as u32).to_le_bytes());
-        column_dims.extend(((c / noise) as f32).to_le_bytes());
+        // c/φ² and g_var (the device's, copied in at COLUMN_DIMS_NOISE, when it derives them).
+        let (scale, g_var) = if parameters_on_device {
+            (0.0, 0.0)
+        } else {
+            (c / noise, g_var)
+        };
+        column_dims.extend((scale as f32).to_le_bytes());
         column_dims.extend((g_var as f32).to_le_bytes());
         let column_dims = self.resident_constant("column dims", slot, &column_dims, uniform);
         let misfit = self.resident("misfit", slot, t * 4, storage());
@@ -582,6 +603,7 @@ impl Gpu {
 
         let pipelines = &self.pipelines;
         let kernel_common = [&kdims, &z_buf, &u_buf, &linear, &parts, &kinds];
+        let (kernel_dims, column_dims_buffer) = (kdims.clone(), column_dims.clone());
         let with = |extra: &[&wgpu::Buffer]| -> Vec<wgpu::Buffer> {
             kernel_common
                 .iter()
@@ -699,6 +721,10 @@ impl Gpu {
             latent: latent_buf,
             x: x_buf,
             y: y_buf,
+            linear,
+            parts,
+            kernel_dims,
+            column_dims: column_dims_buffer,
         })
     }
 }
@@ -733,6 +759,13 @@ pub(super) struct PointInputs<'a> {
     /// Upload neither x nor y: the caller's passes write them into [`PredictionPlan::x`] and
     /// [`PredictionPlan::y`] before the evaluation points (a device that holds the data).
     pub rows_on_device: bool,
+    /// Upload neither the kernel's parameters nor anything formed from φ²: the caller's pass
+    /// derives them from the hyperparameters the device holds and writes them into
+    /// [`PredictionPlan::linear`], [`PredictionPlan::parts`] and the uniform blocks
+    /// [`PredictionPlan::kernel_dims`] and [`PredictionPlan::column_dims`] before the evaluation
+    /// points (a device that steps the hyperparameters); `kernel` and `noise` then give shapes
+    /// only.
+    pub parameters_on_device: bool,
     pub noise: f64,
     pub c: f64,
 }
@@ -748,6 +781,7 @@ impl<'a> PointInputs<'a> {
             upload_z: true,
             latent_on_device: false,
             rows_on_device: false,
+            parameters_on_device: false,
             noise: request.noise,
             c: request.c,
         }
@@ -795,7 +829,20 @@ pub(super) struct PredictionPlan<'g> {
     /// The minibatch's rows (b × D, row-major) and targets (b).
     pub x: wgpu::Buffer,
     pub y: wgpu::Buffer,
+    /// The kernel's masked θ̃^lin and parts (s^c, θ̃^c), as kernel_common.wgsl reads them.
+    pub linear: wgpu::Buffer,
+    pub parts: wgpu::Buffer,
+    /// The kernel passes' uniform block (the shape a at [`KERNEL_DIMS_ALPHA`]) and the column
+    /// pass's (c/φ², g_var at [`COLUMN_DIMS_NOISE`]).
+    pub kernel_dims: wgpu::Buffer,
+    pub column_dims: wgpu::Buffer,
 }
+
+/// The byte of the kernel passes' uniform block that holds the rational quadratic's shape a.
+pub(super) const KERNEL_DIMS_ALPHA: usize = 16;
+
+/// The byte of the column pass's uniform block where c/φ² and g_var (float32) start.
+pub(super) const COLUMN_DIMS_NOISE: usize = 8;
 
 impl<'g> PredictionPlan<'g> {
     /// Every step in order, with nothing between the groups.

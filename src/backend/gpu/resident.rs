@@ -1,8 +1,12 @@
-//! The uncollapsed evaluation with q(v), Z, q(w)'s encoder and their Adam moments resident on
-//! the device and its M × M algebra there (issue 34, items 1–2): for each request, in one
-//! submission for the whole batch and with nothing of size M × M, M × D, S × b or b crossing to
-//! the host, in order on the device:
+//! The uncollapsed evaluation with q(v), Z, q(w)'s encoder, the kernel's hyperparameters, φ² and
+//! their Adam moments resident on the device and its M × M algebra there (issue 34, items 1–2):
+//! for each request, in one submission for the whole batch and with nothing of size M × M, M × D,
+//! S × b or b crossing to the host, in order on the device:
 //!
+//! 0. the hyperparameters as the passes read them, derived from the slot's raw numbers
+//!    (`held_gradients.wgsl`'s `derive_parameters`: the kernel's masked θ̃, its shape a, and from
+//!    φ² the constants c/φ², g_var and k_tt's adjoint per unit of w) and copied into the passes'
+//!    buffers and uniform blocks, so the host uploads none of them;
 //! 1. Z from the slot's current state; q(w)'s moments (μ_n, Σ_n) from the encoder's forward
 //!    pass on the minibatch's rows (`encoder.wgsl`, when the request has an encoder; else the
 //!    host's); the draws w = μ + √Σ ε, the evaluation points and K' = K(Z, [U; Z])
@@ -19,8 +23,11 @@
 //! 6. the gradients finished (`held_gradients.wgsl`): ∂Z assembled from its two shares, q(w)'s
 //!    two sums over the draws, then (with an encoder) the encoder's backward pass from them and
 //!    KL(q(w))'s gradient into its weights' gradient beside ∂Z; the kernel adjoint's row sums
-//!    added over the M rows, ‖∂Z‖² + ‖∂encoder‖², Σ_n KL(q(w_n)) and Σ w² (a fixed-order df tree
-//!    each), and the Adam step of Z and the encoder into the slot's next state;
+//!    added over the M rows, ‖∂Z‖² + ‖∂encoder‖², Σ_n KL(q(w_n)) and the points' column sums of
+//!    squares (a fixed-order df tree each); the gradient of each raw hyperparameter and of φ²'s
+//!    (the kernel's as kernel.rs's `grad_from_sums` forms it with k_tt's share, plus the graph
+//!    prior's and the penalty's from the request, `ParameterStep::extra`), and the Adam step of
+//!    Z, the encoder, the hyperparameters and φ² into the slot's next state;
 //! 7. q(v)'s natural step P ← (1 − γ)P + γ(I + Λ), η₁ ← (1 − γ)η₁ + γr with Λ = (c/φ²)P_w and
 //!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_step`), and the KL
 //!    terms of the current state.
@@ -30,11 +37,12 @@
 //! batch of D variables waits for one factorisation's time, not D; the other passes are recorded
 //! request by request, phase by phase around them ([`Gpu::record_phases`]).
 //!
-//! What comes back per request is 8 + 2W values and 22 words of status (the misfit, the
-//! kernel's gradient, the held block's squared gradient, Σ KL(q(w)), Σ w², K_ZZ's jitter and
-//! status, the KL terms, the step's status: 304 bytes at (M, b, S, D) = (10, 64, 5, 3), 640 at
-//! the paper's (400, 256, 50, 10)); 2b values more (q(w)'s sums) when the host holds q(w) (free
-//! per-row latents); and the state itself only when a request asks for it. The stepped state
+//! What comes back per request is 6 values and 22 words of status (the misfit, the squared
+//! gradient of Z and the encoder, Σ KL(q(w)), K_ZZ's jitter and status, the KL terms, the step's
+//! status) and the K stepped raw hyperparameters with their two Adam moments, so that the host's
+//! copy is the device's (364 bytes at (M, b, S, D) = (10, 64, 5, 3), 784 at the paper's
+//! (400, 256, 50, 10)); 2b values more (q(w)'s sums) when the host holds q(w) (free per-row
+//! latents); and the state itself only when a request asks for it. The stepped state
 //! stays on the device: a later request with [`StateChange::Commit`] (or
 //! [`Gpu::commit_states`]) makes it the slot's current one, so a host that rejects the step (a
 //! phase that ends) leaves the slot as it was, and one that undoes a committed step (a fault)
@@ -48,16 +56,17 @@ use super::cholesky::{
     decode as decode_factor, dims_bytes, ladder_bytes, output_words, step_words, two_word_bytes,
 };
 use super::held_encoder::EncoderBuffers;
-use super::kernel::grad_from_sums;
-use super::predictions::{InducingOperands, PointInputs, ReadbackLayout, Step};
+use super::predictions::{
+    InducingOperands, PointInputs, ReadbackLayout, Step, COLUMN_DIMS_NOISE, KERNEL_DIMS_ALPHA,
+};
 use super::submission::{Readback, Submitted};
 use super::{Gpu, GpuError};
 use crate::gp::adam::HeldAdamStep;
 use crate::gp::encoder::Encoder;
-use crate::gp::kernel::{Kernel, KernelGrad};
+use crate::gp::kernel::Kernel;
 use crate::gp::linalg::{cholesky_jittered, lower_inverse, CholeskyError, JitterPolicy};
 use crate::gp::natgrad::InducingPosterior;
-use crate::gp::svgp::{evaluation_point_squares, HeldLatent, LatentBatch};
+use crate::gp::svgp::{HeldLatent, LatentBatch};
 use crate::gp::variable::{HeldWeights, ResidentState, ResidentView};
 
 /// The first resident slot of the q(v) states: apart from the host-side path's slots, so that
@@ -74,6 +83,9 @@ const RESIDENT_BATCH: usize = 1 << 23;
 /// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
 pub(super) const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
 
+/// softplus and its derivative (`positive.wgsl`), for the shaders that step constrained values.
+pub(super) const POSITIVE: &str = include_str!("positive.wgsl");
+
 /// Invocations per workgroup of `inducing.wgsl`'s element-wise passes and of
 /// `held_gradients.wgsl`'s.
 const GROUP: u32 = 64;
@@ -83,13 +95,20 @@ pub(super) fn gradient_pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipe
     let source = [
         super::DOUBLE_FLOAT,
         FIVE_BUFFERS,
+        POSITIVE,
         include_str!("held_gradients.wgsl"),
     ]
     .concat();
-    ["input_gradients", "kernel_sums", "adam_held"]
-        .iter()
-        .map(|entry| super::compute_pipeline(device, "held_gradients.wgsl", &source, entry))
-        .collect()
+    [
+        "input_gradients",
+        "kernel_sums",
+        "adam_held",
+        "derive_parameters",
+        "parameter_gradients",
+    ]
+    .iter()
+    .map(|entry| super::compute_pipeline(device, "held_gradients.wgsl", &source, entry))
+    .collect()
 }
 
 /// The compiled entry points of `inducing.wgsl`, in [`Glue`]'s order.
@@ -112,6 +131,8 @@ enum HeldPass {
     InputGradients,
     KernelSums,
     AdamHeld,
+    DeriveParameters,
+    ParameterGradients,
 }
 
 /// The passes of `inducing.wgsl`.
@@ -198,8 +219,11 @@ pub struct ResidentRequest<'a> {
     pub relative_jitter: f64,
     /// The natural step's size γ.
     pub gamma: f64,
-    /// Z's Adam step (the variable's next, [`crate::gp::adam::Adam::held_step`]).
+    /// The Adam step of Z, the encoder and the hyperparameters (the variable's next,
+    /// [`crate::gp::adam::Adam::held_step`]).
     pub adam: HeldAdamStep,
+    /// What the device needs besides the slot's state to step the hyperparameters.
+    pub parameters: ParameterStep<'a>,
     /// What becomes of the slot's states before evaluating: the last stepped q(v) made current,
     /// or the one before it restored.
     pub before: StateChange,
@@ -207,13 +231,26 @@ pub struct ResidentRequest<'a> {
     pub read_current: bool,
 }
 
+/// What a resident evaluation needs to step the kernel's hyperparameters and φ², which the slot
+/// holds (their raw numbers and Adam moments, φ² last).
+#[derive(Debug, Clone, Copy)]
+pub struct ParameterStep<'a> {
+    /// The gradient of the graph prior and the acyclicity penalty at this point with respect to
+    /// each hyperparameter's value (∂/∂θ, in [`Kernel::params_to_vec`]'s order), added to the
+    /// bound's.
+    pub extra: &'a [f64],
+    /// φ²'s floor (φ² = softplus(r) + floor).
+    pub noise_floor: f64,
+    /// The host's raw numbers and moments, written into the slot's current state before the
+    /// evaluation: when the host changed them (an edge re-initialised or switched off).
+    pub upload: Option<&'a HeldWeights>,
+}
+
 /// What one resident evaluation gives the host.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResidentEvaluation {
     /// Σ_t [(y_t − mean_t)² + var_t].
     pub misfit: f64,
-    /// The kernel's gradient through K_Zt, k_tt and K_ZZ.
-    pub kernel: KernelGrad,
     /// ‖∂L̂/∂Z‖² (+ ‖∂L̂/∂encoder‖² when it runs the encoder): those gradients stay on the
     /// device, which takes their Adam step.
     pub held_norm: f64,
@@ -228,22 +265,43 @@ pub struct ResidentEvaluation {
     /// The natural step: its q(v) (and Z after its Adam step) waits in the slot until committed,
     /// or why P did not factorise.
     pub stepped: Result<(), CholeskyError>,
+    /// The raw hyperparameters and φ² after the device's Adam step, with their moments (waiting
+    /// in the slot with the stepped q(v)).
+    pub parameters: HeldWeights,
     /// The q(v), Z and Z's moments evaluated, when the request asked for them.
     pub state: Option<ResidentState>,
 }
 
-/// The shapes of what a resident slot holds: q(v) of M inducing points, Z (M × D) and, when the
-/// device runs it, q(w)'s encoder of P weights.
+/// The shapes of what a resident slot holds: q(v) of M inducing points, Z (M × D), q(w)'s encoder
+/// of P weights when the device runs it, and the K raw numbers of the kernel's hyperparameters
+/// and φ² (φ² last).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateShape {
     pub m: usize,
     pub d: usize,
     pub encoder: usize,
+    pub parameters: usize,
 }
 
 impl StateShape {
-    /// The values Adam steps on the device: Z's M·D and the encoder's P.
+    /// The shape of a variable with Z (M × D), `encoder` held beside it, and `kernel`: K =
+    /// `kernel.param_count()` + 1 (φ²).
+    pub fn of(z: &DMatrix<f64>, encoder: Option<&Encoder>, kernel: &Kernel) -> Self {
+        StateShape {
+            m: z.nrows(),
+            d: z.ncols(),
+            encoder: encoder.map_or(0, Encoder::param_count),
+            parameters: kernel.param_count() + 1,
+        }
+    }
+
+    /// The values Adam steps on the device: Z's M·D, the encoder's P, the K hyperparameters.
     fn held(&self) -> usize {
+        self.m * self.d + self.encoder + self.parameters
+    }
+
+    /// Where the hyperparameters start in each third of the held state.
+    fn parameters_at(&self) -> usize {
         self.m * self.d + self.encoder
     }
 }
@@ -288,19 +346,18 @@ fn storage() -> wgpu::BufferUsages {
     wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
 }
 
-/// `inducing.wgsl`'s `Dims`.
-fn glue_dims(m: usize, t: usize, offset: usize, flags: u32, g_var: f64, scale: f64) -> Vec<u8> {
-    let [gh, gt] = super::cholesky::two_words(g_var);
-    let [sh, st] = super::cholesky::two_words(scale);
+/// `inducing.wgsl`'s `Dims`, with g_var and c/φ² zero: the device's are copied in at
+/// [`GLUE_DIMS_NOISE`].
+fn glue_dims(m: usize, t: usize, offset: usize, flags: u32) -> Vec<u8> {
     super::uniform_words(&[
         m as u32,
         t as u32,
         offset as u32,
         flags,
-        gh.to_bits(),
-        gt.to_bits(),
-        sh.to_bits(),
-        st.to_bits(),
+        0,
+        0,
+        0,
+        0,
         1.0f32.to_bits(),
         0,
         0,
@@ -308,43 +365,137 @@ fn glue_dims(m: usize, t: usize, offset: usize, flags: u32, g_var: f64, scale: f
     ])
 }
 
-/// Values at the head of `held_gradients.wgsl`'s output, for W values per inducing row: the
-/// misfit (2), the kernel sums (2W), the held block's squared gradient (2), Σ_n KL(q(w_n)) (2)
-/// and the draws' Σ w² (2).
-fn header_words(layout: &ReadbackLayout) -> usize {
-    8 + 2 * layout.width
+/// The byte of `inducing.wgsl`'s `Dims` where g_var and c/φ² (double-float each) start.
+const GLUE_DIMS_NOISE: usize = 16;
+
+/// The byte of `held_gradients.wgsl`'s `Dims` that holds `diag`.
+const GRADIENT_DIMS_DIAG: usize = 24;
+
+/// `held_gradients.wgsl`'s parameter table for `kernel`: its mask (D), then (kind, input, part)
+/// of each hyperparameter in [`Kernel::params_to_vec`]'s order (kind 0 θ^lin_j, 1 s^c, 2 θ^c_j,
+/// 3 the rational-quadratic shape), as 32-bit words.
+fn parameter_table(kernel: &Kernel) -> Vec<u8> {
+    let d = kernel.dim();
+    let mut records: Vec<[u32; 3]> = Vec::with_capacity(kernel.param_count());
+    if kernel.linear.is_some() {
+        records.extend((0..d).map(|j| [0, j as u32, 0]));
+    }
+    for (c, part) in kernel.stationary.iter().enumerate() {
+        records.push([1, 0, c as u32]);
+        records.extend((0..d).map(|j| [2, j as u32, c as u32]));
+        if part.alpha.is_some() {
+            records.push([3, 0, c as u32]);
+        }
+    }
+    debug_assert_eq!(records.len(), kernel.param_count());
+    let mut bytes = super::f32_bytes(kernel.mask.iter().copied());
+    for word in records.iter().flatten() {
+        bytes.extend(word.to_le_bytes());
+    }
+    bytes
 }
 
-/// Values of `held_gradients.wgsl`'s output for b rows: the header, q(w)'s sums (2b), then the
-/// held block's gradient (∂Z, ∂encoder), which never leaves the device.
+/// Words of `held_gradients.wgsl`'s DERIVED for `kernel`: θ̃^lin (D), the parts (P(D + 1)), a,
+/// c/φ², g_var, diag, g_var and c/φ² in double-float.
+fn derived_words(kernel: &Kernel) -> usize {
+    derived_alpha_at(kernel) + 8
+}
+
+fn derived_alpha_at(kernel: &Kernel) -> usize {
+    let d = kernel.dim();
+    d + kernel.stationary.len() * (d + 1)
+}
+
+/// What of DERIVED a copy takes.
+#[derive(Debug, Clone, Copy)]
+enum DerivedPart {
+    /// θ̃^lin (kernel_common.wgsl's `linear`).
+    Linear,
+    /// (s^c, θ̃^c) of every part (its `parts`).
+    Parts,
+    /// The rational quadratic's a (only with such a part: else the shaders' 1 stays).
+    Alpha,
+    /// c/φ² and g_var, float32 (the column pass's).
+    Column,
+    /// 2 θ̃^lin_slot g_var (`held_gradients.wgsl`'s).
+    Diag,
+    /// g_var and c/φ² in double-float (`inducing.wgsl`'s).
+    Glue,
+}
+
+/// (source, its first byte, destination, its first byte, bytes).
+type DerivedCopy = (wgpu::Buffer, u64, wgpu::Buffer, u64, u64);
+
+/// The copies of DERIVED (`derived`) into each destination (buffer, its first byte, what).
+fn derived_copies(
+    kernel: &Kernel,
+    derived: &wgpu::Buffer,
+    destinations: &[(&wgpu::Buffer, usize, DerivedPart)],
+) -> Vec<DerivedCopy> {
+    let d = kernel.dim();
+    let alpha = derived_alpha_at(kernel);
+    destinations
+        .iter()
+        .filter_map(|&(buffer, at, part)| {
+            let (first, words) = match part {
+                DerivedPart::Linear => (0, d),
+                DerivedPart::Parts => (d, alpha - d),
+                DerivedPart::Alpha if kernel.rq_alpha().is_some() => (alpha, 1),
+                DerivedPart::Alpha => return None,
+                DerivedPart::Column => (alpha + 1, 2),
+                DerivedPart::Diag => (alpha + 3, 1),
+                DerivedPart::Glue => (alpha + 4, 4),
+            };
+            (words > 0).then(|| {
+                (
+                    derived.clone(),
+                    (first * 4) as u64,
+                    buffer.clone(),
+                    at as u64,
+                    (words * 4) as u64,
+                )
+            })
+        })
+        .collect()
+}
+
+/// Values at the head of `held_gradients.wgsl`'s output: the misfit, the squared gradient of Z
+/// and the encoder, Σ_n KL(q(w_n)) (df each).
+const HEADER_WORDS: usize = 6;
+
+/// Values of `held_gradients.wgsl`'s output for b rows: the header, q(w)'s sums (2b), the kernel
+/// adjoint's W sums and the points' D column sums of squares (df each), then the held block's
+/// gradient (∂Z, ∂encoder, ∂ of the raw hyperparameters): all but the header and q(w)'s sums
+/// stay on the device.
 fn gradient_room(layout: &ReadbackLayout, rows: usize, shape: StateShape) -> usize {
-    header_words(layout) + 2 * rows + shape.held()
+    HEADER_WORDS + 2 * rows + 2 * layout.width + 2 * shape.d + shape.held()
 }
 
-/// Values of it read back: the header, and q(w)'s sums when the host holds q(w) (`encoded`
-/// false).
-fn gradient_words(layout: &ReadbackLayout, rows: usize, encoded: bool) -> usize {
-    header_words(layout) + if encoded { 0 } else { 2 * rows }
+/// Values of it read back: the header, and q(w)'s sums when the host holds q(w).
+fn gradient_words(rows: usize, shape: StateShape) -> usize {
+    HEADER_WORDS + if shape.encoder > 0 { 0 } else { 2 * rows }
 }
 
 /// Values read back per request: the finished gradients ([`gradient_words`]), K_ZZ's status and
-/// the step's (8 each), the KL terms (6), and q(v)'s and the held block's states when asked for.
+/// the step's (8 each), the KL terms (6), the stepped hyperparameters with their Adam moments
+/// (3K), and q(v)'s and the held block's current states when asked for.
 fn readback_words(
     layout: &ReadbackLayout,
     shape: StateShape,
     rows: usize,
     read_current: bool,
-) -> [usize; 6] {
+) -> [usize; 7] {
     let (q, held) = if read_current {
         (state_words(layout.m), held_words(shape))
     } else {
         (0, 0)
     };
     [
-        gradient_words(layout, rows, shape.encoder > 0),
+        gradient_words(rows, shape),
         8,
         8,
         6,
+        3 * shape.parameters,
         q,
         held,
     ]
@@ -369,6 +520,10 @@ struct Encoded<'g> {
     pending: Pending,
     /// The request's scratch slot (the key of its kept bind groups).
     scratch: usize,
+    /// The hyperparameters and φ² derived from the slot's state, then copied (source, its first
+    /// byte, destination, its first byte, bytes) to where the passes read them.
+    derive: Vec<Step<'g>>,
+    derived_copies: Vec<DerivedCopy>,
     /// The evaluation points, K' and K_ZZ widened for its factorisation.
     head: Vec<Step<'g>>,
     factor: BatchedFactor,
@@ -440,6 +595,12 @@ impl Gpu {
         assert_eq!(host.z.nrows(), m, "Z has M rows");
         assert_eq!(host.z_first.len(), m * d, "Z's first moments");
         assert_eq!(host.z_second.len(), m * d, "Z's second moments");
+        let parameters = &host.parameters;
+        assert!(
+            parameters.first.len() == parameters.values.len()
+                && parameters.second.len() == parameters.values.len(),
+            "the hyperparameters' moments"
+        );
         let weights = host.encoder.map(Encoder::params_to_vec).unwrap_or_default();
         assert_eq!(
             host.encoder_first.len(),
@@ -451,18 +612,20 @@ impl Gpu {
             weights.len(),
             "the encoder's moments"
         );
-        // Z's order (column-major) → row-major, then the encoder's weights, for each of p, m, v.
+        // Z's order (column-major) → row-major, then the encoder's weights, then the raw
+        // hyperparameters and φ², for each of p, m, v.
         let held_bytes = super::f32_bytes(
             [
-                (host.z.as_slice(), &weights[..]),
-                (host.z_first, host.encoder_first),
-                (host.z_second, host.encoder_second),
+                (host.z.as_slice(), &weights[..], &parameters.values[..]),
+                (host.z_first, host.encoder_first, &parameters.first[..]),
+                (host.z_second, host.encoder_second, &parameters.second[..]),
             ]
             .into_iter()
-            .flat_map(|(z, e)| {
+            .flat_map(|(z, e, p)| {
                 (0..m * d)
                     .map(move |k| z[(k % d) * m + k / d])
                     .chain(e.iter().copied())
+                    .chain(p.iter().copied())
             }),
         );
         let state_slot = RESIDENT_SLOTS + slot;
@@ -628,6 +791,12 @@ impl Gpu {
             self.record_steps(encoder, label, e.scratch, &steps.iter().collect::<Vec<_>>());
         };
         for e in encoded {
+            record(encoder, "derived parameters", e, &e.derive);
+            for (source, first, destination, at, bytes) in &e.derived_copies {
+                encoder.copy_buffer_to_buffer(source, *first, destination, *at, *bytes);
+            }
+        }
+        for e in encoded {
             record(encoder, "resident head", e, &e.head);
         }
         let factors: Vec<BatchedFactor> = encoded.iter().map(|e| e.factor.clone()).collect();
@@ -762,11 +931,12 @@ impl Gpu {
         let state_slot = RESIDENT_SLOTS + request.slot;
         let slot = RESIDENT_SCRATCH + position;
         let (m, d) = request.z.shape();
-        let shape = StateShape {
-            m,
-            d,
-            encoder: request.encoder.map_or(0, Encoder::param_count),
-        };
+        let shape = StateShape::of(request.z, request.encoder, request.kernel);
+        assert_eq!(
+            request.parameters.extra.len() + 1,
+            shape.parameters,
+            "one graph gradient per kernel hyperparameter"
+        );
         let (samples, rows) = request.latent.eps.shape();
         let t = samples * rows;
         let mm = m * m;
@@ -787,18 +957,36 @@ impl Gpu {
         self.check_binding("the held state", z_words as u64)?;
         let z_current = self.resident("held current", state_slot, z_words, storage());
         let z_next = self.resident("held next", state_slot, z_words, storage());
+        // The host's hyperparameters, when it changed them, over the current ones (after the
+        // state change, so that a commit does not bring the device's back). The buffer is made
+        // with the first request, so that a later upload creates nothing.
+        let k = shape.parameters;
+        let upload = self.resident("parameters upload", slot, 3 * k * 4, storage());
+        if let Some(host) = request.parameters.upload {
+            assert!(
+                [host.values.len(), host.first.len(), host.second.len()] == [k; 3],
+                "the host's hyperparameters and moments"
+            );
+            let values = host.values.iter().chain(&host.first).chain(&host.second);
+            self.device
+                .write_buffer(&upload, 0, &super::f32_bytes(values.copied()));
+            for third in 0..3 {
+                encoder.copy_buffer_to_buffer(
+                    &upload,
+                    (third * k * 4) as u64,
+                    &z_current,
+                    ((third * shape.held() + shape.parameters_at()) * 4) as u64,
+                    (k * 4) as u64,
+                );
+            }
+        }
 
         let uniform = wgpu::BufferUsages::UNIFORM;
-        let g_var = -request.c / (2.0 * request.noise);
-        let scale = request.c / request.noise;
         let at = state_offsets(m);
+        // g_var and c/φ² are the device's (copied in at GLUE_DIMS_NOISE from the derived
+        // parameters), so these blocks are written once.
         let dims = |role: &'static str, offset: usize, flags: u32| {
-            self.resident_with(
-                role,
-                slot,
-                &glue_dims(m, t, offset, flags, g_var, scale),
-                uniform,
-            )
+            self.resident_constant(role, slot, &glue_dims(m, t, offset, flags), uniform)
         };
         let plain = dims("glue dims", 0, 0);
         let at_inverse = dims("glue dims: L⁻¹", mm, 0);
@@ -855,6 +1043,7 @@ impl Gpu {
             upload_z: false,
             latent_on_device: request.encoder.is_some(),
             rows_on_device: request.rows.is_some(),
+            parameters_on_device: true,
             noise: request.noise,
             c: request.c,
         };
@@ -965,10 +1154,8 @@ impl Gpu {
         // 7: the gradients finished, and Z's Adam step into its next state.
         let layout = plan.layout;
         let kernel = request.kernel;
-        let slot_column = request.latent.slot;
-        let diag = kernel.linear.as_ref().map_or(0.0, |lin| {
-            2.0 * lin[slot_column] * kernel.mask[slot_column] * g_var
-        });
+        let [c_hi, c_lo] = super::cholesky::two_words(request.c);
+        // `diag` (k_tt's adjoint per unit of w) is the device's, copied in at GRADIENT_DIMS_DIAG.
         let gradient_dims = self.resident_with(
             "held gradients dims",
             slot,
@@ -978,8 +1165,8 @@ impl Gpu {
                 t as u32,
                 d as u32,
                 samples as u32,
-                slot_column as u32,
-                (diag as f32).to_bits(),
+                request.latent.slot as u32,
+                0,
                 1.0f32.to_bits(),
                 (request.adam.rate as f32).to_bits(),
                 (request.adam.beta1 as f32).to_bits(),
@@ -988,9 +1175,31 @@ impl Gpu {
                 ((1.0 - request.adam.beta1) as f32).to_bits(),
                 ((1.0 - request.adam.beta2) as f32).to_bits(),
                 shape.encoder as u32,
+                shape.parameters as u32,
+                kernel.stationary.len() as u32,
+                u32::from(kernel.linear.is_some()),
+                (request.parameters.noise_floor as f32).to_bits(),
+                c_hi.to_bits(),
+                c_lo.to_bits(),
+                0,
+                0,
                 0,
             ]),
             uniform,
+        );
+        let table =
+            self.resident_constant("parameter table", slot, &parameter_table(kernel), storage());
+        let extra = self.resident_constant(
+            "parameter extra",
+            slot,
+            &super::f32_bytes(request.parameters.extra.iter().copied()),
+            storage(),
+        );
+        let derived = self.resident(
+            "derived parameters",
+            slot,
+            derived_words(kernel) * 4,
+            storage(),
         );
         let gradients = self.resident(
             "held gradients",
@@ -1011,8 +1220,8 @@ impl Gpu {
                     x: &plan.x,
                     latent: &plan.latent,
                     gradients: &gradients,
-                    latent_at: header_words(&layout),
-                    gradient_at: header_words(&layout) + 2 * rows + m * d,
+                    latent_at: HEADER_WORDS,
+                    gradient_at: gradient_room(&layout, rows, shape) - shape.held() + m * d,
                 },
             )?),
             None => None,
@@ -1029,8 +1238,9 @@ impl Gpu {
         };
         let inputs_groups = (((m * d).max(rows).max(2) as u32).div_ceil(GROUP), 1, 1);
         let held_groups = ((shape.held().max(1) as u32).div_ceil(GROUP), 1, 1);
-        // The W kernel sums, the held block's squared gradient, Σ KL(q(w)) and Σ w².
-        let sums_groups = (layout.width as u32 + 3, 1, 1);
+        // The W kernel sums, the squared gradient of Z and the encoder, Σ KL(q(w)) and the
+        // points' D column sums of squares.
+        let sums_groups = ((layout.width + 2 + d) as u32, 1, 1);
         for groups in [inputs_groups, held_groups, sums_groups] {
             self.check_groups("the finished gradients", groups)?;
         }
@@ -1047,8 +1257,13 @@ impl Gpu {
         .chain([
             held(
                 HeldPass::KernelSums,
-                [&plan.finished, &plan.latent, &spare, &gradients],
+                [&plan.finished, &plan.latent, &plan.points, &gradients],
                 sums_groups,
+            ),
+            held(
+                HeldPass::ParameterGradients,
+                [&z_current, &table, &extra, &gradients],
+                one,
             ),
             held(
                 HeldPass::AdamHeld,
@@ -1057,6 +1272,29 @@ impl Gpu {
             ),
         ])
         .collect();
+        // The hyperparameters and φ² as the passes read them, from the slot's current state,
+        // before the passes (`derived_copies`).
+        let derive = vec![held(
+            HeldPass::DeriveParameters,
+            [&z_current, &table, &spare, &derived],
+            one,
+        )];
+        let derived_copies = derived_copies(
+            kernel,
+            &derived,
+            &[
+                (&plan.linear, 0, DerivedPart::Linear),
+                (&plan.parts, 0, DerivedPart::Parts),
+                (&plan.kernel_dims, KERNEL_DIMS_ALPHA, DerivedPart::Alpha),
+                (&plan.column_dims, COLUMN_DIMS_NOISE, DerivedPart::Column),
+                (&gradient_dims, GRADIENT_DIMS_DIAG, DerivedPart::Diag),
+                (&plain, GLUE_DIMS_NOISE, DerivedPart::Glue),
+                (&at_inverse, GLUE_DIMS_NOISE, DerivedPart::Glue),
+                (&at_s, GLUE_DIMS_NOISE, DerivedPart::Glue),
+                (&at_mean, GLUE_DIMS_NOISE, DerivedPart::Glue),
+                (&at_p, GLUE_DIMS_NOISE, DerivedPart::Glue),
+            ],
+        );
         // Z comes from the slot's current state, not from the host.
         let z_bytes = (m * d * 4) as u64;
         if z_bytes > 0 {
@@ -1099,18 +1337,21 @@ impl Gpu {
             room * 4,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
-        // (source, its first word) for each part.
-        let sources = [
-            (&gradients, 0),
-            (&kzz, 2 * 2 * mm),
-            (&next, 2 * at.status),
-            (&kl, 0),
-            (&current, 0),
-            (&z_current, 0),
-        ];
+        // (source, its first word, words) of each piece, in the parts' order: the stepped
+        // hyperparameters are a piece of each third of the next held state.
+        let thirds = (0..3).map(|third| (&z_next, third * shape.held() + shape.parameters_at(), k));
+        let pieces = [
+            (&gradients, 0, parts[0]),
+            (&kzz, 2 * 2 * mm, parts[1]),
+            (&next, 2 * at.status, parts[2]),
+            (&kl, 0, parts[3]),
+        ]
+        .into_iter()
+        .chain(thirds)
+        .chain([(&current, 0, parts[5]), (&z_current, 0, parts[6])]);
         let mut offset = 0u64;
-        let mut copies = Vec::with_capacity(sources.len());
-        for ((source, first), words) in sources.into_iter().zip(parts) {
+        let mut copies = Vec::new();
+        for (source, first, words) in pieces {
             let bytes = (words * 4) as u64;
             if bytes > 0 {
                 copies.push((source.clone(), (first * 4) as u64, offset, bytes));
@@ -1124,6 +1365,8 @@ impl Gpu {
                 words: total,
             },
             scratch: slot,
+            derive,
+            derived_copies,
             head,
             factor,
             body,
@@ -1134,47 +1377,40 @@ impl Gpu {
     }
 }
 
-/// A request's [`ResidentEvaluation`] from its read-back values, with k_tt's share of the kernel
-/// gradient added here.
+/// A request's [`ResidentEvaluation`] from its read-back values.
 fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> ResidentEvaluation {
-    let ReadbackLayout { m, t, width, .. } = pending.layout;
-    let shape = StateShape {
-        m,
-        d: request.z.ncols(),
-        encoder: request.encoder.map_or(0, Encoder::param_count),
-    };
+    let m = pending.layout.m;
+    let shape = StateShape::of(request.z, request.encoder, request.kernel);
     let rows = request.latent.eps.ncols();
-    let [gradient_count, .., state] =
+    let [gradient_count, _, _, _, parameter_count, ..] =
         readback_words(&pending.layout, shape, rows, request.read_current);
     let (gradients, rest) = values.split_at(gradient_count);
     let (kzz_status, rest) = rest.split_at(8);
     let (step_status, rest) = rest.split_at(8);
-    let (kl_words, state_values) = rest.split_at(6);
-    let state = (state > 0).then(|| state_from(shape, state_values));
+    let (kl_words, rest) = rest.split_at(6);
+    let (parameter_words, state_values) = rest.split_at(parameter_count);
+    let state = request
+        .read_current
+        .then(|| state_from(shape, state_values));
+    let k = shape.parameters;
+    let third = |n: usize| -> Vec<f64> {
+        parameter_words[n * k..(n + 1) * k]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect()
+    };
+    let parameters = HeldWeights {
+        values: third(0),
+        first: third(1),
+        second: third(2),
+    };
     let df = |words: &[f32], k: usize| f64::from(words[2 * k]) + f64::from(words[2 * k + 1]);
     let misfit = df(gradients, 0);
-    let (sums, rest) = gradients[2..].split_at(2 * width);
-    let (held_norm, rest) = rest.split_at(2);
-    let (latent_kl, rest) = rest.split_at(2);
-    let (draw_squares, latent) = rest.split_at(2);
-    let sums: Vec<f64> = (0..width).map(|k| df(sums, k)).collect();
-    let kernel = request.kernel;
-    let mut kernel_grad = grad_from_sums(kernel, &sums);
-    // k_tt's share, g_var Σ_t ∂k(u_t, u_t), from the points' column sums of squares: the rows'
-    // (each repeated S times) and the latent column's draws when the host holds q(w); when the
-    // device formed the draws, their Σ w² comes back with the sums and is added below.
-    let g_var = -request.c / (2.0 * request.noise);
-    let squares = evaluation_point_squares(request.x, request.latent, request.encoder.is_none());
-    kernel_grad.add_assign(&kernel.diag_gradient(&squares, t, g_var));
+    let (held_norm, latent_kl) = (df(gradients, 1), df(gradients, 2));
+    let latent = &gradients[HEADER_WORDS..];
     let widen = |v: &[f32]| DVector::from_iterator(v.len(), v.iter().map(|&x| f64::from(x)));
     let latent = if request.encoder.is_some() {
-        let column = request.latent.slot;
-        if let Some(linear) = kernel_grad.linear.as_mut() {
-            linear[column] += kernel.mask[column] * g_var * df(draw_squares, 0);
-        }
-        HeldLatent::Encoded {
-            kl: df(latent_kl, 0),
-        }
+        HeldLatent::Encoded { kl: latent_kl }
     } else {
         let (d_mu, d_var) = latent.split_at(rows);
         HeldLatent::Sums {
@@ -1203,45 +1439,52 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
     let (trace, norm, logdet) = (df(kl_words, 0), df(kl_words, 1), df(kl_words, 2));
     ResidentEvaluation {
         misfit,
-        kernel: kernel_grad,
-        held_norm: df(held_norm, 0),
+        held_norm,
         latent,
         jitter: status(kzz_status, request.jitter).map_err(with_size),
         kl_inducing: 0.5 * (trace + norm - m as f64 - logdet),
         stepped: status(step_status, JitterPolicy::exactly(0.0))
             .map(|_| ())
             .map_err(with_size),
+        parameters,
         state,
     }
 }
 
 /// A slot's state from its words: q(v) (f64 from double-float) then the held block's (float32:
-/// [Z row-major | encoder] for each of p, m, v).
+/// [Z row-major | encoder | hyperparameters] for each of p, m, v).
 fn state_from(shape: StateShape, values: &[f32]) -> ResidentState {
-    let StateShape { m, d, encoder } = shape;
+    let StateShape { m, d, encoder, .. } = shape;
     let (q, held) = values.split_at(state_words(m));
     let n = shape.held();
     let block = |k: usize| DMatrix::from_fn(m, d, |i, j| f64::from(held[k * n + i * d + j]));
-    let weights = |k: usize| {
-        held[k * n + m * d..k * n + n]
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect::<Vec<f64>>()
-    };
+    let at = shape.parameters_at();
     ResidentState {
         posterior: posterior_from(m, q),
         z: block(0),
         z_first: block(1),
         z_second: block(2),
         encoder: if encoder > 0 {
-            HeldWeights {
-                values: weights(0),
-                first: weights(1),
-                second: weights(2),
-            }
+            held_weights(held, n, m * d..at)
         } else {
             HeldWeights::default()
         },
+        parameters: held_weights(held, n, at..n),
+    }
+}
+
+/// The values in `range` of each third (p, m, v) of a held state with `n` values per third.
+fn held_weights(held: &[f32], n: usize, range: std::ops::Range<usize>) -> HeldWeights {
+    let third = |k: usize| -> Vec<f64> {
+        held[k * n + range.start..k * n + range.end]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect()
+    };
+    HeldWeights {
+        values: third(0),
+        first: third(1),
+        second: third(2),
     }
 }
 
@@ -1315,6 +1558,9 @@ struct SlotRecord {
     synced_version: usize,
     /// Evaluations since then.
     unsynced: usize,
+    /// The host's [`crate::gp::variable::GpCdeVariable::parameter_edits`] when the device last
+    /// took its hyperparameters.
+    parameter_edits: u64,
 }
 
 impl SlotRecord {
@@ -1360,6 +1606,9 @@ pub struct HeldSlot {
     pub before: StateChange,
     /// Read the state back with the evaluation ([`ResidentRequest::read_current`]).
     pub read_current: bool,
+    /// Write the host's hyperparameters over the slot's first ([`ParameterStep::upload`]): the
+    /// host changed them since the device last took them.
+    pub upload_parameters: bool,
 }
 
 impl Gpu {
@@ -1396,6 +1645,7 @@ impl Gpu {
         version: usize,
         host: ResidentView,
         host_synced: usize,
+        parameter_edits: u64,
     ) -> Result<HeldSlot, CholeskyError> {
         let mut slots = self.posterior_slots();
         let batch = slots.batches;
@@ -1405,6 +1655,7 @@ impl Gpu {
             m,
             d,
             encoder: host.encoder.map_or(0, Encoder::param_count),
+            parameters: host.parameters.values.len(),
         };
         let known = key
             .and_then(|k| slots.by_key.get(&k).copied().map(|r| (k, r)))
@@ -1447,6 +1698,7 @@ impl Gpu {
                     synced_at: now,
                     synced_version: version,
                     unsynced: 0,
+                    parameter_edits,
                 };
                 (key, record, StateChange::Keep)
             }
@@ -1469,12 +1721,15 @@ impl Gpu {
             record.unsynced = 0;
         }
         record.last_batch = batch;
+        let upload_parameters = record.parameter_edits != parameter_edits;
+        record.parameter_edits = parameter_edits;
         slots.by_key.insert(key, record);
         Ok(HeldSlot {
             key,
             slot: record.slot,
             before,
             read_current,
+            upload_parameters,
         })
     }
 
@@ -1532,18 +1787,19 @@ impl Gpu {
 mod tests {
     use super::*;
 
-    /// The paper's encoder state at D = 3 (805 568 bytes) is read every 394 evaluations at the
-    /// default budget, and never before 2 s; a test's (0 s, unbounded) reads it every time, an
-    /// infinite period never.
+    /// The paper's encoder state at D = 3 with its kernel's 20 hyperparameters and φ²
+    /// (805 820 bytes) is read every 394 evaluations at the default budget, and never before
+    /// 2 s; a test's (0 s, unbounded) reads it every time, an infinite period never.
     #[test]
     fn a_state_is_read_when_both_the_clock_and_the_budget_allow() {
         let shape = StateShape {
             m: 10,
             d: 3,
             encoder: 66_818,
+            parameters: 21,
         };
         let bytes = (state_words(shape.m) + held_words(shape)) * 4;
-        assert_eq!(bytes, 805_568);
+        assert_eq!(bytes, 805_820);
         let due =
             |elapsed, unsynced| sync_due(elapsed, SYNC_SECONDS, unsynced, SYNC_BUDGET_BYTES, bytes);
         assert!(!due(1.9, 10_000), "not before 2 s");

@@ -1,33 +1,41 @@
-//! Uncollapsed evaluations whose q(v), Z and q(w)'s encoder the device holds (issue 34, items
-//! 1–2): the host draws each minibatch (its row indices and the draws' noise; q(w)'s moments too
-//! for free per-row latents); the device holds the data and computes the rest of the evaluation
-//! — the minibatch's rows, the encoder's forward pass, the draws, K_ZZ's factor, the
-//! predictions, the M × M adjoint, q(v)'s natural step, the gradients finished, the encoder's
-//! backward pass and the Adam step of Z and the encoder — for the whole batch in one submission
-//! ([`Gpu::submit_resident`]), and the host
-//! finishes the bound's scalars and Adam's step on the kernel and φ², which need only O(W)
-//! values back (O(W + b) with free latents). q(v), Z and the encoder never cross to the host
-//! except when a variable's copy is refreshed (with an evaluation, at most every
-//! [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) and within
-//! [`SYNC_BUDGET_BYTES`](crate::backend::gpu::SYNC_BUDGET_BYTES) per evaluation; or for a final
-//! bound), and a step the restart does not apply (a fault, a phase's end) is never committed:
-//! the device keeps each slot's current and stepped states and the variable's natural-step count
-//! says which it is at ([`Gpu::hold_state`]).
+//! Uncollapsed evaluations whose q(v), Z, q(w)'s encoder, kernel hyperparameters and φ² the
+//! device holds (issue 34, items 1–2): the host draws each minibatch (its row indices and the
+//! draws' noise; q(w)'s moments too for free per-row latents) and gives the graph prior's and the
+//! penalty's gradient of the step; the device holds the data and computes the rest of the
+//! evaluation — the hyperparameters as the passes read them, the minibatch's rows, the
+//! encoder's forward pass, the draws, K_ZZ's factor, the predictions, the M × M adjoint, q(v)'s
+//! natural step, the gradients finished, the encoder's backward pass and the Adam step of Z, the
+//! encoder, the hyperparameters and φ² — for the whole batch in one submission
+//! ([`Gpu::submit_resident`]); the host finishes the bound's scalars and takes the stepped
+//! hyperparameters (O(K) values back, O(K + b) with free latents) for the restart's decisions.
+//! q(v), Z and the encoder never cross to the host except when a variable's copy is refreshed
+//! (with an evaluation, at most every [`SYNC_SECONDS`](crate::backend::gpu::SYNC_SECONDS) and
+//! within [`SYNC_BUDGET_BYTES`](crate::backend::gpu::SYNC_BUDGET_BYTES) per evaluation; or for a
+//! final bound), and a step the restart does not apply (a fault, a phase's end) is never
+//! committed: the device keeps each slot's current and stepped states and the variable's
+//! natural-step count says which it is at ([`Gpu::hold_state`]); hyperparameters the host
+//! changed itself (an edge re-initialised or switched off) go to the device with the next
+//! request.
 
 use nalgebra::DMatrix;
 
-use crate::backend::gpu::{Gpu, GpuError, HeldSlot, ResidentEvaluation, ResidentRequest};
+use crate::backend::gpu::{
+    Gpu, GpuError, HeldSlot, ParameterStep, ResidentEvaluation, ResidentRequest,
+};
 use crate::backend::Pool;
 use crate::discovery::cgp::{held_evaluation, EvaluationError, HeldStep, Variable};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::svgp::{finish_held, HeldPredictions, FLOAT32_RELATIVE_JITTER};
-use crate::gp::variable::{GpCdeVariable, Prepared};
+use crate::gp::variable::{GpCdeVariable, HeldWeights, Prepared};
 
 /// One evaluation's host half, before the device: its minibatch and the draws' noise ε (the
-/// device forms q(w)'s moments with the encoder, and w = μ + √Σ ε).
+/// device forms q(w)'s moments with the encoder, and w = μ + √Σ ε), the graph gradient of its
+/// step, and the host's hyperparameters (sent when the host changed them).
 struct Begun<'j> {
     variable: &'j GpCdeVariable,
     prepared: Prepared,
+    extra: Vec<f64>,
+    parameters: HeldWeights,
 }
 
 /// The held evaluations of `jobs` at `indices`, in that order, in one submission; `awaiting`
@@ -62,7 +70,13 @@ pub(super) async fn held_evaluations(
             let version = b.variable.natural_steps();
             let synced = b.variable.holding().map_or(version, |h| h.synced_steps);
             let slot = gpu
-                .hold_state(key, version, b.variable.resident_view(), synced)
+                .hold_state(
+                    key,
+                    version,
+                    b.variable.resident_view(),
+                    synced,
+                    b.variable.parameter_edits(),
+                )
                 .map_err(EvaluationError::from);
             if let Ok(s) = &slot {
                 seen.insert(s.key);
@@ -118,11 +132,13 @@ fn begin<'j>(data: &DMatrix<f64>, job: &&'j Job<'_>) -> Option<Begun<'j>> {
         return None;
     };
     let variable: &'j Variable = variable;
-    let (prepared, model) = variable.begin_held(data, *seed)?;
-    model.input(&prepared).latent?;
+    let begun = variable.begin_held(data, *seed)?;
+    begun.variable.input(&begun.prepared).latent?;
     Some(Begun {
-        variable: model,
-        prepared,
+        parameters: begun.variable.held_parameters(),
+        variable: begun.variable,
+        prepared: begun.prepared,
+        extra: begun.extra,
     })
 }
 
@@ -152,6 +168,11 @@ fn request<'a>(b: &'a Begun<'_>, slot: &HeldSlot, data_held: bool) -> ResidentRe
         relative_jitter: FLOAT32_RELATIVE_JITTER,
         gamma: b.variable.next_step_size(),
         adam: b.variable.held_adam_step(),
+        parameters: ParameterStep {
+            extra: &b.extra,
+            noise_floor: b.variable.noise_floor(),
+            upload: slot.upload_parameters.then_some(&b.parameters),
+        },
         before: slot.before,
         read_current: slot.read_current,
     }
@@ -177,7 +198,6 @@ fn finish(
         &b.variable.input(&b.prepared),
         HeldPredictions {
             misfit: result.misfit,
-            kernel: result.kernel,
             held_norm: result.held_norm,
             latent: result.latent,
             jitter,
@@ -190,6 +210,7 @@ fn finish(
         HeldStep {
             key: slot.key,
             stepped: result.stepped,
+            parameters: result.parameters,
             synced: result.state,
         },
     )

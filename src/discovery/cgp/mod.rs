@@ -37,5 +37,6 @@ pub use settings::{
     MAX_THREADS,
 };
 pub use variable::{
-    held_evaluation, BoundKind, Evaluation, EvaluationError, HeldStep, SearchVariable, Variable,
+    held_evaluation, BoundKind, Evaluation, EvaluationError, HeldBegun, HeldStep, SearchVariable,
+    Variable,
 };

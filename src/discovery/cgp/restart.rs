@@ -101,6 +101,22 @@ pub struct FaultEvent {
     pub action: String,
 }
 
+/// ∂/∂θ_ij of log p(θ) − γ(h + h₂) for each candidate edge j → i of `c` (its parents in order):
+/// −10 − γ G[j][i], the penalty's share only when γ > 0.
+fn edge_gradient(c: &Variable, penalty: &Penalty, gamma: f64) -> Vec<f64> {
+    c.parents()
+        .iter()
+        .map(|&j| {
+            let pushed = if gamma > 0.0 {
+                gamma * penalty.gradient[(j, c.child())]
+            } else {
+                0.0
+            };
+            -PRIOR_RATE - pushed
+        })
+        .collect()
+}
+
 /// Why a phase ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -253,6 +269,19 @@ pub struct Restart {
     outcome: Option<RestartOutcome>,
     failure: Option<String>,
     finishing: Option<Finishing>,
+    /// The penalty at this iteration's point, taken when its seeds were drawn
+    /// ([`Restart::begin_iteration`]).
+    #[serde(default)]
+    penalty: Option<Penalty>,
+}
+
+/// The acyclicity penalty at one point: h(A), h₂ and their gradient G (cause × effect) with
+/// respect to A (the 2-cycle term's included when the settings add it).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Penalty {
+    h: f64,
+    h_pairs: f64,
+    gradient: DMatrix<f64>,
 }
 
 impl Restart {
@@ -279,6 +308,7 @@ impl Restart {
             outcome: None,
             failure: None,
             finishing: None,
+            penalty: None,
         }
     }
 
@@ -330,8 +360,22 @@ impl Restart {
         &self.components
     }
 
+    /// Begins an iteration: draws its seeds ([`Restart::draw_seeds`]) and takes the penalty at
+    /// the current point, whose gradient (with the graph prior's) each variable is given now,
+    /// before its evaluation, so that a device stepping the hyperparameters can add it.
+    pub fn begin_iteration(&mut self, problem: &Problem) {
+        self.draw_seeds();
+        let penalty = self.penalty_at(problem);
+        let gamma = self.gamma;
+        for c in &mut self.components {
+            let d_theta = edge_gradient(c, &penalty, gamma);
+            c.prepare_step(&d_theta);
+        }
+        self.penalty = Some(penalty);
+    }
+
     /// Draws this iteration's seeds (one per variable) from the restart's generator; call once
-    /// before evaluating.
+    /// before evaluating ([`Restart::begin_iteration`] does).
     pub fn draw_seeds(&mut self) {
         let rng = &mut self.rng;
         self.seeds = (0..self.components.len()).map(|_| rng.random()).collect();
@@ -575,7 +619,8 @@ impl Restart {
         };
         let elbo: f64 = values.iter().sum();
         self.last_values = values;
-        let (terms, _) = self.terms(elbo, problem);
+        let penalty = self.penalty_at(problem);
+        let terms = self.terms(elbo, &penalty, problem);
         self.phase_iterations = state.refits;
         self.record_phase(PhaseEnd::Done, &terms, self.surviving_edges(problem));
         if let Some(record) = self.phases.last_mut() {
@@ -633,16 +678,10 @@ impl Restart {
         self.enter(Phase::CoolDown);
     }
 
-    /// Terms of the objective at the evaluated point, with the penalty's gradient G (cause ×
-    /// effect) when γ > 0.
-    fn terms(&mut self, elbo: f64, problem: &Problem) -> (Terms, Option<DMatrix<f64>>) {
-        let d = problem.dim();
-        let w = self.weights(d);
-        let candidates: usize = self.components.iter().map(|c| c.parents().len()).sum();
-        let absent = (d * d.saturating_sub(1)).saturating_sub(candidates);
-        let kinds = self.components.first().map_or(2, |v| v.kinds()) as f64;
-        let log_prior = self.components.iter().map(|c| c.log_prior()).sum::<f64>()
-            + kinds * absent as f64 * PRIOR_RATE.ln();
+    /// The penalty at the current point: h(A) = |λ_max(A)| by power iteration (warm-started, so
+    /// taken once per iteration), h₂ when the settings add it, and their gradient.
+    fn penalty_at(&mut self, problem: &Problem) -> Penalty {
+        let w = self.weights(problem.dim());
         let estimate = self.power.estimate(&w, problem.settings.power_iterations);
         let mut gradient = estimate.gradient;
         let h_pairs = if problem.settings.two_cycle_penalty {
@@ -652,17 +691,30 @@ impl Restart {
         } else {
             0.0
         };
-        let gamma = self.gamma;
-        let terms = Terms {
-            elbo,
-            log_prior,
+        Penalty {
             h: estimate.value,
             h_pairs,
+            gradient,
+        }
+    }
+
+    /// Terms of the objective at the evaluated point, whose penalty is `penalty`.
+    fn terms(&self, elbo: f64, penalty: &Penalty, problem: &Problem) -> Terms {
+        let d = problem.dim();
+        let candidates: usize = self.components.iter().map(|c| c.parents().len()).sum();
+        let absent = (d * d.saturating_sub(1)).saturating_sub(candidates);
+        let kinds = self.components.first().map_or(2, |v| v.kinds()) as f64;
+        let log_prior = self.components.iter().map(|c| c.log_prior()).sum::<f64>()
+            + kinds * absent as f64 * PRIOR_RATE.ln();
+        let gamma = self.gamma;
+        Terms {
+            elbo,
+            log_prior,
+            h: penalty.h,
+            h_pairs: penalty.h_pairs,
             gamma,
-            objective: elbo + log_prior - gamma * (estimate.value + h_pairs),
-        };
-        let grad = (gamma > 0.0).then_some(gradient);
-        (terms, grad)
+            objective: elbo + log_prior - gamma * (penalty.h + penalty.h_pairs),
+        }
     }
 
     /// Completes an iteration from the bound evaluations of [`Restart::components`] (in order).
@@ -674,6 +726,12 @@ impl Restart {
         if !self.wants_evaluation() {
             return;
         }
+        // The penalty taken when the iteration began (at this same point); computed here for a
+        // caller that only drew the seeds.
+        let penalty = match self.penalty.take() {
+            Some(p) => p,
+            None => self.penalty_at(problem),
+        };
         if let Some((variable, err)) = evaluations
             .iter()
             .enumerate()
@@ -684,7 +742,7 @@ impl Restart {
         let evaluations: Vec<Evaluation> = evaluations.into_iter().flatten().collect();
         let elbo: f64 = evaluations.iter().map(Evaluation::value).sum();
         self.last_values = evaluations.iter().map(Evaluation::value).collect();
-        let (terms, penalty_grad) = self.terms(elbo, problem);
+        let terms = self.terms(elbo, &penalty, problem);
         if !terms.objective.is_finite() {
             return self.handle_fault(
                 0,
@@ -719,20 +777,10 @@ impl Restart {
             }
         }
 
-        // ∂/∂θ_ij of log p(θ) − γ h: −10 − γ G[j][i] for every candidate edge j → i.
         self.checkpoints = Some(self.components.iter().map(|c| c.checkpoint()).collect());
         let mut step_error = None;
         for (k, (c, evaluation)) in self.components.iter_mut().zip(evaluations).enumerate() {
-            let d_theta: Vec<f64> = c
-                .parents()
-                .iter()
-                .map(|&j| {
-                    -PRIOR_RATE
-                        - penalty_grad
-                            .as_ref()
-                            .map_or(0.0, |g| terms.gamma * g[(j, c.child())])
-                })
-                .collect();
+            let d_theta = edge_gradient(c, &penalty, terms.gamma);
             if let Err(e) = c.ascend(evaluation, &d_theta) {
                 step_error.get_or_insert((k, e));
             }

@@ -17,7 +17,7 @@ use super::component::{Component, LatentRecord, PRIOR_RATE};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
 use crate::gp::linalg::CholeskyError;
 use crate::gp::svgp::{bound_and_gradient, HeldOutput, SvgpInput, SvgpOutput};
-use crate::gp::variable::{GpCdeVariable, Prepared, ResidentState, StepError};
+use crate::gp::variable::{GpCdeVariable, HeldWeights, Prepared, ResidentState, StepError};
 
 /// Which bound every variable uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +36,11 @@ pub struct UncollapsedComponent {
     variable: GpCdeVariable,
     initial_kernel_raw: Vec<f64>,
     batch: usize,
+    /// The graph prior's and the penalty's gradient for the coming step, per kernel
+    /// hyperparameter ([`SearchVariable::prepare_step`]): a device that steps the
+    /// hyperparameters takes it with the evaluation.
+    #[serde(default)]
+    step_extra: Vec<f64>,
 }
 
 /// One evaluation, ready to be applied by [`Variable::ascend`]; it serialises, so it can come back
@@ -60,13 +65,15 @@ pub enum Evaluation {
 }
 
 /// The device's side of a [`Evaluation::Held`]: its name for the variable's q(v) and Z, the
-/// natural step and the Adam step of Z (and the encoder) it took (waiting there for the next evaluation to commit them)
-/// or why P did not factorise, and the state it evaluated when that was read back with this
-/// evaluation.
+/// natural step and the Adam steps of Z, the hyperparameters and φ² (and the encoder) it took
+/// (waiting there for the next evaluation to commit them) or why P did not factorise, the
+/// stepped hyperparameters and φ² with their moments, and the state it evaluated when that was
+/// read back with this evaluation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeldStep {
     pub key: u64,
     pub stepped: Result<(), CholeskyError>,
+    pub parameters: HeldWeights,
     pub synced: Option<ResidentState>,
 }
 
@@ -130,6 +137,18 @@ fn uncollapsed_evaluation(
 }
 
 impl UncollapsedComponent {
+    /// ∂/∂θ per kernel hyperparameter from the graph gradient of each parent (`d_theta`, in
+    /// [`SearchVariable::parents`]' order): each parent's on every kind of its input.
+    fn kernel_extra(&self, d_theta: &[f64]) -> Vec<f64> {
+        let mut extra = vec![0.0; self.variable.kernel_raw().len()];
+        for (k, j) in self.parents().into_iter().enumerate() {
+            for idx in self.variable.input_indices(j) {
+                extra[idx] += d_theta[k];
+            }
+        }
+        extra
+    }
+
     /// The minibatch of an evaluation with `seed`: b rows drawn without replacement, then the
     /// Monte Carlo draws, from one stream.
     fn minibatch(&self, data: &DMatrix<f64>, seed: u64) -> Prepared {
@@ -160,6 +179,7 @@ impl UncollapsedComponent {
             variable,
             initial_kernel_raw,
             batch: batch.max(1),
+            step_extra: Vec::new(),
         }
     }
 }
@@ -251,6 +271,11 @@ pub trait SearchVariable {
     /// One ascent step from `evaluation`, with ∂/∂θ_ij = `d_theta[k]` added for the k-th parent
     /// of [`SearchVariable::parents`] on every kind.
     fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), EvaluationError>;
+
+    /// Takes the graph gradient `d_theta` (as [`SearchVariable::ascend`]'s) of the step the next
+    /// evaluation leads to, before that evaluation: where a device steps the hyperparameters
+    /// with the evaluation, it goes there with the request. Nothing by default.
+    fn prepare_step(&mut self, _d_theta: &[f64]) {}
 
     /// Keeps only the parents in `keep` and resets their edge hyperparameters to this restart's
     /// starting values (MODEL.md §5.4).
@@ -406,13 +431,12 @@ impl SearchVariable for UncollapsedComponent {
         uncollapsed_evaluation(prepared, output)
     }
 
+    fn prepare_step(&mut self, d_theta: &[f64]) {
+        self.step_extra = self.kernel_extra(d_theta);
+    }
+
     fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), EvaluationError> {
-        let mut extra = vec![0.0; self.variable.kernel_raw().len()];
-        for (k, j) in self.parents().into_iter().enumerate() {
-            for idx in self.variable.input_indices(j) {
-                extra[idx] += d_theta[k];
-            }
-        }
+        let extra = self.kernel_extra(d_theta);
         match evaluation {
             Evaluation::Uncollapsed {
                 prepared, output, ..
@@ -428,12 +452,19 @@ impl SearchVariable for UncollapsedComponent {
                 let HeldStep {
                     key,
                     stepped,
+                    parameters,
                     synced,
                 } = *step;
                 // A natural step that failed on the device fails the step, as on the CPU.
                 stepped?;
+                // The device added the graph gradient it was given with the request.
+                if extra != self.step_extra {
+                    return Err(EvaluationError::Mismatch(
+                        "the device stepped the hyperparameters with another graph gradient than this step's (prepare_step was not called with it)".into(),
+                    ));
+                }
                 self.variable
-                    .apply_held(&prepared, &output, Some(&extra), key, synced)?;
+                    .apply_held(&prepared, &output, &parameters, key, synced)?;
             }
             Evaluation::Collapsed { .. } => return Err(other_bound()),
         }
@@ -524,15 +555,35 @@ impl std::ops::DerefMut for Variable {
     }
 }
 
+/// What a device holding an uncollapsed variable needs from the host for one evaluation
+/// ([`Variable::begin_held`]).
+pub struct HeldBegun<'a> {
+    pub prepared: Prepared,
+    pub variable: &'a GpCdeVariable,
+    /// The graph gradient of the step per kernel hyperparameter (∂/∂θ).
+    pub extra: Vec<f64>,
+}
+
 impl Variable {
     /// An uncollapsed variable's minibatch from `seed` and its model, for a device that holds
     /// q(v), Z and the encoder and computes the rest of the evaluation (the GPU backend): q(w)'s
     /// moments are left to the device. `None` for a collapsed variable.
-    pub fn begin_held(&self, data: &DMatrix<f64>, seed: u64) -> Option<(Prepared, &GpCdeVariable)> {
+    pub fn begin_held(&self, data: &DMatrix<f64>, seed: u64) -> Option<HeldBegun<'_>> {
         let Variable::Uncollapsed(u) = self else {
             return None;
         };
-        Some((u.held_minibatch(data, seed), &u.variable))
+        // Before any prepare_step: no graph gradient yet (the prior's alone is never zero, so an
+        // empty one is not taken for it: the step would be refused in `ascend`).
+        let extra = if u.step_extra.is_empty() {
+            vec![0.0; u.variable.kernel_raw().len()]
+        } else {
+            u.step_extra.clone()
+        };
+        Some(HeldBegun {
+            prepared: u.held_minibatch(data, seed),
+            variable: &u.variable,
+            extra,
+        })
     }
 
     /// (key, natural steps) of an uncollapsed variable whose current q(v) only the device holding
