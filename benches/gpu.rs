@@ -24,7 +24,8 @@
 //! double-float Cholesky factorisations with inverses and ten natural-gradient steps of q(v) at
 //! M = 400 against the CPU's f64, and the
 //! collapsed bound at (N, M, D) = (5000, 400, 20); each figure also as a JSON line
-//! (`{"bench": …}`) for the script to read.
+//! (`{"bench": …}`) for the script to read. With `--cholesky=M,N` it times only N double-float
+//! factorisations with inverses and N natural steps at size M.
 
 mod common;
 
@@ -72,6 +73,12 @@ fn main() {
     let quick = !std::env::args().any(|a| a == "--bench");
     if std::env::args().any(|a| a == "--issue-sizes") {
         issue_sizes(&gpu, quick);
+        return;
+    }
+    if let Some(sizes) =
+        std::env::args().find_map(|a| a.strip_prefix("--cholesky=").map(String::from))
+    {
+        factorisations_only(&gpu, quick, &sizes);
         return;
     }
     let sizes: &[(usize, usize, usize)] = if quick {
@@ -188,6 +195,27 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
          \"psi2_on_gpu_ms\": {:.3}}}",
         cpu * 1e3,
         on_gpu * 1e3
+    );
+}
+
+/// `--cholesky=M,N`: only the double-float factorisations with inverses and the natural steps,
+/// N matrices of size M, against the CPU (to time `cholesky.wgsl`'s passes alone).
+fn factorisations_only(gpu: &Gpu, quick: bool, sizes: &str) {
+    let parsed: Vec<usize> = sizes.split(',').filter_map(|v| v.parse().ok()).collect();
+    let [m, slots] = parsed[..] else {
+        eprintln!("--cholesky=M,N takes two whole numbers, not {sizes:?}");
+        std::process::exit(2);
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let [cpu, on_gpu] = time_factorisations(gpu, quick, m, slots, &mut rng);
+    let [step_cpu, step_gpu] = time_natural_steps(gpu, quick, m, slots, &mut rng);
+    println!(
+        "{slots} factorisations with inverses at M = {m}: CPU f64 1 thread {:.1} ms, GPU \
+         double-float {:.1} ms; {slots} natural steps: CPU {:.1} ms, GPU {:.1} ms",
+        cpu * 1e3,
+        on_gpu * 1e3,
+        step_cpu * 1e3,
+        step_gpu * 1e3
     );
 }
 

@@ -22,12 +22,76 @@ use crate::gp::natgrad::InducingPosterior;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::svgp::NatGradStats;
 
-/// The compiled entry points of `cholesky.wgsl`: the factorisation with its inverse, and the
-/// natural step.
-pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 2] {
-    let source = [super::DOUBLE_FLOAT, include_str!("cholesky.wgsl")].concat();
-    ["cholesky", "natural_step"]
-        .map(|entry| super::compute_pipeline(device, "cholesky.wgsl", &source, entry))
+/// The compiled entry points of `cholesky.wgsl`.
+pub(super) struct CholeskyPipelines {
+    factor: wgpu::ComputePipeline,
+    invert_factor: wgpu::ComputePipeline,
+    natural_step: wgpu::ComputePipeline,
+    invert_step: wgpu::ComputePipeline,
+    covariance: wgpu::ComputePipeline,
+    step_mean: wgpu::ComputePipeline,
+}
+
+impl CholeskyPipelines {
+    pub(super) fn new(device: &wgpu::Device) -> Self {
+        let source = [super::DOUBLE_FLOAT, include_str!("cholesky.wgsl")].concat();
+        let compile = |entry| super::compute_pipeline(device, "cholesky.wgsl", &source, entry);
+        CholeskyPipelines {
+            factor: compile("cholesky"),
+            invert_factor: compile("invert_factor"),
+            natural_step: compile("natural_step"),
+            invert_step: compile("invert_step"),
+            covariance: compile("covariance"),
+            step_mean: compile("step_mean"),
+        }
+    }
+}
+
+/// Which of `cholesky.wgsl`'s two jobs a batch does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FactorJob {
+    /// L Lᵀ = A + εI with the jitter ladder, and L⁻¹.
+    Factor,
+    /// q(v)'s natural step: P, its factor and inverse, S and m.
+    NaturalStep,
+}
+
+/// Columns of L⁻¹ per workgroup (`cholesky.wgsl`'s `COLUMNS`).
+const INVERSE_COLUMNS: u32 = 32;
+
+/// Entries per side of `cholesky.wgsl`'s `covariance` tiles.
+const COVARIANCE_TILE: u32 = 16;
+
+/// Invocations per workgroup of `cholesky.wgsl`'s passes.
+const THREADS: u32 = 256;
+
+/// The passes of `job` on a batch of `slots` matrices of size M = `m`, in order, each with its
+/// workgroups (all bound to the same [dims, inputs, ladder, outputs]): the factorisation, one
+/// workgroup per matrix (its pivots are sequential); then L⁻¹ by blocks of columns, and for the
+/// natural step S = XᵀX by 16 × 16 tiles and m = Sη₁ by blocks of rows, over every matrix at
+/// once — so that a batch of D matrices at M = 400 runs the inverse on 13·D workgroups and S on
+/// 325·D (of 625·D launched), not D.
+pub(super) fn factor_passes(
+    pipelines: &CholeskyPipelines,
+    job: FactorJob,
+    m: usize,
+    slots: usize,
+) -> Vec<(&wgpu::ComputePipeline, (u32, u32, u32))> {
+    let (m, slots) = (m as u32, slots as u32);
+    let blocks = (m.div_ceil(INVERSE_COLUMNS), slots, 1);
+    let tiles = m.div_ceil(COVARIANCE_TILE);
+    match job {
+        FactorJob::Factor => vec![
+            (&pipelines.factor, (slots, 1, 1)),
+            (&pipelines.invert_factor, blocks),
+        ],
+        FactorJob::NaturalStep => vec![
+            (&pipelines.natural_step, (slots, 1, 1)),
+            (&pipelines.invert_step, blocks),
+            (&pipelines.covariance, (tiles, tiles, slots)),
+            (&pipelines.step_mean, (m.div_ceil(THREADS), slots, 1)),
+        ],
+    }
 }
 
 /// One matrix's factorisation on the device: L Lᵀ = A + ε I and L⁻¹, in f64 from double-float.
@@ -154,7 +218,10 @@ impl Gpu {
         let out_bytes = (slots * output_words(m) * 4) as u64;
         self.check_binding("the factors and their inverses", out_bytes)?;
         self.check_binding("the matrices to factorise", (slots * m * m * 8) as u64)?;
-        self.check_groups("the factorisations' dispatch", (slots as u32, 1, 1))?;
+        let passes = factor_passes(&self.pipelines.cholesky, FactorJob::Factor, m, slots);
+        for (_, groups) in &passes {
+            self.check_groups("the factorisations' dispatch", *groups)?;
+        }
         // Row-major double-float words of each lower triangle (the upper one is not read).
         let matrices_bytes = two_word_bytes(sent.iter().flat_map(|a| {
             (0..m * m).map(move |k| {
@@ -176,13 +243,7 @@ impl Gpu {
             self.upload("cholesky matrices", &matrices_bytes, storage),
             self.upload("cholesky ladder", &ladder_bytes(policy, slots), storage),
         ];
-        let values = self.run_and_read(
-            "cholesky",
-            &self.pipelines.cholesky,
-            &inputs,
-            (slots as u32, 1, 1),
-            out_bytes,
-        )?;
+        let values = self.run_and_read("cholesky", &passes, &inputs, out_bytes)?;
         let decoded: Vec<_> = values
             .chunks_exact(output_words(m))
             .map(|words| decode(m, words, policy))
@@ -243,7 +304,10 @@ impl Gpu {
             "the natural steps' inputs",
             (slots * (2 * m * m + 2 * m) * 8) as u64,
         )?;
-        self.check_groups("the natural steps' dispatch", (slots as u32, 1, 1))?;
+        let passes = factor_passes(&self.pipelines.cholesky, FactorJob::NaturalStep, m, slots);
+        for (_, groups) in &passes {
+            self.check_groups("the natural steps' dispatch", *groups)?;
+        }
         // Non-finite statistics fail as on the CPU, with its error (no factorisation repairs them).
         let refused: Vec<Option<CholeskyError>> = posteriors
             .iter()
@@ -282,13 +346,7 @@ impl Gpu {
                 storage,
             ),
         ];
-        let values = self.run_and_read(
-            "natural step",
-            &self.pipelines.natural_step,
-            &inputs,
-            (slots as u32, 1, 1),
-            out_bytes,
-        )?;
+        let values = self.run_and_read("natural step", &passes, &inputs, out_bytes)?;
         if values.len() < slots * step_words(m) {
             return Err(GpuError::Readback(format!(
                 "{} words read back for {slots} natural steps",

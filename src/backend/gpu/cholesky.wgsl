@@ -1,12 +1,20 @@
 // Batched Cholesky factorisation with the jitter ladder inside the shader, the inverse of the
 // factor, and the natural-gradient step of q(v) built on them, in double-float (double_float.wgsl,
-// prepended): one workgroup per matrix of the batch.
+// prepended). The factorisation takes one workgroup per matrix of the batch; what follows it is
+// shared out over many (cholesky.rs's `factor_passes` records them in order, each skipping a
+// matrix whose factorisation failed), so a batch of D matrices fills more of a large GPU than D
+// workgroups:
 //
-// `cholesky`:      L Lᵀ = A + ε I, ε = ε₀ · factor^k for the first k = 0, 1, … < attempts that
-//                  factorises, and X = L⁻¹ (lower triangular).
-// `natural_step`:  q(v)'s step (MODEL.md §3.5, the CPU's `InducingPosterior::natural_step`):
-//                  P ← (1 − γ) P + γ (I + Λ) (symmetrised), η₁ ← (1 − γ) η₁ + γ r,
-//                  L Lᵀ = P, X = L⁻¹, S = Xᵀ X, m = S η₁.
+// `cholesky`:        L Lᵀ = A + ε I, ε = ε₀ · factor^k for the first k = 0, 1, … < attempts
+//                    that factorises (one workgroup per matrix).
+// `natural_step`:    q(v)'s step (MODEL.md §3.5, the CPU's `InducingPosterior::natural_step`):
+//                    P ← (1 − γ) P + γ (I + Λ) (symmetrised), η₁ ← (1 − γ) η₁ + γ r, L Lᵀ = P
+//                    (one workgroup per matrix);
+// `invert_factor`,   X = L⁻¹ (lower triangular), a workgroup per block of COLUMNS columns of
+// `invert_step`:     each matrix (the columns of an inverse are independent), after `cholesky`
+//                    and after `natural_step` (their outputs are laid out apart);
+// `covariance`:      S = Xᵀ X, a workgroup per 16 × 16 tile of its lower triangle;
+// `step_mean`:       m = S η₁, an invocation per row.
 //
 // Why double-float: the natural step factorises P = I + Λ, whose condition number reaches 10⁹
 // when φ² nears its floor (MODEL.md §11.3), beyond float32's 2⁻²⁴; measured, float32 loses L⁻¹ to
@@ -50,8 +58,9 @@ fn one() -> f32 {
 
 const THREADS: u32 = 256u;
 
-// Set by invocation 0 when the attempt's pivot failed; read by all through workgroupUniformLoad,
-// so the loops' exits are uniform across the workgroup.
+// Set by invocation 0 when the attempt's pivot failed (or, in the passes after the factorisation,
+// when the matrix did not factorise); read by all through workgroupUniformLoad, so the loops'
+// exits are uniform across the workgroup.
 var<workgroup> failed: u32;
 // The current pivot's √ (or, after a failure, the failing value) and where it failed.
 var<workgroup> pivot: vec2<f32>;
@@ -171,33 +180,66 @@ fn factor(t: u32, slot: u32, source: u32, from_a: bool, base: u32) -> bool {
     return ok;
 }
 
-// X = L⁻¹ at out[base + M²] from L at out[base], by forward elimination on all columns at once,
-// row j by row j: X ← I, then for each j
+// Static uses of the bindings an entry point does not otherwise read, so that every entry point
+// has the one layout.
+fn touch() {
+    _ = a[0];
+    _ = ladder[0];
+}
+
+// Whether the factorisation whose status is at out[base + 2M²] failed (every attempt).
+fn factor_failed(base: u32) -> bool {
+    return out[base + 2u * dims.m * dims.m + 1u].y != 0.0;
+}
+
+// Columns of X per workgroup of the inverse.
+const COLUMNS: u32 = 32u;
+
+// Columns [c0, c1) of X = L⁻¹ at out[base + M²] from L at out[base], by forward elimination on
+// those columns at once, row j by row j: X ← I, then for each j ≥ c0
 //   X[j, c] ← X[j, c] / L[j, j]                 (c ≤ j),
 //   X[i, c] ← X[i, c] − L[i, j] X[j, c]         (i > j, c ≤ j).
-fn invert(t: u32, base: u32) {
+// Each entry sees the same operations in the same order as when all columns go at once (the rows
+// before c0 only add zeros to these columns), so the result does not depend on the blocks.
+fn invert_columns(t: u32, base: u32, c0: u32) {
     let m = dims.m;
+    let c1 = min(c0 + COLUMNS, m);
+    let width = c1 - c0;
     let inv = base + m * m;
-    for (var k = t; k < m * m; k += THREADS) {
-        out[inv + k] = select(vec2<f32>(0.0, 0.0), vec2<f32>(1.0, 0.0), k / m == k % m);
+    for (var k = t; k < m * width; k += THREADS) {
+        let i = k / width;
+        let c = c0 + k % width;
+        out[inv + i * m + c] = select(vec2<f32>(0.0, 0.0), vec2<f32>(1.0, 0.0), i == c);
     }
     barrier();
-    for (var j = 0u; j < m; j++) {
+    for (var j = c0; j < m; j++) {
         let d = out[base + j * m + j];
-        for (var c = t; c <= j; c += THREADS) {
+        let cols = min(c1, j + 1u) - c0;
+        for (var c = c0 + t; c < c0 + cols; c += THREADS) {
             out[inv + j * m + c] = df_div(out[inv + j * m + c], d);
         }
         barrier();
         let rows = m - j - 1u;
-        let cols = j + 1u;
         for (var k = t; k < rows * cols; k += THREADS) {
             let i = j + 1u + k / cols;
-            let c = k % cols;
+            let c = c0 + k % cols;
             let update = df_mul(out[base + i * m + j], out[inv + j * m + c]);
             out[inv + i * m + c] = df_add(out[inv + i * m + c], -update);
         }
         barrier();
     }
+}
+
+// The inverse's block `group.x` of matrix `group.y` whose factor starts at `base`, unless the
+// matrix did not factorise (then X is not written).
+fn invert_block(t: u32, block: u32, base: u32) {
+    if (t == 0u) {
+        failed = select(0u, 1u, factor_failed(base));
+    }
+    if (workgroupUniformLoad(&failed) != 0u) {
+        return;
+    }
+    invert_columns(t, base, block * COLUMNS);
 }
 
 @compute @workgroup_size(256)
@@ -207,10 +249,16 @@ fn cholesky(
 ) {
     let slot = group.x;
     let m = dims.m;
-    let base = slot * factor_stride(m);
-    if (factor(t, slot, slot * m * m, true, base)) {
-        invert(t, base);
-    }
+    _ = factor(t, slot, slot * m * m, true, slot * factor_stride(m));
+}
+
+@compute @workgroup_size(256)
+fn invert_factor(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    invert_block(t, group.x, group.y * factor_stride(dims.m));
 }
 
 @compute @workgroup_size(256)
@@ -223,9 +271,7 @@ fn natural_step(
     let input = slot * (2u * m * m + 2u * m);
     let base = slot * step_stride(m);
     let p_new = base + 2u * m * m + 4u;
-    let s = p_new + m * m;
-    let mean = s + m * m;
-    let eta = mean + m;
+    let eta = p_new + 2u * m * m + m;
     let gamma = dims.gamma;
     let keep = df_add(vec2<f32>(1.0, 0.0), -gamma);
     // P ← (1 − γ) sym(P) + γ (I + sym(Λ)), sym(X) = (X + Xᵀ)/2; η₁ ← (1 − γ) η₁ + γ r.
@@ -246,31 +292,66 @@ fn natural_step(
         out[eta + i] = df_add(df_mul(keep, e), df_mul(gamma, r));
     }
     barrier();
-    if (!factor(t, slot, p_new, false, base)) {
+    _ = factor(t, slot, p_new, false, base);
+}
+
+@compute @workgroup_size(256)
+fn invert_step(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    invert_block(t, group.x, group.y * step_stride(dims.m));
+}
+
+// Entries per side of `covariance`'s tiles (TILE² = THREADS).
+const TILE: u32 = 16u;
+
+// S = Xᵀ X: S[i, j] = Σ_{k ≥ max(i, j)} X[k, i] X[k, j], both triangles written; workgroup
+// (group.x, group.y) takes the TILE × TILE tile of columns group.x and rows group.y of matrix
+// group.z when it touches the lower triangle, an invocation per entry (i, j ≤ i).
+@compute @workgroup_size(256)
+fn covariance(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    let m = dims.m;
+    let base = group.z * step_stride(m);
+    let i = group.y * TILE + t / TILE;
+    let j = group.x * TILE + t % TILE;
+    if (i >= m || j > i || factor_failed(base)) {
         return;
     }
-    invert(t, base);
-    // S = Xᵀ X: S[i, j] = Σ_{k ≥ max(i, j)} X[k, i] X[k, j], both triangles written.
     let inv = base + m * m;
-    for (var k = t; k < m * m; k += THREADS) {
-        let i = k / m;
-        let j = k % m;
-        if (j <= i) {
-            var sum = vec2<f32>(0.0, 0.0);
-            for (var l = i; l < m; l++) {
-                sum = df_add(sum, df_mul(out[inv + l * m + i], out[inv + l * m + j]));
-            }
-            out[s + i * m + j] = sum;
-            out[s + j * m + i] = sum;
-        }
+    let s = base + 2u * m * m + 4u + m * m;
+    var sum = vec2<f32>(0.0, 0.0);
+    for (var l = i; l < m; l++) {
+        sum = df_add(sum, df_mul(out[inv + l * m + i], out[inv + l * m + j]));
     }
-    barrier();
-    // m = S η₁.
-    for (var i = t; i < m; i += THREADS) {
-        var sum = vec2<f32>(0.0, 0.0);
-        for (var j = 0u; j < m; j++) {
-            sum = df_add(sum, df_mul(out[s + i * m + j], out[eta + j]));
-        }
-        out[mean + i] = sum;
+    out[s + i * m + j] = sum;
+    out[s + j * m + i] = sum;
+}
+
+// m = S η₁: invocation group.x · THREADS + t takes row i of matrix group.y.
+@compute @workgroup_size(256)
+fn step_mean(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    let m = dims.m;
+    let base = group.y * step_stride(m);
+    let i = group.x * THREADS + t;
+    if (i >= m || factor_failed(base)) {
+        return;
     }
+    let s = base + 2u * m * m + 4u + m * m;
+    let mean = s + m * m;
+    let eta = mean + m;
+    var sum = vec2<f32>(0.0, 0.0);
+    for (var j = 0u; j < m; j++) {
+        sum = df_add(sum, df_mul(out[s + i * m + j], out[eta + j]));
+    }
+    out[mean + i] = sum;
 }

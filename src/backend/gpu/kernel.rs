@@ -106,9 +106,8 @@ impl Gpu {
         let inputs = self.kernel_inputs(kernel, a, b, 0);
         let values = self.run_and_read(
             "kernel cross",
-            &self.pipelines.kernel.cross,
+            &[(&self.pipelines.kernel.cross, groups)],
             &inputs,
-            groups,
             out_bytes,
         )?;
         Ok(DMatrix::from_iterator(
@@ -160,16 +159,14 @@ impl Gpu {
         let pipelines = &self.pipelines.kernel;
         let rows = self.run_and_read(
             "kernel backward rows",
-            &pipelines.backward_rows,
+            &[(&pipelines.backward_rows, rows_groups)],
             &inputs,
-            rows_groups,
             rows_bytes_out,
         )?;
         let cols = self.run_and_read(
             "kernel backward cols",
-            &pipelines.backward_cols,
+            &[(&pipelines.backward_cols, cols_groups)],
             &inputs,
-            cols_groups,
             cols_bytes_out,
         )?;
         let rows: Vec<f64> = rows.iter().map(|&v| f64::from(v)).collect();

@@ -123,8 +123,8 @@ struct Pipelines {
     evaluation_points: wgpu::ComputePipeline,
     psi_pairs: wgpu::ComputePipeline,
     psi_rows: wgpu::ComputePipeline,
-    cholesky: wgpu::ComputePipeline,
-    natural_step: wgpu::ComputePipeline,
+    /// `cholesky.wgsl`'s passes (the factorisations and the natural step).
+    cholesky: cholesky::CholeskyPipelines,
     /// `inducing.wgsl`'s passes, in `resident::Glue`'s order.
     inducing: Vec<wgpu::ComputePipeline>,
     /// `held_gradients.wgsl`'s `kernel_sums` and `input_gradients`.
@@ -205,7 +205,7 @@ impl Gpu {
         let [gemm, gemm_wide, gemm_compensated, split_sum, split_sum_single] =
             gemm::pipelines(&device);
         let [psi_pairs, psi_rows] = psi::pipelines(&device);
-        let [cholesky, natural_step] = cholesky::pipelines(&device);
+        let cholesky = cholesky::CholeskyPipelines::new(&device);
         let pipelines = Pipelines {
             kernel: kernel::KernelPipelines::new(&device),
             gemm,
@@ -219,7 +219,6 @@ impl Gpu {
             psi_pairs,
             psi_rows,
             cholesky,
-            natural_step,
             inducing: resident::pipelines(&device),
             held_gradients: resident::gradient_pipelines(&device),
             encoder: held_encoder::pipelines(&device),
@@ -497,14 +496,14 @@ impl Gpu {
     }
 
     #[cfg(not(target_arch = "wasm32"))]
-    /// Runs `pipeline` over `groups` workgroups with `inputs` bound at 0, 1, … of group 0 and a
-    /// fresh output buffer of `out_bytes` after them, and reads the output back as f32 values.
+    /// Runs `passes` (each a pipeline over its workgroups) in order with `inputs` bound at 0, 1, …
+    /// of group 0 and a fresh output buffer of `out_bytes` after them, and reads the output back
+    /// as f32 values.
     fn run_and_read(
         &self,
         label: &str,
-        pipeline: &wgpu::ComputePipeline,
+        passes: &[(&wgpu::ComputePipeline, (u32, u32, u32))],
         inputs: &[wgpu::Buffer],
-        groups: (u32, u32, u32),
         out_bytes: u64,
     ) -> Result<Vec<f32>, GpuError> {
         self.check_alive()?;
@@ -512,7 +511,9 @@ impl Gpu {
         let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().collect();
         buffers.push(&output);
         let mut encoder = self.device.create_command_encoder(label);
-        self.record_pass(&mut encoder, label, pipeline, &buffers, groups);
+        for (pipeline, groups) in passes {
+            self.record_pass(&mut encoder, label, pipeline, &buffers, *groups);
+        }
         encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
         let submission = self.device.submit(encoder);
         self.read_back(&readback, submission)

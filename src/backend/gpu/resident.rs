@@ -53,7 +53,8 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::cholesky::{
-    decode as decode_factor, dims_bytes, ladder_bytes, output_words, step_words, two_word_bytes,
+    decode as decode_factor, dims_bytes, factor_passes, ladder_bytes, output_words, step_words,
+    two_word_bytes, FactorJob,
 };
 use super::held_encoder::EncoderBuffers;
 use super::predictions::{
@@ -368,8 +369,9 @@ fn glue_dims(m: usize, t: usize, offset: usize, flags: u32) -> Vec<u8> {
 /// The byte of `inducing.wgsl`'s `Dims` where g_var and c/φ² (double-float each) start.
 const GLUE_DIMS_NOISE: usize = 16;
 
-/// The byte of `held_gradients.wgsl`'s `Dims` that holds `diag`.
+/// The bytes of `held_gradients.wgsl`'s `Dims` that hold `diag` and `rate`.
 const GRADIENT_DIMS_DIAG: usize = 24;
+const GRADIENT_DIMS_RATE: usize = 32;
 
 /// `held_gradients.wgsl`'s parameter table for `kernel`: its mask (D), then (kind, input, part)
 /// of each hyperparameter in [`Kernel::params_to_vec`]'s order (kind 0 θ^lin_j, 1 s^c, 2 θ^c_j,
@@ -892,17 +894,21 @@ impl Gpu {
                         );
                     }
                 }
-                let pipeline = if natural {
-                    &self.pipelines.natural_step
+                let job = if natural {
+                    FactorJob::NaturalStep
                 } else {
-                    &self.pipelines.cholesky
+                    FactorJob::Factor
                 };
-                let step: Step = (
-                    pipeline,
-                    vec![dims, input, ladder, output.clone()],
-                    (n as u32, 1, 1),
-                );
-                self.record_steps(encoder, what, slot, &[&step]);
+                let bound = vec![dims, input, ladder, output.clone()];
+                let passes = factor_passes(&self.pipelines.cholesky, job, m, n);
+                for (_, groups) in &passes {
+                    self.check_groups("a batch of factorisations", *groups)?;
+                }
+                let steps: Vec<Step> = passes
+                    .into_iter()
+                    .map(|(pipeline, groups)| (pipeline, bound.clone(), groups))
+                    .collect();
+                self.record_steps(encoder, what, slot, &steps.iter().collect::<Vec<_>>());
                 for (i, &k) in piece.iter().enumerate() {
                     let bytes = out_bytes as u64;
                     if bytes > 0 {
@@ -1155,8 +1161,10 @@ impl Gpu {
         let layout = plan.layout;
         let kernel = request.kernel;
         let [c_hi, c_lo] = super::cholesky::two_words(request.c);
-        // `diag` (k_tt's adjoint per unit of w) is the device's, copied in at GRADIENT_DIMS_DIAG.
-        let gradient_dims = self.resident_with(
+        // `diag` (k_tt's adjoint per unit of w) is the device's, copied in at GRADIENT_DIMS_DIAG,
+        // and Adam's step size, the one word that changes every step, is written alone at
+        // GRADIENT_DIMS_RATE: the rest is written once.
+        let gradient_dims = self.resident_constant(
             "held gradients dims",
             slot,
             &super::uniform_words(&[
@@ -1168,7 +1176,7 @@ impl Gpu {
                 request.latent.slot as u32,
                 0,
                 1.0f32.to_bits(),
-                (request.adam.rate as f32).to_bits(),
+                0,
                 (request.adam.beta1 as f32).to_bits(),
                 (request.adam.beta2 as f32).to_bits(),
                 (request.adam.epsilon as f32).to_bits(),
@@ -1186,6 +1194,11 @@ impl Gpu {
                 0,
             ]),
             uniform,
+        );
+        self.device.write_buffer(
+            &gradient_dims,
+            GRADIENT_DIMS_RATE as u64,
+            &(request.adam.rate as f32).to_le_bytes(),
         );
         let table =
             self.resident_constant("parameter table", slot, &parameter_table(kernel), storage());
