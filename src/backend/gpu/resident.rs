@@ -33,9 +33,10 @@
 //!    terms of the current state.
 //!
 //! The two factorisations (steps 2 and 7) of all the submission's requests of one M (and one
-//! jitter floor, or one γ) run as one dispatch, a workgroup each ([`Gpu::record_batched`]), so a
-//! batch of D variables waits for one factorisation's time, not D; the other passes are recorded
-//! request by request, phase by phase around them ([`Gpu::record_phases`]).
+//! jitter floor, or one γ) run as one batch ([`Gpu::record_batched`]: the factorisation a
+//! workgroup per request, then the inverse, S and m spread over many, `cholesky::factor_passes`),
+//! so a batch of D variables waits for one factorisation's time, not D; the other passes are
+//! recorded request by request, phase by phase around them ([`Gpu::record_phases`]).
 //!
 //! What comes back per request is 6 values and 22 words of status (the misfit, the squared
 //! gradient of Z and the encoder, Σ KL(q(w)), K_ZZ's jitter and status, the KL terms, the step's
@@ -780,7 +781,7 @@ impl Gpu {
     }
 
     /// Records the requests' passes phase by phase, so that the factorisations of a batch run
-    /// as one dispatch (one workgroup per request): every request's head (points, K', K_ZZ
+    /// together ([`Gpu::record_batched`]): every request's head (points, K', K_ZZ
     /// widened); K_ZZ's factorisations, batched by shape; every body (the predictions, the way
     /// back, the gradients, Z's step, the natural step's inputs); the natural steps, batched;
     /// every tail (the KL terms); then the read-back copies.
@@ -818,10 +819,11 @@ impl Gpu {
     }
 
     /// Records `jobs` (all of one kind: `what` is "kzz" for K_ZZ's factorisation, else the
-    /// natural step) as few dispatches of `cholesky.wgsl` as their shapes allow: the jobs with
-    /// the same M and the same uniform constant (the jitter floor, or γ) go in one dispatch of
-    /// one workgroup each, their inputs copied into the batch's buffer and their outputs copied
-    /// back, in as many pieces as the storage binding's limit needs.
+    /// natural step) as few batches of `cholesky.wgsl`'s passes as their shapes allow: the jobs
+    /// with the same M and the same uniform constant (the jitter floor, or γ) go in one batch
+    /// (`cholesky::factor_passes`: the factorisation a workgroup each, what follows spread over
+    /// many), their inputs copied into the batch's buffer and their outputs copied back, in as
+    /// many pieces as the storage binding's limit needs.
     fn record_batched(
         &self,
         encoder: &mut wgpu::CommandEncoder,
