@@ -741,6 +741,83 @@ fn a_nearly_singular_k_zz_takes_the_relative_floor_as_on_the_cpu() {
     }
 }
 
+/// Hyperparameters the host changed itself (thresholding switches an edge off and re-initialises
+/// the kept ones) go with the request: written over the slot's current ones before anything
+/// reads them, they are the ones evaluated (the bound is the CPU's with the changed kernel and
+/// φ²) and stepped from (their moments too: a first moment of 0.5 on every entry shows in the
+/// step), and without an upload the slot keeps what it had.
+#[test]
+fn hyperparameters_the_host_changed_go_with_the_request() {
+    let Some(gpu) = gpu() else { return };
+    let p = common::cgp_problem(3, 9, 24, 3, 31);
+    let q = posterior(&p);
+    upload(&gpu, 5, &p, &q, &zeros(&p), &zeros(&p));
+    // The host's change: every hyperparameter and φ² scaled (a mask change would go with the
+    // request's kernel anyway), and moments the device never had.
+    let mut changed = p.clone();
+    let mut values = changed.kernel.params_to_vec();
+    for (k, v) in values.iter_mut().enumerate() {
+        *v *= 1.0 + 0.1 * (k % 4) as f64;
+    }
+    changed.kernel.set_params_from_slice(&values);
+    changed.noise *= 1.7;
+    let count = changed.kernel.param_count() + 1;
+    let mut host = parameters_of(&changed, &vec![0.25; count]);
+    host.first = vec![0.5; count];
+    let want = bound_and_gradient(&changed.input()).expect("the CPU computes");
+    let evaluate = |request: ResidentRequest| {
+        gpu.resident_evaluations(&[request])
+            .expect("the GPU computes")
+            .remove(0)
+    };
+    // Shapes from the problem as it was: only the slot's numbers differ.
+    let got = evaluate(ResidentRequest {
+        parameters: ParameterStep {
+            upload: Some(&host),
+            ..parameter_step(&p)
+        },
+        noise: changed.noise,
+        ..request(5, &p, JitterPolicy::default(), 0.0, false)
+    });
+    let c = scale_c(&p);
+    let t = p.latent.as_ref().unwrap().eps.len() as f64;
+    let ell = |misfit: f64, noise: f64| {
+        c * (-0.5 * t * (2.0 * std::f64::consts::PI * noise).ln() - misfit / (2.0 * noise))
+    };
+    let want_ell = want.terms.expected_log_lik;
+    let error = (ell(got.misfit, changed.noise) - want_ell).abs() / want_ell.abs().max(1.0);
+    assert!(
+        error < 1e-4,
+        "the changed kernel and φ² were evaluated: expected log-likelihood off by {error:e}"
+    );
+    // The step from the uploaded moments: m = β₁·0.5 + (1 − β₁)g for each entry, so m is at
+    // least 0.45 − 0.1|g|; from zero moments it would be −0.1g.
+    let sigmoid = |r: f64| 1.0 / (1.0 + (-r).exp());
+    let ascent: Vec<f64> = want
+        .grad
+        .kernel
+        .to_vec()
+        .into_iter()
+        .chain([want.grad.noise])
+        .zip(&host.values)
+        .map(|(g, &r)| g * sigmoid(r))
+        .collect();
+    for (k, (m, g)) in got.parameters.first.iter().zip(&ascent).enumerate() {
+        let expected = ADAM.beta1 * 0.5 - (1.0 - ADAM.beta1) * g;
+        assert!(
+            (m - expected).abs() <= 1e-3 * expected.abs().max(1.0),
+            "entry {k}: first moment {m}, {expected} expected from the uploaded moments"
+        );
+    }
+    // Without an upload the next evaluation sees the slot's state (the changed numbers, as the
+    // step above was not committed), not the request's kernel.
+    let again = evaluate(ResidentRequest {
+        noise: changed.noise,
+        ..request(5, &p, JitterPolicy::default(), 0.0, false)
+    });
+    assert_eq!(again.misfit, got.misfit, "the slot kept the host's numbers");
+}
+
 /// A K_ZZ that no rung of the ladder factorises (a "jitter" of −100 makes it indefinite) is
 /// reported with the failing pivot, as on the CPU; a request with `commit` set makes the last
 /// step current in the same submission.
@@ -993,6 +1070,25 @@ fn the_engine_commits_only_the_steps_it_applies() {
         assert!(
             (s - w).abs() > 100.0 * (g - w).abs(),
             "the lagging copy's bound {s} is not the current one's {w}"
+        );
+    }
+    // A step whose graph gradient is not the one the device was given (prepare_step skipped
+    // or called with another) is refused, not taken with the wrong one.
+    let mut unprepared = restored.clone();
+    for v in unprepared.iter_mut() {
+        let given = vec![-10.0; v.parents().len()];
+        v.prepare_step(&given);
+    }
+    let outcomes = backend.run(&data, &evaluations(&unprepared, 15));
+    for (v, outcome) in unprepared.iter_mut().zip(outcomes) {
+        let other = vec![-11.0; v.parents().len()];
+        let refused = v.ascend(evaluation(outcome), &other);
+        assert!(
+            matches!(
+                refused,
+                Err(occam::discovery::cgp::EvaluationError::Mismatch(_))
+            ),
+            "{refused:?}"
         );
     }
     assert!(backend.failure().is_none());

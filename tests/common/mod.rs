@@ -57,6 +57,7 @@ pub fn cgp_problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> S
 
 /// One variable's uncollapsed-bound problem: kernel, inducing inputs, q(v), noise, a minibatch
 /// and (optionally) its latent inputs.
+#[derive(Clone)]
 pub struct SvgpProblem {
     pub kernel: Kernel,
     pub z: DMatrix<f64>,
