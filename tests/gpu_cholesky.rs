@@ -51,15 +51,16 @@ fn relative_error(x: &DMatrix<f64>, y: &DMatrix<f64>) -> f64 {
     worst / scale
 }
 
-/// Well-conditioned matrices of several sizes (one entry, under, at and over the workgroup's
-/// 256 invocations) in one batch each: L and L⁻¹ equal the f64 ones to double-float accuracy, and
+/// Well-conditioned matrices of several sizes (one entry; under, one over and twice the
+/// factorisation's 32-column blocks; over the workgroup's 256 invocations, with a ragged last
+/// block) in one batch each: L and L⁻¹ equal the f64 ones to double-float accuracy, and
 /// the first rung is used.
 #[test]
 fn the_factors_and_inverses_equal_the_cpus() {
     let Some(gpu) = gpu() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(34);
     let policy = JitterPolicy::up_to(1e-9, 10.0, 1e-3);
-    for (m, batch) in [(1, 1), (5, 3), (17, 2), (64, 2), (300, 1)] {
+    for (m, batch) in [(1, 1), (5, 3), (17, 2), (33, 2), (64, 2), (300, 1)] {
         let matrices: Vec<DMatrix<f64>> = (0..batch)
             .map(|_| {
                 let spectrum: Vec<f64> = (0..m).map(|_| rng.random_range(0.1..3.0)).collect();
@@ -169,6 +170,72 @@ fn the_jitter_ladder_runs_on_the_device_as_on_the_cpu() {
         device[3], alone[0],
         "a matrix's factor does not depend on its batch"
     );
+}
+
+/// The blocked factorisation finds a pivot that fails in a later block where the CPU does, with
+/// its value: A = I but for A[f, f] = −1 (no rung up to 10⁻¹ repairs it; with one rung and with
+/// five), f in the first block, at a block's start, inside one and in a ragged last block;
+/// the rows before f factorise whatever follows. And a matrix whose first rung fails only in its
+/// third block, which the second rung repairs, gets the CPU's rung and factor.
+#[test]
+fn a_pivot_that_fails_in_a_later_block_is_found_as_on_the_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let m = 100;
+    let failing = [5, 32, 70, 99];
+    let batch: Vec<DMatrix<f64>> = failing
+        .iter()
+        .map(|&f| {
+            let mut a = DMatrix::<f64>::identity(m, m);
+            a[(f, f)] = -1.0;
+            a
+        })
+        .collect();
+    // One rung (the blocked attempt's own status) and five (the later rungs' unblocked one).
+    let one_rung = JitterPolicy::exactly(1e-6);
+    let policy = JitterPolicy::up_to(1e-6, 10.0, 1e-1);
+    for policy in [one_rung, policy] {
+        let device = gpu
+            .cholesky_batch(&batch, policy)
+            .expect("the device works");
+        for ((a, &f), got) in batch.iter().zip(&failing).zip(&device) {
+            let want = cholesky_jittered(a, policy).unwrap_err();
+            match (got, &want) {
+                (
+                    Err(CholeskyError::NotPositiveDefinite {
+                        pivot,
+                        value,
+                        jitter,
+                        ..
+                    }),
+                    CholeskyError::NotPositiveDefinite {
+                        pivot: cpu_pivot,
+                        value: cpu_value,
+                        jitter: cpu_jitter,
+                        ..
+                    },
+                ) => {
+                    assert_eq!((*pivot, *cpu_pivot), (f, f), "the failing pivot");
+                    assert!((value - cpu_value).abs() <= 1e-12, "{value} vs {cpu_value}");
+                    assert!((jitter - cpu_jitter).abs() <= 1e-12 * cpu_jitter);
+                }
+                (other, _) => panic!("pivot {f} stays ≤ 0, got {other:?}"),
+            }
+        }
+    }
+
+    // Diagonal 1 but for a 2 × 2 block at (80, 81) with eigenvalues 1 ± (1 + 5·10⁻⁶): the
+    // first rung (10⁻⁶) leaves pivot 81 at about −4·10⁻⁶, the second (10⁻⁵) repairs it.
+    let mut late = DMatrix::<f64>::identity(m, m);
+    late[(81, 80)] = 1.0 + 5e-6;
+    late[(80, 81)] = 1.0 + 5e-6;
+    let device = gpu
+        .cholesky_batch(std::slice::from_ref(&late), policy)
+        .expect("the device works");
+    let got = device[0].as_ref().expect("the second rung repairs it");
+    let want = cholesky_jittered(&late, policy).unwrap();
+    assert_eq!((got.escalations, want.escalations), (1, 1));
+    assert!((got.jitter - want.jitter).abs() <= 1e-12 * want.jitter);
+    assert!(relative_error(&got.l, &want.l) <= 1e-10);
 }
 
 /// Ã = U Σ Vᵀ (M × T) with the quickly decaying spectrum of a smooth kernel's L⁻¹ K_Zt: singular

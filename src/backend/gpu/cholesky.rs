@@ -24,9 +24,14 @@ use crate::gp::svgp::NatGradStats;
 
 /// The compiled entry points of `cholesky.wgsl`.
 pub(super) struct CholeskyPipelines {
-    factor: wgpu::ComputePipeline,
+    begin: wgpu::ComputePipeline,
+    copy_matrix: wgpu::ComputePipeline,
+    natural_assemble: wgpu::ComputePipeline,
+    diagonal: wgpu::ComputePipeline,
+    panel: wgpu::ComputePipeline,
+    trailing: wgpu::ComputePipeline,
+    ladder: wgpu::ComputePipeline,
     invert_factor: wgpu::ComputePipeline,
-    natural_step: wgpu::ComputePipeline,
     invert_step: wgpu::ComputePipeline,
     covariance: wgpu::ComputePipeline,
     step_mean: wgpu::ComputePipeline,
@@ -37,9 +42,14 @@ impl CholeskyPipelines {
         let source = [super::DOUBLE_FLOAT, include_str!("cholesky.wgsl")].concat();
         let compile = |entry| super::compute_pipeline(device, "cholesky.wgsl", &source, entry);
         CholeskyPipelines {
-            factor: compile("cholesky"),
+            begin: compile("factor_begin"),
+            copy_matrix: compile("copy_matrix"),
+            natural_assemble: compile("natural_assemble"),
+            diagonal: compile("factor_diagonal"),
+            panel: compile("factor_panel"),
+            trailing: compile("factor_trailing"),
+            ladder: compile("factor_ladder"),
             invert_factor: compile("invert_factor"),
-            natural_step: compile("natural_step"),
             invert_step: compile("invert_step"),
             covariance: compile("covariance"),
             step_mean: compile("step_mean"),
@@ -59,18 +69,31 @@ pub(super) enum FactorJob {
 /// Columns of L⁻¹ per workgroup (`cholesky.wgsl`'s `COLUMNS`).
 const INVERSE_COLUMNS: u32 = 32;
 
-/// Entries per side of `cholesky.wgsl`'s `covariance` tiles.
-const COVARIANCE_TILE: u32 = 16;
+/// Columns per block of the blocked factorisation (`cholesky.wgsl`'s `BLOCK`).
+pub(super) const FACTOR_BLOCK: u32 = 32;
+
+/// Entries per side of `cholesky.wgsl`'s trailing-update and `covariance` tiles.
+const TILE: u32 = 16;
 
 /// Invocations per workgroup of `cholesky.wgsl`'s passes.
 const THREADS: u32 = 256;
 
 /// The passes of `job` on a batch of `slots` matrices of size M = `m`, in order, each with its
-/// workgroups (all bound to the same [dims, inputs, ladder, outputs]): the factorisation, one
-/// workgroup per matrix (its pivots are sequential); then L⁻¹ by blocks of columns, and for the
-/// natural step S = XᵀX by 16 × 16 tiles and m = Sη₁ by blocks of rows, over every matrix at
-/// once — so that a batch of D matrices at M = 400 runs the inverse on 13·D workgroups and S on
-/// 325·D (of 625·D launched), not D.
+/// workgroups (all bound to the same [dims, inputs, ladder, outputs]), every one over all
+/// matrices of the batch at once:
+/// - the first rung and status (a workgroup per matrix), the matrix copied or P assembled (an
+///   invocation per entry);
+/// - for each block k of [`FACTOR_BLOCK`] columns (k₀ = 32k, k₁ = min(k₀ + 32, M)): the diagonal
+///   block L₁₁L₁₁ᵀ = A₁₁ (a workgroup per matrix), the panel L₂₁ = A₂₁L₁₁⁻ᵀ (an invocation per
+///   row below), the trailing update A₂₂ ← A₂₂ − L₂₁L₂₁ᵀ (a workgroup per 16 × 16 tile of its
+///   lower triangle);
+/// - the ladder's later rungs where the first failed (a workgroup per matrix, idle otherwise);
+/// - L⁻¹ by blocks of columns, and for the natural step S = XᵀX by 16 × 16 tiles and m = Sη₁ by
+///   blocks of rows.
+///
+/// At M = 400 and D = 10 the factorisation's sequential part is 13 diagonal blocks of 32 (each
+/// 32³/3 operations in one workgroup) and its first trailing update runs on 276·D workgroups, where
+/// the unblocked factorisation ran (1/3)·400³ operations in D workgroups.
 pub(super) fn factor_passes(
     pipelines: &CholeskyPipelines,
     job: FactorJob,
@@ -78,20 +101,36 @@ pub(super) fn factor_passes(
     slots: usize,
 ) -> Vec<(&wgpu::ComputePipeline, (u32, u32, u32))> {
     let (m, slots) = (m as u32, slots as u32);
-    let blocks = (m.div_ceil(INVERSE_COLUMNS), slots, 1);
-    let tiles = m.div_ceil(COVARIANCE_TILE);
-    match job {
-        FactorJob::Factor => vec![
-            (&pipelines.factor, (slots, 1, 1)),
-            (&pipelines.invert_factor, blocks),
-        ],
-        FactorJob::NaturalStep => vec![
-            (&pipelines.natural_step, (slots, 1, 1)),
-            (&pipelines.invert_step, blocks),
-            (&pipelines.covariance, (tiles, tiles, slots)),
-            (&pipelines.step_mean, (m.div_ceil(THREADS), slots, 1)),
-        ],
+    let each = (slots, 1, 1);
+    let entries = ((m * m).div_ceil(THREADS), slots, 1);
+    let fill = match job {
+        FactorJob::Factor => &pipelines.copy_matrix,
+        FactorJob::NaturalStep => &pipelines.natural_assemble,
+    };
+    let mut passes = vec![(&pipelines.begin, each), (fill, entries)];
+    for block in 0..m.div_ceil(FACTOR_BLOCK) {
+        passes.push((&pipelines.diagonal, each));
+        let rest = m - ((block + 1) * FACTOR_BLOCK).min(m);
+        if rest > 0 {
+            let tiles = rest.div_ceil(TILE);
+            passes.push((&pipelines.panel, (rest.div_ceil(THREADS), slots, 1)));
+            passes.push((&pipelines.trailing, (tiles, tiles, slots)));
+        }
     }
+    passes.push((&pipelines.ladder, each));
+    let blocks = (m.div_ceil(INVERSE_COLUMNS), slots, 1);
+    match job {
+        FactorJob::Factor => passes.push((&pipelines.invert_factor, blocks)),
+        FactorJob::NaturalStep => {
+            let tiles = m.div_ceil(TILE);
+            passes.extend([
+                (&pipelines.invert_step, blocks),
+                (&pipelines.covariance, (tiles, tiles, slots)),
+                (&pipelines.step_mean, (m.div_ceil(THREADS), slots, 1)),
+            ]);
+        }
+    }
+    passes
 }
 
 /// One matrix's factorisation on the device: L Lᵀ = A + ε I and L⁻¹, in f64 from double-float.
@@ -123,15 +162,21 @@ pub(super) fn step_words(m: usize) -> usize {
     2 * (4 * m * m + 2 * m + 4)
 }
 
-/// The shader's `Dims`, with the natural step's γ and the factorisation's relative jitter floor
-/// (the ladder starts at max(ε₀, floor · mean diag A); 0 leaves it at ε₀).
-pub(super) fn dims_bytes(m: usize, slots: usize, gamma: f64, floor: f64) -> Vec<u8> {
+/// The shader's `Dims` for `job`, with the natural step's γ and the factorisation's relative
+/// jitter floor (the ladder starts at max(ε₀, floor · mean diag A); 0 leaves it at ε₀).
+pub(super) fn dims_bytes(
+    m: usize,
+    slots: usize,
+    job: FactorJob,
+    gamma: f64,
+    floor: f64,
+) -> Vec<u8> {
     let [head, tail] = two_words(gamma);
     uniform_words(&[
         m as u32,
         slots as u32,
         1.0f32.to_bits(),
-        0,
+        u32::from(job == FactorJob::NaturalStep),
         head.to_bits(),
         tail.to_bits(),
         (floor as f32).to_bits(),
@@ -169,7 +214,7 @@ impl Gpu {
     /// L Lᵀ = A + ε I for the first rung ε of `policy` (ε₀, ε₀·factor, … as the CPU's
     /// [`cholesky_jittered`](crate::gp::linalg::cholesky_jittered)) whose pivots all stay > 0,
     /// and X = L⁻¹ by forward substitution (L X[:, c] = e_c), in double-float (about 2⁻⁴⁸ per
-    /// operation), one workgroup per matrix, in one submission. The outer error is the device's;
+    /// operation), blocked (`factor_passes`), in one submission. The outer error is the device's;
     /// an inner one names the pivot that failed at the last rung, or a non-finite entry (found
     /// here, before anything is sent).
     ///
@@ -237,7 +282,7 @@ impl Gpu {
         let inputs = [
             self.upload(
                 "cholesky dims",
-                &dims_bytes(m, slots, 0.0, 0.0),
+                &dims_bytes(m, slots, FactorJob::Factor, 0.0, 0.0),
                 wgpu::BufferUsages::UNIFORM,
             ),
             self.upload("cholesky matrices", &matrices_bytes, storage),
@@ -263,8 +308,8 @@ impl Gpu {
 }
 
 impl Gpu {
-    /// q(v)'s natural-gradient step for each (posterior, statistics) pair, one workgroup each in
-    /// one submission, in double-float — what [`InducingPosterior::natural_step`] computes in
+    /// q(v)'s natural-gradient step for each (posterior, statistics) pair, all in one submission
+    /// (`factor_passes`), in double-float — what [`InducingPosterior::natural_step`] computes in
     /// f64: P ← (1 − γ) P + γ (I + Λ) (both symmetrised), η₁ ← (1 − γ) η₁ + γ r, then
     /// S = P⁻¹ = L⁻ᵀ L⁻¹ from P's Cholesky factor (no jitter: P is a convex combination of
     /// positive definite matrices) and m = S η₁. The outer error is the device's; an inner one is
@@ -336,7 +381,7 @@ impl Gpu {
         let inputs = [
             self.upload(
                 "natural step dims",
-                &dims_bytes(m, slots, gamma, 0.0),
+                &dims_bytes(m, slots, FactorJob::NaturalStep, gamma, 0.0),
                 wgpu::BufferUsages::UNIFORM,
             ),
             self.upload("natural step inputs", &inputs_bytes, storage),

@@ -1,55 +1,67 @@
 // Batched Cholesky factorisation with the jitter ladder inside the shader, the inverse of the
 // factor, and the natural-gradient step of q(v) built on them, in double-float (double_float.wgsl,
-// prepended). The factorisation takes one workgroup per matrix of the batch; what follows it is
-// shared out over many (cholesky.rs's `factor_passes` records them in order, each skipping a
-// matrix whose factorisation failed), so a batch of D matrices fills more of a large GPU than D
-// workgroups:
+// prepended). Every pass runs over all matrices of the batch at once, and the factorisation itself
+// is blocked so that most of its work is shared out over many workgroups (cholesky.rs's
+// `factor_passes` records the passes in order; each skips a matrix that has failed):
 //
-// `cholesky`:        L Lᵀ = A + ε I, ε = ε₀ · factor^k for the first k = 0, 1, … < attempts
-//                    that factorises (one workgroup per matrix).
-// `natural_step`:    q(v)'s step (MODEL.md §3.5, the CPU's `InducingPosterior::natural_step`):
-//                    P ← (1 − γ) P + γ (I + Λ) (symmetrised), η₁ ← (1 − γ) η₁ + γ r, L Lᵀ = P
-//                    (one workgroup per matrix);
-// `invert_factor`,   X = L⁻¹ (lower triangular), a workgroup per block of COLUMNS columns of
-// `invert_step`:     each matrix (the columns of an inverse are independent), after `cholesky`
-//                    and after `natural_step` (their outputs are laid out apart);
-// `covariance`:      S = Xᵀ X, a workgroup per 16 × 16 tile of its lower triangle;
-// `step_mean`:       m = S η₁, an invocation per row.
+// `factor_begin`:     the first rung ε₀ of the ladder (for K_ZZ, max(ε₀, floor · mean diag A)) and
+//                     the status cleared, a workgroup per matrix;
+// `copy_matrix`,      L ← lower(A) + ε₀ I; or, for q(v)'s step (MODEL.md §3.5, the CPU's
+// `natural_assemble`: `InducingPosterior::natural_step`), P ← (1 − γ) P + γ (I + Λ) (symmetrised),
+//                     η₁ ← (1 − γ) η₁ + γ r and L ← lower(P); an invocation per entry;
+// `factor_diagonal`,  for each block of BLOCK columns in turn: the diagonal block factorised
+// `factor_panel`,     (a workgroup per matrix), the rows below it solved against it (an
+// `factor_trailing`:  invocation per row), the trailing lower triangle updated by the block's
+//                     outer product (a workgroup per 16 × 16 tile);
+// `factor_ladder`:    where that first rung failed, the ladder's later rungs, unblocked (a
+//                     workgroup per matrix: a rare path, kept simple);
+// `invert_factor`,    X = L⁻¹ (lower triangular), a workgroup per block of COLUMNS columns of
+// `invert_step`:      each matrix (the columns of an inverse are independent);
+// `covariance`:       S = Xᵀ X, a workgroup per 16 × 16 tile of its lower triangle;
+// `step_mean`:        m = S η₁, an invocation per row.
+//
+// Which block the factorisation is at is kept on the device (the matrix's status): each
+// `factor_diagonal` takes the next block and counts it, the panel and trailing passes after it read
+// which one it took. So every pass of a batch binds the same four buffers, and a matrix's
+// factorisation costs about M/BLOCK sequential diagonal blocks of BLOCK³/3 operations plus the
+// panel's and trailing update's share of (1/3)M³ spread over many workgroups, instead of (1/3)M³
+// in one workgroup.
+//
+// Every entry of L gets the same double-float operations in the same order as in the unblocked
+// right-looking factorisation (`factor_rungs`: for each pivot j, √ of the diagonal, the column
+// below divided by it, the trailing triangle updated by the column's outer product): the blocks
+// only change which workgroup applies them. A pivot that is not > 0 (or NaN) fails the attempt.
 //
 // Why double-float: the natural step factorises P = I + Λ, whose condition number reaches 10⁹
 // when φ² nears its floor (MODEL.md §11.3), beyond float32's 2⁻²⁴; measured, float32 loses L⁻¹ to
 // 10⁻² at cond 4·10⁶ and fails at 4·10⁸, double-float keeps it to 3·10⁻⁸ (BENCHMARKS.md, "Issue 34:
 // the precision of the device's factorisations").
 //
-// The factorisation is right-looking: for each pivot j, √ of the diagonal (one invocation), the
-// column below it divided by the pivot, then the trailing lower triangle updated by the column's
-// outer product, with a barrier between the steps. A pivot that is not > 0 (or NaN) fails the
-// attempt: A + ε I is copied again with the next rung of the ladder. The inverse is forward
-// elimination on every column of I at once, row by row, parallel over the entries each row
-// touches. (A first version gave each invocation one column of the inverse to solve alone, with
-// no barrier; on lavapipe its columns of more than 238 rows came back wrong at M = 300, so every
-// loop here is short and parallel, with the work shared out between barriers.)
+// (A first version of the inverse gave each invocation one column to solve alone, with no
+// barrier; on lavapipe its columns of more than 238 rows came back wrong at M = 300, so every loop
+// here is short and parallel, with the work shared out between barriers.)
 
 struct Dims {
     m: u32,        // matrix size
     slots: u32,
     one: f32,      // 1.0, unknown to the compiler
-    pad: u32,
-    gamma: vec2<f32>,  // `natural_step`: the step size γ (head, tail)
-    floor: f32,        // `cholesky`: the relative jitter floor (0: none; see `factor`)
+    job: u32,      // 0: factorise A (`a`: the matrices); 1: q(v)'s natural step (`a`: its inputs)
+    gamma: vec2<f32>,  // the natural step's step size γ (head, tail)
+    floor: f32,        // job 0: the relative jitter floor (0: none; see `factor_begin`)
     pad2: f32,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
-// `cholesky`: the matrices, slot-major, each M × M row-major (only the lower triangle is read).
-// `natural_step`: per slot, P (M × M row-major), Λ (the same), η₁ (M), r (M).
+// Job 0: the matrices, slot-major, each M × M row-major (only the lower triangle is read).
+// Job 1: per slot, P (M × M row-major), Λ (the same), η₁ (M), r (M).
 @group(0) @binding(1) var<storage, read> a: array<vec2<f32>>;
 // Per slot: the first jitter ε₀ (head, tail), the factor, and the number of attempts.
 @group(0) @binding(2) var<storage, read> ladder: array<vec4<f32>>;
-// Per slot, [L | X = L⁻¹ | status (4) | (`natural_step` only) P | S | m | η₁]: L and X M × M
-// row-major with zeros above the diagonal (X not written when every attempt failed); the status
-// ε, (escalations, failed 0/1), the failing pivot's (index, 0) and its value (zeros when it did
-// not fail); P and S M × M, m and η₁ M long.
+// Per slot, [L | X = L⁻¹ | status (4) | (job 1 only) P | S | m | η₁]: L and X M × M row-major
+// with zeros above the diagonal (X not written when every attempt failed); the status: ε,
+// (escalations, failed 0/1), (the failing pivot's index, the next block while factorising: 0
+// afterwards) and the failing pivot's value (zeros when it did not fail); P and S M × M, m and η₁
+// M long.
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>;
 
 fn one() -> f32 {
@@ -57,21 +69,34 @@ fn one() -> f32 {
 }
 
 const THREADS: u32 = 256u;
+// Columns per block of the factorisation (cholesky.rs's `FACTOR_BLOCK`).
+const BLOCK: u32 = 32u;
+// Entries per side of the trailing update's and `covariance`'s tiles (TILE² = THREADS).
+const TILE: u32 = 16u;
+// Row stride of the trailing update's shared rows: one more than BLOCK, so that the 16 rows an
+// invocation group reads at once fall in different banks.
+const PADDED: u32 = 33u;
 
-// Set by invocation 0 when the attempt's pivot failed (or, in the passes after the factorisation,
-// when the matrix did not factorise); read by all through workgroupUniformLoad, so the loops'
-// exits are uniform across the workgroup.
+// Set by invocation 0 when the attempt's pivot failed (or when the matrix has failed already);
+// read by all through workgroupUniformLoad, so the loops' exits are uniform across the workgroup.
 var<workgroup> failed: u32;
 // The current pivot's √ (or, after a failure, the failing value) and where it failed.
 var<workgroup> pivot: vec2<f32>;
 var<workgroup> failed_at: u32;
+// The block a blocked pass works on (from the matrix's status).
+var<workgroup> block: u32;
+// `factor_diagonal`'s and `factor_panel`'s diagonal block, BLOCK × BLOCK row-major.
+var<workgroup> diagonal: array<vec2<f32>, 1024>;
+// `factor_trailing`'s rows of the block's columns: a tile's TILE rows and its TILE columns' rows.
+var<workgroup> left: array<vec2<f32>, 528>;
+var<workgroup> right: array<vec2<f32>, 528>;
 
 fn barrier() {
     storageBarrier();
     workgroupBarrier();
 }
 
-// Words per slot of `out` for `cholesky` (L, X, status) and for `natural_step` (and P, S, m, η₁).
+// Words per slot of `out` for job 0 (L, X, status) and for job 1 (and P, S, m, η₁).
 fn factor_stride(m: u32) -> u32 {
     return 2u * m * m + 4u;
 }
@@ -80,33 +105,65 @@ fn step_stride(m: u32) -> u32 {
     return 4u * m * m + 2u * m + 4u;
 }
 
-// Factorises the M × M matrix at `source` (in `a` when `from_a`, else in `out`; lower triangle
-// read) into L at out[base], walking the slot's ladder; writes the status after X (at
-// base + 2M²) and returns whether it succeeded (uniform across the workgroup).
-fn factor(t: u32, slot: u32, source: u32, from_a: bool, base: u32) -> bool {
+fn stride() -> u32 {
+    if (dims.job == 0u) {
+        return factor_stride(dims.m);
+    }
+    return step_stride(dims.m);
+}
+
+// Where job 1 assembles P (and, after it, S, m and η₁) in a slot's `out`.
+fn assembled(base: u32) -> u32 {
+    return base + 2u * dims.m * dims.m + 4u;
+}
+
+// Static uses of the bindings an entry point does not otherwise read, so that every entry point
+// has the one layout.
+fn touch() {
+    _ = a[0];
+    _ = ladder[0];
+}
+
+// Whether the factorisation whose status is at out[base + 2M²] failed (every attempt so far).
+fn factor_failed(base: u32) -> bool {
+    return out[base + 2u * dims.m * dims.m + 1u].y != 0.0;
+}
+
+// Invocation 0 reads whether the matrix at `base` has failed and the block its status names
+// (`next`: the next one to factorise; else the one just factorised) into the workgroup's
+// `failed` and `block`; returns whether it has failed (uniform across the workgroup).
+fn read_status(t: u32, base: u32, next: bool) -> bool {
+    if (t == 0u) {
+        let status = base + 2u * dims.m * dims.m;
+        failed = select(0u, 1u, out[status + 1u].y != 0.0);
+        let counted = u32(out[status + 2u].y);
+        block = select(max(counted, 1u) - 1u, counted, next);
+    }
+    return workgroupUniformLoad(&failed) != 0u;
+}
+
+// The ladder's rungs from `first` on, unblocked: L ← lower(source) + ε I (the source in `a` when
+// `from_a`, else in `out`) and factorised in place at out[base], ε = `jitter` and then ×factor per
+// rung, until one factorises; writes the status after X (at base + 2M²) and returns whether one
+// did (uniform across the workgroup).
+fn factor_rungs(
+    t: u32,
+    slot: u32,
+    source: u32,
+    from_a: bool,
+    base: u32,
+    start: vec2<f32>,
+    first: u32,
+) -> bool {
     let m = dims.m;
     let rung = ladder[slot];
     let attempts = max(u32(rung.w), 1u);
-    var jitter = rung.xy;
-    // The ladder starts at max(ε₀, floor · mean diag(A)), as the CPU's `kzz_half`: the floor
-    // depends on A, which the device computed (resident.rs), so it is applied here. Every
-    // invocation sums the diagonal itself (M reads): the result is uniform with no barrier.
-    if (from_a && dims.floor > 0.0) {
-        var trace = vec2<f32>(0.0, 0.0);
-        for (var i = 0u; i < m; i++) {
-            trace = df_add(trace, a[source + i * m + i]);
-        }
-        let floor = df_mul(df_div(trace, vec2<f32>(f32(m), 0.0)), vec2<f32>(dims.floor, 0.0));
-        if (floor.x > jitter.x) {
-            jitter = floor;
-        }
-    }
-    var escalations = 0u;
+    var jitter = start;
+    var escalations = first;
     var ok = false;
-    for (var attempt = 0u; attempt < attempts; attempt++) {
+    for (var attempt = first; attempt < attempts; attempt++) {
         // Every invocation has read the last attempt's `failed` before it is cleared.
         workgroupBarrier();
-        // L ← lower(A) + ε I.
         for (var k = t; k < m * m; k += THREADS) {
             let i = k / m;
             let j = k % m;
@@ -180,19 +237,300 @@ fn factor(t: u32, slot: u32, source: u32, from_a: bool, base: u32) -> bool {
     return ok;
 }
 
-// Static uses of the bindings an entry point does not otherwise read, so that every entry point
-// has the one layout.
-fn touch() {
-    _ = a[0];
-    _ = ladder[0];
+// The first rung ε₀ and a cleared status for matrix `group.x`. For job 0 the ladder starts at
+// max(ε₀, floor · mean diag(A)), as the CPU's `kzz_half`: the floor depends on A, which the device
+// computed (resident.rs), so it is applied here, the diagonal summed in order by one invocation.
+@compute @workgroup_size(256)
+fn factor_begin(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    if (t != 0u) {
+        return;
+    }
+    let slot = group.x;
+    let m = dims.m;
+    var jitter = ladder[slot].xy;
+    if (dims.job == 0u && dims.floor > 0.0) {
+        var trace = vec2<f32>(0.0, 0.0);
+        for (var i = 0u; i < m; i++) {
+            trace = df_add(trace, a[slot * m * m + i * m + i]);
+        }
+        let floor = df_mul(df_div(trace, vec2<f32>(f32(m), 0.0)), vec2<f32>(dims.floor, 0.0));
+        if (floor.x > jitter.x) {
+            jitter = floor;
+        }
+    }
+    let status = slot * stride() + 2u * m * m;
+    out[status] = jitter;
+    out[status + 1u] = vec2<f32>(0.0, 0.0);
+    out[status + 2u] = vec2<f32>(0.0, 0.0);
+    out[status + 3u] = vec2<f32>(0.0, 0.0);
 }
 
-// Whether the factorisation whose status is at out[base + 2M²] failed (every attempt).
-fn factor_failed(base: u32) -> bool {
-    return out[base + 2u * dims.m * dims.m + 1u].y != 0.0;
+// L ← lower(A) + ε₀ I (zeros above the diagonal): invocation group.x · THREADS + t takes entry k
+// of matrix group.y.
+@compute @workgroup_size(256)
+fn copy_matrix(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    let m = dims.m;
+    let k = group.x * THREADS + t;
+    if (k >= m * m) {
+        return;
+    }
+    let base = group.y * factor_stride(m);
+    let i = k / m;
+    let j = k % m;
+    var v = vec2<f32>(0.0, 0.0);
+    if (j <= i) {
+        v = a[group.y * m * m + k];
+        if (i == j) {
+            v = df_add(v, out[base + 2u * m * m]);
+        }
+    }
+    out[base + k] = v;
 }
 
-// Columns of X per workgroup of the inverse.
+// q(v)'s step, entry k of matrix group.y (k = group.x · THREADS + t):
+// P ← (1 − γ) sym(P) + γ (I + sym(Λ)), sym(X) = (X + Xᵀ)/2, and L ← lower(P) + ε₀ I; for k < M,
+// η₁ ← (1 − γ) η₁ + γ r.
+@compute @workgroup_size(256)
+fn natural_assemble(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    let m = dims.m;
+    let k = group.x * THREADS + t;
+    if (k >= m * m) {
+        return;
+    }
+    let input = group.y * (2u * m * m + 2u * m);
+    let base = group.y * step_stride(m);
+    let p_new = assembled(base);
+    let eta = p_new + 2u * m * m + m;
+    let gamma = dims.gamma;
+    let keep = df_add(vec2<f32>(1.0, 0.0), -gamma);
+    let i = k / m;
+    let j = k % m;
+    let p_old = df_mul(df_add(a[input + k], a[input + j * m + i]), vec2<f32>(0.5, 0.0));
+    let lam = input + m * m;
+    var goal = df_mul(df_add(a[lam + k], a[lam + j * m + i]), vec2<f32>(0.5, 0.0));
+    if (i == j) {
+        goal = df_add(goal, vec2<f32>(1.0, 0.0));
+    }
+    let p = df_add(df_mul(keep, p_old), df_mul(gamma, goal));
+    out[p_new + k] = p;
+    var v = vec2<f32>(0.0, 0.0);
+    if (j <= i) {
+        v = p;
+        if (i == j) {
+            v = df_add(v, out[base + 2u * m * m]);
+        }
+    }
+    out[base + k] = v;
+    if (k < m) {
+        let e = a[input + 2u * m * m + k];
+        let r = a[input + 2u * m * m + m + k];
+        out[eta + k] = df_add(df_mul(keep, e), df_mul(gamma, r));
+    }
+}
+
+// The next diagonal block of matrix group.x factorised in workgroup memory, unblocked (as
+// `factor_rungs` does the whole matrix), and counted in the status; a pivot that is not > 0
+// fails the matrix (its index and value in the status).
+@compute @workgroup_size(256)
+fn factor_diagonal(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    let m = dims.m;
+    let base = group.x * stride();
+    if (read_status(t, base, true)) {
+        return;
+    }
+    let counted = workgroupUniformLoad(&block);
+    let k0 = counted * BLOCK;
+    let n = min(BLOCK, m - k0);
+    for (var k = t; k < n * n; k += THREADS) {
+        let i = k / n;
+        let j = k % n;
+        diagonal[i * BLOCK + j] = out[base + (k0 + i) * m + k0 + j];
+    }
+    workgroupBarrier();
+    for (var j = 0u; j < n; j++) {
+        if (t == 0u) {
+            let d = diagonal[j * BLOCK + j];
+            if (d.x > 0.0) {
+                let s = df_sqrt(d);
+                pivot = s;
+                diagonal[j * BLOCK + j] = s;
+            } else {
+                failed = 1u;
+                failed_at = k0 + j;
+                pivot = d;
+            }
+        }
+        if (workgroupUniformLoad(&failed) != 0u) {
+            break;
+        }
+        let p = pivot;
+        for (var i = j + 1u + t; i < n; i += THREADS) {
+            diagonal[i * BLOCK + j] = df_div(diagonal[i * BLOCK + j], p);
+        }
+        workgroupBarrier();
+        let r = n - j - 1u;
+        for (var k = t; k < r * r; k += THREADS) {
+            let i = j + 1u + k / r;
+            let c = j + 1u + k % r;
+            if (c <= i) {
+                let update = df_mul(diagonal[i * BLOCK + j], diagonal[c * BLOCK + j]);
+                diagonal[i * BLOCK + c] = df_add(diagonal[i * BLOCK + c], -update);
+            }
+        }
+        workgroupBarrier();
+    }
+    let status = base + 2u * m * m;
+    if (workgroupUniformLoad(&failed) != 0u) {
+        if (t == 0u) {
+            out[status + 1u] = vec2<f32>(0.0, 1.0);
+            out[status + 2u] = vec2<f32>(f32(failed_at), 0.0);
+            out[status + 3u] = pivot;
+        }
+        return;
+    }
+    for (var k = t; k < n * n; k += THREADS) {
+        let i = k / n;
+        let j = k % n;
+        if (j <= i) {
+            out[base + (k0 + i) * m + k0 + j] = diagonal[i * BLOCK + j];
+        }
+    }
+    if (t == 0u) {
+        out[status + 2u] = vec2<f32>(0.0, f32(counted + 1u));
+    }
+}
+
+// The rows below the block just factorised, for matrix group.y: invocation t of workgroup
+// group.x takes row i = (block's end) + group.x · THREADS + t and solves
+// L[i, j] = (A[i, j] − Σ_{k0 ≤ l < j} L[i, l] L[j, l]) / L[j, j] for the block's columns j in
+// order, against the diagonal block read into workgroup memory.
+@compute @workgroup_size(256)
+fn factor_panel(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    let m = dims.m;
+    let base = group.y * stride();
+    if (read_status(t, base, false)) {
+        return;
+    }
+    let k0 = workgroupUniformLoad(&block) * BLOCK;
+    let k1 = min(k0 + BLOCK, m);
+    let n = k1 - k0;
+    for (var k = t; k < n * n; k += THREADS) {
+        let i = k / n;
+        let j = k % n;
+        diagonal[i * BLOCK + j] = out[base + (k0 + i) * m + k0 + j];
+    }
+    workgroupBarrier();
+    let i = k1 + group.x * THREADS + t;
+    if (i >= m) {
+        return;
+    }
+    let row = base + i * m + k0;
+    var values: array<vec2<f32>, BLOCK>;
+    for (var j = 0u; j < n; j++) {
+        var v = out[row + j];
+        for (var l = 0u; l < j; l++) {
+            v = df_add(v, -df_mul(values[l], diagonal[j * BLOCK + l]));
+        }
+        values[j] = df_div(v, diagonal[j * BLOCK + j]);
+        out[row + j] = values[j];
+    }
+}
+
+// The trailing lower triangle after the block just factorised, for matrix group.z: workgroup
+// (group.x, group.y) takes the TILE × TILE tile of columns group.x and rows group.y (counted from
+// the block's end) when it touches the lower triangle, an invocation per entry (i, c ≤ i):
+// L[i, c] −= L[i, l] L[c, l] for the block's columns l in order.
+@compute @workgroup_size(256)
+fn factor_trailing(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    if (group.x > group.y) {
+        return;
+    }
+    let m = dims.m;
+    let base = group.z * stride();
+    if (read_status(t, base, false)) {
+        return;
+    }
+    let k0 = workgroupUniformLoad(&block) * BLOCK;
+    let k1 = min(k0 + BLOCK, m);
+    let n = k1 - k0;
+    let r0 = k1 + group.y * TILE;
+    let c0 = k1 + group.x * TILE;
+    for (var k = t; k < TILE * n; k += THREADS) {
+        let r = k / n;
+        let l = k % n;
+        if (r0 + r < m) {
+            left[r * PADDED + l] = out[base + (r0 + r) * m + k0 + l];
+        }
+        if (c0 + r < m) {
+            right[r * PADDED + l] = out[base + (c0 + r) * m + k0 + l];
+        }
+    }
+    workgroupBarrier();
+    let i = r0 + t / TILE;
+    let c = c0 + t % TILE;
+    if (i >= m || c > i) {
+        return;
+    }
+    let at = base + i * m + c;
+    var v = out[at];
+    for (var l = 0u; l < n; l++) {
+        v = df_add(v, -df_mul(left[(t / TILE) * PADDED + l], right[(t % TILE) * PADDED + l]));
+    }
+    out[at] = v;
+}
+
+// Matrix group.x after its blocked attempt: if that failed and the ladder has more rungs, they are
+// tried here, unblocked, from the source again; the status's block count is cleared either way.
+@compute @workgroup_size(256)
+fn factor_ladder(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    let slot = group.x;
+    let m = dims.m;
+    let base = slot * stride();
+    let status = base + 2u * m * m;
+    let attempts = max(u32(ladder[slot].w), 1u);
+    if (!read_status(t, base, true) || attempts < 2u) {
+        if (t == 0u) {
+            out[status + 2u] = vec2<f32>(out[status + 2u].x, 0.0);
+        }
+        return;
+    }
+    let start = df_mul(out[status], vec2<f32>(ladder[slot].z, 0.0));
+    if (dims.job == 0u) {
+        _ = factor_rungs(t, slot, slot * m * m, true, base, start, 1u);
+    } else {
+        _ = factor_rungs(t, slot, assembled(base), false, base, start, 1u);
+    }
+}
+
+// Columns per workgroup of the inverse.
 const COLUMNS: u32 = 32u;
 
 // Columns [c0, c1) of X = L⁻¹ at out[base + M²] from L at out[base], by forward elimination on
@@ -232,24 +570,14 @@ fn invert_columns(t: u32, base: u32, c0: u32) {
 
 // The inverse's block `group.x` of matrix `group.y` whose factor starts at `base`, unless the
 // matrix did not factorise (then X is not written).
-fn invert_block(t: u32, block: u32, base: u32) {
+fn invert_block(t: u32, block_index: u32, base: u32) {
     if (t == 0u) {
         failed = select(0u, 1u, factor_failed(base));
     }
     if (workgroupUniformLoad(&failed) != 0u) {
         return;
     }
-    invert_columns(t, base, block * COLUMNS);
-}
-
-@compute @workgroup_size(256)
-fn cholesky(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let slot = group.x;
-    let m = dims.m;
-    _ = factor(t, slot, slot * m * m, true, slot * factor_stride(m));
+    invert_columns(t, base, block_index * COLUMNS);
 }
 
 @compute @workgroup_size(256)
@@ -262,40 +590,6 @@ fn invert_factor(
 }
 
 @compute @workgroup_size(256)
-fn natural_step(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let slot = group.x;
-    let m = dims.m;
-    let input = slot * (2u * m * m + 2u * m);
-    let base = slot * step_stride(m);
-    let p_new = base + 2u * m * m + 4u;
-    let eta = p_new + 2u * m * m + m;
-    let gamma = dims.gamma;
-    let keep = df_add(vec2<f32>(1.0, 0.0), -gamma);
-    // P ← (1 − γ) sym(P) + γ (I + sym(Λ)), sym(X) = (X + Xᵀ)/2; η₁ ← (1 − γ) η₁ + γ r.
-    for (var k = t; k < m * m; k += THREADS) {
-        let i = k / m;
-        let j = k % m;
-        let p_old = df_mul(df_add(a[input + k], a[input + j * m + i]), vec2<f32>(0.5, 0.0));
-        let lam = input + m * m;
-        var goal = df_mul(df_add(a[lam + k], a[lam + j * m + i]), vec2<f32>(0.5, 0.0));
-        if (i == j) {
-            goal = df_add(goal, vec2<f32>(1.0, 0.0));
-        }
-        out[p_new + k] = df_add(df_mul(keep, p_old), df_mul(gamma, goal));
-    }
-    for (var i = t; i < m; i += THREADS) {
-        let e = a[input + 2u * m * m + i];
-        let r = a[input + 2u * m * m + m + i];
-        out[eta + i] = df_add(df_mul(keep, e), df_mul(gamma, r));
-    }
-    barrier();
-    _ = factor(t, slot, p_new, false, base);
-}
-
-@compute @workgroup_size(256)
 fn invert_step(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
@@ -303,9 +597,6 @@ fn invert_step(
     touch();
     invert_block(t, group.x, group.y * step_stride(dims.m));
 }
-
-// Entries per side of `covariance`'s tiles (TILE² = THREADS).
-const TILE: u32 = 16u;
 
 // S = Xᵀ X: S[i, j] = Σ_{k ≥ max(i, j)} X[k, i] X[k, j], both triangles written; workgroup
 // (group.x, group.y) takes the TILE × TILE tile of columns group.x and rows group.y of matrix
@@ -324,7 +615,7 @@ fn covariance(
         return;
     }
     let inv = base + m * m;
-    let s = base + 2u * m * m + 4u + m * m;
+    let s = assembled(base) + m * m;
     var sum = vec2<f32>(0.0, 0.0);
     for (var l = i; l < m; l++) {
         sum = df_add(sum, df_mul(out[inv + l * m + i], out[inv + l * m + j]));
@@ -346,7 +637,7 @@ fn step_mean(
     if (i >= m || factor_failed(base)) {
         return;
     }
-    let s = base + 2u * m * m + 4u + m * m;
+    let s = assembled(base) + m * m;
     let mean = s + m * m;
     let eta = mean + m;
     var sum = vec2<f32>(0.0, 0.0);

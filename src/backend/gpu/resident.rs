@@ -33,9 +33,10 @@
 //!    terms of the current state.
 //!
 //! The two factorisations (steps 2 and 7) of all the submission's requests of one M (and one
-//! jitter floor, or one γ) run as one batch ([`Gpu::record_batched`]: the factorisation a
-//! workgroup per request, then the inverse, S and m spread over many, `cholesky::factor_passes`),
-//! so a batch of D variables waits for one factorisation's time, not D; the other passes are
+//! jitter floor, or one γ) run as one batch ([`Gpu::record_batched`]: the factorisation blocked
+//! by 32 columns, its panels and trailing updates, the inverse, S and m each one pass over every
+//! matrix of the batch, `cholesky::factor_passes`), so a batch of D variables waits for one
+//! factorisation's critical path, not D; the other passes are
 //! recorded request by request, phase by phase around them ([`Gpu::record_phases`]).
 //!
 //! What comes back per request is 6 values and 22 words of status (the misfit, the squared
@@ -821,8 +822,8 @@ impl Gpu {
     /// Records `jobs` (all of one kind: `what` is "kzz" for K_ZZ's factorisation, else the
     /// natural step) as few batches of `cholesky.wgsl`'s passes as their shapes allow: the jobs
     /// with the same M and the same uniform constant (the jitter floor, or γ) go in one batch
-    /// (`cholesky::factor_passes`: the factorisation a workgroup each, what follows spread over
-    /// many), their inputs copied into the batch's buffer and their outputs copied back, in as
+    /// (`cholesky::factor_passes`: every pass over all of the batch's matrices, the
+    /// factorisation blocked), their inputs copied into the batch's buffer and their outputs copied back, in as
     /// many pieces as the storage binding's limit needs.
     fn record_batched(
         &self,
@@ -831,6 +832,11 @@ impl Gpu {
         jobs: &[BatchedFactor],
     ) -> Result<(), GpuError> {
         let natural = what != "kzz";
+        let job = if natural {
+            FactorJob::NaturalStep
+        } else {
+            FactorJob::Factor
+        };
         let mut groups: Vec<(usize, u64, Vec<usize>)> = Vec::new();
         for (k, job) in jobs.iter().enumerate() {
             let key = (job.m, job.constant.to_bits());
@@ -879,7 +885,7 @@ impl Gpu {
                 let dims = self.resident_constant(
                     label_dims,
                     slot,
-                    &dims_bytes(m, n, gamma, floor),
+                    &dims_bytes(m, n, job, gamma, floor),
                     wgpu::BufferUsages::UNIFORM,
                 );
                 let ladder: Vec<u8> = piece.iter().flat_map(|&k| jobs[k].ladder.clone()).collect();
@@ -896,11 +902,6 @@ impl Gpu {
                         );
                     }
                 }
-                let job = if natural {
-                    FactorJob::NaturalStep
-                } else {
-                    FactorJob::Factor
-                };
                 let bound = vec![dims, input, ladder, output.clone()];
                 let passes = factor_passes(&self.pipelines.cholesky, job, m, n);
                 for (_, groups) in &passes {
