@@ -1,15 +1,20 @@
 // The glue of the uncollapsed evaluation whose M × M algebra stays on the device (resident.rs,
-// issue 34 item 2): small passes between the kernel matrix, the double-float factorisations of
+// issue 34 items 2–3): small passes between the kernel matrix, the double-float factorisations of
 // cholesky.wgsl and the float32 products of gemm.wgsl, so that nothing of size M × M crosses to
 // the host. double_float.wgsl and five_buffers.wgsl (the bindings: `dims`, src_a, src_b, src_c,
 // dst, one layout for every entry point) are prepended.
 //
+// Every pass runs over all slots of a batch at once: the dispatch's y is the slot, and each
+// binding holds the batch's slots one after another, `dims.strides` words apart (0 for a binding
+// the pass does not read), so slot s of src_a starts at word s · strides.x. The per-slot noise
+// constants g_var = −c/(2φ²) and c/φ² (the device's, derived from each slot's φ²) are `noise`'s
+// entry s.
+//
 // Layouts: a double-float ("df") value is two f32 words (head, tail); the factorisations' and
 // q(v)'s matrices are df, row-major (cholesky.wgsl); the products' operands are f32,
-// column-major (gemm.wgsl); K' = K(Z, [U; Z]) is M × (T + M), column-major, its last M columns
-// K_ZZ.
+// column-major (gemm.wgsl); K_ZZ is f32 column-major.
 //
-// `widen_gram`       K_ZZ (f32, K' after its T columns) → df row-major lower triangle.
+// `widen_gram`       K_ZZ (f32) → df row-major lower triangle.
 // `narrow_matrix`    a df row-major M × M matrix at `offset` → f32 column-major (minus I when
 //                    flags & 1), for the products.
 // `mean_alpha`       q(v)'s m (df, in the state at `offset`) → f32 [m | α = L⁻ᵀm], with L⁻¹ the
@@ -17,48 +22,70 @@
 // `mirror_p`         P = Ã Ãᵀ (the SYRK's head and tail planes, lower blocks) → f32 full P.
 // `l_bar`            L̄ = tril(−α (Ã g)ᵀ − 2 g_var W), W = L⁻ᵀ(S − I)P, f32 column-major.
 // `phi`              Φ(X) in place: the strict upper triangle zeroed, the diagonal halved.
-// `symmetrise_into`  K̄_ZZ = (X + Xᵀ)/2 written after the T columns of K̄'.
-// `natural_inputs`   [P, Λ, η₁, r] (df, row-major) for cholesky.wgsl's `natural_step`, with
+// `symmetrise_into`  K̄_ZZ = (X + Xᵀ)/2, written `t` · M words into `dst`.
+// `natural_inputs`   [P, Λ, η₁, r] (df, row-major) for cholesky.wgsl's natural step, with
 //                    Λ = (c/φ²) Ã Ãᵀ and r = (c/φ²) Ã y from the compensated products' planes.
 // `kl_terms`         tr S, mᵀm and log det S = −2 Σ log L_P,ii from q(v)'s state, as df.
 
 struct Dims {
-    m: u32,            // inducing points M
-    t: u32,            // evaluation points T (K' has T + M columns)
-    offset: u32,       // where the source matrix starts in `src_a`, in df values
-    flags: u32,        // `narrow_matrix`: 1 subtracts the identity
-    g_var: vec2<f32>,  // −c/(2φ²), df
-    scale: vec2<f32>,  // c/φ², df
-    one: f32,          // 1.0, unknown to the compiler (double_float.wgsl)
+    m: u32,               // inducing points M
+    t: u32,               // `widen_gram`, `symmetrise_into`: K_ZZ starts t · M words on
+    offset: u32,          // where the source matrix starts in `src_a`, in df values
+    flags: u32,           // `narrow_matrix`: 1 subtracts the identity
+    strides: vec4<u32>,   // words per slot of src_a, src_b, src_c and dst
+    one: f32,             // 1.0, unknown to the compiler (double_float.wgsl)
     pad0: u32,
     pad1: u32,
     pad2: u32,
 }
 
+// Per slot: g_var (df), then c/φ² (df).
+@group(0) @binding(5) var<storage, read> noise: array<vec4<f32>>;
+
+// The slot this invocation works for and where it starts in each binding.
+var<private> slot: u32;
+var<private> base: vec4<u32>;
+
+fn enter(s: u32) {
+    _ = noise[0];
+    slot = s;
+    base = dims.strides * s;
+}
+
+fn g_var() -> f32 {
+    let v = noise[slot];
+    return v.x + v.y;
+}
+
+fn scale() -> vec2<f32> {
+    return noise[slot].zw;
+}
+
 fn df_a(k: u32) -> vec2<f32> {
-    return vec2<f32>(src_a[2u * k], src_a[2u * k + 1u]);
+    return vec2<f32>(src_a[base.x + 2u * k], src_a[base.x + 2u * k + 1u]);
 }
 
 fn df_b(k: u32) -> vec2<f32> {
-    return vec2<f32>(src_b[2u * k], src_b[2u * k + 1u]);
+    return vec2<f32>(src_b[base.y + 2u * k], src_b[base.y + 2u * k + 1u]);
 }
 
 fn put_df(k: u32, v: vec2<f32>) {
-    dst[2u * k] = v.x;
-    dst[2u * k + 1u] = v.y;
+    dst[base.w + 2u * k] = v.x;
+    dst[base.w + 2u * k + 1u] = v.y;
 }
 
 // A compensated product's value at `k` from its head plane and its tail plane `plane` words on.
 fn planes(buffer_b: bool, k: u32, plane: u32) -> vec2<f32> {
     if (buffer_b) {
-        return two_sum(src_b[k], src_b[plane + k]);
+        return two_sum(src_b[base.y + k], src_b[base.y + plane + k]);
     }
-    return two_sum(src_a[k], src_a[plane + k]);
+    return two_sum(src_a[base.x + k], src_a[base.x + plane + k]);
 }
 
 @compute @workgroup_size(64)
 fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     let k = id.x;
     if (k >= m * m) {
@@ -68,7 +95,7 @@ fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
     let j = k % m;
     var v = vec2<f32>(0.0, 0.0);
     if (j <= i) {
-        v = vec2<f32>(src_a[m * dims.t + i + j * m], 0.0);
+        v = vec2<f32>(src_a[base.x + m * dims.t + i + j * m], 0.0);
     }
     put_df(k, v);
 }
@@ -76,6 +103,7 @@ fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
 @compute @workgroup_size(64)
 fn narrow_matrix(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     let k = id.x;
     if (k >= m * m) {
@@ -87,12 +115,13 @@ fn narrow_matrix(@builtin(global_invocation_id) id: vec3<u32>) {
     if ((dims.flags & 1u) != 0u && i == j) {
         v = df_add(v, vec2<f32>(-1.0, 0.0));
     }
-    dst[i + j * m] = v.x + v.y;
+    dst[base.w + i + j * m] = v.x + v.y;
 }
 
 @compute @workgroup_size(64)
 fn mean_alpha(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     let i = id.x;
     if (i >= m) {
@@ -100,19 +129,20 @@ fn mean_alpha(@builtin(global_invocation_id) id: vec3<u32>) {
     }
     let mean = dims.offset;
     let v = df_a(mean + i);
-    dst[i] = v.x + v.y;
+    dst[base.w + i] = v.x + v.y;
     // α_i = Σ_k (L⁻¹)_ki m_k, L⁻¹ lower: k ≥ i.
     let inv = m * m;
     var sum = vec2<f32>(0.0, 0.0);
     for (var k = i; k < m; k++) {
         sum = df_add(sum, df_mul(df_b(inv + k * m + i), df_a(mean + k)));
     }
-    dst[m + i] = sum.x + sum.y;
+    dst[base.w + m + i] = sum.x + sum.y;
 }
 
 @compute @workgroup_size(64)
 fn mirror_p(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     let k = id.x;
     if (k >= m * m) {
@@ -123,12 +153,13 @@ fn mirror_p(@builtin(global_invocation_id) id: vec3<u32>) {
     // Column-major; the SYRK wrote the blocks on or below the diagonal.
     let low = select(j + i * m, k, i >= j);
     let v = planes(false, low, m * m);
-    dst[k] = v.x + v.y;
+    dst[base.w + k] = v.x + v.y;
 }
 
 @compute @workgroup_size(64)
 fn l_bar(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     let k = id.x;
     if (k >= m * m) {
@@ -137,19 +168,19 @@ fn l_bar(@builtin(global_invocation_id) id: vec3<u32>) {
     let i = k % m;
     let j = k / m;
     if (j > i) {
-        dst[k] = 0.0;
+        dst[base.w + k] = 0.0;
         return;
     }
-    let alpha = src_a[m + i];
+    let alpha = src_a[base.x + m + i];
     // Ã g: the first column of the compensated [Ã g, Ã y] (M × 2, planes of 2M).
     let g = planes(true, j, 2u * m);
-    let g_var = dims.g_var.x + dims.g_var.y;
-    dst[k] = -alpha * (g.x + g.y) - 2.0 * g_var * src_c[k];
+    dst[base.w + k] = -alpha * (g.x + g.y) - 2.0 * g_var() * src_c[base.z + k];
 }
 
 @compute @workgroup_size(64)
 fn phi(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     let k = id.x;
     if (k >= m * m) {
@@ -158,15 +189,16 @@ fn phi(@builtin(global_invocation_id) id: vec3<u32>) {
     let i = k % m;
     let j = k / m;
     if (j > i) {
-        dst[k] = 0.0;
+        dst[base.w + k] = 0.0;
     } else if (j == i) {
-        dst[k] = 0.5 * dst[k];
+        dst[base.w + k] = 0.5 * dst[base.w + k];
     }
 }
 
 @compute @workgroup_size(64)
 fn symmetrise_into(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     let k = id.x;
     if (k >= m * m) {
@@ -174,12 +206,13 @@ fn symmetrise_into(@builtin(global_invocation_id) id: vec3<u32>) {
     }
     let i = k % m;
     let j = k / m;
-    dst[m * dims.t + k] = 0.5 * (src_a[k] + src_a[j + i * m]);
+    dst[base.w + m * dims.t + k] = 0.5 * (src_a[base.x + k] + src_a[base.x + j + i * m]);
 }
 
 @compute @workgroup_size(64)
 fn natural_inputs(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     let k = id.x;
     let p = dims.offset;
@@ -189,24 +222,26 @@ fn natural_inputs(@builtin(global_invocation_id) id: vec3<u32>) {
         put_df(k, df_a(p + k));
         // Λ = (c/φ²) Ã Ãᵀ, from the SYRK's lower blocks (column-major planes of M² in src_b).
         let low = select(i + j * m, j + i * m, j > i);
-        put_df(m * m + k, df_mul(dims.scale, planes(true, low, m * m)));
+        put_df(m * m + k, df_mul(scale(), planes(true, low, m * m)));
     }
     if (k < m) {
         // η₁ after q(v)'s matrices P, S and mean in the state; r from Ã y (second column of the
         // compensated [Ã g, Ã y] in src_c, planes of 2M).
         put_df(2u * m * m + k, df_a(p + 2u * m * m + m + k));
-        let ky = two_sum(src_c[m + k], src_c[3u * m + k]);
-        put_df(2u * m * m + m + k, df_mul(dims.scale, ky));
+        let ky = two_sum(src_c[base.z + m + k], src_c[base.z + 3u * m + k]);
+        put_df(2u * m * m + m + k, df_mul(scale(), ky));
     }
 }
 
+// One invocation per slot (the dispatch's y).
 @compute @workgroup_size(1)
-fn kl_terms() {
+fn kl_terms(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let m = dims.m;
     // The state: [L_P | X_P | status (4) | P | S | m | η₁], `offset` = where L_P starts.
-    let base = dims.offset;
-    let s = base + 2u * m * m + 4u + m * m;
+    let state = dims.offset;
+    let s = state + 2u * m * m + 4u + m * m;
     let mean = s + m * m;
     var trace = vec2<f32>(0.0, 0.0);
     var norm = vec2<f32>(0.0, 0.0);
@@ -215,7 +250,7 @@ fn kl_terms() {
         trace = df_add(trace, df_a(s + i * m + i));
         let mi = df_a(mean + i);
         norm = df_add(norm, df_mul(mi, mi));
-        let l = df_a(base + i * m + i);
+        let l = df_a(state + i * m + i);
         // log(h + t) = log h + log1p(t/h) ≈ log h + t/h.
         logdet = df_add(logdet, two_sum(-2.0 * log(l.x), -2.0 * l.y / l.x));
     }

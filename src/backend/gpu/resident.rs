@@ -29,15 +29,21 @@
 //!    prior's and the penalty's from the request, `ParameterStep::extra`), and the Adam step of
 //!    Z, the encoder, the hyperparameters and φ² into the slot's next state;
 //! 7. q(v)'s natural step P ← (1 − γ)P + γ(I + Λ), η₁ ← (1 − γ)η₁ + γr with Λ = (c/φ²)P_w and
-//!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_step`), and the KL
-//!    terms of the current state.
+//!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_assemble` and its
+//!    blocked factorisation), and the KL terms of the current state.
 //!
 //! The two factorisations (steps 2 and 7) of all the submission's requests of one M (and one
 //! jitter floor, or one γ) run as one batch ([`Gpu::record_batched`]: the factorisation blocked
 //! by 32 columns, its panels and trailing updates, the inverse, S and m each one pass over every
 //! matrix of the batch, `cholesky::factor_passes`), so a batch of D variables waits for one
-//! factorisation's critical path, not D; the other passes are
-//! recorded request by request, phase by phase around them ([`Gpu::record_phases`]).
+//! factorisation's critical path, not D. The rest of the M × M algebra (steps 2–3, 5 and 7's
+//! glue: K_ZZ widened, the operands narrowed, L̄ and the Cholesky adjoint with its four products,
+//! the natural step's inputs, the KL terms) also runs as one pass each over all requests of one M
+//! ([`Gpu::plan_algebra`]: `inducing.wgsl` takes the slot from the dispatch, the products are a
+//! batch of the GEMM), on buffers that hold the group's slots one after another, with each
+//! request's own buffers copied in and out around them; the other passes (the points, K', the
+//! predictions, the kernel's adjoint, the gradients, the encoder) are recorded request by
+//! request, phase by phase around them ([`Gpu::record_phases`]).
 //!
 //! What comes back per request is 6 values and 22 words of status (the misfit, the squared
 //! gradient of Z and the encoder, Σ KL(q(w)), K_ZZ's jitter and status, the KL terms, the step's
@@ -82,6 +88,9 @@ const RESIDENT_SCRATCH: usize = 1 << 22;
 /// The first resident slot of the batched factorisations' buffers, one set per dispatch of a
 /// submission ([`Gpu::record_batched`]).
 const RESIDENT_BATCH: usize = 1 << 23;
+/// The first resident slot of the M × M algebra's buffers, one set per group of requests of one M
+/// in a submission ([`Gpu::plan_algebra`]).
+const RESIDENT_GROUP: usize = 1 << 24;
 
 /// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
 pub(super) const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
@@ -315,7 +324,7 @@ fn held_words(shape: StateShape) -> usize {
     3 * shape.held()
 }
 
-/// Words of a slot's q(v) state (`cholesky.wgsl`'s `natural_step` output): L_P, X_P, the status,
+/// Words of a slot's q(v) state (`cholesky.wgsl`'s natural-step output): L_P, X_P, the status,
 /// P, S, m, η₁, each value two words.
 fn state_words(m: usize) -> usize {
     step_words(m)
@@ -348,28 +357,6 @@ fn state_offsets(m: usize) -> StateOffsets {
 fn storage() -> wgpu::BufferUsages {
     wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
 }
-
-/// `inducing.wgsl`'s `Dims`, with g_var and c/φ² zero: the device's are copied in at
-/// [`GLUE_DIMS_NOISE`].
-fn glue_dims(m: usize, t: usize, offset: usize, flags: u32) -> Vec<u8> {
-    super::uniform_words(&[
-        m as u32,
-        t as u32,
-        offset as u32,
-        flags,
-        0,
-        0,
-        0,
-        0,
-        1.0f32.to_bits(),
-        0,
-        0,
-        0,
-    ])
-}
-
-/// The byte of `inducing.wgsl`'s `Dims` where g_var and c/φ² (double-float each) start.
-const GLUE_DIMS_NOISE: usize = 16;
 
 /// The bytes of `held_gradients.wgsl`'s `Dims` that hold `diag` and `rate`.
 const GRADIENT_DIMS_DIAG: usize = 24;
@@ -410,6 +397,12 @@ fn derived_alpha_at(kernel: &Kernel) -> usize {
     d + kernel.stationary.len() * (d + 1)
 }
 
+/// The byte of DERIVED where g_var and c/φ² in double-float start (four words: what
+/// `inducing.wgsl` reads as a slot's `noise`).
+fn derived_noise_at(kernel: &Kernel) -> u64 {
+    ((derived_alpha_at(kernel) + 4) * 4) as u64
+}
+
 /// What of DERIVED a copy takes.
 #[derive(Debug, Clone, Copy)]
 enum DerivedPart {
@@ -423,8 +416,6 @@ enum DerivedPart {
     Column,
     /// 2 θ̃^lin_slot g_var (`held_gradients.wgsl`'s).
     Diag,
-    /// g_var and c/φ² in double-float (`inducing.wgsl`'s).
-    Glue,
 }
 
 /// (source, its first byte, destination, its first byte, bytes).
@@ -448,7 +439,6 @@ fn derived_copies(
                 DerivedPart::Alpha => return None,
                 DerivedPart::Column => (alpha + 1, 2),
                 DerivedPart::Diag => (alpha + 3, 1),
-                DerivedPart::Glue => (alpha + 4, 4),
             };
             (words > 0).then(|| {
                 (
@@ -507,15 +497,48 @@ fn readback_words(
 
 /// A factorisation of `cholesky.wgsl` one request needs, batched with the others' of its shape by
 /// [`Gpu::record_batched`]: K_ZZ's (`constant` the relative jitter floor) or the natural step's
-/// (`constant` γ), from `input` (the request's operand, as one slot of the shader's input) into
-/// `output` (the request's factor or next state), walking `ladder` (one slot's rungs).
+/// (`constant` γ), from `input` at byte `input_at` (the request's operand, as one slot of the
+/// shader's input) into `output` at byte `output_at` (the request's factor or next state),
+/// walking `ladder` (one slot's rungs).
 #[derive(Clone)]
 struct BatchedFactor {
     m: usize,
     constant: f64,
     ladder: Vec<u8>,
     input: wgpu::Buffer,
+    input_at: u64,
     output: wgpu::Buffer,
+    output_at: u64,
+}
+
+/// What one request's M × M algebra reads from and writes to its own buffers, for the passes that
+/// run over all requests of its M at once ([`Gpu::plan_algebra`]).
+struct SlotAlgebra {
+    m: usize,
+    /// Evaluation points: K' holds K_ZZ (and then K̄_ZZ) after its first T · M words.
+    t: usize,
+    /// q(v)'s current state (the slot's: P, S, m, η₁, L_P).
+    current: wgpu::Buffer,
+    /// K' = K(Z, [U; Z]), M × (T + M) column-major.
+    k: wgpu::Buffer,
+    /// P = ÃÃᵀ's and [Ãg, Ãy]'s compensated planes.
+    p: wgpu::Buffer,
+    g_alpha_ky: wgpu::Buffer,
+    /// The derived parameters, g_var and c/φ² (double-float) at byte `noise_at`.
+    derived: wgpu::Buffer,
+    noise_at: u64,
+    /// The predictions' L⁻¹, S − I and [m | α], copied from the group's.
+    operands: InducingOperands,
+    /// K_ZZ's jitter: the floor relative to its mean diagonal and the ladder's rungs.
+    relative_jitter: f64,
+    ladder: Vec<u8>,
+    /// The natural step's γ and where it goes (the slot's next q(v)).
+    gamma: f64,
+    next: wgpu::Buffer,
+    /// The request's read-back buffer, and its bytes that take K_ZZ's status and the KL terms.
+    readback: wgpu::Buffer,
+    status_at: u64,
+    kl_at: u64,
 }
 
 /// One request planned ([`Gpu::encode_resident`]) and not yet recorded: its passes in the phases
@@ -528,16 +551,54 @@ struct Encoded<'g> {
     /// byte, destination, its first byte, bytes) to where the passes read them.
     derive: Vec<Step<'g>>,
     derived_copies: Vec<DerivedCopy>,
-    /// The evaluation points, K' and K_ZZ widened for its factorisation.
+    /// The minibatch, the encoder's forward pass, the evaluation points and K'.
     head: Vec<Step<'g>>,
-    factor: BatchedFactor,
-    /// Everything between the two factorisations.
-    body: Vec<Step<'g>>,
-    natural: BatchedFactor,
-    /// The KL terms.
-    tail: Vec<Step<'g>>,
+    /// The predictions (between the M × M algebra's first half and its second).
+    middle: Vec<Step<'g>>,
+    /// The kernel's adjoint, the gradients finished and the Adam step.
+    back: Vec<Step<'g>>,
+    /// What the batched M × M algebra needs of this request.
+    algebra: SlotAlgebra,
     /// (source, its first byte, where in the read-back buffer, bytes).
     copies: Vec<(wgpu::Buffer, u64, u64, u64)>,
+}
+
+/// The passes over all requests of one M ([`Gpu::plan_algebra`]), in the order they run around
+/// the requests' own, with the copies between the requests' buffers and the group's.
+struct GroupAlgebra<'g> {
+    /// The group's scratch slot (the key of its buffers and bind groups).
+    slot: usize,
+    /// Before anything: q(v)'s current states, K_ZZ and the noise constants into the group's.
+    copies_in: Vec<BufferCopy>,
+    /// K_ZZ widened for its factorisations.
+    widen: Vec<Step<'g>>,
+    /// K_ZZ's factorisations (one per member, batched by [`Gpu::record_batched`]).
+    factors: Vec<BatchedFactor>,
+    /// L, L⁻¹, S − I and [m | α] narrowed, then copied to the members' operands.
+    before: Vec<Step<'g>>,
+    operands_out: Vec<BufferCopy>,
+    /// After the predictions: P's and [Ãg, Ãy]'s planes in, L̄, the Cholesky adjoint and
+    /// K̄_ZZ, copied out after each member's K̄_Zt.
+    products_in: Vec<BufferCopy>,
+    after: Vec<Step<'g>>,
+    adjoint_out: Vec<BufferCopy>,
+    /// The natural steps' inputs, the steps (batched), the KL terms of the current states.
+    natural_inputs: Vec<Step<'g>>,
+    naturals: Vec<BatchedFactor>,
+    kl_terms: Vec<Step<'g>>,
+    /// K_ZZ's status and the KL terms into the members' read-back buffers.
+    readback: Vec<BufferCopy>,
+}
+
+/// (source, its first byte, destination, its first byte, bytes).
+type BufferCopy = (wgpu::Buffer, u64, wgpu::Buffer, u64, u64);
+
+fn record_copies(encoder: &mut wgpu::CommandEncoder, copies: &[BufferCopy]) {
+    for (source, first, destination, at, bytes) in copies {
+        if *bytes > 0 {
+            encoder.copy_buffer_to_buffer(source, *first, destination, *at, *bytes);
+        }
+    }
 }
 
 /// What the host keeps of an encoded request to decode it.
@@ -781,42 +842,403 @@ impl Gpu {
         .map(SubmittedResident)
     }
 
-    /// Records the requests' passes phase by phase, so that the factorisations of a batch run
-    /// together ([`Gpu::record_batched`]): every request's head (points, K', K_ZZ
-    /// widened); K_ZZ's factorisations, batched by shape; every body (the predictions, the way
-    /// back, the gradients, Z's step, the natural step's inputs); the natural steps, batched;
-    /// every tail (the KL terms); then the read-back copies.
+    /// Records the requests' passes phase by phase: every request's derived parameters and head
+    /// (the minibatch, the encoder, the points, K'); then, over all requests of one M at once
+    /// ([`Gpu::plan_algebra`]), K_ZZ widened, factorised ([`Gpu::record_batched`]) and narrowed
+    /// with q(v)'s operands; every request's predictions; the M × M adjoint over each group;
+    /// every request's way back (the kernel's adjoint, the gradients, the Adam step); the natural
+    /// steps' inputs, the steps and the KL terms over each group; then the read-back copies.
     fn record_phases(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         encoded: &[Encoded],
     ) -> Result<(), GpuError> {
-        let record = |encoder: &mut wgpu::CommandEncoder, label, e: &Encoded, steps: &[Step]| {
-            self.record_steps(encoder, label, e.scratch, &steps.iter().collect::<Vec<_>>());
+        let record = |encoder: &mut wgpu::CommandEncoder, label, slot, steps: &[Step]| {
+            self.record_steps(encoder, label, slot, &steps.iter().collect::<Vec<_>>());
         };
+        let groups = self.plan_algebra(encoded)?;
         for e in encoded {
-            record(encoder, "derived parameters", e, &e.derive);
-            for (source, first, destination, at, bytes) in &e.derived_copies {
-                encoder.copy_buffer_to_buffer(source, *first, destination, *at, *bytes);
-            }
+            record(encoder, "derived parameters", e.scratch, &e.derive);
+            record_copies(encoder, &e.derived_copies);
         }
         for e in encoded {
-            record(encoder, "resident head", e, &e.head);
+            record(encoder, "resident head", e.scratch, &e.head);
         }
-        let factors: Vec<BatchedFactor> = encoded.iter().map(|e| e.factor.clone()).collect();
+        for g in &groups {
+            record_copies(encoder, &g.copies_in);
+            record(encoder, "widen", g.slot, &g.widen);
+        }
+        let factors: Vec<BatchedFactor> = groups.iter().flat_map(|g| g.factors.clone()).collect();
         self.record_batched(encoder, "kzz", &factors)?;
-        for e in encoded {
-            record(encoder, "resident body", e, &e.body);
+        for g in &groups {
+            record(encoder, "narrowed", g.slot, &g.before);
+            record_copies(encoder, &g.operands_out);
         }
-        let steps: Vec<BatchedFactor> = encoded.iter().map(|e| e.natural.clone()).collect();
-        self.record_batched(encoder, "natural step", &steps)?;
         for e in encoded {
-            record(encoder, "resident tail", e, &e.tail);
+            record(encoder, "predictions", e.scratch, &e.middle);
+        }
+        for g in &groups {
+            record_copies(encoder, &g.products_in);
+            record(encoder, "m x m adjoint", g.slot, &g.after);
+            record_copies(encoder, &g.adjoint_out);
+        }
+        for e in encoded {
+            record(encoder, "resident back", e.scratch, &e.back);
+        }
+        for g in &groups {
+            record(encoder, "natural inputs", g.slot, &g.natural_inputs);
+        }
+        let steps: Vec<BatchedFactor> = groups.iter().flat_map(|g| g.naturals.clone()).collect();
+        self.record_batched(encoder, "natural step", &steps)?;
+        for g in &groups {
+            record(encoder, "kl terms", g.slot, &g.kl_terms);
+            record_copies(encoder, &g.readback);
+        }
+        for e in encoded {
             for (source, first, offset, bytes) in &e.copies {
                 encoder.copy_buffer_to_buffer(source, *first, &e.pending.readback, *offset, *bytes);
             }
         }
         Ok(())
+    }
+
+    /// Plans the M × M algebra of `encoded` over groups of requests with the same M (as many
+    /// per group as the storage binding's limit allows), each pass one dispatch over the group's
+    /// slots (`inducing.wgsl`: the dispatch's y is the slot; the products a batch of the GEMM),
+    /// with the group's buffers holding its slots one after another.
+    fn plan_algebra<'g>(&'g self, encoded: &[Encoded]) -> Result<Vec<GroupAlgebra<'g>>, GpuError> {
+        let limit = self.device.setup().limits().max_storage_buffer_binding_size;
+        let mut sizes: Vec<usize> = Vec::new();
+        for e in encoded {
+            if !sizes.contains(&e.algebra.m) {
+                sizes.push(e.algebra.m);
+            }
+        }
+        let mut groups = Vec::new();
+        for m in sizes {
+            let members: Vec<&SlotAlgebra> = encoded
+                .iter()
+                .map(|e| &e.algebra)
+                .filter(|a| a.m == m)
+                .collect();
+            // q(v)'s state is the largest of a slot's shares.
+            let per_slot = (state_words(m) * 4).max(4) as u64;
+            let capacity = (limit / per_slot).max(1) as usize;
+            for piece in members.chunks(capacity) {
+                let slot = RESIDENT_GROUP + groups.len();
+                groups.push(self.plan_group(slot, m, piece)?);
+            }
+        }
+        Ok(groups)
+    }
+
+    /// One group's buffers, passes and copies ([`GroupAlgebra`]) for `members` (all of size
+    /// M = `m`), in group scratch slot `slot`.
+    fn plan_group<'g>(
+        &'g self,
+        slot: usize,
+        m: usize,
+        members: &[&SlotAlgebra],
+    ) -> Result<GroupAlgebra<'g>, GpuError> {
+        let n = members.len();
+        let mm = m * m;
+        let at = state_offsets(m);
+        let words = |per_slot: usize| n * per_slot;
+        for (what, values) in [
+            ("q(v)'s states", words(state_words(m))),
+            ("K_ZZ's factors", words(output_words(m))),
+            ("the natural steps' inputs", words(2 * (2 * mm + 2 * m))),
+        ] {
+            self.check_binding(what, (values * 4) as u64)?;
+        }
+        let square_groups = ((mm.max(1) as u32).div_ceil(GROUP), n as u32, 1);
+        let vector_groups = ((m.max(1) as u32).div_ceil(GROUP), n as u32, 1);
+        self.check_groups("the M × M passes", square_groups)?;
+        let buffer =
+            |role, per_slot: usize| self.resident(role, slot, words(per_slot) * 4, storage());
+        let state = buffer("group q(v)", state_words(m));
+        let gram = buffer("group kzz (f32)", mm);
+        let gram_in = buffer("group kzz (df)", 2 * mm);
+        let kzz = buffer("group kzz factor", output_words(m));
+        let noise = buffer("group noise", 4);
+        let l_f = buffer("group l (f32)", mm);
+        let l_inv = buffer("group l_inv (f32)", mm);
+        let s_minus_i = buffer("group s - i (f32)", mm);
+        let q_mean = buffer("group m and alpha (f32)", 2 * m);
+        let p = buffer("group p planes", 2 * mm);
+        let g_alpha_ky = buffer("group g_alpha ky planes", 4 * m);
+        let (w_a, w_b, p_full) = (
+            buffer("group w a", mm),
+            buffer("group w b", mm),
+            buffer("group p full", mm),
+        );
+        let k_bar = buffer("group kbar zz", mm);
+        let natural_in = buffer("group natural step inputs", 2 * (2 * mm + 2 * m));
+        let kl = buffer("group kl terms", 6);
+        let spare = self.resident("group spare", slot, 4, storage());
+
+        // inducing.wgsl's Dims: M, K_ZZ's column offset, the source's offset, the flags, and
+        // each binding's words per slot.
+        let dims =
+            |role: &'static str, t: usize, offset: usize, flags: u32, strides: [usize; 4]| {
+                let [a, b, c, d] = strides.map(|w| w as u32);
+                self.resident_constant(
+                    role,
+                    slot,
+                    &super::uniform_words(&[
+                        m as u32,
+                        t as u32,
+                        offset as u32,
+                        flags,
+                        a,
+                        b,
+                        c,
+                        d,
+                        1.0f32.to_bits(),
+                        0,
+                        0,
+                        0,
+                    ]),
+                    wgpu::BufferUsages::UNIFORM,
+                )
+            };
+        let glue = |which: Glue, dims: wgpu::Buffer, buffers: [&wgpu::Buffer; 4], groups| {
+            let bound: Vec<wgpu::Buffer> = std::iter::once(dims)
+                .chain(buffers.iter().map(|&b| b.clone()))
+                .chain([noise.clone()])
+                .collect();
+            (&self.pipelines.inducing[which as usize], bound, groups)
+        };
+        let (state_w, factor_w) = (state_words(m), output_words(m));
+        let widen = vec![glue(
+            Glue::WidenGram,
+            dims("glue: widen", 0, 0, 0, [mm, 0, 0, 2 * mm]),
+            [&gram, &spare, &spare, &gram_in],
+            square_groups,
+        )];
+        let before = vec![
+            glue(
+                Glue::NarrowMatrix,
+                dims("glue: l", 0, 0, 0, [factor_w, 0, 0, mm]),
+                [&kzz, &spare, &spare, &l_f],
+                square_groups,
+            ),
+            glue(
+                Glue::NarrowMatrix,
+                dims("glue: l_inv", 0, mm, 0, [factor_w, 0, 0, mm]),
+                [&kzz, &spare, &spare, &l_inv],
+                square_groups,
+            ),
+            glue(
+                Glue::NarrowMatrix,
+                dims("glue: s - i", 0, at.s, 1, [state_w, 0, 0, mm]),
+                [&state, &spare, &spare, &s_minus_i],
+                square_groups,
+            ),
+            glue(
+                Glue::MeanAlpha,
+                dims("glue: m", 0, at.mean, 0, [state_w, factor_w, 0, 2 * m]),
+                [&state, &kzz, &spare, &q_mean],
+                vector_groups,
+            ),
+        ];
+        // L̄, the Cholesky adjoint, K̄_ZZ (products a batch of the group's M × M matrices).
+        let product = |(op_a, op_b): (super::Op, super::Op)| {
+            super::gemm::Product::new((m, m, m), op_a, op_b, false, n, super::Accumulation::Single)
+        };
+        use super::Op::{AsIs, Transposed};
+        let as_is = product((AsIs, AsIs));
+        let t_as_is = product((Transposed, AsIs));
+        for groups in [as_is.groups, as_is.sum_groups()] {
+            self.check_groups("the M × M products", groups)?;
+        }
+        let uniform = wgpu::BufferUsages::UNIFORM;
+        let as_is_dims = self.resident_constant("m x m dims", slot, &as_is.dims, uniform);
+        let t_as_is_dims = self.resident_constant("m' x m dims", slot, &t_as_is.dims, uniform);
+        // At large M the products' 64 × 64 blocks are too few for a large GPU: split along the
+        // inner dimension (one buffer of partial planes for all five, used in turn).
+        let square_parts = as_is.reduced().then(|| {
+            (
+                self.resident(
+                    "m x m partial sums",
+                    slot,
+                    as_is.output_words() * 4,
+                    storage(),
+                ),
+                self.resident_constant("m x m split sums", slot, &as_is.sum_dims(), uniform),
+            )
+        });
+        let gemm = |dims: &wgpu::Buffer, a: &wgpu::Buffer, b: &wgpu::Buffer, c: &wgpu::Buffer| {
+            as_is.steps(
+                &self.pipelines,
+                dims,
+                [a, b, c],
+                square_parts.as_ref().map(|(p, s)| (p, s)),
+            )
+        };
+        let after: Vec<Step> = [
+            vec![glue(
+                Glue::MirrorP,
+                dims("glue: p", 0, 0, 0, [2 * mm, 0, 0, mm]),
+                [&p, &spare, &spare, &p_full],
+                square_groups,
+            )],
+            gemm(&as_is_dims, &s_minus_i, &p_full, &w_a),
+            gemm(&t_as_is_dims, &l_inv, &w_a, &w_b),
+            vec![glue(
+                Glue::LBar,
+                dims("glue: l bar", 0, 0, 0, [2 * m, 4 * m, mm, mm]),
+                [&q_mean, &g_alpha_ky, &w_b, &w_a],
+                square_groups,
+            )],
+            gemm(&t_as_is_dims, &l_f, &w_a, &w_b),
+            vec![glue(
+                Glue::Phi,
+                dims("glue: phi", 0, 0, 0, [0, 0, 0, mm]),
+                [&spare, &spare, &spare, &w_b],
+                square_groups,
+            )],
+            gemm(&as_is_dims, &w_b, &l_inv, &w_a),
+            gemm(&t_as_is_dims, &l_inv, &w_a, &w_b),
+            vec![glue(
+                Glue::SymmetriseInto,
+                dims("glue: k bar", 0, 0, 0, [mm, 0, 0, mm]),
+                [&w_b, &spare, &spare, &k_bar],
+                square_groups,
+            )],
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let natural_inputs = vec![glue(
+            Glue::NaturalInputs,
+            dims(
+                "glue: natural inputs",
+                0,
+                at.p,
+                0,
+                [state_w, 2 * mm, 4 * m, 2 * (2 * mm + 2 * m)],
+            ),
+            [&state, &p, &g_alpha_ky, &natural_in],
+            square_groups,
+        )];
+        let kl_terms = vec![glue(
+            Glue::KlTerms,
+            dims("glue: kl", 0, 0, 0, [state_w, 0, 0, 6]),
+            [&state, &spare, &spare, &kl],
+            (1, n as u32, 1),
+        )];
+
+        // Each member's share of the group's buffers, at its place z.
+        let bytes = |words: usize| (words * 4) as u64;
+        let share = |z: usize, per_slot: usize| bytes(z * per_slot);
+        let mut group = GroupAlgebra {
+            slot,
+            copies_in: Vec::new(),
+            widen,
+            factors: Vec::new(),
+            before,
+            operands_out: Vec::new(),
+            products_in: Vec::new(),
+            after,
+            adjoint_out: Vec::new(),
+            natural_inputs,
+            naturals: Vec::new(),
+            kl_terms,
+            readback: Vec::new(),
+        };
+        for (z, a) in members.iter().enumerate() {
+            let kzz_at = bytes(a.t * m);
+            group.copies_in.extend([
+                (
+                    a.current.clone(),
+                    0,
+                    state.clone(),
+                    share(z, state_w),
+                    bytes(state_w),
+                ),
+                (a.k.clone(), kzz_at, gram.clone(), share(z, mm), bytes(mm)),
+                (
+                    a.derived.clone(),
+                    a.noise_at,
+                    noise.clone(),
+                    share(z, 4),
+                    bytes(4),
+                ),
+            ]);
+            group.factors.push(BatchedFactor {
+                m,
+                constant: a.relative_jitter,
+                ladder: a.ladder.clone(),
+                input: gram_in.clone(),
+                input_at: share(z, 2 * mm),
+                output: kzz.clone(),
+                output_at: share(z, factor_w),
+            });
+            let operands = &a.operands;
+            group.operands_out.extend([
+                (
+                    l_inv.clone(),
+                    share(z, mm),
+                    operands.l_inv.clone(),
+                    0,
+                    bytes(mm),
+                ),
+                (
+                    s_minus_i.clone(),
+                    share(z, mm),
+                    operands.s_minus_i.clone(),
+                    0,
+                    bytes(mm),
+                ),
+                (
+                    q_mean.clone(),
+                    share(z, 2 * m),
+                    operands.q_mean.clone(),
+                    0,
+                    bytes(2 * m),
+                ),
+            ]);
+            group.products_in.extend([
+                (a.p.clone(), 0, p.clone(), share(z, 2 * mm), bytes(2 * mm)),
+                (
+                    a.g_alpha_ky.clone(),
+                    0,
+                    g_alpha_ky.clone(),
+                    share(z, 4 * m),
+                    bytes(4 * m),
+                ),
+            ]);
+            group
+                .adjoint_out
+                .push((k_bar.clone(), share(z, mm), a.k.clone(), kzz_at, bytes(mm)));
+            group.naturals.push(BatchedFactor {
+                m,
+                constant: a.gamma,
+                ladder: ladder_bytes(JitterPolicy::exactly(0.0), 1),
+                input: natural_in.clone(),
+                input_at: share(z, 2 * (2 * mm + 2 * m)),
+                output: a.next.clone(),
+                output_at: 0,
+            });
+            group.readback.extend([
+                (
+                    kzz.clone(),
+                    share(z, factor_w) + bytes(4 * mm),
+                    a.readback.clone(),
+                    a.status_at,
+                    bytes(8),
+                ),
+                (
+                    kl.clone(),
+                    share(z, 6),
+                    a.readback.clone(),
+                    a.kl_at,
+                    bytes(6),
+                ),
+            ]);
+        }
+        Ok(group)
     }
 
     /// Records `jobs` (all of one kind: `what` is "kzz" for K_ZZ's factorisation, else the
@@ -895,7 +1317,7 @@ impl Gpu {
                     if bytes > 0 {
                         encoder.copy_buffer_to_buffer(
                             &jobs[k].input,
-                            0,
+                            jobs[k].input_at,
                             &input,
                             i as u64 * bytes,
                             bytes,
@@ -919,7 +1341,7 @@ impl Gpu {
                             &output,
                             i as u64 * bytes,
                             &jobs[k].output,
-                            0,
+                            jobs[k].output_at,
                             bytes,
                         );
                     }
@@ -991,57 +1413,14 @@ impl Gpu {
         }
 
         let uniform = wgpu::BufferUsages::UNIFORM;
-        let at = state_offsets(m);
-        // g_var and c/φ² are the device's (copied in at GLUE_DIMS_NOISE from the derived
-        // parameters), so these blocks are written once.
-        let dims = |role: &'static str, offset: usize, flags: u32| {
-            self.resident_constant(role, slot, &glue_dims(m, t, offset, flags), uniform)
-        };
-        let plain = dims("glue dims", 0, 0);
-        let at_inverse = dims("glue dims: L⁻¹", mm, 0);
-        let at_s = dims("glue dims: S − I", at.s, 1);
-        let at_mean = dims("glue dims: m", at.mean, 0);
-        let at_p = dims("glue dims: P", at.p, 0);
         let f32_square = |role| self.resident(role, slot, mm * 4, storage());
-        let l_f = f32_square("l (f32)");
+        // The predictions' operands, copied from the group's narrowed ones (`plan_group`).
         let operands = InducingOperands {
             l_inv: f32_square("l_inv (f32)"),
             s_minus_i: f32_square("s - i (f32)"),
             q_mean: self.resident("m and alpha (f32)", slot, 2 * m * 4, storage()),
         };
-        let (w_a, w_b, p_full) = (f32_square("w a"), f32_square("w b"), f32_square("p full"));
-        let gram_in = self.resident("kzz (df)", slot, 2 * mm * 4, storage());
-        let kzz = self.resident("kzz factor", slot, output_words(m) * 4, storage());
-        let natural_in = self.resident(
-            "natural step inputs",
-            slot,
-            2 * (2 * mm + 2 * m) * 4,
-            storage(),
-        );
-        let kl = self.resident("kl terms", slot, 6 * 4, storage());
         let spare = self.resident("spare", slot, 4, storage());
-        let factor = BatchedFactor {
-            m,
-            constant: request.relative_jitter,
-            ladder: ladder_bytes(request.jitter, 1),
-            input: gram_in.clone(),
-            output: kzz.clone(),
-        };
-        let natural = BatchedFactor {
-            m,
-            constant: request.gamma,
-            ladder: ladder_bytes(JitterPolicy::exactly(0.0), 1),
-            input: natural_in.clone(),
-            output: next.clone(),
-        };
-        let product = |(op_a, op_b): (super::Op, super::Op)| {
-            super::gemm::Product::new((m, m, m), op_a, op_b, false, 1, super::Accumulation::Single)
-        };
-        use super::Op::{AsIs, Transposed};
-        let as_is = product((AsIs, AsIs));
-        let t_as_is = product((Transposed, AsIs));
-        let as_is_dims = self.resident_constant("m x m dims", slot, &as_is.dims, uniform);
-        let t_as_is_dims = self.resident_constant("m' x m dims", slot, &t_as_is.dims, uniform);
 
         let inputs = PointInputs {
             kernel: request.kernel,
@@ -1057,110 +1436,9 @@ impl Gpu {
             c: request.c,
         };
         let plan = self.plan_predictions(slot, &inputs, &operands, true)?;
-        let glue = |which: Glue, buffers: [&wgpu::Buffer; 5], groups| -> Step<'_> {
-            (
-                &self.pipelines.inducing[which as usize],
-                buffers.iter().map(|&b| b.clone()).collect(),
-                groups,
-            )
-        };
-        // At large M the M × M products' 64 × 64 blocks are too few for a large GPU: split along
-        // the inner dimension (one buffer of partial planes for all five, used in turn).
-        let square_parts = as_is.reduced().then(|| {
-            (
-                self.resident(
-                    "m x m partial sums",
-                    slot,
-                    as_is.output_words() * 4,
-                    storage(),
-                ),
-                self.resident_constant("m x m split sums", slot, &as_is.sum_dims(), uniform),
-            )
-        });
-        let gemm = |dims: &wgpu::Buffer, a: &wgpu::Buffer, b: &wgpu::Buffer, c: &wgpu::Buffer| {
-            as_is.steps(
-                &self.pipelines,
-                dims,
-                [a, b, c],
-                square_parts.as_ref().map(|(p, s)| (p, s)),
-            )
-        };
         let one = (1, 1, 1);
-        let vector_groups = ((m.max(1) as u32).div_ceil(GROUP), 1, 1);
-        let InducingOperands {
-            l_inv,
-            s_minus_i,
-            q_mean,
-        } = &operands;
-        // 2: K_ZZ widened for its factorisation (batched with the other requests': `factor`).
-        let widen = glue(
-            Glue::WidenGram,
-            [&plain, &plan.k, &spare, &spare, &gram_in],
-            square_groups,
-        );
-        // 3: the narrowed operands.
-        let before: Vec<Step> = vec![
-            glue(
-                Glue::NarrowMatrix,
-                [&plain, &kzz, &spare, &spare, &l_f],
-                square_groups,
-            ),
-            glue(
-                Glue::NarrowMatrix,
-                [&at_inverse, &kzz, &spare, &spare, l_inv],
-                square_groups,
-            ),
-            glue(
-                Glue::NarrowMatrix,
-                [&at_s, &current, &spare, &spare, s_minus_i],
-                square_groups,
-            ),
-            glue(
-                Glue::MeanAlpha,
-                [&at_mean, &current, &kzz, &spare, q_mean],
-                vector_groups,
-            ),
-        ];
-        // 5: L̄, the Cholesky adjoint, K̄_ZZ after K̄_Zt.
-        let after: Vec<Step> = [
-            vec![glue(
-                Glue::MirrorP,
-                [&plain, &plan.p, &spare, &spare, &p_full],
-                square_groups,
-            )],
-            gemm(&as_is_dims, s_minus_i, &p_full, &w_a),
-            gemm(&t_as_is_dims, l_inv, &w_a, &w_b),
-            vec![glue(
-                Glue::LBar,
-                [&plain, q_mean, &plan.g_alpha_ky, &w_b, &w_a],
-                square_groups,
-            )],
-            gemm(&t_as_is_dims, &l_f, &w_a, &w_b),
-            vec![glue(
-                Glue::Phi,
-                [&plain, &spare, &spare, &spare, &w_b],
-                square_groups,
-            )],
-            gemm(&as_is_dims, &w_b, l_inv, &w_a),
-            gemm(&t_as_is_dims, l_inv, &w_a, &w_b),
-            vec![glue(
-                Glue::SymmetriseInto,
-                [&plain, &w_b, &spare, &spare, &plan.k],
-                square_groups,
-            )],
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        // 6: the natural step's inputs (the step itself is batched: `natural`), the KL terms of
-        // the current state.
-        let natural_inputs = glue(
-            Glue::NaturalInputs,
-            [&at_p, &current, &plan.p, &plan.g_alpha_ky, &natural_in],
-            square_groups,
-        );
-        let kl_terms = glue(Glue::KlTerms, [&plain, &current, &spare, &spare, &kl], one);
-        // 7: the gradients finished, and Z's Adam step into its next state.
+        // The gradients finished, and the Adam step of Z, the encoder and the hyperparameters
+        // into the slot's next state.
         let layout = plan.layout;
         let kernel = request.kernel;
         let [c_hi, c_lo] = super::cholesky::two_words(request.c);
@@ -1289,7 +1567,8 @@ impl Gpu {
         ])
         .collect();
         // The hyperparameters and φ² as the passes read them, from the slot's current state,
-        // before the passes (`derived_copies`).
+        // before the passes (`derived_copies`; the M × M algebra's g_var and c/φ² go to its
+        // group's noise constants, `plan_group`).
         let derive = vec![held(
             HeldPass::DeriveParameters,
             [&z_current, &table, &spare, &derived],
@@ -1304,11 +1583,6 @@ impl Gpu {
                 (&plan.kernel_dims, KERNEL_DIMS_ALPHA, DerivedPart::Alpha),
                 (&plan.column_dims, COLUMN_DIMS_NOISE, DerivedPart::Column),
                 (&gradient_dims, GRADIENT_DIMS_DIAG, DerivedPart::Diag),
-                (&plain, GLUE_DIMS_NOISE, DerivedPart::Glue),
-                (&at_inverse, GLUE_DIMS_NOISE, DerivedPart::Glue),
-                (&at_s, GLUE_DIMS_NOISE, DerivedPart::Glue),
-                (&at_mean, GLUE_DIMS_NOISE, DerivedPart::Glue),
-                (&at_p, GLUE_DIMS_NOISE, DerivedPart::Glue),
             ],
         );
         // Z comes from the slot's current state, not from the host.
@@ -1327,16 +1601,8 @@ impl Gpu {
             .into_iter()
             .chain(encoder_forward)
             .chain(plan.front.iter().cloned())
-            .chain([widen])
             .collect();
-        let body: Vec<Step> = before
-            .into_iter()
-            .chain(plan.middle.iter().cloned())
-            .chain(after)
-            .chain(plan.back.iter().cloned())
-            .chain(finishing)
-            .chain([natural_inputs])
-            .collect();
+        let back: Vec<Step> = plan.back.iter().cloned().chain(finishing).collect();
 
         let parts = readback_words(&layout, shape, rows, request.read_current);
         let total: usize = parts.iter().sum();
@@ -1353,27 +1619,56 @@ impl Gpu {
             room * 4,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
-        // (source, its first word, words) of each piece, in the parts' order: the stepped
-        // hyperparameters are a piece of each third of the next held state.
-        let thirds = (0..3).map(|third| (&z_next, third * shape.held() + shape.parameters_at(), k));
-        let pieces = [
-            (&gradients, 0, parts[0]),
-            (&kzz, 2 * 2 * mm, parts[1]),
-            (&next, 2 * at.status, parts[2]),
-            (&kl, 0, parts[3]),
-        ]
-        .into_iter()
-        .chain(thirds)
-        .chain([(&current, 0, parts[5]), (&z_current, 0, parts[6])]);
+        // (source, its first word, words) of each piece, in the parts' order: K_ZZ's status and
+        // the KL terms come from the group's buffers (`plan_group`); the stepped hyperparameters
+        // are a piece of each third of the next held state.
+        let at = state_offsets(m);
+        let mut pieces: Vec<(Option<(&wgpu::Buffer, usize)>, usize)> = vec![
+            (Some((&gradients, 0)), parts[0]),
+            (None, parts[1]),
+            (Some((&next, 2 * at.status)), parts[2]),
+            (None, parts[3]),
+        ];
+        pieces.extend((0..3).map(|third| {
+            let first = third * shape.held() + shape.parameters_at();
+            (Some((&z_next, first)), k)
+        }));
+        pieces.extend([
+            (Some((&current, 0)), parts[5]),
+            (Some((&z_current, 0)), parts[6]),
+        ]);
         let mut offset = 0u64;
         let mut copies = Vec::new();
-        for (source, first, words) in pieces {
+        let mut group_pieces = Vec::new();
+        for (piece, words) in pieces {
             let bytes = (words * 4) as u64;
-            if bytes > 0 {
-                copies.push((source.clone(), (first * 4) as u64, offset, bytes));
+            match piece {
+                Some((source, first)) if bytes > 0 => {
+                    copies.push((source.clone(), (first * 4) as u64, offset, bytes))
+                }
+                Some(_) => {}
+                None => group_pieces.push(offset),
             }
             offset += bytes;
         }
+        let algebra = SlotAlgebra {
+            m,
+            t,
+            current: current.clone(),
+            k: plan.k.clone(),
+            p: plan.p.clone(),
+            g_alpha_ky: plan.g_alpha_ky.clone(),
+            derived: derived.clone(),
+            noise_at: derived_noise_at(kernel),
+            operands,
+            relative_jitter: request.relative_jitter,
+            ladder: ladder_bytes(request.jitter, 1),
+            gamma: request.gamma,
+            next: next.clone(),
+            readback: readback.clone(),
+            status_at: group_pieces[0],
+            kl_at: group_pieces[1],
+        };
         Ok(Encoded {
             pending: Pending {
                 layout,
@@ -1384,10 +1679,9 @@ impl Gpu {
             derive,
             derived_copies,
             head,
-            factor,
-            body,
-            natural,
-            tail: vec![kl_terms],
+            middle: plan.middle.clone(),
+            back,
+            algebra,
             copies,
         })
     }
