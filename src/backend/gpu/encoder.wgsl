@@ -4,7 +4,8 @@
 // Its weights and Adam's moments are the tail of a slot's held state [Z | encoder] (resident.rs);
 // the step itself is held_gradients.wgsl's `adam_held`, over Z and the encoder together.
 // double_float.wgsl and five_buffers.wgsl (the bindings: `dims`, src_a, src_b, src_c, dst) are
-// prepended. One dispatch per layer: `dims` describes that layer.
+// prepended. One dispatch per layer over all slots of a batch: `dims` describes that layer, the
+// dispatch's y is the slot.
 //
 // Layer k is h_out = act(W h_in + b) with W fan_out × fan_in stored column-major as the host's
 // `Encoder::params_to_vec` (W[o, i] at weights + i·fan_out + o), b after it; act = ReLU for the
@@ -45,6 +46,15 @@ struct Dims {
     one: f32,
     pad0: u32,
     pad1: u32,
+    strides: vec4<u32>,  // words per slot of src_a, src_b, src_c and dst
+}
+
+// Where this invocation's slot (the dispatch's y: every pass runs over all slots of a batch at
+// once, each binding holding the slots one after another) starts in each binding.
+var<private> base: vec4<u32>;
+
+fn enter(slot: u32) {
+    base = dims.strides * slot;
 }
 
 // Σ's floor (gp/encoder.rs's LATENT_VARIANCE_FLOOR).
@@ -53,70 +63,74 @@ const FLOOR: f32 = 1e-6;
 // Input i of row n of this layer.
 fn layer_input_forward(n: u32, i: u32) -> f32 {
     if (dims.first == 1u) {
-        return src_b[n * dims.fan_in + i];
+        return src_b[base.y + n * dims.fan_in + i];
     }
-    return dst[dims.input + n * dims.fan_in + i];
+    return dst[base.w + dims.input + n * dims.fan_in + i];
 }
 
 @compute @workgroup_size(64)
 fn forward(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let e = id.x;
     if (e >= dims.rows * dims.fan_out) {
         return;
     }
     let n = e / dims.fan_out;
     let o = e % dims.fan_out;
-    var acc = src_a[dims.weights + dims.fan_in * dims.fan_out + o];
+    var acc = src_a[base.x + dims.weights + dims.fan_in * dims.fan_out + o];
     for (var i = 0u; i < dims.fan_in; i++) {
-        acc += src_a[dims.weights + i * dims.fan_out + o] * layer_input_forward(n, i);
+        acc += src_a[base.x + dims.weights + i * dims.fan_out + o] * layer_input_forward(n, i);
     }
     if (dims.relu == 1u) {
         acc = max(acc, 0.0);
     }
-    dst[dims.output + e] = acc;
+    dst[base.w + dims.output + e] = acc;
 }
 
 @compute @workgroup_size(64)
 fn latent_moments(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let n = id.x;
     if (n >= dims.rows) {
         return;
     }
-    let mu = src_a[dims.output + 2u * n];
-    let variance = softplus(src_a[dims.output + 2u * n + 1u]) + FLOOR;
-    dst[dims.latent_t + 2u * n] = mu;
-    dst[dims.latent_t + 2u * n + 1u] = sqrt(variance);
+    let mu = src_a[base.x + dims.output + 2u * n];
+    let variance = softplus(src_a[base.x + dims.output + 2u * n + 1u]) + FLOOR;
+    dst[base.w + dims.latent_t + 2u * n] = mu;
+    dst[base.w + dims.latent_t + 2u * n + 1u] = sqrt(variance);
 }
 
 @compute @workgroup_size(64)
 fn head_adjoint(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let n = id.x;
     if (n >= dims.rows) {
         return;
     }
-    let mu = src_a[dims.output + 2u * n];
-    let raw = src_a[dims.output + 2u * n + 1u];
+    let mu = src_a[base.x + dims.output + 2u * n];
+    let raw = src_a[base.x + dims.output + 2u * n + 1u];
     let variance = softplus(raw) + FLOOR;
-    let d_mu = src_b[dims.grads + n] - dims.scale * mu;
-    let d_var = src_b[dims.grads + dims.rows + n] - dims.scale * 0.5 * (1.0 - 1.0 / variance);
-    dst[dims.delta_in + 2u * n] = d_mu;
-    dst[dims.delta_in + 2u * n + 1u] = d_var * sigmoid(raw);
+    let d_mu = src_b[base.y + dims.grads + n] - dims.scale * mu;
+    let d_var = src_b[base.y + dims.grads + dims.rows + n] - dims.scale * 0.5 * (1.0 - 1.0 / variance);
+    dst[base.w + dims.delta_in + 2u * n] = d_mu;
+    dst[base.w + dims.delta_in + 2u * n + 1u] = d_var * sigmoid(raw);
 }
 
 // Input i of row n of this layer, for the backward passes (the tape is src_a or src_b there).
 fn layer_input_tape(n: u32, i: u32) -> f32 {
     if (dims.first == 1u) {
-        return src_b[n * dims.fan_in + i];
+        return src_b[base.y + n * dims.fan_in + i];
     }
-    return src_a[dims.input + n * dims.fan_in + i];
+    return src_a[base.x + dims.input + n * dims.fan_in + i];
 }
 
 @compute @workgroup_size(64)
 fn weight_grads(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let e = id.x;
     let weights = dims.fan_in * dims.fan_out;
     if (e >= weights + dims.fan_out) {
@@ -127,20 +141,21 @@ fn weight_grads(@builtin(global_invocation_id) id: vec3<u32>) {
         let i = e / dims.fan_out;
         let o = e % dims.fan_out;
         for (var n = 0u; n < dims.rows; n++) {
-            acc += src_c[dims.delta_in + n * dims.fan_out + o] * layer_input_tape(n, i);
+            acc += src_c[base.z + dims.delta_in + n * dims.fan_out + o] * layer_input_tape(n, i);
         }
     } else {
         let o = e - weights;
         for (var n = 0u; n < dims.rows; n++) {
-            acc += src_c[dims.delta_in + n * dims.fan_out + o];
+            acc += src_c[base.z + dims.delta_in + n * dims.fan_out + o];
         }
     }
-    dst[dims.grads + e] = acc;
+    dst[base.w + dims.grads + e] = acc;
 }
 
 @compute @workgroup_size(64)
 fn back_delta(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let e = id.x;
     if (e >= dims.rows * dims.fan_in) {
         return;
@@ -148,11 +163,11 @@ fn back_delta(@builtin(global_invocation_id) id: vec3<u32>) {
     let n = e / dims.fan_in;
     let i = e % dims.fan_in;
     var acc = 0.0;
-    if (src_b[dims.input + e] > 0.0) {
+    if (src_b[base.y + dims.input + e] > 0.0) {
         for (var o = 0u; o < dims.fan_out; o++) {
-            acc += dst[dims.delta_in + n * dims.fan_out + o]
-                * src_a[dims.weights + i * dims.fan_out + o];
+            acc += dst[base.w + dims.delta_in + n * dims.fan_out + o]
+                * src_a[base.x + dims.weights + i * dims.fan_out + o];
         }
     }
-    dst[dims.delta_out + e] = acc;
+    dst[base.w + dims.delta_out + e] = acc;
 }

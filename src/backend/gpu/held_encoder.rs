@@ -1,5 +1,6 @@
-//! q(w)'s encoder run on the device inside a resident evaluation (issue 34 item 1): the passes of
-//! `encoder.wgsl` for one request, forward before the evaluation points (q(w)'s moments written
+//! q(w)'s encoder run on the device inside a resident evaluation (issue 34 items 1 and 3): the
+//! passes of `encoder.wgsl`, each one dispatch over all requests of a batch with the same encoder
+//! and minibatch shapes, forward before the evaluation points (q(w)'s moments written
 //! where `points.wgsl` reads them) and backward after the draws' gradient (each layer's weight
 //! gradient written beside ∂Z, so that `held_gradients.wgsl`'s `adam_held` steps Z and the encoder
 //! in one pass). The host's reference is `gp::encoder::Encoder::forward` and `backward` with
@@ -61,23 +62,33 @@ impl EncoderPass {
     }
 }
 
-/// The buffers a request's encoder passes read and write.
+/// The buffers the encoder passes of a batch read and write, each holding the batch's slots one
+/// after another, `*_stride` words apart.
 pub(super) struct EncoderBuffers<'a> {
-    /// The slot's current held state [Z | encoder | m | v]: the weights start at `weights_at`.
+    /// The slots' held states [Z | encoder | …]: the weights start at `weights_at`.
     pub held: &'a wgpu::Buffer,
+    pub held_stride: usize,
     pub weights_at: usize,
     /// The minibatch's rows (b × D, row-major): layer 0's input.
     pub x: &'a wgpu::Buffer,
+    pub x_stride: usize,
     /// `points.wgsl`'s latent input [ε (T) | (μ_n, √Σ_n)].
     pub latent: &'a wgpu::Buffer,
+    pub latent_stride: usize,
     /// `held_gradients.wgsl`'s gradients: q(w)'s sums at `latent_at`, the encoder's gradient
     /// to be written at `gradient_at`.
     pub gradients: &'a wgpu::Buffer,
+    pub gradients_stride: usize,
     pub latent_at: usize,
     pub gradient_at: usize,
 }
 
-/// One request's encoder passes: `forward` before the evaluation points, `backward` after the
+/// The (fan-out, fan-in) of each of `encoder`'s layers: all its passes need of it.
+pub(super) fn encoder_shapes(encoder: &Encoder) -> Vec<(usize, usize)> {
+    encoder.layers.iter().map(|dense| dense.w.shape()).collect()
+}
+
+/// A batch's encoder passes: `forward` before the evaluation points, `backward` after the
 /// draws' gradient and before `held_gradients.wgsl`'s sums and Adam step.
 pub(super) struct EncoderPlan<'g> {
     pub forward: Vec<Step<'g>>,
@@ -110,6 +121,8 @@ struct PassDims {
     grads: usize,
     latent_t: usize,
     scale: f64,
+    /// Words per slot of src_a, src_b, src_c and dst.
+    strides: [usize; 4],
 }
 
 impl PassDims {
@@ -132,19 +145,22 @@ impl PassDims {
             1.0f32.to_bits(),
             0,
             0,
+            u(self.strides[0]),
+            u(self.strides[1]),
+            u(self.strides[2]),
+            u(self.strides[3]),
         ])
     }
 }
 
-/// The layers of `encoder` with their offsets, and the tape's length for `rows` rows.
-fn layers(encoder: &Encoder, rows: usize) -> (Vec<Layer>, usize) {
+/// The layers of an encoder of `shapes` ((fan-out, fan-in) each) with their offsets, and the
+/// tape's length for `rows` rows.
+fn layers(shapes: &[(usize, usize)], rows: usize) -> (Vec<Layer>, usize) {
     let mut params_at = 0;
     let mut output_at = 0;
-    let layers = encoder
-        .layers
+    let layers = shapes
         .iter()
-        .map(|dense| {
-            let (fan_out, fan_in) = dense.w.shape();
+        .map(|&(fan_out, fan_in)| {
             let layer = Layer {
                 fan_in,
                 fan_out,
@@ -160,22 +176,25 @@ fn layers(encoder: &Encoder, rows: usize) -> (Vec<Layer>, usize) {
 }
 
 impl Gpu {
-    /// Plans the encoder's passes of the request in scratch slot `scratch` (its buffers and
+    /// Plans the encoder's passes over `slots` slots in scratch slot `scratch` (its buffers and
     /// uniform blocks kept there), for `rows` minibatch rows, T = `t` draws and KL(q(w))'s weight
-    /// `scale` = N/b. `encoder` gives the shapes only: the weights are the slot's.
+    /// `scale` = N/b, each pass one dispatch over all slots (the dispatch's y). `shapes` are the
+    /// layers' (fan-out, fan-in): the weights are each slot's held ones.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn plan_encoder(
         &self,
         scratch: usize,
-        encoder: &Encoder,
+        shapes: &[(usize, usize)],
         rows: usize,
         t: usize,
         scale: f64,
         buffers: &EncoderBuffers,
+        slots: usize,
     ) -> Result<EncoderPlan<'_>, GpuError> {
         let storage = wgpu::BufferUsages::STORAGE
             | wgpu::BufferUsages::COPY_SRC
             | wgpu::BufferUsages::COPY_DST;
-        let (layers, tape_len) = layers(encoder, rows);
+        let (layers, tape_len) = layers(shapes, rows);
         // Each dispatch's uniform block has a key of its own among the scratch slot's
         // DISPATCHES: one per layer forward, q(w)'s moments, the head's adjoint, and two per
         // layer backward (one fewer for layer 0).
@@ -193,13 +212,17 @@ impl Gpu {
             .max()
             .unwrap_or(1);
         let half = rows * widest;
-        self.check_binding("the encoder's activations", (tape_len * 4) as u64)?;
-        self.check_binding("the encoder's backward pass", (2 * half * 4) as u64)?;
-        let tape = self.resident("encoder tape", scratch, tape_len * 4, storage);
-        let delta = self.resident("encoder delta", scratch, 2 * half * 4, storage);
+        let delta_len = 2 * half;
+        self.check_binding("the encoder's activations", (slots * tape_len * 4) as u64)?;
+        self.check_binding(
+            "the encoder's backward pass",
+            (slots * delta_len * 4) as u64,
+        )?;
+        let tape = self.resident("encoder tape", scratch, slots * tape_len * 4, storage);
+        let delta = self.resident("encoder delta", scratch, slots * delta_len * 4, storage);
         let spare = self.resident("encoder spare", scratch, 4, storage);
         let groups = |n: usize| -> Result<(u32, u32, u32), GpuError> {
-            let groups = ((n.max(1) as u32).div_ceil(GROUP), 1, 1);
+            let groups = ((n.max(1) as u32).div_ceil(GROUP), slots as u32, 1);
             self.check_groups("the encoder's passes", groups)?;
             Ok(groups)
         };
@@ -236,6 +259,7 @@ impl Gpu {
                 output: layer.output_at,
                 relu: k < last,
                 first: k == 0,
+                strides: [buffers.held_stride, buffers.x_stride, 0, tape_len],
                 ..PassDims::default()
             };
             forward.push(step(
@@ -250,6 +274,7 @@ impl Gpu {
             rows,
             output: head.output_at,
             latent_t: t,
+            strides: [tape_len, 0, 0, buffers.latent_stride],
             ..PassDims::default()
         };
         forward.push(step(
@@ -270,6 +295,7 @@ impl Gpu {
                 delta_in: delta_at(last),
                 grads: buffers.latent_at,
                 scale,
+                strides: [tape_len, buffers.gradients_stride, 0, delta_len],
                 ..PassDims::default()
             },
             [&tape, buffers.gradients, &spare, &delta],
@@ -287,6 +313,12 @@ impl Gpu {
                 delta_in: delta_at(k),
                 delta_out: if k > 0 { delta_at(k - 1) } else { 0 },
                 grads: buffers.gradient_at + layer.params_at,
+                strides: [
+                    tape_len,
+                    buffers.x_stride,
+                    delta_len,
+                    buffers.gradients_stride,
+                ],
                 ..PassDims::default()
             };
             backward.push(step(
@@ -298,7 +330,10 @@ impl Gpu {
             if k > 0 {
                 backward.push(step(
                     EncoderPass::BackDelta,
-                    dims,
+                    PassDims {
+                        strides: [buffers.held_stride, tape_len, 0, delta_len],
+                        ..dims
+                    },
                     [buffers.held, &tape, &spare, &delta],
                     rows * layer.fan_in,
                 )?);

@@ -64,7 +64,7 @@ use super::cholesky::{
     decode as decode_factor, dims_bytes, factor_passes, ladder_bytes, output_words, step_words,
     two_word_bytes, FactorJob,
 };
-use super::held_encoder::EncoderBuffers;
+use super::held_encoder::{encoder_shapes, EncoderBuffers};
 use super::predictions::{
     InducingOperands, PointInputs, ReadbackLayout, Step, COLUMN_DIMS_NOISE, KERNEL_DIMS_ALPHA,
 };
@@ -91,6 +91,9 @@ const RESIDENT_BATCH: usize = 1 << 23;
 /// The first resident slot of the M × M algebra's buffers, one set per group of requests of one M
 /// in a submission ([`Gpu::plan_algebra`]).
 const RESIDENT_GROUP: usize = 1 << 24;
+/// The first resident slot of the encoder's buffers, one set per group of requests of one
+/// encoder shape in a submission ([`Gpu::plan_encoders`]).
+const RESIDENT_ENCODER: usize = 1 << 25;
 
 /// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
 pub(super) const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
@@ -541,6 +544,66 @@ struct SlotAlgebra {
     kl_at: u64,
 }
 
+/// What one request's encoder passes read from and write to its own buffers, for the passes
+/// that run over all requests of its shapes at once ([`Gpu::plan_encoders`]).
+struct SlotEncoder {
+    /// The layers' (fan-out, fan-in), the minibatch's rows, the draws T and KL(q(w))'s weight.
+    shapes: Vec<(usize, usize)>,
+    rows: usize,
+    t: usize,
+    scale: f64,
+    /// The slot's current held state (its first `held_words` values: Z, the encoder, the
+    /// hyperparameters), the encoder's weights from `weights_at` (`weights` of them).
+    held: wgpu::Buffer,
+    held_words: usize,
+    weights_at: usize,
+    weights: usize,
+    /// The minibatch's rows (`x_words`), the latent input (q(w)'s moments go after its T draws'
+    /// noise), the gradients (`gradient_words`: q(w)'s sums at `latent_at`, the encoder's
+    /// gradient written at `gradient_at`).
+    x: wgpu::Buffer,
+    x_words: usize,
+    latent: wgpu::Buffer,
+    gradients: wgpu::Buffer,
+    gradient_words: usize,
+    latent_at: usize,
+    gradient_at: usize,
+}
+
+impl SlotEncoder {
+    /// What must agree for two requests' encoder passes to run as one.
+    fn key(&self) -> (Vec<(usize, usize)>, [usize; 8], u64) {
+        (
+            self.shapes.clone(),
+            [
+                self.rows,
+                self.t,
+                self.held_words,
+                self.weights_at,
+                self.x_words,
+                self.gradient_words,
+                self.latent_at,
+                self.gradient_at,
+            ],
+            self.scale.to_bits(),
+        )
+    }
+}
+
+/// The encoder's passes over a group of requests ([`Gpu::plan_encoders`]), with the copies
+/// between the requests' buffers and the group's.
+struct GroupEncoder<'g> {
+    slot: usize,
+    /// The held states' values and the rows in; the forward passes; q(w)'s moments out.
+    forward_in: Vec<BufferCopy>,
+    forward: Vec<Step<'g>>,
+    forward_out: Vec<BufferCopy>,
+    /// q(w)'s sums in; the backward passes; the weights' gradient out.
+    backward_in: Vec<BufferCopy>,
+    backward: Vec<Step<'g>>,
+    backward_out: Vec<BufferCopy>,
+}
+
 /// One request planned ([`Gpu::encode_resident`]) and not yet recorded: its passes in the phases
 /// [`Gpu::record_phases`] records them in, and its read-back copies.
 struct Encoded<'g> {
@@ -551,12 +614,20 @@ struct Encoded<'g> {
     /// byte, destination, its first byte, bytes) to where the passes read them.
     derive: Vec<Step<'g>>,
     derived_copies: Vec<DerivedCopy>,
-    /// The minibatch, the encoder's forward pass, the evaluation points and K'.
-    head: Vec<Step<'g>>,
+    /// The minibatch gathered from the held data.
+    gather: Vec<Step<'g>>,
+    /// What q(w)'s encoder needs of this request, when it has one (its passes run over all
+    /// requests of its shapes, [`Gpu::plan_encoders`]).
+    encoder: Option<SlotEncoder>,
+    /// The evaluation points and K'.
+    front: Vec<Step<'g>>,
     /// The predictions (between the M × M algebra's first half and its second).
     middle: Vec<Step<'g>>,
-    /// The kernel's adjoint, the gradients finished and the Adam step.
-    back: Vec<Step<'g>>,
+    /// The kernel's adjoint and the gradients of Z and of the draws.
+    adjoint: Vec<Step<'g>>,
+    /// The sums, the hyperparameters' gradients and the Adam step (after the encoder's backward
+    /// pass).
+    finishing: Vec<Step<'g>>,
     /// What the batched M × M algebra needs of this request.
     algebra: SlotAlgebra,
     /// (source, its first byte, where in the read-back buffer, bytes).
@@ -857,12 +928,21 @@ impl Gpu {
             self.record_steps(encoder, label, slot, &steps.iter().collect::<Vec<_>>());
         };
         let groups = self.plan_algebra(encoded)?;
+        let encoders = self.plan_encoders(encoded)?;
         for e in encoded {
             record(encoder, "derived parameters", e.scratch, &e.derive);
             record_copies(encoder, &e.derived_copies);
         }
         for e in encoded {
-            record(encoder, "resident head", e.scratch, &e.head);
+            record(encoder, "gather", e.scratch, &e.gather);
+        }
+        for g in &encoders {
+            record_copies(encoder, &g.forward_in);
+            record(encoder, "encoder forward", g.slot, &g.forward);
+            record_copies(encoder, &g.forward_out);
+        }
+        for e in encoded {
+            record(encoder, "resident front", e.scratch, &e.front);
         }
         for g in &groups {
             record_copies(encoder, &g.copies_in);
@@ -883,7 +963,15 @@ impl Gpu {
             record_copies(encoder, &g.adjoint_out);
         }
         for e in encoded {
-            record(encoder, "resident back", e.scratch, &e.back);
+            record(encoder, "resident adjoint", e.scratch, &e.adjoint);
+        }
+        for g in &encoders {
+            record_copies(encoder, &g.backward_in);
+            record(encoder, "encoder backward", g.slot, &g.backward);
+            record_copies(encoder, &g.backward_out);
+        }
+        for e in encoded {
+            record(encoder, "resident finishing", e.scratch, &e.finishing);
         }
         for g in &groups {
             record(encoder, "natural inputs", g.slot, &g.natural_inputs);
@@ -900,6 +988,132 @@ impl Gpu {
             }
         }
         Ok(())
+    }
+
+    /// Plans q(w)'s encoder of `encoded` over groups of requests with the same encoder and
+    /// minibatch shapes (as many per group as the storage binding's limit allows): each pass one
+    /// dispatch over the group's slots (`encoder.wgsl`), on buffers holding its slots one after
+    /// another, with each request's held state and rows copied in, q(w)'s moments copied out,
+    /// q(w)'s sums copied in for the backward passes and the weights' gradient copied out.
+    fn plan_encoders<'g>(&'g self, encoded: &[Encoded]) -> Result<Vec<GroupEncoder<'g>>, GpuError> {
+        let limit = self.device.setup().limits().max_storage_buffer_binding_size;
+        let mut keys = Vec::new();
+        for e in encoded.iter().filter_map(|e| e.encoder.as_ref()) {
+            if !keys.contains(&e.key()) {
+                keys.push(e.key());
+            }
+        }
+        let mut groups = Vec::new();
+        for key in keys {
+            let members: Vec<&SlotEncoder> = encoded
+                .iter()
+                .filter_map(|e| e.encoder.as_ref())
+                .filter(|e| e.key() == key)
+                .collect();
+            let first = members[0];
+            let per_slot = (first
+                .gradient_words
+                .max(first.held_words)
+                .max(first.x_words)
+                * 4)
+            .max(4) as u64;
+            let capacity = (limit / per_slot).max(1) as usize;
+            for piece in members.chunks(capacity) {
+                let slot = RESIDENT_ENCODER + groups.len();
+                groups.push(self.plan_encoder_group(slot, piece)?);
+            }
+        }
+        Ok(groups)
+    }
+
+    /// One group's encoder buffers, passes and copies ([`GroupEncoder`]) for `members` (all of
+    /// one [`SlotEncoder::key`]), in group scratch slot `slot`.
+    fn plan_encoder_group<'g>(
+        &'g self,
+        slot: usize,
+        members: &[&SlotEncoder],
+    ) -> Result<GroupEncoder<'g>, GpuError> {
+        let first = members[0];
+        let n = members.len();
+        let latent_words = first.t + 2 * first.rows;
+        let buffer =
+            |role, per_slot: usize| self.resident(role, slot, (n * per_slot).max(1) * 4, storage());
+        let held = buffer("encoder group held", first.held_words);
+        let x = buffer("encoder group rows", first.x_words);
+        let latent = buffer("encoder group latent", latent_words);
+        let gradients = buffer("encoder group gradients", first.gradient_words);
+        let plan = self.plan_encoder(
+            slot,
+            &first.shapes,
+            first.rows,
+            first.t,
+            first.scale,
+            &EncoderBuffers {
+                held: &held,
+                held_stride: first.held_words,
+                weights_at: first.weights_at,
+                x: &x,
+                x_stride: first.x_words,
+                latent: &latent,
+                latent_stride: latent_words,
+                gradients: &gradients,
+                gradients_stride: first.gradient_words,
+                latent_at: first.latent_at,
+                gradient_at: first.gradient_at,
+            },
+            n,
+        )?;
+        let bytes = |words: usize| (words * 4) as u64;
+        let mut group = GroupEncoder {
+            slot,
+            forward_in: Vec::new(),
+            forward: plan.forward,
+            forward_out: Vec::new(),
+            backward_in: Vec::new(),
+            backward: plan.backward,
+            backward_out: Vec::new(),
+        };
+        for (z, e) in members.iter().enumerate() {
+            group.forward_in.extend([
+                (
+                    e.held.clone(),
+                    0,
+                    held.clone(),
+                    bytes(z * e.held_words),
+                    bytes(e.held_words),
+                ),
+                (
+                    e.x.clone(),
+                    0,
+                    x.clone(),
+                    bytes(z * e.x_words),
+                    bytes(e.x_words),
+                ),
+            ]);
+            group.forward_out.push((
+                latent.clone(),
+                bytes(z * latent_words + e.t),
+                e.latent.clone(),
+                bytes(e.t),
+                bytes(2 * e.rows),
+            ));
+            let own = |at: usize| bytes(z * e.gradient_words + at);
+            group.backward_in.push((
+                e.gradients.clone(),
+                bytes(e.latent_at),
+                gradients.clone(),
+                own(e.latent_at),
+                bytes(2 * e.rows),
+            ));
+            group.backward_out.push((
+                gradients.clone(),
+                own(e.gradient_at),
+                e.gradients.clone(),
+                bytes(e.gradient_at),
+                bytes(e.weights),
+            ));
+        }
+        Ok(group)
     }
 
     /// Plans the M × M algebra of `encoded` over groups of requests with the same M (as many
@@ -1501,25 +1715,25 @@ impl Gpu {
             gradient_room(&layout, rows, shape) * 4,
             storage(),
         );
-        let encoder_passes = match request.encoder {
-            Some(e) => Some(self.plan_encoder(
-                slot,
-                e,
-                rows,
-                t,
-                request.c * samples as f64,
-                &EncoderBuffers {
-                    held: &z_current,
-                    weights_at: m * d,
-                    x: &plan.x,
-                    latent: &plan.latent,
-                    gradients: &gradients,
-                    latent_at: HEADER_WORDS,
-                    gradient_at: gradient_room(&layout, rows, shape) - shape.held() + m * d,
-                },
-            )?),
-            None => None,
-        };
+        // q(w)'s encoder runs over all requests of its shapes at once (`plan_encoders`).
+        let room = gradient_room(&layout, rows, shape);
+        let slot_encoder = request.encoder.map(|e| SlotEncoder {
+            shapes: encoder_shapes(e),
+            rows,
+            t,
+            scale: request.c * samples as f64,
+            held: z_current.clone(),
+            held_words: shape.held(),
+            weights_at: m * d,
+            x: plan.x.clone(),
+            x_words: rows * d,
+            latent: plan.latent.clone(),
+            gradients: gradients.clone(),
+            gradient_words: room,
+            latent_at: HEADER_WORDS,
+            gradient_at: room - shape.held() + m * d,
+            weights: shape.encoder,
+        });
         let held = |pass: HeldPass, buffers: [&wgpu::Buffer; 4], groups| -> Step<'_> {
             (
                 &self.pipelines.held_gradients[pass as usize],
@@ -1538,17 +1752,17 @@ impl Gpu {
         for groups in [inputs_groups, held_groups, sums_groups] {
             self.check_groups("the finished gradients", groups)?;
         }
-        let (encoder_forward, encoder_backward) = match encoder_passes {
-            Some(plan) => (plan.forward, plan.backward),
-            None => (Vec::new(), Vec::new()),
-        };
-        let finishing: Vec<Step> = std::iter::once(held(
-            HeldPass::InputGradients,
-            [&plan.finished, &plan.cols, &plan.latent, &gradients],
-            inputs_groups,
-        ))
-        .chain(encoder_backward)
-        .chain([
+        let adjoint: Vec<Step> = plan
+            .back
+            .iter()
+            .cloned()
+            .chain([held(
+                HeldPass::InputGradients,
+                [&plan.finished, &plan.cols, &plan.latent, &gradients],
+                inputs_groups,
+            )])
+            .collect();
+        let finishing: Vec<Step> = vec![
             held(
                 HeldPass::KernelSums,
                 [&plan.finished, &plan.latent, &plan.points, &gradients],
@@ -1564,8 +1778,7 @@ impl Gpu {
                 [&z_current, &gradients, &spare, &z_next],
                 held_groups,
             ),
-        ])
-        .collect();
+        ];
         // The hyperparameters and φ² as the passes read them, from the slot's current state,
         // before the passes (`derived_copies`; the M × M algebra's g_var and c/φ² go to its
         // group's noise constants, `plan_group`).
@@ -1597,12 +1810,6 @@ impl Gpu {
             Some(rows) => self.plan_gather(slot, rows, request.latent.slot, &plan.x, &plan.y)?,
             None => Vec::new(),
         };
-        let head: Vec<Step> = gather
-            .into_iter()
-            .chain(encoder_forward)
-            .chain(plan.front.iter().cloned())
-            .collect();
-        let back: Vec<Step> = plan.back.iter().cloned().chain(finishing).collect();
 
         let parts = readback_words(&layout, shape, rows, request.read_current);
         let total: usize = parts.iter().sum();
@@ -1678,9 +1885,12 @@ impl Gpu {
             scratch: slot,
             derive,
             derived_copies,
-            head,
+            gather,
+            encoder: slot_encoder,
+            front: plan.front.clone(),
             middle: plan.middle.clone(),
-            back,
+            adjoint,
+            finishing,
             algebra,
             copies,
         })
