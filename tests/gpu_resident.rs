@@ -32,6 +32,12 @@ const ADAM: HeldAdamStep = HeldAdamStep {
     epsilon: 1e-7,
 };
 
+/// Adam's step size for slot `k`: each its own, as restarts at different iterations have, so that
+/// a step batched over slots must take each slot's.
+fn rate_of(k: usize) -> f64 {
+    ADAM.rate * (1.0 + 0.25 * k as f64)
+}
+
 /// Uploads q(v) `q`, the problem's Z and Z's Adam moments (`first`, `second`, in Z's
 /// column-major order) to slot `slot`, with the problem's hyperparameters and φ² (zero
 /// moments).
@@ -187,12 +193,13 @@ fn errors(
 /// zero moments (`held`: the committed state's), each relative to the size it is checked
 /// against: the device's gradient read through its first moment (m = (1 − β₁)g from 0) against
 /// the CPU's ∂L̂/∂θ plus the graph gradient `extra`, times softplus'(r) (φ²'s, whose two terms
-/// cancel near the optimum, against their size c·T/(2φ²)); v; and Adam's step.
+/// cancel near the optimum, against their size c·T/(2φ²)); v; and Adam's step of size `rate`.
 fn parameter_errors(
     p: &SvgpProblem,
     want: &SvgpOutput,
     extra: &[f64],
     held: &HeldWeights,
+    rate: f64,
 ) -> Vec<(&'static str, f64)> {
     let raw = parameters_of(p, &[]).values;
     let sigmoid = |r: f64| 1.0 / (1.0 + (-r).exp());
@@ -213,7 +220,7 @@ fn parameter_errors(
     let step: Vec<f64> = first
         .iter()
         .zip(&second)
-        .map(|(m, v)| -ADAM.rate * m / (v.sqrt() + ADAM.epsilon))
+        .map(|(m, v)| -rate * m / (v.sqrt() + ADAM.epsilon))
         .collect();
     let moved: Vec<f64> = (0..count).map(|i| held.values[i] - raw[i]).collect();
     let relative = |got: &[f64], want: &[f64]| -> f64 {
@@ -289,12 +296,14 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     for (k, (p, q)) in problems.iter().zip(&posteriors).enumerate() {
         upload(&gpu, k, p, q, &zeros(p), &seconds[k]);
     }
-    // A graph gradient on every hyperparameter: the prior's −10 and a penalty's share.
+    // A graph gradient on every hyperparameter: the prior's −10 and a penalty's share, each
+    // slot's its own.
     let extras: Vec<Vec<f64>> = problems
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(slot, p)| {
             (0..p.kernel.param_count())
-                .map(|k| -10.0 - 0.5 * (k % 3) as f64)
+                .map(|k| -10.0 - 0.5 * (k % 3) as f64 - 0.25 * slot as f64)
                 .collect()
         })
         .collect();
@@ -305,6 +314,10 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
             parameters: ParameterStep {
                 extra: &extras[k],
                 ..parameter_step(p)
+            },
+            adam: HeldAdamStep {
+                rate: rate_of(k),
+                ..ADAM
             },
             ..request(k, p, JitterPolicy::default(), 0.0, false)
         })
@@ -366,7 +379,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
         let first = &g * (1.0 - ADAM.beta1);
         let second = v0 * ADAM.beta2 + g.component_mul(&g) * (1.0 - ADAM.beta2);
         let step = DMatrix::from_fn(m, d, |i, j| {
-            -ADAM.rate * first[(i, j)] / (second[(i, j)].sqrt() + ADAM.epsilon)
+            -rate_of(k) * first[(i, j)] / (second[(i, j)].sqrt() + ADAM.epsilon)
         });
         for (name, got, want) in [
             ("Z's gradient, from m", state.z_first.clone(), first),
@@ -381,7 +394,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
                 cases[k]
             );
         }
-        for (name, error) in parameter_errors(p, want, &extras[k], &state.parameters) {
+        for (name, error) in parameter_errors(p, want, &extras[k], &state.parameters, rate_of(k)) {
             eprintln!("case {:?}: {name}: {error:.2e}", cases[k]);
             assert!(
                 error <= tol,
@@ -570,7 +583,7 @@ fn the_encoder_on_the_device_equals_the_cpus() {
         let p = &problems[k];
         let extra = &NO_EXTRA[..p.kernel.param_count()];
         let (d, m, ..) = cases[k];
-        for (name, error) in parameter_errors(p, &wants[k], extra, &state.parameters) {
+        for (name, error) in parameter_errors(p, &wants[k], extra, &state.parameters, ADAM.rate) {
             let tol = tolerance(m, d);
             eprintln!("encoder case {:?}: {name}: {error:.2e}", cases[k]);
             assert!(

@@ -47,6 +47,8 @@
 //                           m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²,  p ← p − rate·m/(√v + ε),
 //                       with rate = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) from the host (gp/adam.rs in f64).
 //
+// Every pass runs over all slots of a batch at once: the dispatch's y is the slot.
+//
 // GRADIENTS = [misfit (df) | ‖∂Z, ∂encoder‖² (df) | Σ KL(q(w)) (df) | Σ_s ∂w (b)
 //              | Σ_s ∂w ε/(2√Σ) (b) | kernel sums (W df) | Σ_t u_tj² (D df) | ∂Z (M·D)
 //              | ∂encoder (P) | ∂r (K)]: the host reads the first 6 values back, and q(w)'s sums
@@ -62,10 +64,10 @@ struct Dims {
     t: u32,          // evaluation points T = S·b (the column pass has T + M rows)
     d: u32,          // inputs per point
     samples: u32,    // S
-    slot: u32,       // the latent input's column
-    diag: f32,       // 2 θ̃^lin_slot g_var (written by `derive_parameters`' copy)
+    pad5: u32,
+    pad3: f32,
     one: f32,        // 1.0, unknown to the compiler (double_float.wgsl)
-    rate: f32,       // Adam's α_t
+    pad4: f32,
     beta1: f32,
     beta2: f32,
     epsilon: f32,
@@ -78,9 +80,38 @@ struct Dims {
     noise_floor: f32,
     c_hi: f32,       // c = N/(bS), double-float
     c_lo: f32,
-    pad0: u32,
+    derived_words: u32,  // words per slot of `derived`
     pad1: u32,
     pad2: u32,
+    strides: vec4<u32>,  // words per slot of src_a, src_b, src_c and dst
+}
+
+// Per slot: DERIVED (below; `derive_parameters` writes it as `dst` and binds a spare buffer
+// here), and (Adam's α_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) from the host (gp/adam.rs in f64) as f32 bits,
+// the latent input's column).
+@group(0) @binding(5) var<storage, read> derived: array<f32>;
+@group(0) @binding(6) var<storage, read> steps: array<vec2<u32>>;
+
+// The slot this invocation works for (the dispatch's y: every pass runs over all slots of a
+// batch, each binding holding them one after another) and where it starts in each binding.
+var<private> at_slot: u32;
+var<private> base: vec4<u32>;
+
+fn enter(slot: u32) {
+    _ = derived[0];
+    _ = steps[0];
+    at_slot = slot;
+    base = dims.strides * slot;
+}
+
+// The slot's latent input column (among the D inputs of each point).
+fn latent_column() -> u32 {
+    return steps[at_slot].y;
+}
+
+// k_tt's adjoint per unit of w, 2 θ̃^lin_slot g_var (DERIVED's, after the shape a and c/φ², g_var).
+fn diag() -> f32 {
+    return derived[at_slot * dims.derived_words + dims.d + dims.parts * (dims.d + 1u) + 3u];
 }
 
 // Where each part of the gradients starts (GRADIENTS above): what the host reads first.
@@ -112,13 +143,13 @@ fn alpha_at() -> u32 {
 
 // Raw number k of the hyperparameters in the held state `src_a`.
 fn raw_parameter(k: u32) -> f32 {
-    return src_a[held_count() + k];
+    return src_a[base.x + held_count() + k];
 }
 
 // (kind, input, part) of hyperparameter k < K − 1.
 fn parameter_record(k: u32) -> vec3<u32> {
     let at = dims.d + 3u * k;
-    return vec3<u32>(bitcast<u32>(src_b[at]), bitcast<u32>(src_b[at + 1u]), bitcast<u32>(src_b[at + 2u]));
+    return vec3<u32>(bitcast<u32>(src_b[base.y + at]), bitcast<u32>(src_b[base.y + at + 1u]), bitcast<u32>(src_b[base.y + at + 2u]));
 }
 
 // φ² = softplus(r) + floor, r the last hyperparameter.
@@ -134,12 +165,16 @@ fn noise_scale(phi: f32) -> vec2<f32> {
 const GROUP: u32 = 64u;
 
 @compute @workgroup_size(64)
-fn derive_parameters(@builtin(local_invocation_index) first: u32) {
+fn derive_parameters(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) first: u32,
+) {
     touch();
+    enter(group.y);
     let d = dims.d;
     if (dims.linear == 0u) {
         for (var j = first; j < d; j += GROUP) {
-            dst[j] = 0.0;
+            dst[base.w + j] = 0.0;
         }
     }
     for (var k = first; k + 1u < dims.params; k += GROUP) {
@@ -147,16 +182,16 @@ fn derive_parameters(@builtin(local_invocation_index) first: u32) {
         let value = softplus(raw_parameter(k));
         switch r.x {
             case 0u: {
-                dst[r.y] = value * src_b[r.y];
+                dst[base.w + r.y] = value * src_b[base.y + r.y];
             }
             case 1u: {
-                dst[d + r.z * (d + 1u)] = value;
+                dst[base.w + d + r.z * (d + 1u)] = value;
             }
             case 2u: {
-                dst[d + r.z * (d + 1u) + 1u + r.y] = value * src_b[r.y];
+                dst[base.w + d + r.z * (d + 1u) + 1u + r.y] = value * src_b[base.y + r.y];
             }
             default: {
-                dst[alpha_at()] = value;
+                dst[base.w + alpha_at()] = value;
             }
         }
     }
@@ -165,48 +200,49 @@ fn derive_parameters(@builtin(local_invocation_index) first: u32) {
         let g_var = -0.5 * scale;
         var linear_slot = 0.0;
         if (dims.linear == 1u) {
-            linear_slot = softplus(raw_parameter(dims.slot)) * src_b[dims.slot];
+            linear_slot = softplus(raw_parameter(latent_column())) * src_b[base.y + latent_column()];
         }
         let at = alpha_at();
-        dst[at + 1u] = scale.x + scale.y;
-        dst[at + 2u] = g_var.x + g_var.y;
-        dst[at + 3u] = 2.0 * linear_slot * (g_var.x + g_var.y);
-        dst[at + 4u] = g_var.x;
-        dst[at + 5u] = g_var.y;
-        dst[at + 6u] = scale.x;
-        dst[at + 7u] = scale.y;
+        dst[base.w + at + 1u] = scale.x + scale.y;
+        dst[base.w + at + 2u] = g_var.x + g_var.y;
+        dst[base.w + at + 3u] = 2.0 * linear_slot * (g_var.x + g_var.y);
+        dst[base.w + at + 4u] = g_var.x;
+        dst[base.w + at + 5u] = g_var.y;
+        dst[base.w + at + 6u] = scale.x;
+        dst[base.w + at + 7u] = scale.y;
     }
 }
 
 @compute @workgroup_size(64)
 fn input_gradients(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let e = id.x;
     let mw = dims.m * dims.width;
     let b = dims.t / max(dims.samples, 1u);
     if (e < 2u) {
-        dst[e] = src_a[e];
+        dst[base.w + e] = src_a[base.x + e];
     }
     if (e < dims.m * dims.d) {
         let i = e / dims.d;
         let at = i * dims.width + e % dims.d;
-        dst[z_at() + e] = (src_a[2u + at] + src_a[2u + mw + at])
-            + src_b[(dims.t + i) * dims.d + e % dims.d];
+        dst[base.w + z_at() + e] = (src_a[base.x + 2u + at] + src_a[base.x + 2u + mw + at])
+            + src_b[base.y + (dims.t + i) * dims.d + e % dims.d];
     }
     if (e < b) {
-        let mu = src_c[dims.t + 2u * e];
-        let root = src_c[dims.t + 2u * e + 1u];
+        let mu = src_c[base.z + dims.t + 2u * e];
+        let root = src_c[base.z + dims.t + 2u * e + 1u];
         var d_mu = 0.0;
         var d_eps = 0.0;
         for (var s = 0u; s < dims.samples; s++) {
             let p = e * dims.samples + s;
-            let eps = src_c[p];
-            let dw = src_b[p * dims.d + dims.slot] + dims.diag * (mu + root * eps);
+            let eps = src_c[base.z + p];
+            let dw = src_b[base.y + p * dims.d + latent_column()] + diag() * (mu + root * eps);
             d_mu += dw;
             d_eps += dw * eps;
         }
-        dst[LATENT_AT + e] = d_mu;
-        dst[LATENT_AT + b + e] = d_eps / (2.0 * root);
+        dst[base.w + LATENT_AT + e] = d_mu;
+        dst[base.w + LATENT_AT + b + e] = d_eps / (2.0 * root);
     }
 }
 
@@ -218,6 +254,7 @@ fn kernel_sums(
     @builtin(local_invocation_index) k: u32,
 ) {
     touch();
+    enter(group.y);
     let w = group.x;
     let mw = dims.m * dims.width;
     var sum = vec2<f32>(0.0, 0.0);
@@ -226,24 +263,24 @@ fn kernel_sums(
     if (w < dims.width) {
         for (var i = k; i < dims.m; i += GROUP) {
             let at = i * dims.width + w;
-            sum = df_add(sum, vec2<f32>(src_a[2u + at], src_a[2u + mw + at]));
+            sum = df_add(sum, vec2<f32>(src_a[base.x + 2u + at], src_a[base.x + 2u + mw + at]));
         }
     } else if (w == dims.width) {
         for (var e = k; e < held_count(); e += GROUP) {
-            let g = dst[z_at() + e];
+            let g = dst[base.w + z_at() + e];
             sum = df_add(sum, two_prod(g, g));
         }
     } else if (w == dims.width + 1u) {
         for (var n = k; n < b; n += GROUP) {
-            let mu = src_b[dims.t + 2u * n];
-            let root = src_b[dims.t + 2u * n + 1u];
+            let mu = src_b[base.y + dims.t + 2u * n];
+            let root = src_b[base.y + dims.t + 2u * n + 1u];
             let variance = root * root;
             sum = df_add(sum, vec2<f32>(0.5 * (variance + mu * mu - 1.0 - log(variance)), 0.0));
         }
     } else {
         let j = w - dims.width - 2u;
         for (var p = k; p < dims.t; p += GROUP) {
-            let u = src_c[p * dims.d + j];
+            let u = src_c[base.z + p * dims.d + j];
             sum = df_add(sum, two_prod(u, u));
         }
     }
@@ -264,40 +301,45 @@ fn kernel_sums(
         } else if (w > dims.width + 1u) {
             at = squares_at() + 2u * (w - dims.width - 2u);
         }
-        dst[at] = partial[0].x;
-        dst[at + 1u] = partial[0].y;
+        dst[base.w + at] = partial[0].x;
+        dst[base.w + at + 1u] = partial[0].y;
     }
 }
 
 @compute @workgroup_size(64)
 fn adam_held(@builtin(global_invocation_id) id: vec3<u32>) {
     touch();
+    enter(id.y);
     let e = id.x;
     let n = held_count() + dims.params;
     if (e < n) {
-        let g = -src_b[z_at() + e];
-        let m = dims.beta1 * src_a[n + e] + dims.rest1 * g;
-        let v = dims.beta2 * src_a[2u * n + e] + dims.rest2 * g * g;
-        dst[e] = src_a[e] - dims.rate * m / (sqrt(v) + dims.epsilon);
-        dst[n + e] = m;
-        dst[2u * n + e] = v;
+        let g = -src_b[base.y + z_at() + e];
+        let m = dims.beta1 * src_a[base.x + n + e] + dims.rest1 * g;
+        let v = dims.beta2 * src_a[base.x + 2u * n + e] + dims.rest2 * g * g;
+        dst[base.w + e] = src_a[base.x + e] - bitcast<f32>(steps[at_slot].x) * m / (sqrt(v) + dims.epsilon);
+        dst[base.w + n + e] = m;
+        dst[base.w + 2u * n + e] = v;
     }
 }
 
 // The sum of the W kernel sums' value i, and the points' Σ_t u_tj², from the gradients (df).
 fn kernel_sum(i: u32) -> f32 {
     let at = sums_at() + 2u * i;
-    return dst[at] + dst[at + 1u];
+    return dst[base.w + at] + dst[base.w + at + 1u];
 }
 
 fn column_squares(j: u32) -> f32 {
     let at = squares_at() + 2u * j;
-    return dst[at] + dst[at + 1u];
+    return dst[base.w + at] + dst[base.w + at + 1u];
 }
 
 @compute @workgroup_size(64)
-fn parameter_gradients(@builtin(local_invocation_index) first: u32) {
+fn parameter_gradients(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) first: u32,
+) {
     touch();
+    enter(group.y);
     let d = dims.d;
     let phi = noise_variance();
     let scale = noise_scale(phi);
@@ -308,7 +350,7 @@ fn parameter_gradients(@builtin(local_invocation_index) first: u32) {
         let raw = raw_parameter(k);
         var g = 0.0;
         if (k + 1u == dims.params) {
-            let misfit = vec2<f32>(dst[0], dst[1]);
+            let misfit = vec2<f32>(dst[base.w + 0], dst[base.w + 1]);
             let inner = df_add(df_div(misfit, vec2<f32>(2.0 * phi, 0.0)), vec2<f32>(-0.5 * t, 0.0));
             let exact = df_mul(scale, inner);
             g = exact.x + exact.y;
@@ -317,21 +359,21 @@ fn parameter_gradients(@builtin(local_invocation_index) first: u32) {
             let part = d + r.z * (d + 1u);
             switch r.x {
                 case 0u: {
-                    g = src_b[r.y] * (kernel_sum(alpha + 1u + r.y) + g_var * column_squares(r.y));
+                    g = src_b[base.y + r.y] * (kernel_sum(alpha + 1u + r.y) + g_var * column_squares(r.y));
                 }
                 case 1u: {
                     g = kernel_sum(part) + g_var * t;
                 }
                 case 2u: {
-                    let theta = softplus(raw) * src_b[r.y];
-                    g = src_b[r.y] * 2.0 * theta * kernel_sum(part + 1u + r.y);
+                    let theta = softplus(raw) * src_b[base.y + r.y];
+                    g = src_b[base.y + r.y] * 2.0 * theta * kernel_sum(part + 1u + r.y);
                 }
                 default: {
                     g = kernel_sum(alpha);
                 }
             }
-            g += src_c[k];
+            g += src_c[base.z + k];
         }
-        dst[z_at() + held_count() + k] = g * sigmoid(raw);
+        dst[base.w + z_at() + held_count() + k] = g * sigmoid(raw);
     }
 }

@@ -41,9 +41,12 @@
 //! the natural step's inputs, the KL terms) also runs as one pass each over all requests of one M
 //! ([`Gpu::plan_algebra`]: `inducing.wgsl` takes the slot from the dispatch, the products are a
 //! batch of the GEMM), on buffers that hold the group's slots one after another, with each
-//! request's own buffers copied in and out around them; the other passes (the points, K', the
-//! predictions, the kernel's adjoint, the gradients, the encoder) are recorded request by
-//! request, phase by phase around them ([`Gpu::record_phases`]).
+//! request's own buffers copied in and out around them. So do the held passes (steps 0, 1's
+//! encoder and 6: `held_gradients.wgsl` and `encoder.wgsl`, [`Gpu::plan_held`]) over all
+//! requests of one shape, each slot's Adam step size, latent column and graph gradient its own.
+//! The minibatch's gather and the predictions' passes (the points, K', the products, the column
+//! pass, the kernel's adjoint) are still recorded request by request, phase by phase around them
+//! ([`Gpu::record_phases`]).
 //!
 //! What comes back per request is 6 values and 22 words of status (the misfit, the squared
 //! gradient of Z and the encoder, Σ KL(q(w)), K_ZZ's jitter and status, the KL terms, the step's
@@ -91,9 +94,9 @@ const RESIDENT_BATCH: usize = 1 << 23;
 /// The first resident slot of the M × M algebra's buffers, one set per group of requests of one M
 /// in a submission ([`Gpu::plan_algebra`]).
 const RESIDENT_GROUP: usize = 1 << 24;
-/// The first resident slot of the encoder's buffers, one set per group of requests of one
-/// encoder shape in a submission ([`Gpu::plan_encoders`]).
-const RESIDENT_ENCODER: usize = 1 << 25;
+/// The first resident slot of the held passes' buffers, one set per group of requests of one
+/// shape in a submission ([`Gpu::plan_held`]).
+const RESIDENT_HELD: usize = 1 << 25;
 
 /// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
 pub(super) const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
@@ -361,10 +364,6 @@ fn storage() -> wgpu::BufferUsages {
     wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
 }
 
-/// The bytes of `held_gradients.wgsl`'s `Dims` that hold `diag` and `rate`.
-const GRADIENT_DIMS_DIAG: usize = 24;
-const GRADIENT_DIMS_RATE: usize = 32;
-
 /// `held_gradients.wgsl`'s parameter table for `kernel`: its mask (D), then (kind, input, part)
 /// of each hyperparameter in [`Kernel::params_to_vec`]'s order (kind 0 θ^lin_j, 1 s^c, 2 θ^c_j,
 /// 3 the rational-quadratic shape), as 32-bit words.
@@ -417,8 +416,6 @@ enum DerivedPart {
     Alpha,
     /// c/φ² and g_var, float32 (the column pass's).
     Column,
-    /// 2 θ̃^lin_slot g_var (`held_gradients.wgsl`'s).
-    Diag,
 }
 
 /// (source, its first byte, destination, its first byte, bytes).
@@ -441,7 +438,6 @@ fn derived_copies(
                 DerivedPart::Alpha if kernel.rq_alpha().is_some() => (alpha, 1),
                 DerivedPart::Alpha => return None,
                 DerivedPart::Column => (alpha + 1, 2),
-                DerivedPart::Diag => (alpha + 3, 1),
             };
             (words > 0).then(|| {
                 (
@@ -544,64 +540,92 @@ struct SlotAlgebra {
     kl_at: u64,
 }
 
-/// What one request's encoder passes read from and write to its own buffers, for the passes
-/// that run over all requests of its shapes at once ([`Gpu::plan_encoders`]).
-struct SlotEncoder {
-    /// The layers' (fan-out, fan-in), the minibatch's rows, the draws T and KL(q(w))'s weight.
-    shapes: Vec<(usize, usize)>,
+/// The sizes, in words per slot, of what a request's held passes read and write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeldSizes {
+    /// Z, the encoder and the hyperparameters (a third of the held state [p | m | v]).
+    held: usize,
     rows: usize,
-    t: usize,
-    scale: f64,
-    /// The slot's current held state (its first `held_words` values: Z, the encoder, the
-    /// hyperparameters), the encoder's weights from `weights_at` (`weights` of them).
-    held: wgpu::Buffer,
-    held_words: usize,
+    /// The minibatch's rows, the latent input [ε (T) | (μ_n, √Σ_n)], the gradients.
+    x: usize,
+    latent: usize,
+    gradients: usize,
+    /// finish.wgsl's output, the column pass's ∂U and the points ((T + M) × D each).
+    finished: usize,
+    points: usize,
+    derived: usize,
+    /// Where the encoder's weights start in p (and how many), the kernel adjoint's W.
     weights_at: usize,
-    weights: usize,
-    /// The minibatch's rows (`x_words`), the latent input (q(w)'s moments go after its T draws'
-    /// noise), the gradients (`gradient_words`: q(w)'s sums at `latent_at`, the encoder's
-    /// gradient written at `gradient_at`).
-    x: wgpu::Buffer,
-    x_words: usize,
-    latent: wgpu::Buffer,
-    gradients: wgpu::Buffer,
-    gradient_words: usize,
+    encoder: usize,
+    width: usize,
+    /// Where q(w)'s sums and the encoder's gradient sit in the gradients.
     latent_at: usize,
     gradient_at: usize,
 }
 
-impl SlotEncoder {
-    /// What must agree for two requests' encoder passes to run as one.
-    fn key(&self) -> (Vec<(usize, usize)>, [usize; 8], u64) {
-        (
-            self.shapes.clone(),
-            [
-                self.rows,
-                self.t,
-                self.held_words,
-                self.weights_at,
-                self.x_words,
-                self.gradient_words,
-                self.latent_at,
-                self.gradient_at,
-            ],
-            self.scale.to_bits(),
-        )
+/// What one request's held passes (`held_gradients.wgsl`, `encoder.wgsl`) read from and write to
+/// its own buffers, for the passes that run over all requests of its shapes at once
+/// ([`Gpu::plan_held`]).
+struct SlotHeld {
+    /// `held_gradients.wgsl`'s Dims words but the strides: the same for every member of a group.
+    dims: [u32; 24],
+    /// The encoder's layers ((fan-out, fan-in)) and KL(q(w))'s weight, when the device runs it.
+    encoder: Option<(Vec<(usize, usize)>, f64)>,
+    /// The parameter table, the hyperparameters' extra gradient, Adam's α_t and the latent
+    /// input's column (the request's).
+    table: Vec<u8>,
+    extra: Vec<u8>,
+    rate: f32,
+    column: usize,
+    sizes: HeldSizes,
+    /// The slot's current and next held states.
+    current: wgpu::Buffer,
+    next: wgpu::Buffer,
+    /// The predictions' buffers the held passes read or feed: the rows, the latent input, the
+    /// finished sums, ∂U and the points; the request's copy of the derived parameters.
+    x: wgpu::Buffer,
+    latent: wgpu::Buffer,
+    finished: wgpu::Buffer,
+    cols: wgpu::Buffer,
+    points: wgpu::Buffer,
+    derived: wgpu::Buffer,
+    /// The read-back buffer, where the gradients' head goes in it, and its bytes.
+    readback: Option<(wgpu::Buffer, u64, u64)>,
+}
+
+impl SlotHeld {
+    /// Whether this request's held passes and `other`'s can run as one: the same Dims, encoder,
+    /// KL weight, sizes and table length.
+    fn groups_with(&self, other: &SlotHeld) -> bool {
+        let encoder = |h: &SlotHeld| {
+            h.encoder
+                .as_ref()
+                .map(|(shapes, scale)| (shapes.clone(), scale.to_bits()))
+        };
+        self.dims == other.dims
+            && encoder(self) == encoder(other)
+            && self.sizes == other.sizes
+            && self.table.len() == other.table.len()
     }
 }
 
-/// The encoder's passes over a group of requests ([`Gpu::plan_encoders`]), with the copies
-/// between the requests' buffers and the group's.
-struct GroupEncoder<'g> {
+/// The held passes over a group of requests ([`Gpu::plan_held`]), with the copies between the
+/// requests' buffers and the group's.
+struct GroupHeld<'g> {
     slot: usize,
-    /// The held states' values and the rows in; the forward passes; q(w)'s moments out.
+    /// The held states in; the hyperparameters derived; each request's copy of them out.
+    derive_in: Vec<BufferCopy>,
+    derive: Vec<Step<'g>>,
+    derive_out: Vec<BufferCopy>,
+    /// The rows and the latent input in; the encoder's forward passes; q(w)'s moments out.
     forward_in: Vec<BufferCopy>,
     forward: Vec<Step<'g>>,
     forward_out: Vec<BufferCopy>,
-    /// q(w)'s sums in; the backward passes; the weights' gradient out.
-    backward_in: Vec<BufferCopy>,
-    backward: Vec<Step<'g>>,
-    backward_out: Vec<BufferCopy>,
+    /// The predictions' sums, ∂U and the points in; the gradients, the encoder's backward
+    /// passes, the sums and the Adam step; the next held states and the gradients' head out.
+    finishing_in: Vec<BufferCopy>,
+    finishing: Vec<Step<'g>>,
+    finishing_out: Vec<BufferCopy>,
 }
 
 /// One request planned ([`Gpu::encode_resident`]) and not yet recorded: its passes in the phases
@@ -610,24 +634,21 @@ struct Encoded<'g> {
     pending: Pending,
     /// The request's scratch slot (the key of its kept bind groups).
     scratch: usize,
-    /// The hyperparameters and φ² derived from the slot's state, then copied (source, its first
-    /// byte, destination, its first byte, bytes) to where the passes read them.
-    derive: Vec<Step<'g>>,
+    /// The hyperparameters and φ² derived (by the held passes) copied (source, its first byte,
+    /// destination, its first byte, bytes) to where the predictions read them.
     derived_copies: Vec<DerivedCopy>,
     /// The minibatch gathered from the held data.
     gather: Vec<Step<'g>>,
-    /// What q(w)'s encoder needs of this request, when it has one (its passes run over all
-    /// requests of its shapes, [`Gpu::plan_encoders`]).
-    encoder: Option<SlotEncoder>,
+    /// What the held passes (the derived parameters, the encoder, the gradients finished, the
+    /// Adam step) need of this request: they run over all requests of its shapes
+    /// ([`Gpu::plan_held`]).
+    held: SlotHeld,
     /// The evaluation points and K'.
     front: Vec<Step<'g>>,
     /// The predictions (between the M × M algebra's first half and its second).
     middle: Vec<Step<'g>>,
-    /// The kernel's adjoint and the gradients of Z and of the draws.
+    /// The kernel's adjoint and the finished sums.
     adjoint: Vec<Step<'g>>,
-    /// The sums, the hyperparameters' gradients and the Adam step (after the encoder's backward
-    /// pass).
-    finishing: Vec<Step<'g>>,
     /// What the batched M × M algebra needs of this request.
     algebra: SlotAlgebra,
     /// (source, its first byte, where in the read-back buffer, bytes).
@@ -928,15 +949,17 @@ impl Gpu {
             self.record_steps(encoder, label, slot, &steps.iter().collect::<Vec<_>>());
         };
         let groups = self.plan_algebra(encoded)?;
-        let encoders = self.plan_encoders(encoded)?;
-        for e in encoded {
-            record(encoder, "derived parameters", e.scratch, &e.derive);
-            record_copies(encoder, &e.derived_copies);
+        let held = self.plan_held(encoded)?;
+        for g in &held {
+            record_copies(encoder, &g.derive_in);
+            record(encoder, "derived parameters", g.slot, &g.derive);
+            record_copies(encoder, &g.derive_out);
         }
         for e in encoded {
+            record_copies(encoder, &e.derived_copies);
             record(encoder, "gather", e.scratch, &e.gather);
         }
-        for g in &encoders {
+        for g in &held {
             record_copies(encoder, &g.forward_in);
             record(encoder, "encoder forward", g.slot, &g.forward);
             record_copies(encoder, &g.forward_out);
@@ -965,13 +988,10 @@ impl Gpu {
         for e in encoded {
             record(encoder, "resident adjoint", e.scratch, &e.adjoint);
         }
-        for g in &encoders {
-            record_copies(encoder, &g.backward_in);
-            record(encoder, "encoder backward", g.slot, &g.backward);
-            record_copies(encoder, &g.backward_out);
-        }
-        for e in encoded {
-            record(encoder, "resident finishing", e.scratch, &e.finishing);
+        for g in &held {
+            record_copies(encoder, &g.finishing_in);
+            record(encoder, "held gradients", g.slot, &g.finishing);
+            record_copies(encoder, &g.finishing_out);
         }
         for g in &groups {
             record(encoder, "natural inputs", g.slot, &g.natural_inputs);
@@ -990,128 +1010,286 @@ impl Gpu {
         Ok(())
     }
 
-    /// Plans q(w)'s encoder of `encoded` over groups of requests with the same encoder and
-    /// minibatch shapes (as many per group as the storage binding's limit allows): each pass one
-    /// dispatch over the group's slots (`encoder.wgsl`), on buffers holding its slots one after
-    /// another, with each request's held state and rows copied in, q(w)'s moments copied out,
-    /// q(w)'s sums copied in for the backward passes and the weights' gradient copied out.
-    fn plan_encoders<'g>(&'g self, encoded: &[Encoded]) -> Result<Vec<GroupEncoder<'g>>, GpuError> {
+    /// Plans the held passes of `encoded` over groups of requests with the same shapes and
+    /// settings ([`SlotHeld::groups_with`]; as many per group as the storage binding's limit allows):
+    /// `held_gradients.wgsl`'s and `encoder.wgsl`'s passes each one dispatch over the group's
+    /// slots, on buffers holding its slots one after another, with each request's held state,
+    /// rows, latent input and predictions copied in and its derived parameters, q(w)'s moments,
+    /// next held state and gradients' head copied out.
+    fn plan_held<'g>(&'g self, encoded: &[Encoded]) -> Result<Vec<GroupHeld<'g>>, GpuError> {
         let limit = self.device.setup().limits().max_storage_buffer_binding_size;
-        let mut keys = Vec::new();
-        for e in encoded.iter().filter_map(|e| e.encoder.as_ref()) {
-            if !keys.contains(&e.key()) {
-                keys.push(e.key());
+        // Each group's first member, in order of appearance.
+        let mut leaders: Vec<&SlotHeld> = Vec::new();
+        for e in encoded {
+            if !leaders.iter().any(|l| l.groups_with(&e.held)) {
+                leaders.push(&e.held);
             }
         }
         let mut groups = Vec::new();
-        for key in keys {
-            let members: Vec<&SlotEncoder> = encoded
+        for leader in leaders {
+            let members: Vec<&SlotHeld> = encoded
                 .iter()
-                .filter_map(|e| e.encoder.as_ref())
-                .filter(|e| e.key() == key)
+                .map(|e| &e.held)
+                .filter(|h| h.groups_with(leader))
                 .collect();
-            let first = members[0];
-            let per_slot = (first
-                .gradient_words
-                .max(first.held_words)
-                .max(first.x_words)
-                * 4)
-            .max(4) as u64;
-            let capacity = (limit / per_slot).max(1) as usize;
+            let sizes = members[0].sizes;
+            let largest = [
+                3 * sizes.held,
+                sizes.gradients,
+                sizes.finished,
+                sizes.points,
+            ]
+            .into_iter()
+            .max()
+            .unwrap_or(1);
+            let capacity = (limit / (largest.max(1) * 4) as u64).max(1) as usize;
             for piece in members.chunks(capacity) {
-                let slot = RESIDENT_ENCODER + groups.len();
-                groups.push(self.plan_encoder_group(slot, piece)?);
+                let slot = RESIDENT_HELD + groups.len();
+                groups.push(self.plan_held_group(slot, piece)?);
             }
         }
         Ok(groups)
     }
 
-    /// One group's encoder buffers, passes and copies ([`GroupEncoder`]) for `members` (all of
-    /// one [`SlotEncoder::key`]), in group scratch slot `slot`.
-    fn plan_encoder_group<'g>(
+    /// One group's held buffers, passes and copies ([`GroupHeld`]) for `members` (all of one
+    /// [`SlotHeld::groups_with`] another), in group scratch slot `slot`.
+    fn plan_held_group<'g>(
         &'g self,
         slot: usize,
-        members: &[&SlotEncoder],
-    ) -> Result<GroupEncoder<'g>, GpuError> {
+        members: &[&SlotHeld],
+    ) -> Result<GroupHeld<'g>, GpuError> {
         let first = members[0];
+        let z = first.sizes;
         let n = members.len();
-        let latent_words = first.t + 2 * first.rows;
-        let buffer =
-            |role, per_slot: usize| self.resident(role, slot, (n * per_slot).max(1) * 4, storage());
-        let held = buffer("encoder group held", first.held_words);
-        let x = buffer("encoder group rows", first.x_words);
-        let latent = buffer("encoder group latent", latent_words);
-        let gradients = buffer("encoder group gradients", first.gradient_words);
-        let plan = self.plan_encoder(
-            slot,
-            &first.shapes,
-            first.rows,
-            first.t,
-            first.scale,
-            &EncoderBuffers {
-                held: &held,
-                held_stride: first.held_words,
-                weights_at: first.weights_at,
-                x: &x,
-                x_stride: first.x_words,
-                latent: &latent,
-                latent_stride: latent_words,
-                gradients: &gradients,
-                gradients_stride: first.gradient_words,
-                latent_at: first.latent_at,
-                gradient_at: first.gradient_at,
-            },
-            n,
-        )?;
-        let bytes = |words: usize| (words * 4) as u64;
-        let mut group = GroupEncoder {
-            slot,
-            forward_in: Vec::new(),
-            forward: plan.forward,
-            forward_out: Vec::new(),
-            backward_in: Vec::new(),
-            backward: plan.backward,
-            backward_out: Vec::new(),
+        let buffer = |role, per_slot: usize| {
+            self.check_binding("the held passes' buffers", (n * per_slot * 4) as u64)?;
+            Ok::<_, GpuError>(self.resident(role, slot, (n * per_slot).max(1) * 4, storage()))
         };
-        for (z, e) in members.iter().enumerate() {
-            group.forward_in.extend([
-                (
-                    e.held.clone(),
-                    0,
-                    held.clone(),
-                    bytes(z * e.held_words),
-                    bytes(e.held_words),
+        let current = buffer("held group current", 3 * z.held)?;
+        let next = buffer("held group next", 3 * z.held)?;
+        let x = buffer("held group rows", z.x)?;
+        let latent = buffer("held group latent", z.latent)?;
+        let gradients = buffer("held group gradients", z.gradients)?;
+        let finished = buffer("held group finished", z.finished)?;
+        let cols = buffer("held group cols", z.points)?;
+        let points = buffer("held group points", z.points)?;
+        let derived = buffer("held group derived", z.derived)?;
+        let spare = self.resident("held group spare", slot, 4, storage());
+        let concat = |part: fn(&SlotHeld) -> &[u8]| -> Vec<u8> {
+            members.iter().flat_map(|h| part(h).to_vec()).collect()
+        };
+        let table =
+            self.resident_constant("held group table", slot, &concat(|h| &h.table), storage());
+        let extra =
+            self.resident_constant("held group extra", slot, &concat(|h| &h.extra), storage());
+        // Adam's α_t and the latent column of each member, written every submission (α_t
+        // changes every step).
+        let steps_bytes: Vec<u8> = members
+            .iter()
+            .flat_map(|h| [h.rate.to_bits(), h.column as u32])
+            .flat_map(u32::to_le_bytes)
+            .collect();
+        let steps = self.resident("held group steps", slot, steps_bytes.len(), storage());
+        self.device.write_buffer(&steps, 0, &steps_bytes);
+        let (table_w, extra_w) = (first.table.len() / 4, first.extra.len() / 4);
+        let dims = |role: &'static str, strides: [usize; 4]| {
+            let mut words = first.dims.to_vec();
+            words.extend(strides.map(|w| w as u32));
+            self.resident_constant(
+                role,
+                slot,
+                &super::uniform_words(&words),
+                wgpu::BufferUsages::UNIFORM,
+            )
+        };
+        let pass = |pass: HeldPass,
+                    dims: wgpu::Buffer,
+                    buffers: [&wgpu::Buffer; 5],
+                    groups: (u32, u32, u32)|
+         -> Result<Step<'g>, GpuError> {
+            self.check_groups("the held passes", groups)?;
+            Ok((
+                &self.pipelines.held_gradients[pass as usize],
+                std::iter::once(&dims)
+                    .chain(buffers)
+                    .chain([&steps])
+                    .cloned()
+                    .collect(),
+                groups,
+            ))
+        };
+        let slots = n as u32;
+        let one = (1, slots, 1);
+        let d = first.dims[3] as usize;
+        let m = first.dims[0] as usize;
+        let inputs_groups = (
+            ((m * d).max(z.rows).max(2) as u32).div_ceil(GROUP),
+            slots,
+            1,
+        );
+        let held_groups = ((z.held.max(1) as u32).div_ceil(GROUP), slots, 1);
+        // The W kernel sums, the squared gradient of Z and the encoder, Σ KL(q(w)) and the
+        // points' D column sums of squares.
+        let sums_groups = ((z.width + 2 + d) as u32, slots, 1);
+        let derive = vec![pass(
+            HeldPass::DeriveParameters,
+            dims("held dims: derive", [3 * z.held, table_w, 0, z.derived]),
+            [&current, &table, &spare, &derived, &spare],
+            one,
+        )?];
+        let encoder = match &first.encoder {
+            Some((shapes, scale)) => Some(self.plan_encoder(
+                slot,
+                shapes,
+                z.rows,
+                first.dims[2] as usize,
+                *scale,
+                &EncoderBuffers {
+                    held: &current,
+                    held_stride: 3 * z.held,
+                    weights_at: z.weights_at,
+                    x: &x,
+                    x_stride: z.x,
+                    latent: &latent,
+                    latent_stride: z.latent,
+                    gradients: &gradients,
+                    gradients_stride: z.gradients,
+                    latent_at: z.latent_at,
+                    gradient_at: z.gradient_at,
+                },
+                n,
+            )?),
+            None => None,
+        };
+        let (forward, backward) = match encoder {
+            Some(plan) => (plan.forward, plan.backward),
+            None => (Vec::new(), Vec::new()),
+        };
+        let finishing: Vec<Step> = std::iter::once(pass(
+            HeldPass::InputGradients,
+            dims(
+                "held dims: inputs",
+                [z.finished, z.points, z.latent, z.gradients],
+            ),
+            [&finished, &cols, &latent, &gradients, &derived],
+            inputs_groups,
+        )?)
+        .chain(backward)
+        .chain([
+            pass(
+                HeldPass::KernelSums,
+                dims(
+                    "held dims: sums",
+                    [z.finished, z.latent, z.points, z.gradients],
                 ),
+                [&finished, &latent, &points, &gradients, &derived],
+                sums_groups,
+            )?,
+            pass(
+                HeldPass::ParameterGradients,
+                dims(
+                    "held dims: parameters",
+                    [3 * z.held, table_w, extra_w, z.gradients],
+                ),
+                [&current, &table, &extra, &gradients, &derived],
+                one,
+            )?,
+            pass(
+                HeldPass::AdamHeld,
+                dims("held dims: adam", [3 * z.held, z.gradients, 0, 3 * z.held]),
+                [&current, &gradients, &spare, &next, &derived],
+                held_groups,
+            )?,
+        ])
+        .collect();
+        let bytes = |words: usize| (words * 4) as u64;
+        let mut group = GroupHeld {
+            slot,
+            derive_in: Vec::new(),
+            derive,
+            derive_out: Vec::new(),
+            forward_in: Vec::new(),
+            forward,
+            forward_out: Vec::new(),
+            finishing_in: Vec::new(),
+            finishing,
+            finishing_out: Vec::new(),
+        };
+        let t = first.dims[2] as usize;
+        for (k, h) in members.iter().enumerate() {
+            let at = |per_slot: usize| bytes(k * per_slot);
+            group.derive_in.push((
+                h.current.clone(),
+                0,
+                current.clone(),
+                at(3 * z.held),
+                bytes(3 * z.held),
+            ));
+            group.derive_out.push((
+                derived.clone(),
+                at(z.derived),
+                h.derived.clone(),
+                0,
+                bytes(z.derived),
+            ));
+            group.forward_in.extend([
+                (h.x.clone(), 0, x.clone(), at(z.x), bytes(z.x)),
                 (
-                    e.x.clone(),
+                    h.latent.clone(),
                     0,
-                    x.clone(),
-                    bytes(z * e.x_words),
-                    bytes(e.x_words),
+                    latent.clone(),
+                    at(z.latent),
+                    bytes(z.latent),
                 ),
             ]);
-            group.forward_out.push((
-                latent.clone(),
-                bytes(z * latent_words + e.t),
-                e.latent.clone(),
-                bytes(e.t),
-                bytes(2 * e.rows),
+            if first.encoder.is_some() {
+                group.forward_out.push((
+                    latent.clone(),
+                    at(z.latent) + bytes(t),
+                    h.latent.clone(),
+                    bytes(t),
+                    bytes(2 * z.rows),
+                ));
+            }
+            group.finishing_in.extend([
+                (
+                    h.finished.clone(),
+                    0,
+                    finished.clone(),
+                    at(z.finished),
+                    bytes(z.finished),
+                ),
+                (
+                    h.cols.clone(),
+                    0,
+                    cols.clone(),
+                    at(z.points),
+                    bytes(z.points),
+                ),
+                (
+                    h.points.clone(),
+                    0,
+                    points.clone(),
+                    at(z.points),
+                    bytes(z.points),
+                ),
+            ]);
+            group.finishing_out.push((
+                next.clone(),
+                at(3 * z.held),
+                h.next.clone(),
+                0,
+                bytes(3 * z.held),
             ));
-            let own = |at: usize| bytes(z * e.gradient_words + at);
-            group.backward_in.push((
-                e.gradients.clone(),
-                bytes(e.latent_at),
-                gradients.clone(),
-                own(e.latent_at),
-                bytes(2 * e.rows),
-            ));
-            group.backward_out.push((
-                gradients.clone(),
-                own(e.gradient_at),
-                e.gradients.clone(),
-                bytes(e.gradient_at),
-                bytes(e.weights),
-            ));
+            if let Some((readback, offset, length)) = &h.readback {
+                group.finishing_out.push((
+                    gradients.clone(),
+                    at(z.gradients),
+                    readback.clone(),
+                    *offset,
+                    *length,
+                ));
+            }
         }
         Ok(group)
     }
@@ -1626,7 +1804,6 @@ impl Gpu {
             }
         }
 
-        let uniform = wgpu::BufferUsages::UNIFORM;
         let f32_square = |role| self.resident(role, slot, mm * 4, storage());
         // The predictions' operands, copied from the group's narrowed ones (`plan_group`).
         let operands = InducingOperands {
@@ -1634,7 +1811,6 @@ impl Gpu {
             s_minus_i: f32_square("s - i (f32)"),
             q_mean: self.resident("m and alpha (f32)", slot, 2 * m * 4, storage()),
         };
-        let spare = self.resident("spare", slot, 4, storage());
 
         let inputs = PointInputs {
             kernel: request.kernel,
@@ -1650,143 +1826,84 @@ impl Gpu {
             c: request.c,
         };
         let plan = self.plan_predictions(slot, &inputs, &operands, true)?;
-        let one = (1, 1, 1);
-        // The gradients finished, and the Adam step of Z, the encoder and the hyperparameters
-        // into the slot's next state.
+        // The hyperparameters derived, the gradients finished and the Adam step of Z, the
+        // encoder and the hyperparameters run over all requests of the same shapes
+        // (`plan_held`): this request's share of them.
         let layout = plan.layout;
         let kernel = request.kernel;
         let [c_hi, c_lo] = super::cholesky::two_words(request.c);
-        // `diag` (k_tt's adjoint per unit of w) is the device's, copied in at GRADIENT_DIMS_DIAG,
-        // and Adam's step size, the one word that changes every step, is written alone at
-        // GRADIENT_DIMS_RATE: the rest is written once.
-        let gradient_dims = self.resident_constant(
-            "held gradients dims",
-            slot,
-            &super::uniform_words(&[
-                m as u32,
-                layout.width as u32,
-                t as u32,
-                d as u32,
-                samples as u32,
-                request.latent.slot as u32,
-                0,
-                1.0f32.to_bits(),
-                0,
-                (request.adam.beta1 as f32).to_bits(),
-                (request.adam.beta2 as f32).to_bits(),
-                (request.adam.epsilon as f32).to_bits(),
-                ((1.0 - request.adam.beta1) as f32).to_bits(),
-                ((1.0 - request.adam.beta2) as f32).to_bits(),
-                shape.encoder as u32,
-                shape.parameters as u32,
-                kernel.stationary.len() as u32,
-                u32::from(kernel.linear.is_some()),
-                (request.parameters.noise_floor as f32).to_bits(),
-                c_hi.to_bits(),
-                c_lo.to_bits(),
-                0,
-                0,
-                0,
-            ]),
-            uniform,
-        );
-        self.device.write_buffer(
-            &gradient_dims,
-            GRADIENT_DIMS_RATE as u64,
-            &(request.adam.rate as f32).to_le_bytes(),
-        );
-        let table =
-            self.resident_constant("parameter table", slot, &parameter_table(kernel), storage());
-        let extra = self.resident_constant(
-            "parameter extra",
-            slot,
-            &super::f32_bytes(request.parameters.extra.iter().copied()),
-            storage(),
-        );
+        let room = gradient_room(&layout, rows, shape);
+        let points = t + m;
+        // `held_gradients.wgsl`'s Dims but for its strides (each pass's own, `plan_held`).
+        let dims_words = [
+            m as u32,
+            layout.width as u32,
+            t as u32,
+            d as u32,
+            samples as u32,
+            // The latent column is the slot's own (`SlotHeld::column`), so requests of one shape
+            // share these words.
+            0,
+            0,
+            1.0f32.to_bits(),
+            0,
+            (request.adam.beta1 as f32).to_bits(),
+            (request.adam.beta2 as f32).to_bits(),
+            (request.adam.epsilon as f32).to_bits(),
+            ((1.0 - request.adam.beta1) as f32).to_bits(),
+            ((1.0 - request.adam.beta2) as f32).to_bits(),
+            shape.encoder as u32,
+            shape.parameters as u32,
+            kernel.stationary.len() as u32,
+            u32::from(kernel.linear.is_some()),
+            (request.parameters.noise_floor as f32).to_bits(),
+            c_hi.to_bits(),
+            c_lo.to_bits(),
+            derived_words(kernel) as u32,
+            0,
+            0,
+        ];
         let derived = self.resident(
             "derived parameters",
             slot,
             derived_words(kernel) * 4,
             storage(),
         );
-        let gradients = self.resident(
-            "held gradients",
-            slot,
-            gradient_room(&layout, rows, shape) * 4,
-            storage(),
-        );
-        // q(w)'s encoder runs over all requests of its shapes at once (`plan_encoders`).
-        let room = gradient_room(&layout, rows, shape);
-        let slot_encoder = request.encoder.map(|e| SlotEncoder {
-            shapes: encoder_shapes(e),
-            rows,
-            t,
-            scale: request.c * samples as f64,
-            held: z_current.clone(),
-            held_words: shape.held(),
-            weights_at: m * d,
+        let held_slot = SlotHeld {
+            dims: dims_words,
+            encoder: request
+                .encoder
+                .map(|e| (encoder_shapes(e), request.c * samples as f64)),
+            table: parameter_table(kernel),
+            extra: super::f32_bytes(request.parameters.extra.iter().copied()),
+            rate: request.adam.rate as f32,
+            column: request.latent.slot,
+            sizes: HeldSizes {
+                held: shape.held(),
+                rows,
+                x: rows * d,
+                latent: t + 2 * rows,
+                gradients: room,
+                finished: layout.parts()[2],
+                points: points * d,
+                derived: derived_words(kernel),
+                weights_at: m * d,
+                encoder: shape.encoder,
+                width: layout.width,
+                latent_at: HEADER_WORDS,
+                gradient_at: room - shape.held() + m * d,
+            },
+            current: z_current.clone(),
+            next: z_next.clone(),
             x: plan.x.clone(),
-            x_words: rows * d,
             latent: plan.latent.clone(),
-            gradients: gradients.clone(),
-            gradient_words: room,
-            latent_at: HEADER_WORDS,
-            gradient_at: room - shape.held() + m * d,
-            weights: shape.encoder,
-        });
-        let held = |pass: HeldPass, buffers: [&wgpu::Buffer; 4], groups| -> Step<'_> {
-            (
-                &self.pipelines.held_gradients[pass as usize],
-                std::iter::once(&gradient_dims)
-                    .chain(buffers)
-                    .cloned()
-                    .collect(),
-                groups,
-            )
+            finished: plan.finished.clone(),
+            cols: plan.cols.clone(),
+            points: plan.points.clone(),
+            derived: derived.clone(),
+            readback: None,
         };
-        let inputs_groups = (((m * d).max(rows).max(2) as u32).div_ceil(GROUP), 1, 1);
-        let held_groups = ((shape.held().max(1) as u32).div_ceil(GROUP), 1, 1);
-        // The W kernel sums, the squared gradient of Z and the encoder, Σ KL(q(w)) and the
-        // points' D column sums of squares.
-        let sums_groups = ((layout.width + 2 + d) as u32, 1, 1);
-        for groups in [inputs_groups, held_groups, sums_groups] {
-            self.check_groups("the finished gradients", groups)?;
-        }
-        let adjoint: Vec<Step> = plan
-            .back
-            .iter()
-            .cloned()
-            .chain([held(
-                HeldPass::InputGradients,
-                [&plan.finished, &plan.cols, &plan.latent, &gradients],
-                inputs_groups,
-            )])
-            .collect();
-        let finishing: Vec<Step> = vec![
-            held(
-                HeldPass::KernelSums,
-                [&plan.finished, &plan.latent, &plan.points, &gradients],
-                sums_groups,
-            ),
-            held(
-                HeldPass::ParameterGradients,
-                [&z_current, &table, &extra, &gradients],
-                one,
-            ),
-            held(
-                HeldPass::AdamHeld,
-                [&z_current, &gradients, &spare, &z_next],
-                held_groups,
-            ),
-        ];
-        // The hyperparameters and φ² as the passes read them, from the slot's current state,
-        // before the passes (`derived_copies`; the M × M algebra's g_var and c/φ² go to its
-        // group's noise constants, `plan_group`).
-        let derive = vec![held(
-            HeldPass::DeriveParameters,
-            [&z_current, &table, &spare, &derived],
-            one,
-        )];
+        // What the passes read of the derived parameters, from this request's copy of them.
         let derived_copies = derived_copies(
             kernel,
             &derived,
@@ -1795,7 +1912,6 @@ impl Gpu {
                 (&plan.parts, 0, DerivedPart::Parts),
                 (&plan.kernel_dims, KERNEL_DIMS_ALPHA, DerivedPart::Alpha),
                 (&plan.column_dims, COLUMN_DIMS_NOISE, DerivedPart::Column),
-                (&gradient_dims, GRADIENT_DIMS_DIAG, DerivedPart::Diag),
             ],
         );
         // Z comes from the slot's current state, not from the host.
@@ -1831,7 +1947,7 @@ impl Gpu {
         // are a piece of each third of the next held state.
         let at = state_offsets(m);
         let mut pieces: Vec<(Option<(&wgpu::Buffer, usize)>, usize)> = vec![
-            (Some((&gradients, 0)), parts[0]),
+            (None, parts[0]),
             (None, parts[1]),
             (Some((&next, 2 * at.status)), parts[2]),
             (None, parts[3]),
@@ -1873,8 +1989,12 @@ impl Gpu {
             gamma: request.gamma,
             next: next.clone(),
             readback: readback.clone(),
-            status_at: group_pieces[0],
-            kl_at: group_pieces[1],
+            status_at: group_pieces[1],
+            kl_at: group_pieces[2],
+        };
+        let held = SlotHeld {
+            readback: Some((readback.clone(), group_pieces[0], (parts[0] * 4) as u64)),
+            ..held_slot
         };
         Ok(Encoded {
             pending: Pending {
@@ -1883,14 +2003,12 @@ impl Gpu {
                 words: total,
             },
             scratch: slot,
-            derive,
             derived_copies,
             gather,
-            encoder: slot_encoder,
+            held,
             front: plan.front.clone(),
             middle: plan.middle.clone(),
-            adjoint,
-            finishing,
+            adjoint: plan.back.clone(),
             algebra,
             copies,
         })
