@@ -51,6 +51,43 @@ fn relative_error(x: &DMatrix<f64>, y: &DMatrix<f64>) -> f64 {
     worst / scale
 }
 
+/// A matrix no rung repairs fails on the device at the CPU's pivot and size, with its value (to
+/// `tolerance`) and last jitter.
+fn assert_fails_as_on_the_cpu(
+    got: &Result<occam::backend::gpu::DeviceFactor, CholeskyError>,
+    want: &CholeskyError,
+    tolerance: f64,
+) {
+    match (got, want) {
+        (
+            Err(CholeskyError::NotPositiveDefinite {
+                size,
+                pivot,
+                value,
+                jitter,
+            }),
+            CholeskyError::NotPositiveDefinite {
+                size: cpu_size,
+                pivot: cpu_pivot,
+                value: cpu_value,
+                jitter: cpu_jitter,
+            },
+        ) => {
+            assert_eq!(
+                (*size, *pivot),
+                (*cpu_size, *cpu_pivot),
+                "the failing pivot"
+            );
+            assert!(
+                (value - cpu_value).abs() <= tolerance,
+                "{value} vs {cpu_value}"
+            );
+            assert!((jitter - cpu_jitter).abs() <= 1e-12 * cpu_jitter);
+        }
+        (other, _) => panic!("a pivot that stays ≤ 0 ({want}), got {other:?}"),
+    }
+}
+
 /// Well-conditioned matrices of several sizes (one entry; under, one over and twice the
 /// factorisation's 32-column blocks; over the workgroup's 256 invocations, with a ragged last
 /// block) in one batch each: L and L⁻¹ equal the f64 ones to double-float accuracy, and
@@ -130,27 +167,7 @@ fn the_jitter_ladder_runs_on_the_device_as_on_the_cpu() {
     assert!(relative_error(&repaired.l, &cpu.l) <= 1e-10);
 
     let cpu_error = cholesky_jittered(&hopeless, policy).unwrap_err();
-    match (&device[1], &cpu_error) {
-        (
-            Err(CholeskyError::NotPositiveDefinite {
-                size,
-                pivot,
-                value,
-                jitter,
-            }),
-            CholeskyError::NotPositiveDefinite {
-                pivot: cpu_pivot,
-                value: cpu_value,
-                jitter: cpu_jitter,
-                ..
-            },
-        ) => {
-            assert_eq!((*size, *pivot), (m, *cpu_pivot));
-            assert!((value - cpu_value).abs() <= 1e-9, "{value} vs {cpu_value}");
-            assert!((jitter - cpu_jitter).abs() <= 1e-12 * cpu_jitter);
-        }
-        (other, _) => panic!("a pivot that stays ≤ 0, got {other:?}"),
-    }
+    assert_fails_as_on_the_cpu(&device[1], &cpu_error, 1e-9);
 
     assert_eq!(
         device[2].as_ref().unwrap_err(),
@@ -199,27 +216,11 @@ fn a_pivot_that_fails_in_a_later_block_is_found_as_on_the_cpu() {
             .expect("the device works");
         for ((a, &f), got) in batch.iter().zip(&failing).zip(&device) {
             let want = cholesky_jittered(a, policy).unwrap_err();
-            match (got, &want) {
-                (
-                    Err(CholeskyError::NotPositiveDefinite {
-                        pivot,
-                        value,
-                        jitter,
-                        ..
-                    }),
-                    CholeskyError::NotPositiveDefinite {
-                        pivot: cpu_pivot,
-                        value: cpu_value,
-                        jitter: cpu_jitter,
-                        ..
-                    },
-                ) => {
-                    assert_eq!((*pivot, *cpu_pivot), (f, f), "the failing pivot");
-                    assert!((value - cpu_value).abs() <= 1e-12, "{value} vs {cpu_value}");
-                    assert!((jitter - cpu_jitter).abs() <= 1e-12 * cpu_jitter);
-                }
-                (other, _) => panic!("pivot {f} stays ≤ 0, got {other:?}"),
-            }
+            assert_fails_as_on_the_cpu(got, &want, 1e-12);
+            assert!(
+                matches!(want, CholeskyError::NotPositiveDefinite { pivot, .. } if pivot == f),
+                "the CPU fails at pivot {f}"
+            );
         }
     }
 

@@ -340,6 +340,18 @@ fn natural_assemble(
     }
 }
 
+// The n × n diagonal block of the matrix at `base` starting at row and column k0 into
+// `diagonal`, for every invocation.
+fn load_diagonal(t: u32, base: u32, k0: u32, n: u32) {
+    let m = dims.m;
+    for (var k = t; k < n * n; k += THREADS) {
+        let i = k / n;
+        let j = k % n;
+        diagonal[i * BLOCK + j] = out[base + (k0 + i) * m + k0 + j];
+    }
+    workgroupBarrier();
+}
+
 // The next diagonal block of matrix group.x factorised in workgroup memory, unblocked (as
 // `factor_rungs` does the whole matrix), and counted in the status; a pivot that is not > 0
 // fails the matrix (its index and value in the status).
@@ -357,12 +369,7 @@ fn factor_diagonal(
     let counted = workgroupUniformLoad(&block);
     let k0 = counted * BLOCK;
     let n = min(BLOCK, m - k0);
-    for (var k = t; k < n * n; k += THREADS) {
-        let i = k / n;
-        let j = k % n;
-        diagonal[i * BLOCK + j] = out[base + (k0 + i) * m + k0 + j];
-    }
-    workgroupBarrier();
+    load_diagonal(t, base, k0, n);
     for (var j = 0u; j < n; j++) {
         if (t == 0u) {
             let d = diagonal[j * BLOCK + j];
@@ -434,12 +441,7 @@ fn factor_panel(
     let k0 = workgroupUniformLoad(&block) * BLOCK;
     let k1 = min(k0 + BLOCK, m);
     let n = k1 - k0;
-    for (var k = t; k < n * n; k += THREADS) {
-        let i = k / n;
-        let j = k % n;
-        diagonal[i * BLOCK + j] = out[base + (k0 + i) * m + k0 + j];
-    }
-    workgroupBarrier();
+    load_diagonal(t, base, k0, n);
     let i = k1 + group.x * THREADS + t;
     if (i >= m) {
         return;

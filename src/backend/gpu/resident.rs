@@ -418,15 +418,12 @@ enum DerivedPart {
     Column,
 }
 
-/// (source, its first byte, destination, its first byte, bytes).
-type DerivedCopy = (wgpu::Buffer, u64, wgpu::Buffer, u64, u64);
-
 /// The copies of DERIVED (`derived`) into each destination (buffer, its first byte, what).
 fn derived_copies(
     kernel: &Kernel,
     derived: &wgpu::Buffer,
     destinations: &[(&wgpu::Buffer, usize, DerivedPart)],
-) -> Vec<DerivedCopy> {
+) -> Vec<BufferCopy> {
     let d = kernel.dim();
     let alpha = derived_alpha_at(kernel);
     destinations
@@ -636,7 +633,7 @@ struct Encoded<'g> {
     scratch: usize,
     /// The hyperparameters and φ² derived (by the held passes) copied (source, its first byte,
     /// destination, its first byte, bytes) to where the predictions read them.
-    derived_copies: Vec<DerivedCopy>,
+    derived_copies: Vec<BufferCopy>,
     /// The minibatch gathered from the held data.
     gather: Vec<Step<'g>>,
     /// What the held passes (the derived parameters, the encoder, the gradients finished, the
@@ -948,50 +945,55 @@ impl Gpu {
         let record = |encoder: &mut wgpu::CommandEncoder, label, slot, steps: &[Step]| {
             self.record_steps(encoder, label, slot, &steps.iter().collect::<Vec<_>>());
         };
+        // A group's passes between the copies that bring its members' buffers in and out.
+        let staged = |encoder: &mut wgpu::CommandEncoder,
+                      label,
+                      slot,
+                      copies_in: &[BufferCopy],
+                      steps: &[Step],
+                      copies_out: &[BufferCopy]| {
+            record_copies(encoder, copies_in);
+            record(encoder, label, slot, steps);
+            record_copies(encoder, copies_out);
+        };
         let groups = self.plan_algebra(encoded)?;
         let held = self.plan_held(encoded)?;
         for g in &held {
-            record_copies(encoder, &g.derive_in);
-            record(encoder, "derived parameters", g.slot, &g.derive);
-            record_copies(encoder, &g.derive_out);
+            let (copies_in, steps, out) = (&g.derive_in, &g.derive, &g.derive_out);
+            staged(encoder, "derived parameters", g.slot, copies_in, steps, out);
         }
         for e in encoded {
             record_copies(encoder, &e.derived_copies);
             record(encoder, "gather", e.scratch, &e.gather);
         }
         for g in &held {
-            record_copies(encoder, &g.forward_in);
-            record(encoder, "encoder forward", g.slot, &g.forward);
-            record_copies(encoder, &g.forward_out);
+            let (copies_in, steps, out) = (&g.forward_in, &g.forward, &g.forward_out);
+            staged(encoder, "encoder forward", g.slot, copies_in, steps, out);
         }
         for e in encoded {
             record(encoder, "resident front", e.scratch, &e.front);
         }
         for g in &groups {
-            record_copies(encoder, &g.copies_in);
-            record(encoder, "widen", g.slot, &g.widen);
+            staged(encoder, "widen", g.slot, &g.copies_in, &g.widen, &[]);
         }
         let factors: Vec<BatchedFactor> = groups.iter().flat_map(|g| g.factors.clone()).collect();
         self.record_batched(encoder, "kzz", &factors)?;
         for g in &groups {
-            record(encoder, "narrowed", g.slot, &g.before);
-            record_copies(encoder, &g.operands_out);
+            staged(encoder, "narrowed", g.slot, &[], &g.before, &g.operands_out);
         }
         for e in encoded {
             record(encoder, "predictions", e.scratch, &e.middle);
         }
         for g in &groups {
-            record_copies(encoder, &g.products_in);
-            record(encoder, "m x m adjoint", g.slot, &g.after);
-            record_copies(encoder, &g.adjoint_out);
+            let (copies_in, steps, out) = (&g.products_in, &g.after, &g.adjoint_out);
+            staged(encoder, "m x m adjoint", g.slot, copies_in, steps, out);
         }
         for e in encoded {
             record(encoder, "resident adjoint", e.scratch, &e.adjoint);
         }
         for g in &held {
-            record_copies(encoder, &g.finishing_in);
-            record(encoder, "held gradients", g.slot, &g.finishing);
-            record_copies(encoder, &g.finishing_out);
+            let (copies_in, steps, out) = (&g.finishing_in, &g.finishing, &g.finishing_out);
+            staged(encoder, "held gradients", g.slot, copies_in, steps, out);
         }
         for g in &groups {
             record(encoder, "natural inputs", g.slot, &g.natural_inputs);
