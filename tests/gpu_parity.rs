@@ -225,6 +225,111 @@ fn batched_products_equal_nalgebras() {
         .is_empty());
 }
 
+/// A batch whose factors and results lie apart in their buffers (`Product::with_strides`, so that
+/// a batch over slots can read one part of each slot's larger buffer and write into one): each
+/// product equals nalgebra's as the packed batch does, reads none of the gaps (NaN there) and
+/// writes none of them; for an unsplit and a split float32 product, the wide blocks, and the
+/// compensated product, in several operand orders.
+#[test]
+fn spaced_batches_read_and_write_only_their_own_places() {
+    let Some(gpu) = gpu() else { return };
+    let mut rng = ChaCha8Rng::seed_from_u64(20);
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let op = |x: &DMatrix<f64>, o: Op| match o {
+        Op::AsIs => x.clone(),
+        Op::Transposed => x.transpose(),
+    };
+    // (m, k, n, batch, op_a, op_b, accumulation, gaps)
+    let cases = [
+        (
+            7,
+            5,
+            9,
+            3,
+            Op::AsIs,
+            Op::AsIs,
+            Accumulation::Single,
+            [5, 7, 3],
+        ),
+        (
+            33,
+            17,
+            20,
+            2,
+            Op::Transposed,
+            Op::AsIs,
+            Accumulation::Single,
+            [1, 0, 64],
+        ),
+        // Split along k (partial planes packed, their sums placed at the stride).
+        (
+            64,
+            2048,
+            64,
+            2,
+            Op::AsIs,
+            Op::AsIs,
+            Accumulation::Single,
+            [3, 2, 11],
+        ),
+        // 128 × 128 blocks.
+        (
+            130,
+            11,
+            4224,
+            4,
+            Op::AsIs,
+            Op::Transposed,
+            Accumulation::Single,
+            [9, 4, 13],
+        ),
+        (
+            40,
+            300,
+            2,
+            3,
+            Op::AsIs,
+            Op::AsIs,
+            Accumulation::Compensated,
+            [6, 1, 5],
+        ),
+    ];
+    for (m, k, n, batch, op_a, op_b, accumulation, gaps) in cases {
+        let stored = |o: Op, rows: usize, cols: usize| match o {
+            Op::AsIs => (rows, cols),
+            Op::Transposed => (cols, rows),
+        };
+        let (ar, ac) = stored(op_a, m, k);
+        let (br, bc) = stored(op_b, k, n);
+        let a: Vec<DMatrix<f64>> = (0..batch)
+            .map(|_| DMatrix::from_fn(ar, ac, |_, _| rng.random_range(-1.0..1.0)))
+            .collect();
+        let b: Vec<DMatrix<f64>> = (0..batch)
+            .map(|_| DMatrix::from_fn(br, bc, |_, _| rng.random_range(-1.0..1.0)))
+            .collect();
+        let (got, in_gaps) = gpu
+            .gemm_spaced(&a, op_a, &b, op_b, accumulation, gaps)
+            .expect("the GPU multiplies");
+        let packed = gpu.gemm(&a, op_a, &b, op_b, accumulation).unwrap();
+        assert_eq!(in_gaps, 0.0, "({m}×{k})·({k}×{n}): C's gaps written");
+        assert_eq!(
+            got, packed,
+            "({m}×{k})·({k}×{n}) {accumulation:?}: the same words as the packed batch"
+        );
+        for z in 0..batch {
+            let (oa, ob) = (op(&a[z], op_a), op(&b[z], op_b));
+            let want = &oa * &ob;
+            let bound = (oa.abs() * ob.abs()) * (2.0 * (k as f64 + 2.0) * u);
+            for ((g, w), e) in got[z].iter().zip(want.iter()).zip(bound.iter()) {
+                assert!(
+                    g.is_finite() && (g - w).abs() <= *e,
+                    "({m}×{k})·({k}×{n}) {op_a:?}/{op_b:?} {accumulation:?}, batch {z}: {g} vs {w}"
+                );
+            }
+        }
+    }
+}
+
 /// The compensated product, split along the inner dimension when its 64 × 64 blocks are too few
 /// (the bound's [Ãg, Ãy] is M × 2 with T inner terms: one block, dozens of splits), against
 /// nalgebra's f64 product of the float32-rounded factors: about 2⁻⁴⁰ of Σ|a b| per entry, the

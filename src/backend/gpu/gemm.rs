@@ -89,6 +89,10 @@ pub(super) struct Product {
     pub splits: u32,
     /// Output values per plane (batch · m · n).
     pub values: usize,
+    /// Words from one product of the batch to the next in A, B and C (packed: m·k, k·n, m·n).
+    pub strides: [usize; 3],
+    /// Values of one product's C (m · n).
+    block: usize,
     pub accumulation: Accumulation,
     /// A float32 product large enough for `gemm_wide`'s 128 × 128 blocks.
     pub wide: bool,
@@ -137,15 +141,54 @@ impl Product {
             batch as u32,
             1.0f32.to_bits(),
             splits,
+            (m * k) as u32,
+            (k * n) as u32,
+            (m * n) as u32,
         ]);
         Self {
             dims,
             groups: (gx, gy, batch as u32 * splits),
             splits,
             values: batch * m * n,
+            strides: [m * k, k * n, m * n],
+            block: m * n,
             accumulation,
             wide,
         }
+    }
+
+    /// The same product with the batch's factors and results `strides` words apart in their
+    /// buffers (A, B, C) instead of packed: so that a batch can read operands that are one part
+    /// of each slot's larger buffer (the first T columns of K', M × (T + M)) and write into one.
+    /// The reduced product's partial planes stay packed; `split_sum` spreads its sums.
+    ///
+    /// Panics if a stride is shorter than what it separates.
+    // Native only until the resident batches take it (issue 34 item 3's next step).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn with_strides(mut self, strides: [usize; 3]) -> Self {
+        let [a, b, c] = strides;
+        let packed = self.strides;
+        assert!(
+            a >= packed[0] && b >= packed[1] && c >= packed[2],
+            "strides {strides:?} shorter than the packed {packed:?}"
+        );
+        for (word, value) in [(9, a), (10, b), (11, c)] {
+            self.dims[4 * word..4 * word + 4].copy_from_slice(&(value as u32).to_le_bytes());
+        }
+        self.strides = strides;
+        self
+    }
+
+    /// Words of C as written (with its strides): a plane per batch entry at its stride, twice
+    /// for a compensated product (heads, then tails).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn c_words(&self) -> usize {
+        let batch = self.values / self.block.max(1);
+        let planes = match self.accumulation {
+            Accumulation::Single => 1,
+            Accumulation::Compensated => 2,
+        };
+        planes * batch * self.strides[2]
     }
 
     /// Words of the product's own output: a plane per split in float32; compensated, a head and
@@ -198,7 +241,16 @@ impl Product {
 
     /// `split_sum.wgsl`'s `Dims` for this (compensated or split) product.
     pub fn sum_dims(&self) -> Vec<u8> {
-        uniform_words(&[self.values as u32, self.splits, 1.0f32.to_bits(), 0])
+        uniform_words(&[
+            self.values as u32,
+            self.splits,
+            1.0f32.to_bits(),
+            self.block.max(1) as u32,
+            self.strides[2].max(1) as u32,
+            0,
+            0,
+            0,
+        ])
     }
 
     /// `split_sum.wgsl`'s workgroups (the y dimension when x would pass the dispatch limit).
@@ -293,9 +345,29 @@ impl Gpu {
         op_b: Op,
         accumulation: Accumulation,
     ) -> Result<Vec<DMatrix<f64>>, GpuError> {
+        self.gemm_spaced(a, op_a, b, op_b, accumulation, [0; 3])
+            .map(|(c, _)| c)
+    }
+
+    /// [`Gpu::gemm`] with the batch's A, B and C each `gaps` words apart in their buffers
+    /// ([`Product::with_strides`]): the gaps of A and B hold NaN, so that a product reading one
+    /// poisons its result; also returns the largest |value| left in C's gaps (0 unless a product
+    /// wrote outside its own place).
+    ///
+    /// Panics as [`Gpu::gemm`] does.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn gemm_spaced(
+        &self,
+        a: &[DMatrix<f64>],
+        op_a: Op,
+        b: &[DMatrix<f64>],
+        op_b: Op,
+        accumulation: Accumulation,
+        gaps: [usize; 3],
+    ) -> Result<(Vec<DMatrix<f64>>, f64), GpuError> {
         assert_eq!(a.len(), b.len(), "one B per A");
         let Some((a0, b0)) = a.first().zip(b.first()) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0.0));
         };
         assert!(
             a.iter().all(|x| x.shape() == a0.shape()) && b.iter().all(|x| x.shape() == b0.shape()),
@@ -306,30 +378,47 @@ impl Gpu {
         assert_eq!(k, k_b, "op(A) is m × k and op(B) k × n");
         let batch = a.len();
         if m == 0 || n == 0 {
-            return Ok(vec![DMatrix::zeros(m, n); batch]);
+            return Ok((vec![DMatrix::zeros(m, n); batch], 0.0));
         }
-        for (what, factors) in [
-            ("the batched left factors", a),
-            ("the batched right factors", b),
+        let strides = [m * k + gaps[0], k * n + gaps[1], m * n + gaps[2]];
+        for (what, stride) in [
+            ("the batched left factors", strides[0]),
+            ("the batched right factors", strides[1]),
         ] {
-            let bytes = factors.iter().map(|x| x.len() * 4).sum::<usize>() as u64;
-            self.check_binding(what, bytes)?;
+            self.check_binding(what, (batch * stride * 4) as u64)?;
         }
-        let product = Product::new((m, n, k), op_a, op_b, false, batch, accumulation);
-        // Column-major storage, batch after batch, exactly as nalgebra holds each matrix.
-        let stacked = |xs: &[DMatrix<f64>]| f32_bytes(xs.iter().flat_map(|x| x.iter().copied()));
+        let product =
+            Product::new((m, n, k), op_a, op_b, false, batch, accumulation).with_strides(strides);
+        // Column-major storage, as nalgebra holds each matrix, then the gap (NaN).
+        let spaced = |xs: &[DMatrix<f64>], gap: usize| {
+            f32_bytes(
+                xs.iter()
+                    .flat_map(|x| x.iter().copied().chain(std::iter::repeat_n(f64::NAN, gap))),
+            )
+        };
         let storage = wgpu::BufferUsages::STORAGE;
         let values = self.run_product(
             "gemm",
             &product,
-            self.upload("gemm a", &stacked(a), storage),
-            self.upload("gemm b", &stacked(b), storage),
+            self.upload("gemm a", &spaced(a, gaps[0]), storage),
+            self.upload("gemm b", &spaced(b, gaps[1]), storage),
         )?;
-        let all = combine(&values, batch * m * n, accumulation);
-        Ok(all
-            .chunks_exact(m * n)
-            .map(|c| DMatrix::from_column_slice(m, n, c))
-            .collect())
+        // Product z's place in each plane of C, and the gaps after it.
+        let plane = batch * strides[2];
+        let planes = accumulation.planes();
+        let at = |p: usize, z: usize, e: usize| f64::from(values[p * plane + z * strides[2] + e]);
+        let results = (0..batch)
+            .map(|z| {
+                DMatrix::from_fn(m, n, |i, j| {
+                    (0..planes).map(|p| at(p, z, i + j * m)).sum::<f64>()
+                })
+            })
+            .collect();
+        let gap_values = (0..planes)
+            .flat_map(|p| (0..batch).flat_map(move |z| (m * n..strides[2]).map(move |e| (p, z, e))))
+            .map(|(p, z, e)| at(p, z, e).abs())
+            .fold(0.0f64, f64::max);
+        Ok((results, gap_values))
     }
 
     /// Runs `product` of the factors `a` and `b` in one submission (a compensated product's
@@ -342,8 +431,7 @@ impl Gpu {
         a: wgpu::Buffer,
         b: wgpu::Buffer,
     ) -> Result<Vec<f32>, GpuError> {
-        let planes = product.accumulation.planes();
-        let out_bytes = (product.values * planes * 4) as u64;
+        let out_bytes = (product.c_words() * 4) as u64;
         self.check_binding("the product", out_bytes)?;
         self.check_binding(
             "the product's partial sums",

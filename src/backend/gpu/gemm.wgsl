@@ -17,6 +17,11 @@ struct Dims {
     batch: u32,    // products in the batch (where `gemm_compensated` puts its second plane)
     one: f32,      // 1.0, unknown to the shader compiler (see `gemm_compensated`)
     splits: u32,   // `gemm_compensated`: parts of the inner dimension, one per dispatch z-slice
+    stride_a: u32, // words from one product's A to the next's (m·k when packed)
+    stride_b: u32, // the same for B (k·n when packed)
+    stride_c: u32, // the same for C as written by an unsplit float32 product (m·n when packed;
+                   // split and compensated products write packed partial planes, and
+                   // split_sum.wgsl places their sums at this stride)
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
@@ -30,7 +35,7 @@ fn op_a(z: u32, i: u32, l: u32) -> f32 {
     if (i >= dims.m || l >= dims.k) {
         return 0.0;
     }
-    let base = z * dims.m * dims.k;
+    let base = z * dims.stride_a;
     if (dims.trans_a == 1u) {
         return a[base + l + i * dims.k];
     }
@@ -42,7 +47,7 @@ fn op_b(z: u32, l: u32, j: u32) -> f32 {
     if (l >= dims.k || j >= dims.n) {
         return 0.0;
     }
-    let base = z * dims.k * dims.n;
+    let base = z * dims.stride_b;
     if (dims.trans_b == 1u) {
         return b[base + j + l * dims.n];
     }
@@ -130,13 +135,17 @@ fn gemm(
         }
         workgroupBarrier();
     }
-    let plane = part * dims.batch * dims.m * dims.n;
+    // Unsplit, C itself at its stride; split, this split's packed plane.
+    var place = z * dims.stride_c;
+    if (splits > 1u) {
+        place = part * dims.batch * dims.m * dims.n + z * dims.m * dims.n;
+    }
     for (var cj = 0u; cj < 4u; cj++) {
         let j = col0 + 4u * local.y + cj;
         for (var ri = 0u; ri < 4u; ri++) {
             let i = row0 + 4u * local.x + ri;
             if (i < dims.m && j < dims.n) {
-                c[plane + z * dims.m * dims.n + i + j * dims.m] = acc[cj][ri];
+                c[place + i + j * dims.m] = acc[cj][ri];
             }
         }
     }
@@ -220,7 +229,7 @@ fn gemm_wide(
             for (var ri = 0u; ri < 4u; ri++) {
                 let i = row0 + 64u * g + 4u * local.x + ri;
                 if (i < dims.m && j < dims.n) {
-                    c[z * dims.m * dims.n + i + j * dims.m] = acc[p][cj][ri];
+                    c[z * dims.stride_c + i + j * dims.m] = acc[p][cj][ri];
                 }
             }
         }

@@ -2,13 +2,18 @@
 // each output's partial sums, one (head, tail) pair per split, added in split order in double-float
 // (double_float.wgsl, prepended) — a fixed order, so the result does not depend on which split
 // finished first. Partials: planes [heads of split 0, …, heads of split S−1, tails of split 0, …],
-// each `values` long; out: [heads | tails], as an unsplit product writes them.
+// each `values` long; out: [heads | tails], each product's `stride` words after the last's (packed
+// when the stride is m · n).
 
 struct Dims {
     values: u32,  // outputs per plane (batch · m · n)
     splits: u32,
     one: f32,     // 1.0, unknown to the compiler
-    pad: u32,
+    block: u32,   // outputs per product (m · n)
+    stride: u32,  // words from one product's output to the next's in `out` (block when packed)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
@@ -17,6 +22,11 @@ struct Dims {
 
 fn one() -> f32 {
     return dims.one;
+}
+
+// Where output k (of the packed planes) goes in `out`: its product's place at the stride.
+fn out_at(k: u32) -> u32 {
+    return (k / dims.block) * dims.stride + k % dims.block;
 }
 
 @compute @workgroup_size(64)
@@ -31,8 +41,8 @@ fn split_sum(@builtin(global_invocation_id) id: vec3<u32>) {
         let tail = partials[(dims.splits + s) * dims.values + k];
         acc = df_add(acc, df_add(vec2<f32>(head, 0.0), vec2<f32>(tail, 0.0)));
     }
-    out[k] = acc.x;
-    out[dims.values + k] = acc.y;
+    out[out_at(k)] = acc.x;
+    out[(dims.values / dims.block) * dims.stride + out_at(k)] = acc.y;
 }
 
 // A split float32 product's planes (`gemm` with splits > 1: partials [split 0, …, split S−1],
@@ -48,5 +58,5 @@ fn split_sum_single(@builtin(global_invocation_id) id: vec3<u32>) {
     for (var s = 0u; s < dims.splits; s++) {
         acc += partials[s * dims.values + k];
     }
-    out[k] = acc;
+    out[out_at(k)] = acc;
 }
