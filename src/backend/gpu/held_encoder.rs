@@ -17,6 +17,12 @@ const GROUP: u32 = 64;
 /// Uniform blocks kept per scratch slot: room for 85 layers.
 const DISPATCHES: usize = 256;
 
+// The dims' keys are `scratch * DISPATCHES + dispatch`: they must fit a 32-bit usize (wasm32)
+// for every scratch slot the resident ranges hand out.
+const _: () = assert!(super::resident::RESIDENT_END
+    .checked_mul(DISPATCHES)
+    .is_some());
+
 /// The compiled entry points of `encoder.wgsl`, in [`EncoderPass`]'s order.
 pub(super) fn pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
     let source = [

@@ -83,20 +83,22 @@ use crate::gp::variable::{HeldWeights, ResidentState, ResidentView};
 
 /// The first resident slot of the q(v) states: apart from the host-side path's slots, so that
 /// neither grows or rebinds the other's buffers.
-const RESIDENT_SLOTS: usize = 1 << 21;
+const RESIDENT_SLOTS: usize = 1 << 20;
 /// The first resident slot of the evaluations' scratch buffers, one set per place in a
 /// submission (shared by whichever q(v) is evaluated there: the M × T buffers are the large
 /// ones, the states are M² each).
-const RESIDENT_SCRATCH: usize = 1 << 22;
+const RESIDENT_SCRATCH: usize = 2 << 20;
 /// The first resident slot of the batched factorisations' buffers, one set per dispatch of a
 /// submission ([`Gpu::record_batched`]).
-const RESIDENT_BATCH: usize = 1 << 23;
+const RESIDENT_BATCH: usize = 3 << 20;
 /// The first resident slot of the M × M algebra's buffers, one set per group of requests of one M
 /// in a submission ([`Gpu::plan_algebra`]).
-const RESIDENT_GROUP: usize = 1 << 24;
+const RESIDENT_GROUP: usize = 4 << 20;
 /// The first resident slot of the held passes' buffers, one set per group of requests of one
 /// shape in a submission ([`Gpu::plan_held`]).
-const RESIDENT_HELD: usize = 1 << 25;
+const RESIDENT_HELD: usize = 5 << 20;
+/// One past the last resident slot any range reaches (each holds up to 2²⁰ slots).
+pub(super) const RESIDENT_END: usize = 6 << 20;
 
 /// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
 pub(super) const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
