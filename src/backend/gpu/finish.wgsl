@@ -9,16 +9,22 @@
 // `out` = [misfit head, misfit tail | row sums' heads (M·W) | their tails (M·W) | ∂w (T)].
 // The two-sums use Knuth's error-free transformation with every step multiplied by `dims.one`, a
 // 1 the compiler cannot see, so that no compiler rearranges them away (see gemm.wgsl).
+// One pass over a batch of slots (the dispatch's y): slot k's buffers sit k strides (in words)
+// into each binding, its latent column in `slots`.
 
 struct Dims {
     values: u32,   // M·W values per chunk
     chunks: u32,
     t: u32,        // evaluation points
     d: u32,        // inputs per point (∂U's row length)
-    slot: u32,     // the latent input's column
     one: f32,
+    stride_rows: u32,
+    stride_cols: u32,
+    stride_misfit: u32,
+    stride_out: u32,
     pad0: u32,
     pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
@@ -26,6 +32,8 @@ struct Dims {
 @group(0) @binding(2) var<storage, read> cols: array<f32>;
 @group(0) @binding(3) var<storage, read> misfit: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
+// Per slot: (a word the held passes read, the latent input's column).
+@group(0) @binding(5) var<storage, read> slots: array<vec2<u32>>;
 
 // (sum + x, the rounding error of that addition), exactly.
 fn two_sum(sum: f32, x: f32) -> vec2<f32> {
@@ -38,29 +46,34 @@ fn two_sum(sum: f32, x: f32) -> vec2<f32> {
 @compute @workgroup_size(64)
 fn finish_sums(@builtin(global_invocation_id) id: vec3<u32>) {
     let i = id.x;
+    let slot = id.y;
+    let out_at = slot * dims.stride_out;
     if (i == 0u) {
+        let at = slot * dims.stride_misfit;
         var sum = 0.0;
         var err = 0.0;
         for (var t = 0u; t < dims.t; t++) {
-            let s = two_sum(sum, misfit[t]);
+            let s = two_sum(sum, misfit[at + t]);
             sum = s.x;
             err += s.y;
         }
-        out[0] = sum;
-        out[1] = err;
+        out[out_at] = sum;
+        out[out_at + 1u] = err;
     }
     if (i < dims.values) {
+        let at = slot * dims.stride_rows;
         var sum = 0.0;
         var err = 0.0;
         for (var c = 0u; c < dims.chunks; c++) {
-            let s = two_sum(sum, rows[c * dims.values + i]);
+            let s = two_sum(sum, rows[at + c * dims.values + i]);
             sum = s.x;
             err += s.y;
         }
-        out[2u + i] = sum;
-        out[2u + dims.values + i] = err;
+        out[out_at + 2u + i] = sum;
+        out[out_at + 2u + dims.values + i] = err;
     }
     if (i < dims.t) {
-        out[2u + 2u * dims.values + i] = cols[i * dims.d + dims.slot];
+        let column = slots[slot].y;
+        out[out_at + 2u + 2u * dims.values + i] = cols[slot * dims.stride_cols + i * dims.d + column];
     }
 }

@@ -93,6 +93,9 @@ pub(super) struct Product {
     pub strides: [usize; 3],
     /// Values of one product's C (m · n).
     block: usize,
+    /// Words from C's head plane to its tail plane (compensated; batch · C's stride unless
+    /// [`Product::with_plane`] puts each product's tails right after its heads).
+    plane: usize,
     pub accumulation: Accumulation,
     /// A float32 product large enough for `gemm_wide`'s 128 × 128 blocks.
     pub wide: bool,
@@ -152,6 +155,7 @@ impl Product {
             values: batch * m * n,
             strides: [m * k, k * n, m * n],
             block: m * n,
+            plane: batch * m * n,
             accumulation,
             wide,
         }
@@ -163,8 +167,6 @@ impl Product {
     /// The reduced product's partial planes stay packed; `split_sum` spreads its sums.
     ///
     /// Panics if a stride is shorter than what it separates.
-    // Native only until the resident batches take it (issue 34 item 3's next step).
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn with_strides(mut self, strides: [usize; 3]) -> Self {
         let [a, b, c] = strides;
         let packed = self.strides;
@@ -176,19 +178,47 @@ impl Product {
             self.dims[4 * word..4 * word + 4].copy_from_slice(&(value as u32).to_le_bytes());
         }
         self.strides = strides;
+        self.plane = self.batch() * c;
         self
     }
 
-    /// Words of C as written (with its strides): a plane per batch entry at its stride, twice
-    /// for a compensated product (heads, then tails).
+    /// The same compensated product with each product's tail plane `plane` words after its
+    /// head plane (instead of the whole batch's heads, then its tails): with C's stride twice
+    /// the block and `plane` the block, slot z's C is [heads | tails] at z · stride, the
+    /// layout one product alone has.
+    ///
+    /// Panics if the product is float32 or the planes would overlap another product's.
+    pub fn with_plane(mut self, plane: usize) -> Self {
+        assert_eq!(
+            self.accumulation,
+            Accumulation::Compensated,
+            "a float32 C has one plane"
+        );
+        let stride = self.strides[2];
+        let apart = plane + self.block <= stride || plane >= self.batch() * stride;
+        assert!(
+            plane >= self.block && apart,
+            "tails {plane} words after the heads overlap another product's C (stride {stride})"
+        );
+        self.plane = plane;
+        self
+    }
+
+    /// Products in the batch.
+    fn batch(&self) -> usize {
+        self.values / self.block.max(1)
+    }
+
+    /// Words of C as written (with its strides and planes), at least: a product per batch
+    /// entry at its stride; compensated, the tails [`Product::with_plane`]'s words after the
+    /// heads.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn c_words(&self) -> usize {
-        let batch = self.values / self.block.max(1);
-        let planes = match self.accumulation {
-            Accumulation::Single => 1,
-            Accumulation::Compensated => 2,
-        };
-        planes * batch * self.strides[2]
+        let heads = self.batch() * self.strides[2];
+        match self.accumulation {
+            Accumulation::Single => heads,
+            Accumulation::Compensated => self.plane + heads,
+        }
     }
 
     /// Words of the product's own output: a plane per split in float32; compensated, a head and
@@ -247,7 +277,7 @@ impl Product {
             1.0f32.to_bits(),
             self.block.max(1) as u32,
             self.strides[2].max(1) as u32,
-            0,
+            self.plane as u32,
             0,
             0,
         ])

@@ -68,16 +68,16 @@ impl Gpu {
         Ok(true)
     }
 
-    /// The passes of one request (in scratch slot `scratch`) that gather its minibatch's rows
-    /// `rows` of the held data into `x` (b × D) and its column `column` into `y`; the indices
-    /// are uploaded here. Panics if no data is held or a row is outside it.
+    /// The passes that gather each slot's minibatch: slot k's rows `rows[k]` of the held data
+    /// into `x` (b × D per slot) and their column that is its latent input (`slot_words`' second
+    /// word: the variable's own) into `y` (b per slot), one dispatch over all slots each; the
+    /// indices are uploaded here (in scratch slot `scratch`). Panics if no data is held, a row
+    /// is outside it or the slots' minibatches differ in size.
     pub(super) fn plan_gather(
         &self,
         scratch: usize,
-        rows: &[usize],
-        column: usize,
-        x: &wgpu::Buffer,
-        y: &wgpu::Buffer,
+        rows: &[&[usize]],
+        [x, y, slot_words]: [&wgpu::Buffer; 3],
     ) -> Result<Vec<Step<'_>>, GpuError> {
         let fingerprint = self
             .held_data
@@ -85,32 +85,45 @@ impl Gpu {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .expect("the device holds the data (Gpu::hold_data)");
         let (n, d) = (fingerprint.rows, fingerprint.columns);
-        assert!(rows.iter().all(|&r| r < n), "a row outside the held data");
+        let b = rows.first().map_or(0, |r| r.len());
+        assert!(rows.iter().all(|r| r.len() == b), "one minibatch size");
+        assert!(
+            rows.iter().flat_map(|r| r.iter()).all(|&r| r < n),
+            "a row outside the held data"
+        );
         let data = self.resident("held data", 0, n * d * 4, storage());
         let indices: Vec<u8> = rows
             .iter()
+            .flat_map(|r| r.iter())
             .flat_map(|&r| (r as u32).to_le_bytes())
             .collect();
         let indices = self.resident_with("row indices", scratch, &indices, storage());
-        let b = rows.len();
-        let pass = |role: &'static str, column: usize, out: &wgpu::Buffer, invocations: usize| {
+        let slots = rows.len() as u32;
+        let pass = |role: &'static str, whole: bool, out: &wgpu::Buffer, per_slot: usize| {
+            let words = [b, d, usize::from(whole), b, per_slot, 0, 0, 0].map(|w| w as u32);
             let dims = self.resident_constant(
                 role,
                 scratch,
-                &super::uniform_words(&[b as u32, d as u32, column as u32, 0]),
+                &super::uniform_words(&words),
                 wgpu::BufferUsages::UNIFORM,
             );
-            let groups = ((invocations.max(1) as u32).div_ceil(GROUP), 1, 1);
+            let groups = ((per_slot.max(1) as u32).div_ceil(GROUP), slots, 1);
             self.check_groups("gathering the minibatch", groups)?;
             Ok((
                 &self.pipelines.gather,
-                vec![dims, data.clone(), indices.clone(), out.clone()],
+                vec![
+                    dims,
+                    data.clone(),
+                    indices.clone(),
+                    out.clone(),
+                    slot_words.clone(),
+                ],
                 groups,
             ))
         };
         Ok(vec![
-            pass("gather dims: rows", d, x, b * d)?,
-            pass("gather dims: targets", column, y, b)?,
+            pass("gather dims: rows", true, x, b * d)?,
+            pass("gather dims: targets", false, y, b)?,
         ])
     }
 }

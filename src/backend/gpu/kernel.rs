@@ -180,7 +180,7 @@ impl Gpu {
         Ok((grad, da, db))
     }
 
-    /// The buffers every kernel shader binds at 0–5 (kernel_common.wgsl): sizes, the points
+    /// The buffers every kernel shader binds at 0–4 (kernel_common.wgsl): sizes, the points
     /// row-major, and the parameters with the masks applied (θ̃ = E ∘ θ), so no shader needs a mask.
     #[cfg(not(target_arch = "wasm32"))]
     fn kernel_inputs(
@@ -189,24 +189,38 @@ impl Gpu {
         a: &DMatrix<f64>,
         b: &DMatrix<f64>,
         chunk: usize,
-    ) -> [wgpu::Buffer; 6] {
-        let [dims, linear, parts, kinds] = kernel_parameters(kernel, a.nrows(), b.nrows(), chunk);
+    ) -> [wgpu::Buffer; 5] {
+        let shape = (a.nrows(), b.nrows());
+        let dims = kernel_dims(kernel, shape, chunk, KernelStrides::default());
         let storage = wgpu::BufferUsages::STORAGE;
         [
             self.upload("dims", &dims, wgpu::BufferUsages::UNIFORM),
             self.upload("a", &rows_bytes(a), storage),
             self.upload("b", &rows_bytes(b), storage),
-            self.upload("linear", &linear, storage),
-            self.upload("parts", &parts, storage),
-            self.upload("kinds", &kinds, storage),
+            self.upload("parameters", &host_parameters(kernel, None), storage),
+            self.upload("kinds", &kind_bytes(kernel), storage),
         ]
     }
 }
 
-/// The bytes of the kernel shaders' `dims` (for A with `n` rows, B with `m`), θ̃^lin, the parts
-/// (s^c, then θ̃^c) and the parts' kinds (kernel_common.wgsl), the masks applied (θ̃ = E ∘ θ) so
-/// no shader needs a mask.
-pub(super) fn kernel_parameters(kernel: &Kernel, n: usize, m: usize, chunk: usize) -> [Vec<u8>; 4] {
+/// Words of a slot's kernel parameters as the kernel shaders read them (kernel_common.wgsl) and
+/// `held_gradients.wgsl` derives them (its DERIVED): θ̃^lin (D), per part s^c and θ̃^c (D), the
+/// rational quadratic's a, c/φ², g_var, diag, g_var and c/φ² in double-float.
+pub(super) fn parameter_words(kernel: &Kernel) -> usize {
+    alpha_at(kernel) + 8
+}
+
+/// The word of a slot's parameters that holds the rational quadratic's a: θ̃^lin and the parts
+/// come before it, c/φ² and g_var right after it.
+pub(super) fn alpha_at(kernel: &Kernel) -> usize {
+    let d = kernel.dim();
+    d + kernel.stationary.len() * (d + 1)
+}
+
+/// A slot's parameters ([`parameter_words`] of them) from the host: θ̃ = E ∘ θ (the masks
+/// applied, so no shader needs one), the shape a (1, unused, without a rational quadratic), then
+/// c/φ² and g_var = −c/(2φ²) when `noise` gives (c, φ²); zeros after.
+pub(super) fn host_parameters(kernel: &Kernel, noise: Option<(f64, f64)>) -> Vec<u8> {
     let d = kernel.dim();
     let masked = |theta: &[f64]| -> Vec<f64> {
         theta.iter().zip(&kernel.mask).map(|(t, e)| t * e).collect()
@@ -215,22 +229,8 @@ pub(super) fn kernel_parameters(kernel: &Kernel, n: usize, m: usize, chunk: usiz
         .linear
         .as_deref()
         .map_or_else(|| vec![0.0; d], &masked);
-    let parts: Vec<f64> = kernel
-        .stationary
-        .iter()
-        .flat_map(|part| std::iter::once(part.variance).chain(masked(&part.precision)))
-        .collect();
-    let kinds: Vec<u8> = kernel
-        .stationary
-        .iter()
-        .flat_map(|part| kind_code(part.kind).to_le_bytes())
-        .collect();
-    let mut dims = Vec::with_capacity(32);
-    for v in [n as u32, m as u32, d as u32, kernel.stationary.len() as u32] {
-        dims.extend(v.to_le_bytes());
-    }
     // The shaders take one shape a: that of the kernel's rational-quadratic part (the CGP-CDE
-    // kernel has one; 1, unused, without).
+    // kernel has one).
     debug_assert!(
         kernel
             .stationary
@@ -240,10 +240,70 @@ pub(super) fn kernel_parameters(kernel: &Kernel, n: usize, m: usize, chunk: usiz
             <= 1,
         "the GPU kernel takes one rational-quadratic part"
     );
-    dims.extend((kernel.rq_alpha().unwrap_or(1.0) as f32).to_le_bytes());
-    dims.extend((chunk as u32).to_le_bytes());
-    dims.extend([0u8; 8]);
-    [dims, f32_bytes(linear), f32_bytes(parts), kinds]
+    let mut values = linear;
+    for part in &kernel.stationary {
+        values.push(part.variance);
+        values.extend(masked(&part.precision));
+    }
+    values.push(kernel.rq_alpha().unwrap_or(1.0));
+    if let Some((c, noise)) = noise {
+        values.extend([c / noise, -c / (2.0 * noise)]);
+    }
+    values.resize(parameter_words(kernel), 0.0);
+    f32_bytes(values)
+}
+
+/// The parts' kinds as the kernel shaders read them (0 squared exponential, 1 Matérn-1/2,
+/// 2 Matérn-3/2, 3 rational quadratic).
+pub(super) fn kind_bytes(kernel: &Kernel) -> Vec<u8> {
+    kernel
+        .stationary
+        .iter()
+        .flat_map(|part| kind_code(part.kind).to_le_bytes())
+        .collect()
+}
+
+/// Words from one slot to the next in each buffer the kernel shaders read or write.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct KernelStrides {
+    pub a: usize,
+    pub b: usize,
+    pub params: usize,
+    pub k: usize,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// The kernel shaders' `dims` (kernel_common.wgsl) for A with `n` rows, B with `m`, the adjoint's
+/// row pass taking `chunk` columns of B per invocation, the slots `strides` apart.
+pub(super) fn kernel_dims(
+    kernel: &Kernel,
+    (n, m): (usize, usize),
+    chunk: usize,
+    strides: KernelStrides,
+) -> Vec<u8> {
+    let KernelStrides {
+        a,
+        b,
+        params,
+        k,
+        rows,
+        cols,
+    } = strides;
+    super::uniform_words(&[
+        n as u32,
+        m as u32,
+        kernel.dim() as u32,
+        kernel.stationary.len() as u32,
+        chunk as u32,
+        a as u32,
+        b as u32,
+        params as u32,
+        k as u32,
+        rows as u32,
+        cols as u32,
+        0,
+    ])
 }
 
 /// Values per row of the adjoint's row pass: ∂a_p (D), per part Σ dK κ and Σ G Δ² (D),

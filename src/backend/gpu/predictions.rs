@@ -29,9 +29,12 @@
 use nalgebra::{DMatrix, DVector};
 
 use super::gemm::{self, Accumulation, Op, Product};
-use super::kernel::{backward_chunk, backward_width, decode_rows, kernel_parameters, rows_bytes};
+use super::kernel::{
+    alpha_at, backward_chunk, backward_width, decode_rows, host_parameters, kernel_dims,
+    kind_bytes, parameter_words, rows_bytes, KernelStrides,
+};
 use super::submission::{Readback, Submitted};
-use super::{f32_bytes, Gpu, GpuError};
+use super::{f32_bytes, uniform_words, Gpu, GpuError};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::linalg::CholeskyError;
 #[cfg(not(target_arch = "wasm32"))]
@@ -260,17 +263,15 @@ impl Gpu {
         let matrix = |role, x: &DMatrix<f64>| {
             self.resident_with(role, slot, &f32_bytes(x.iter().copied()), storage())
         };
+        // m in the 2M words a slot's mean has (`PlanStrides::operands`).
+        let mean = q_mean.iter().copied().chain(std::iter::repeat_n(0.0, m));
         let operands = InducingOperands {
             l_inv: matrix("l_inv", l_inv),
             s_minus_i: matrix("s - i", s_minus_i),
-            q_mean: self.resident_with(
-                "q mean",
-                slot,
-                &f32_bytes(q_mean.iter().copied()),
-                storage(),
-            ),
+            q_mean: self.resident_with("q mean", slot, &f32_bytes(mean), storage()),
         };
-        let plan = self.plan_predictions(slot, &PointInputs::of(request), &operands, false)?;
+        let inputs = [PointInputs::of(request)];
+        let plan = self.plan_predictions(slot, &inputs, &[0], &operands, false)?;
         let steps: Vec<&Step> = plan.steps().collect();
         self.record_steps(encoder, "svgp predictions", slot, &steps);
         let layout = plan.layout;
@@ -331,41 +332,54 @@ impl Gpu {
         self.device.note_dispatches(groups.len());
     }
 
-    /// The prediction passes of one request in resident slot `slot`, reading L⁻¹, S − I and m
-    /// from `operands`. With `gram`, Z is appended to the evaluation points (K' = K(Z, [U; Z]),
-    /// M × (T + M), its last M columns K_ZZ) so that the one kernel pass and the one adjoint
-    /// serve K_ZZ as well: the caller copies Z into the points buffer after the first T rows
+    /// The prediction passes of `inputs` (a slot each, all of one shape: M, D, S, b and the
+    /// kernel's parts) as one batch in resident slot `slot`, each pass one dispatch over the
+    /// batch, slot k's values k strides into each buffer ([`PlanStrides`]); L⁻¹, S − I and m
+    /// are read from `operands` (slot k's k · M², k · M² and k · 2M words in). `words[k]` is
+    /// the word the held passes read beside slot k's latent column ([`PredictionPlan::slots`]).
+    /// With `gram`, Z is appended to the evaluation points (K' = K(Z, [U; Z]), M × (T + M), its
+    /// last M columns K_ZZ) so that the one kernel pass and the one adjoint serve K_ZZ as well:
+    /// the caller copies Z into the points buffer after the first T rows
     /// ([`PredictionPlan::z_into_points`]) and writes K̄_ZZ after K̄_Zt before the adjoint runs.
     ///
-    /// Panics if the request's shapes disagree (x b × D, y b, draws S × b).
+    /// Panics if the inputs' shapes disagree (x b × D, y b, draws S × b, one kernel structure),
+    /// or if a batch of several slots asks for the host's evaluation points (without `gram`).
     pub(super) fn plan_predictions(
         &self,
         slot: usize,
-        inputs: &PointInputs,
+        inputs: &[PointInputs],
+        words: &[u32],
         operands: &InducingOperands,
         gram: bool,
     ) -> Result<PredictionPlan<'_>, GpuError> {
+        let first = inputs[0];
         let PointInputs {
             kernel,
             z,
-            x,
-            y,
-            latent,
             upload_z,
             latent_on_device,
             rows_on_device,
             parameters_on_device,
-            noise,
-            c,
-        } = *inputs;
-        let latent_slot = latent.slot;
+            ..
+        } = first;
+        let n = inputs.len();
+        assert_eq!(words.len(), n, "one held word per slot");
         let (m, d) = z.shape();
-        let (samples, b) = latent.eps.shape();
+        let (samples, b) = first.latent.eps.shape();
         let t = samples * b;
+        let kinds = kind_bytes(kernel);
+        for input in inputs {
+            assert_eq!(input.z.shape(), (m, d), "every Z is M × D");
+            assert_eq!(input.x.shape(), (b, d), "x is b × D");
+            assert_eq!(input.y.len(), b, "one target per row");
+            assert_eq!(input.latent.eps.shape(), (samples, b), "draws S × b");
+            assert!(
+                kind_bytes(input.kernel) == kinds && input.kernel.dim() == d,
+                "one kernel structure per batch"
+            );
+        }
         // The points the kernel pass and its adjoint see.
         let points = if gram { t + m } else { t };
-        assert_eq!(x.shape(), (b, d), "x is b × D");
-        assert_eq!(y.len(), b, "one target per row");
         let chunk = backward_chunk(points);
         let layout = ReadbackLayout {
             m,
@@ -373,61 +387,82 @@ impl Gpu {
             chunks: points.div_ceil(chunk),
             width: backward_width(kernel),
         };
+        let mm = m * m;
+        let strides = PlanStrides {
+            z: m * d,
+            x: b * d,
+            y: b,
+            latent: t + 2 * b,
+            params: parameter_words(kernel),
+            points: points * d,
+            k: m * points,
+            p: 2 * mm,
+            g_alpha_ky: 4 * m,
+            finished: layout.parts()[2],
+            operands: [mm, mm, 2 * m],
+        };
+        let row_partials = layout.row_partials();
         for (what, values) in [
-            ("K_Zt", m * points),
-            ("the kernel adjoint's row sums", layout.row_partials()),
-            ("the evaluation points", points * d),
+            ("K_Zt", strides.k),
+            ("the kernel adjoint's row sums", row_partials),
+            ("the evaluation points", strides.points),
+            ("the whitened K_Zt", m * t),
         ] {
-            self.check_binding(what, (values * 4) as u64)?;
+            self.check_binding(what, (n * values * 4) as u64)?;
         }
+        let slots = n as u32;
         let cross_groups = (
             (m as u32).div_ceil(CROSS_SIDE),
             (points as u32).div_ceil(CROSS_SIDE),
+            slots,
+        );
+        let rows_groups = (
+            (m as u32).div_ceil(BACKWARD_GROUP),
+            layout.chunks as u32,
+            slots,
+        );
+        let point_groups = ((t as u32).div_ceil(COLUMN_GROUP), slots, 1);
+        let cols_groups = ((points as u32).div_ceil(COLUMN_GROUP), slots, 1);
+        let build_groups = (
+            ((t * d).max(t).max(1) as u32).div_ceil(COLUMN_GROUP),
+            slots,
             1,
         );
-        let rows_groups = ((m as u32).div_ceil(BACKWARD_GROUP), layout.chunks as u32, 1);
-        let point_groups = ((t as u32).div_ceil(COLUMN_GROUP), 1, 1);
-        let cols_groups = ((points as u32).div_ceil(COLUMN_GROUP), 1, 1);
-        let build_groups = (((t * d).max(1) as u32).div_ceil(COLUMN_GROUP), 1, 1);
         let finish_groups = (
             ((m * layout.width).max(t).max(1) as u32).div_ceil(FINISH_GROUP),
-            1,
+            slots,
             1,
         );
         // Ã = L⁻¹K and B = (S − I)Ã; K̄ = L⁻ᵀĀ; [Ãg, Ãy] and P = ÃÃᵀ compensated (split along T
-        // when their blocks alone are too few for a large GPU).
-        let left = Product::new(
-            (m, t, m),
-            Op::AsIs,
-            Op::AsIs,
-            false,
-            1,
-            Accumulation::Single,
-        );
-        let back = Product::new(
-            (m, t, m),
-            Op::Transposed,
-            Op::AsIs,
-            false,
-            1,
-            Accumulation::Single,
-        );
+        // when their blocks alone are too few for a large GPU), each slot's heads and tails
+        // together as one product alone has them.
+        let single = |op_a, strides| {
+            Product::new((m, t, m), op_a, Op::AsIs, false, n, Accumulation::Single)
+                .with_strides(strides)
+        };
+        let left = single(Op::AsIs, [mm, strides.k, m * t]);
+        let second = single(Op::AsIs, [mm, m * t, m * t]);
+        let back = single(Op::Transposed, [mm, m * t, strides.k]);
         let small = Product::new(
             (m, 2, t),
             Op::AsIs,
             Op::AsIs,
             false,
-            1,
+            n,
             Accumulation::Compensated,
-        );
+        )
+        .with_strides([m * t, 2 * t, 4 * m])
+        .with_plane(2 * m);
         let kkt = Product::new(
             (m, m, t),
             Op::AsIs,
             Op::Transposed,
             true,
-            1,
+            n,
             Accumulation::Compensated,
-        );
+        )
+        .with_strides([m * t, m * t, 2 * mm])
+        .with_plane(mm);
         for (what, values) in [
             ("[Ãg, Ãy]'s partial sums", small.output_words()),
             ("ÃÃᵀ's partial sums", kkt.output_words()),
@@ -440,6 +475,8 @@ impl Gpu {
             point_groups,
             cols_groups,
             left.groups,
+            second.groups,
+            back.groups,
             small.groups,
             kkt.groups,
             small.sum_groups(),
@@ -456,108 +493,141 @@ impl Gpu {
         // takes k_tt's adjoint from column sums, `resident::decode`). Point t = n·S + s is row n
         // of x with the latent slot set to w_sn = μ_n + √Σ_n ε_sn (a row's samples adjacent, as
         // `svgp::evaluation_points` orders them).
+        assert!(
+            gram || n == 1,
+            "the host's evaluation points are one slot's"
+        );
         let u = (!gram).then(|| {
+            let (x, latent) = (first.x, first.latent);
             DMatrix::from_fn(t, d, |p, j| {
-                let (s, n) = (p % samples, p / samples);
-                if j == latent_slot {
-                    latent.mu[n] + latent.var[n].sqrt() * latent.eps[(s, n)]
+                let (s, row) = (p % samples, p / samples);
+                if j == latent.slot {
+                    latent.mu[row] + latent.var[row].sqrt() * latent.eps[(s, row)]
                 } else {
-                    x[(p / samples, j)]
+                    x[(row, j)]
                 }
             })
         });
-        let g_var = -c / (2.0 * noise);
 
         let uniform = wgpu::BufferUsages::UNIFORM;
-        let [mut kdims, linear, parts, kinds] = kernel_parameters(kernel, m, points, chunk);
-        if parameters_on_device {
-            // The shape a is the device's (`resident::KERNEL_DIMS_ALPHA`): a fixed word here, so
-            // that these dims are written once.
-            kdims[KERNEL_DIMS_ALPHA..KERNEL_DIMS_ALPHA + 4].copy_from_slice(&1.0f32.to_le_bytes());
+        // A buffer of `per_slot` words for each slot, and the host's values written slot by slot.
+        let buffer = |role, per_slot: usize| self.resident(role, slot, n * per_slot * 4, storage());
+        let write =
+            |buffer: &wgpu::Buffer, per_slot: usize, values: &dyn Fn(&PointInputs) -> Vec<u8>| {
+                for (k, input) in inputs.iter().enumerate() {
+                    let bytes = values(input);
+                    if !bytes.is_empty() {
+                        self.device
+                            .write_buffer(buffer, (k * per_slot * 4) as u64, &bytes);
+                    }
+                }
+            };
+        let z_buf = buffer("z", strides.z);
+        if upload_z {
+            write(&z_buf, strides.z, &|input| rows_bytes(input.z));
         }
-        let kdims = self.resident_constant("kernel dims", slot, &kdims, uniform);
-        let z_buf = if upload_z {
-            self.resident_with("z", slot, &rows_bytes(z), storage())
-        } else {
-            self.resident("z", slot, m * d * 4, storage())
-        };
         // The points are built on the device from the rows and the latent input (points.wgsl).
-        let (x_buf, y_buf) = if rows_on_device {
-            (
-                self.resident("x rows", slot, b * d * 4, storage()),
-                self.resident("y", slot, b * 4, storage()),
-            )
-        } else {
-            (
-                self.resident_with("x rows", slot, &rows_bytes(x), storage()),
-                self.resident_with("y", slot, &f32_bytes(y.iter().copied()), storage()),
-            )
-        };
-        let latent_buf = if latent_on_device {
-            // Room for the moments the caller's passes write after ε.
-            let buffer = self.resident("latent", slot, (t + 2 * b) * 4, storage());
-            self.device
-                .write_buffer(&buffer, 0, &f32_bytes(latent.eps.iter().copied()));
-            buffer
-        } else {
-            self.resident_with("latent", slot, &latent_bytes(latent), storage())
-        };
-        let mut points_dims = Vec::with_capacity(32);
-        for word in [
-            t as u32,
-            d as u32,
-            samples as u32,
-            latent_slot as u32,
-            kernel.stationary.len() as u32,
-            0,
-            0,
-            0,
-        ] {
-            points_dims.extend(word.to_le_bytes());
+        let x_buf = buffer("x rows", strides.x);
+        let y_buf = buffer("y", strides.y);
+        if !rows_on_device {
+            write(&x_buf, strides.x, &|input| rows_bytes(input.x));
+            write(&y_buf, strides.y, &|input| {
+                f32_bytes(input.y.iter().copied())
+            });
         }
-        let points_dims = self.resident_constant("points dims", slot, &points_dims, uniform);
-        let u_buf = self.resident("u", slot, points * d * 4, storage());
-        let (linear, parts) = if parameters_on_device {
-            (
-                self.resident("linear", slot, linear.len(), storage()),
-                self.resident("parts", slot, parts.len(), storage()),
-            )
+        // With the encoder on the device, room for the moments its passes write after ε.
+        let latent_buf = buffer("latent", strides.latent);
+        if latent_on_device {
+            write(&latent_buf, strides.latent, &|input| {
+                f32_bytes(input.latent.eps.iter().copied())
+            });
         } else {
-            (
-                self.resident_with("linear", slot, &linear, storage()),
-                self.resident_with("parts", slot, &parts, storage()),
-            )
-        };
+            write(&latent_buf, strides.latent, &|input| {
+                latent_bytes(input.latent)
+            });
+        }
+        let params = buffer("kernel parameters", strides.params);
+        if !parameters_on_device {
+            write(&params, strides.params, &|input| {
+                host_parameters(input.kernel, Some((input.c, input.noise)))
+            });
+        }
+        let slot_words: Vec<u8> = inputs
+            .iter()
+            .zip(words)
+            .flat_map(|(input, &word)| [word, input.latent.slot as u32])
+            .flat_map(u32::to_le_bytes)
+            .collect();
+        let slot_words = self.resident_with("slot words", slot, &slot_words, storage());
         let kinds = self.resident_constant("kinds", slot, &kinds, storage());
+        let kdims = kernel_dims(
+            kernel,
+            (m, points),
+            chunk,
+            KernelStrides {
+                a: strides.z,
+                b: strides.points,
+                params: strides.params,
+                k: strides.k,
+                rows: row_partials,
+                cols: strides.points,
+            },
+        );
+        let kdims = self.resident_constant("kernel dims", slot, &kdims, uniform);
+        let words_of =
+            |values: &[usize]| -> Vec<u32> { values.iter().map(|&v| v as u32).collect() };
+        let points_dims = words_of(&[
+            t,
+            d,
+            samples,
+            kernel.stationary.len(),
+            strides.x,
+            strides.latent,
+            strides.y,
+            strides.params,
+            strides.points,
+            t,
+            2 * t,
+            0,
+        ]);
+        let points_dims =
+            self.resident_constant("points dims", slot, &uniform_words(&points_dims), uniform);
+        let u_buf = buffer("u", strides.points);
         // K, then K̄ in the same buffer; Ã; B = (S − I)Ã, then Ā in the same buffer.
-        let k = self.resident("k", slot, m * points * 4, storage());
-        let a_w = self.resident("whitened k", slot, m * t * 4, storage());
-        let b_w = self.resident("(s - i) whitened k", slot, m * t * 4, storage());
+        let k = buffer("k", strides.k);
+        let a_w = buffer("whitened k", m * t);
+        let b_w = buffer("(s - i) whitened k", m * t);
         // k_tt and y_T are written by the points pass (points.wgsl).
-        let ktt_buf = self.resident("ktt", slot, t * 4, storage());
-        let gy = self.resident("gy", slot, 2 * t * 4, storage());
-        let mut column_dims = Vec::with_capacity(16);
-        column_dims.extend((m as u32).to_le_bytes());
-        column_dims.extend((t as u32).to_le_bytes());
-        // c/φ² and g_var (the device's, copied in at COLUMN_DIMS_NOISE, when it derives them).
-        let (scale, g_var) = if parameters_on_device {
-            (0.0, 0.0)
-        } else {
-            (c / noise, g_var)
-        };
-        column_dims.extend((scale as f32).to_le_bytes());
-        column_dims.extend((g_var as f32).to_le_bytes());
-        let column_dims = self.resident_constant("column dims", slot, &column_dims, uniform);
-        let misfit = self.resident("misfit", slot, t * 4, storage());
-        let left_dims = self.resident_constant("m x m times m x t dims", slot, &left.dims, uniform);
-        let back_dims =
-            self.resident_constant("m x m' times m x t dims", slot, &back.dims, uniform);
-        let gy_dims = self.resident_constant("gy dims", slot, &small.dims, uniform);
-        let kkt_dims = self.resident_constant("kkt dims", slot, &kkt.dims, uniform);
+        let ktt_buf = buffer("ktt", t);
+        let gy = buffer("gy", 2 * t);
+        // c/φ² and g_var are read from each slot's parameters, right after the shape a.
+        let column_dims = words_of(&[
+            m,
+            t,
+            alpha_at(kernel) + 1,
+            m * t,
+            strides.operands[2],
+            t,
+            2 * t,
+            t,
+            strides.params,
+            0,
+            0,
+            0,
+        ]);
+        let column_dims =
+            self.resident_constant("column dims", slot, &uniform_words(&column_dims), uniform);
+        let misfit = buffer("misfit", t);
+        let dims_of =
+            |role, product: &Product| self.resident_constant(role, slot, &product.dims, uniform);
+        let left_dims = dims_of("m x m times m x t dims", &left);
+        let second_dims = dims_of("m x m times whitened dims", &second);
+        let back_dims = dims_of("m x m' times m x t dims", &back);
+        let gy_dims = dims_of("gy dims", &small);
+        let kkt_dims = dims_of("kkt dims", &kkt);
         let gy_sum_dims = self.resident_constant("gy split sums", slot, &small.sum_dims(), uniform);
         let kkt_sum_dims = self.resident_constant("kkt split sums", slot, &kkt.sum_dims(), uniform);
-        // The compensated products' splits (head and tail planes of each), then their sums (two
-        // planes each).
+        // The compensated products' splits (head and tail planes of each), then their sums.
         let g_alpha_ky_parts = self.resident(
             "g_alpha ky partial sums",
             slot,
@@ -576,34 +646,37 @@ impl Gpu {
             })
         };
         let left_parts = single_parts(("left partial sums", "left split sums"), &left);
+        let second_parts = single_parts(("second partial sums", "second split sums"), &second);
         let back_parts = single_parts(("back partial sums", "back split sums"), &back);
         fn parts_of(
             parts: &Option<(wgpu::Buffer, wgpu::Buffer)>,
         ) -> Option<(&wgpu::Buffer, &wgpu::Buffer)> {
             parts.as_ref().map(|(p, s)| (p, s))
         }
-        let g_alpha_ky = self.resident("g_alpha ky", slot, 2 * 2 * m * 4, storage());
-        let p_buf = self.resident("p", slot, 2 * m * m * 4, storage());
-        let rows = self.resident("rows", slot, layout.row_partials() * 4, storage());
-        let cols = self.resident("cols", slot, points * d * 4, storage());
-        let mut finish_dims = Vec::with_capacity(32);
-        for word in [
+        let g_alpha_ky = buffer("g_alpha ky", strides.g_alpha_ky);
+        let p_buf = buffer("p", strides.p);
+        let rows = buffer("rows", row_partials);
+        let cols = buffer("cols", strides.points);
+        let finish_dims = [
             (m * layout.width) as u32,
             layout.chunks as u32,
             t as u32,
             d as u32,
-            latent_slot as u32,
-        ] {
-            finish_dims.extend(word.to_le_bytes());
-        }
-        finish_dims.extend(1.0f32.to_le_bytes());
-        finish_dims.extend([0u8; 8]);
-        let finish_dims = self.resident_constant("finish dims", slot, &finish_dims, uniform);
-        let finished = self.resident("finished", slot, layout.parts()[2] * 4, storage());
+            1.0f32.to_bits(),
+            row_partials as u32,
+            strides.points as u32,
+            t as u32,
+            strides.finished as u32,
+            0,
+            0,
+            0,
+        ];
+        let finish_dims =
+            self.resident_constant("finish dims", slot, &uniform_words(&finish_dims), uniform);
+        let finished = buffer("finished", strides.finished);
 
         let pipelines = &self.pipelines;
-        let kernel_common = [&kdims, &z_buf, &u_buf, &linear, &parts, &kinds];
-        let (kernel_dims, column_dims_buffer) = (kdims.clone(), column_dims.clone());
+        let kernel_common = [&kdims, &z_buf, &u_buf, &params, &kinds];
         let with = |extra: &[&wgpu::Buffer]| -> Vec<wgpu::Buffer> {
             kernel_common
                 .iter()
@@ -624,11 +697,11 @@ impl Gpu {
                     x_buf.clone(),
                     latent_buf.clone(),
                     y_buf.clone(),
-                    linear.clone(),
-                    parts.clone(),
+                    params.clone(),
                     u_buf.clone(),
                     ktt_buf.clone(),
                     gy.clone(),
+                    slot_words.clone(),
                 ],
                 build_groups,
             ),
@@ -640,47 +713,38 @@ impl Gpu {
             [l_inv, &k, &a_w],
             parts_of(&left_parts),
         );
-        middle.extend(left.steps(
+        middle.extend(second.steps(
             pipelines,
-            &left_dims,
+            &second_dims,
             [s_minus_i, &a_w, &b_w],
-            parts_of(&left_parts),
+            parts_of(&second_parts),
         ));
-        middle.extend([
-            (
-                &pipelines.column_pass,
-                vec![
-                    column_dims,
-                    a_w.clone(),
-                    b_w.clone(),
-                    q_mean.clone(),
-                    ktt_buf,
-                    gy.clone(),
-                    misfit.clone(),
-                ],
-                point_groups,
-            ),
-            (
-                pipelines.for_product(&small),
-                vec![gy_dims, a_w.clone(), gy, g_alpha_ky_parts.clone()],
-                small.groups,
-            ),
-            (
-                &pipelines.split_sum,
-                vec![gy_sum_dims, g_alpha_ky_parts, g_alpha_ky.clone()],
-                small.sum_groups(),
-            ),
-            (
-                pipelines.for_product(&kkt),
-                vec![kkt_dims, a_w.clone(), a_w, p_parts.clone()],
-                kkt.groups,
-            ),
-            (
-                &pipelines.split_sum,
-                vec![kkt_sum_dims, p_parts, p_buf.clone()],
-                kkt.sum_groups(),
-            ),
-        ]);
+        middle.push((
+            &pipelines.column_pass,
+            vec![
+                column_dims,
+                a_w.clone(),
+                b_w.clone(),
+                q_mean.clone(),
+                ktt_buf,
+                gy.clone(),
+                misfit.clone(),
+                params.clone(),
+            ],
+            point_groups,
+        ));
+        middle.extend(small.steps(
+            pipelines,
+            &gy_dims,
+            [&a_w, &gy, &g_alpha_ky],
+            Some((&g_alpha_ky_parts, &gy_sum_dims)),
+        ));
+        middle.extend(kkt.steps(
+            pipelines,
+            &kkt_dims,
+            [&a_w, &a_w, &p_buf],
+            Some((&p_parts, &kkt_sum_dims)),
+        ));
         middle.extend(back.steps(
             pipelines,
             &back_dims,
@@ -700,7 +764,14 @@ impl Gpu {
             ),
             (
                 &pipelines.finish_sums,
-                vec![finish_dims, rows, cols.clone(), misfit, finished.clone()],
+                vec![
+                    finish_dims,
+                    rows,
+                    cols.clone(),
+                    misfit,
+                    finished.clone(),
+                    slot_words.clone(),
+                ],
                 finish_groups,
             ),
         ];
@@ -709,6 +780,8 @@ impl Gpu {
             middle,
             back,
             layout,
+            strides,
+            slots: n,
             u,
             d,
             z: z_buf,
@@ -721,10 +794,8 @@ impl Gpu {
             latent: latent_buf,
             x: x_buf,
             y: y_buf,
-            linear,
-            parts,
-            kernel_dims,
-            column_dims: column_dims_buffer,
+            params,
+            slot_words,
         })
     }
 }
@@ -760,11 +831,9 @@ pub(super) struct PointInputs<'a> {
     /// [`PredictionPlan::y`] before the evaluation points (a device that holds the data).
     pub rows_on_device: bool,
     /// Upload neither the kernel's parameters nor anything formed from φ²: the caller's pass
-    /// derives them from the hyperparameters the device holds and writes them into
-    /// [`PredictionPlan::linear`], [`PredictionPlan::parts`] and the uniform blocks
-    /// [`PredictionPlan::kernel_dims`] and [`PredictionPlan::column_dims`] before the evaluation
-    /// points (a device that steps the hyperparameters); `kernel` and `noise` then give shapes
-    /// only.
+    /// derives them from the hyperparameters the device holds into [`PredictionPlan::params`]
+    /// before the evaluation points (a device that steps the hyperparameters); `kernel` then
+    /// gives the shapes only.
     pub parameters_on_device: bool,
     pub noise: f64,
     pub c: f64,
@@ -789,15 +858,40 @@ impl<'a> PointInputs<'a> {
 }
 
 /// The device buffers the predictions read the M × M quantities from: L⁻¹ and S − I (M × M,
-/// column-major float32) and q(v)'s mean m (M).
+/// column-major float32) and q(v)'s mean m (M, in 2M words per slot: [m | α] on the resident
+/// path).
 pub(super) struct InducingOperands {
     pub l_inv: wgpu::Buffer,
     pub s_minus_i: wgpu::Buffer,
     pub q_mean: wgpu::Buffer,
 }
 
-/// One request's prediction passes ([`Gpu::plan_predictions`]) in their three groups, with the
-/// buffers a caller reads or writes between them.
+/// Words from one slot to the next in the buffers of a batch of predictions
+/// ([`Gpu::plan_predictions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct PlanStrides {
+    /// Z (M × D), the rows (b × D), the targets (b), the latent input [ε | (μ, √Σ)].
+    pub z: usize,
+    pub x: usize,
+    pub y: usize,
+    pub latent: usize,
+    /// The kernel's parameters ([`parameter_words`]).
+    pub params: usize,
+    /// The points ([U; Z] × D) and their gradient ∂U.
+    pub points: usize,
+    /// K' (M × (T + M), or K M × T).
+    pub k: usize,
+    /// P's and [Ãg, Ãy]'s heads and tails (2M², 4M).
+    pub p: usize,
+    pub g_alpha_ky: usize,
+    /// `finish.wgsl`'s output.
+    pub finished: usize,
+    /// L⁻¹, S − I and m in [`InducingOperands`].
+    pub operands: [usize; 3],
+}
+
+/// A batch's prediction passes ([`Gpu::plan_predictions`]) in their three groups, with the
+/// buffers a caller reads or writes between them (each slot's values a stride after the last's).
 pub(super) struct PredictionPlan<'g> {
     /// The evaluation points, then the kernel matrix K (or K').
     pub front: Vec<Step<'g>>,
@@ -806,6 +900,9 @@ pub(super) struct PredictionPlan<'g> {
     /// The kernel's adjoint and the sums finished on the device.
     pub back: Vec<Step<'g>>,
     pub layout: ReadbackLayout,
+    pub strides: PlanStrides,
+    /// Slots in the batch.
+    pub slots: usize,
     /// The evaluation points (T × D) in f64, for k_tt's adjoint on the host (the host-half path's
     /// plans only: None with `gram`).
     pub u: Option<DMatrix<f64>>,
@@ -829,20 +926,14 @@ pub(super) struct PredictionPlan<'g> {
     /// The minibatch's rows (b × D, row-major) and targets (b).
     pub x: wgpu::Buffer,
     pub y: wgpu::Buffer,
-    /// The kernel's masked θ̃^lin and parts (s^c, θ̃^c), as kernel_common.wgsl reads them.
-    pub linear: wgpu::Buffer,
-    pub parts: wgpu::Buffer,
-    /// The kernel passes' uniform block (the shape a at [`KERNEL_DIMS_ALPHA`]) and the column
-    /// pass's (c/φ², g_var at [`COLUMN_DIMS_NOISE`]).
-    pub kernel_dims: wgpu::Buffer,
-    pub column_dims: wgpu::Buffer,
+    /// The kernel's parameters with c/φ² and g_var ([`parameter_words`] per slot: the layout
+    /// of `held_gradients.wgsl`'s DERIVED, which a device that steps the hyperparameters
+    /// writes here).
+    pub params: wgpu::Buffer,
+    /// Per slot two words: the caller's (the held passes' Adam step size) and the latent
+    /// input's column.
+    pub slot_words: wgpu::Buffer,
 }
-
-/// The byte of the kernel passes' uniform block that holds the rational quadratic's shape a.
-pub(super) const KERNEL_DIMS_ALPHA: usize = 16;
-
-/// The byte of the column pass's uniform block where c/φ² and g_var (float32) start.
-pub(super) const COLUMN_DIMS_NOISE: usize = 8;
 
 impl<'g> PredictionPlan<'g> {
     /// Every step in order, with nothing between the groups.
@@ -850,13 +941,22 @@ impl<'g> PredictionPlan<'g> {
         self.front.iter().chain(&self.middle).chain(&self.back)
     }
 
-    /// Records the copy of Z into the points buffer after the T evaluation points (before the
-    /// pass that reads them).
+    /// Records the copy of each slot's Z into the points buffer after its T evaluation points
+    /// (before the pass that reads them).
     pub fn z_into_points(&self, encoder: &mut wgpu::CommandEncoder) {
         let (m, t, d) = (self.layout.m, self.layout.t, self.d);
         let bytes = (m * d * 4) as u64;
-        if bytes > 0 {
-            encoder.copy_buffer_to_buffer(&self.z, 0, &self.points, (t * d * 4) as u64, bytes);
+        if bytes == 0 {
+            return;
+        }
+        for k in 0..self.slots {
+            encoder.copy_buffer_to_buffer(
+                &self.z,
+                (k * self.strides.z * 4) as u64,
+                &self.points,
+                ((k * self.strides.points + t * d) * 4) as u64,
+                bytes,
+            );
         }
     }
 }

@@ -8,12 +8,23 @@
 // The clamp: var_t ≥ 0 holds exactly, but k_tt + ã_tᵀ(S − I)ã_t cancels (‖ã_t‖² ≈ k_tt where the
 // inducing points pin the function down) and float32 rounding can leave it slightly negative. It
 // changes only the bound's value, never the gradient (g_var is a constant).
+// One pass over a batch of slots (the dispatch's y): slot k's buffers sit k strides (in words)
+// into each binding; its c/φ² and g_var are words `noise_at` and `noise_at` + 1 of its
+// parameters (held_gradients.wgsl's DERIVED layout).
 
 struct Dims {
     m: u32,              // inducing points
     t: u32,              // evaluation points
-    c_over_noise: f32,   // c/φ²
-    g_var: f32,          // −c/(2φ²)
+    noise_at: u32,       // c/φ², then g_var = −c/(2φ²), in each slot's parameters
+    stride_k: u32,       // Ã and B
+    stride_alpha: u32,
+    stride_ktt: u32,
+    stride_gy: u32,
+    stride_misfit: u32,
+    stride_params: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;
@@ -24,26 +35,34 @@ struct Dims {
 // T × 2, column-major: g_mean is written into the first column, y_T is read from the second.
 @group(0) @binding(5) var<storage, read_write> gy: array<f32>;
 @group(0) @binding(6) var<storage, read_write> misfit: array<f32>;
+@group(0) @binding(7) var<storage, read> params: array<f32>;
 
 @compute @workgroup_size(64)
 fn column_pass(@builtin(global_invocation_id) id: vec3<u32>) {
     let t = id.x;
+    let slot = id.y;
     if (t >= dims.t) {
         return;
     }
-    let base = t * dims.m;
+    let noise = slot * dims.stride_params + dims.noise_at;
+    let c_over_noise = params[noise];
+    let g_var = params[noise + 1u];
+    let base = slot * dims.stride_k + t * dims.m;
+    let alpha_at = slot * dims.stride_alpha;
+    let gy_at = slot * dims.stride_gy;
     var mean = 0.0;
     var quad = 0.0;
     for (var i = 0u; i < dims.m; i++) {
         let kv = k[base + i];
-        mean += kv * alpha[i];
+        mean += kv * alpha[alpha_at + i];
         quad += kv * qk[base + i];
     }
-    let residual = gy[dims.t + t] - mean;
-    misfit[t] = residual * residual + max(ktt[t] + quad, 0.0);
-    let g_mean = residual * dims.c_over_noise;
-    gy[t] = g_mean;
+    let residual = gy[gy_at + dims.t + t] - mean;
+    misfit[slot * dims.stride_misfit + t] = residual * residual
+        + max(ktt[slot * dims.stride_ktt + t] + quad, 0.0);
+    let g_mean = residual * c_over_noise;
+    gy[gy_at + t] = g_mean;
     for (var i = 0u; i < dims.m; i++) {
-        qk[base + i] = alpha[i] * g_mean + 2.0 * dims.g_var * qk[base + i];
+        qk[base + i] = alpha[alpha_at + i] * g_mean + 2.0 * g_var * qk[base + i];
     }
 }

@@ -68,9 +68,8 @@ use super::cholesky::{
     two_word_bytes, FactorJob,
 };
 use super::held_encoder::{encoder_shapes, EncoderBuffers};
-use super::predictions::{
-    InducingOperands, PointInputs, ReadbackLayout, Step, COLUMN_DIMS_NOISE, KERNEL_DIMS_ALPHA,
-};
+use super::kernel::{alpha_at, backward_chunk, backward_width, kind_bytes, parameter_words};
+use super::predictions::{InducingOperands, PointInputs, PredictionPlan, ReadbackLayout, Step};
 use super::submission::{Readback, Submitted};
 use super::{Gpu, GpuError};
 use crate::gp::adam::HeldAdamStep;
@@ -390,65 +389,17 @@ fn parameter_table(kernel: &Kernel) -> Vec<u8> {
     bytes
 }
 
-/// Words of `held_gradients.wgsl`'s DERIVED for `kernel`: θ̃^lin (D), the parts (P(D + 1)), a,
-/// c/φ², g_var, diag, g_var and c/φ² in double-float.
+/// Words of `held_gradients.wgsl`'s DERIVED for `kernel`: the kernel shaders' parameters
+/// ([`parameter_words`]: θ̃^lin (D), the parts (P(D + 1)), a, c/φ², g_var, diag, g_var and c/φ²
+/// in double-float), which the predictions read where the held passes write them.
 fn derived_words(kernel: &Kernel) -> usize {
-    derived_alpha_at(kernel) + 8
-}
-
-fn derived_alpha_at(kernel: &Kernel) -> usize {
-    let d = kernel.dim();
-    d + kernel.stationary.len() * (d + 1)
+    parameter_words(kernel)
 }
 
 /// The byte of DERIVED where g_var and c/φ² in double-float start (four words: what
 /// `inducing.wgsl` reads as a slot's `noise`).
 fn derived_noise_at(kernel: &Kernel) -> u64 {
-    ((derived_alpha_at(kernel) + 4) * 4) as u64
-}
-
-/// What of DERIVED a copy takes.
-#[derive(Debug, Clone, Copy)]
-enum DerivedPart {
-    /// θ̃^lin (kernel_common.wgsl's `linear`).
-    Linear,
-    /// (s^c, θ̃^c) of every part (its `parts`).
-    Parts,
-    /// The rational quadratic's a (only with such a part: else the shaders' 1 stays).
-    Alpha,
-    /// c/φ² and g_var, float32 (the column pass's).
-    Column,
-}
-
-/// The copies of DERIVED (`derived`) into each destination (buffer, its first byte, what).
-fn derived_copies(
-    kernel: &Kernel,
-    derived: &wgpu::Buffer,
-    destinations: &[(&wgpu::Buffer, usize, DerivedPart)],
-) -> Vec<BufferCopy> {
-    let d = kernel.dim();
-    let alpha = derived_alpha_at(kernel);
-    destinations
-        .iter()
-        .filter_map(|&(buffer, at, part)| {
-            let (first, words) = match part {
-                DerivedPart::Linear => (0, d),
-                DerivedPart::Parts => (d, alpha - d),
-                DerivedPart::Alpha if kernel.rq_alpha().is_some() => (alpha, 1),
-                DerivedPart::Alpha => return None,
-                DerivedPart::Column => (alpha + 1, 2),
-            };
-            (words > 0).then(|| {
-                (
-                    derived.clone(),
-                    (first * 4) as u64,
-                    buffer.clone(),
-                    at as u64,
-                    (words * 4) as u64,
-                )
-            })
-        })
-        .collect()
+    ((alpha_at(kernel) + 4) * 4) as u64
 }
 
 /// Values at the head of `held_gradients.wgsl`'s output: the misfit, the squared gradient of Z
@@ -517,16 +468,15 @@ struct SlotAlgebra {
     t: usize,
     /// q(v)'s current state (the slot's: P, S, m, η₁, L_P).
     current: wgpu::Buffer,
-    /// K' = K(Z, [U; Z]), M × (T + M) column-major.
-    k: wgpu::Buffer,
-    /// P = ÃÃᵀ's and [Ãg, Ãy]'s compensated planes.
-    p: wgpu::Buffer,
-    g_alpha_ky: wgpu::Buffer,
-    /// The derived parameters, g_var and c/φ² (double-float) at byte `noise_at`.
-    derived: wgpu::Buffer,
-    noise_at: u64,
-    /// The predictions' L⁻¹, S − I and [m | α], copied from the group's.
-    operands: InducingOperands,
+    /// K' = K(Z, [U; Z]), M × (T + M) column-major, in its batch's buffer at this byte.
+    k: Share,
+    /// P = ÃÃᵀ's and [Ãg, Ãy]'s compensated planes (heads, then tails).
+    p: Share,
+    g_alpha_ky: Share,
+    /// g_var and c/φ² (double-float) in the derived parameters.
+    noise: Share,
+    /// Where the predictions read L⁻¹, S − I and [m | α] (copied from the group's).
+    operands: [Share; 3],
     /// K_ZZ's jitter: the floor relative to its mean diagonal and the ladder's rungs.
     relative_jitter: f64,
     ladder: Vec<u8>,
@@ -538,6 +488,9 @@ struct SlotAlgebra {
     status_at: u64,
     kl_at: u64,
 }
+
+/// A buffer and the byte where one slot's part of it starts.
+type Share = (wgpu::Buffer, u64);
 
 /// The sizes, in words per slot, of what a request's held passes read and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -570,31 +523,26 @@ struct SlotHeld {
     dims: [u32; 24],
     /// The encoder's layers ((fan-out, fan-in)) and KL(q(w))'s weight, when the device runs it.
     encoder: Option<(Vec<(usize, usize)>, f64)>,
-    /// The parameter table, the hyperparameters' extra gradient, Adam's α_t and the latent
-    /// input's column (the request's).
+    /// The parameter table, the hyperparameters' extra gradient and Adam's α_t (the request's;
+    /// its latent column is in the predictions' slot words).
     table: Vec<u8>,
     extra: Vec<u8>,
     rate: f32,
-    column: usize,
     sizes: HeldSizes,
+    /// The kernel's parts' kinds, and whether the minibatch is gathered from the held data:
+    /// what else a batch's predictions need the same.
+    kinds: Vec<u8>,
+    gathered: bool,
     /// The slot's current and next held states.
     current: wgpu::Buffer,
     next: wgpu::Buffer,
-    /// The predictions' buffers the held passes read or feed: the rows, the latent input, the
-    /// finished sums, ∂U and the points; the request's copy of the derived parameters.
-    x: wgpu::Buffer,
-    latent: wgpu::Buffer,
-    finished: wgpu::Buffer,
-    cols: wgpu::Buffer,
-    points: wgpu::Buffer,
-    derived: wgpu::Buffer,
     /// The read-back buffer, where the gradients' head goes in it, and its bytes.
-    readback: Option<(wgpu::Buffer, u64, u64)>,
+    readback: (wgpu::Buffer, u64, u64),
 }
 
 impl SlotHeld {
-    /// Whether this request's held passes and `other`'s can run as one: the same Dims, encoder,
-    /// KL weight, sizes and table length.
+    /// Whether this request's passes and `other`'s can run as one batch: the same Dims,
+    /// encoder, KL weight, sizes, table length, kernel parts and source of the minibatch.
     fn groups_with(&self, other: &SlotHeld) -> bool {
         let encoder = |h: &SlotHeld| {
             h.encoder
@@ -605,53 +553,66 @@ impl SlotHeld {
             && encoder(self) == encoder(other)
             && self.sizes == other.sizes
             && self.table.len() == other.table.len()
+            && self.kinds == other.kinds
+            && self.gathered == other.gathered
     }
 }
 
-/// The held passes over a group of requests ([`Gpu::plan_held`]), with the copies between the
-/// requests' buffers and the group's.
+/// The held passes over a batch ([`Gpu::plan_held`]) on its predictions' buffers, with the
+/// copies between the requests' held states and the batch's.
 struct GroupHeld<'g> {
-    slot: usize,
-    /// The held states in; the hyperparameters derived; each request's copy of them out.
+    /// The held states in; the hyperparameters derived (where the predictions read them).
     derive_in: Vec<BufferCopy>,
     derive: Vec<Step<'g>>,
-    derive_out: Vec<BufferCopy>,
-    /// The rows and the latent input in; the encoder's forward passes; q(w)'s moments out.
-    forward_in: Vec<BufferCopy>,
+    /// The encoder's forward passes (q(w)'s moments where the points pass reads them).
     forward: Vec<Step<'g>>,
-    forward_out: Vec<BufferCopy>,
-    /// The predictions' sums, ∂U and the points in; the gradients, the encoder's backward
-    /// passes, the sums and the Adam step; the next held states and the gradients' head out.
-    finishing_in: Vec<BufferCopy>,
+    /// The gradients, the encoder's backward passes, the sums and the Adam step; the next held
+    /// states and the gradients' head out.
     finishing: Vec<Step<'g>>,
     finishing_out: Vec<BufferCopy>,
 }
 
-/// One request planned ([`Gpu::encode_resident`]) and not yet recorded: its passes in the phases
-/// [`Gpu::record_phases`] records them in, and its read-back copies.
-struct Encoded<'g> {
+/// One request's own buffers and read-back ([`Gpu::prepare_resident`]), before its batch is
+/// planned.
+struct Prepared {
     pending: Pending,
-    /// The request's scratch slot (the key of its kept bind groups).
-    scratch: usize,
-    /// The hyperparameters and φ² derived (by the held passes) copied (source, its first byte,
-    /// destination, its first byte, bytes) to where the predictions read them.
-    derived_copies: Vec<BufferCopy>,
-    /// The minibatch gathered from the held data.
-    gather: Vec<Step<'g>>,
-    /// What the held passes (the derived parameters, the encoder, the gradients finished, the
-    /// Adam step) need of this request: they run over all requests of its shapes
-    /// ([`Gpu::plan_held`]).
+    shape: StateShape,
+    /// K' has T + M columns; K_ZZ starts after T · M words.
+    t: usize,
+    current: wgpu::Buffer,
+    next: wgpu::Buffer,
+    z_current: wgpu::Buffer,
     held: SlotHeld,
-    /// The evaluation points and K'.
-    front: Vec<Step<'g>>,
-    /// The predictions (between the M × M algebra's first half and its second).
-    middle: Vec<Step<'g>>,
-    /// The kernel's adjoint and the finished sums.
-    adjoint: Vec<Step<'g>>,
+    /// The request's bytes of its read-back buffer that take K_ZZ's status and the KL terms.
+    status_at: u64,
+    kl_at: u64,
+    /// (source, its first byte, where in the read-back buffer, bytes).
+    copies: Vec<(wgpu::Buffer, u64, u64, u64)>,
+}
+
+/// One request planned ([`Gpu::encode_batches`]) and not yet recorded.
+struct Encoded {
+    pending: Pending,
     /// What the batched M × M algebra needs of this request.
     algebra: SlotAlgebra,
     /// (source, its first byte, where in the read-back buffer, bytes).
     copies: Vec<(wgpu::Buffer, u64, u64, u64)>,
+}
+
+/// The requests whose predictions and held passes run as one ([`SlotHeld::groups_with`]), each
+/// pass one dispatch over the batch: in the phases [`Gpu::record_phases`] records them in.
+struct Batch<'g> {
+    /// The batch's scratch slot (the key of its buffers and bind groups).
+    slot: usize,
+    /// The minibatches gathered from the held data.
+    gather: Vec<Step<'g>>,
+    /// The evaluation points and K', the predictions (between the M × M algebra's first half
+    /// and its second), the kernel's adjoint and the finished sums.
+    front: Vec<Step<'g>>,
+    middle: Vec<Step<'g>>,
+    adjoint: Vec<Step<'g>>,
+    /// The held passes on the batch's buffers.
+    held: GroupHeld<'g>,
 }
 
 /// The passes over all requests of one M ([`Gpu::plan_algebra`]), in the order they run around
@@ -693,6 +654,7 @@ fn record_copies(encoder: &mut wgpu::CommandEncoder, copies: &[BufferCopy]) {
 }
 
 /// What the host keeps of an encoded request to decode it.
+#[derive(Clone)]
 struct Pending {
     layout: ReadbackLayout,
     readback: wgpu::Buffer,
@@ -922,27 +884,25 @@ impl Gpu {
         slots.dedup();
         assert_eq!(slots.len(), requests.len(), "one request per resident slot");
         self.submit_all("resident evaluations", |encoder| {
-            let encoded = requests
-                .iter()
-                .enumerate()
-                .map(|(position, request)| self.encode_resident(encoder, position, request))
-                .collect::<Result<Vec<Encoded>, GpuError>>()?;
-            self.record_phases(encoder, &encoded)?;
+            let (encoded, batches) = self.encode_batches(encoder, requests)?;
+            self.record_phases(encoder, &encoded, &batches)?;
             Ok(encoded.into_iter().map(|e| e.pending).collect())
         })
         .map(SubmittedResident)
     }
 
-    /// Records the requests' passes phase by phase: every request's derived parameters and head
-    /// (the minibatch, the encoder, the points, K'); then, over all requests of one M at once
-    /// ([`Gpu::plan_algebra`]), K_ZZ widened, factorised ([`Gpu::record_batched`]) and narrowed
-    /// with q(v)'s operands; every request's predictions; the M × M adjoint over each group;
-    /// every request's way back (the kernel's adjoint, the gradients, the Adam step); the natural
-    /// steps' inputs, the steps and the KL terms over each group; then the read-back copies.
+    /// Records the batches' and groups' passes phase by phase: each batch's hyperparameters
+    /// derived, minibatch gathered, encoder and head (the points, K'); then, over all requests
+    /// of one M at once ([`Gpu::plan_algebra`]), K_ZZ widened, factorised
+    /// ([`Gpu::record_batched`]) and narrowed with q(v)'s operands; each batch's predictions;
+    /// the M × M adjoint over each group; each batch's way back (the kernel's adjoint, the
+    /// gradients, the Adam step); the natural steps' inputs, the steps and the KL terms over
+    /// each group; then the read-back copies.
     fn record_phases(
         &self,
         encoder: &mut wgpu::CommandEncoder,
         encoded: &[Encoded],
+        batches: &[Batch],
     ) -> Result<(), GpuError> {
         let record = |encoder: &mut wgpu::CommandEncoder, label, slot, steps: &[Step]| {
             self.record_steps(encoder, label, slot, &steps.iter().collect::<Vec<_>>());
@@ -959,21 +919,19 @@ impl Gpu {
             record_copies(encoder, copies_out);
         };
         let groups = self.plan_algebra(encoded)?;
-        let held = self.plan_held(encoded)?;
-        for g in &held {
-            let (copies_in, steps, out) = (&g.derive_in, &g.derive, &g.derive_out);
-            staged(encoder, "derived parameters", g.slot, copies_in, steps, out);
-        }
-        for e in encoded {
-            record_copies(encoder, &e.derived_copies);
-            record(encoder, "gather", e.scratch, &e.gather);
-        }
-        for g in &held {
-            let (copies_in, steps, out) = (&g.forward_in, &g.forward, &g.forward_out);
-            staged(encoder, "encoder forward", g.slot, copies_in, steps, out);
-        }
-        for e in encoded {
-            record(encoder, "resident front", e.scratch, &e.front);
+        for b in batches {
+            let h = &b.held;
+            staged(
+                encoder,
+                "derived parameters",
+                b.slot,
+                &h.derive_in,
+                &h.derive,
+                &[],
+            );
+            record(encoder, "gather", b.slot, &b.gather);
+            record(encoder, "encoder forward", b.slot, &h.forward);
+            record(encoder, "resident front", b.slot, &b.front);
         }
         for g in &groups {
             staged(encoder, "widen", g.slot, &g.copies_in, &g.widen, &[]);
@@ -983,19 +941,24 @@ impl Gpu {
         for g in &groups {
             staged(encoder, "narrowed", g.slot, &[], &g.before, &g.operands_out);
         }
-        for e in encoded {
-            record(encoder, "predictions", e.scratch, &e.middle);
+        for b in batches {
+            record(encoder, "predictions", b.slot, &b.middle);
         }
         for g in &groups {
             let (copies_in, steps, out) = (&g.products_in, &g.after, &g.adjoint_out);
             staged(encoder, "m x m adjoint", g.slot, copies_in, steps, out);
         }
-        for e in encoded {
-            record(encoder, "resident adjoint", e.scratch, &e.adjoint);
-        }
-        for g in &held {
-            let (copies_in, steps, out) = (&g.finishing_in, &g.finishing, &g.finishing_out);
-            staged(encoder, "held gradients", g.slot, copies_in, steps, out);
+        for b in batches {
+            record(encoder, "resident adjoint", b.slot, &b.adjoint);
+            let h = &b.held;
+            staged(
+                encoder,
+                "held gradients",
+                b.slot,
+                &[],
+                &h.finishing,
+                &h.finishing_out,
+            );
         }
         for g in &groups {
             record(encoder, "natural inputs", g.slot, &g.natural_inputs);
@@ -1014,70 +977,43 @@ impl Gpu {
         Ok(())
     }
 
-    /// Plans the held passes of `encoded` over groups of requests with the same shapes and
-    /// settings ([`SlotHeld::groups_with`]; as many per group as the storage binding's limit allows):
-    /// `held_gradients.wgsl`'s and `encoder.wgsl`'s passes each one dispatch over the group's
-    /// slots, on buffers holding its slots one after another, with each request's held state,
-    /// rows, latent input and predictions copied in and its derived parameters, q(w)'s moments,
-    /// next held state and gradients' head copied out.
-    fn plan_held<'g>(&'g self, encoded: &[Encoded]) -> Result<Vec<GroupHeld<'g>>, GpuError> {
-        let limit = self.device.setup().limits().max_storage_buffer_binding_size;
-        // Each group's first member, in order of appearance.
-        let mut leaders: Vec<&SlotHeld> = Vec::new();
-        for e in encoded {
-            if !leaders.iter().any(|l| l.groups_with(&e.held)) {
-                leaders.push(&e.held);
-            }
-        }
-        let mut groups = Vec::new();
-        for leader in leaders {
-            let members: Vec<&SlotHeld> = encoded
-                .iter()
-                .map(|e| &e.held)
-                .filter(|h| h.groups_with(leader))
-                .collect();
-            let sizes = members[0].sizes;
-            let largest = [
-                3 * sizes.held,
-                sizes.gradients,
-                sizes.finished,
-                sizes.points,
-            ]
-            .into_iter()
-            .max()
-            .unwrap_or(1);
-            let capacity = (limit / (largest.max(1) * 4) as u64).max(1) as usize;
-            for piece in members.chunks(capacity) {
-                let slot = RESIDENT_HELD + groups.len();
-                groups.push(self.plan_held_group(slot, piece)?);
-            }
-        }
-        Ok(groups)
-    }
-
-    /// One group's held buffers, passes and copies ([`GroupHeld`]) for `members` (all of one
-    /// [`SlotHeld::groups_with`] another), in group scratch slot `slot`.
-    fn plan_held_group<'g>(
+    /// The held passes of a batch (`members`, all of one [`SlotHeld::groups_with`] another) in
+    /// its scratch slot `slot`: `held_gradients.wgsl`'s and `encoder.wgsl`'s passes each one
+    /// dispatch over the batch, on the batch's prediction buffers (`plan`: the rows, the latent
+    /// input, the finished sums, ∂U, the points, the derived parameters and the slots' words)
+    /// and the group's held states, with each request's held state copied in and its next held
+    /// state and gradients' head copied out.
+    fn plan_held<'g>(
         &'g self,
         slot: usize,
         members: &[&SlotHeld],
+        plan: &PredictionPlan<'g>,
     ) -> Result<GroupHeld<'g>, GpuError> {
         let first = members[0];
         let z = first.sizes;
         let n = members.len();
+        let strides = plan.strides;
+        debug_assert_eq!(
+            [z.x, z.latent, z.finished, z.points, z.derived],
+            [
+                strides.x,
+                strides.latent,
+                strides.finished,
+                strides.points,
+                strides.params
+            ],
+            "the held passes read the predictions' buffers at their strides"
+        );
         let buffer = |role, per_slot: usize| {
             self.check_binding("the held passes' buffers", (n * per_slot * 4) as u64)?;
             Ok::<_, GpuError>(self.resident(role, slot, (n * per_slot).max(1) * 4, storage()))
         };
         let current = buffer("held group current", 3 * z.held)?;
         let next = buffer("held group next", 3 * z.held)?;
-        let x = buffer("held group rows", z.x)?;
-        let latent = buffer("held group latent", z.latent)?;
         let gradients = buffer("held group gradients", z.gradients)?;
-        let finished = buffer("held group finished", z.finished)?;
-        let cols = buffer("held group cols", z.points)?;
-        let points = buffer("held group points", z.points)?;
-        let derived = buffer("held group derived", z.derived)?;
+        let (x, latent, finished) = (&plan.x, &plan.latent, &plan.finished);
+        let (cols, points, derived, steps) =
+            (&plan.cols, &plan.points, &plan.params, &plan.slot_words);
         let spare = self.resident("held group spare", slot, 4, storage());
         let concat = |part: fn(&SlotHeld) -> &[u8]| -> Vec<u8> {
             members.iter().flat_map(|h| part(h).to_vec()).collect()
@@ -1086,15 +1022,6 @@ impl Gpu {
             self.resident_constant("held group table", slot, &concat(|h| &h.table), storage());
         let extra =
             self.resident_constant("held group extra", slot, &concat(|h| &h.extra), storage());
-        // Adam's α_t and the latent column of each member, written every submission (α_t
-        // changes every step).
-        let steps_bytes: Vec<u8> = members
-            .iter()
-            .flat_map(|h| [h.rate.to_bits(), h.column as u32])
-            .flat_map(u32::to_le_bytes)
-            .collect();
-        let steps = self.resident("held group steps", slot, steps_bytes.len(), storage());
-        self.device.write_buffer(&steps, 0, &steps_bytes);
         let (table_w, extra_w) = (first.table.len() / 4, first.extra.len() / 4);
         let dims = |role: &'static str, strides: [usize; 4]| {
             let mut words = first.dims.to_vec();
@@ -1116,7 +1043,7 @@ impl Gpu {
                 &self.pipelines.held_gradients[pass as usize],
                 std::iter::once(&dims)
                     .chain(buffers)
-                    .chain([&steps])
+                    .chain([steps])
                     .cloned()
                     .collect(),
                 groups,
@@ -1138,7 +1065,7 @@ impl Gpu {
         let derive = vec![pass(
             HeldPass::DeriveParameters,
             dims("held dims: derive", [3 * z.held, table_w, 0, z.derived]),
-            [&current, &table, &spare, &derived, &spare],
+            [&current, &table, &spare, derived, &spare],
             one,
         )?];
         let encoder = match &first.encoder {
@@ -1152,9 +1079,9 @@ impl Gpu {
                     held: &current,
                     held_stride: 3 * z.held,
                     weights_at: z.weights_at,
-                    x: &x,
+                    x,
                     x_stride: z.x,
-                    latent: &latent,
+                    latent,
                     latent_stride: z.latent,
                     gradients: &gradients,
                     gradients_stride: z.gradients,
@@ -1175,7 +1102,7 @@ impl Gpu {
                 "held dims: inputs",
                 [z.finished, z.points, z.latent, z.gradients],
             ),
-            [&finished, &cols, &latent, &gradients, &derived],
+            [finished, cols, latent, &gradients, derived],
             inputs_groups,
         )?)
         .chain(backward)
@@ -1186,7 +1113,7 @@ impl Gpu {
                     "held dims: sums",
                     [z.finished, z.latent, z.points, z.gradients],
                 ),
-                [&finished, &latent, &points, &gradients, &derived],
+                [finished, latent, points, &gradients, derived],
                 sums_groups,
             )?,
             pass(
@@ -1195,31 +1122,25 @@ impl Gpu {
                     "held dims: parameters",
                     [3 * z.held, table_w, extra_w, z.gradients],
                 ),
-                [&current, &table, &extra, &gradients, &derived],
+                [&current, &table, &extra, &gradients, derived],
                 one,
             )?,
             pass(
                 HeldPass::AdamHeld,
                 dims("held dims: adam", [3 * z.held, z.gradients, 0, 3 * z.held]),
-                [&current, &gradients, &spare, &next, &derived],
+                [&current, &gradients, &spare, &next, derived],
                 held_groups,
             )?,
         ])
         .collect();
         let bytes = |words: usize| (words * 4) as u64;
         let mut group = GroupHeld {
-            slot,
             derive_in: Vec::new(),
             derive,
-            derive_out: Vec::new(),
-            forward_in: Vec::new(),
             forward,
-            forward_out: Vec::new(),
-            finishing_in: Vec::new(),
             finishing,
             finishing_out: Vec::new(),
         };
-        let t = first.dims[2] as usize;
         for (k, h) in members.iter().enumerate() {
             let at = |per_slot: usize| bytes(k * per_slot);
             group.derive_in.push((
@@ -1229,71 +1150,23 @@ impl Gpu {
                 at(3 * z.held),
                 bytes(3 * z.held),
             ));
-            group.derive_out.push((
-                derived.clone(),
-                at(z.derived),
-                h.derived.clone(),
-                0,
-                bytes(z.derived),
-            ));
-            group.forward_in.extend([
-                (h.x.clone(), 0, x.clone(), at(z.x), bytes(z.x)),
+            let (readback, offset, length) = &h.readback;
+            group.finishing_out.extend([
                 (
-                    h.latent.clone(),
+                    next.clone(),
+                    at(3 * z.held),
+                    h.next.clone(),
                     0,
-                    latent.clone(),
-                    at(z.latent),
-                    bytes(z.latent),
-                ),
-            ]);
-            if first.encoder.is_some() {
-                group.forward_out.push((
-                    latent.clone(),
-                    at(z.latent) + bytes(t),
-                    h.latent.clone(),
-                    bytes(t),
-                    bytes(2 * z.rows),
-                ));
-            }
-            group.finishing_in.extend([
-                (
-                    h.finished.clone(),
-                    0,
-                    finished.clone(),
-                    at(z.finished),
-                    bytes(z.finished),
+                    bytes(3 * z.held),
                 ),
                 (
-                    h.cols.clone(),
-                    0,
-                    cols.clone(),
-                    at(z.points),
-                    bytes(z.points),
-                ),
-                (
-                    h.points.clone(),
-                    0,
-                    points.clone(),
-                    at(z.points),
-                    bytes(z.points),
-                ),
-            ]);
-            group.finishing_out.push((
-                next.clone(),
-                at(3 * z.held),
-                h.next.clone(),
-                0,
-                bytes(3 * z.held),
-            ));
-            if let Some((readback, offset, length)) = &h.readback {
-                group.finishing_out.push((
                     gradients.clone(),
                     at(z.gradients),
                     readback.clone(),
                     *offset,
                     *length,
-                ));
-            }
+                ),
+            ]);
         }
         Ok(group)
     }
@@ -1544,7 +1417,7 @@ impl Gpu {
             readback: Vec::new(),
         };
         for (z, a) in members.iter().enumerate() {
-            let kzz_at = bytes(a.t * m);
+            let (k, kzz_at) = (&a.k.0, a.k.1 + bytes(a.t * m));
             group.copies_in.extend([
                 (
                     a.current.clone(),
@@ -1553,10 +1426,10 @@ impl Gpu {
                     share(z, state_w),
                     bytes(state_w),
                 ),
-                (a.k.clone(), kzz_at, gram.clone(), share(z, mm), bytes(mm)),
+                (k.clone(), kzz_at, gram.clone(), share(z, mm), bytes(mm)),
                 (
-                    a.derived.clone(),
-                    a.noise_at,
+                    a.noise.0.clone(),
+                    a.noise.1,
                     noise.clone(),
                     share(z, 4),
                     bytes(4),
@@ -1571,43 +1444,34 @@ impl Gpu {
                 output: kzz.clone(),
                 output_at: share(z, factor_w),
             });
-            let operands = &a.operands;
-            group.operands_out.extend([
-                (
-                    l_inv.clone(),
-                    share(z, mm),
-                    operands.l_inv.clone(),
-                    0,
-                    bytes(mm),
-                ),
-                (
-                    s_minus_i.clone(),
-                    share(z, mm),
-                    operands.s_minus_i.clone(),
-                    0,
-                    bytes(mm),
-                ),
-                (
-                    q_mean.clone(),
-                    share(z, 2 * m),
-                    operands.q_mean.clone(),
-                    0,
-                    bytes(2 * m),
-                ),
-            ]);
-            group.products_in.extend([
-                (a.p.clone(), 0, p.clone(), share(z, 2 * mm), bytes(2 * mm)),
-                (
-                    a.g_alpha_ky.clone(),
-                    0,
-                    g_alpha_ky.clone(),
-                    share(z, 4 * m),
-                    bytes(4 * m),
-                ),
-            ]);
+            for ((source, words), (destination, at)) in
+                [(&l_inv, mm), (&s_minus_i, mm), (&q_mean, 2 * m)]
+                    .into_iter()
+                    .zip(&a.operands)
+            {
+                group.operands_out.push((
+                    source.clone(),
+                    share(z, words),
+                    destination.clone(),
+                    *at,
+                    bytes(words),
+                ));
+            }
+            for ((source, at), (destination, words)) in [&a.p, &a.g_alpha_ky]
+                .into_iter()
+                .zip([(&p, 2 * mm), (&g_alpha_ky, 4 * m)])
+            {
+                group.products_in.push((
+                    source.clone(),
+                    *at,
+                    destination.clone(),
+                    share(z, words),
+                    bytes(words),
+                ));
+            }
             group
                 .adjoint_out
-                .push((k_bar.clone(), share(z, mm), a.k.clone(), kzz_at, bytes(mm)));
+                .push((k_bar.clone(), share(z, mm), k.clone(), kzz_at, bytes(mm)));
             group.naturals.push(BatchedFactor {
                 m,
                 constant: a.gamma,
@@ -1747,14 +1611,178 @@ impl Gpu {
         Ok(())
     }
 
-    /// Uploads one request's inputs, records its state change and Z's copies into `encoder`,
-    /// and plans its passes ([`Encoded`]) for [`Gpu::record_phases`].
-    fn encode_resident<'g>(
+    /// Prepares every request ([`Gpu::prepare_resident`]), puts those whose passes can run as
+    /// one in batches ([`SlotHeld::groups_with`]; as many per batch as the storage binding's
+    /// limit allows) and plans each batch's predictions ([`Gpu::plan_predictions`]), gather and
+    /// held passes ([`Gpu::plan_held`]) over its slots, with Z copied from each request's held
+    /// state into the batch's buffers.
+    fn encode_batches<'g>(
         &'g self,
+        encoder: &mut wgpu::CommandEncoder,
+        requests: &[ResidentRequest],
+    ) -> Result<(Vec<Encoded>, Vec<Batch<'g>>), GpuError> {
+        let prepared = requests
+            .iter()
+            .enumerate()
+            .map(|(position, request)| self.prepare_resident(encoder, position, request))
+            .collect::<Result<Vec<Prepared>, GpuError>>()?;
+        let limit = self.device.setup().limits().max_storage_buffer_binding_size;
+        // Each batch's first member, in order of appearance; then its members.
+        let mut leaders: Vec<usize> = Vec::new();
+        for (k, p) in prepared.iter().enumerate() {
+            if !leaders
+                .iter()
+                .any(|&l| prepared[l].held.groups_with(&p.held))
+            {
+                leaders.push(k);
+            }
+        }
+        let mut pieces: Vec<Vec<usize>> = Vec::new();
+        for leader in leaders {
+            let members: Vec<usize> = (0..prepared.len())
+                .filter(|&k| prepared[leader].held.groups_with(&prepared[k].held))
+                .collect();
+            let first = &prepared[leader];
+            let (z, m, t) = (first.held.sizes, first.shape.m, first.t);
+            let layout = first.pending.layout;
+            let largest = [
+                3 * z.held,
+                z.gradients,
+                z.finished,
+                z.points,
+                m * (t + m),
+                layout.chunks * m * layout.width,
+                2 * m * m,
+            ]
+            .into_iter()
+            .max()
+            .unwrap_or(1);
+            let capacity = (limit / (largest.max(1) * 4) as u64).max(1) as usize;
+            pieces.extend(members.chunks(capacity).map(<[usize]>::to_vec));
+        }
+        let mut encoded: Vec<Option<Encoded>> = (0..requests.len()).map(|_| None).collect();
+        let mut batches = Vec::with_capacity(pieces.len());
+        for (g, members) in pieces.iter().enumerate() {
+            let slot = RESIDENT_HELD + g;
+            let first = &requests[members[0]];
+            let m = first.z.nrows();
+            let n = members.len();
+            let square = |role| self.resident(role, slot, (n * m * m).max(1) * 4, storage());
+            // The predictions' operands, copied from the groups' narrowed ones (`plan_group`).
+            let operands = InducingOperands {
+                l_inv: square("l_inv (f32)"),
+                s_minus_i: square("s - i (f32)"),
+                q_mean: self.resident("m and alpha (f32)", slot, (2 * n * m).max(1) * 4, storage()),
+            };
+            let inputs: Vec<PointInputs> = members
+                .iter()
+                .map(|&k| {
+                    let request = &requests[k];
+                    PointInputs {
+                        kernel: request.kernel,
+                        z: request.z,
+                        x: request.x,
+                        y: request.y,
+                        latent: request.latent,
+                        upload_z: false,
+                        latent_on_device: request.encoder.is_some(),
+                        rows_on_device: request.rows.is_some(),
+                        parameters_on_device: true,
+                        noise: request.noise,
+                        c: request.c,
+                    }
+                })
+                .collect();
+            // The held passes read Adam's step size beside each slot's latent column.
+            let rates: Vec<u32> = members
+                .iter()
+                .map(|&k| prepared[k].held.rate.to_bits())
+                .collect();
+            let plan = self.plan_predictions(slot, &inputs, &rates, &operands, true)?;
+            let strides = plan.strides;
+            let gather = match members
+                .iter()
+                .map(|&k| requests[k].rows)
+                .collect::<Option<Vec<&[usize]>>>()
+            {
+                Some(rows) => {
+                    self.plan_gather(slot, &rows, [&plan.x, &plan.y, &plan.slot_words])?
+                }
+                None => Vec::new(),
+            };
+            let bytes = |words: usize| (words * 4) as u64;
+            for (place, &k) in members.iter().enumerate() {
+                let p = &prepared[k];
+                let request = &requests[k];
+                // Z comes from the slot's current held state, not from the host.
+                let z_words = strides.z;
+                if z_words > 0 {
+                    encoder.copy_buffer_to_buffer(
+                        &p.z_current,
+                        0,
+                        &plan.z,
+                        bytes(place * z_words),
+                        bytes(z_words),
+                    );
+                }
+                let at = |per_slot: usize| bytes(place * per_slot);
+                let [l_w, s_w, m_w] = strides.operands;
+                encoded[k] = Some(Encoded {
+                    pending: p.pending.clone(),
+                    algebra: SlotAlgebra {
+                        m,
+                        t: p.t,
+                        current: p.current.clone(),
+                        k: (plan.k.clone(), at(strides.k)),
+                        p: (plan.p.clone(), at(strides.p)),
+                        g_alpha_ky: (plan.g_alpha_ky.clone(), at(strides.g_alpha_ky)),
+                        noise: (
+                            plan.params.clone(),
+                            at(strides.params) + derived_noise_at(request.kernel),
+                        ),
+                        operands: [
+                            (operands.l_inv.clone(), at(l_w)),
+                            (operands.s_minus_i.clone(), at(s_w)),
+                            (operands.q_mean.clone(), at(m_w)),
+                        ],
+                        relative_jitter: request.relative_jitter,
+                        ladder: ladder_bytes(request.jitter, 1),
+                        gamma: request.gamma,
+                        next: p.next.clone(),
+                        readback: p.pending.readback.clone(),
+                        status_at: p.status_at,
+                        kl_at: p.kl_at,
+                    },
+                    copies: p.copies.clone(),
+                });
+            }
+            plan.z_into_points(encoder);
+            let held: Vec<&SlotHeld> = members.iter().map(|&k| &prepared[k].held).collect();
+            let held = self.plan_held(slot, &held, &plan)?;
+            batches.push(Batch {
+                slot,
+                gather,
+                front: plan.front,
+                middle: plan.middle,
+                adjoint: plan.back,
+                held,
+            });
+        }
+        let encoded = encoded
+            .into_iter()
+            .map(|e| e.expect("every request is in a batch"))
+            .collect();
+        Ok((encoded, batches))
+    }
+
+    /// Records one request's state change and the host's hyperparameters (when it changed
+    /// them) into `encoder`, and lays out its read-back ([`Prepared`]).
+    fn prepare_resident(
+        &self,
         encoder: &mut wgpu::CommandEncoder,
         position: usize,
         request: &ResidentRequest,
-    ) -> Result<Encoded<'g>, GpuError> {
+    ) -> Result<Prepared, GpuError> {
         let state_slot = RESIDENT_SLOTS + request.slot;
         let slot = RESIDENT_SCRATCH + position;
         let (m, d) = request.z.shape();
@@ -1808,36 +1836,18 @@ impl Gpu {
             }
         }
 
-        let f32_square = |role| self.resident(role, slot, mm * 4, storage());
-        // The predictions' operands, copied from the group's narrowed ones (`plan_group`).
-        let operands = InducingOperands {
-            l_inv: f32_square("l_inv (f32)"),
-            s_minus_i: f32_square("s - i (f32)"),
-            q_mean: self.resident("m and alpha (f32)", slot, 2 * m * 4, storage()),
-        };
-
-        let inputs = PointInputs {
-            kernel: request.kernel,
-            z: request.z,
-            x: request.x,
-            y: request.y,
-            latent: request.latent,
-            upload_z: false,
-            latent_on_device: request.encoder.is_some(),
-            rows_on_device: request.rows.is_some(),
-            parameters_on_device: true,
-            noise: request.noise,
-            c: request.c,
-        };
-        let plan = self.plan_predictions(slot, &inputs, &operands, true)?;
-        // The hyperparameters derived, the gradients finished and the Adam step of Z, the
-        // encoder and the hyperparameters run over all requests of the same shapes
-        // (`plan_held`): this request's share of them.
-        let layout = plan.layout;
+        // The predictions' shapes (their passes run over the request's batch: `encode_batches`).
         let kernel = request.kernel;
+        let points = t + m;
+        let chunk = backward_chunk(points);
+        let layout = ReadbackLayout {
+            m,
+            t,
+            chunks: points.div_ceil(chunk),
+            width: backward_width(kernel),
+        };
         let [c_hi, c_lo] = super::cholesky::two_words(request.c);
         let room = gradient_room(&layout, rows, shape);
-        let points = t + m;
         // `held_gradients.wgsl`'s Dims but for its strides (each pass's own, `plan_held`).
         let dims_words = [
             m as u32,
@@ -1845,8 +1855,8 @@ impl Gpu {
             t as u32,
             d as u32,
             samples as u32,
-            // The latent column is the slot's own (`SlotHeld::column`), so requests of one shape
-            // share these words.
+            // The latent column is the slot's own (the predictions' slot words), so requests of
+            // one shape share these words.
             0,
             0,
             1.0f32.to_bits(),
@@ -1867,74 +1877,11 @@ impl Gpu {
             0,
             0,
         ];
-        let derived = self.resident(
-            "derived parameters",
-            slot,
-            derived_words(kernel) * 4,
-            storage(),
-        );
-        let held_slot = SlotHeld {
-            dims: dims_words,
-            encoder: request
-                .encoder
-                .map(|e| (encoder_shapes(e), request.c * samples as f64)),
-            table: parameter_table(kernel),
-            extra: super::f32_bytes(request.parameters.extra.iter().copied()),
-            rate: request.adam.rate as f32,
-            column: request.latent.slot,
-            sizes: HeldSizes {
-                held: shape.held(),
-                rows,
-                x: rows * d,
-                latent: t + 2 * rows,
-                gradients: room,
-                finished: layout.parts()[2],
-                points: points * d,
-                derived: derived_words(kernel),
-                weights_at: m * d,
-                encoder: shape.encoder,
-                width: layout.width,
-                latent_at: HEADER_WORDS,
-                gradient_at: room - shape.held() + m * d,
-            },
-            current: z_current.clone(),
-            next: z_next.clone(),
-            x: plan.x.clone(),
-            latent: plan.latent.clone(),
-            finished: plan.finished.clone(),
-            cols: plan.cols.clone(),
-            points: plan.points.clone(),
-            derived: derived.clone(),
-            readback: None,
-        };
-        // What the passes read of the derived parameters, from this request's copy of them.
-        let derived_copies = derived_copies(
-            kernel,
-            &derived,
-            &[
-                (&plan.linear, 0, DerivedPart::Linear),
-                (&plan.parts, 0, DerivedPart::Parts),
-                (&plan.kernel_dims, KERNEL_DIMS_ALPHA, DerivedPart::Alpha),
-                (&plan.column_dims, COLUMN_DIMS_NOISE, DerivedPart::Column),
-            ],
-        );
-        // Z comes from the slot's current state, not from the host.
-        let z_bytes = (m * d * 4) as u64;
-        if z_bytes > 0 {
-            encoder.copy_buffer_to_buffer(&z_current, 0, &plan.z, 0, z_bytes);
-        }
-        plan.z_into_points(encoder);
-        // The minibatch first (from the held data), then q(w)'s moments (the evaluation points
-        // read both).
-        let gather = match request.rows {
-            Some(rows) => self.plan_gather(slot, rows, request.latent.slot, &plan.x, &plan.y)?,
-            None => Vec::new(),
-        };
 
         let parts = readback_words(&layout, shape, rows, request.read_current);
         let total: usize = parts.iter().sum();
         // Room for the states whether or not they are read this time, so the buffer is made once.
-        let room = total
+        let room_read = total
             + if request.read_current {
                 0
             } else {
@@ -1943,12 +1890,13 @@ impl Gpu {
         let readback = self.resident(
             "resident readback",
             slot,
-            room * 4,
+            room_read * 4,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
-        // (source, its first word, words) of each piece, in the parts' order: K_ZZ's status and
-        // the KL terms come from the group's buffers (`plan_group`); the stepped hyperparameters
-        // are a piece of each third of the next held state.
+        // (source, its first word, words) of each piece, in the parts' order: the gradients'
+        // head, K_ZZ's status and the KL terms come from the groups' buffers (`plan_held`,
+        // `plan_group`); the stepped hyperparameters are a piece of each third of the next held
+        // state.
         let at = state_offsets(m);
         let mut pieces: Vec<(Option<(&wgpu::Buffer, usize)>, usize)> = vec![
             (None, parts[0]),
@@ -1978,42 +1926,49 @@ impl Gpu {
             }
             offset += bytes;
         }
-        let algebra = SlotAlgebra {
-            m,
-            t,
-            current: current.clone(),
-            k: plan.k.clone(),
-            p: plan.p.clone(),
-            g_alpha_ky: plan.g_alpha_ky.clone(),
-            derived: derived.clone(),
-            noise_at: derived_noise_at(kernel),
-            operands,
-            relative_jitter: request.relative_jitter,
-            ladder: ladder_bytes(request.jitter, 1),
-            gamma: request.gamma,
-            next: next.clone(),
-            readback: readback.clone(),
-            status_at: group_pieces[1],
-            kl_at: group_pieces[2],
-        };
         let held = SlotHeld {
-            readback: Some((readback.clone(), group_pieces[0], (parts[0] * 4) as u64)),
-            ..held_slot
+            dims: dims_words,
+            encoder: request
+                .encoder
+                .map(|e| (encoder_shapes(e), request.c * samples as f64)),
+            table: parameter_table(kernel),
+            extra: super::f32_bytes(request.parameters.extra.iter().copied()),
+            rate: request.adam.rate as f32,
+            sizes: HeldSizes {
+                held: shape.held(),
+                rows,
+                x: rows * d,
+                latent: t + 2 * rows,
+                gradients: room,
+                finished: layout.parts()[2],
+                points: points * d,
+                derived: derived_words(kernel),
+                weights_at: m * d,
+                encoder: shape.encoder,
+                width: layout.width,
+                latent_at: HEADER_WORDS,
+                gradient_at: room - shape.held() + m * d,
+            },
+            kinds: kind_bytes(kernel),
+            gathered: request.rows.is_some(),
+            current: z_current.clone(),
+            next: z_next,
+            readback: (readback.clone(), group_pieces[0], (parts[0] * 4) as u64),
         };
-        Ok(Encoded {
+        Ok(Prepared {
             pending: Pending {
                 layout,
                 readback,
                 words: total,
             },
-            scratch: slot,
-            derived_copies,
-            gather,
+            shape,
+            t,
+            current,
+            next,
+            z_current,
             held,
-            front: plan.front.clone(),
-            middle: plan.middle.clone(),
-            adjoint: plan.back.clone(),
-            algebra,
+            status_at: group_pieces[1],
+            kl_at: group_pieces[2],
             copies,
         })
     }

@@ -2,8 +2,9 @@
 // each output's partial sums, one (head, tail) pair per split, added in split order in double-float
 // (double_float.wgsl, prepended) — a fixed order, so the result does not depend on which split
 // finished first. Partials: planes [heads of split 0, …, heads of split S−1, tails of split 0, …],
-// each `values` long; out: [heads | tails], each product's `stride` words after the last's (packed
-// when the stride is m · n).
+// each `values` long; out: each product's heads `stride` words after the last's (packed when the
+// stride is m · n) and its tails `plane` words after its heads (all heads, then all tails, when
+// the plane is batch · stride; each product's [heads | tails] when it is m · n).
 
 struct Dims {
     values: u32,  // outputs per plane (batch · m · n)
@@ -11,7 +12,7 @@ struct Dims {
     one: f32,     // 1.0, unknown to the compiler
     block: u32,   // outputs per product (m · n)
     stride: u32,  // words from one product's output to the next's in `out` (block when packed)
-    pad0: u32,
+    plane: u32,   // words from a head to its tail in `out`
     pad1: u32,
     pad2: u32,
 }
@@ -42,7 +43,7 @@ fn split_sum(@builtin(global_invocation_id) id: vec3<u32>) {
         acc = df_add(acc, df_add(vec2<f32>(head, 0.0), vec2<f32>(tail, 0.0)));
     }
     out[out_at(k)] = acc.x;
-    out[(dims.values / dims.block) * dims.stride + out_at(k)] = acc.y;
+    out[dims.plane + out_at(k)] = acc.y;
 }
 
 // A split float32 product's planes (`gemm` with splits > 1: partials [split 0, …, split S−1],
