@@ -4,7 +4,7 @@
 //! wgpu's reason, unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Accumulation, Gpu, GpuError, Op};
+use occam::backend::gpu::{Accumulation, Gpu, GpuError, Op, Spacing};
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -229,7 +229,9 @@ fn batched_products_equal_nalgebras() {
 /// a batch over slots can read one part of each slot's larger buffer and write into one): each
 /// product equals nalgebra's as the packed batch does, reads none of the gaps (NaN there) and
 /// writes none of them; for an unsplit and a split float32 product, the wide blocks, and the
-/// compensated product, in several operand orders.
+/// compensated product, in several operand orders; the compensated ones also with each product's
+/// tail plane right after its head plane (`Product::with_plane`, the batched predictions' P and
+/// [Ãg, Ãy]).
 #[test]
 fn spaced_batches_read_and_write_only_their_own_places() {
     let Some(gpu) = gpu() else { return };
@@ -293,8 +295,35 @@ fn spaced_batches_read_and_write_only_their_own_places() {
             Accumulation::Compensated,
             [6, 1, 5],
         ),
+        // Room in C's stride for each product's tails after its heads (and many splits).
+        (
+            40,
+            300,
+            2,
+            3,
+            Op::AsIs,
+            Op::AsIs,
+            Accumulation::Compensated,
+            [6, 1, 83],
+        ),
+        (
+            24,
+            4096,
+            2,
+            2,
+            Op::AsIs,
+            Op::AsIs,
+            Accumulation::Compensated,
+            [0, 0, 53],
+        ),
     ];
-    for (m, k, n, batch, op_a, op_b, accumulation, gaps) in cases {
+    // Each case packed-plane, and interleaved where C's gaps hold a product's tails.
+    let runs = cases.iter().flat_map(|&case| {
+        let (m, _, n, _, _, _, accumulation, gaps) = case;
+        let interleaves = accumulation == Accumulation::Compensated && gaps[2] >= m * n;
+        std::iter::once((case, false)).chain(interleaves.then_some((case, true)))
+    });
+    for ((m, k, n, batch, op_a, op_b, accumulation, gaps), interleaved) in runs {
         let stored = |o: Op, rows: usize, cols: usize| match o {
             Op::AsIs => (rows, cols),
             Op::Transposed => (cols, rows),
@@ -308,10 +337,20 @@ fn spaced_batches_read_and_write_only_their_own_places() {
             .map(|_| DMatrix::from_fn(br, bc, |_, _| rng.random_range(-1.0..1.0)))
             .collect();
         let (got, in_gaps) = gpu
-            .gemm_spaced(&a, op_a, &b, op_b, accumulation, gaps)
+            .gemm_spaced(
+                &a,
+                op_a,
+                &b,
+                op_b,
+                accumulation,
+                Spacing { gaps, interleaved },
+            )
             .expect("the GPU multiplies");
         let packed = gpu.gemm(&a, op_a, &b, op_b, accumulation).unwrap();
-        assert_eq!(in_gaps, 0.0, "({m}×{k})·({k}×{n}): C's gaps written");
+        assert_eq!(
+            in_gaps, 0.0,
+            "({m}×{k})·({k}×{n}), interleaved {interleaved}: C's gaps written"
+        );
         assert_eq!(
             got, packed,
             "({m}×{k})·({k}×{n}) {accumulation:?}: the same words as the packed batch"

@@ -646,40 +646,67 @@ fn the_encoder_on_the_device_equals_the_cpus() {
 }
 
 /// The minibatch gathered from the data the device holds (`Gpu::hold_data`, the request's row
-/// indices) gives the evaluation the uploaded rows give, bit for bit (the same float32 values);
-/// another data set held after it is used in its place.
+/// indices) gives the evaluation the uploaded rows give, bit for bit (the same float32 values),
+/// for two requests gathered in one batch, each with its own rows and its own latent column (its
+/// targets that column); another data set held after it is used in its place.
 #[test]
 fn rows_gathered_from_the_held_data_equal_the_uploaded_ones() {
     let Some(gpu) = gpu() else { return };
     let mut p = common::cgp_problem(3, 9, 20, 4, 500);
     let (b, d) = p.x.shape();
-    let slot = p.latent.as_ref().unwrap().slot;
-    // The targets are the rows' own column, as in the engine's minibatches.
-    p.y = p.x.column(slot).into_owned();
-    // The data: 3b rows, the minibatch's at rows 3r + 1 (in reverse order), the rest noise.
+    // The data: 3b rows, the first minibatch's at rows 3r + 1 (in reverse order), the second's
+    // at rows 3r + 2; the rest noise.
     let rows: Vec<usize> = (0..b).map(|r| 3 * (b - 1 - r) + 1).collect();
     let mut data = DMatrix::from_fn(3 * b, d, |i, j| (i * d + j) as f64 * 0.37 - 5.0);
     for (r, &row) in rows.iter().enumerate() {
         data.row_mut(row).copy_from(&p.x.row(r));
     }
-    let q = posterior(&p);
-    let evaluate = |slot_k: usize, rows: Option<&[usize]>| {
-        upload(&gpu, slot_k, &p, &q, &zeros(&p), &zeros(&p));
-        let request = ResidentRequest {
-            rows,
-            ..request(slot_k, &p, JitterPolicy::default(), 0.0, false)
-        };
-        gpu.resident_evaluations(&[request]).unwrap().remove(0)
+    let other_rows: Vec<usize> = (0..b).map(|r| 3 * r + 2).collect();
+    // The targets are the rows' own column, as in the engine's minibatches; the second request
+    // is another variable (its latent input in another column).
+    let mut second = p.clone();
+    second.x = DMatrix::from_fn(b, d, |r, j| data[(other_rows[r], j)]);
+    let latent = second.latent.as_mut().unwrap();
+    latent.slot = (latent.slot + 1) % d;
+    let column = latent.slot;
+    second.y = second.x.column(column).into_owned();
+    let column = p.latent.as_ref().unwrap().slot;
+    p.y = p.x.column(column).into_owned();
+    let problems = [&p, &second];
+    let row_sets = [rows.as_slice(), other_rows.as_slice()];
+    let evaluate = |first_slot: usize, gathered: bool| {
+        let requests: Vec<ResidentRequest> = problems
+            .iter()
+            .zip(row_sets)
+            .enumerate()
+            .map(|(k, (problem, rows))| {
+                let slot = first_slot + k;
+                upload(
+                    &gpu,
+                    slot,
+                    problem,
+                    &posterior(problem),
+                    &zeros(problem),
+                    &zeros(problem),
+                );
+                ResidentRequest {
+                    rows: gathered.then_some(rows),
+                    ..request(slot, problem, JitterPolicy::default(), 0.0, false)
+                }
+            })
+            .collect();
+        gpu.resident_evaluations(&requests).unwrap()
     };
     assert!(gpu.hold_data(&data).unwrap(), "the data fits");
-    let uploaded = evaluate(20, None);
-    let gathered = evaluate(21, Some(&rows));
+    let uploaded = evaluate(20, false);
+    let gathered = evaluate(22, true);
     assert_eq!(gathered, uploaded);
+    assert_ne!(uploaded[0].misfit, uploaded[1].misfit, "two problems");
     // Another data set replaces it: the same rows now hold other values.
     let other = data.map(|v| v + 1.0);
     assert!(gpu.hold_data(&other).unwrap());
-    let moved = evaluate(22, Some(&rows));
-    assert_ne!(moved.misfit, uploaded.misfit, "the new data is used");
+    let moved = evaluate(24, true);
+    assert_ne!(moved[0].misfit, uploaded[0].misfit, "the new data is used");
 }
 
 /// What a slot holding problem `p` (without an encoder) holds.

@@ -4,8 +4,9 @@
 //     of the M·W values (kernel_backward.wgsl); here they are added over the chunks, in chunk
 //     order, as a double-float (head, tail);
 //   - the misfit Σ_t misfit_t, in point order, as a double-float (by invocation 0);
-//   - of ∂U (T × D) only the latent input's column is kept: the other columns are the gradients
-//     with respect to the data, which nothing uses.
+//   - of ∂U (T × D) only the latent input's column is kept, when asked (the resident path's held
+//     passes read it from ∂U): the other columns are the gradients with respect to the data,
+//     which nothing uses.
 // `out` = [misfit head, misfit tail | row sums' heads (M·W) | their tails (M·W) | ∂w (T)].
 // The two-sums use Knuth's error-free transformation with every step multiplied by `dims.one`, a
 // 1 the compiler cannot see, so that no compiler rearranges them away (see gemm.wgsl).
@@ -22,7 +23,7 @@ struct Dims {
     stride_cols: u32,
     stride_misfit: u32,
     stride_out: u32,
-    pad0: u32,
+    latent_out: u32,   // 1: keep ∂U's latent column (the host-half path; the held passes read ∂U)
     pad1: u32,
     pad2: u32,
 }
@@ -72,7 +73,7 @@ fn finish_sums(@builtin(global_invocation_id) id: vec3<u32>) {
         out[out_at + 2u + i] = sum;
         out[out_at + 2u + dims.values + i] = err;
     }
-    if (i < dims.t) {
+    if (i < dims.t && dims.latent_out == 1u) {
         let column = slots[slot].y;
         out[out_at + 2u + 2u * dims.values + i] = cols[slot * dims.stride_cols + i * dims.d + column];
     }

@@ -59,6 +59,15 @@ pub enum Accumulation {
     Compensated,
 }
 
+/// How a test batch of [`Gpu::gemm_spaced`] lies in its buffers: `gaps` words after each A, B
+/// and C, and, for a compensated product, each C's tail plane right after its head plane
+/// (`interleaved`) rather than all heads, then all tails.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spacing {
+    pub gaps: [usize; 3],
+    pub interleaved: bool,
+}
+
 /// Whether a factor enters as stored or transposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -375,16 +384,17 @@ impl Gpu {
         op_b: Op,
         accumulation: Accumulation,
     ) -> Result<Vec<DMatrix<f64>>, GpuError> {
-        self.gemm_spaced(a, op_a, b, op_b, accumulation, [0; 3])
+        self.gemm_spaced(a, op_a, b, op_b, accumulation, Spacing::default())
             .map(|(c, _)| c)
     }
 
-    /// [`Gpu::gemm`] with the batch's A, B and C each `gaps` words apart in their buffers
+    /// [`Gpu::gemm`] with the batch's A, B and C each `spacing.gaps` words apart in their buffers
     /// ([`Product::with_strides`]): the gaps of A and B hold NaN, so that a product reading one
     /// poisons its result; also returns the largest |value| left in C's gaps (0 unless a product
-    /// wrote outside its own place).
+    /// wrote outside its own place). With `spacing.interleaved` (compensated only) each product's tail
+    /// plane follows its head plane ([`Product::with_plane`]), inside C's stride.
     ///
-    /// Panics as [`Gpu::gemm`] does.
+    /// Panics as [`Gpu::gemm`] does, or if `interleaved` C's gap is shorter than a product.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn gemm_spaced(
         &self,
@@ -393,8 +403,9 @@ impl Gpu {
         b: &[DMatrix<f64>],
         op_b: Op,
         accumulation: Accumulation,
-        gaps: [usize; 3],
+        spacing: Spacing,
     ) -> Result<(Vec<DMatrix<f64>>, f64), GpuError> {
+        let Spacing { gaps, interleaved } = spacing;
         assert_eq!(a.len(), b.len(), "one B per A");
         let Some((a0, b0)) = a.first().zip(b.first()) else {
             return Ok((Vec::new(), 0.0));
@@ -417,8 +428,11 @@ impl Gpu {
         ] {
             self.check_binding(what, (batch * stride * 4) as u64)?;
         }
-        let product =
+        let mut product =
             Product::new((m, n, k), op_a, op_b, false, batch, accumulation).with_strides(strides);
+        if interleaved {
+            product = product.with_plane(m * n);
+        }
         // Column-major storage, as nalgebra holds each matrix, then the gap (NaN).
         let spaced = |xs: &[DMatrix<f64>], gap: usize| {
             f32_bytes(
@@ -433,20 +447,33 @@ impl Gpu {
             self.upload("gemm a", &spaced(a, gaps[0]), storage),
             self.upload("gemm b", &spaced(b, gaps[1]), storage),
         )?;
-        // Product z's place in each plane of C, and the gaps after it.
-        let plane = batch * strides[2];
+        // Product z's place in each plane of C; every other word is a gap.
+        let plane = if interleaved {
+            m * n
+        } else {
+            batch * strides[2]
+        };
         let planes = accumulation.planes();
-        let at = |p: usize, z: usize, e: usize| f64::from(values[p * plane + z * strides[2] + e]);
+        let place = |p: usize, z: usize, e: usize| p * plane + z * strides[2] + e;
+        let mut written = vec![false; values.len()];
         let results = (0..batch)
             .map(|z| {
                 DMatrix::from_fn(m, n, |i, j| {
-                    (0..planes).map(|p| at(p, z, i + j * m)).sum::<f64>()
+                    (0..planes)
+                        .map(|p| {
+                            let at = place(p, z, i + j * m);
+                            written[at] = true;
+                            f64::from(values[at])
+                        })
+                        .sum::<f64>()
                 })
             })
             .collect();
-        let gap_values = (0..planes)
-            .flat_map(|p| (0..batch).flat_map(move |z| (m * n..strides[2]).map(move |e| (p, z, e))))
-            .map(|(p, z, e)| at(p, z, e).abs())
+        let gap_values = values
+            .iter()
+            .zip(&written)
+            .filter(|(_, &w)| !w)
+            .map(|(v, _)| f64::from(*v).abs())
             .fold(0.0f64, f64::max);
         Ok((results, gap_values))
     }

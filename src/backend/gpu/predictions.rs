@@ -667,7 +667,7 @@ impl Gpu {
             strides.points as u32,
             t as u32,
             strides.finished as u32,
-            0,
+            u32::from(!gram),
             0,
             0,
         ];
