@@ -1,6 +1,8 @@
 //! The uncollapsed bound's heavy half on the GPU: for each request, the predictions at the
 //! T = S·b evaluation points ([`Predictions`]), in one command submission for the whole batch and
-//! one read-back. Per request, in order on the device (float32):
+//! one read-back. Per batch of requests of one shape, each pass one dispatch over the batch
+//! ([`Gpu::plan_predictions`]: a slot's values a stride after the last's), in order on the device
+//! (float32):
 //!
 //! 0. the T evaluation points, k_tt and y_T from the minibatch's rows and targets and the latent
 //!    input's noise ε with each row's (μ, √Σ) (`points.wgsl`: the host sends b·(D + 3) + T values,

@@ -5,8 +5,8 @@
 //!
 //! 0. the hyperparameters as the passes read them, derived from the slot's raw numbers
 //!    (`held_gradients.wgsl`'s `derive_parameters`: the kernel's masked θ̃, its shape a, and from
-//!    φ² the constants c/φ², g_var and k_tt's adjoint per unit of w) and copied into the passes'
-//!    buffers and uniform blocks, so the host uploads none of them;
+//!    φ² the constants c/φ², g_var and k_tt's adjoint per unit of w) where the predictions read
+//!    them (one buffer per batch in DERIVED's layout), so the host uploads none of them;
 //! 1. Z from the slot's current state; q(w)'s moments (μ_n, Σ_n) from the encoder's forward
 //!    pass on the minibatch's rows (`encoder.wgsl`, when the request has an encoder; else the
 //!    host's); the draws w = μ + √Σ ε, the evaluation points and K' = K(Z, [U; Z])
@@ -41,12 +41,14 @@
 //! the natural step's inputs, the KL terms) also runs as one pass each over all requests of one M
 //! ([`Gpu::plan_algebra`]: `inducing.wgsl` takes the slot from the dispatch, the products are a
 //! batch of the GEMM), on buffers that hold the group's slots one after another, with each
-//! request's own buffers copied in and out around them. So do the held passes (steps 0, 1's
-//! encoder and 6: `held_gradients.wgsl` and `encoder.wgsl`, [`Gpu::plan_held`]) over all
-//! requests of one shape, each slot's Adam step size, latent column and graph gradient its own.
-//! The minibatch's gather and the predictions' passes (the points, K', the products, the column
-//! pass, the kernel's adjoint) are still recorded request by request, phase by phase around them
-//! ([`Gpu::record_phases`]).
+//! slot's share copied in from and out to its batch's buffers around them. Every other pass
+//! runs once per batch of requests of one shape ([`Gpu::encode_batches`]): the minibatch's
+//! gather, the predictions' passes (the points, K', the five products, the column pass, the
+//! kernel's adjoint and its sums: [`Gpu::plan_predictions`]) and the held passes (steps 0,
+//! 1's encoder and 6: `held_gradients.wgsl` and `encoder.wgsl`, [`Gpu::plan_held`]) on the
+//! batch's buffers, each slot's rows, latent column, Adam step size and graph gradient its own;
+//! only each request's held state is copied in and its next one out. [`Gpu::record_phases`]
+//! records them phase by phase.
 //!
 //! What comes back per request is 6 values and 22 words of status (the misfit, the squared
 //! gradient of Z and the encoder, Σ KL(q(w)), K_ZZ's jitter and status, the KL terms, the step's
