@@ -7,8 +7,9 @@
 // Every pass runs over all slots of a batch at once: the dispatch's y is the slot, and each
 // binding holds the batch's slots one after another, `dims.strides` words apart (0 for a binding
 // the pass does not read), so slot s of src_a starts at word s · strides.x. The per-slot noise
-// constants g_var = −c/(2φ²) and c/φ² (the device's, derived from each slot's φ²) are `noise`'s
-// entry s.
+// constants g_var = −c/(2φ²) and c/φ² in double-float (the device's, derived from each slot's
+// φ²) are four words of `noise` (the batch's derived parameters), `noise_at` words into slot s's
+// `noise_stride`.
 //
 // Layouts: a double-float ("df") value is two f32 words (head, tail); the factorisations' and
 // q(v)'s matrices are df, row-major (cholesky.wgsl); the products' operands are f32,
@@ -34,13 +35,12 @@ struct Dims {
     flags: u32,           // `narrow_matrix`: 1 subtracts the identity
     strides: vec4<u32>,   // words per slot of src_a, src_b, src_c and dst
     one: f32,             // 1.0, unknown to the compiler (double_float.wgsl)
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
+    noise_at: u32,        // where a slot's g_var (df), then c/φ² (df), start in `noise`
+    noise_stride: u32,    // words per slot of `noise`
+    pad: u32,
 }
 
-// Per slot: g_var (df), then c/φ² (df).
-@group(0) @binding(5) var<storage, read> noise: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> noise: array<f32>;
 
 // The slot this invocation works for and where it starts in each binding.
 var<private> slot: u32;
@@ -53,12 +53,13 @@ fn enter(s: u32) {
 }
 
 fn g_var() -> f32 {
-    let v = noise[slot];
-    return v.x + v.y;
+    let at = slot * dims.noise_stride + dims.noise_at;
+    return noise[at] + noise[at + 1u];
 }
 
 fn scale() -> vec2<f32> {
-    return noise[slot].zw;
+    let at = slot * dims.noise_stride + dims.noise_at;
+    return vec2<f32>(noise[at + 2u], noise[at + 3u]);
 }
 
 fn df_a(k: u32) -> vec2<f32> {

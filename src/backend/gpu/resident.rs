@@ -466,19 +466,8 @@ struct BatchedFactor {
 /// run over all requests of its M at once ([`Gpu::plan_algebra`]).
 struct SlotAlgebra {
     m: usize,
-    /// Evaluation points: K' holds K_ZZ (and then K̄_ZZ) after its first T · M words.
-    t: usize,
     /// q(v)'s current state (the slot's: P, S, m, η₁, L_P).
     current: wgpu::Buffer,
-    /// K' = K(Z, [U; Z]), M × (T + M) column-major, in its batch's buffer at this byte.
-    k: Share,
-    /// P = ÃÃᵀ's and [Ãg, Ãy]'s compensated planes (heads, then tails).
-    p: Share,
-    g_alpha_ky: Share,
-    /// g_var and c/φ² (double-float) in the derived parameters.
-    noise: Share,
-    /// Where the predictions read L⁻¹, S − I and [m | α] (copied from the group's).
-    operands: [Share; 3],
     /// K_ZZ's jitter: the floor relative to its mean diagonal and the ladder's rungs.
     relative_jitter: f64,
     ladder: Vec<u8>,
@@ -491,8 +480,25 @@ struct SlotAlgebra {
     kl_at: u64,
 }
 
-/// A buffer and the byte where one slot's part of it starts.
-type Share = (wgpu::Buffer, u64);
+/// The buffers of a batch's predictions that its M × M algebra reads and writes in place
+/// ([`Gpu::plan_algebra`]), each slot a stride after the last.
+struct BatchShares {
+    /// Evaluation points: K' (M × (T + M), column-major, `k_stride` words per slot) holds K_ZZ,
+    /// then K̄_ZZ, after its first T · M words.
+    t: usize,
+    k: wgpu::Buffer,
+    k_stride: usize,
+    /// P = ÃÃᵀ's and [Ãg, Ãy]'s compensated planes (each slot's heads, then tails: 2M², 4M).
+    p: wgpu::Buffer,
+    g_alpha_ky: wgpu::Buffer,
+    /// The derived parameters, g_var and c/φ² (double-float) `noise_at` words into each slot's
+    /// `params_stride`.
+    params: wgpu::Buffer,
+    params_stride: usize,
+    noise_at: usize,
+    /// L⁻¹, S − I and [m | α] as the predictions read them (M², M², 2M per slot).
+    operands: InducingOperands,
+}
 
 /// The sizes, in words per slot, of what a request's held passes read and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -615,27 +621,27 @@ struct Batch<'g> {
     adjoint: Vec<Step<'g>>,
     /// The held passes on the batch's buffers.
     held: GroupHeld<'g>,
+    /// Its requests (their places in the submission) and what its M × M algebra shares.
+    members: Vec<usize>,
+    shares: BatchShares,
 }
 
-/// The passes over all requests of one M ([`Gpu::plan_algebra`]), in the order they run around
-/// the requests' own, with the copies between the requests' buffers and the group's.
+/// The M × M algebra over a batch ([`Gpu::plan_algebra`]), in the order its passes run around
+/// the predictions', with the copies between the requests' states and the group's.
 struct GroupAlgebra<'g> {
     /// The group's scratch slot (the key of its buffers and bind groups).
     slot: usize,
-    /// Before anything: q(v)'s current states, K_ZZ and the noise constants into the group's.
+    /// Before anything: q(v)'s current states into the group's.
     copies_in: Vec<BufferCopy>,
     /// K_ZZ widened for its factorisations.
     widen: Vec<Step<'g>>,
     /// K_ZZ's factorisations (one per member, batched by [`Gpu::record_batched`]).
     factors: Vec<BatchedFactor>,
-    /// L, L⁻¹, S − I and [m | α] narrowed, then copied to the members' operands.
+    /// L, L⁻¹, S − I and [m | α] narrowed (the last three where the predictions read them).
     before: Vec<Step<'g>>,
-    operands_out: Vec<BufferCopy>,
-    /// After the predictions: P's and [Ãg, Ãy]'s planes in, L̄, the Cholesky adjoint and
-    /// K̄_ZZ, copied out after each member's K̄_Zt.
-    products_in: Vec<BufferCopy>,
+    /// After the predictions: L̄, the Cholesky adjoint and K̄_ZZ, written after each slot's
+    /// K̄_Zt.
     after: Vec<Step<'g>>,
-    adjoint_out: Vec<BufferCopy>,
     /// The natural steps' inputs, the steps (batched), the KL terms of the current states.
     natural_inputs: Vec<Step<'g>>,
     naturals: Vec<BatchedFactor>,
@@ -920,7 +926,7 @@ impl Gpu {
             record(encoder, label, slot, steps);
             record_copies(encoder, copies_out);
         };
-        let groups = self.plan_algebra(encoded)?;
+        let groups = self.plan_algebra(encoded, batches)?;
         for b in batches {
             let h = &b.held;
             staged(
@@ -941,14 +947,13 @@ impl Gpu {
         let factors: Vec<BatchedFactor> = groups.iter().flat_map(|g| g.factors.clone()).collect();
         self.record_batched(encoder, "kzz", &factors)?;
         for g in &groups {
-            staged(encoder, "narrowed", g.slot, &[], &g.before, &g.operands_out);
+            record(encoder, "narrowed", g.slot, &g.before);
         }
         for b in batches {
             record(encoder, "predictions", b.slot, &b.middle);
         }
         for g in &groups {
-            let (copies_in, steps, out) = (&g.products_in, &g.after, &g.adjoint_out);
-            staged(encoder, "m x m adjoint", g.slot, copies_in, steps, out);
+            record(encoder, "m x m adjoint", g.slot, &g.after);
         }
         for b in batches {
             record(encoder, "resident adjoint", b.slot, &b.adjoint);
@@ -1173,43 +1178,35 @@ impl Gpu {
         Ok(group)
     }
 
-    /// Plans the M × M algebra of `encoded` over groups of requests with the same M (as many
-    /// per group as the storage binding's limit allows), each pass one dispatch over the group's
-    /// slots (`inducing.wgsl`: the dispatch's y is the slot; the products a batch of the GEMM),
-    /// with the group's buffers holding its slots one after another.
-    fn plan_algebra<'g>(&'g self, encoded: &[Encoded]) -> Result<Vec<GroupAlgebra<'g>>, GpuError> {
-        let limit = self.device.setup().limits().max_storage_buffer_binding_size;
-        let mut sizes: Vec<usize> = Vec::new();
-        for e in encoded {
-            if !sizes.contains(&e.algebra.m) {
-                sizes.push(e.algebra.m);
-            }
-        }
-        let mut groups = Vec::new();
-        for m in sizes {
-            let members: Vec<&SlotAlgebra> = encoded
-                .iter()
-                .map(|e| &e.algebra)
-                .filter(|a| a.m == m)
-                .collect();
-            // q(v)'s state is the largest of a slot's shares.
-            let per_slot = (state_words(m) * 4).max(4) as u64;
-            let capacity = (limit / per_slot).max(1) as usize;
-            for piece in members.chunks(capacity) {
-                let slot = RESIDENT_GROUP + groups.len();
-                groups.push(self.plan_group(slot, m, piece)?);
-            }
-        }
-        Ok(groups)
+    /// Plans the M × M algebra of each batch (`inducing.wgsl`: each pass one dispatch over the
+    /// batch's slots, the dispatch's y the slot; the products a batch of the GEMM), reading K_ZZ,
+    /// P, [Ãg, Ãy] and the noise constants from the batch's buffers and writing the operands and
+    /// K̄_ZZ into them; q(v)'s states copied into the group's buffers.
+    fn plan_algebra<'g>(
+        &'g self,
+        encoded: &[Encoded],
+        batches: &[Batch],
+    ) -> Result<Vec<GroupAlgebra<'g>>, GpuError> {
+        batches
+            .iter()
+            .enumerate()
+            .map(|(g, batch)| {
+                let members: Vec<&SlotAlgebra> =
+                    batch.members.iter().map(|&k| &encoded[k].algebra).collect();
+                let m = members[0].m;
+                self.plan_group(RESIDENT_GROUP + g, m, &members, &batch.shares)
+            })
+            .collect()
     }
 
-    /// One group's buffers, passes and copies ([`GroupAlgebra`]) for `members` (all of size
-    /// M = `m`), in group scratch slot `slot`.
+    /// One batch's M × M buffers, passes and copies ([`GroupAlgebra`]) for `members` (all of
+    /// size M = `m`), in group scratch slot `slot`, on the batch's `shares`.
     fn plan_group<'g>(
         &'g self,
         slot: usize,
         m: usize,
         members: &[&SlotAlgebra],
+        shares: &BatchShares,
     ) -> Result<GroupAlgebra<'g>, GpuError> {
         let n = members.len();
         let mm = m * m;
@@ -1228,22 +1225,32 @@ impl Gpu {
         let buffer =
             |role, per_slot: usize| self.resident(role, slot, words(per_slot) * 4, storage());
         let state = buffer("group q(v)", state_words(m));
-        let gram = buffer("group kzz (f32)", mm);
         let gram_in = buffer("group kzz (df)", 2 * mm);
         let kzz = buffer("group kzz factor", output_words(m));
-        let noise = buffer("group noise", 4);
         let l_f = buffer("group l (f32)", mm);
-        let l_inv = buffer("group l_inv (f32)", mm);
-        let s_minus_i = buffer("group s - i (f32)", mm);
-        let q_mean = buffer("group m and alpha (f32)", 2 * m);
-        let p = buffer("group p planes", 2 * mm);
-        let g_alpha_ky = buffer("group g_alpha ky planes", 4 * m);
+        // The batch's: K', the operands, the products' planes and the derived parameters.
+        let BatchShares {
+            t,
+            k,
+            k_stride,
+            p,
+            g_alpha_ky,
+            params: noise,
+            params_stride,
+            noise_at,
+            operands:
+                InducingOperands {
+                    l_inv,
+                    s_minus_i,
+                    q_mean,
+                },
+        } = shares;
+        let (t, k_stride) = (*t, *k_stride);
         let (w_a, w_b, p_full) = (
             buffer("group w a", mm),
             buffer("group w b", mm),
             buffer("group p full", mm),
         );
-        let k_bar = buffer("group kbar zz", mm);
         let natural_in = buffer("group natural step inputs", 2 * (2 * mm + 2 * m));
         let kl = buffer("group kl terms", 6);
         let spare = self.resident("group spare", slot, 4, storage());
@@ -1266,8 +1273,8 @@ impl Gpu {
                         c,
                         d,
                         1.0f32.to_bits(),
-                        0,
-                        0,
+                        *noise_at as u32,
+                        *params_stride as u32,
                         0,
                     ]),
                     wgpu::BufferUsages::UNIFORM,
@@ -1283,8 +1290,8 @@ impl Gpu {
         let (state_w, factor_w) = (state_words(m), output_words(m));
         let widen = vec![glue(
             Glue::WidenGram,
-            dims("glue: widen", 0, 0, 0, [mm, 0, 0, 2 * mm]),
-            [&gram, &spare, &spare, &gram_in],
+            dims("glue: widen", t, 0, 0, [k_stride, 0, 0, 2 * mm]),
+            [k, &spare, &spare, &gram_in],
             square_groups,
         )];
         let before = vec![
@@ -1297,19 +1304,19 @@ impl Gpu {
             glue(
                 Glue::NarrowMatrix,
                 dims("glue: l_inv", 0, mm, 0, [factor_w, 0, 0, mm]),
-                [&kzz, &spare, &spare, &l_inv],
+                [&kzz, &spare, &spare, l_inv],
                 square_groups,
             ),
             glue(
                 Glue::NarrowMatrix,
                 dims("glue: s - i", 0, at.s, 1, [state_w, 0, 0, mm]),
-                [&state, &spare, &spare, &s_minus_i],
+                [&state, &spare, &spare, s_minus_i],
                 square_groups,
             ),
             glue(
                 Glue::MeanAlpha,
                 dims("glue: m", 0, at.mean, 0, [state_w, factor_w, 0, 2 * m]),
-                [&state, &kzz, &spare, &q_mean],
+                [&state, &kzz, &spare, q_mean],
                 vector_groups,
             ),
         ];
@@ -1351,15 +1358,15 @@ impl Gpu {
             vec![glue(
                 Glue::MirrorP,
                 dims("glue: p", 0, 0, 0, [2 * mm, 0, 0, mm]),
-                [&p, &spare, &spare, &p_full],
+                [p, &spare, &spare, &p_full],
                 square_groups,
             )],
-            gemm(&as_is_dims, &s_minus_i, &p_full, &w_a),
-            gemm(&t_as_is_dims, &l_inv, &w_a, &w_b),
+            gemm(&as_is_dims, s_minus_i, &p_full, &w_a),
+            gemm(&t_as_is_dims, l_inv, &w_a, &w_b),
             vec![glue(
                 Glue::LBar,
                 dims("glue: l bar", 0, 0, 0, [2 * m, 4 * m, mm, mm]),
-                [&q_mean, &g_alpha_ky, &w_b, &w_a],
+                [q_mean, g_alpha_ky, &w_b, &w_a],
                 square_groups,
             )],
             gemm(&t_as_is_dims, &l_f, &w_a, &w_b),
@@ -1369,12 +1376,12 @@ impl Gpu {
                 [&spare, &spare, &spare, &w_b],
                 square_groups,
             )],
-            gemm(&as_is_dims, &w_b, &l_inv, &w_a),
-            gemm(&t_as_is_dims, &l_inv, &w_a, &w_b),
+            gemm(&as_is_dims, &w_b, l_inv, &w_a),
+            gemm(&t_as_is_dims, l_inv, &w_a, &w_b),
             vec![glue(
                 Glue::SymmetriseInto,
-                dims("glue: k bar", 0, 0, 0, [mm, 0, 0, mm]),
-                [&w_b, &spare, &spare, &k_bar],
+                dims("glue: k bar", t, 0, 0, [mm, 0, 0, k_stride]),
+                [&w_b, &spare, &spare, k],
                 square_groups,
             )],
         ]
@@ -1390,7 +1397,7 @@ impl Gpu {
                 0,
                 [state_w, 2 * mm, 4 * m, 2 * (2 * mm + 2 * m)],
             ),
-            [&state, &p, &g_alpha_ky, &natural_in],
+            [&state, p, g_alpha_ky, &natural_in],
             square_groups,
         )];
         let kl_terms = vec![glue(
@@ -1409,34 +1416,20 @@ impl Gpu {
             widen,
             factors: Vec::new(),
             before,
-            operands_out: Vec::new(),
-            products_in: Vec::new(),
             after,
-            adjoint_out: Vec::new(),
             natural_inputs,
             naturals: Vec::new(),
             kl_terms,
             readback: Vec::new(),
         };
         for (z, a) in members.iter().enumerate() {
-            let (k, kzz_at) = (&a.k.0, a.k.1 + bytes(a.t * m));
-            group.copies_in.extend([
-                (
-                    a.current.clone(),
-                    0,
-                    state.clone(),
-                    share(z, state_w),
-                    bytes(state_w),
-                ),
-                (k.clone(), kzz_at, gram.clone(), share(z, mm), bytes(mm)),
-                (
-                    a.noise.0.clone(),
-                    a.noise.1,
-                    noise.clone(),
-                    share(z, 4),
-                    bytes(4),
-                ),
-            ]);
+            group.copies_in.push((
+                a.current.clone(),
+                0,
+                state.clone(),
+                share(z, state_w),
+                bytes(state_w),
+            ));
             group.factors.push(BatchedFactor {
                 m,
                 constant: a.relative_jitter,
@@ -1446,34 +1439,6 @@ impl Gpu {
                 output: kzz.clone(),
                 output_at: share(z, factor_w),
             });
-            for ((source, words), (destination, at)) in
-                [(&l_inv, mm), (&s_minus_i, mm), (&q_mean, 2 * m)]
-                    .into_iter()
-                    .zip(&a.operands)
-            {
-                group.operands_out.push((
-                    source.clone(),
-                    share(z, words),
-                    destination.clone(),
-                    *at,
-                    bytes(words),
-                ));
-            }
-            for ((source, at), (destination, words)) in [&a.p, &a.g_alpha_ky]
-                .into_iter()
-                .zip([(&p, 2 * mm), (&g_alpha_ky, 4 * m)])
-            {
-                group.products_in.push((
-                    source.clone(),
-                    *at,
-                    destination.clone(),
-                    share(z, words),
-                    bytes(words),
-                ));
-            }
-            group
-                .adjoint_out
-                .push((k_bar.clone(), share(z, mm), k.clone(), kzz_at, bytes(mm)));
             group.naturals.push(BatchedFactor {
                 m,
                 constant: a.gamma,
@@ -1647,6 +1612,7 @@ impl Gpu {
             let first = &prepared[leader];
             let (z, m, t) = (first.held.sizes, first.shape.m, first.t);
             let layout = first.pending.layout;
+            // The largest of a slot's shares of the batch's buffers and of its M × M group's.
             let largest = [
                 3 * z.held,
                 z.gradients,
@@ -1654,7 +1620,9 @@ impl Gpu {
                 z.points,
                 m * (t + m),
                 layout.chunks * m * layout.width,
-                2 * m * m,
+                state_words(m),
+                output_words(m),
+                2 * (2 * m * m + 2 * m),
             ]
             .into_iter()
             .max()
@@ -1716,6 +1684,11 @@ impl Gpu {
             for (place, &k) in members.iter().enumerate() {
                 let p = &prepared[k];
                 let request = &requests[k];
+                debug_assert_eq!(
+                    derived_noise_at(request.kernel),
+                    derived_noise_at(first.kernel),
+                    "one kernel structure per batch"
+                );
                 // Z comes from the slot's current held state, not from the host.
                 let z_words = strides.z;
                 if z_words > 0 {
@@ -1727,26 +1700,11 @@ impl Gpu {
                         bytes(z_words),
                     );
                 }
-                let at = |per_slot: usize| bytes(place * per_slot);
-                let [l_w, s_w, m_w] = strides.operands;
                 encoded[k] = Some(Encoded {
                     pending: p.pending.clone(),
                     algebra: SlotAlgebra {
                         m,
-                        t: p.t,
                         current: p.current.clone(),
-                        k: (plan.k.clone(), at(strides.k)),
-                        p: (plan.p.clone(), at(strides.p)),
-                        g_alpha_ky: (plan.g_alpha_ky.clone(), at(strides.g_alpha_ky)),
-                        noise: (
-                            plan.params.clone(),
-                            at(strides.params) + derived_noise_at(request.kernel),
-                        ),
-                        operands: [
-                            (operands.l_inv.clone(), at(l_w)),
-                            (operands.s_minus_i.clone(), at(s_w)),
-                            (operands.q_mean.clone(), at(m_w)),
-                        ],
                         relative_jitter: request.relative_jitter,
                         ladder: ladder_bytes(request.jitter, 1),
                         gamma: request.gamma,
@@ -1761,6 +1719,27 @@ impl Gpu {
             plan.z_into_points(encoder);
             let held: Vec<&SlotHeld> = members.iter().map(|&k| &prepared[k].held).collect();
             let held = self.plan_held(slot, &held, &plan)?;
+            debug_assert_eq!(
+                strides.operands,
+                [m * m, m * m, 2 * m],
+                "the M × M passes read the operands"
+            );
+            debug_assert_eq!(
+                [strides.p, strides.g_alpha_ky],
+                [2 * m * m, 4 * m],
+                "and the products' planes at these strides"
+            );
+            let shares = BatchShares {
+                t: first.latent.eps.len(),
+                k: plan.k.clone(),
+                k_stride: strides.k,
+                p: plan.p.clone(),
+                g_alpha_ky: plan.g_alpha_ky.clone(),
+                params: plan.params.clone(),
+                params_stride: strides.params,
+                noise_at: derived_noise_at(first.kernel) as usize / 4,
+                operands,
+            };
             batches.push(Batch {
                 slot,
                 gather,
@@ -1768,6 +1747,8 @@ impl Gpu {
                 middle: plan.middle,
                 adjoint: plan.back,
                 held,
+                members: members.clone(),
+                shares,
             });
         }
         let encoded = encoded
