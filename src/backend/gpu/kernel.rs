@@ -263,9 +263,11 @@ pub(super) fn kind_bytes(kernel: &Kernel) -> Vec<u8> {
         .collect()
 }
 
-/// Words from one slot to the next in each buffer the kernel shaders read or write.
+/// Words from one slot to the next in each buffer the kernel shaders read or write, and where
+/// slot 0's A starts in its buffer.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct KernelStrides {
+    pub a_at: usize,
     pub a: usize,
     pub b: usize,
     pub params: usize,
@@ -283,6 +285,7 @@ pub(super) fn kernel_dims(
     strides: KernelStrides,
 ) -> Vec<u8> {
     let KernelStrides {
+        a_at,
         a,
         b,
         params,
@@ -302,7 +305,7 @@ pub(super) fn kernel_dims(
         k as u32,
         rows as u32,
         cols as u32,
-        0,
+        a_at as u32,
     ])
 }
 

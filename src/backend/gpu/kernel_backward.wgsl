@@ -33,7 +33,7 @@ fn backward_rows(@builtin(global_invocation_id) id: vec3<u32>) {
     for (var w = 0u; w < width; w++) {
         out[row + w] = 0.0;
     }
-    let ap = slot * dims.stride_a + p * d;
+    let ap = dims.at_a + slot * dims.stride_a + p * d;
     let dk_at = slot * dims.stride_k;
     let alpha_at = row + d + dims.parts * stride;
     let linear_at = alpha_at + 1u;
@@ -90,7 +90,7 @@ fn backward_cols(@builtin(global_invocation_id) id: vec3<u32>) {
         out[at + j] = 0.0;
     }
     for (var p = 0u; p < dims.n; p++) {
-        let ap = slot * dims.stride_a + p * d;
+        let ap = dims.at_a + slot * dims.stride_a + p * d;
         let g_in = dk[dk_at + p + q * dims.n];
         for (var j = 0u; j < d; j++) {
             let t = linear(j);

@@ -21,7 +21,7 @@ struct Dims {
     stride_k: u32,      // K (kernel_cross.wgsl) and dK (kernel_backward.wgsl)
     stride_rows: u32,   // the adjoint's row pass's output
     stride_cols: u32,   // the adjoint's column pass's output
-    pad: u32,
+    at_a: u32,          // where slot 0's A starts in `a` (Z after the points in [U; Z])
 }
 
 @group(0) @binding(0) var<uniform> dims: Dims;

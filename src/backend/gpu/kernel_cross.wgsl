@@ -13,7 +13,7 @@ fn cross(@builtin(global_invocation_id) id: vec3<u32>) {
         return;
     }
     params_at = slot * dims.stride_params;
-    let ap = slot * dims.stride_a + p * dims.d;
+    let ap = dims.at_a + slot * dims.stride_a + p * dims.d;
     let bq = slot * dims.stride_b + q * dims.d;
     var value = 0.0;
     for (var j = 0u; j < dims.d; j++) {

@@ -341,8 +341,8 @@ impl Gpu {
     /// the word the held passes read beside slot k's latent column ([`PredictionPlan::slots`]).
     /// With `gram`, Z is appended to the evaluation points (K' = K(Z, [U; Z]), M × (T + M), its
     /// last M columns K_ZZ) so that the one kernel pass and the one adjoint serve K_ZZ as well:
-    /// the caller copies Z into the points buffer after the first T rows
-    /// ([`PredictionPlan::z_into_points`]) and writes K̄_ZZ after K̄_Zt before the adjoint runs.
+    /// the caller copies each slot's Z there ([`PredictionPlan::z_place`]) and writes K̄_ZZ after
+    /// K̄_Zt before the adjoint runs.
     ///
     /// Panics if the inputs' shapes disagree (x b × D, y b, draws S × b, one kernel structure),
     /// or if a batch of several slots asks for the host's evaluation points (without `gram`).
@@ -524,9 +524,19 @@ impl Gpu {
                     }
                 }
             };
-        let z_buf = buffer("z", strides.z);
+        let u_buf = buffer("u", strides.points);
+        // Z: with `gram` each slot's last M points (the kernel's A is read there), else a buffer
+        // of its own.
+        let (z_buf, z_at, z_stride) = if gram {
+            (u_buf.clone(), t * d, strides.points)
+        } else {
+            (buffer("z", strides.z), 0, strides.z)
+        };
         if upload_z {
-            write(&z_buf, strides.z, &|input| rows_bytes(input.z));
+            for (k, input) in inputs.iter().enumerate() {
+                let at = ((z_at + k * z_stride) * 4) as u64;
+                self.device.write_buffer(&z_buf, at, &rows_bytes(input.z));
+            }
         }
         // The points are built on the device from the rows and the latent input (points.wgsl).
         let x_buf = buffer("x rows", strides.x);
@@ -567,7 +577,8 @@ impl Gpu {
             (m, points),
             chunk,
             KernelStrides {
-                a: strides.z,
+                a_at: z_at,
+                a: z_stride,
                 b: strides.points,
                 params: strides.params,
                 k: strides.k,
@@ -594,7 +605,6 @@ impl Gpu {
         ]);
         let points_dims =
             self.resident_constant("points dims", slot, &uniform_words(&points_dims), uniform);
-        let u_buf = buffer("u", strides.points);
         // K, then K̄ in the same buffer; Ã; B = (S − I)Ã, then Ā in the same buffer.
         let k = buffer("k", strides.k);
         let a_w = buffer("whitened k", m * t);
@@ -783,10 +793,8 @@ impl Gpu {
             back,
             layout,
             strides,
-            slots: n,
             u,
-            d,
-            z: z_buf,
+            z: (z_buf, z_at, z_stride),
             points: u_buf,
             k,
             p: p_buf,
@@ -903,15 +911,13 @@ pub(super) struct PredictionPlan<'g> {
     pub back: Vec<Step<'g>>,
     pub layout: ReadbackLayout,
     pub strides: PlanStrides,
-    /// Slots in the batch.
-    pub slots: usize,
     /// The evaluation points (T × D) in f64, for k_tt's adjoint on the host (the host-half path's
     /// plans only: None with `gram`).
     pub u: Option<DMatrix<f64>>,
-    /// D, the points' inputs.
-    pub d: usize,
-    /// Z (M × D, row-major) and the points buffer ([U; Z] with `gram`).
-    pub z: wgpu::Buffer,
+    /// Z (M × D, row-major per slot): its buffer, slot 0's first word and the words per slot
+    /// (with `gram` the points buffer, Z each slot's last M rows).
+    z: (wgpu::Buffer, usize, usize),
+    /// The points ([U; Z] with `gram`).
     pub points: wgpu::Buffer,
     /// K (M × T, or K' M × (T + M)), then K̄ in the same buffer.
     pub k: wgpu::Buffer,
@@ -943,23 +949,11 @@ impl<'g> PredictionPlan<'g> {
         self.front.iter().chain(&self.middle).chain(&self.back)
     }
 
-    /// Records the copy of each slot's Z into the points buffer after its T evaluation points
-    /// (before the pass that reads them).
-    pub fn z_into_points(&self, encoder: &mut wgpu::CommandEncoder) {
-        let (m, t, d) = (self.layout.m, self.layout.t, self.d);
-        let bytes = (m * d * 4) as u64;
-        if bytes == 0 {
-            return;
-        }
-        for k in 0..self.slots {
-            encoder.copy_buffer_to_buffer(
-                &self.z,
-                (k * self.strides.z * 4) as u64,
-                &self.points,
-                ((k * self.strides.points + t * d) * 4) as u64,
-                bytes,
-            );
-        }
+    /// Where slot `k`'s Z (M × D, row-major) goes: a buffer and its byte (with `gram`, after
+    /// the slot's T evaluation points, where the kernel passes read it as the last M points).
+    pub fn z_place(&self, k: usize) -> (&wgpu::Buffer, u64) {
+        let (buffer, first, stride) = &self.z;
+        (buffer, ((first + k * stride) * 4) as u64)
     }
 }
 

@@ -1689,16 +1689,12 @@ impl Gpu {
                     derived_noise_at(first.kernel),
                     "one kernel structure per batch"
                 );
-                // Z comes from the slot's current held state, not from the host.
+                // Z comes from the slot's current held state, not from the host: into the
+                // points after the slot's T (the kernel reads the last M points as Z).
                 let z_words = strides.z;
                 if z_words > 0 {
-                    encoder.copy_buffer_to_buffer(
-                        &p.z_current,
-                        0,
-                        &plan.z,
-                        bytes(place * z_words),
-                        bytes(z_words),
-                    );
+                    let (points, at) = plan.z_place(place);
+                    encoder.copy_buffer_to_buffer(&p.z_current, 0, points, at, bytes(z_words));
                 }
                 encoded[k] = Some(Encoded {
                     pending: p.pending.clone(),
@@ -1716,7 +1712,6 @@ impl Gpu {
                     copies: p.copies.clone(),
                 });
             }
-            plan.z_into_points(encoder);
             let held: Vec<&SlotHeld> = members.iter().map(|&k| &prepared[k].held).collect();
             let held = self.plan_held(slot, &held, &plan)?;
             debug_assert_eq!(
