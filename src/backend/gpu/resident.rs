@@ -1522,8 +1522,28 @@ impl Gpu {
                         "kzz batch ladder",
                     )
                 };
-                let input = self.resident(label_in, slot, n * in_bytes, storage());
-                let output = self.resident(label_out, slot, n * out_bytes, storage());
+                // Jobs that already lie one after another from the start of one buffer (a
+                // group's K_ZZ and its factors, its natural steps' inputs) are bound there;
+                // others are copied into the batch's own buffers and out of them.
+                let in_place = |place: fn(&BatchedFactor) -> (&wgpu::Buffer, u64), bytes: usize| {
+                    let (first, _) = place(&jobs[piece[0]]);
+                    piece.iter().enumerate().all(|(i, &k)| {
+                        let (buffer, at) = place(&jobs[k]);
+                        buffer == first && at == (i * bytes) as u64
+                    })
+                };
+                let input_in_place = in_place(|j| (&j.input, j.input_at), in_bytes);
+                let output_in_place = in_place(|j| (&j.output, j.output_at), out_bytes);
+                let input = if input_in_place {
+                    jobs[piece[0]].input.clone()
+                } else {
+                    self.resident(label_in, slot, n * in_bytes, storage())
+                };
+                let output = if output_in_place {
+                    jobs[piece[0]].output.clone()
+                } else {
+                    self.resident(label_out, slot, n * out_bytes, storage())
+                };
                 self.check_binding("a batch of factorisations", (n * out_bytes) as u64)?;
                 let constant = f64::from_bits(constant);
                 let (gamma, floor) = if natural {
@@ -1539,7 +1559,7 @@ impl Gpu {
                 );
                 let ladder: Vec<u8> = piece.iter().flat_map(|&k| jobs[k].ladder.clone()).collect();
                 let ladder = self.resident_constant(label_ladder, slot, &ladder, storage());
-                for (i, &k) in piece.iter().enumerate() {
+                for (i, &k) in piece.iter().enumerate().filter(|_| !input_in_place) {
                     let bytes = in_bytes as u64;
                     if bytes > 0 {
                         encoder.copy_buffer_to_buffer(
@@ -1561,7 +1581,7 @@ impl Gpu {
                     .map(|(pipeline, groups)| (pipeline, bound.clone(), groups))
                     .collect();
                 self.record_steps(encoder, what, slot, &steps.iter().collect::<Vec<_>>());
-                for (i, &k) in piece.iter().enumerate() {
+                for (i, &k) in piece.iter().enumerate().filter(|_| !output_in_place) {
                     let bytes = out_bytes as u64;
                     if bytes > 0 {
                         encoder.copy_buffer_to_buffer(
