@@ -231,6 +231,7 @@ for backend in ("gpu", "cpu"):
         n = max(steady["variable_evaluations"], 1)
         line += (f"; steady state over {steady['iterations']} iterations: {steady['submissions']} submissions, "
                  f"{steady['blocking_waits']} blocking waits, {steady.get('dispatches', 0)} kernel dispatches, "
+                 f"{steady.get('copies', 0)} buffer copies, "
                  f"{steady['buffers_created']} buffers and "
                  f"{steady['bind_groups_created']} bind groups created, {steady['bytes_read_back'] / n:.0f} B read back "
                  f"and {steady['bytes_uploaded'] / n:.0f} B uploaded per variable per iteration")

@@ -465,9 +465,9 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     assert!(t.blocking_waits <= steady.iterations, "{steady:?}");
     assert_eq!(t.buffers_created, 0, "{steady:?}");
     assert_eq!(t.bind_groups_created, 0, "{steady:?}");
-    // Every steady iteration records the same kernel passes (171 here: the two batched
-    // factorisations in 6 passes, and 55 per variable, 19 of them the encoder's, 2 the
-    // gather's and 2 the hyperparameters').
+    // Every steady iteration records the same kernel passes (67 here: each pass one dispatch
+    // over the batch of all three variables, the encoder's 19 among them); the copies vary
+    // (a step committed moves q(v)'s states).
     assert!(t.dispatches > 0, "{steady:?}");
     assert_eq!(t.dispatches % steady.iterations, 0, "{steady:?}");
     let (m, b, tt, d) = (10u64, 64u64, 5 * 64u64, 3u64);

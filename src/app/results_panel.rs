@@ -302,11 +302,13 @@ fn GpuTraffic(
             data-buffers-created=t.buffers_created.to_string()
             data-bind-groups-created=t.bind_groups_created.to_string()
             data-dispatches=t.dispatches.to_string()
+            data-copies=t.copies.to_string()
             title="Counted over the iterations after the first (which creates the device's buffers and bind groups)">
             "GPU per iteration, over " {steady.iterations} " iterations: "
             {format!("{:.2}", steady.per_iteration(t.submissions))} " submissions, "
             {format!("{:.2}", steady.per_iteration(t.blocking_waits))} " blocking waits, "
-            {format!("{:.1}", steady.per_iteration(t.dispatches))} " kernel dispatches; per variable "
+            {format!("{:.1}", steady.per_iteration(t.dispatches))} " kernel dispatches, "
+            {format!("{:.1}", steady.per_iteration(t.copies))} " buffer copies; per variable "
             {kb(t.bytes_uploaded)} " KiB uploaded and " {kb(t.bytes_read_back)} " KiB read back; "
             {t.buffers_created} " buffers and " {t.bind_groups_created} " bind groups created."
         </p>

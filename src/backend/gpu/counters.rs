@@ -27,6 +27,10 @@ pub struct DeviceTraffic {
     /// a batch" is this count not growing with the slots).
     #[serde(default)]
     pub dispatches: u64,
+    /// Buffer-to-buffer copies recorded (each a command on the device's queue, like a
+    /// dispatch: what keeping a batch's values in its own buffers saves).
+    #[serde(default)]
+    pub copies: u64,
 }
 
 impl DeviceTraffic {
@@ -40,6 +44,7 @@ impl DeviceTraffic {
             bytes_uploaded: self.bytes_uploaded + other.bytes_uploaded,
             bytes_read_back: self.bytes_read_back + other.bytes_read_back,
             dispatches: self.dispatches + other.dispatches,
+            copies: self.copies + other.copies,
         }
     }
 }
@@ -57,6 +62,7 @@ impl Sub for DeviceTraffic {
             bytes_uploaded: self.bytes_uploaded - earlier.bytes_uploaded,
             bytes_read_back: self.bytes_read_back - earlier.bytes_read_back,
             dispatches: self.dispatches - earlier.dispatches,
+            copies: self.copies - earlier.copies,
         }
     }
 }
@@ -109,6 +115,7 @@ struct Counters {
     bytes_uploaded: AtomicU64,
     bytes_read_back: AtomicU64,
     dispatches: AtomicU64,
+    copies: AtomicU64,
 }
 
 /// A wgpu device and its queue, with every costly call counted.
@@ -144,6 +151,7 @@ impl CountedDevice {
             bytes_uploaded: read(&c.bytes_uploaded),
             bytes_read_back: read(&c.bytes_read_back),
             dispatches: read(&c.dispatches),
+            copies: read(&c.copies),
         }
     }
 
@@ -202,6 +210,19 @@ impl CountedDevice {
         bump(&self.counters.dispatches, count as u64);
     }
 
+    /// Records the copy of `bytes` from `source` at byte `from` to `destination` at byte `to`
+    /// into `encoder`, counted.
+    pub(super) fn copy(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        (source, from): (&wgpu::Buffer, u64),
+        (destination, to): (&wgpu::Buffer, u64),
+        bytes: u64,
+    ) {
+        bump(&self.counters.copies, 1);
+        encoder.copy_buffer_to_buffer(source, from, destination, to, bytes);
+    }
+
     /// Records `bytes` read by the host from a mapped buffer.
     pub(super) fn note_read(&self, bytes: usize) {
         bump(&self.counters.bytes_read_back, bytes as u64);
@@ -227,6 +248,7 @@ mod tests {
             bytes_uploaded: 100,
             bytes_read_back: 70,
             dispatches: 12,
+            copies: 8,
         };
         let b = DeviceTraffic {
             submissions: 2,
@@ -236,6 +258,7 @@ mod tests {
             bytes_uploaded: 40,
             bytes_read_back: 7,
             dispatches: 5,
+            copies: 2,
         };
         let d = a - b;
         assert_eq!(
@@ -248,6 +271,7 @@ mod tests {
                 bytes_uploaded: 60,
                 bytes_read_back: 63,
                 dispatches: 7,
+                copies: 6,
             }
         );
         assert_eq!(d.plus(b), a);

@@ -536,7 +536,8 @@ impl Gpu {
                 );
             }
         }
-        encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
+        self.device
+            .copy(&mut encoder, (&output, 0), (&readback, 0), out_bytes);
         let submission = self.device.submit(encoder);
         self.read_back(&readback, submission)
     }

@@ -514,7 +514,8 @@ impl Gpu {
         for (pipeline, groups) in passes {
             self.record_pass(&mut encoder, label, pipeline, &buffers, *groups);
         }
-        encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
+        self.device
+            .copy(&mut encoder, (&output, 0), (&readback, 0), out_bytes);
         let submission = self.device.submit(encoder);
         self.read_back(&readback, submission)
     }

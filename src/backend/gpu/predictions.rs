@@ -290,7 +290,8 @@ impl Gpu {
         {
             let bytes = (values * 4) as u64;
             if bytes > 0 {
-                encoder.copy_buffer_to_buffer(source, 0, &readback, offset, bytes);
+                self.device
+                    .copy(encoder, (source, 0), (&readback, offset), bytes);
             }
             offset += bytes;
         }

@@ -270,7 +270,8 @@ impl Gpu {
             let refs: Vec<&wgpu::Buffer> = buffers.iter().collect();
             self.record_pass(encoder, label, pipeline, &refs, groups);
         }
-        encoder.copy_buffer_to_buffer(&output, 0, &readback, 0, out_bytes);
+        self.device
+            .copy(encoder, (&output, 0), (&readback, 0), out_bytes);
         Ok(readback)
     }
 

@@ -653,14 +653,6 @@ struct GroupAlgebra<'g> {
 /// (source, its first byte, destination, its first byte, bytes).
 type BufferCopy = (wgpu::Buffer, u64, wgpu::Buffer, u64, u64);
 
-fn record_copies(encoder: &mut wgpu::CommandEncoder, copies: &[BufferCopy]) {
-    for (source, first, destination, at, bytes) in copies {
-        if *bytes > 0 {
-            encoder.copy_buffer_to_buffer(source, *first, destination, *at, *bytes);
-        }
-    }
-}
-
 /// What the host keeps of an encoded request to decode it.
 #[derive(Clone)]
 struct Pending {
@@ -789,13 +781,17 @@ impl Gpu {
             words * 4,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
-        encoder.copy_buffer_to_buffer(&current, 0, &readback, 0, (q_words * 4) as u64);
+        self.device.copy(
+            &mut encoder,
+            (&current, 0),
+            (&readback, 0),
+            (q_words * 4) as u64,
+        );
         if z_words > 0 {
-            encoder.copy_buffer_to_buffer(
-                &z_current,
-                0,
-                &readback,
-                (q_words * 4) as u64,
+            self.device.copy(
+                &mut encoder,
+                (&z_current, 0),
+                (&readback, (q_words * 4) as u64),
                 (z_words * 4) as u64,
             );
         }
@@ -858,12 +854,25 @@ impl Gpu {
             match change {
                 StateChange::Keep => {}
                 StateChange::Commit => {
-                    encoder.copy_buffer_to_buffer(&current, 0, &previous, 0, bytes as u64);
-                    encoder.copy_buffer_to_buffer(&next, 0, &current, 0, bytes as u64);
+                    self.device
+                        .copy(encoder, (&current, 0), (&previous, 0), bytes as u64);
+                    self.device
+                        .copy(encoder, (&next, 0), (&current, 0), bytes as u64);
                 }
                 StateChange::Restore => {
-                    encoder.copy_buffer_to_buffer(&previous, 0, &current, 0, bytes as u64);
+                    self.device
+                        .copy(encoder, (&previous, 0), (&current, 0), bytes as u64);
                 }
+            }
+        }
+    }
+
+    /// Records `copies` into `encoder` (none of 0 bytes).
+    fn record_copies(&self, encoder: &mut wgpu::CommandEncoder, copies: &[BufferCopy]) {
+        for (source, first, destination, at, bytes) in copies {
+            if *bytes > 0 {
+                self.device
+                    .copy(encoder, (source, *first), (destination, *at), *bytes);
             }
         }
     }
@@ -922,9 +931,9 @@ impl Gpu {
                       copies_in: &[BufferCopy],
                       steps: &[Step],
                       copies_out: &[BufferCopy]| {
-            record_copies(encoder, copies_in);
+            self.record_copies(encoder, copies_in);
             record(encoder, label, slot, steps);
-            record_copies(encoder, copies_out);
+            self.record_copies(encoder, copies_out);
         };
         let groups = self.plan_algebra(encoded, batches)?;
         for b in batches {
@@ -974,11 +983,16 @@ impl Gpu {
         self.record_batched(encoder, "natural step", &steps)?;
         for g in &groups {
             record(encoder, "kl terms", g.slot, &g.kl_terms);
-            record_copies(encoder, &g.readback);
+            self.record_copies(encoder, &g.readback);
         }
         for e in encoded {
             for (source, first, offset, bytes) in &e.copies {
-                encoder.copy_buffer_to_buffer(source, *first, &e.pending.readback, *offset, *bytes);
+                self.device.copy(
+                    encoder,
+                    (source, *first),
+                    (&e.pending.readback, *offset),
+                    *bytes,
+                );
             }
         }
         Ok(())
@@ -1562,11 +1576,10 @@ impl Gpu {
                 for (i, &k) in piece.iter().enumerate().filter(|_| !input_in_place) {
                     let bytes = in_bytes as u64;
                     if bytes > 0 {
-                        encoder.copy_buffer_to_buffer(
-                            &jobs[k].input,
-                            jobs[k].input_at,
-                            &input,
-                            i as u64 * bytes,
+                        self.device.copy(
+                            encoder,
+                            (&jobs[k].input, jobs[k].input_at),
+                            (&input, i as u64 * bytes),
                             bytes,
                         );
                     }
@@ -1584,11 +1597,10 @@ impl Gpu {
                 for (i, &k) in piece.iter().enumerate().filter(|_| !output_in_place) {
                     let bytes = out_bytes as u64;
                     if bytes > 0 {
-                        encoder.copy_buffer_to_buffer(
-                            &output,
-                            i as u64 * bytes,
-                            &jobs[k].output,
-                            jobs[k].output_at,
+                        self.device.copy(
+                            encoder,
+                            (&output, i as u64 * bytes),
+                            (&jobs[k].output, jobs[k].output_at),
                             bytes,
                         );
                     }
@@ -1714,7 +1726,8 @@ impl Gpu {
                 let z_words = strides.z;
                 if z_words > 0 {
                     let (points, at) = plan.z_place(place);
-                    encoder.copy_buffer_to_buffer(&p.z_current, 0, points, at, bytes(z_words));
+                    self.device
+                        .copy(encoder, (&p.z_current, 0), (points, at), bytes(z_words));
                 }
                 encoded[k] = Some(Encoded {
                     pending: p.pending.clone(),
@@ -1824,11 +1837,13 @@ impl Gpu {
             self.device
                 .write_buffer(&upload, 0, &super::f32_bytes(values.copied()));
             for third in 0..3 {
-                encoder.copy_buffer_to_buffer(
-                    &upload,
-                    (third * k * 4) as u64,
-                    &z_current,
-                    ((third * shape.held() + shape.parameters_at()) * 4) as u64,
+                self.device.copy(
+                    encoder,
+                    (&upload, (third * k * 4) as u64),
+                    (
+                        &z_current,
+                        ((third * shape.held() + shape.parameters_at()) * 4) as u64,
+                    ),
                     (k * 4) as u64,
                 );
             }
