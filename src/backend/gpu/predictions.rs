@@ -153,8 +153,8 @@ impl SubmittedPredictions {
 }
 
 impl Readback for Pending {
-    fn readback(&self) -> (&wgpu::Buffer, usize) {
-        (&self.readback, self.layout.total() * 4)
+    fn readback(&self) -> (&wgpu::Buffer, usize, usize) {
+        (&self.readback, 0, self.layout.total() * 4)
     }
 }
 

@@ -125,8 +125,8 @@ struct PendingPsi2 {
 }
 
 impl Readback for PendingPsi2 {
-    fn readback(&self) -> (&wgpu::Buffer, usize) {
-        (&self.readback, self.readback.size() as usize)
+    fn readback(&self) -> (&wgpu::Buffer, usize, usize) {
+        (&self.readback, 0, self.readback.size() as usize)
     }
 }
 

@@ -424,14 +424,9 @@ fn gradient_words(rows: usize, shape: StateShape) -> usize {
 /// Values read back per request: the finished gradients ([`gradient_words`]), K_ZZ's status and
 /// the step's (8 each), the KL terms (6), the stepped hyperparameters with their Adam moments
 /// (3K), and q(v)'s and the held block's current states when asked for.
-fn readback_words(
-    layout: &ReadbackLayout,
-    shape: StateShape,
-    rows: usize,
-    read_current: bool,
-) -> [usize; 7] {
+fn readback_words(shape: StateShape, rows: usize, read_current: bool) -> [usize; 7] {
     let (q, held) = if read_current {
-        (state_words(layout.m), held_words(shape))
+        (state_words(shape.m), held_words(shape))
     } else {
         (0, 0)
     };
@@ -444,6 +439,14 @@ fn readback_words(
         q,
         held,
     ]
+}
+
+/// Words a request reads back ([`readback_words`]), with its states when `read_current`.
+fn readback_room(request: &ResidentRequest, read_current: bool) -> usize {
+    let shape = StateShape::of(request.z, request.encoder, request.kernel);
+    readback_words(shape, request.latent.eps.ncols(), read_current)
+        .iter()
+        .sum()
 }
 
 /// A factorisation of `cholesky.wgsl` one request needs, batched with the others' of its shape by
@@ -657,7 +660,10 @@ type BufferCopy = (wgpu::Buffer, u64, wgpu::Buffer, u64, u64);
 #[derive(Clone)]
 struct Pending {
     layout: ReadbackLayout,
+    /// The submission's read-back buffer (shared by its requests), the byte this request's
+    /// values start at and how many words they take.
     readback: wgpu::Buffer,
+    first: usize,
     words: usize,
 }
 
@@ -666,8 +672,8 @@ struct Pending {
 pub struct SubmittedResident(Submitted<Pending>);
 
 impl Readback for Pending {
-    fn readback(&self) -> (&wgpu::Buffer, usize) {
-        (&self.readback, self.words * 4)
+    fn readback(&self) -> (&wgpu::Buffer, usize, usize) {
+        (&self.readback, self.first, self.words * 4)
     }
 }
 
@@ -1620,11 +1626,22 @@ impl Gpu {
         encoder: &mut wgpu::CommandEncoder,
         requests: &[ResidentRequest],
     ) -> Result<(Vec<Encoded>, Vec<Batch<'g>>), GpuError> {
-        let prepared = requests
-            .iter()
-            .enumerate()
-            .map(|(position, request)| self.prepare_resident(encoder, position, request))
-            .collect::<Result<Vec<Prepared>, GpuError>>()?;
+        // One read-back buffer for the submission, the requests' values one after another (so
+        // that one mapping reads them all, and no more), made with room for every request's
+        // states whether or not they are read this time (so that it is made once).
+        let room: usize = requests.iter().map(|r| readback_room(r, true)).sum();
+        let readback = self.resident(
+            "resident readback",
+            RESIDENT_SCRATCH,
+            room * 4,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+        let mut first = 0;
+        let mut prepared = Vec::with_capacity(requests.len());
+        for (position, request) in requests.iter().enumerate() {
+            prepared.push(self.prepare_resident(encoder, position, request, (&readback, first))?);
+            first += readback_room(request, request.read_current) * 4;
+        }
         let limit = self.device.setup().limits().max_storage_buffer_binding_size;
         // Each batch's first member, in order of appearance; then its members.
         let mut leaders: Vec<usize> = Vec::new();
@@ -1793,6 +1810,7 @@ impl Gpu {
         encoder: &mut wgpu::CommandEncoder,
         position: usize,
         request: &ResidentRequest,
+        (readback, first): (&wgpu::Buffer, usize),
     ) -> Result<Prepared, GpuError> {
         let state_slot = RESIDENT_SLOTS + request.slot;
         let slot = RESIDENT_SCRATCH + position;
@@ -1891,21 +1909,8 @@ impl Gpu {
             0,
         ];
 
-        let parts = readback_words(&layout, shape, rows, request.read_current);
+        let parts = readback_words(shape, rows, request.read_current);
         let total: usize = parts.iter().sum();
-        // Room for the states whether or not they are read this time, so the buffer is made once.
-        let room_read = total
-            + if request.read_current {
-                0
-            } else {
-                state_words(m) + held_words(shape)
-            };
-        let readback = self.resident(
-            "resident readback",
-            slot,
-            room_read * 4,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        );
         // (source, its first word, words) of each piece, in the parts' order: the gradients'
         // head, K_ZZ's status and the KL terms come from the groups' buffers (`plan_held`,
         // `plan_group`); the stepped hyperparameters are a piece of each third of the next held
@@ -1925,7 +1930,7 @@ impl Gpu {
             (Some((&current, 0)), parts[5]),
             (Some((&z_current, 0)), parts[6]),
         ]);
-        let mut offset = 0u64;
+        let mut offset = first as u64;
         let mut copies = Vec::new();
         let mut group_pieces = Vec::new();
         for (piece, words) in pieces {
@@ -1971,7 +1976,8 @@ impl Gpu {
         Ok(Prepared {
             pending: Pending {
                 layout,
-                readback,
+                readback: readback.clone(),
+                first,
                 words: total,
             },
             shape,
@@ -1993,7 +1999,7 @@ fn decode(request: &ResidentRequest, pending: &Pending, values: &[f32]) -> Resid
     let shape = StateShape::of(request.z, request.encoder, request.kernel);
     let rows = request.latent.eps.ncols();
     let [gradient_count, _, _, _, parameter_count, ..] =
-        readback_words(&pending.layout, shape, rows, request.read_current);
+        readback_words(shape, rows, request.read_current);
     let (gradients, rest) = values.split_at(gradient_count);
     let (kzz_status, rest) = rest.split_at(8);
     let (step_status, rest) = rest.split_at(8);

@@ -8,16 +8,31 @@ use futures_channel::oneshot;
 
 use super::{Gpu, GpuError, Mapping, ScopeVerdicts};
 
-/// A request's read-back: the mappable buffer and how many of its bytes hold results.
+/// A request's read-back: the mappable buffer, the byte its results start at and how many bytes
+/// they take. Requests may share one buffer (each its own range): it is mapped once.
 pub(super) trait Readback {
-    fn readback(&self) -> (&wgpu::Buffer, usize);
+    fn readback(&self) -> (&wgpu::Buffer, usize, usize);
+}
+
+/// The distinct buffers of `pending`'s read-backs, each with the bytes up to the end of the last
+/// range in it (what is mapped), in order of first appearance.
+fn mapped<P: Readback>(pending: &[P]) -> Vec<(&wgpu::Buffer, usize)> {
+    let mut buffers: Vec<(&wgpu::Buffer, usize)> = Vec::new();
+    for p in pending {
+        let (buffer, first, bytes) = p.readback();
+        match buffers.iter_mut().find(|(b, _)| *b == buffer) {
+            Some((_, end)) => *end = (*end).max(first + bytes),
+            None => buffers.push((buffer, first + bytes)),
+        }
+    }
+    buffers
 }
 
 /// Requests recorded into one submission whose read-backs are being mapped
 /// ([`Gpu::submit_each`]); [`Submitted::read`] gives each one's values.
 pub(super) struct Submitted<P> {
     pending: Vec<P>,
-    /// The signal of each request's read-back mapping, in `pending`'s order.
+    /// The signal of each read-back buffer's mapping, in [`mapped`]'s order.
     waits: Vec<oneshot::Receiver<Result<(), String>>>,
     /// The verdicts of the submission's error scopes.
     scopes: ScopeVerdicts,
@@ -67,8 +82,7 @@ impl Gpu {
         #[cfg(target_arch = "wasm32")]
         let _ = submission;
         let scopes = scopes.close();
-        let buffers: Vec<(&wgpu::Buffer, usize)> = pending.iter().map(Readback::readback).collect();
-        let waits = self.request_mapping(&buffers).waits;
+        let waits = self.request_mapping(&mapped(&pending)).waits;
         Ok(Submitted {
             pending,
             waits,
@@ -87,13 +101,32 @@ impl<P: Readback> Submitted<P> {
         #[cfg(not(target_arch = "wasm32"))]
         gpu.wait(self.submission.clone())?;
         self.scopes.check().await?;
+        let buffers = mapped(&self.pending);
         let values = {
             let mapping = Mapping {
-                buffers: self.pending.iter().map(Readback::readback).collect(),
+                buffers: buffers.clone(),
                 waits: self.waits,
             };
             gpu.read_mapping(mapping).await?
         };
-        Ok(self.pending.into_iter().zip(values).collect())
+        // Each request's range of its buffer's values.
+        let places: Vec<(usize, std::ops::Range<usize>)> = self
+            .pending
+            .iter()
+            .map(|p| {
+                let (buffer, first, bytes) = p.readback();
+                let owner = buffers
+                    .iter()
+                    .position(|(b, _)| *b == buffer)
+                    .expect("every read-back buffer is mapped");
+                (owner, first / 4..(first + bytes) / 4)
+            })
+            .collect();
+        Ok(self
+            .pending
+            .into_iter()
+            .zip(places)
+            .map(|(p, (owner, range))| (p, values[owner][range].to_vec()))
+            .collect())
     }
 }
