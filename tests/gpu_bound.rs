@@ -470,6 +470,8 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     // (a step committed moves q(v)'s states).
     assert!(t.dispatches > 0, "{steady:?}");
     assert_eq!(t.dispatches % steady.iterations, 0, "{steady:?}");
+    // One read-back buffer per submission, the three variables' values in it.
+    assert_eq!(t.mappings, t.submissions, "{steady:?}");
     let (m, b, tt, d) = (10u64, 64u64, 5 * 64u64, 3u64);
     // K: the paper kernel's D linear weights, its four stationary parts' variance and D
     // precisions, the rational quadratic's shape, and φ².

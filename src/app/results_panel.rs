@@ -303,6 +303,7 @@ fn GpuTraffic(
             data-bind-groups-created=t.bind_groups_created.to_string()
             data-dispatches=t.dispatches.to_string()
             data-copies=t.copies.to_string()
+            data-mappings=t.mappings.to_string()
             title="Counted over the iterations after the first (which creates the device's buffers and bind groups)">
             "GPU per iteration, over " {steady.iterations} " iterations: "
             {format!("{:.2}", steady.per_iteration(t.submissions))} " submissions, "

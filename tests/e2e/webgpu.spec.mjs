@@ -78,6 +78,9 @@ test('a run with the uncollapsed bound computes on WebGPU when an adapter is off
     const dispatches = await count('dispatches');
     expect(dispatches).toBeGreaterThan(0);
     expect(dispatches % iterations).toBe(0);
+    // Copies are counted too, and each submission's results are read through one mapping.
+    expect(await count('copies')).toBeGreaterThan(0);
+    expect(await count('mappings')).toBe(await count('submissions'));
   } else {
     await expect(traffic).toHaveCount(0);
   }

@@ -31,6 +31,9 @@ pub struct DeviceTraffic {
     /// dispatch: what keeping a batch's values in its own buffers saves).
     #[serde(default)]
     pub copies: u64,
+    /// Read-back buffers mapped for the host (each a wait on its own signal in the browser).
+    #[serde(default)]
+    pub mappings: u64,
 }
 
 impl DeviceTraffic {
@@ -45,6 +48,7 @@ impl DeviceTraffic {
             bytes_read_back: self.bytes_read_back + other.bytes_read_back,
             dispatches: self.dispatches + other.dispatches,
             copies: self.copies + other.copies,
+            mappings: self.mappings + other.mappings,
         }
     }
 }
@@ -63,6 +67,7 @@ impl Sub for DeviceTraffic {
             bytes_read_back: self.bytes_read_back - earlier.bytes_read_back,
             dispatches: self.dispatches - earlier.dispatches,
             copies: self.copies - earlier.copies,
+            mappings: self.mappings - earlier.mappings,
         }
     }
 }
@@ -116,6 +121,7 @@ struct Counters {
     bytes_read_back: AtomicU64,
     dispatches: AtomicU64,
     copies: AtomicU64,
+    mappings: AtomicU64,
 }
 
 /// A wgpu device and its queue, with every costly call counted.
@@ -152,6 +158,7 @@ impl CountedDevice {
             bytes_read_back: read(&c.bytes_read_back),
             dispatches: read(&c.dispatches),
             copies: read(&c.copies),
+            mappings: read(&c.mappings),
         }
     }
 
@@ -223,6 +230,11 @@ impl CountedDevice {
         encoder.copy_buffer_to_buffer(source, from, destination, to, bytes);
     }
 
+    /// Records a read-back buffer mapped for the host.
+    pub(super) fn note_mapping(&self) {
+        bump(&self.counters.mappings, 1);
+    }
+
     /// Records `bytes` read by the host from a mapped buffer.
     pub(super) fn note_read(&self, bytes: usize) {
         bump(&self.counters.bytes_read_back, bytes as u64);
@@ -249,6 +261,7 @@ mod tests {
             bytes_read_back: 70,
             dispatches: 12,
             copies: 8,
+            mappings: 4,
         };
         let b = DeviceTraffic {
             submissions: 2,
@@ -259,6 +272,7 @@ mod tests {
             bytes_read_back: 7,
             dispatches: 5,
             copies: 2,
+            mappings: 1,
         };
         let d = a - b;
         assert_eq!(
@@ -272,6 +286,7 @@ mod tests {
                 bytes_read_back: 63,
                 dispatches: 7,
                 copies: 6,
+                mappings: 3,
             }
         );
         assert_eq!(d.plus(b), a);

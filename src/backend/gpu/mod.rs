@@ -569,6 +569,7 @@ impl Gpu {
             .map(|&(buffer, bytes)| {
                 let (sender, receiver) = oneshot::channel();
                 if bytes > 0 {
+                    self.device.note_mapping();
                     buffer
                         .slice(..bytes as u64)
                         .map_async(wgpu::MapMode::Read, move |result| {
