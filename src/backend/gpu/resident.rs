@@ -36,18 +36,17 @@
 //! jitter floor, or one γ) run as one batch ([`Gpu::record_batched`]: the factorisation blocked
 //! by 32 columns, its panels and trailing updates, the inverse, S and m each one pass over every
 //! matrix of the batch, `cholesky::factor_passes`), so a batch of D variables waits for one
-//! factorisation's critical path, not D. The rest of the M × M algebra (steps 2–3, 5 and 7's
-//! glue: K_ZZ widened, the operands narrowed, L̄ and the Cholesky adjoint with its four products,
-//! the natural step's inputs, the KL terms) also runs as one pass each over all requests of one M
-//! ([`Gpu::plan_algebra`]: `inducing.wgsl` takes the slot from the dispatch, the products are a
-//! batch of the GEMM), on buffers that hold the group's slots one after another, with each
-//! slot's share copied in from and out to its batch's buffers around them. Every other pass
-//! runs once per batch of requests of one shape ([`Gpu::encode_batches`]): the minibatch's
-//! gather, the predictions' passes (the points, K', the five products, the column pass, the
-//! kernel's adjoint and its sums: [`Gpu::plan_predictions`]) and the held passes (steps 0,
-//! 1's encoder and 6: `held_gradients.wgsl` and `encoder.wgsl`, [`Gpu::plan_held`]) on the
-//! batch's buffers, each slot's rows, latent column, Adam step size and graph gradient its own;
-//! only each request's held state is copied in and its next one out. [`Gpu::record_phases`]
+//! factorisation's critical path, not D. Every other pass runs once per batch of requests of one
+//! shape ([`Gpu::encode_batches`]), on buffers that hold the batch's slots one after another:
+//! the minibatch's gather, the predictions' passes (the points, K', the five products, the column
+//! pass, the kernel's adjoint and its sums: [`Gpu::plan_predictions`]), the rest of the M × M
+//! algebra (steps 2–3, 5 and 7's glue: K_ZZ widened from K', the operands narrowed where the
+//! predictions read them, L̄ and the Cholesky adjoint with its four products, K̄_ZZ written
+//! after K̄_Zt, the natural step's inputs, the KL terms: [`Gpu::plan_algebra`], `inducing.wgsl`
+//! taking the slot from the dispatch and the products a batch of the GEMM) and the held passes
+//! (steps 0, 1's encoder and 6: `held_gradients.wgsl` and `encoder.wgsl`, [`Gpu::plan_held`]),
+//! each slot's rows, latent column, Adam step size and graph gradient its own; only each
+//! request's q(v) and held states are copied in and its next ones out. [`Gpu::record_phases`]
 //! records them phase by phase.
 //!
 //! What comes back per request is 6 values and 22 words of status (the misfit, the squared
@@ -55,7 +54,8 @@
 //! status) and the K stepped raw hyperparameters with their two Adam moments, so that the host's
 //! copy is the device's (364 bytes at (M, b, S, D) = (10, 64, 5, 3), 784 at the paper's
 //! (400, 256, 50, 10)); 2b values more (q(w)'s sums) when the host holds q(w) (free per-row
-//! latents); and the state itself only when a request asks for it. The stepped state
+//! latents); and the state itself only when a request asks for it. All requests of a submission
+//! copy their values into one read-back buffer, packed, which is mapped once. The stepped state
 //! stays on the device: a later request with [`StateChange::Commit`] (or
 //! [`Gpu::commit_states`]) makes it the slot's current one, so a host that rejects the step (a
 //! phase that ends) leaves the slot as it was, and one that undoes a committed step (a fault)
@@ -398,8 +398,8 @@ fn derived_words(kernel: &Kernel) -> usize {
     parameter_words(kernel)
 }
 
-/// The byte of DERIVED where g_var and c/φ² in double-float start (four words: what
-/// `inducing.wgsl` reads as a slot's `noise`).
+/// The byte of DERIVED where g_var and c/φ² in double-float start (the four words
+/// `inducing.wgsl` reads as a slot's noise constants).
 fn derived_noise_at(kernel: &Kernel) -> u64 {
     ((alpha_at(kernel) + 4) * 4) as u64
 }
@@ -1687,7 +1687,8 @@ impl Gpu {
             let m = first.z.nrows();
             let n = members.len();
             let square = |role| self.resident(role, slot, (n * m * m).max(1) * 4, storage());
-            // The predictions' operands, copied from the groups' narrowed ones (`plan_group`).
+            // The predictions' operands, narrowed into them by the batch's M × M passes
+            // (`plan_group`).
             let operands = InducingOperands {
                 l_inv: square("l_inv (f32)"),
                 s_minus_i: square("s - i (f32)"),
