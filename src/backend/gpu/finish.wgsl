@@ -33,8 +33,8 @@ struct Dims {
 @group(0) @binding(2) var<storage, read> cols: array<f32>;
 @group(0) @binding(3) var<storage, read> misfit: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out: array<f32>;
-// Per slot: (a word the held passes read, the latent input's column).
-@group(0) @binding(5) var<storage, read> slots: array<vec2<u32>>;
+// Per slot: (a word the held passes read, the latent input's column, another for them, 0).
+@group(0) @binding(5) var<storage, read> slots: array<vec4<u32>>;
 
 // (sum + x, the rounding error of that addition), exactly.
 fn two_sum(sum: f32, x: f32) -> vec2<f32> {

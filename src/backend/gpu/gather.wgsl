@@ -22,8 +22,8 @@ struct Dims {
 @group(0) @binding(1) var<storage, read> data: array<f32>;
 @group(0) @binding(2) var<storage, read> rows: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-// Per slot: (a word the held passes read, the latent input's column).
-@group(0) @binding(4) var<storage, read> slots: array<vec2<u32>>;
+// Per slot: (a word the held passes read, the latent input's column, another for them, 0).
+@group(0) @binding(4) var<storage, read> slots: array<vec4<u32>>;
 
 @compute @workgroup_size(64)
 fn gather(@builtin(global_invocation_id) id: vec3<u32>) {

@@ -77,7 +77,7 @@ struct Dims {
     params: u32,     // K: the kernel's hyperparameters and φ² (last), held after the encoder
     parts: u32,      // the kernel's stationary parts
     linear: u32,     // 1 when the kernel has a linear part
-    noise_floor: f32,
+    pad_floor: u32,  // (φ²'s floor is each slot's: `steps`)
     c_hi: f32,       // c = N/(bS), double-float
     c_lo: f32,
     derived_words: u32,  // words per slot of `derived`
@@ -88,9 +88,11 @@ struct Dims {
 
 // Per slot: DERIVED (below; `derive_parameters` writes it as `dst` and binds a spare buffer
 // here), and (Adam's α_t = lr·√(1−β₂ᵗ)/(1−β₁ᵗ) from the host (gp/adam.rs in f64) as f32 bits,
-// the latent input's column).
+// the latent input's column, φ²'s floor as f32 bits, 0): a data column recorded at a coarse
+// resolution has its own floor, so the floor is per slot and variables of one shape share a
+// batch.
 @group(0) @binding(5) var<storage, read> derived: array<f32>;
-@group(0) @binding(6) var<storage, read> steps: array<vec2<u32>>;
+@group(0) @binding(6) var<storage, read> steps: array<vec4<u32>>;
 
 // The slot this invocation works for (the dispatch's y: every pass runs over all slots of a
 // batch, each binding holding them one after another) and where it starts in each binding.
@@ -154,7 +156,7 @@ fn parameter_record(k: u32) -> vec3<u32> {
 
 // φ² = softplus(r) + floor, r the last hyperparameter.
 fn noise_variance() -> f32 {
-    return softplus(raw_parameter(dims.params - 1u)) + dims.noise_floor;
+    return softplus(raw_parameter(dims.params - 1u)) + bitcast<f32>(steps[at_slot].z);
 }
 
 // c/φ² in double-float.

@@ -35,8 +35,8 @@ struct Dims {
 @group(0) @binding(5) var<storage, read_write> u: array<f32>;
 @group(0) @binding(6) var<storage, read_write> ktt: array<f32>;
 @group(0) @binding(7) var<storage, read_write> gy: array<f32>;
-// Per slot: (a word the held passes read, the latent input's column).
-@group(0) @binding(8) var<storage, read> slots: array<vec2<u32>>;
+// Per slot: (a word the held passes read, the latent input's column, another for them, 0).
+@group(0) @binding(8) var<storage, read> slots: array<vec4<u32>>;
 
 // Input j of point p of `slot`, whose latent input is column `column`.
 fn value(slot: u32, column: u32, p: u32, j: u32) -> f32 {

@@ -273,7 +273,7 @@ impl Gpu {
             q_mean: self.resident_with("q mean", slot, &f32_bytes(mean), storage()),
         };
         let inputs = [PointInputs::of(request)];
-        let plan = self.plan_predictions(slot, &inputs, &[0], &operands, false)?;
+        let plan = self.plan_predictions(slot, &inputs, &[[0; 2]], &operands, false)?;
         let steps: Vec<&Step> = plan.steps().collect();
         self.record_steps(encoder, "svgp predictions", slot, &steps);
         let layout = plan.layout;
@@ -338,8 +338,9 @@ impl Gpu {
     /// The prediction passes of `inputs` (a slot each, all of one shape: M, D, S, b and the
     /// kernel's parts) as one batch in resident slot `slot`, each pass one dispatch over the
     /// batch, slot k's values k strides into each buffer ([`PlanStrides`]); L⁻¹, S − I and m
-    /// are read from `operands` (slot k's k · M², k · M² and k · 2M words in). `words[k]` is
-    /// the word the held passes read beside slot k's latent column ([`PredictionPlan::slots`]).
+    /// are read from `operands` (slot k's k · M², k · M² and k · 2M words in). `words[k]` are
+    /// the two words the held passes read beside slot k's latent column
+    /// ([`PredictionPlan::slot_words`]).
     /// With `gram`, Z is appended to the evaluation points (K' = K(Z, [U; Z]), M × (T + M), its
     /// last M columns K_ZZ) so that the one kernel pass and the one adjoint serve K_ZZ as well:
     /// the caller copies each slot's Z there ([`PredictionPlan::z_place`]) and writes K̄_ZZ after
@@ -351,7 +352,7 @@ impl Gpu {
         &self,
         slot: usize,
         inputs: &[PointInputs],
-        words: &[u32],
+        words: &[[u32; 2]],
         operands: &InducingOperands,
         gram: bool,
     ) -> Result<PredictionPlan<'_>, GpuError> {
@@ -568,7 +569,7 @@ impl Gpu {
         let slot_words: Vec<u8> = inputs
             .iter()
             .zip(words)
-            .flat_map(|(input, &word)| [word, input.latent.slot as u32])
+            .flat_map(|(input, &[first, second])| [first, input.latent.slot as u32, second, 0])
             .flat_map(u32::to_le_bytes)
             .collect();
         let slot_words = self.resident_with("slot words", slot, &slot_words, storage());
@@ -939,8 +940,8 @@ pub(super) struct PredictionPlan<'g> {
     /// of `held_gradients.wgsl`'s DERIVED, which a device that steps the hyperparameters
     /// writes here).
     pub params: wgpu::Buffer,
-    /// Per slot two words: the caller's (the held passes' Adam step size) and the latent
-    /// input's column.
+    /// Per slot four words: the caller's first (the held passes' Adam step size), the latent
+    /// input's column, the caller's second (φ²'s floor), 0.
     pub slot_words: wgpu::Buffer,
 }
 

@@ -1713,10 +1713,14 @@ impl Gpu {
                     }
                 })
                 .collect();
-            // The held passes read Adam's step size beside each slot's latent column.
-            let rates: Vec<u32> = members
+            // The held passes read Adam's step size and φ²'s floor beside each slot's latent
+            // column.
+            let rates: Vec<[u32; 2]> = members
                 .iter()
-                .map(|&k| prepared[k].held.rate.to_bits())
+                .map(|&k| {
+                    let floor = requests[k].parameters.noise_floor as f32;
+                    [prepared[k].held.rate.to_bits(), floor.to_bits()]
+                })
                 .collect();
             let plan = self.plan_predictions(slot, &inputs, &rates, &operands, true)?;
             let strides = plan.strides;
@@ -1902,7 +1906,8 @@ impl Gpu {
             shape.parameters as u32,
             kernel.stationary.len() as u32,
             u32::from(kernel.linear.is_some()),
-            (request.parameters.noise_floor as f32).to_bits(),
+            // φ²'s floor is the slot's own (the predictions' slot words).
+            0,
             c_hi.to_bits(),
             c_lo.to_bits(),
             derived_words(kernel) as u32,
