@@ -60,20 +60,27 @@ fn upload(
             encoder: None,
             encoder_first: &[],
             encoder_second: &[],
-            parameters: parameters_of(p, &vec![0.0; count]),
+            parameters: parameters_of(p, &vec![0.0; count], floor_of(slot, p)),
         },
     )
     .expect("P factorises");
 }
 
+/// φ²'s floor in slot `slot`: each slot's its own (a column recorded at a coarse resolution has
+/// Δ²/12), so that a pass batched over slots must read each slot's; 0 in slot 0.
+fn floor_of(slot: usize, p: &SvgpProblem) -> f64 {
+    p.noise * 0.2 * (slot % 4) as f64
+}
+
 /// The raw numbers of the problem's hyperparameters ([`Kernel::params_to_vec`]'s order) and of
-/// φ² (floor 0) as a device holds them: values = softplus⁻¹(θ), zero first moments and `second`.
-fn parameters_of(p: &SvgpProblem, second: &[f64]) -> HeldWeights {
+/// φ² above `floor` as a device holds them: values = softplus⁻¹(θ) and softplus⁻¹(φ² − floor),
+/// zero first moments and `second`.
+fn parameters_of(p: &SvgpProblem, second: &[f64], floor: f64) -> HeldWeights {
     let values: Vec<f64> = p
         .kernel
         .params_to_vec()
         .into_iter()
-        .chain([p.noise])
+        .chain([p.noise - floor])
         .map(softplus_inverse)
         .collect();
     HeldWeights {
@@ -86,11 +93,12 @@ fn parameters_of(p: &SvgpProblem, second: &[f64]) -> HeldWeights {
 /// No graph gradient (a slice of it: one per hyperparameter).
 static NO_EXTRA: [f64; 512] = [0.0; 512];
 
-/// A parameter step with no graph gradient, φ²'s floor 0 and nothing uploaded.
-fn parameter_step(p: &SvgpProblem) -> ParameterStep<'static> {
+/// A parameter step for slot `slot` with no graph gradient, the slot's floor of φ² and nothing
+/// uploaded.
+fn parameter_step(slot: usize, p: &SvgpProblem) -> ParameterStep<'static> {
     ParameterStep {
         extra: &NO_EXTRA[..p.kernel.param_count()],
-        noise_floor: 0.0,
+        noise_floor: floor_of(slot, p),
         upload: None,
     }
 }
@@ -200,8 +208,9 @@ fn parameter_errors(
     extra: &[f64],
     held: &HeldWeights,
     rate: f64,
+    floor: f64,
 ) -> Vec<(&'static str, f64)> {
-    let raw = parameters_of(p, &[]).values;
+    let raw = parameters_of(p, &[], floor).values;
     let sigmoid = |r: f64| 1.0 / (1.0 + (-r).exp());
     let count = raw.len();
     let ascent: Vec<f64> = want
@@ -313,7 +322,7 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
         .map(|(k, p)| ResidentRequest {
             parameters: ParameterStep {
                 extra: &extras[k],
-                ..parameter_step(p)
+                ..parameter_step(k, p)
             },
             adam: HeldAdamStep {
                 rate: rate_of(k),
@@ -394,7 +403,14 @@ fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
                 cases[k]
             );
         }
-        for (name, error) in parameter_errors(p, want, &extras[k], &state.parameters, rate_of(k)) {
+        for (name, error) in parameter_errors(
+            p,
+            want,
+            &extras[k],
+            &state.parameters,
+            rate_of(k),
+            floor_of(k, p),
+        ) {
             eprintln!("case {:?}: {name}: {error:.2e}", cases[k]);
             assert!(
                 error <= tol,
@@ -504,7 +520,11 @@ fn the_encoder_on_the_device_equals_the_cpus() {
                 encoder: Some(&encoders[k]),
                 encoder_first: &e_first[k],
                 encoder_second: &e_second[k],
-                parameters: parameters_of(p, &vec![0.0; p.kernel.param_count() + 1]),
+                parameters: parameters_of(
+                    p,
+                    &vec![0.0; p.kernel.param_count() + 1],
+                    floor_of(10 + k, p),
+                ),
             },
         )
         .expect("P factorises");
@@ -583,7 +603,14 @@ fn the_encoder_on_the_device_equals_the_cpus() {
         let p = &problems[k];
         let extra = &NO_EXTRA[..p.kernel.param_count()];
         let (d, m, ..) = cases[k];
-        for (name, error) in parameter_errors(p, &wants[k], extra, &state.parameters, ADAM.rate) {
+        for (name, error) in parameter_errors(
+            p,
+            &wants[k],
+            extra,
+            &state.parameters,
+            ADAM.rate,
+            floor_of(10 + k, p),
+        ) {
             let tol = tolerance(m, d);
             eprintln!("encoder case {:?}: {name}: {error:.2e}", cases[k]);
             assert!(
@@ -698,14 +725,15 @@ fn rows_gathered_from_the_held_data_equal_the_uploaded_ones() {
         gpu.resident_evaluations(&requests).unwrap()
     };
     assert!(gpu.hold_data(&data).unwrap(), "the data fits");
+    // Slots 4 apart, so that each pair has the same floors of φ² (0 and 0.2 φ², one batch).
     let uploaded = evaluate(20, false);
-    let gathered = evaluate(22, true);
+    let gathered = evaluate(24, true);
     assert_eq!(gathered, uploaded);
     assert_ne!(uploaded[0].misfit, uploaded[1].misfit, "two problems");
     // Another data set replaces it: the same rows now hold other values.
     let other = data.map(|v| v + 1.0);
     assert!(gpu.hold_data(&other).unwrap());
-    let moved = evaluate(24, true);
+    let moved = evaluate(28, true);
     assert_ne!(moved[0].misfit, uploaded[0].misfit, "the new data is used");
 }
 
@@ -737,7 +765,7 @@ fn request(
         relative_jitter,
         gamma: GAMMA,
         adam: ADAM,
-        parameters: parameter_step(p),
+        parameters: parameter_step(slot, p),
         before: if commit {
             StateChange::Commit
         } else {
@@ -802,7 +830,7 @@ fn hyperparameters_the_host_changed_go_with_the_request() {
     changed.kernel.set_params_from_slice(&values);
     changed.noise *= 1.7;
     let count = changed.kernel.param_count() + 1;
-    let mut host = parameters_of(&changed, &vec![0.25; count]);
+    let mut host = parameters_of(&changed, &vec![0.25; count], floor_of(5, &p));
     host.first = vec![0.5; count];
     let want = bound_and_gradient(&changed.input()).expect("the CPU computes");
     let evaluate = |request: ResidentRequest| {
@@ -814,7 +842,7 @@ fn hyperparameters_the_host_changed_go_with_the_request() {
     let got = evaluate(ResidentRequest {
         parameters: ParameterStep {
             upload: Some(&host),
-            ..parameter_step(&p)
+            ..parameter_step(5, &p)
         },
         noise: changed.noise,
         ..request(5, &p, JitterPolicy::default(), 0.0, false)
