@@ -9,6 +9,7 @@
 //! Modules present now:
 //! - [`backend`]: where the numeric work runs: batches of independent jobs
 //!   ([`discovery::jobs`]) behind one trait (CPU f64 on a thread pool now).
+//! - [`checksum`]: the FNV-1a hash behind data fingerprints and checkpoint checksums.
 //! - [`clock`] and [`heartbeat`]: a clock that works in the browser too, and stop requests and
 //!   liveness beats from inside long units of work.
 //! - [`gp`]: the GP-CDE model: kernels, bounds, gradients, optimisers.
@@ -37,6 +38,7 @@
 //! of work is cheaper (the exact search's family fits) and places it there.
 
 pub mod backend;
+pub mod checksum;
 pub mod clock;
 pub mod data;
 pub mod discovery;

@@ -858,10 +858,31 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
             Session::resume(&format!("{{\"format\":{CHECKPOINT_FORMAT}}}"), 1, None),
             Err(CheckpointError::Unreadable(_))
         ));
+        // An edit (one bound value, the data) is refused for its checksum; the edits below are
+        // sealed with a checksum of their own, so that the checks behind it are reached.
+        let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        value["session"]["seed"] = serde_json::json!(10);
+        let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
+        assert!(matches!(err, CheckpointError::Edited { .. }), "{err}");
+        assert!(
+            err.to_string().contains("changed after it was written"),
+            "{err}"
+        );
+        let seal = |mut value: serde_json::Value| {
+            let text = value["session"].to_string();
+            value["checksum"] = serde_json::json!(format!(
+                "{:016x}",
+                occam::checksum::Fnv1a::of(text.as_bytes())
+            ));
+            value.to_string()
+        };
+        // The seal is the writer's: the unedited checkpoint sealed again reads back.
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(Session::resume(&seal(value), 1, None).is_ok());
         // Parts that disagree are refused before anything indexes with them.
         let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
         value["session"]["names"] = serde_json::json!(["a", "b"]);
-        let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
+        let err = Session::resume(&seal(value), 1, None).unwrap_err();
         assert!(err.to_string().contains("disagree"), "{err}");
         // An older format is refused for its format, although its settings no longer parse.
         let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -869,7 +890,7 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
         let settings = &mut value["session"]["problem"]["settings"];
         let collapsed = settings["collapsed"].take();
         settings["gamma_interval"] = collapsed["gamma_interval"].clone();
-        let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
+        let err = Session::resume(&seal(value), 1, None).unwrap_err();
         assert!(
             matches!(err, CheckpointError::Format { found: 3, .. }),
             "{err}"
@@ -877,10 +898,82 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
         // Settings that break a rule are refused as they are read, with the rule.
         let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
         value["session"]["problem"]["settings"]["tau"] = serde_json::json!(0.0);
-        let err = Session::resume(&value.to_string(), 1, None).unwrap_err();
+        let err = Session::resume(&seal(value), 1, None).unwrap_err();
         assert!(
             err.to_string().contains("τ must be a positive number"),
             "{err}"
+        );
+    }
+}
+
+/// Issue 35, item 2: a stop inside a unit of work leaves a checkpoint that resumes to the
+/// uninterrupted run's result: the abandoned unit's changes (an iteration's seeds and penalty)
+/// are put back, and the stopped session's checkpoint goes on (the exact search's outcome taken
+/// at the stop is dropped).
+#[test]
+fn a_run_stopped_inside_a_unit_resumes_from_its_checkpoint_to_the_uninterrupted_result() {
+    use occam::discovery::cgp::Method;
+    use occam::discovery::jobs::Job;
+    let data = chain(60, 4);
+    for method in [Method::Cgp, Method::Hybrid] {
+        let mut settings = SearchSettings { method, ..tiny() };
+        settings.exact.max_parents = 1;
+        settings.exact.candidates = 1;
+        let fresh = || {
+            Session::new(
+                &data,
+                Knowledge::none(3),
+                settings.clone().check().unwrap(),
+                9,
+                None,
+            )
+            .unwrap()
+        };
+        let strip = |mut r: occam::engine::RunResult| {
+            r.seconds = 0.0;
+            r.iteration_time = None;
+            r.settings.threads = 0;
+            r.backend.clear();
+            r
+        };
+        let mut whole = fresh();
+        let mut units = 0;
+        while !whole.is_finished() {
+            whole.step(0.0);
+            units += 1;
+        }
+        let expected = strip(whole.result());
+        let mut iterations_cut = 0;
+        for at in [3, units / 3, units / 2, units - 3] {
+            let mut s = fresh();
+            for _ in 0..at {
+                s.step(0.0);
+            }
+            // A unit begun, then cut short by a stop before its outcomes came back.
+            assert!(s.begin_unit(1));
+            if s.unit_jobs()
+                .iter()
+                .any(|j| matches!(j, Job::Evaluate { .. }))
+            {
+                iterations_cut += 1;
+            }
+            s.abandon_unit();
+            s.stop();
+            assert_eq!(s.result().status, Status::Stopped);
+            let text = s.checkpoint();
+            drop(s);
+            let mut resumed = Session::resume(&text, 2, Some(data.fingerprint())).unwrap();
+            assert!(!resumed.is_finished(), "a stopped run's checkpoint goes on");
+            run(&mut resumed);
+            assert_eq!(
+                strip(resumed.result()),
+                expected,
+                "{method:?}: stopped inside unit {at} of {units}"
+            );
+        }
+        assert!(
+            iterations_cut >= 2,
+            "{method:?}: {iterations_cut} iterations cut"
         );
     }
 }

@@ -740,13 +740,17 @@ fn discover_refuses_impossible_sizes_naming_the_limit() {
     }
 }
 
-/// Issue 12: SIGTERM, like Ctrl-C (SIGINT), stops a run and writes the best result so far.
+/// Issue 12 and issue 35, item 1: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop a run, which writes
+/// the best result so far and exits with 128 + the signal's number; each graph file's first line
+/// says the run was stopped, when and in which phase, and `occam score` refuses such a file
+/// unless `--allow-stopped` is given.
 #[test]
 #[cfg(unix)]
-fn discover_writes_the_best_result_so_far_on_sigterm_and_sigint() {
+fn discover_writes_the_best_result_so_far_marked_as_stopped_and_exits_128_plus_the_signal() {
     let dir = tempfile::tempdir().unwrap();
     let data = write(dir.path(), "chain.csv", &chain_csv());
-    for signal in ["-TERM", "-INT"] {
+    let truth = write(dir.path(), "truth.csv", "0,1,0\n0,0,1\n0,0,0\n");
+    for (signal, code) in [("-TERM", 143), ("-INT", 130), ("-HUP", 129)] {
         let out = dir.path().join(format!("out{signal}"));
         // The paper preset's fixed phases run for minutes; the signal comes long before the end.
         let child = Command::new(env!("CARGO_BIN_EXE_occam"))
@@ -766,12 +770,48 @@ fn discover_writes_the_best_result_so_far_on_sigterm_and_sigint() {
         signal_after(&child, signal, 2000);
         let o = child.wait_with_output().unwrap();
         let err = text(&o.stderr);
-        assert!(o.status.success(), "{signal}: {:?} {err}", o.status);
+        assert_eq!(o.status.code(), Some(code), "{signal}: {err}");
+        assert!(err.contains("stopped by SIG"), "{signal}: {err}");
         let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap())
                 .unwrap();
         assert_eq!(json["status"], "stopped", "{signal}: {json}");
-        assert!(out.join("adjacency.csv").exists());
+        let stopped = &json["stopped"];
+        assert_eq!(stopped["has_graph"], true, "{signal}: {json}");
+        let phase = stopped["phase"].as_str().unwrap();
+        assert!(phase.contains("phase of restart"), "{phase}");
+        for (file, comment) in [
+            ("adjacency.csv", "# "),
+            ("edges.csv", "# "),
+            ("graph.dot", "// "),
+        ] {
+            let body = std::fs::read_to_string(out.join(file)).unwrap();
+            let first = body.lines().next().unwrap();
+            assert!(
+                first.starts_with(&format!("{comment}stopped before the end: at 20"))
+                    && first.contains(phase)
+                    && first.contains("not a finished result"),
+                "{signal}: {file}: {first}"
+            );
+        }
+        let pred = out.join("adjacency.csv");
+        let o = occam(&["score", "--truth", &truth, "--pred", pred.to_str().unwrap()]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("stopped before its end") && err.contains("--allow-stopped"),
+            "{err}"
+        );
+        let o = occam(&[
+            "score",
+            "--truth",
+            &truth,
+            "--pred",
+            pred.to_str().unwrap(),
+            "--allow-stopped",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(text(&o.stdout).contains("\"shd\""));
     }
 }
 
@@ -1061,6 +1101,9 @@ fn discover_answers_ctrl_c_inside_a_long_fit() {
     }
     let data = write(dir.path(), "big.csv", &csv);
     let out = dir.path().join("out");
+    // An older run's graph, which must not stand beside a result that has none.
+    std::fs::create_dir_all(&out).unwrap();
+    write(&out, "adjacency.csv", ",a,b,c\na,0,1,0\nb,0,0,1\nc,0,0,0\n");
     let child = Command::new(env!("CARGO_BIN_EXE_occam"))
         .args(["discover", &data, "--out", out.to_str().unwrap()])
         .args(["--method", "cgp"])
@@ -1075,7 +1118,7 @@ fn discover_answers_ctrl_c_inside_a_long_fit() {
     let o = child.wait_with_output().unwrap();
     let answered = signalled.elapsed().as_secs_f64();
     let err = text(&o.stderr);
-    assert!(o.status.success(), "{:?} {err}", o.status);
+    assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(
         answered < 20.0,
         "the run took {answered:.1} s to answer Ctrl-C"
@@ -1091,6 +1134,12 @@ fn discover_answers_ctrl_c_inside_a_long_fit() {
         "the cut fit is no failure: {failures:?}"
     );
     assert!(json["faults"].as_array().unwrap().is_empty(), "{json}");
+    // Stopped inside the first starting fit: no graph yet, so no graph file (issue 35, item 1).
+    assert_eq!(json["stopped"]["has_graph"], false, "{json}");
+    for file in ["adjacency.csv", "edges.csv", "graph.dot"] {
+        assert!(!out.join(file).exists(), "{file} written without a graph");
+    }
+    assert!(err.contains("no graph file"), "{err}");
 }
 
 /// Issue 13, item 1: `--checkpoint FILE` saves the run as it goes; after a Ctrl-C, `--resume
@@ -1131,10 +1180,15 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Past the first periodic checkpoint (5 s), well before the run's end.
-    signal_after(&child, "-INT", 7000);
+    // Before the first periodic checkpoint (5 s), well before the run's end: the checkpoint is
+    // written at the stop (issue 35, item 2).
+    signal_after(&child, "-INT", 3500);
     let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&checkpoint).unwrap()).unwrap();
+    let elapsed = saved["session"]["elapsed"].as_f64().unwrap();
+    assert!(elapsed > 1.0, "the checkpoint holds {elapsed} s of work");
     let read = |dir: &str| -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(Path::new(dir).join("result.json")).unwrap())
             .unwrap()
@@ -1262,4 +1316,117 @@ fn discover_runs_the_auto_method_by_default() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
     assert_eq!(json["method"], "cgp");
+}
+
+/// Issue 35, item 2: the exact search appends each family's score to score_cache.json.journal as
+/// it is fitted, so `kill -9` loses at most the fits in flight; a rerun into the same folder
+/// takes every family on disk (the journal's last line cut short by the kill is dropped with a
+/// note), fits only the rest, and folds the journal into score_cache.json.
+#[test]
+#[cfg(unix)]
+fn an_exact_run_killed_with_sigkill_keeps_every_family_it_fitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let out = dir.path().join("out");
+    let journal = out.join("score_cache.json.journal");
+    let args = [
+        "discover",
+        &data,
+        "--out",
+        out.to_str().unwrap(),
+        "--method",
+        "exact",
+        "--threads",
+        "1",
+        "--quiet",
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill as soon as a few families are on disk (the run fits 3 + 6 screening families and
+    // more after; on one thread that takes seconds).
+    let started = std::time::Instant::now();
+    let lines = |path: &Path| std::fs::read_to_string(path).map_or(0, |t| t.lines().count());
+    while lines(&journal) < 4 && started.elapsed().as_secs() < 120 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let kept = lines(&journal) - 1;
+    assert!(kept >= 3, "{kept} families in the journal");
+    assert!(!out.join("result.json").exists(), "killed before its end");
+    // A kill in the middle of a write leaves a line cut short.
+    let mut cut = std::fs::read_to_string(&journal).unwrap();
+    cut.push_str("{\"family\":[0,[1]],\"sco");
+    std::fs::write(&journal, cut).unwrap();
+    let o = occam(&args[..args.len() - 1]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("last line was cut short"), "{err}");
+    assert!(
+        err.contains(&format!("({kept} families already in")),
+        "{err}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    assert!(
+        json["cache_hits"].as_u64().unwrap() >= kept as u64,
+        "{json}"
+    );
+    assert!(
+        !journal.exists(),
+        "the journal is folded into the cache at the end"
+    );
+    let cache: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("score_cache.json")).unwrap())
+            .unwrap();
+    assert!(cache["entries"].as_object().unwrap().len() > kept);
+    // A cache cut short is called that, not "made for other data".
+    let whole = std::fs::read_to_string(out.join("score_cache.json")).unwrap();
+    std::fs::write(out.join("score_cache.json"), &whole[..whole.len() / 2]).unwrap();
+    let o = occam(&args);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("not a readable score cache") && !err.contains("other data"),
+        "{err}"
+    );
+}
+
+/// Issue 35, item 3: every path a run writes is checked before any work: an output path that is
+/// a directory, and an input that an output would overwrite, are refused at once, naming both.
+#[test]
+fn discover_refuses_outputs_that_are_folders_or_would_overwrite_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("score_cache.json")).unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let o = discover(
+        &data,
+        out.to_str().unwrap(),
+        &["--method", "exact", "--quiet"],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("score_cache.json is a directory") && err.contains("nothing was run"),
+        "{err}"
+    );
+    std::fs::remove_dir(out.join("score_cache.json")).unwrap();
+    let inside = write(&out, "result.json", &chain_csv());
+    let o = discover(&inside, out.to_str().unwrap(), &["--quiet"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the data file") && err.contains("would be overwritten"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&inside).unwrap(),
+        chain_csv(),
+        "the input is untouched"
+    );
 }

@@ -126,24 +126,17 @@ impl Dataset {
 
     /// A 64-bit FNV-1a fingerprint of names and values (bit patterns), to tie a result to its data.
     pub fn fingerprint(&self) -> u64 {
-        const PRIME: u64 = 0x0000_0100_0000_01b3;
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |bytes: &[u8]| {
-            for &b in bytes {
-                h ^= u64::from(b);
-                h = h.wrapping_mul(PRIME);
-            }
-        };
+        let mut h = crate::checksum::Fnv1a::new();
         for name in &self.names {
-            eat(name.as_bytes());
-            eat(&[0]);
+            h.eat(name.as_bytes());
+            h.eat(&[0]);
         }
         for c in &self.columns {
             for v in c {
-                eat(&v.to_bits().to_le_bytes());
+                h.eat(&v.to_bits().to_le_bytes());
             }
         }
-        h
+        h.value()
     }
 }
 

@@ -59,6 +59,10 @@ pub struct ExactSearch {
     live: Option<LiveBest>,
     #[serde(skip)]
     live_clock: LiveClock,
+    /// Whether the outcome was taken at a stop (over the families scored so far), so that a
+    /// resumed run drops it and goes on.
+    #[serde(default)]
+    stopped: bool,
 }
 
 /// The best DAG and the edge probabilities over the families scored so far: what a snapshot of
@@ -131,6 +135,7 @@ impl ExactSearch {
             lost: Vec::new(),
             live: None,
             live_clock: LiveClock::default(),
+            stopped: false,
         };
         // Everything may already be in the cache.
         stage.finish_if_scored();
@@ -277,6 +282,35 @@ impl ExactSearch {
     pub fn stop(&mut self) {
         if self.outcome.is_none() {
             self.outcome = Some(self.run.outcome());
+            self.stopped = true;
+        }
+    }
+
+    /// Undoes [`ExactSearch::stop`] for a run that goes on (a resumed checkpoint written at a
+    /// stop): the outcome over the families scored so far is dropped, the rest is still to fit.
+    pub fn go_on(&mut self) {
+        if self.stopped {
+            self.outcome = None;
+            self.stopped = false;
+        }
+    }
+
+    /// Takes the scores of `cache` this search does not hold yet (families another run of the
+    /// same key fitted, or this run fitted after its checkpoint), drops them from the to-do
+    /// list, and returns how many it took. A cache of another key gives nothing.
+    pub fn absorb(&mut self, cache: &ScoreCache) -> usize {
+        if self.outcome.is_some() {
+            return 0;
+        }
+        match self.run.absorb(cache) {
+            Ok(taken) => {
+                self.finish_if_scored();
+                taken
+            }
+            Err(e) => {
+                self.outcome = Some(Err(e));
+                0
+            }
         }
     }
 

@@ -12,5 +12,5 @@ pub use exact_search::{fit_families, run_exact};
 pub use explain::explain_edges;
 pub use session::{
     CheckpointError, IterationTime, RestartProgress, RunResult, Session, SessionError, Snapshot,
-    Status, TracePoint, CHECKPOINT_FORMAT, MAX_TRACE_POINTS,
+    Status, StopRecord, TracePoint, CHECKPOINT_FORMAT, MAX_TRACE_POINTS,
 };

@@ -1,9 +1,25 @@
 //! The files a finished (or stopped) run writes (DESIGN.md §3): `adjacency.csv` (with a comment
 //! line stating the orientation), `edges.csv`, `graph.dot` and `result.json`, as text, so the CLI
 //! writes them to disk and the browser offers them as downloads.
+//!
+//! A stopped run's graph files begin with a comment line saying so ([`STOPPED_NOTE`]: when, after
+//! how much work, in which phase), so that no reader takes the best graph so far for a finished
+//! result; a run with no graph (stopped before it had one, or failed) writes none of them, only
+//! result.json, which says why.
 
-use super::session::RunResult;
+use super::session::{RunResult, StopRecord};
 use crate::graph::{to_adjacency_csv, to_dot, to_edge_list_csv, to_probability_csv, Digraph};
+
+pub use crate::graph::STOPPED_NOTE;
+
+/// Every graph file a run may write (all but result.json): a rerun that does not write one must
+/// remove an older run's copy, so that it is never read beside the new result.
+pub const GRAPH_FILES: [&str; 4] = [
+    "adjacency.csv",
+    "edges.csv",
+    "graph.dot",
+    "edge_probabilities.csv",
+];
 
 /// The chosen graph of a result.
 pub fn result_graph(result: &RunResult) -> Digraph {
@@ -11,21 +27,53 @@ pub fn result_graph(result: &RunResult) -> Digraph {
         .expect("a result's edges index its own variables")
 }
 
-/// (file name, contents) of every output file: the four of every run, and
-/// `edge_probabilities.csv` when the exact search gave edge probabilities. `result.json` is last.
+/// When and where a run stopped: "at 2026-12-02T13:40:12Z, after 12.3 s of work, in the
+/// acyclic phase of restart 2 of 3 (iteration 140)".
+pub fn stop_note(stop: &StopRecord) -> String {
+    let at = stop
+        .at
+        .as_deref()
+        .map(|t| format!("at {t}, "))
+        .unwrap_or_default();
+    format!(
+        "{at}after {:.1} s of work, in {}",
+        stop.elapsed_seconds, stop.phase
+    )
+}
+
+/// (file name, contents) of every output file: the graph files ([`GRAPH_FILES`]; the edge
+/// probabilities only when the exact search gave them) when the result has a graph, each led by
+/// the stop note when the run was stopped, and `result.json`, last.
 pub fn output_files(result: &RunResult) -> Vec<(&'static str, String)> {
-    let graph = result_graph(result);
     let json = serde_json::to_string_pretty(result).expect("a result serialises to JSON");
-    let mut files = vec![
-        ("adjacency.csv", to_adjacency_csv(&graph, &result.names)),
-        ("edges.csv", to_edge_list_csv(&graph, &result.names)),
-        ("graph.dot", to_dot(&graph, &result.names)),
-    ];
-    if let (Some(p), Some(x)) = (&result.edge_probabilities, &result.exact) {
+    let mut files = Vec::new();
+    if result.has_graph() {
+        let graph = result_graph(result);
+        let (hash, slashes) = match &result.stopped {
+            Some(stop) => {
+                let note = format!(
+                    "{STOPPED_NOTE} {}; the best graph so far, not a finished result",
+                    stop_note(stop)
+                );
+                (format!("# {note}\n"), format!("// {note}\n"))
+            }
+            None => (String::new(), String::new()),
+        };
         files.push((
-            "edge_probabilities.csv",
-            to_probability_csv(p, &result.names, &x.edge_probability_prior),
+            "adjacency.csv",
+            hash.clone() + &to_adjacency_csv(&graph, &result.names),
         ));
+        files.push((
+            "edges.csv",
+            hash.clone() + &to_edge_list_csv(&graph, &result.names),
+        ));
+        files.push(("graph.dot", slashes + &to_dot(&graph, &result.names)));
+        if let (Some(p), Some(x)) = (&result.edge_probabilities, &result.exact) {
+            files.push((
+                "edge_probabilities.csv",
+                hash + &to_probability_csv(p, &result.names, &x.edge_probability_prior),
+            ));
+        }
     }
     files.push(("result.json", json + "\n"));
     files

@@ -28,9 +28,9 @@ use crate::backend::gpu::{DeviceTraffic, GpuReport, SteadyState};
 use crate::backend::{Backend, CpuBackend, Pool, PoolError};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
-    CheckedSettings, DagRule, Evaluation, EvaluationError, FaultEvent, Method, Phase, PhaseEnd,
-    Preset, Problem, Restart, RestartOutcome, RestartSelection, SearchSettings, SettingsError,
-    Terms,
+    CheckedSettings, DagRule, Evaluation, EvaluationError, FaultEvent, IterationUndo, Method,
+    Phase, PhaseEnd, Preset, Problem, Restart, RestartOutcome, RestartSelection, SearchSettings,
+    SettingsError, Terms,
 };
 use crate::discovery::exact::{ExactRun, ExactSettings, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings, FitWork};
@@ -239,6 +239,33 @@ pub struct RunResult {
     /// What the exact search did (exact search).
     #[serde(default)]
     pub exact: Option<ExactSummary>,
+    /// Where a stopped run stood when it stopped (absent for a run that ended by itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StopRecord>,
+}
+
+impl RunResult {
+    /// Whether the result has a graph to write: not after a failure, nor after a stop that came
+    /// before any graph existed (an empty graph there would read as "no edges found").
+    pub fn has_graph(&self) -> bool {
+        self.status != Status::Failed && self.stopped.as_ref().is_none_or(|s| s.has_graph)
+    }
+}
+
+/// How a stopped run stood when it stopped (result.json's `stopped`): its graph, if it has one,
+/// is the best so far, not a finished result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StopRecord {
+    /// Seconds of work done when it stopped.
+    pub elapsed_seconds: f64,
+    /// Where the run was, in words: "the acyclic phase of restart 2 of 3 (iteration 140)",
+    /// "the exact search, scoring families (120 of 400 scored)".
+    pub phase: String,
+    /// Whether there was a graph yet (the best so far).
+    pub has_graph: bool,
+    /// The wall-clock time of the stop (RFC 3339, UTC), when the caller sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
 }
 
 /// What an exact search did, for result.json.
@@ -264,8 +291,9 @@ pub struct ExactSummary {
 
 /// The format number written in every checkpoint; raised whenever the session's layout changes
 /// (3: a rational-quadratic part carries its own shape a, the kernel no `rq_alpha`; 4: each
-/// bound's own settings under `collapsed` and `uncollapsed`, checked when read).
-pub const CHECKPOINT_FORMAT: u32 = 4;
+/// bound's own settings under `collapsed` and `uncollapsed`, checked when read; 5: a checksum
+/// over the session's text).
+pub const CHECKPOINT_FORMAT: u32 = 5;
 
 /// The first fields of a checkpoint file, read before the rest so that a checkpoint of another
 /// format is refused for its format, not for the first field that moved.
@@ -275,12 +303,20 @@ struct CheckpointHeader {
     version: String,
 }
 
-/// A checkpoint file: the format, the version that wrote it, and the session.
+/// A checkpoint file: the format, the version that wrote it, the checksum of the session's text
+/// (FNV-1a, 16 hex digits) and the session, as written.
 #[derive(Serialize, Deserialize)]
 struct CheckpointFile<'a> {
     format: u32,
     version: String,
-    session: std::borrow::Cow<'a, Session>,
+    checksum: String,
+    #[serde(borrow)]
+    session: &'a serde_json::value::RawValue,
+}
+
+/// The checksum written beside a session's text.
+fn session_checksum(text: &str) -> String {
+    format!("{:016x}", crate::checksum::Fnv1a::of(text.as_bytes()))
 }
 
 /// Why a checkpoint could not be resumed.
@@ -298,6 +334,12 @@ pub enum CheckpointError {
          (fingerprint {data})"
     )]
     OtherData { checkpoint: String, data: String },
+    #[error(
+        "the checkpoint was changed after it was written: its checksum is {written} but its \
+         contents give {found}; it is refused rather than resumed from numbers the run did not \
+         save (use an unedited copy, or start the run again)"
+    )]
+    Edited { written: String, found: String },
     #[error(transparent)]
     Session(#[from] SessionError),
 }
@@ -532,14 +574,16 @@ impl Session {
     /// parameters and optimiser state, the random streams, the exact search and its scores.
     /// [`Session::resume`] continues it to the same result an uninterrupted run gives.
     pub fn checkpoint(&self) -> String {
+        // serde_json fails only on a map whose keys are not strings, and a session has none
+        // (family caches are written as lists of pairs).
+        let session = serde_json::value::to_raw_value(self).expect("a session serialises");
         let file = CheckpointFile {
             format: CHECKPOINT_FORMAT,
             version: env!("CARGO_PKG_VERSION").to_string(),
-            session: std::borrow::Cow::Borrowed(self),
+            checksum: session_checksum(session.get()),
+            session: &session,
         };
-        // serde_json fails only on a map whose keys are not strings, and a session has none
-        // (family caches are written as lists of pairs).
-        serde_json::to_string(&file).expect("a session serialises")
+        serde_json::to_string(&file).expect("a checkpoint serialises")
     }
 
     /// A run saved by [`Session::checkpoint`], to go on with `threads` workers (0 = all cores;
@@ -558,9 +602,16 @@ impl Session {
                 version: header.version,
             });
         }
+        let file: CheckpointFile<'_> = serde_json::from_str(text).map_err(unreadable)?;
+        let found = session_checksum(file.session.get());
+        if found != file.checksum {
+            return Err(CheckpointError::Edited {
+                written: file.checksum,
+                found,
+            });
+        }
         // The settings are checked as they are read (`CheckedSettings`).
-        let file: CheckpointFile<'static> = serde_json::from_str(text).map_err(unreadable)?;
-        let mut session = file.session.into_owned();
+        let mut session: Session = serde_json::from_str(file.session.get()).map_err(unreadable)?;
         if let Some(f) = fingerprint.filter(|&f| f != session.fingerprint) {
             return Err(CheckpointError::OtherData {
                 checkpoint: format!("{:016x}", session.fingerprint),
@@ -593,6 +644,11 @@ impl Session {
             Pool::new(threads).map_err(SessionError::from)?,
         )));
         session.stop_flag = StopFlag::new();
+        // A checkpoint written at a stop goes on from where the stop left it.
+        session.stopped = false;
+        if let Some(x) = session.exact.as_mut() {
+            x.go_on();
+        }
         Ok(session)
     }
 
@@ -868,6 +924,7 @@ impl Session {
         }
         let width = width.max(1);
         self.width = width;
+        let mut undo = Vec::new();
         loop {
             if self.stopped || self.is_finished() {
                 return false;
@@ -900,6 +957,7 @@ impl Session {
                 let problem = &self.problem;
                 for (k, r) in self.restarts.iter_mut().enumerate() {
                     if r.wants_evaluation() {
+                        undo.push((k, r.iteration_undo()));
                         r.begin_iteration(problem);
                         iterating.push(k);
                     }
@@ -909,6 +967,7 @@ impl Session {
             self.pending = Some(PendingUnit {
                 unit,
                 started: now_seconds(),
+                undo,
             });
             return true;
         }
@@ -964,7 +1023,7 @@ impl Session {
     /// ([`ExactSearch::apply`]).
     pub fn finish_unit(&mut self, mut outcomes: Vec<Outcome>) {
         let expected = self.unit_job_count();
-        let Some(PendingUnit { unit, started }) = self.pending.take() else {
+        let Some(PendingUnit { unit, started, .. }) = self.pending.take() else {
             return;
         };
         outcomes.truncate(expected);
@@ -1037,10 +1096,26 @@ impl Session {
     }
 
     /// Drops the unit begun (its jobs were cut short by a stop, or their worker died): nothing
-    /// it computed is kept, and the next unit plans the same work again.
+    /// it computed is kept, what beginning it changed is put back (an iteration's seeds and
+    /// penalty), and the next unit plans the same work again, so a checkpoint taken now resumes
+    /// to the uninterrupted run's result.
     pub fn abandon_unit(&mut self) {
         if let Some(p) = self.pending.take() {
             self.elapsed += now_seconds() - p.started;
+            for (k, undo) in p.undo {
+                self.restarts[k].undo_iteration(undo);
+            }
+        }
+    }
+
+    /// Takes the family scores of `cache` this run does not hold (a score cache file written as
+    /// an earlier run of the same data, settings and seed fitted them, or this run after its
+    /// checkpoint): the exact search skips them. Returns how many were taken (0 for a cache of
+    /// another key).
+    pub fn merge_score_cache(&mut self, cache: &ScoreCache) -> usize {
+        match self.exact.as_mut() {
+            Some(x) => x.absorb(cache),
+            None => self.score_cache.merge(cache),
         }
     }
 
@@ -1331,6 +1406,8 @@ impl Session {
         let d = self.names.len();
         let s = &self.problem.settings;
         let mut notes = Vec::new();
+        // Whether a graph exists, to tell a stopped run's best-so-far from "no graph yet".
+        let mut has_graph = true;
         let (edges, adjacency, chosen) = if let Some(best) = self.best_finished() {
             let o = best.outcome().expect("finished");
             (o.edges.clone(), o.weights.clone(), Some(best.index()))
@@ -1366,6 +1443,7 @@ impl Session {
                     notes.push(format!(
                         "the best unfinished restart could not be thresholded to a DAG: {e}"
                     ));
+                    has_graph = false;
                     (Vec::new(), vec![vec![0.0; d]; d], None)
                 }
             }
@@ -1376,6 +1454,7 @@ impl Session {
                         .into(),
                 );
             }
+            has_graph = false;
             (Vec::new(), vec![vec![0.0; d]; d], None)
         };
         if s.restart_selection == RestartSelection::GraphEvidence
@@ -1420,6 +1499,7 @@ impl Session {
             }
             match self.exact.as_ref().and_then(ExactSearch::outcome) {
                 Some(Ok(o)) => {
+                    has_graph = true;
                     edges = o.best.dag.edges();
                     adjacency = vec![vec![0.0; d]; d];
                     for &(a, b) in &edges {
@@ -1474,6 +1554,7 @@ impl Session {
                     if s.method == Method::Exact {
                         edges = Vec::new();
                         adjacency = vec![vec![0.0; d]; d];
+                        has_graph = false;
                     }
                 }
                 None => {
@@ -1485,10 +1566,20 @@ impl Session {
                         );
                     } else if s.method == Method::Exact {
                         failures.push("stopped before any family was scored".into());
+                        has_graph = false;
+                    } else if chosen.is_none() {
+                        has_graph = false;
                     }
                 }
             }
         }
+        let status = self.status();
+        let stopped = (status == Status::Stopped).then(|| StopRecord {
+            elapsed_seconds: self.elapsed,
+            phase: self.stop_phase(),
+            has_graph,
+            at: None,
+        });
         let orientation = if exact_parts.summary.is_some() {
             "adjacency[i][j] is the posterior probability of the chosen edge names[i] -> names[j] \
              (row = cause, column = effect)"
@@ -1509,7 +1600,7 @@ impl Session {
             failures,
             faults: self.faults(),
             complete: self.restarts.iter().all(Restart::finished),
-            status: self.status(),
+            status,
             seed: self.seed,
             preset: self.preset,
             settings: s.clone().into_inner(),
@@ -1533,7 +1624,63 @@ impl Session {
             posterior: exact_parts.posterior,
             edge_probabilities: exact_parts.edge_probabilities,
             exact: exact_parts.summary,
+            stopped,
         }
+    }
+
+    /// Where the run is, in words, for a stopped run's record: the exact search's stage while it
+    /// scores families, else the first unfinished restart's phase and iteration.
+    fn stop_phase(&self) -> String {
+        if let Some(x) = self.exact.as_ref() {
+            let complete = x
+                .outcome()
+                .is_some_and(|o| o.as_ref().is_ok_and(|o| o.complete));
+            if !complete {
+                let p = x.progress();
+                let stage = match p.stage {
+                    crate::discovery::exact::ExactStage::Screening => {
+                        "screening one-parent families"
+                    }
+                    crate::discovery::exact::ExactStage::Families => "scoring families",
+                    crate::discovery::exact::ExactStage::Scored => "every family scored",
+                };
+                return format!(
+                    "the exact search, {stage} ({} of {} scored)",
+                    p.done, p.total
+                );
+            }
+        }
+        let n = self.restarts.len();
+        match self.restarts.iter().find(|r| !r.finished()) {
+            Some(r) => format!(
+                "the {} phase of restart {} of {n} (iteration {})",
+                phase_name(r.phase()),
+                r.index() + 1,
+                r.iterations()
+            ),
+            None if self.rescoring() || !self.pending_families().is_empty() => {
+                "comparing the restarts' graphs by their evidence".into()
+            }
+            None if self.problem.settings.method.runs_exact() => {
+                "before the exact search began".into()
+            }
+            None => "after every restart finished".into(),
+        }
+    }
+}
+
+/// A phase's name in a sentence ("the warm-up phase").
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Initialising => "initialising",
+        Phase::WarmUp => "warm-up",
+        Phase::Acyclic => "acyclic",
+        Phase::Thresholding => "thresholding",
+        Phase::CoolDown => "cool-down",
+        Phase::Pruning => "pruning",
+        Phase::Families => "family-scoring",
+        Phase::Done => "finished",
+        Phase::Failed => "failed",
     }
 }
 
@@ -1598,6 +1745,9 @@ enum Unit {
 struct PendingUnit {
     unit: Unit,
     started: f64,
+    /// What beginning an iteration changed in each iterating restart (by index), put back when
+    /// the unit is abandoned.
+    undo: Vec<(usize, IterationUndo)>,
 }
 
 /// A plain note when the chosen restart's acyclic phase ran to its cap without h(A) < τ, so the

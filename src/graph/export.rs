@@ -11,6 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use super::Digraph;
 
+/// The words that begin the first comment line of a stopped run's graph file (after `# ` in CSV,
+/// `// ` in DOT): what follows says when and where it stopped. Readers that score or compare a
+/// graph look for it ([`super::stopped_note`]).
+pub const STOPPED_NOTE: &str = "stopped before the end:";
+
 /// The orientation sentence written into adjacency CSV comments and JSON files.
 pub const ADJACENCY_ORIENTATION: &str = "A[i][j] = 1 means row variable i -> column variable j";
 

@@ -443,12 +443,36 @@ pub fn read_adjacency(text: &str, names: Option<&[String]>) -> Result<Digraph, G
     Ok(graph)
 }
 
+/// The stop note of a stopped run's graph file (its first line, `# stopped before the end: …` or
+/// `// stopped before the end: …`, see [`super::STOPPED_NOTE`]): the words after the marker, or
+/// None for a file of a finished run.
+pub fn stopped_note(text: &str) -> Option<&str> {
+    let first = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .next()?
+        .trim_end();
+    let comment = first
+        .strip_prefix('#')
+        .or_else(|| first.strip_prefix("//"))?
+        .trim_start();
+    comment
+        .strip_prefix(super::STOPPED_NOTE)
+        .map(str::trim_start)
+}
+
 /// Reads an edge list: a CSV header with columns `from` and `to` (any case, any position; other
 /// columns are ignored), then one edge per line by variable name. Names must be among `names`
 /// (node i is `names[i]`); cells are trimmed; blank lines are skipped; there are no comment lines
-/// (a name may start with `#`); a repeated edge is kept once; a self-loop is refused.
+/// (a name may start with `#`) but a stopped run's first line ([`stopped_note`]), which is
+/// skipped; a repeated edge is kept once; a self-loop is refused.
 pub fn read_edge_list(text: &str, names: &[String]) -> Result<Digraph, GraphIoError> {
     let text = &*unix_lines(text);
+    // The stop note's line is kept as an empty line, so line numbers still match the file.
+    let text = &*match stopped_note(text) {
+        Some(_) => format!("\n{}", text.split_once('\n').map_or("", |(_, rest)| rest)),
+        None => text.to_string(),
+    };
     let index = index_names(names)?;
     // No comment lines here: a name may start with '#', and the csv writer does not quote it.
     let mut reader = csv::ReaderBuilder::new()

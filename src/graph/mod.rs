@@ -25,10 +25,11 @@ pub use dsep::d_separated;
 pub use enumerate::{all_dags, dag_count, EnumerateError, MAX_ENUMERATION_NODES};
 pub use export::{
     tetrad_names, to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_graph_json,
-    to_probability_csv, to_tetrad, ADJACENCY_ORIENTATION,
+    to_probability_csv, to_tetrad, ADJACENCY_ORIENTATION, STOPPED_NOTE,
 };
 pub use import::{
-    adjacency_labels, read_adjacency, read_edge_list, read_graph_json, GraphIoError, NamedGraph,
+    adjacency_labels, read_adjacency, read_edge_list, read_graph_json, stopped_note, GraphIoError,
+    NamedGraph,
 };
 pub use metrics::{
     classify_edges, compare, f1, precision, recall, shd, shd_reversal_1, Comparison, EdgeClass,

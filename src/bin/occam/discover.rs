@@ -3,7 +3,10 @@
 //! (`--method hybrid`), with a progress line, and write DIR/adjacency.csv, DIR/edges.csv,
 //! DIR/graph.dot and DIR/result.json (and, from the exact search, DIR/edge_probabilities.csv and
 //! the family-score cache DIR/score_cache.json, which a later run with the same data, seed and fit
-//! settings reads instead of refitting). Ctrl-C stops the run and writes the best result so far.
+//! settings reads instead of refitting; each family is appended to DIR/score_cache.json.journal
+//! as soon as it is fitted). A stop (Ctrl-C, SIGTERM, SIGHUP) ends the run at its next safe point,
+//! saves the checkpoint, writes the best graph so far with a first line saying it was stopped (or
+//! no graph file when there is none yet) and exits with 128 + the signal's number.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,18 +18,19 @@ use occam::backend::gpu_executor::{GpuBackend, PSI2_MIN_WORK};
 use occam::backend::{CpuBackend, Pool};
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
 use occam::discovery::cgp::{BoundKind, Method, Preset};
-use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
-use occam::engine::output::output_files;
-use occam::engine::{now_seconds, Session, SessionError, Snapshot, Status};
+use occam::engine::output::{output_files, stop_note, GRAPH_FILES};
+use occam::engine::{now_seconds, RunResult, Session, SessionError, Snapshot, Status};
 use occam::names;
 
 use crate::overrides::Overrides;
 use crate::{
     check_writable, ensure_dir, read_file_limited, terminal_safe, write_file_atomic, CliError,
 };
+use crate::{score_cache_file, signals};
 
 #[derive(Debug, Args)]
+#[command(after_help = crate::signals::STOP_HELP)]
 pub struct DiscoverArgs {
     /// The CSV file (header row required; one column per variable).
     pub data: PathBuf,
@@ -41,8 +45,9 @@ pub struct DiscoverArgs {
     /// Seed of every random choice. [default: 0]
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Save the whole run to FILE every few seconds and at its end, so `--resume FILE` can go on
-    /// from there after a stop, a crash or a reboot.
+    /// Save the whole run to FILE before it starts, every 5 seconds, at its end and at a stop, so
+    /// `--resume FILE` can go on from there after a stop, a crash or a reboot. The file carries a
+    /// checksum: an edited one is refused.
     #[arg(long, value_name = "FILE")]
     pub checkpoint: Option<PathBuf>,
     /// Go on with the run saved in FILE by `--checkpoint` (on the same data); it ends with the
@@ -245,40 +250,110 @@ fn refuse_settings_with_resume(args: &DiscoverArgs) -> Result<(), CliError> {
     )))
 }
 
-/// Runs `session` to its end (or a stop), saving checkpoints and the exact search's cache on the
-/// way, and writes the result files.
+/// Every file this run may write in `args.out` (the graph files, result.json and the exact
+/// search's score cache and journal), and the checkpoint.
+fn planned_outputs(args: &DiscoverArgs) -> Vec<PathBuf> {
+    let cache = args.out.join(SCORE_CACHE_FILE);
+    let mut paths: Vec<PathBuf> = GRAPH_FILES
+        .iter()
+        .chain(["result.json"].iter())
+        .map(|name| args.out.join(name))
+        .collect();
+    paths.push(score_cache_file::journal_path(&cache));
+    paths.push(cache);
+    paths.extend(args.checkpoint.clone());
+    paths
+}
+
+/// Whether `a` and `b` name the same file (an output that does not exist yet is no input).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Checks, before any work, every path the run will write: the out folder can be written, no
+/// output path is a folder, and no input (the data, the tiers file, a checkpoint being resumed
+/// into another file) would be overwritten by an output.
+fn check_outputs(args: &DiscoverArgs) -> Result<(), CliError> {
+    ensure_dir(&args.out)?;
+    check_writable(&args.out)?;
+    let outputs = planned_outputs(args);
+    for path in &outputs {
+        if path.is_dir() {
+            return Err(CliError(format!(
+                "{} is a directory, but this run writes a file there; remove it or choose \
+                 another --out (nothing was run)",
+                path.display()
+            )));
+        }
+    }
+    let mut inputs: Vec<(&str, &Path)> = vec![("the data file", args.data.as_path())];
+    if let Some(t) = &args.tiers {
+        inputs.push(("the tiers file", t.as_path()));
+    }
+    for (what, input) in inputs {
+        if let Some(out) = outputs.iter().find(|o| same_file(input, o)) {
+            return Err(CliError(format!(
+                "{what} {} is also where this run writes {}: it would be overwritten; move it \
+                 or choose another --out (nothing was run)",
+                input.display(),
+                out.file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+            )));
+        }
+    }
+    if let (Some(resume), Some(checkpoint)) = (&args.resume, &args.checkpoint) {
+        // Saving into the checkpoint one resumes from is the usual way; into an output is not.
+        if let Some(out) = outputs
+            .iter()
+            .filter(|o| !same_file(o, checkpoint))
+            .find(|o| same_file(resume, o))
+        {
+            return Err(CliError(format!(
+                "the checkpoint {} is also where this run writes {}; move it or choose another \
+                 --out (nothing was run)",
+                resume.display(),
+                out.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `session` to its end (or a stop), saving checkpoints and the exact search's scores on
+/// the way, and writes the result files.
 fn drive(
     args: &DiscoverArgs,
     mut session: Session,
     dataset: &Dataset,
     resumed: bool,
 ) -> Result<(), CliError> {
-    ensure_dir(&args.out)?;
-    check_writable(&args.out)?;
+    check_outputs(args)?;
     let cache_path = args.out.join(SCORE_CACHE_FILE);
     let method = session.settings().method;
-    if method.runs_exact() && !resumed {
-        announce_exact(&mut session, &cache_path, dataset, args.quiet);
+    let mut journal = None;
+    if method.runs_exact() {
+        read_score_cache(&mut session, &cache_path, dataset, args.quiet, resumed);
+        journal = Some(score_cache_file::Journal::start(
+            &cache_path,
+            session.score_cache_key().clone(),
+            session.score_cache(),
+        )?);
     }
     if let Some(path) = &args.checkpoint {
         // Before any work, so a bad path fails now rather than minutes in.
         write_file_atomic(path, &session.checkpoint())?;
     }
-    let mut cache_saved_at = now_seconds();
     let mut checkpoint_saved_at = now_seconds();
     let mut backend_name = session.backend().name();
     if !args.quiet {
         errln!("computing on {}", terminal_safe(&backend_name));
     }
-
-    {
-        let flag = session.stop_flag();
-        // Ctrl-C, SIGTERM and SIGHUP (the "termination" feature) all stop the run and write the
-        // best result so far. The flag is answered inside the unit of work being done (within one
-        // bound evaluation), so even a fit at M = 1000 stops within about a second.
-        let _ = ctrlc::set_handler(move || flag.raise());
-    }
-    let stop_flag = session.stop_flag();
+    // Ctrl-C, SIGTERM and SIGHUP stop the run and write what it has. The flag is answered
+    // inside the unit of work being done (within one bound evaluation).
+    signals::stop_on_signals(session.stop_flag());
     while !session.is_finished() {
         let snapshot = session.step(0.25);
         if !args.quiet {
@@ -293,54 +368,61 @@ fn drive(
             }
             backend_name = now_on;
         }
-        // Keep the fitted families on disk as the run goes, so even a killed run loses little.
-        if method.runs_exact() && now_seconds() - cache_saved_at > CACHE_SAVE_SECONDS {
-            save_cache(&session, &cache_path)?;
-            cache_saved_at = now_seconds();
+        // Each family's score goes to disk as soon as it is fitted: a killed run loses at most
+        // the fits in flight.
+        if let Some(journal) = journal.as_mut() {
+            journal.append_new(session.score_cache())?;
         }
-        // Only a session that was not stopped is worth resuming: a stop ends the run for good,
-        // so the checkpoint keeps the state before it (at most CHECKPOINT_SECONDS old).
         if let Some(path) = &args.checkpoint {
-            if !stop_flag.is_raised()
-                && (session.is_finished()
-                    || now_seconds() - checkpoint_saved_at > CHECKPOINT_SECONDS)
-            {
+            if now_seconds() - checkpoint_saved_at > CHECKPOINT_SECONDS {
                 write_file_atomic(path, &session.checkpoint())?;
                 checkpoint_saved_at = now_seconds();
             }
         }
     }
-    if method.runs_exact() {
-        save_cache(&session, &cache_path)?;
+    // At the end, and at a stop: a stopped run's checkpoint goes on from the stop.
+    if let Some(path) = &args.checkpoint {
+        write_file_atomic(path, &session.checkpoint())?;
     }
+    if let Some(journal) = journal {
+        journal.fold_into(&cache_path, session.score_cache())?;
+    }
+    let stopped_by = signals::received();
     if !args.quiet {
         errln!();
-        if stop_flag.is_raised() {
-            errln!("interrupted: writing the best result so far");
-        }
     }
-    let result = session.result();
-    // Each file is written whole and renamed into place, result.json last: the folder holds a
-    // complete old result or a complete new one, and a file an older run left that this one
-    // does not write is removed before result.json commits the new result.
-    let files = output_files(&result);
-    for (name, contents) in &files {
-        if *name == "result.json" {
-            for stale in OPTIONAL_OUTPUTS {
-                if !files.iter().any(|(n, _)| n == &stale) {
-                    let _ = std::fs::remove_file(args.out.join(stale));
-                }
-            }
-        }
-        write_file_atomic(&args.out.join(name), contents)?;
+    let mut result = session.result();
+    if let Some(stop) = result.stopped.as_mut() {
+        stop.at = Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
     }
+    let written_to = write_result(&args.out, &result)?;
     let names = session.names();
+    if let Some(stop) = &result.stopped {
+        let by = stopped_by.map_or_else(String::new, |s| format!(" by {}", signals::name(s)));
+        let files = if result.has_graph() {
+            "the best graph so far (each graph file says so in its first line)"
+        } else {
+            "no graph file, as there was no graph yet; result.json says so"
+        };
+        errln!(
+            "stopped{by} {}: wrote {files} to {}",
+            terminal_safe(&stop_note(stop)),
+            written_to.display()
+        );
+        if let Some(path) = &args.checkpoint {
+            errln!(
+                "the checkpoint {} holds the run as it stopped: go on with --resume {}",
+                path.display(),
+                path.display()
+            );
+        }
+    }
     outln!(
         "status: {:?}, {} edges, {:.1} s, written to {}",
         result.status,
         result.edges.len(),
         result.seconds,
-        args.out.display()
+        written_to.display()
     );
     for &(a, b) in &result.edges {
         outln!(
@@ -376,33 +458,89 @@ fn drive(
     Ok(())
 }
 
-/// The family-score cache's file name in the output folder.
-pub const SCORE_CACHE_FILE: &str = "score_cache.json";
-/// Seconds between saves of the score cache during an exact run.
-const CACHE_SAVE_SECONDS: f64 = 30.0;
-
-/// Reads DIR/score_cache.json when it was made for this data, seed and fit settings, and prints
-/// how many fits the exact search plans before the work starts.
-fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, quiet: bool) {
-    let mut cached = 0;
-    let mut cached_on_gpu = 0;
-    // A cache holds one score per family: 1 GiB is far beyond any the exact search writes.
-    if let Ok(bytes) = read_file_limited(cache_path, 1 << 30) {
-        let text = String::from_utf8_lossy(&bytes);
-        match ScoreCache::from_json_for(&text, session.score_cache_key()) {
-            Some(cache) => {
-                cached = cache.len();
-                cached_on_gpu = cache.work().families_on_gpu;
-                session.use_score_cache(cache);
+/// Writes the result's files into `out`, each whole and renamed into place, result.json last:
+/// the folder holds a complete old result or a complete new one, and a graph file an older run
+/// left that this one does not write is removed before result.json commits the new result. If
+/// `out` cannot take them (a disk that filled up, a folder removed during the run), they go to a
+/// fresh folder under the system's temporary folder instead. Returns the folder written.
+fn write_result(out: &Path, result: &RunResult) -> Result<PathBuf, CliError> {
+    let files = output_files(result);
+    let write_into = |dir: &Path| -> Result<(), CliError> {
+        for (name, contents) in &files {
+            if *name == "result.json" {
+                for stale in GRAPH_FILES {
+                    if !files.iter().any(|(n, _)| n == &stale) {
+                        let _ = std::fs::remove_file(dir.join(stale));
+                    }
+                }
             }
-            None => errln!(
-                "note: {} was made for other data, settings or seed; it is not used and will be \
-                 replaced",
-                cache_path.display()
-            ),
+            write_file_atomic(&dir.join(name), contents)?;
+        }
+        Ok(())
+    };
+    match write_into(out) {
+        Ok(()) => Ok(out.to_path_buf()),
+        Err(first) => {
+            let fallback = std::env::temp_dir().join(format!(
+                "occam-result-{}-{}",
+                std::process::id(),
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                    .to_string()
+                    .replace(':', "-")
+            ));
+            let saved = std::fs::create_dir_all(&fallback)
+                .map_err(|e| CliError(format!("cannot create {}: {e}", fallback.display())))
+                .and_then(|()| write_into(&fallback));
+            match saved {
+                Ok(()) => {
+                    errln!(
+                        "warning: {first}; the result was written to {} instead",
+                        fallback.display()
+                    );
+                    Ok(fallback)
+                }
+                Err(second) => Err(CliError(format!(
+                    "{first}; writing it to {} failed too: {second}",
+                    fallback.display()
+                ))),
+            }
         }
     }
+}
+
+/// The family-score cache's file name in the output folder.
+pub const SCORE_CACHE_FILE: &str = "score_cache.json";
+
+/// Gives the session the scores of DIR/score_cache.json and its journal that were made for this
+/// data, seed and fit settings (saying why any part is not used); then, unless `quiet`, says
+/// how many a resumed run took from them, or how many fits a new run plans.
+fn read_score_cache(
+    session: &mut Session,
+    cache_path: &Path,
+    dataset: &Dataset,
+    quiet: bool,
+    resumed: bool,
+) {
+    let read = score_cache_file::read(cache_path, session.score_cache_key());
+    for note in &read.notes {
+        errln!("note: {}", terminal_safe(note));
+    }
+    let (mut cached, mut cached_on_gpu, mut taken) = (0, 0, 0);
+    if let Some(cache) = read.cache {
+        cached = cache.len();
+        cached_on_gpu = cache.work().families_on_gpu;
+        taken = session.merge_score_cache(&cache);
+    }
     if quiet {
+        return;
+    }
+    if resumed {
+        if taken > 0 {
+            errln!(
+                "{taken} family scores the checkpoint did not hold taken from {}",
+                cache_path.display()
+            );
+        }
         return;
     }
     let s = &session.settings().exact;
@@ -426,14 +564,6 @@ fn announce_exact(session: &mut Session, cache_path: &Path, dataset: &Dataset, q
 
 /// A tiers file names each variable once; anything larger than this is not one.
 const MAX_TIERS_BYTES: usize = 16 * 1024 * 1024;
-
-/// Output files only some runs write (so a rerun must not leave an older run's copy beside a new
-/// result).
-const OPTIONAL_OUTPUTS: [&str; 1] = ["edge_probabilities.csv"];
-
-fn save_cache(session: &Session, path: &Path) -> Result<(), CliError> {
-    write_file_atomic(path, &session.score_cache().to_json())
-}
 
 fn progress_line(s: &Snapshot) {
     if let Some(x) = &s.exact {

@@ -1,7 +1,8 @@
 //! `occam`: the native command-line driver of the Occam engine.
 //!
 //! Every subcommand returns a [`CliError`] instead of panicking; `main` prints it and exits with a
-//! non-zero status (1 for bad input or a failed run; clap uses 2 for a malformed command line).
+//! non-zero status (1 for bad input or a failed run; clap uses 2 for a malformed command line;
+//! 128 + n for a run signal n stopped, [`signals`]).
 
 /// Writes to stdout or stderr without ever panicking: a closed pipe (`occam check … | head`)
 /// ends the output, not the run, whose files are still written. `println!` would panic there.
@@ -26,6 +27,8 @@ mod generate;
 mod overrides;
 mod pairs;
 mod score;
+mod score_cache_file;
+mod signals;
 
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -178,11 +181,17 @@ fn main() -> ExitCode {
         Command::Pairs(args) => pairs::run(&args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        // A command a signal stopped wrote what it had; its status says it did not finish.
+        Ok(()) => match signals::received() {
+            Some(signal) => ExitCode::from(signals::exit_status(signal)),
+            None => ExitCode::SUCCESS,
+        },
         Err(e) => {
             // Messages quote names and cells from the user's files.
             errln!("error: {}", terminal_safe(&e.0));
-            ExitCode::FAILURE
+            signals::received().map_or(ExitCode::FAILURE, |signal| {
+                ExitCode::from(signals::exit_status(signal))
+            })
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::{read_file_limited, CliError};
 use clap::Args;
-use occam::graph::{adjacency_labels, compare, read_adjacency, Digraph};
+use occam::graph::{adjacency_labels, compare, read_adjacency, stopped_note, Digraph};
 use std::path::{Path, PathBuf};
 
 /// Adjacency files are small; anything larger than this is not one.
@@ -17,6 +17,30 @@ pub struct ScoreArgs {
     /// also accepted). When both files are labelled, variables are matched by name.
     #[arg(long)]
     pub pred: PathBuf,
+    /// Score a graph from a run that was stopped before its end (its first line says so), which
+    /// is otherwise refused: it is the best graph so far, not a result.
+    #[arg(long)]
+    pub allow_stopped: bool,
+}
+
+/// Refuses (or, with `--allow-stopped`, flags on stderr) a file a stopped run wrote.
+fn check_not_stopped(path: &Path, text: &str, allow: bool) -> Result<(), CliError> {
+    let Some(note) = stopped_note(text) else {
+        return Ok(());
+    };
+    if allow {
+        errln!(
+            "note: {} is from a run stopped before its end ({}); scored as asked",
+            path.display(),
+            crate::terminal_safe(note)
+        );
+        return Ok(());
+    }
+    Err(CliError(format!(
+        "{} is from a run stopped before its end ({}); score it anyway with --allow-stopped",
+        path.display(),
+        crate::terminal_safe(note)
+    )))
 }
 
 fn read_text(path: &Path) -> Result<String, CliError> {
@@ -31,6 +55,8 @@ fn read_text(path: &Path) -> Result<String, CliError> {
 fn read_pair(args: &ScoreArgs) -> Result<(Digraph, Digraph, bool), CliError> {
     let truth_text = read_text(&args.truth)?;
     let pred_text = read_text(&args.pred)?;
+    check_not_stopped(&args.truth, &truth_text, args.allow_stopped)?;
+    check_not_stopped(&args.pred, &pred_text, args.allow_stopped)?;
     let labels = |path: &Path, text: &str| {
         adjacency_labels(text).map_err(|e| CliError(format!("{}: {e}", path.display())))
     };

@@ -28,7 +28,8 @@ pub use fields::{
     setting_field, setting_keys, SettingField, BOUND_SECTIONS, NOT_FIELDS, SETTING_FIELDS,
 };
 pub use restart::{
-    FaultEvent, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome, Terms,
+    FaultEvent, IterationUndo, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome,
+    Terms,
 };
 pub use settings::{
     CheckedSettings, CollapsedSettings, DagRule, Method, PhaseLength, Preset, RestartSelection,

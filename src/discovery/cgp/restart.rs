@@ -275,6 +275,14 @@ pub struct Restart {
     penalty: Option<Penalty>,
 }
 
+/// What [`Restart::begin_iteration`] changes that a run resumed after an abandoned iteration
+/// must find as it was: the random stream (the seeds drawn) and the power iteration's warm start.
+#[derive(Debug, Clone)]
+pub struct IterationUndo {
+    rng: ChaCha8Rng,
+    power: PowerIteration,
+}
+
 /// The acyclicity penalty at one point: h(A), h₂ and their gradient G (cause × effect) with
 /// respect to A (the 2-cycle term's included when the settings add it).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -372,6 +380,23 @@ impl Restart {
             c.prepare_step(&d_theta);
         }
         self.penalty = Some(penalty);
+    }
+
+    /// The state [`Restart::begin_iteration`] is about to change, for [`Restart::undo_iteration`].
+    pub fn iteration_undo(&self) -> IterationUndo {
+        IterationUndo {
+            rng: self.rng.clone(),
+            power: self.power.clone(),
+        }
+    }
+
+    /// Puts back what [`Restart::begin_iteration`] changed, for an iteration abandoned before it
+    /// finished (a stop inside it): the next one draws the same seeds and takes the same penalty,
+    /// so a run resumed from here ends as the uninterrupted one.
+    pub fn undo_iteration(&mut self, undo: IterationUndo) {
+        self.rng = undo.rng;
+        self.power = undo.power;
+        self.penalty = None;
     }
 
     /// Draws this iteration's seeds (one per variable) from the restart's generator; call once

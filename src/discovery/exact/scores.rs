@@ -39,6 +39,35 @@ impl CacheKey {
     }
 }
 
+impl CacheKey {
+    /// What a cache made under `other` was made for that this key is not, in words; None when
+    /// the keys are equal.
+    pub fn differs_from(&self, other: &CacheKey) -> Option<&'static str> {
+        if self.data != other.data {
+            Some("other data (or other rows of it)")
+        } else if self.version != other.version {
+            Some("an older version of the family fits")
+        } else if self.seed != other.seed {
+            Some("another seed")
+        } else if self.settings != other.settings {
+            Some("other family-fit settings")
+        } else {
+            None
+        }
+    }
+}
+
+/// Why a score cache's text is not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CacheRefusal {
+    /// Not a cache: cut short (a run killed while writing it), edited, or another file.
+    #[error("it is not a readable score cache ({0}): cut short, edited, or another file")]
+    Unreadable(String),
+    /// A cache of another key.
+    #[error("it was made for {0}")]
+    OtherKey(&'static str),
+}
+
 /// Family scores computed so far for one [`CacheKey`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScoreCache {
@@ -73,6 +102,27 @@ impl ScoreCache {
         self.entries.len()
     }
 
+    /// Every family held with its score, in a fixed order.
+    pub fn entries(&self) -> impl Iterator<Item = (&FamilyKey, &Result<FamilyScore, String>)> {
+        self.entries.values().map(|(k, v)| (k, v))
+    }
+
+    /// Takes the entries of `other` (of the same key) this cache does not hold; returns how many.
+    /// Held entries are kept as they are.
+    pub fn merge(&mut self, other: &ScoreCache) -> usize {
+        if other.key != self.key {
+            return 0;
+        }
+        let mut taken = 0;
+        for (name, entry) in &other.entries {
+            if !self.entries.contains_key(name) {
+                self.entries.insert(name.clone(), entry.clone());
+                taken += 1;
+            }
+        }
+        taken
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -80,8 +130,17 @@ impl ScoreCache {
     /// Reads a cache written by [`ScoreCache::to_json`]; None when the text is not a cache or was
     /// computed for another key (other data, settings or seed), so nothing stale is reused.
     pub fn from_json_for(text: &str, key: &CacheKey) -> Option<Self> {
-        let cache: ScoreCache = serde_json::from_str(text).ok()?;
-        (cache.key == *key).then_some(cache)
+        Self::parse_for(text, key).ok()
+    }
+
+    /// [`ScoreCache::from_json_for`], saying why a text is refused.
+    pub fn parse_for(text: &str, key: &CacheKey) -> Result<Self, CacheRefusal> {
+        let cache: ScoreCache =
+            serde_json::from_str(text).map_err(|e| CacheRefusal::Unreadable(e.to_string()))?;
+        match key.differs_from(&cache.key) {
+            None => Ok(cache),
+            Some(what) => Err(CacheRefusal::OtherKey(what)),
+        }
     }
 
     pub fn to_json(&self) -> String {

@@ -635,6 +635,23 @@ impl ExactRun {
         one_parent_gains(&self.cache, &self.knowledge)
     }
 
+    /// Takes the scores of `other` (of this run's key) it does not hold yet, counts the planned
+    /// families they answer as cache hits, and plans on ([`ExactRun::advance`]); returns how many
+    /// scores it took.
+    pub fn absorb(&mut self, other: &ScoreCache) -> Result<usize, ExactError> {
+        let taken = self.cache.merge(other);
+        if taken > 0 {
+            let answered = self
+                .todo
+                .iter()
+                .filter(|k| self.cache.get(k).is_some())
+                .count();
+            self.hits += answered;
+            self.advance()?;
+        }
+        Ok(taken)
+    }
+
     /// Drops the scored families from the to-do list; when none is left, plans the next step:
     /// after screening, the families of the plan; then, with pruning, the families its rule
     /// admits once their subsets are scored (a size at a time); when nothing new is admitted,
