@@ -1430,3 +1430,63 @@ fn discover_refuses_outputs_that_are_folders_or_would_overwrite_its_input() {
         "the input is untouched"
     );
 }
+
+/// Issue 35, items 3 and 7: `occam bench` checks its report and cache paths before running any
+/// set, and a set whose every family score came from the cache says so beside its seconds
+/// (which leave the fits out).
+#[test]
+fn bench_checks_its_paths_first_and_names_seconds_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("data/synthetic/chain_s0");
+    std::fs::create_dir_all(&set).unwrap();
+    write(&set, "data.csv", &chain_csv());
+    write(&set, "truth.csv", "0,1,0\n0,0,1\n0,0,0\n");
+    let root = dir.path().join("data");
+    let report = dir.path().join("BENCH.md");
+    let cache = dir.path().join("cache");
+    let bench = |out: &Path, cache: &Path| {
+        occam(&[
+            "bench",
+            "--data",
+            root.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--method",
+            "exact",
+            "--max-parents",
+            "1",
+            "--candidates",
+            "1",
+            "--threads",
+            "1",
+        ])
+    };
+    let o = bench(dir.path(), &cache);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is a directory") && err.contains("nothing was run"),
+        "{err}"
+    );
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let o = bench(&report, &file);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("is a file, not a folder"), "{err}");
+    let o = bench(&report, &cache);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains("every score from the cache"));
+    let o = bench(&report, &cache);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("every score from the cache"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(std::fs::read_to_string(&report)
+        .unwrap()
+        .contains("(scores from the cache)"));
+}

@@ -189,6 +189,21 @@ struct Row {
     edges: usize,
     true_edges: usize,
     seconds: f64,
+    /// Families found in the score cache instead of fitted (their fits' time is not in
+    /// `seconds`).
+    cache_hits: usize,
+    families_fitted: usize,
+}
+
+impl Row {
+    /// The seconds cell: marked when every score came from the cache, whose fits it leaves out.
+    fn seconds_cell(&self) -> String {
+        if self.cache_hits > 0 && self.families_fitted == 0 {
+            format!("{:.1} (scores from the cache)", self.seconds)
+        } else {
+            format!("{:.1}", self.seconds)
+        }
+    }
 }
 
 /// Peer figures of one (group, method): mean SHD, SHD(rev=1), SID, F1, seconds, and whether the
@@ -254,7 +269,7 @@ fn render(rows: &[Row], peers: &BTreeMap<String, Vec<Peer>>, header: &str) -> St
     out.push_str("\n\n### Per set\n\n| set | SHD (rev=2) | SHD (rev=1) | SID | F1 | edges (pred / true) | seconds |\n|---|---|---|---|---|---|---|\n");
     for r in rows {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {:.3} | {} / {} | {:.1} |\n",
+            "| {} | {} | {} | {} | {:.3} | {} / {} | {} |\n",
             r.name,
             r.shd,
             r.shd1,
@@ -262,7 +277,7 @@ fn render(rows: &[Row], peers: &BTreeMap<String, Vec<Peer>>, header: &str) -> St
             r.f1,
             r.edges,
             r.true_edges,
-            r.seconds
+            r.seconds_cell()
         ));
     }
     out.push_str("\n### Per group, next to the peers (BASELINES_summary.csv means)\n\n");
@@ -323,6 +338,33 @@ fn splice(existing: &str, key: &str, section: &str) -> String {
     }
 }
 
+/// Checks, before any set is run, that the report and the cache folder can be written: `--out`
+/// not a folder and its folder writable, `--cache-dir` a folder that can be made and written.
+fn check_outputs(args: &BenchArgs) -> Result<(), CliError> {
+    if args.out.is_dir() {
+        return Err(CliError(format!(
+            "--out {} is a directory; give the Markdown file to write (nothing was run)",
+            args.out.display()
+        )));
+    }
+    let parent = match args.out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    crate::check_writable(&parent)?;
+    if let Some(dir) = &args.cache_dir {
+        if dir.is_file() {
+            return Err(CliError(format!(
+                "--cache-dir {} is a file, not a folder (nothing was run)",
+                dir.display()
+            )));
+        }
+        crate::ensure_dir(dir)?;
+        crate::check_writable(dir)?;
+    }
+    Ok(())
+}
+
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let preset = Preset::parse(&args.preset).map_err(CliError)?;
     let sets: Vec<BenchSet> = discover_sets(&args.data)
@@ -341,6 +383,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
     let settings = settings
         .check()
         .map_err(|e| CliError(SessionError::Settings(e).to_string()))?;
+    check_outputs(args)?;
     let mut rows = Vec::new();
     for set in &sets {
         let (dataset, truth) = load(set)?;
@@ -361,9 +404,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
                 // One file per set and cache key, so runs with other rows or fit settings keep
                 // their own scores.
                 let key = serde_json::to_string(session.score_cache_key()).unwrap_or_default();
-                let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                    (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-                });
+                let hash = occam::checksum::Fnv1a::of(key.as_bytes());
                 dir.join(format!("{}_{hash:016x}.json", set.name.replace('/', "_")))
             });
         if let Some(path) = &cache_path {
@@ -393,6 +434,8 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             edges: pred.edge_count(),
             true_edges: truth.edge_count(),
             seconds: result.seconds,
+            cache_hits: result.cache_hits,
+            families_fitted: result.families_fitted,
         };
         outln!(
             "{:<28} shd {:>3} shd1 {:>3} sid {:>4} f1 {:.3} edges {}/{} {:.1} s{}",
@@ -405,8 +448,13 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
             row.true_edges,
             row.seconds,
             if result.method.runs_exact() {
+                let all_cached = if row.families_fitted == 0 && row.cache_hits > 0 {
+                    " (every score from the cache: the seconds leave out its fits)"
+                } else {
+                    ""
+                };
                 format!(
-                    " families fitted {} cached {}",
+                    " families fitted {} cached {}{all_cached}",
                     result.families_fitted, result.cache_hits
                 )
             } else {
