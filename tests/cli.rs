@@ -432,9 +432,14 @@ fn pairs_refuses_escapes_bad_weights_and_counts_missing_pairs() {
         err.contains("1 of 2 pairs") && err.contains("pair0002"),
         "{err}"
     );
+    let out = text(&o.stdout);
     assert!(
-        text(&o.stdout).contains("pair0001  truth x->y  decided"),
-        "the rest still runs"
+        out.contains("{\"pair\":\"pair0001\",\"truth\":\"x->y\",\"decided\":"),
+        "the rest still runs: {out}"
+    );
+    assert!(
+        out.contains("\"pair\":\"pair0002\"") && out.contains("\"outcome\":\"error\""),
+        "the missing pair has its line: {out}"
     );
 }
 
@@ -487,19 +492,31 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 4, "{stdout}");
+    // One JSON line per pair, in the order they were decided.
+    let mut decided: Vec<serde_json::Value> = lines[..2]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    decided.sort_by_key(|d| d["pair"].as_str().unwrap().to_string());
+    for (d, (name, truth)) in decided
+        .iter()
+        .zip([("pair0001", "x->y"), ("pair0002", "y->x")])
+    {
+        assert_eq!(d["pair"], name, "{stdout}");
+        assert_eq!(d["truth"], truth, "{stdout}");
+        assert!(d["difference_nats"].is_f64(), "{stdout}");
+        assert!(d["seconds"].as_f64().unwrap() >= 0.0, "{stdout}");
+        assert_eq!(d["rows_used"], 60, "{stdout}");
+        let outcome = d["outcome"].as_str().unwrap();
+        assert!(["correct", "wrong", "tie"].contains(&outcome), "{stdout}");
+    }
+    let stderr = text(&out.stderr);
     assert!(
-        lines[0].starts_with("pair0001  truth x->y  decided "),
-        "{stdout}"
+        stderr.contains("[1/2] ") && stderr.contains("[2/2] ") && stderr.contains(" nats"),
+        "{stderr}"
     );
-    assert!(
-        lines[1].starts_with("pair0002  truth y->x  decided "),
-        "{stdout}"
-    );
-    assert!(
-        lines[0].contains(" nats") && lines[0].contains(" s"),
-        "{stdout}"
-    );
-    assert!(lines[2].starts_with("settings: "), "{stdout}");
+    let settings: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+    assert_eq!(settings["settings"]["restarts"], 1, "{stdout}");
     let json: serde_json::Value = serde_json::from_str(lines[3]).unwrap();
     let keys = sorted_keys(&json);
     assert_eq!(
@@ -522,7 +539,7 @@ fn pairs_prints_a_line_per_pair_and_the_documented_summary() {
     let out = quick_pairs(dir.path().to_str().unwrap(), &["--tie-nats", "1e9"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("decided tie  tie"), "{stdout}");
+    assert_eq!(stdout.matches("\"outcome\":\"tie\"").count(), 2, "{stdout}");
     let json: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(json["ties"], 2);
     assert_eq!(json["accuracy_ties_half"], 0.5);
@@ -1489,4 +1506,56 @@ fn bench_checks_its_paths_first_and_names_seconds_from_the_cache() {
     assert!(std::fs::read_to_string(&report)
         .unwrap()
         .contains("(scores from the cache)"));
+}
+
+/// Issue 35, item 4: `occam pairs` prints each decision as it is made, and a stop (SIGINT here)
+/// ends the fits in flight within seconds and prints the summary of the pairs decided so far,
+/// exiting with 130.
+#[test]
+#[cfg(unix)]
+fn pairs_stopped_part_way_prints_the_decisions_made_and_their_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut truth = String::from("pair,direction,weight,n,dropped_extra_columns\n");
+    for p in 1..=16 {
+        let mut csv = String::from("x,y\n");
+        for k in 0..200 {
+            let u = -2.0 + 4.0 * (((k * 37 + p * 11) % 200) as f64) / 199.0;
+            let v = (1.3 * u).tanh() + 0.05 * (((k * 7 + p) % 11) as f64 - 5.0) / 5.0;
+            csv.push_str(&format!("{u},{v}\n"));
+        }
+        write(dir.path(), &format!("pair{p:04}.csv"), &csv);
+        truth.push_str(&format!("pair{p:04},x->y,1,200,0\n"));
+    }
+    write(dir.path(), "truth.csv", &truth);
+    let child = Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(["pairs", dir.path().to_str().unwrap()])
+        .args(["--restarts", "1", "--inducing", "10", "--threads", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A debug build decides one of these pairs in well under a second: some are decided by now,
+    // far from all 16.
+    signal_after(&child, "-INT", 2500);
+    let signalled = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    let answered = signalled.elapsed().as_secs_f64();
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(130), "{stderr}");
+    assert!(answered < 10.0, "the stop took {answered:.1} s");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let pairs = lines.len() - 2;
+    assert!((1..16).contains(&pairs), "{stdout}");
+    for line in &lines[..pairs] {
+        let d: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(d["pair"].as_str().unwrap().starts_with("pair"), "{line}");
+    }
+    let summary: serde_json::Value = serde_json::from_str(lines[pairs + 1]).unwrap();
+    assert_eq!(summary["pairs"], pairs, "{stdout}");
+    assert_eq!(summary["pairs_planned"], 16, "{stdout}");
+    assert_eq!(summary["stopped"], true, "{stdout}");
+    assert!(
+        stderr.contains(&format!("{pairs} of 16 pairs decided")),
+        "{stderr}"
+    );
 }

@@ -5,11 +5,15 @@
 //! With the collapsed bound (the default) each pair is scored as the exact search scores a
 //! two-variable data set: evidence(X → Y) = F(X | ∅) + F(Y | {X}) with the family score of
 //! `discovery::family`, so `occam pairs` and `occam discover --method exact` on the pair agree.
+//!
+//! Each decision is printed as it is made (one JSON line per pair on stdout, a progress line on
+//! stderr); a stop ends the fits in flight, drops them, and prints the summary of the pairs
+//! decided so far.
 
-use crate::{read_file_limited, terminal_safe, CliError};
+use crate::{read_file_limited, signals, terminal_safe, CliError};
 use clap::{Args, ValueEnum};
 use nalgebra::DMatrix;
-use occam::backend::{available_threads, Backend, CpuBackend, Job, Outcome as JobOutcome, Pool};
+use occam::backend::{available_threads, Job, Outcome as JobOutcome, Pool};
 use occam::data::{dequantise, parse_csv, standardise, CsvOptions, MAX_CSV_BYTES};
 use occam::discovery::bivariate::{
     subsample_rows, Direction, DirectionEvidence, PairTest, UncollapsedFit,
@@ -17,6 +21,7 @@ use occam::discovery::bivariate::{
 use occam::discovery::cgp::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS, MAX_THREADS};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::gp::variable::{LatentKind, VariableSettings};
+use occam::heartbeat::{self, StopFlag};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::borrow::Cow;
@@ -58,6 +63,7 @@ pub enum RepeatsArg {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = crate::signals::STOP_HELP)]
 pub struct PairsArgs {
     /// Folder with pairNNNN.csv files and truth.csv.
     pub dir: PathBuf,
@@ -254,61 +260,38 @@ fn pair_seed(args: &PairsArgs, index: usize) -> u64 {
     args.seed.wrapping_add(1_000 * index as u64)
 }
 
-/// Reads every pair of `truth` in `batch`, fits the readable ones as one batch of jobs on
-/// `backend`, and returns their outcomes in order.
-fn evaluate_batch(
-    args: &PairsArgs,
-    batch: &[(usize, &PairTruth)],
-    backend: &dyn Backend,
-) -> Vec<Outcome> {
-    let test = pair_test(args);
-    let read: Vec<_> = batch
-        .iter()
-        .map(|&(k, t)| read_pair(&args.dir, &t.name, args, pair_seed(args, k)))
-        .collect();
-    let jobs: Vec<Job<'_>> = batch
-        .iter()
-        .zip(&read)
-        .filter_map(|(&(k, _), r)| {
-            r.as_ref().ok().map(|(x, y, _)| Job::Pair {
-                x: Cow::Borrowed(x),
-                y: Cow::Borrowed(y),
-                test,
-                seed: pair_seed(args, k),
-            })
-        })
-        .collect();
-    let mut fitted = backend.run(&DMatrix::zeros(0, 0), &jobs).into_iter();
-    batch
-        .iter()
-        .zip(read)
-        .map(|(&(_, truth), r)| {
-            let (rows_used, rows_total, evidence, seconds) = match r {
-                Ok((x, _, total)) => match fitted.next() {
-                    Some(JobOutcome::Pair { evidence, seconds }) => {
-                        (x.len(), total, evidence, seconds)
-                    }
+/// Reads pair `k` and decides its direction on the calling thread (a pool's thread: the fit's
+/// own parallel pieces spread over the pool).
+fn evaluate_one(args: &PairsArgs, k: usize, truth: &PairTruth) -> Outcome {
+    let seed = pair_seed(args, k);
+    let (rows_used, rows_total, evidence, seconds) =
+        match read_pair(&args.dir, &truth.name, args, seed) {
+            Ok((x, y, total)) => {
+                let job = Job::Pair {
+                    x: Cow::Borrowed(&x),
+                    y: Cow::Borrowed(&y),
+                    test: pair_test(args),
+                    seed,
+                };
+                match job.run(&DMatrix::zeros(0, 0)) {
+                    JobOutcome::Pair { evidence, seconds } => (x.len(), total, evidence, seconds),
                     other => (
                         x.len(),
                         total,
-                        Err(format!(
-                            "the pair's fit came back as {}",
-                            other.map_or("nothing", |o| o.kind())
-                        )),
+                        Err(format!("the pair's fit came back as {}", other.kind())),
                         0.0,
                     ),
-                },
-                Err(e) => (0, 0, Err(e.0), 0.0),
-            };
-            Outcome {
-                truth: truth.clone(),
-                rows_used,
-                rows_total,
-                evidence,
-                seconds,
+                }
             }
-        })
-        .collect()
+            Err(e) => (0, 0, Err(e.0), 0.0),
+        };
+    Outcome {
+        truth: truth.clone(),
+        rows_used,
+        rows_total,
+        evidence,
+        seconds,
+    }
 }
 
 impl Outcome {
@@ -318,29 +301,88 @@ impl Outcome {
     }
 }
 
-fn report_line(o: &Outcome, tie_nats: f64) -> String {
+/// The decision's words: (decided, mark) as "x->y"/"y->x"/"tie" and "correct"/"wrong"/"tie".
+fn decision_words(o: &Outcome, decision: Direction) -> (&'static str, &'static str) {
+    match decision {
+        Direction::Tie => ("tie", "tie"),
+        Direction::XToY => ("x->y", if o.truth.forward { "correct" } else { "wrong" }),
+        Direction::YToX => ("y->x", if o.truth.forward { "wrong" } else { "correct" }),
+    }
+}
+
+/// One pair's JSON line on stdout: `pair`, `truth`, `decided` ("x->y", "y->x", "tie" or null),
+/// `outcome` ("correct", "wrong", "tie", "undecided" or "error"), `difference_nats`
+/// (evidence(x→y) − evidence(y→x), or null), `rows_used`, `rows_total`, `seconds`, and `error`
+/// when the pair could not be read or fitted.
+fn report_json(o: &Outcome, tie_nats: f64) -> String {
     let truth = if o.truth.forward { "x->y" } else { "y->x" };
     let diff = o
         .evidence
         .as_ref()
         .ok()
         .and_then(DirectionEvidence::difference);
+    let (decided, outcome, error) = match (&o.evidence, o.decision(tie_nats)) {
+        (Err(e), _) => (None, "error", Some(e.clone())),
+        (Ok(_), Some(d)) => {
+            let (decided, mark) = decision_words(o, d);
+            (Some(decided), mark, None)
+        }
+        (Ok(_), None) => (
+            None,
+            "undecided",
+            Some("a model component failed in every restart".to_string()),
+        ),
+    };
+    let line = PairLine {
+        pair: &o.truth.name,
+        truth,
+        decided,
+        outcome,
+        difference_nats: diff,
+        rows_used: o.rows_used,
+        rows_total: o.rows_total,
+        seconds: o.seconds,
+        error,
+    };
+    serde_json::to_string(&line).expect("a pair's line serialises")
+}
+
+/// [`report_json`]'s fields, in the order they are printed.
+#[derive(serde::Serialize)]
+struct PairLine<'a> {
+    pair: &'a str,
+    truth: &'static str,
+    decided: Option<&'static str>,
+    outcome: &'static str,
+    difference_nats: Option<f64>,
+    rows_used: usize,
+    rows_total: usize,
+    seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// One pair's progress line on stderr, for a person watching.
+fn report_line(o: &Outcome, tie_nats: f64, done: usize, total: usize) -> String {
+    let truth = if o.truth.forward { "x->y" } else { "y->x" };
+    let diff = o
+        .evidence
+        .as_ref()
+        .ok()
+        .and_then(DirectionEvidence::difference);
+    let head = format!("[{done}/{total}] {}  truth {truth}", o.truth.name);
     match (&o.evidence, o.decision(tie_nats), diff) {
-        (Err(e), _, _) => format!("{}  truth {truth}  error: {e}", o.truth.name),
+        (Err(e), _, _) => format!("{head}  error: {e}"),
         (Ok(_), Some(decision), Some(diff)) => {
-            let (decided, mark) = match decision {
-                Direction::Tie => ("tie", "tie"),
-                Direction::XToY => ("x->y", if o.truth.forward { "correct" } else { "wrong" }),
-                Direction::YToX => ("y->x", if o.truth.forward { "wrong" } else { "correct" }),
-            };
+            let (decided, mark) = decision_words(o, decision);
             format!(
-                "{}  truth {truth}  decided {decided}  {mark:<7}  evidence(x->y) - evidence(y->x) = {diff:+.2} nats  rows {}/{}  {:.1} s",
-                o.truth.name, o.rows_used, o.rows_total, o.seconds
+                "{head}  decided {decided}  {mark:<7}  evidence(x->y) - evidence(y->x) = {diff:+.2} nats  rows {}/{}  {:.1} s",
+                o.rows_used, o.rows_total, o.seconds
             )
         }
         (Ok(_), _, _) => format!(
-            "{}  truth {truth}  undecided: a model component failed in every restart  {:.1} s",
-            o.truth.name, o.seconds
+            "{head}  undecided: a model component failed in every restart  {:.1} s",
+            o.seconds
         ),
     }
 }
@@ -452,17 +494,45 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
         .threads
         .unwrap_or_else(available_threads)
         .clamp(1, truth.len());
-    let backend = CpuBackend::new(Pool::new(threads).map_err(|e| CliError(e.to_string()))?);
-    let indexed: Vec<(usize, &_)> = truth.iter().enumerate().collect();
-    // A few pairs per thread at a time: the threads balance within a batch, and each batch's
-    // lines are printed as soon as it is done.
+    let pool = Pool::new(threads).map_err(|e| CliError(e.to_string()))?;
+    // Each decision is printed as soon as it is made; a stop (Ctrl-C, SIGTERM, SIGHUP) ends the
+    // fits in flight within a bound evaluation, drops them, and keeps every decision made.
+    let stop = StopFlag::new();
+    signals::stop_on_signals(stop.clone());
+    let indexed: Vec<(usize, &PairTruth)> = truth.iter().enumerate().collect();
+    let (sender, decisions) = std::sync::mpsc::channel::<Outcome>();
     let mut outcomes = Vec::with_capacity(indexed.len());
-    for batch in indexed.chunks(threads * 4) {
-        for outcome in evaluate_batch(args, batch, &backend) {
-            outln!("{}", terminal_safe(&report_line(&outcome, args.tie_nats)));
+    std::thread::scope(|scope| {
+        let (pool, stop, indexed) = (&pool, &stop, &indexed);
+        scope.spawn(move || {
+            let _watch = heartbeat::watch(Some(stop.clone()));
+            pool.map(indexed, |&(k, t)| {
+                if stop.is_raised() {
+                    return;
+                }
+                let outcome = evaluate_one(args, k, t);
+                // A fit the stop cut short is no decision.
+                if !stop.is_raised() {
+                    let _ = sender.send(outcome);
+                }
+            });
+            drop(sender);
+        });
+        for outcome in decisions {
             outcomes.push(outcome);
+            let o = outcomes.last().expect("just pushed");
+            outln!("{}", report_json(o, args.tie_nats));
+            errln!(
+                "{}",
+                terminal_safe(&report_line(
+                    o,
+                    args.tie_nats,
+                    outcomes.len(),
+                    indexed.len()
+                ))
+            );
         }
-    }
+    });
 
     let mut tally = Tally::default();
     for o in &outcomes {
@@ -481,8 +551,19 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
         "seed": args.seed,
         "threads": threads,
     });
-    outln!("settings: {settings}");
-    let summary = tally.summary(started.elapsed().as_secs_f64());
+    outln!("{}", serde_json::json!({ "settings": settings }));
+    let mut summary = tally.summary(started.elapsed().as_secs_f64());
+    if let Some(signal) = signals::received() {
+        // The summary of the pairs decided before the stop, said to be that.
+        summary["stopped"] = serde_json::Value::Bool(true);
+        summary["pairs_planned"] = serde_json::json!(truth.len());
+        errln!(
+            "stopped by {}: {} of {} pairs decided; the summary counts those only",
+            signals::name(signal),
+            outcomes.len(),
+            truth.len()
+        );
+    }
     outln!("{summary}");
     // A pair that could not be read or fitted is an error of the run, not a quiet gap in it.
     let failed: Vec<&str> = outcomes
