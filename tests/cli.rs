@@ -1559,3 +1559,150 @@ fn pairs_stopped_part_way_prints_the_decisions_made_and_their_summary() {
         "{stderr}"
     );
 }
+
+/// Issue 35, item 7: cases that were unclear or silent now say what and where, by name.
+#[test]
+fn unclear_cases_say_what_and_where_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let out = dir.path().join("out");
+    let err_of = |o: &Output| text(&o.stderr);
+    // --max-parents below the required parents names the variable and its parents.
+    let o = discover(
+        &data,
+        out.to_str().unwrap(),
+        &[
+            "--method",
+            "exact",
+            "--max-parents",
+            "1",
+            "--require",
+            "x->z",
+            "--require",
+            "y->z",
+            "--quiet",
+        ],
+    );
+    let err = err_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("z has 2 required parents (x, y)") && !err.contains("variable 2"),
+        "{err}"
+    );
+    // An empty tiers file is said to impose nothing.
+    let tiers = write(dir.path(), "tiers.txt", "\n");
+    let mut args = vec!["--tiers", tiers.as_str()];
+    args.extend_from_slice(&TINY_RUN);
+    let o = discover(&data, out.to_str().unwrap(), &args);
+    assert!(o.status.success(), "{}", err_of(&o));
+    assert!(err_of(&o).contains("tiers file") && err_of(&o).contains("is empty"));
+    // score: a plain truth of another size than the labelled prediction names both files; a
+    // header row without the corner cell is called that.
+    let pred = out.join("adjacency.csv");
+    let small = write(dir.path(), "small.csv", "0,1\n0,0\n");
+    let o = occam(&["score", "--truth", &small, "--pred", pred.to_str().unwrap()]);
+    let err = err_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("small.csv has 2 variables but")
+            && err.contains("adjacency.csv names 3 (x, y, z)")
+            && !err.contains("data"),
+        "{err}"
+    );
+    let headed = write(dir.path(), "headed.csv", "x,y,z\n0,1,0\n0,0,1\n0,0,0\n");
+    let o = occam(&[
+        "score",
+        "--truth",
+        &headed,
+        "--pred",
+        pred.to_str().unwrap(),
+    ]);
+    let err = err_of(&o);
+    assert!(
+        err.contains("holds names (x, y, z)") && err.contains("',x,y,z'"),
+        "{err}"
+    );
+    // pairs: a truth.csv with only its header, a filter that matches nothing, a pair file the
+    // truth does not list.
+    let pairs_dir = dir.path().join("pairs");
+    std::fs::create_dir_all(&pairs_dir).unwrap();
+    write(&pairs_dir, "truth.csv", "pair,direction,weight\n");
+    let o = occam(&["pairs", pairs_dir.to_str().unwrap()]);
+    assert!(
+        err_of(&o).contains("lists no pairs (only its header)"),
+        "{}",
+        err_of(&o)
+    );
+    let mut pair = String::from("x,y\n");
+    for k in 0..40 {
+        let u = k as f64 / 10.0;
+        pair.push_str(&format!("{u},{}\n", u.sin() + 0.01 * (k % 3) as f64));
+    }
+    write(&pairs_dir, "pair0001.csv", &pair);
+    write(&pairs_dir, "pair0002.csv", &pair);
+    write(
+        &pairs_dir,
+        "truth.csv",
+        "pair,direction,weight\npair0001,x->y,1\n",
+    );
+    let o = occam(&["pairs", pairs_dir.to_str().unwrap(), "--only", "zz"]);
+    assert!(
+        err_of(&o).contains("no pair in") && err_of(&o).contains("--only 'zz'"),
+        "{}",
+        err_of(&o)
+    );
+    let o = quick_pairs(pairs_dir.to_str().unwrap(), &[]);
+    assert!(o.status.success(), "{}", err_of(&o));
+    assert!(
+        err_of(&o).contains("1 pair file in") && err_of(&o).contains("not run: pair0002.csv"),
+        "{}",
+        err_of(&o)
+    );
+    // generate: more edges per node than the graph can hold.
+    let o = occam(&[
+        "generate",
+        "--graph",
+        "er",
+        "--nodes",
+        "3",
+        "--edges-per-node",
+        "5",
+        "--samples",
+        "20",
+        "--mechanism",
+        "linear",
+        "--out",
+        dir.path().join("gen").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", err_of(&o));
+    assert!(
+        err_of(&o).contains("more edges than a DAG on 3 nodes holds"),
+        "{}",
+        err_of(&o)
+    );
+}
+
+/// Issue 35, item 2: a checkpoint edited by hand is refused with why.
+#[test]
+fn an_edited_checkpoint_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let out = dir.path().join("out");
+    let checkpoint = dir.path().join("run.ckpt");
+    let mut args = vec!["--checkpoint", checkpoint.to_str().unwrap()];
+    args.extend_from_slice(&TINY_RUN);
+    let o = discover(&data, out.to_str().unwrap(), &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let saved = std::fs::read_to_string(&checkpoint).unwrap();
+    let edited = saved.replacen("\"seed\":0", "\"seed\":1", 1);
+    assert_ne!(edited, saved);
+    std::fs::write(&checkpoint, edited).unwrap();
+    let o = discover(
+        &data,
+        out.to_str().unwrap(),
+        &["--resume", checkpoint.to_str().unwrap(), "--quiet"],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("changed after it was written"), "{err}");
+}

@@ -32,7 +32,7 @@ use crate::discovery::cgp::{
     Phase, PhaseEnd, Preset, Problem, Restart, RestartOutcome, RestartSelection, SearchSettings,
     SettingsError, Terms,
 };
-use crate::discovery::exact::{ExactRun, ExactSettings, GraphPosterior, ScoreCache};
+use crate::discovery::exact::{ExactError, ExactRun, ExactSettings, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings, FitWork};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
@@ -521,8 +521,13 @@ impl Session {
             })
             .collect();
         if settings.method.runs_exact() {
-            ExactRun::check(d, &knowledge, &settings.exact)
-                .map_err(|e| SessionError::Settings(SettingsError::Exact(e.to_string())))?;
+            ExactRun::check(d, &knowledge, &settings.exact).map_err(|e| {
+                let text = match &e {
+                    ExactError::Family(f) => f.named(dataset.names(), &knowledge),
+                    other => other.to_string(),
+                };
+                SessionError::Settings(SettingsError::Exact(text))
+            })?;
         }
         let restarts = if settings.method.runs_cgp() {
             (0..settings.restarts)

@@ -43,6 +43,15 @@ pub enum GraphIoError {
         column: usize,
         value: String,
     },
+    /// A first row of names without the empty corner cell of a labelled file.
+    #[error(
+        "line {line}: this row holds names ({}), not 0s and 1s: a labelled adjacency file starts \
+         its header with an empty cell (',{}') and each row with its name; or leave the header \
+         out",
+        .names.join(", "),
+        .names.join(",")
+    )]
+    HeaderWithoutCorner { line: usize, names: Vec<String> },
     /// A variable pointing at itself.
     #[error("line {line}: self-loop on '{name}'; a variable cannot cause itself")]
     SelfLoop { line: usize, name: String },
@@ -325,6 +334,19 @@ pub fn read_adjacency(text: &str, names: Option<&[String]>) -> Result<Digraph, G
     let rows = matrix_rows(text)?;
     let header = &rows[0];
     let labelled = header.cells.len() > 1 && header.cells[0].is_empty();
+    // A header of names without the corner cell: say so rather than "'X1' is not 0 or 1".
+    if !labelled
+        && header.cells.len() > 1
+        && header
+            .cells
+            .iter()
+            .all(|c| !c.is_empty() && c.parse::<f64>().is_err())
+    {
+        return Err(GraphIoError::HeaderWithoutCorner {
+            line: header.line,
+            names: header.cells.clone(),
+        });
+    }
     // Column labels (when labelled) and the rows holding entries.
     let (labels, body): (Option<&[String]>, &[Row]) = if labelled {
         (Some(&header.cells[1..]), &rows[1..])

@@ -180,6 +180,14 @@ pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
             }
             None => None,
         };
+    if let (Some(path), Some(text)) = (&args.tiers, &tiers_text) {
+        if text.lines().all(|l| l.trim().is_empty()) {
+            errln!(
+                "note: the tiers file {} is empty: no tier order is imposed",
+                path.display()
+            );
+        }
+    }
     let knowledge = Knowledge::new(
         dataset.names(),
         &args.forbid,

@@ -3,7 +3,7 @@
 
 use crate::{ensure_dir, write_file_atomic, CliError};
 use clap::{Args, ValueEnum};
-use occam::data::generate::{generate, GeneratorSettings, GraphKind, Mechanism};
+use occam::data::generate::{generate_with_progress, GeneratorSettings, GraphKind, Mechanism};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -51,6 +51,27 @@ pub struct GenerateArgs {
     pub out: PathBuf,
 }
 
+/// Says so when `--edges-per-node` asks for more edges than a DAG on `--nodes` nodes can hold
+/// (the graph is then as dense as it gets, fewer edges than asked).
+fn note_edge_count(args: &GenerateArgs) {
+    let d = args.nodes;
+    let k = args.edges_per_node;
+    let most = d * d.saturating_sub(1) / 2;
+    let asked = match args.graph {
+        // ER: each pair is an edge with probability 2K/(D − 1), capped at 1.
+        GraphArg::Er => 2 * k > d.saturating_sub(1),
+        // SF: each node gets K edges to earlier nodes, at most as many as there are.
+        GraphArg::Sf => k > d.saturating_sub(1),
+    };
+    if asked {
+        errln!(
+            "note: --edges-per-node {k} asks for more edges than a DAG on {d} nodes holds (at most \
+             {most} edges, {:.1} per node); the graph is drawn as dense as it can be",
+            most as f64 / d.max(1) as f64
+        );
+    }
+}
+
 pub fn run(args: &GenerateArgs) -> Result<(), CliError> {
     let settings = GeneratorSettings {
         graph: match args.graph {
@@ -68,8 +89,24 @@ pub fn run(args: &GenerateArgs) -> Result<(), CliError> {
         },
         seed: args.seed,
     };
-    let generated = generate(&settings).map_err(|e| CliError(e.to_string()))?;
+    note_edge_count(args);
     ensure_dir(&args.out)?;
+    // The GP mechanisms factorise an N × N matrix per column: at thousands of rows each column
+    // takes seconds to minutes, so the columns are counted off on stderr.
+    let slow = matches!(settings.mechanism, Mechanism::Gp | Mechanism::GpCde);
+    let mut progress = |done: usize, total: usize, name: &str| {
+        if slow {
+            err!(
+                "\rdrawing columns: {done} / {total} ({name}, from a GP over {} rows)   ",
+                args.samples
+            );
+        }
+    };
+    let generated =
+        generate_with_progress(&settings, &mut progress).map_err(|e| CliError(e.to_string()))?;
+    if slow {
+        errln!();
+    }
 
     let data_path = args.out.join("data.csv");
     write_file_atomic(&data_path, &generated.dataset.to_csv())?;

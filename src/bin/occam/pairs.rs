@@ -260,6 +260,35 @@ fn pair_seed(args: &PairsArgs, index: usize) -> u64 {
     args.seed.wrapping_add(1_000 * index as u64)
 }
 
+/// Notes the pair files of `dir` (pairNNNN.csv) that truth.csv does not list: they are not run.
+fn note_unlisted_pair_files(dir: &Path, truth: &[PairTruth]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let listed: std::collections::HashSet<&str> = truth.iter().map(|t| t.name.as_str()).collect();
+    let mut unlisted: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pair") && n.ends_with(".csv"))
+        .filter(|n| !listed.contains(n.trim_end_matches(".csv")))
+        .collect();
+    if unlisted.is_empty() {
+        return;
+    }
+    unlisted.sort();
+    let shown: Vec<String> = unlisted.iter().take(10).map(|n| terminal_safe(n)).collect();
+    errln!(
+        "note: {} pair file{} in {} {} not listed in truth.csv and {} not run: {}{}",
+        unlisted.len(),
+        if unlisted.len() == 1 { "" } else { "s" },
+        dir.display(),
+        if unlisted.len() == 1 { "is" } else { "are" },
+        if unlisted.len() == 1 { "is" } else { "are" },
+        shown.join(", "),
+        if unlisted.len() > 10 { ", …" } else { "" }
+    );
+}
+
 /// Reads pair `k` and decides its direction on the calling thread (a pool's thread: the fit's
 /// own parallel pieces spread over the pool).
 fn evaluate_one(args: &PairsArgs, k: usize, truth: &PairTruth) -> Outcome {
@@ -481,14 +510,23 @@ pub fn run(args: &PairsArgs) -> Result<(), CliError> {
         return Err(CliError("--threads must be at least 1".into()));
     }
     let mut truth = read_truth(&args.dir)?;
-    if let Some(filter) = &args.only {
-        truth.retain(|t| t.name.contains(filter.as_str()));
-    }
+    let truth_path = args.dir.join("truth.csv");
     if truth.is_empty() {
         return Err(CliError(format!(
-            "no pairs to run in {}",
-            args.dir.display()
+            "{} lists no pairs (only its header): add one line per pair (pair,direction,weight)",
+            truth_path.display()
         )));
+    }
+    note_unlisted_pair_files(&args.dir, &truth);
+    if let Some(filter) = &args.only {
+        truth.retain(|t| t.name.contains(filter.as_str()));
+        if truth.is_empty() {
+            return Err(CliError(format!(
+                "no pair in {} has a name containing --only '{}'",
+                truth_path.display(),
+                terminal_safe(filter)
+            )));
+        }
     }
     let threads = args
         .threads

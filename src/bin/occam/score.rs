@@ -2,7 +2,9 @@
 
 use crate::{read_file_limited, CliError};
 use clap::Args;
-use occam::graph::{adjacency_labels, compare, read_adjacency, stopped_note, Digraph};
+use occam::graph::{
+    adjacency_labels, compare, read_adjacency, stopped_note, Digraph, GraphIoError,
+};
 use std::path::{Path, PathBuf};
 
 /// Adjacency files are small; anything larger than this is not one.
@@ -63,10 +65,26 @@ fn read_pair(args: &ScoreArgs) -> Result<(Digraph, Digraph, bool), CliError> {
     let truth_names = labels(&args.truth, &truth_text)?;
     let pred_names = labels(&args.pred, &pred_text)?;
     let by_position = truth_names.is_none() || pred_names.is_none();
+    // The labelled file whose names both are read against.
+    let named_by = if truth_names.is_some() {
+        &args.truth
+    } else {
+        &args.pred
+    };
     let names = truth_names.or(pred_names);
     let read = |path: &Path, text: &str| {
-        read_adjacency(text, names.as_deref())
-            .map_err(|e| CliError(format!("{}: {e}", path.display())))
+        read_adjacency(text, names.as_deref()).map_err(|e| match (e, names.as_deref()) {
+            // Read against the other file's names, not against data.
+            (GraphIoError::NameCount { found, .. }, Some(names)) => CliError(format!(
+                "{} has {found} variables but {} names {} ({}): both graphs must be over the \
+                 same variables",
+                path.display(),
+                named_by.display(),
+                names.len(),
+                crate::terminal_safe(&names.join(", "))
+            )),
+            (e, _) => CliError(format!("{}: {e}", path.display())),
+        })
     };
     let truth = read(&args.truth, &truth_text)?;
     let pred = read(&args.pred, &pred_text)?;

@@ -336,6 +336,15 @@ fn column_names(nodes: usize) -> Vec<String> {
 /// chosen [`Mechanism`] and standardising it (mean 0, population sd 1) before any child reads it.
 /// Same settings give bit-identical output.
 pub fn generate(settings: &GeneratorSettings) -> Result<Generated, GenerateError> {
+    generate_with_progress(settings, &mut |_, _, _| {})
+}
+
+/// [`generate`], calling `progress(done, total, name)` after each column is drawn (a GP mechanism
+/// factorises an N × N matrix per column: minutes at large N).
+pub fn generate_with_progress(
+    settings: &GeneratorSettings,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Generated, GenerateError> {
     settings.validate()?;
     let GeneratorSettings {
         graph,
@@ -354,7 +363,8 @@ pub fn generate(settings: &GeneratorSettings) -> Result<Generated, GenerateError
 
     let truth = random_dag(graph, nodes, edges_per_node, &mut graph_rng);
     let names = column_names(nodes);
-    let (columns, nodes_meta) = draw_columns(&truth, &names, mechanism, samples, &mut data_rng)?;
+    let (columns, nodes_meta) =
+        draw_columns(&truth, &names, mechanism, samples, &mut data_rng, progress)?;
     Ok(Generated {
         dataset: Dataset::new(names, columns),
         meta: GenerationMeta {
@@ -376,8 +386,10 @@ fn draw_columns(
     mechanism: Mechanism,
     samples: usize,
     rng: &mut ChaCha8Rng,
+    progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<(Vec<Vec<f64>>, Vec<NodeMeta>), GenerateError> {
     let nodes = truth.n();
+    let mut done = 0;
     let mut columns: Vec<Option<Vec<f64>>> = vec![None; nodes];
     let mut node_meta: Vec<Option<NodeMeta>> = vec![None; nodes];
     for node in truth.order() {
@@ -401,6 +413,8 @@ fn draw_columns(
             parents,
             mechanism: drawn,
         });
+        done += 1;
+        progress(done, nodes, &names[node]);
     }
     let columns = columns
         .into_iter()
@@ -482,7 +496,14 @@ pub fn simulate(spec: &SimulationSpec) -> Result<Simulated, GenerateError> {
     })?;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
     rng.set_stream(1);
-    let (columns, _) = draw_columns(&truth, &spec.names, spec.mechanism, spec.samples, &mut rng)?;
+    let (columns, _) = draw_columns(
+        &truth,
+        &spec.names,
+        spec.mechanism,
+        spec.samples,
+        &mut rng,
+        &mut |_, _, _| {},
+    )?;
     let position = |i: usize| observed.iter().position(|&o| o == i);
     let edges: Vec<(usize, usize)> = spec
         .edges

@@ -37,6 +37,43 @@ pub enum FamilyError {
     RequiredNotCandidate { child: usize, parent: usize },
 }
 
+impl FamilyError {
+    /// This error in words with the variables' names (`names[i]` is variable i) and, for a
+    /// variable with too many required parents, which they are.
+    pub fn named(&self, names: &[String], knowledge: &Knowledge) -> String {
+        let name = |i: usize| {
+            names
+                .get(i)
+                .map_or_else(|| format!("variable {i}"), Clone::clone)
+        };
+        match *self {
+            FamilyError::TooManyRequired {
+                child,
+                required,
+                max_parents,
+            } => {
+                let parents: Vec<String> = (0..knowledge.d())
+                    .filter(|&j| knowledge.is_required(j, child))
+                    .map(name)
+                    .collect();
+                format!(
+                    "{} has {required} required parents ({}) but the exact search allows at most \
+                     {max_parents} parent{} per variable (max_parents, --max-parents): raise it \
+                     to at least {required} or require fewer",
+                    name(child),
+                    parents.join(", "),
+                    if max_parents == 1 { "" } else { "s" }
+                )
+            }
+            FamilyError::RequiredNotCandidate { child, parent } => format!(
+                "{}: its required parent {} is not among its candidate parents",
+                name(child),
+                name(parent)
+            ),
+        }
+    }
+}
+
 /// The admissible parent sets of `child` as masks: every S ⊆ `candidates` with |S| ≤
 /// `max_parents`, each parent allowed by `knowledge` (not forbidden, not from a later tier), and
 /// every required parent in S. Listed by size, then by mask.
