@@ -1706,3 +1706,70 @@ fn an_edited_checkpoint_is_refused() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("changed after it was written"), "{err}");
 }
+
+/// Issue 35, item 5: a column that is a noiseless function of another (F = X1²) is reported by
+/// `check` and `discover` with what is done about it, and result.json names it and the edges of
+/// the graph that rest on it (every edge touching F but X1's).
+#[test]
+fn a_nearly_determined_column_is_reported_and_its_edges_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from("X1,X2,X3,F\n");
+    for n in 0..120 {
+        let x1 = -2.0 + 4.0 * ((n * 37 % 120) as f64) / 119.0;
+        let x2 = (1.3 * x1).tanh() + 0.3 * (((n * 53) % 29) as f64 / 29.0 - 0.5);
+        let x3 = ((n * 71) % 31) as f64 / 31.0 - 0.5;
+        csv.push_str(&format!("{x1},{x2},{x3},{}\n", x1 * x1));
+    }
+    let data = write(dir.path(), "determined.csv", &csv);
+    let o = occam(&["check", &data]);
+    let out = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        out.contains("column 'F' is almost a function of column 'X1' alone")
+            && out.contains("both are kept"),
+        "{out}"
+    );
+    let dest = dir.path().join("out");
+    let mut args = vec![
+        "--method",
+        "exact",
+        "--max-parents",
+        "2",
+        "--candidates",
+        "3",
+    ];
+    args.extend_from_slice(&TINY_RUN);
+    let o = discover(&data, dest.to_str().unwrap(), &args);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("almost a function of column 'X1'"), "{err}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dest.join("result.json")).unwrap()).unwrap();
+    assert_eq!(json["determined"][0]["column"], "F", "{json}");
+    assert_eq!(json["determined"][0]["by"], "X1", "{json}");
+    // Exactly the edges touching F (index 3) but not X1 (index 0).
+    let edges: Vec<(u64, u64)> = json["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e[0].as_u64().unwrap(), e[1].as_u64().unwrap()))
+        .collect();
+    let want: Vec<(u64, u64)> = edges
+        .iter()
+        .copied()
+        .filter(|&(a, b)| (a == 3 || b == 3) && a != 0 && b != 0)
+        .collect();
+    let got: Vec<(u64, u64)> = json["edges_on_determined"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|e| (e[0].as_u64().unwrap(), e[1].as_u64().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(got, want, "{json}");
+    assert_eq!(
+        err.contains("on a nearly determined column ("),
+        !want.is_empty(),
+        "{err}"
+    );
+}

@@ -7,8 +7,9 @@ use super::explain_view::{EdgeExplanation, EquivalenceClass};
 use super::{edge_weight, result_graph, AppState, Explanation, Truth};
 use crate::backend::gpu::SteadyState;
 use crate::discovery::cgp::Method;
+use crate::engine::output::{determined_note, output_files};
 use crate::engine::{RunResult, Status};
-use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad, EdgeKind};
+use crate::graph::{to_dagitty, to_tetrad, EdgeKind};
 use crate::ui::{compare_to_truth, format_number, parse_truth, TruthReport};
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -60,6 +61,17 @@ fn export_button(
         }
     };
     view! { <button data-testid=testid on:click=on_click>{label}</button> }
+}
+
+/// Downloads one of the files `occam discover` writes (the same text: a stopped run's graph files
+/// begin with the line saying so; a run without a graph has none).
+fn result_file(state: AppState, r: &RunResult, name: &str, mime: &str) -> Result<(), String> {
+    let text = output_files(r)
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| text)
+        .ok_or("the run stopped before it had a graph: there is none to export")?;
+    download_text(&export_name(state, name), mime, &text)
 }
 
 fn graph_text(
@@ -183,6 +195,9 @@ pub fn ResultsPanel(
                 {result.method_reason.clone().map(|why| view! {
                     <p class="hint" data-testid="result-method-reason">{why}</p>
                 })}
+                {determined_note(&result).map(|note| view! {
+                    <p class="warning" data-testid="determined-note">{note}</p>
+                })}
                 {result.device_choices.iter().map(|choice| view! {
                     <p class="hint" data-testid="device-choice" data-work=choice.work.clone()
                         data-chosen=choice.chosen.clone() data-device-jobs=choice.device_jobs.to_string()
@@ -221,9 +236,9 @@ pub fn ResultsPanel(
                 <Metrics state=state />
                 <h3>"Export"</h3>
                 <div class="exports">
-                    {export_button(state, "export-csv", "Adjacency CSV", |s, r| graph_text(s, r, "adjacency.csv", "text/csv", to_adjacency_csv))}
-                    {export_button(state, "export-edges", "Edge list CSV", |s, r| graph_text(s, r, "edges.csv", "text/csv", to_edge_list_csv))}
-                    {export_button(state, "export-dot", "DOT (Graphviz)", |s, r| graph_text(s, r, "graph.dot", "text/vnd.graphviz", to_dot))}
+                    {export_button(state, "export-csv", "Adjacency CSV", |s, r| result_file(s, r, "adjacency.csv", "text/csv"))}
+                    {export_button(state, "export-edges", "Edge list CSV", |s, r| result_file(s, r, "edges.csv", "text/csv"))}
+                    {export_button(state, "export-dot", "DOT (Graphviz)", |s, r| result_file(s, r, "graph.dot", "text/vnd.graphviz"))}
                     {export_button(state, "export-dagitty", "DAGitty", |s, r| graph_text(s, r, "dagitty.txt", "text/plain", to_dagitty))}
                     {export_button(state, "export-tetrad", "Tetrad", |s, r| graph_text(s, r, "tetrad.txt", "text/plain", to_tetrad))}
                     {export_button(state, "export-json", "Run record (JSON)", |s, r| {

@@ -215,6 +215,14 @@ pub enum DataWarning {
     /// A column with very few distinct values: likely discrete, while the model assumes continuous
     /// data.
     FewDistinctValues { column: String, distinct: usize },
+    /// A column that is almost a function of one other column alone
+    /// ([`super::determined`]): its noise left after a smooth fit on that column is
+    /// `residual_fraction` of its variance.
+    NearlyDetermined {
+        column: String,
+        by: String,
+        residual_fraction: f64,
+    },
 }
 
 impl DataWarning {
@@ -227,6 +235,16 @@ impl DataWarning {
             DataWarning::FewDistinctValues { column, distinct } => {
                 format!("column '{column}' has only {distinct} distinct values: it looks discrete")
             }
+            DataWarning::NearlyDetermined {
+                column,
+                by,
+                residual_fraction,
+            } => format!(
+                "column '{column}' is almost a function of column '{by}' alone: a smooth fit on \
+                 '{by}' leaves {} of its variance as noise (below {})",
+                percent(*residual_fraction),
+                percent(super::determined::DETERMINED_FRACTION)
+            ),
         }
     }
 
@@ -237,7 +255,23 @@ impl DataWarning {
             DataWarning::FewDistinctValues { .. } => {
                 "it is modelled as continuous; results for it may be less reliable".to_string()
             }
+            DataWarning::NearlyDetermined { column, by, .. } => format!(
+                "both are kept; '{column}''s noise goes to its floor, so its evidence rests on \
+                 that near-exact fit and other inputs can gain confident edges into it: the \
+                 result names every edge that touches '{column}' besides '{by}'"
+            ),
         }
+    }
+}
+
+/// A fraction as a percentage with two significant digits ("0.0031 %").
+fn percent(fraction: f64) -> String {
+    let p = 100.0 * fraction;
+    if p >= 1.0 || p == 0.0 {
+        format!("{p:.1} %")
+    } else {
+        let digits = (1 - p.log10().floor() as i32).max(1) as usize;
+        format!("{p:.digits$} %")
     }
 }
 
@@ -369,6 +403,14 @@ pub fn parse_csv_with_progress(
                 distinct: summary.distinct,
             });
         }
+    }
+    let names = dataset.names();
+    for d in super::determined::nearly_determined(dataset.columns()) {
+        problems.push(DataWarning::NearlyDetermined {
+            column: names[d.column].clone(),
+            by: names[d.by].clone(),
+            residual_fraction: d.residual_fraction,
+        });
     }
     Ok(Parsed {
         dataset,

@@ -8,6 +8,7 @@
 mod csv_input;
 mod dataset;
 mod dequantise;
+pub mod determined;
 pub mod generate;
 
 pub use csv_input::{

@@ -11,6 +11,6 @@ pub use crate::clock::now_seconds;
 pub use exact_search::{fit_families, run_exact};
 pub use explain::explain_edges;
 pub use session::{
-    CheckpointError, IterationTime, RestartProgress, RunResult, Session, SessionError, Snapshot,
-    Status, StopRecord, TracePoint, CHECKPOINT_FORMAT, MAX_TRACE_POINTS,
+    CheckpointError, DeterminedColumn, IterationTime, RestartProgress, RunResult, Session,
+    SessionError, Snapshot, Status, StopRecord, TracePoint, CHECKPOINT_FORMAT, MAX_TRACE_POINTS,
 };

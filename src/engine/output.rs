@@ -41,6 +41,36 @@ pub fn stop_note(stop: &StopRecord) -> String {
     )
 }
 
+/// One sentence naming the result's edges that rest on a nearly determined column (a column
+/// almost a function of one other alone), with which column that is; None when there are none.
+pub fn determined_note(result: &RunResult) -> Option<String> {
+    if result.edges_on_determined.is_empty() {
+        return None;
+    }
+    let names = &result.names;
+    let edges: Vec<String> = result
+        .edges_on_determined
+        .iter()
+        .map(|&(a, b)| format!("{} -> {}", names[a], names[b]))
+        .collect();
+    let why: Vec<String> = result
+        .determined
+        .iter()
+        .map(|d| format!("{} is almost a function of {} alone", d.column, d.by))
+        .collect();
+    Some(format!(
+        "{} edge{} rest{} on a nearly determined column ({}): {}. Such a column's noise is at its \
+         floor, so a small gain from any other input is scored as a confident edge: read {} with \
+         care.",
+        edges.len(),
+        if edges.len() == 1 { "" } else { "s" },
+        if edges.len() == 1 { "s" } else { "" },
+        why.join("; "),
+        edges.join(", "),
+        if edges.len() == 1 { "it" } else { "them" }
+    ))
+}
+
 /// (file name, contents) of every output file: the graph files ([`GRAPH_FILES`]; the edge
 /// probabilities only when the exact search gave them) when the result has a graph, each led by
 /// the stop note when the run was stopped, and `result.json`, last.

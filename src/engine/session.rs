@@ -26,6 +26,7 @@ use std::sync::Arc;
 use crate::backend::cost_model::DeviceChoice;
 use crate::backend::gpu::{DeviceTraffic, GpuReport, SteadyState};
 use crate::backend::{Backend, CpuBackend, Pool, PoolError};
+use crate::data::determined::{nearly_determined, Determined};
 use crate::data::Dataset;
 use crate::discovery::cgp::{
     CheckedSettings, DagRule, Evaluation, EvaluationError, FaultEvent, IterationUndo, Method,
@@ -242,6 +243,22 @@ pub struct RunResult {
     /// Where a stopped run stood when it stopped (absent for a run that ended by itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<StopRecord>,
+    /// Columns almost a function of one other column alone (`data::determined`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub determined: Vec<DeterminedColumn>,
+    /// The chosen graph's edges that rest on such a column: every edge touching it but the one
+    /// to or from the column it is a function of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges_on_determined: Vec<(usize, usize)>,
+}
+
+/// A column almost a function of another, by name (result.json's `determined`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeterminedColumn {
+    pub column: String,
+    pub by: String,
+    /// The noise variance left by a smooth fit on `by` alone, as a fraction of its variance.
+    pub residual_fraction: f64,
 }
 
 impl RunResult {
@@ -383,6 +400,9 @@ pub struct Session {
     /// Why this method runs, when `auto` chose it.
     #[serde(default)]
     method_reason: Option<String>,
+    /// Columns almost a function of one other column alone (`data::determined`).
+    #[serde(default)]
+    determined: Vec<Determined>,
     /// A stop request from outside the loop that calls [`Session::step`] (a signal handler, another
     /// thread): answered inside the unit of work being done, within one bound evaluation.
     #[serde(skip)]
@@ -572,6 +592,7 @@ impl Session {
             iteration_time: IterationClock::default(),
             exact_failure: None,
             method_reason,
+            determined: nearly_determined(dataset.columns()),
         })
     }
 
@@ -1578,6 +1599,15 @@ impl Session {
                 }
             }
         }
+        let edges_on_determined: Vec<(usize, usize)> = edges
+            .iter()
+            .copied()
+            .filter(|&(a, b)| {
+                self.determined
+                    .iter()
+                    .any(|d| (a == d.column || b == d.column) && !(a == d.by || b == d.by))
+            })
+            .collect();
         let status = self.status();
         let stopped = (status == Status::Stopped).then(|| StopRecord {
             elapsed_seconds: self.elapsed,
@@ -1630,6 +1660,16 @@ impl Session {
             edge_probabilities: exact_parts.edge_probabilities,
             exact: exact_parts.summary,
             stopped,
+            determined: self
+                .determined
+                .iter()
+                .map(|d| DeterminedColumn {
+                    column: self.names[d.column].clone(),
+                    by: self.names[d.by].clone(),
+                    residual_fraction: d.residual_fraction,
+                })
+                .collect(),
+            edges_on_determined,
         }
     }
 

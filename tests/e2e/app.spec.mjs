@@ -479,6 +479,41 @@ test('data at extreme scales loads like data at ordinary scales', async ({ page 
   expect(seen.errors).toEqual([]);
 });
 
+test('a column that is almost a function of another is reported on load, and the edges that rest on it with the result', async ({ page }, info) => {
+  // Issue 35, item 5: F = X1² (no noise) beside a noisy effect of X1 and an unrelated column.
+  test.setTimeout(180_000);
+  const seen = watch(page);
+  await open(page);
+  let seed = 11;
+  const rand = () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed / 2147483648 - 0.5;
+  };
+  let text = 'X1,X2,X3,F\n';
+  for (let n = 0; n < 200; n++) {
+    const x1 = 4 * rand();
+    const x2 = Math.tanh(x1) + 0.3 * rand();
+    const x3 = rand();
+    text += `${x1.toFixed(6)},${x2.toFixed(6)},${x3.toFixed(6)},${(x1 * x1).toFixed(6)}\n`;
+  }
+  await pick(page, 'determined.csv', text);
+  await expect(page.getByTestId('problems')).toContainText("column 'F' is almost a function of column 'X1' alone");
+  await expect(page.getByTestId('problems')).toContainText('the result names every edge that touches');
+  await setFields(page, QUICK);
+  await runToEnd(page);
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByTestId('export-json').click()]);
+  const result = JSON.parse(fs.readFileSync(await download.path(), 'utf8'));
+  expect(result.determined).toEqual([{ column: 'F', by: 'X1', residual_fraction: expect.any(Number) }]);
+  // The note is shown exactly when the graph has such edges, and names each of them.
+  const onF = result.edges_on_determined ?? [];
+  await expect(page.getByTestId('determined-note')).toHaveCount(onF.length > 0 ? 1 : 0);
+  for (const [a, b] of onF) {
+    await expect(page.getByTestId('determined-note')).toContainText(`${result.names[a]} -> ${result.names[b]}`);
+  }
+  await shot(page, 'app-determined', info);
+  expect(seen.errors).toEqual([]);
+});
+
 test('the built-in examples load', async ({ page }, info) => {
   const seen = watch(page);
   await open(page);

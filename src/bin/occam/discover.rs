@@ -19,7 +19,7 @@ use occam::backend::{CpuBackend, Pool};
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
 use occam::discovery::cgp::{BoundKind, Method, Preset};
 use occam::discovery::knowledge::Knowledge;
-use occam::engine::output::{output_files, stop_note, GRAPH_FILES};
+use occam::engine::output::{determined_note, output_files, stop_note, GRAPH_FILES};
 use occam::engine::{now_seconds, RunResult, Session, SessionError, Snapshot, Status};
 use occam::names;
 
@@ -455,6 +455,9 @@ fn drive(
     }
     for f in &result.failures {
         errln!("warning: {}", terminal_safe(f));
+    }
+    if let Some(note) = determined_note(&result) {
+        errln!("note: {}", terminal_safe(&note));
     }
     if result.status == Status::Failed {
         return Err(CliError(
