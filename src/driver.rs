@@ -683,7 +683,12 @@ impl Driver {
             return Reaction::default();
         };
         let started = now_seconds();
-        let snapshot = session.step(budget_seconds);
+        // A unit that may run long is left for the next tick, which sends it away.
+        let snapshot = if self.pool_given_up {
+            session.step(budget_seconds)
+        } else {
+            session.step_short_units(budget_seconds)
+        };
         if session.is_finished() {
             return self.end_run();
         }
@@ -710,10 +715,11 @@ impl Driver {
     }
 
     /// Whether the next unit goes out as a [`Dispatch`] (to the compute workers, or to the GPU)
-    /// rather than being computed in this worker: with a pool, with a GPU run, and always for the
-    /// exact search's family fits (one compute worker when one is asked for), so that this worker
-    /// stays free to act on a stop or a pause at once even inside a fit of many seconds; unless
-    /// the run has given up on compute workers.
+    /// rather than being computed in this worker: with a pool, with a GPU run, and always for a
+    /// unit that may run long (the exact search's family fits, starting fits, pruning refits,
+    /// final bounds, long iterations: one compute worker when one is asked for), so that this
+    /// worker stays free to act on a stop or a pause at once even inside a fit of many seconds;
+    /// unless the run has given up on compute workers.
     fn dispatches(&self) -> bool {
         if self.pool_given_up {
             return self.run_uses_gpu();
@@ -721,7 +727,10 @@ impl Driver {
         self.workers() > 1
             || self.run_uses_gpu()
             || self.probing()
-            || self.session.as_ref().is_some_and(Session::fitting_families)
+            || self
+                .session
+                .as_ref()
+                .is_some_and(Session::next_unit_may_be_long)
     }
 
     /// Ends the run that has finished: its result for the page, its scores kept for the next.
@@ -1196,10 +1205,51 @@ mod tests {
         ));
     }
 
-    /// Ticks until the run ends; returns the number of ticks and the final message.
+    /// Plays the shell of one compute worker for tests that step a run by hand: every unit a
+    /// reaction sends away is computed at once and its outcomes given back (their messages after
+    /// the reaction's own), until the driver asks for a tick or ends.
+    #[derive(Default)]
+    struct OneWorker {
+        compute: Option<ComputeWorker>,
+        loaded: u64,
+        units: usize,
+    }
+
+    impl OneWorker {
+        fn serve(&mut self, driver: &mut Driver, mut reaction: Reaction) -> Reaction {
+            while let Some(d) = reaction.dispatch.take() {
+                let compute = self.compute.get_or_insert_with(ComputeWorker::new);
+                let (id, data) = driver.data().expect("a run holds its data");
+                if self.loaded != id {
+                    assert!(compute.handle(&data_message(id, data)).is_none());
+                    self.loaded = id;
+                }
+                let reply = compute
+                    .handle(&jobs_message(&d, 0..d.jobs.len()))
+                    .expect("a reply");
+                let (batch, _, outcomes) = read_reply(&reply).expect("a readable reply");
+                self.units += 1;
+                let mut next = driver.outcomes(batch, outcomes);
+                let mut messages = std::mem::take(&mut reaction.messages);
+                messages.append(&mut next.messages);
+                next.messages = messages;
+                reaction = next;
+            }
+            reaction
+        }
+
+        fn tick(&mut self, driver: &mut Driver, generation: u64, budget: f64) -> Reaction {
+            let reaction = driver.tick(generation, budget);
+            self.serve(driver, reaction)
+        }
+    }
+
+    /// Ticks until the run ends, units sent away computed by one compute worker; returns the
+    /// number of ticks and the final message.
     fn run_to_end(driver: &mut Driver, mut generation: u64) -> (usize, FromWorker) {
+        let mut shell = OneWorker::default();
         for ticks in 1..10_000 {
-            let mut reaction = driver.tick(generation, 0.01);
+            let mut reaction = shell.tick(driver, generation, 0.01);
             match reaction.step {
                 Some(g) => generation = g,
                 None => return (ticks, reaction.messages.pop().expect("a final message")),
@@ -1243,8 +1293,9 @@ mod tests {
     #[test]
     fn pause_holds_the_run_and_resume_continues_it() {
         let mut driver = loaded();
+        let mut shell = OneWorker::default();
         let g0 = driver.start(request(40)).step.unwrap();
-        let g0 = driver.tick(g0, 0.01).step.unwrap();
+        let g0 = shell.tick(&mut driver, g0, 0.01).step.unwrap();
         let paused = driver.pause();
         let iteration = match &paused.messages[..] {
             [FromWorker::Progress {
@@ -1264,20 +1315,69 @@ mod tests {
         assert_ne!(g1, g0);
         // After resuming, only the new generation steps.
         assert!(driver.tick(g0, 0.01).messages.is_empty());
-        let next = driver.tick(g1, 0.01);
-        match &next.messages[..] {
-            [FromWorker::Progress { snapshot, .. }] => assert!(snapshot.iteration >= iteration),
-            [FromWorker::Finished { .. }] => {}
+        // The next report (a unit sent away reports only when one is due).
+        let mut g = g1;
+        for _ in 0..1000 {
+            let next = shell.tick(&mut driver, g, 0.01);
+            match next.messages.last() {
+                Some(FromWorker::Progress { snapshot, .. }) => {
+                    assert!(snapshot.iteration >= iteration);
+                    return;
+                }
+                Some(FromWorker::Finished { .. }) => return,
+                Some(other) => panic!("unexpected {other:?}"),
+                None => g = next.step.expect("the run goes on"),
+            }
+        }
+        panic!("no report after resuming");
+    }
+
+    /// Issue 35, item 6: with one worker, a unit that may run long (here the first starting fit)
+    /// goes to a compute worker, so this worker stays free: a pause and a stop land at once, the
+    /// stop ending the compute worker's job (its outcome, arriving late, is dropped).
+    #[test]
+    fn with_one_worker_a_long_unit_goes_away_and_pause_and_stop_land_at_once() {
+        let mut driver = loaded();
+        let start = driver.start(request(400));
+        let first = driver.tick(start.step.unwrap(), 0.01);
+        let d = first
+            .dispatch
+            .expect("the starting fit is sent to a compute worker");
+        assert!(first.step.is_none(), "the worker waits for its outcome");
+        let paused = driver.pause();
+        assert!(
+            matches!(
+                paused.messages[..],
+                [FromWorker::Progress { paused: true, .. }]
+            ),
+            "{:?}",
+            paused.messages
+        );
+        let _ = driver.resume();
+        // The compute worker's outcome, which will arrive after the stop.
+        let (_, data) = driver.data().expect("a run holds its data");
+        let outcomes: Vec<Outcome> = d.jobs.iter().map(|job| job.run(data)).collect();
+        let stopped = driver.stop();
+        assert!(stopped.reset_pool, "the compute worker's job is ended");
+        match &stopped.messages[..] {
+            [FromWorker::Finished { result, .. }] => {
+                assert_eq!(result.status, Status::Stopped);
+                assert!(!result.has_graph(), "stopped inside the first starting fit");
+            }
             other => panic!("unexpected {other:?}"),
         }
+        // The fit's outcome, arriving after the stop, changes nothing.
+        let late = driver.outcomes(d.batch, outcomes);
+        assert!(late.messages.is_empty() && late.step.is_none() && late.dispatch.is_none());
     }
 
     #[test]
     fn stop_mid_run_reports_the_best_graph_so_far() {
         let mut driver = loaded();
+        let mut shell = OneWorker::default();
         let mut g = driver.start(request(400)).step.unwrap();
         for _ in 0..5 {
-            g = driver.tick(g, 0.01).step.unwrap();
+            g = shell.tick(&mut driver, g, 0.01).step.unwrap();
         }
         let stopped = driver.stop();
         match &stopped.messages[..] {
@@ -1301,9 +1401,10 @@ mod tests {
         assert!(unit_was_long(0.08 + LONG_UNIT_SECONDS + 0.01, 0.08));
         assert!(!unit_was_long(0.08 + LONG_UNIT_SECONDS - 0.01, 0.08));
         let mut driver = loaded();
+        let mut shell = OneWorker::default();
         let mut g = driver.start(request(400)).step.unwrap();
         for _ in 0..5 {
-            g = driver.tick(g, 0.01).step.unwrap();
+            g = shell.tick(&mut driver, g, 0.01).step.unwrap();
         }
         let session = driver.session.as_ref().unwrap();
         let backend = driver.result_backend();
@@ -1347,9 +1448,10 @@ mod tests {
             panic!("a result")
         };
         let mut first = loaded();
+        let mut shell = OneWorker::default();
         let mut g = first.start(request(200)).step.unwrap();
         for _ in 0..20 {
-            g = first.tick(g, 0.0).step.unwrap();
+            g = shell.tick(&mut first, g, 0.0).step.unwrap();
         }
         let saved = first.session.as_ref().unwrap().checkpoint();
         let mut second = loaded();
@@ -1501,12 +1603,9 @@ mod tests {
                     "{:?}",
                     start.messages[1]
                 );
-                // The exact search's family fits go to a compute worker even on one.
-                let (last, batches) = if threads == 1 && method == Method::Cgp {
-                    (run_to_end(&mut driver, start.step.unwrap()).1, 0)
-                } else {
-                    run_on_pool(&mut driver, start, threads)
-                };
+                // Units that may run long (family fits, starting fits) go to a compute worker
+                // even on one.
+                let (last, batches) = run_on_pool(&mut driver, start, threads);
                 assert!(threads == 1 || batches >= 2, "{batches} batches");
                 let FromWorker::Finished { result, .. } = last else {
                     panic!("a result, got {last:?}")
@@ -1660,11 +1759,12 @@ mod tests {
             FromWorker::Finished { result, .. } => *result,
             other => panic!("a result, got {other:?}"),
         };
-        // Without a GPU the run computes in the worker itself.
+        // Without a GPU the run computes in the worker itself but for the units that may run
+        // long (the starting fits and the final bounds), which go to a compute worker.
         let mut plain = loaded();
         let start = plain.start(uncollapsed_request());
         let (last, dispatches, backends) = run_with_gpu(&mut plain, start, usize::MAX);
-        assert_eq!(dispatches, 0);
+        assert!(dispatches > 0);
         assert!(matches!(
             backends[..],
             [FromWorker::Pong {
@@ -1722,7 +1822,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(collapsed.collapsed_probe().is_none());
-        assert!(collapsed.tick(start.step.unwrap(), 0.01).dispatch.is_none());
+        assert!(!collapsed.run_uses_gpu());
         // From the floor on, the collapsed run is timed on both sides first: the badge says CPU
         // while it measures, and its units are dispatched (the shell runs them, either side).
         let mut collapsed = loaded();

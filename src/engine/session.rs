@@ -306,6 +306,12 @@ pub struct ExactSummary {
     pub fit_work: FitWork,
 }
 
+/// A unit this long or longer is long ([`Session::next_unit_may_be_long`]).
+const LONG_UNIT_SECONDS: f64 = 0.25;
+/// Rows × M² × variables of an iteration from which it is taken to be long before any was timed:
+/// about a quarter of a second of the bound's O(N M²) work in the browser.
+pub const LONG_ITERATION_WORK: f64 = 2e8;
+
 /// The format number written in every checkpoint; raised whenever the session's layout changes
 /// (3: a rational-quadratic part carries its own shape a, the kernel no `rq_alpha`; 4: each
 /// bound's own settings under `collapsed` and `uncollapsed`, checked when read; 5: a checksum
@@ -864,11 +870,25 @@ impl Session {
     /// Works for about `budget_seconds` (at least one unit of work, unless a stop was requested),
     /// running each unit's jobs on the session's backend, then returns a snapshot.
     pub fn step(&mut self, budget_seconds: f64) -> Snapshot {
+        self.step_units(budget_seconds, false)
+    }
+
+    /// [`Session::step`] that returns before beginning a unit that may run long
+    /// ([`Session::next_unit_may_be_long`]; none is begun when the first may), for a driver that
+    /// sends such units to another thread.
+    pub fn step_short_units(&mut self, budget_seconds: f64) -> Snapshot {
+        self.step_units(budget_seconds, true)
+    }
+
+    fn step_units(&mut self, budget_seconds: f64, short_only: bool) -> Snapshot {
         let start = now_seconds();
         let _watch = heartbeat::watch(Some(self.stop_flag.clone()));
         loop {
             if self.stop_flag.is_raised() {
                 self.stop();
+            }
+            if short_only && self.pending.is_none() && self.next_unit_may_be_long() {
+                break;
             }
             if self.is_finished() || !self.begin_unit(self.backend.width()) {
                 break;
@@ -936,6 +956,47 @@ impl Session {
     /// The data every job of this session reads (the rows used, N × D, standardised).
     pub fn data(&self) -> &DMatrix<f64> {
         &self.problem.data
+    }
+
+    /// Whether the next unit of work may run long (over about a quarter of a second) on one
+    /// thread: anything but an iteration of the continuous search (starting fits, pruning refits,
+    /// final bounds, family fits), or iterations measured to take that long, or, before any was
+    /// timed, estimated to (rows × M² × variables ≥ [`LONG_ITERATION_WORK`]). A driver that must
+    /// answer a stop or a pause at once (the page's worker) sends such a unit to another thread.
+    pub fn next_unit_may_be_long(&self) -> bool {
+        if self.stopped || self.is_finished() {
+            return false;
+        }
+        if self.rescoring()
+            || self.exact_due()
+            || self.exact.as_ref().is_some_and(|x| !x.finished())
+        {
+            return true;
+        }
+        if self
+            .restarts
+            .iter()
+            .any(|r| !r.finished() && !r.wants_evaluation())
+        {
+            return true;
+        }
+        match self.iteration_seconds {
+            Some(seconds) => seconds >= LONG_UNIT_SECONDS,
+            None => {
+                let d = self.names.len();
+                let s = &self.problem.settings;
+                let m = s
+                    .inducing_for(d.saturating_sub(1))
+                    .min(self.problem.data.nrows()) as f64;
+                let iterating = self
+                    .restarts
+                    .iter()
+                    .filter(|r| r.wants_evaluation())
+                    .count();
+                self.problem.data.nrows() as f64 * m * m * (d * iterating) as f64
+                    >= LONG_ITERATION_WORK
+            }
+        }
     }
 
     /// Prepares the next unit of work for a backend that runs `width` jobs at once, and says

@@ -360,11 +360,14 @@ test('a worker that stops answering is ended by the watchdog and can be restarte
   await expect(page.getByTestId('run-button')).toBeEnabled();
 });
 
-test('a worker busy in a long unit of work is not ended by the watchdog, and a stop still acts', async ({ page }, info) => {
+test('a worker busy in a long unit of work is not ended by the watchdog, and a pause and a stop land at once', async ({ page }, info) => {
   // On the #test-hooks page the watchdog ends a silent worker after 3 s. Here one variable's
   // starting fit alone (1000 rows, M = 400, up to 1000 L-BFGS iterations) takes far longer than
-  // that (about 30 s on a 2-core VM, so the stop below lands inside it even on a fast machine);
-  // the fit's heartbeat must keep the worker alive (issue 12).
+  // that (about 30 s on a 2-core VM, so the requests below land inside it even on a fast
+  // machine); the fit's heartbeat must keep the run alive (issue 12). With one worker the fit
+  // runs in a compute worker, so the coordinating worker reads a pause or a stop at once
+  // (issue 35, item 6; before, a pause waited for the fit and a stop ended the worker after a
+  // 2 s grace).
   await open(page, '#test-hooks');
   await pick(page, 'chain.csv', chainCsv(1000));
   await expect(page.getByTestId('rows')).toHaveText('1000');
@@ -374,25 +377,23 @@ test('a worker busy in a long unit of work is not ended by the watchdog, and a s
   await page.waitForTimeout(9000);
   await expect(page.getByTestId('error')).toHaveCount(0);
   await expect(page.getByTestId('status')).toHaveText(/running/);
-  // Stop while the worker is inside that fit: it cannot read the request until the fit ends, so
-  // after a 2 s grace the page ends it and starts a fresh one with the same data (issue 12).
-  // A pause is read when the fit ends: the button says it is waiting instead of doing nothing.
+  const paused = Date.now();
   await page.getByTestId('pause-button').click();
-  await expect(page.getByTestId('pause-button')).toHaveText('Pausing…');
-  await expect(page.getByTestId('pause-button')).toBeDisabled();
+  await expect(page.getByTestId('status')).toHaveText('paused', { timeout: 2000 });
+  expect(Date.now() - paused).toBeLessThan(2000);
+  await expect(page.getByTestId('pause-button')).toHaveText('Resume');
+  await page.getByTestId('pause-button').click();
+  await expect(page.getByTestId('status')).toHaveText(/running/);
   const clicked = Date.now();
   await page.getByTestId('stop-button').click();
-  await expect(page.getByTestId('status')).toHaveText('stopped', { timeout: 5000 });
-  expect(Date.now() - clicked).toBeLessThan(5000);
-  await expect(page.getByTestId('error')).toContainText('could not read the stop request');
-  await expect(page.getByTestId('error')).toContainText(/as it stood after its last completed step|there is no graph/);
+  await expect(page.getByTestId('status')).toHaveText('stopped', { timeout: 2000 });
+  expect(Date.now() - clicked).toBeLessThan(2000);
+  await expect(page.getByTestId('error')).toHaveCount(0);
   await expect(page.getByTestId('backend-badge')).toHaveAttribute('data-backend', 'cpu');
   await expect(page.getByTestId('rows')).toHaveText('1000');
-  await expect(page.getByTestId('status')).toHaveText('stopped');
-  await expect(page.getByTestId('error')).toContainText('could not read the stop request');
   await expect(page.getByTestId('pause-button')).toHaveText('Pause');
   await shot(page, 'app-11d-stopped-while-busy', info);
-  // The fresh worker runs the next request.
+  // The next run starts as usual.
   await setFields(page, { ...QUICK, max_rows: '100' });
   await runToEnd(page);
 });
