@@ -977,3 +977,23 @@ fn a_run_stopped_inside_a_unit_resumes_from_its_checkpoint_to_the_uninterrupted_
         );
     }
 }
+
+/// Issue 35, item 6: a session says which next unit may run long (so the page's worker sends it
+/// away and stays free for a stop): the starting fits, not the short iterations of a small
+/// problem once they are timed; `step_short_units` never begins a long one.
+#[test]
+fn a_session_says_which_units_may_run_long_and_steps_only_short_ones_when_asked() {
+    let data = chain(60, 4);
+    let mut s = Session::new(&data, Knowledge::none(3), tiny().check().unwrap(), 9, None).unwrap();
+    assert!(s.next_unit_may_be_long(), "the starting fits come first");
+    let before = s.snapshot().iteration;
+    s.step_short_units(1.0);
+    assert_eq!(s.snapshot().iteration, before, "no long unit was begun");
+    // Through the starts (long units) to the iterations.
+    while s.next_unit_may_be_long() && !s.is_finished() {
+        s.step(0.0);
+    }
+    assert!(!s.is_finished());
+    let snapshot = s.step_short_units(0.05);
+    assert!(snapshot.iteration > 0, "short iterations run");
+}
