@@ -1773,3 +1773,47 @@ fn a_nearly_determined_column_is_reported_and_its_edges_named() {
         "{err}"
     );
 }
+
+/// Issue 35, item 3: a result that cannot be written where asked at the end (here the out folder
+/// was removed during the run) goes to a fresh folder under the temporary folder, and the message
+/// says where.
+#[test]
+#[cfg(unix)]
+fn a_result_that_cannot_be_written_at_the_end_goes_to_a_fallback_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write(dir.path(), "chain.csv", &chain_csv());
+    let out = dir.path().join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(["discover", &data, "--out", out.to_str().unwrap()])
+        .args([
+            "--method",
+            "cgp",
+            "--preset",
+            "paper",
+            "--inducing",
+            "10",
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    std::fs::remove_dir_all(&out).unwrap();
+    signal_after(&child, "-INT", 500);
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    let at = err
+        .lines()
+        .find_map(|l| l.split_once("the result was written to "))
+        .map(|(_, rest)| rest.trim_end_matches(" instead").to_string())
+        .unwrap_or_else(|| panic!("no fallback named: {err}"));
+    let fallback = Path::new(&at);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fallback.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["status"], "stopped");
+    assert!(fallback.starts_with(std::env::temp_dir()), "{at}");
+    std::fs::remove_dir_all(fallback).unwrap();
+}
