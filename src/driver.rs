@@ -1427,6 +1427,10 @@ mod tests {
         let strip = |mut r: RunResult| {
             r.seconds = 0.0;
             r.iteration_time = None;
+            if let Some(stop) = r.stopped.as_mut() {
+                stop.at = None;
+                stop.elapsed_seconds = 0.0;
+            }
             r
         };
         assert_eq!(strip(*result), strip(*stopped));

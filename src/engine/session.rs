@@ -280,7 +280,7 @@ pub struct StopRecord {
     pub phase: String,
     /// Whether there was a graph yet (the best so far).
     pub has_graph: bool,
-    /// The wall-clock time of the stop (RFC 3339, UTC), when the caller sets it.
+    /// The wall-clock time of the stop (RFC 3339, UTC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
 }
@@ -409,6 +409,9 @@ pub struct Session {
     /// Columns almost a function of one other column alone (`data::determined`).
     #[serde(default)]
     determined: Vec<Determined>,
+    /// When [`Session::stop`] was called (RFC 3339, UTC).
+    #[serde(default)]
+    stopped_at: Option<String>,
     /// A stop request from outside the loop that calls [`Session::step`] (a signal handler, another
     /// thread): answered inside the unit of work being done, within one bound evaluation.
     #[serde(skip)]
@@ -599,6 +602,7 @@ impl Session {
             exact_failure: None,
             method_reason,
             determined: nearly_determined(dataset.columns()),
+            stopped_at: None,
         })
     }
 
@@ -678,6 +682,7 @@ impl Session {
         session.stop_flag = StopFlag::new();
         // A checkpoint written at a stop goes on from where the stop left it.
         session.stopped = false;
+        session.stopped_at = None;
         if let Some(x) = session.exact.as_mut() {
             x.go_on();
         }
@@ -1216,6 +1221,9 @@ impl Session {
 
     /// Stops the run; [`Session::result`] then reports the best graph so far.
     pub fn stop(&mut self) {
+        if !self.stopped {
+            self.stopped_at = Some(crate::clock::utc_now());
+        }
         self.stopped = true;
         if let Some(x) = &mut self.exact {
             x.stop();
@@ -1674,7 +1682,7 @@ impl Session {
             elapsed_seconds: self.elapsed,
             phase: self.stop_phase(),
             has_graph,
-            at: None,
+            at: self.stopped_at.clone(),
         });
         let orientation = if exact_parts.summary.is_some() {
             "adjacency[i][j] is the posterior probability of the chosen edge names[i] -> names[j] \

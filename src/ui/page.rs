@@ -884,12 +884,22 @@ mod tests {
             self.react(reaction);
         }
 
-        fn react(&mut self, reaction: crate::driver::Reaction) {
+        fn react(&mut self, mut reaction: crate::driver::Reaction) {
+            let dispatch = reaction.dispatch.take();
             if reaction.step.is_some() {
                 self.step = reaction.step;
             }
             for message in reaction.messages {
                 self.reply(message);
+            }
+            // A unit sent to a compute worker: its outcomes come straight back.
+            if let Some(d) = dispatch {
+                let outcomes = {
+                    let (_, data) = self.driver.data().expect("a run holds its data");
+                    d.jobs.iter().map(|job| job.run(data)).collect()
+                };
+                let next = self.driver.outcomes(d.batch, outcomes);
+                self.react(next);
             }
         }
 

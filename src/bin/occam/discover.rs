@@ -399,10 +399,7 @@ fn drive(
     if !args.quiet {
         errln!();
     }
-    let mut result = session.result();
-    if let Some(stop) = result.stopped.as_mut() {
-        stop.at = Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
-    }
+    let result = session.result();
     let written_to = write_result(&args.out, &result)?;
     let names = session.names();
     if let Some(stop) = &result.stopped {
