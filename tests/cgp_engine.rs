@@ -786,6 +786,34 @@ fn results_do_not_depend_on_the_thread_count() {
     }
 }
 
+/// A session on `data` (3 variables) with the tiny settings, `method`, and an exact search of
+/// one candidate parent each, seed 9.
+fn tiny_session(data: &Dataset, method: occam::discovery::cgp::Method) -> Session {
+    let mut settings = SearchSettings { method, ..tiny() };
+    settings.exact.max_parents = 1;
+    settings.exact.candidates = 1;
+    Session::new(data, Knowledge::none(3), settings.check().unwrap(), 9, None).unwrap()
+}
+
+/// A result without what differs between runs that found the same (time, threads, backend).
+fn comparable(mut r: occam::engine::RunResult) -> occam::engine::RunResult {
+    r.seconds = 0.0;
+    r.iteration_time = None;
+    r.settings.threads = 0;
+    r.backend.clear();
+    r
+}
+
+/// `session` run to its end one unit at a time: its result and the number of units.
+fn run_whole(mut session: Session) -> (occam::engine::RunResult, usize) {
+    let mut units = 0;
+    while !session.is_finished() {
+        session.step(0.0);
+        units += 1;
+    }
+    (comparable(session.result()), units)
+}
+
 /// Issue 13, item 1: a session saved at any point and resumed ends with the same result as the
 /// run that was never interrupted (the same graph, scores, restarts and exact posterior), on any
 /// thread count; a checkpoint for other data or of another format is refused.
@@ -795,26 +823,8 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
     use occam::engine::CheckpointError;
     let data = chain(60, 4);
     for method in [Method::Cgp, Method::Hybrid] {
-        let mut settings = SearchSettings { method, ..tiny() };
-        settings.exact.max_parents = 1;
-        settings.exact.candidates = 1;
-        let fresh = || {
-            Session::new(
-                &data,
-                Knowledge::none(3),
-                settings.clone().check().unwrap(),
-                9,
-                None,
-            )
-            .unwrap()
-        };
-        let strip = |mut r: occam::engine::RunResult| {
-            r.seconds = 0.0;
-            r.iteration_time = None;
-            r.settings.threads = 0;
-            r.backend.clear();
-            r
-        };
+        let fresh = || tiny_session(&data, method);
+        let strip = comparable;
         let mut whole = fresh();
         let mut units = 0;
         while !whole.is_finished() {
@@ -916,33 +926,9 @@ fn a_run_stopped_inside_a_unit_resumes_from_its_checkpoint_to_the_uninterrupted_
     use occam::discovery::jobs::Job;
     let data = chain(60, 4);
     for method in [Method::Cgp, Method::Hybrid] {
-        let mut settings = SearchSettings { method, ..tiny() };
-        settings.exact.max_parents = 1;
-        settings.exact.candidates = 1;
-        let fresh = || {
-            Session::new(
-                &data,
-                Knowledge::none(3),
-                settings.clone().check().unwrap(),
-                9,
-                None,
-            )
-            .unwrap()
-        };
-        let strip = |mut r: occam::engine::RunResult| {
-            r.seconds = 0.0;
-            r.iteration_time = None;
-            r.settings.threads = 0;
-            r.backend.clear();
-            r
-        };
-        let mut whole = fresh();
-        let mut units = 0;
-        while !whole.is_finished() {
-            whole.step(0.0);
-            units += 1;
-        }
-        let expected = strip(whole.result());
+        let fresh = || tiny_session(&data, method);
+        let (expected, units) = run_whole(fresh());
+        let strip = comparable;
         let mut iterations_cut = 0;
         for at in [3, units / 3, units / 2, units - 3] {
             let mut s = fresh();

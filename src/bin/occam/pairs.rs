@@ -324,6 +324,23 @@ fn evaluate_one(args: &PairsArgs, k: usize, truth: &PairTruth) -> Outcome {
 }
 
 impl Outcome {
+    /// The true direction as written: "x->y" or "y->x".
+    fn truth_words(&self) -> &'static str {
+        if self.truth.forward {
+            "x->y"
+        } else {
+            "y->x"
+        }
+    }
+
+    /// evidence(x→y) − evidence(y→x), when both are known.
+    fn difference(&self) -> Option<f64> {
+        self.evidence
+            .as_ref()
+            .ok()
+            .and_then(DirectionEvidence::difference)
+    }
+
     /// The decision, None when the pair could not be read or a component failed throughout.
     fn decision(&self, tie_nats: f64) -> Option<Direction> {
         self.evidence.as_ref().ok()?.decide(tie_nats)
@@ -344,12 +361,7 @@ fn decision_words(o: &Outcome, decision: Direction) -> (&'static str, &'static s
 /// (evidence(x→y) − evidence(y→x), or null), `rows_used`, `rows_total`, `seconds`, and `error`
 /// when the pair could not be read or fitted.
 fn report_json(o: &Outcome, tie_nats: f64) -> String {
-    let truth = if o.truth.forward { "x->y" } else { "y->x" };
-    let diff = o
-        .evidence
-        .as_ref()
-        .ok()
-        .and_then(DirectionEvidence::difference);
+    let (truth, diff) = (o.truth_words(), o.difference());
     let (decided, outcome, error) = match (&o.evidence, o.decision(tie_nats)) {
         (Err(e), _) => (None, "error", Some(e.clone())),
         (Ok(_), Some(d)) => {
@@ -393,12 +405,7 @@ struct PairLine<'a> {
 
 /// One pair's progress line on stderr, for a person watching.
 fn report_line(o: &Outcome, tie_nats: f64, done: usize, total: usize) -> String {
-    let truth = if o.truth.forward { "x->y" } else { "y->x" };
-    let diff = o
-        .evidence
-        .as_ref()
-        .ok()
-        .and_then(DirectionEvidence::difference);
+    let (truth, diff) = (o.truth_words(), o.difference());
     let head = format!("[{done}/{total}] {}  truth {truth}", o.truth.name);
     match (&o.evidence, o.decision(tie_nats), diff) {
         (Err(e), _, _) => format!("{head}  error: {e}"),
