@@ -19,9 +19,14 @@ use serde::{Deserialize, Serialize};
 /// variance is called almost a function of it (R² above 0.999 for a flexible fit).
 pub const DETERMINED_FRACTION: f64 = 1e-3;
 
-/// At most this many rows (evenly spaced) are used: the estimate needs density, not all rows,
-/// and D² column pairs stay cheap.
+/// At most this many rows (evenly spaced) are used: the estimate needs density, not all rows.
 const MAX_ROWS: usize = 5000;
+/// At most this many (column pair, row) terms: D² pairs must stay cheap when a file is read
+/// (about a second in the browser), so wide files use fewer rows.
+const MAX_WORK: usize = 200_000_000;
+/// Below this many rows the estimate is too coarse to call a column determined: the test is
+/// skipped (files so wide that the work bound leaves fewer).
+const MIN_ROWS: usize = 30;
 
 /// Column `column` is almost a function of column `by`: the estimated noise variance of the
 /// former given the latter alone is `residual_fraction` of its variance.
@@ -64,9 +69,16 @@ pub fn residual_fraction(x: &[f64], y: &[f64], order: &[usize]) -> Option<f64> {
 
 /// Every column almost a function of one other (the other with the smallest residual fraction,
 /// when several are), in column order. `columns` are the data's columns (all of one length).
+/// Nothing is reported for fewer than 30 rows, or for a file so wide that the work bound leaves
+/// fewer (over about 2,500 columns).
 pub fn nearly_determined(columns: &[Vec<f64>]) -> Vec<Determined> {
     let n = columns.first().map_or(0, Vec::len);
-    let step = n.div_ceil(MAX_ROWS).max(1);
+    let d = columns.len();
+    let budget = MAX_ROWS.min(MAX_WORK / (d * d).max(1));
+    if budget < MIN_ROWS || n < MIN_ROWS {
+        return Vec::new();
+    }
+    let step = n.div_ceil(budget).max(1);
     let rows: Vec<usize> = (0..n).step_by(step).collect();
     let orders: Vec<Vec<usize>> = columns
         .iter()
