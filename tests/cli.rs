@@ -1680,6 +1680,28 @@ fn unclear_cases_say_what_and_where_by_name() {
         "{}",
         err_of(&o)
     );
+    // generate with a GP mechanism counts its columns off.
+    let o = occam(&[
+        "generate",
+        "--graph",
+        "er",
+        "--nodes",
+        "3",
+        "--edges-per-node",
+        "1",
+        "--samples",
+        "50",
+        "--mechanism",
+        "gp",
+        "--out",
+        dir.path().join("gen-gp").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", err_of(&o));
+    assert!(
+        err_of(&o).contains("columns drawn: 3 / 3"),
+        "{}",
+        err_of(&o)
+    );
 }
 
 /// Issue 35, item 2: a checkpoint edited by hand is refused with why.

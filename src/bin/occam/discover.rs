@@ -363,7 +363,14 @@ fn drive(
     // inside the unit of work being done (within one bound evaluation).
     signals::stop_on_signals(session.stop_flag());
     while !session.is_finished() {
-        let snapshot = session.step(0.25);
+        // While families are fitted, one unit per step, so that each unit's scores reach the
+        // journal before the next begins.
+        let budget = if session.fitting_families() {
+            0.0
+        } else {
+            0.25
+        };
+        let snapshot = session.step(budget);
         if !args.quiet {
             progress_line(&snapshot);
         }

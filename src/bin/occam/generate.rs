@@ -97,7 +97,7 @@ pub fn run(args: &GenerateArgs) -> Result<(), CliError> {
     let mut progress = |done: usize, total: usize, name: &str| {
         if slow {
             err!(
-                "\rdrawing columns: {done} / {total} ({name}, from a GP over {} rows)   ",
+                "\rcolumns drawn: {done} / {total} (last {name}; each from a GP over {} rows)   ",
                 args.samples
             );
         }
