@@ -117,30 +117,24 @@ fn usage(placements: &Placements) -> DeviceUse<'_> {
 
 /// Whether this worker computes `dispatch` (on data of `rows` rows) itself: it has work for a
 /// working device (evaluations, or family fits or collapsed iterations a probe places there or
-/// is still timing on both sides), or there is no pool to
-/// send it to (`workers` is 1) and it is not a unit of family fits. Family fits for the CPU go
-/// to a compute worker even when one is asked for, so that this worker stays free to act on a
-/// stop at once inside a fit of many seconds (the driver dispatches them for that reason); on
-/// the device they run here in lockstep, awaiting each round, so it stays free meanwhile too.
-/// (A unit with device work runs its other jobs here too; in a continuous search, units are all
-/// evaluations or none.)
-pub fn takes(dispatch: &Dispatch, workers: usize, rows: usize, placements: &Placements) -> bool {
-    let all_families = dispatch
-        .jobs
-        .iter()
-        .all(|job| matches!(job, Job::Family { .. }));
+/// is still timing on both sides); on the device it runs here in lockstep, awaiting each round,
+/// so this worker stays free meanwhile. Everything else goes to a compute worker even when only
+/// one is asked for: the driver dispatches a unit without a device only when it may run long
+/// (starting fits, refits, final bounds, family fits, long iterations), so that this worker stays
+/// free to act on a pause or a stop at once inside it. (A unit with device work runs its other
+/// jobs here too; in a continuous search, units are all evaluations or none.)
+pub fn takes(dispatch: &Dispatch, _workers: usize, rows: usize, placements: &Placements) -> bool {
     // While a probe measures, its units run here whichever side they take, so that both sides
     // are timed.
     let probing = placements.probing(dispatch);
-    (workers <= 1 && !all_families)
-        || gpu().is_some_and(|gpu| {
-            let usage = usage(placements);
-            probing
-                || dispatch
-                    .jobs
-                    .iter()
-                    .any(|job| has_device_work(job, rows, &gpu, usage))
-        })
+    gpu().is_some_and(|gpu| {
+        let usage = usage(placements);
+        probing
+            || dispatch
+                .jobs
+                .iter()
+                .any(|job| has_device_work(job, rows, &gpu, usage))
+    })
 }
 
 /// Computes `dispatch` on `data` here (see the module's comment), placed by `placements`; its
