@@ -757,6 +757,20 @@ fn discover_refuses_impossible_sizes_naming_the_limit() {
     }
 }
 
+/// `occam discover` of the paper preset's continuous search on `data` into `out`, running in the
+/// background: its fixed phases take minutes, so a signal sent seconds in comes long before the
+/// end.
+#[cfg(unix)]
+fn spawn_long_discover(data: &str, out: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(["discover", data, "--out", out.to_str().unwrap()])
+        .args(["--preset", "paper", "--inducing", "10", "--quiet"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Issue 12 and issue 35, item 1: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop a run, which writes
 /// the best result so far and exits with 128 + the signal's number; each graph file's first line
 /// says the run was stopped, when and in which phase, and `occam score` refuses such a file
@@ -769,21 +783,7 @@ fn discover_writes_the_best_result_so_far_marked_as_stopped_and_exits_128_plus_t
     let truth = write(dir.path(), "truth.csv", "0,1,0\n0,0,1\n0,0,0\n");
     for (signal, code) in [("-TERM", 143), ("-INT", 130), ("-HUP", 129)] {
         let out = dir.path().join(format!("out{signal}"));
-        // The paper preset's fixed phases run for minutes; the signal comes long before the end.
-        let child = Command::new(env!("CARGO_BIN_EXE_occam"))
-            .args([
-                "discover",
-                &data,
-                "--out",
-                out.to_str().unwrap(),
-                "--preset",
-                "paper",
-            ])
-            .args(["--inducing", "10", "--quiet"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn_long_discover(&data, &out);
         signal_after(&child, signal, 2000);
         let o = child.wait_with_output().unwrap();
         let err = text(&o.stderr);
@@ -1805,21 +1805,7 @@ fn a_result_that_cannot_be_written_at_the_end_goes_to_a_fallback_folder() {
     let dir = tempfile::tempdir().unwrap();
     let data = write(dir.path(), "chain.csv", &chain_csv());
     let out = dir.path().join("out");
-    let child = Command::new(env!("CARGO_BIN_EXE_occam"))
-        .args(["discover", &data, "--out", out.to_str().unwrap()])
-        .args([
-            "--method",
-            "cgp",
-            "--preset",
-            "paper",
-            "--inducing",
-            "10",
-            "--quiet",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_long_discover(&data, &out);
     std::thread::sleep(std::time::Duration::from_millis(1000));
     std::fs::remove_dir_all(&out).unwrap();
     signal_after(&child, "-INT", 500);
