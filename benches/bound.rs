@@ -72,7 +72,7 @@ fn main() {
     // As the CLI does: freed scratch matrices are reused (`plain-heap` keeps glibc's defaults, to
     // measure the difference).
     if !std::env::args().any(|a| a == "plain-heap") {
-        occam::backend::heap::reuse_freed_memory();
+        occam::base::heap::reuse_freed_memory();
     }
     let quick = std::env::args().any(|a| a == "quick");
     let gpflow = std::env::args().any(|a| a == "gpflow");
@@ -115,7 +115,7 @@ fn main() {
                 .map(|n| n.parse().expect("threads=N"))
         })
         .unwrap_or(1);
-    let pool = occam::backend::Pool::new(threads).expect("a pool of the requested size");
+    let pool = occam::runner::Pool::new(threads).expect("a pool of the requested size");
     println!(
         "uncollapsed bound + full gradient, one variable, CPU f64, {} thread(s)",
         pool.threads()

@@ -30,8 +30,6 @@
 mod common;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::{Accumulation, Gpu, Op, Psi2OnGpu, ResidentRequest, StateChange};
-use occam::backend::{available_threads, Pool};
 use occam::gp::collapsed::{collapsed_bound_with_grad_on, CollapsedParams, LatentPosterior};
 use occam::gp::encoder::Encoder;
 use occam::gp::kernel::Kernel;
@@ -40,6 +38,8 @@ use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{
     bound_and_gradient, LatentBatch, NatGradStats, SvgpInput, FLOAT32_RELATIVE_JITTER,
 };
+use occam::runner::gpu::{Accumulation, Gpu, Op, Psi2OnGpu, ResidentRequest, StateChange};
+use occam::runner::{available_threads, Pool};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Instant;
@@ -562,7 +562,7 @@ fn time_resident(
                     beta2: 0.999,
                     epsilon: 1e-7,
                 },
-                parameters: occam::backend::gpu::ParameterStep {
+                parameters: occam::runner::gpu::ParameterStep {
                     extra: &extras[k],
                     noise_floor: 0.0,
                     upload: None,

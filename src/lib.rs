@@ -37,21 +37,16 @@
 //! q(v) and its M × M algebra between iterations; [`backend::cost_model`] measures where a kind
 //! of work is cheaper (the exact search's family fits) and places it there.
 
-pub mod backend;
-pub mod checksum;
-pub mod clock;
+pub mod base;
 pub mod data;
 pub mod discovery;
-pub mod driver;
 pub mod engine;
+pub mod generate;
 pub mod gp;
 pub mod graph;
-pub mod heartbeat;
-pub mod names;
-pub mod protocol;
-pub mod ui;
+pub mod page_model;
+pub mod runner;
+pub mod worker;
 
 #[cfg(target_arch = "wasm32")]
 pub mod app;
-#[cfg(target_arch = "wasm32")]
-pub mod worker;

@@ -454,8 +454,8 @@ fn true_among(edges: &[(usize, usize)], truth: &occam::graph::Dag) -> usize {
 /// test can fail).
 #[test]
 fn a_twenty_node_run_keeps_most_true_edges_the_warm_up_found() {
-    use occam::data::generate::{generate, GeneratorSettings, GraphKind, Mechanism};
     use occam::discovery::cgp::DagRule;
+    use occam::generate::{generate, GeneratorSettings, GraphKind, Mechanism};
     let generated = generate(&GeneratorSettings {
         graph: GraphKind::Er,
         nodes: 20,
@@ -882,7 +882,7 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
             let text = value["session"].to_string();
             value["checksum"] = serde_json::json!(format!(
                 "{:016x}",
-                occam::checksum::Fnv1a::of(text.as_bytes())
+                occam::base::checksum::Fnv1a::of(text.as_bytes())
             ));
             value.to_string()
         };

@@ -3,10 +3,10 @@
 //! and the closed-form floor.
 
 use nalgebra::DMatrix;
-use occam::backend::{CpuBackend, Pool};
 use occam::discovery::exact::{CacheKey, ScoreCache, FAMILY_SCORE_VERSION};
 use occam::discovery::family::{family_score, FamilyKey, FamilyScoreSettings};
 use occam::engine::fit_families;
+use occam::runner::{CpuBackend, Pool};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;

@@ -5,11 +5,11 @@
 use crate::common;
 
 use nalgebra::DMatrix;
-use occam::backend::{CpuBackend, Pool};
 use occam::discovery::exact::{CacheKey, ExactError, ExactSettings, GraphPrior, ScoreCache};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::run_exact;
+use occam::runner::{CpuBackend, Pool};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// a → b → c with non-linear mechanisms, 80 rows, standardised.

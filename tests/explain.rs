@@ -6,7 +6,6 @@
 use std::time::Instant;
 
 use nalgebra::DMatrix;
-use occam::backend::{CpuBackend, Pool};
 use occam::data::standardise;
 use occam::discovery::explain::{
     fitted_conditional, strongest_parent, CurveSettings, EdgeEvidence, EdgeEvidencePlan, Reversal,
@@ -14,6 +13,7 @@ use occam::discovery::explain::{
 use occam::discovery::family::{family_score, FamilyScoreSettings};
 use occam::engine::explain_edges;
 use occam::graph::Dag;
+use occam::runner::{CpuBackend, Pool};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -107,7 +107,7 @@ fn a_collider_edge_loses_evidence_when_reversed_and_the_numbers_are_family_diffe
     let dag = Dag::from_edges(3, &[(0, 2), (1, 2)]).unwrap();
     let plan = EdgeEvidencePlan::new(&dag, quick(), 5).unwrap();
     let backend = CpuBackend::new(Pool::new(2).unwrap());
-    let evidence = plan.assemble(&occam::backend::Backend::run(&backend, &data, &plan.jobs()));
+    let evidence = plan.assemble(&occam::runner::Backend::run(&backend, &data, &plan.jobs()));
     let evidence = evidence.unwrap();
     let a_to_c = edge(&evidence, 0, 2);
     eprintln!("{a_to_c:?}");

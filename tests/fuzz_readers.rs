@@ -9,7 +9,7 @@
 
 use occam::data::{parse_csv, CsvOptions};
 use occam::graph::{adjacency_labels, read_adjacency, read_edge_list, read_graph_json};
-use occam::ui::{parse_truth, read_record};
+use occam::page_model::{parse_truth, read_record};
 use proptest::prelude::*;
 
 /// Cases per property in the test command (the environment's PROPTEST_CASES wins when set).

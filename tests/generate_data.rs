@@ -1,7 +1,7 @@
 //! Generated data sets: determinism, standardisation, the recorded truth, the signal each
 //! mechanism carries from parents to children, and the validation messages.
 
-use occam::data::generate::{
+use occam::generate::{
     generate, simulate, GenerateError, Generated, GeneratorSettings, GraphKind, Mechanism,
     NodeMechanism, SimulationSpec, MAX_EXACT_GP_SAMPLES,
 };

@@ -1,7 +1,7 @@
 //! Random DAG generators: edge counts against their distributions, the label permutation, and the
 //! scale-free hub structure.
 
-use occam::data::generate::{random_dag, GraphKind};
+use occam::generate::{random_dag, GraphKind};
 use occam::graph::Dag;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

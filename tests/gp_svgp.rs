@@ -377,7 +377,7 @@ fn fast_path_matches_the_dense_reference() {
 fn one_evaluation_gives_the_same_bits_on_any_number_of_threads() {
     let p = random_problem(3, 70, 37, 3, true, false, 77);
     let on = |threads: usize| {
-        occam::backend::Pool::new(threads)
+        occam::runner::Pool::new(threads)
             .unwrap()
             .run(|| bound_and_gradient(&p.input()).unwrap())
     };

@@ -11,12 +11,12 @@ use common::SvgpProblem;
 use std::sync::Arc;
 
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Accumulation, Gpu};
-use occam::backend::gpu_executor::GpuBackend;
-use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings};
 use occam::gp::kernel::KernelGrad;
 use occam::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
+use occam::runner::gpu::{Accumulation, Gpu};
+use occam::runner::gpu_executor::GpuBackend;
+use occam::runner::{Backend, CpuBackend, Job, Outcome};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
@@ -484,12 +484,12 @@ fn an_iteration_on_the_gpu_is_one_submission_and_creates_nothing() {
     let beyond = t.bytes_read_back - per_evaluation * steady.variable_evaluations;
     assert_eq!(beyond % state, 0, "only whole states beyond: {steady:?}");
     let syncs = beyond / state;
-    let most = 3 * ((wall / occam::backend::gpu::SYNC_SECONDS) as u64 + 1);
+    let most = 3 * ((wall / occam::runner::gpu::SYNC_SECONDS) as u64 + 1);
     assert!(
         syncs <= most,
         "{syncs} state syncs in {wall:.1} s, at most {most}"
     );
-    let budget = occam::backend::gpu::SYNC_BUDGET_BYTES as u64;
+    let budget = occam::runner::gpu::SYNC_BUDGET_BYTES as u64;
     assert!(
         beyond <= budget * steady.variable_evaluations,
         "{beyond} bytes of states over {} evaluations",

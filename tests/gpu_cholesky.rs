@@ -8,10 +8,10 @@
 //! command and fail without an adapter unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them.
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::gpu::Gpu;
 use occam::gp::linalg::{cholesky_jittered, CholeskyError, JitterPolicy};
 use occam::gp::natgrad::{step_size, InducingPosterior};
 use occam::gp::svgp::NatGradStats;
+use occam::runner::gpu::Gpu;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -54,7 +54,7 @@ fn relative_error(x: &DMatrix<f64>, y: &DMatrix<f64>) -> f64 {
 /// A matrix no rung repairs fails on the device at the CPU's pivot and size, with its value (to
 /// `tolerance`) and last jitter.
 fn assert_fails_as_on_the_cpu(
-    got: &Result<occam::backend::gpu::DeviceFactor, CholeskyError>,
+    got: &Result<occam::runner::gpu::DeviceFactor, CholeskyError>,
     want: &CholeskyError,
     tolerance: f64,
 ) {

@@ -8,12 +8,12 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::cost_model::{Side, PROBE_JOBS_PER_SIDE};
-use occam::backend::gpu::{Gpu, Psi2Factors};
-use occam::backend::gpu_executor::{families_in_lockstep, CoalescedPsi2, GpuBackend, ABANDONED};
-use occam::backend::{Backend, CpuBackend, Job, Outcome, Pool};
 use occam::discovery::family::{family_score, family_score_on, ComputedOn, FamilyScoreSettings};
 use occam::gp::collapsed::Psi2Device;
+use occam::runner::cost_model::{Side, PROBE_JOBS_PER_SIDE};
+use occam::runner::gpu::{Gpu, Psi2Factors};
+use occam::runner::gpu_executor::{families_in_lockstep, CoalescedPsi2, GpuBackend, ABANDONED};
+use occam::runner::{Backend, CpuBackend, Job, Outcome, Pool};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

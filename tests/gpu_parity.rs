@@ -4,8 +4,8 @@
 //! wgpu's reason, unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
 use nalgebra::DMatrix;
-use occam::backend::gpu::{Accumulation, Gpu, GpuError, Op, Spacing};
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
+use occam::runner::gpu::{Accumulation, Gpu, GpuError, Op, Spacing};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

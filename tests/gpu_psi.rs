@@ -20,13 +20,13 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::cost_model::{Side, PROBE_JOBS_PER_SIDE};
-use occam::backend::gpu::{Gpu, Psi2Factors, Psi2OnGpu};
-use occam::backend::gpu_executor::GpuBackend;
-use occam::backend::{Backend, CpuBackend, Job, Outcome};
 use occam::discovery::cgp::{Evaluation, Preset, SearchSettings, Variable};
 use occam::gp::collapsed::{psi_statistics, LatentPosterior};
 use occam::gp::kernel::Kernel;
+use occam::runner::cost_model::{Side, PROBE_JOBS_PER_SIDE};
+use occam::runner::gpu::{Gpu, Psi2Factors, Psi2OnGpu};
+use occam::runner::gpu_executor::GpuBackend;
+use occam::runner::{Backend, CpuBackend, Job, Outcome};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -434,8 +434,8 @@ fn discover_with_the_gpu_says_what_of_a_collapsed_run_it_computes() {
 /// the same outcomes.
 #[test]
 fn the_plan_places_jobs_by_their_work_and_keeps_the_hosts_outcomes_when_the_device_fails() {
-    use occam::backend::gpu_executor::{placement, run_batch, DeviceUse, Placement};
-    use occam::backend::Pool;
+    use occam::runner::gpu_executor::{placement, run_batch, DeviceUse, Placement};
+    use occam::runner::Pool;
     let Some(gpu) = gpu() else { return };
     let data = chain(160);
     // N·M² = 160·8² = 10,240 (host) and 160·24² = 92,160 (device) against 50,000.

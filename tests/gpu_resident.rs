@@ -11,15 +11,15 @@ use crate::common;
 
 use common::SvgpProblem;
 use nalgebra::DMatrix;
-use occam::backend::gpu::{
-    Gpu, ParameterStep, ResidentEvaluation, ResidentRequest, StateChange, StateShape,
-};
 use occam::gp::adam::HeldAdamStep;
 use occam::gp::linalg::{cholesky_jittered, lower_inverse, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{bound_and_gradient, HeldLatent, SvgpInput, SvgpOutput};
 use occam::gp::transform::softplus_inverse;
 use occam::gp::variable::{HeldWeights, ResidentView};
+use occam::runner::gpu::{
+    Gpu, ParameterStep, ResidentEvaluation, ResidentRequest, StateChange, StateShape,
+};
 
 /// q(v)'s natural step size in these tests.
 const GAMMA: f64 = 0.1;
@@ -985,10 +985,10 @@ fn chain(n: usize) -> DMatrix<f64> {
 fn evaluations(
     variables: &[occam::discovery::cgp::Variable],
     seed: u64,
-) -> Vec<occam::backend::Job<'_>> {
+) -> Vec<occam::runner::Job<'_>> {
     variables
         .iter()
-        .map(|v| occam::backend::Job::Evaluate {
+        .map(|v| occam::runner::Job::Evaluate {
             variable: std::borrow::Cow::Borrowed(v),
             jitter: 1e-6,
             seed,
@@ -996,9 +996,9 @@ fn evaluations(
         .collect()
 }
 
-fn evaluation(outcome: occam::backend::Outcome) -> occam::discovery::cgp::Evaluation {
+fn evaluation(outcome: occam::runner::Outcome) -> occam::discovery::cgp::Evaluation {
     match outcome {
-        occam::backend::Outcome::Evaluation(e) => e.expect("evaluated"),
+        occam::runner::Outcome::Evaluation(e) => e.expect("evaluated"),
         other => panic!("not an evaluation: {other:?}"),
     }
 }
@@ -1011,9 +1011,9 @@ fn evaluation(outcome: occam::backend::Outcome) -> occam::discovery::cgp::Evalua
 /// lags reads the current one from the device.
 #[test]
 fn the_engine_commits_only_the_steps_it_applies() {
-    use occam::backend::gpu_executor::GpuBackend;
-    use occam::backend::{Backend, CpuBackend};
     use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings, Variable};
+    use occam::runner::gpu_executor::GpuBackend;
+    use occam::runner::{Backend, CpuBackend};
     use std::sync::Arc;
     let Some(gpu) = gpu() else { return };
     let data = chain(120);
@@ -1031,7 +1031,7 @@ fn the_engine_commits_only_the_steps_it_applies() {
         common::evaluation_jobs(&data, &settings, 11, |child| 60 + child as u64)
             .into_iter()
             .map(|job| match job {
-                occam::backend::Job::Evaluate { variable, .. } => variable.into_owned(),
+                occam::runner::Job::Evaluate { variable, .. } => variable.into_owned(),
                 _ => unreachable!("evaluations"),
             })
             .collect();
@@ -1112,9 +1112,9 @@ fn the_engine_commits_only_the_steps_it_applies() {
     );
 
     // A final bound reads the current q(v) from the device.
-    let finals = |vs: &[Variable]| -> Vec<occam::backend::Job<'static>> {
+    let finals = |vs: &[Variable]| -> Vec<occam::runner::Job<'static>> {
         vs.iter()
-            .map(|v| occam::backend::Job::FinalBound {
+            .map(|v| occam::runner::Job::FinalBound {
                 variable: std::borrow::Cow::Owned(v.clone()),
                 evaluated: 0.0,
                 seed: 5,

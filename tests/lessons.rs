@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use occam::ui::lessons::{Lesson, StepAction};
+use occam::page_model::lessons::{Lesson, StepAction};
 
 fn lessons_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/www/lessons"))

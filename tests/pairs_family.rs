@@ -3,13 +3,13 @@
 //! orients a clear non-linear pair.
 
 use nalgebra::DMatrix;
-use occam::backend::{CpuBackend, Pool};
 use occam::data::standardise;
 use occam::discovery::bivariate::{direction_evidence_by_family, Direction};
 use occam::discovery::exact::{CacheKey, ExactSettings, GraphPrior, ScoreCache};
 use occam::discovery::family::{family_score, FamilyScoreSettings};
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::run_exact;
+use occam::runner::{CpuBackend, Pool};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;

@@ -2,7 +2,7 @@
 //! bound evaluations), and nothing a cut-short computation produced is kept as if it were done:
 //! no half-optimised fit, no family score, no failure or fault in the run record.
 //!
-//! The stop is raised from the heartbeat hook ([`occam::heartbeat`]), which the bound evaluations
+//! The stop is raised from the heartbeat hook ([`occam::base::heartbeat`]), which the bound evaluations
 //! call: the first evaluation raises it, so the test knows the request arrived mid-unit without
 //! depending on timing.
 
@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::{CpuBackend, Pool};
+use occam::base::heartbeat::{self, StopFlag};
 use occam::data::Dataset;
 use occam::discovery::cgp::{Method, Preset, SearchSettings};
 use occam::discovery::exact::{CacheKey, ScoreCache};
@@ -19,7 +19,7 @@ use occam::discovery::knowledge::Knowledge;
 use occam::engine::fit_families;
 use occam::engine::{Session, Status};
 use occam::gp::collapsed::{CollapsedModel, FitError, FitSettings};
-use occam::heartbeat::{self, StopFlag};
+use occam::runner::{CpuBackend, Pool};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;

@@ -22,7 +22,7 @@
 //! The pure helpers (colour scale, tick choice, downsampling, label truncation, sizes and layout)
 //! live in `ui::chart_scale`, which uses no web-sys types so that its tests run natively.
 
-use crate::ui::chart_scale as scale;
+use crate::page_model::chart_scale as scale;
 
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::Shift;
@@ -35,10 +35,10 @@ use scale::{HeatmapLayout, Rgb};
 /// One sample of the objective curves, taken from a snapshot: `iteration`, `bound` (ELBO, nats),
 /// `h` (h(A) = |λ_max|) and `gamma` (γ).
 ///
-/// This is the history's own point type ([`crate::ui::CurvePoint`], native so that the history
+/// This is the history's own point type ([`crate::page_model::CurvePoint`], native so that the history
 /// is tested natively), re-exported here so that the page passes its history to [`draw_curves`]
 /// without copying.
-pub use crate::ui::CurvePoint;
+pub use crate::page_model::CurvePoint;
 
 /// The font family of all chart text.
 const FONT: &str = "sans-serif";

@@ -8,7 +8,7 @@
 use super::results_panel::truth_report;
 use super::{edge_weight, AppState};
 use crate::graph::EdgeKind;
-use crate::ui::graph_layout::{layered_layout, LayoutOptions, NodeBox};
+use crate::page_model::graph_layout::{layered_layout, LayoutOptions, NodeBox};
 use leptos::prelude::*;
 
 /// Colour and dash pattern of each edge kind (none = no truth known).

@@ -5,8 +5,8 @@
 use super::{examples, AppState, DataState};
 use crate::data::DatasetSummary;
 
-use crate::protocol::ProblemReport;
-use crate::ui::{format_bytes, format_number, read_record};
+use crate::page_model::{format_bytes, format_number, read_record};
+use crate::worker::protocol::ProblemReport;
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::File;

@@ -6,8 +6,8 @@
 use super::charts::{draw_heatmap, heatmap_cell_at};
 use crate::discovery::exact::GraphPosterior;
 use crate::engine::RunResult;
-use crate::ui::chart_scale::HeatmapScale;
-use crate::ui::{format_number, format_probability};
+use crate::page_model::chart_scale::HeatmapScale;
+use crate::page_model::{format_number, format_probability};
 use leptos::prelude::*;
 
 /// Classes listed at most; further ones are summed into one line.

@@ -12,8 +12,8 @@ use super::{result_graph, AppState, Explanation};
 use crate::discovery::explain::{ConditionalCurve, DirectionComparison, EdgeEvidence, Reversal};
 use crate::engine::RunResult;
 use crate::graph::{cpdag, Dag};
-use crate::ui::graph_layout::{layered_layout, LayoutOptions};
-use crate::ui::{format_bayes_factor, format_number};
+use crate::page_model::graph_layout::{layered_layout, LayoutOptions};
+use crate::page_model::{format_bayes_factor, format_number};
 use leptos::prelude::*;
 
 /// The explanation of one edge, or what is happening to it.

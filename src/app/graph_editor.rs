@@ -3,14 +3,14 @@
 //! below; clicking one variable and then another draws an edge between them (an edge that would
 //! close a cycle is refused, with the cycle named); a selected edge can be reversed or deleted. A
 //! mechanism, a row count and a seed make it data: "Simulate" has the worker generate it
-//! ([`crate::protocol::ToWorker::Simulate`]), and the page loads it as a dropped file with the
-//! drawing as its ground truth. The drawing's rules live in [`crate::ui::graph_editor`].
+//! ([`crate::worker::protocol::ToWorker::Simulate`]), and the page loads it as a dropped file with the
+//! drawing as its ground truth. The drawing's rules live in [`crate::page_model::graph_editor`].
 
 use super::download::download_text;
 use super::{AppState, SimulationState};
-use crate::data::generate::Mechanism;
+use crate::generate::Mechanism;
 use crate::graph::{to_adjacency_csv, to_dagitty, to_dot, to_edge_list_csv, to_tetrad};
-use crate::ui::graph_editor::{
+use crate::page_model::graph_editor::{
     node_half_width, pill_exit, DrawnGraph, CANVAS_HEIGHT, CANVAS_WIDTH, NODE_FONT_SIZE,
     NODE_HALF_HEIGHT,
 };

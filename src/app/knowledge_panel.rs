@@ -4,7 +4,7 @@
 
 use super::{AppState, DataState};
 use crate::discovery::knowledge::Knowledge;
-use crate::ui::{grid_from_names, knowledge_from_grid, EdgeRule};
+use crate::page_model::{grid_from_names, knowledge_from_grid, EdgeRule};
 use leptos::prelude::*;
 
 /// The knowledge as the run would use it, or why it cannot be used.

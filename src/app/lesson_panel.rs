@@ -10,8 +10,8 @@ use super::knowledge_panel::set_knowledge;
 use super::run_panel::{blocker, start_run};
 use super::settings_panel::use_settings;
 use super::{AppState, DataState, Explanation};
-use crate::ui::format_probability;
-use crate::ui::lessons::{
+use crate::page_model::format_probability;
+use crate::page_model::lessons::{
     posterior_classes, ClassLine, Lesson, LessonProgress, PageFacts, ResultFacts, StepAction,
     StepStatus,
 };

@@ -26,9 +26,9 @@ mod worker_client;
 use crate::discovery::cgp::{Method, Preset};
 use crate::engine::{RunResult, Snapshot};
 use crate::graph::Digraph;
-use crate::protocol::{ComputeBackend, FromWorker, ToWorker};
-use crate::ui::page::{PageEffect, PageModel};
-use crate::ui::{preset_values, EdgeRule, History};
+use crate::page_model::page::{PageEffect, PageModel};
+use crate::page_model::{preset_values, EdgeRule, History};
+use crate::worker::protocol::{ComputeBackend, FromWorker, ToWorker};
 use js_sys::ArrayBuffer;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -62,7 +62,7 @@ fn install_panic_hook() {
     }));
 }
 
-pub use crate::ui::page::{
+pub use crate::page_model::page::{
     edge_weight, BackendState, DataState, Explanation, RunState, SimulationState, Truth,
 };
 
@@ -269,7 +269,7 @@ impl AppState {
     }
 
     /// Starts a run of `request` (its run id is given by the model).
-    pub fn start_run(self, request: crate::protocol::RunRequest) {
+    pub fn start_run(self, request: crate::worker::protocol::RunRequest) {
         let start = self.update(|m| m.start_run(request, js_sys::Date::now()));
         self.send(&start);
     }
@@ -283,7 +283,7 @@ impl AppState {
 
     /// Has the worker simulate data from a drawn graph; they are loaded as a dropped file, with
     /// the drawing among its observed variables as the ground truth.
-    pub fn simulate(self, spec: crate::data::generate::SimulationSpec) {
+    pub fn simulate(self, spec: crate::generate::SimulationSpec) {
         let request = self.update(|m| m.simulate(spec));
         self.send(&request);
     }
@@ -475,7 +475,7 @@ fn test_hooks_enabled() -> bool {
     let hash = web_sys::window()
         .and_then(|w| w.location().hash().ok())
         .unwrap_or_default();
-    crate::protocol::test_hooks_shown(crate::protocol::TEST_HOOKS_BUILT, &hash)
+    crate::worker::protocol::test_hooks_shown(crate::worker::protocol::TEST_HOOKS_BUILT, &hash)
 }
 
 #[component]

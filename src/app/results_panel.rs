@@ -5,12 +5,12 @@ use super::download::{download_graph_png, download_text, graph_svg_text};
 use super::exact_view::ExactResults;
 use super::explain_view::{EdgeExplanation, EquivalenceClass};
 use super::{edge_weight, result_graph, AppState, Explanation, Truth};
-use crate::backend::gpu::SteadyState;
 use crate::discovery::cgp::Method;
 use crate::engine::output::{determined_note, output_files};
 use crate::engine::{RunResult, Status};
 use crate::graph::{to_dagitty, to_tetrad, EdgeKind};
-use crate::ui::{compare_to_truth, format_number, parse_truth, TruthReport};
+use crate::page_model::{compare_to_truth, format_number, parse_truth, TruthReport};
+use crate::runner::gpu::SteadyState;
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 

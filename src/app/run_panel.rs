@@ -9,11 +9,11 @@ use super::settings_panel::current_settings;
 use super::{AppState, DataState, RunState};
 use crate::discovery::cgp::Method;
 use crate::engine::{RunResult, Snapshot, Status};
-use crate::protocol::RunRequest;
-use crate::ui::chart_scale::HeatmapScale;
-use crate::ui::{
+use crate::page_model::chart_scale::HeatmapScale;
+use crate::page_model::{
     format_number, fraction_reached, phase_name, progress_shown, History, RunProgress,
 };
+use crate::worker::protocol::RunRequest;
 use leptos::prelude::*;
 
 /// Why the Run button is disabled, or `None` when a run can start.
@@ -332,7 +332,7 @@ fn Heatmap(
 
 /// The heatmap's size class for the variables shown (`None`: the default size).
 fn heatmap_size(names: Option<&[String]>) -> Option<(&'static str, f64)> {
-    names.and_then(|n| crate::ui::chart_scale::heatmap_size_class(n.len()))
+    names.and_then(|n| crate::page_model::chart_scale::heatmap_size_class(n.len()))
 }
 
 /// The bound, h(A) and γ of the restart shown.

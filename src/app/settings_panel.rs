@@ -4,7 +4,7 @@
 
 use super::AppState;
 use crate::discovery::cgp::{Method, Preset};
-use crate::ui::{parse_settings, set_field, values_for_preset, FIELDS};
+use crate::page_model::{parse_settings, set_field, values_for_preset, FIELDS};
 use leptos::prelude::*;
 
 /// The settings as the run would use them, or why they cannot be used.

@@ -1,7 +1,7 @@
 //! The page's handle on the Web Worker: spawning it, sending requests, routing replies, and
 //! ending it so a fresh one can replace a worker that died.
 
-use crate::protocol::{self, FromWorker, ToWorker};
+use crate::worker::protocol::{self, FromWorker, ToWorker};
 use js_sys::{Array, ArrayBuffer, Object, Reflect};
 use wasm_bindgen::prelude::*;
 use web_sys::{ErrorEvent, MessageEvent, Worker};

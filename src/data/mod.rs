@@ -9,11 +9,11 @@ mod csv_input;
 mod dataset;
 mod dequantise;
 pub mod determined;
-pub mod generate;
 
 pub use csv_input::{
     parse_csv, parse_csv_with_progress, CsvOptions, DataError, DataWarning, Parsed, MAX_CSV_BYTES,
     MIN_ROWS, PROGRESS_STEP_BYTES,
 };
+pub(crate) use dataset::mean_sd;
 pub use dataset::{standardise, ColumnSummary, Dataset, DatasetSummary};
 pub use dequantise::dequantise;

@@ -176,11 +176,11 @@ impl Job<'_> {
                 )
             })),
             Job::Pair { x, y, test, seed } => {
-                let started = crate::clock::now_seconds();
+                let started = crate::base::clock::now_seconds();
                 let evidence = pair_evidence(x, y, test, *seed);
                 Outcome::Pair {
                     evidence,
-                    seconds: crate::clock::now_seconds() - started,
+                    seconds: crate::base::clock::now_seconds() - started,
                 }
             }
         }

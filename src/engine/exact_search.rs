@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
-use crate::backend::{Backend, Job, Outcome};
 use crate::discovery::exact::{
     CacheKey, ExactError, ExactOutcome, ExactRun, ExactSettings, ExactStage as Stage, ScoreCache,
 };
 use crate::discovery::family::{FamilyKey, WarmStart};
 use crate::discovery::knowledge::Knowledge;
+use crate::runner::{Backend, Job, Outcome};
 
 /// Families handed out per thread in one unit natively: enough to balance slow and fast fits
 /// across threads (the largest are handed out first), few enough that snapshots stay frequent; a
@@ -255,7 +255,7 @@ impl ExactSearch {
         if !due {
             return;
         }
-        let started = crate::clock::now_seconds();
+        let started = crate::base::clock::now_seconds();
         // An outcome that cannot be formed yet (a variable without a scored family) leaves the
         // last live view in place.
         if let Ok(o) = self.run.outcome() {
@@ -267,7 +267,7 @@ impl ExactSearch {
             });
         }
         self.live_clock = LiveClock {
-            cost: crate::clock::now_seconds() - started,
+            cost: crate::base::clock::now_seconds() - started,
             since: 0.0,
         };
     }
@@ -373,7 +373,7 @@ pub fn family_jobs<'a>(keys: &'a [FamilyKey], cache: &ScoreCache) -> Vec<Job<'a>
 /// scores in `cache`, a batch of the backend's width at a time (with warm starts, a size at a
 /// time, smallest first), calling `done(k, total)` for
 /// each family once its batch is back. `stop()` is checked between batches: what was fitted before it is kept. A stop
-/// request on the watched flag ([`crate::heartbeat`]) also ends the batch being fitted, which is
+/// request on the watched flag ([`crate::base::heartbeat`]) also ends the batch being fitted, which is
 /// then not kept.
 pub fn fit_families(
     data: &DMatrix<f64>,
@@ -399,12 +399,12 @@ pub fn fit_families(
     let groups = ordered.chunk_by(|a, b| !warm || a.1.len() == b.1.len());
     let mut finished = 0;
     for keys in groups.flat_map(|group| group.chunks(batch)) {
-        if stop() || crate::heartbeat::interrupted() {
+        if stop() || crate::base::heartbeat::interrupted() {
             return;
         }
         let outcomes = backend.run(data, &family_jobs(keys, cache));
         // Fits cut short by a stop request are no scores: they are left for a later run.
-        if crate::heartbeat::interrupted() {
+        if crate::base::heartbeat::interrupted() {
             return;
         }
         for (key, outcome) in keys.iter().zip(outcomes) {

@@ -4,10 +4,10 @@
 
 use nalgebra::DMatrix;
 
-use crate::backend::Backend;
 use crate::discovery::explain::{EdgeEvidence, EdgeEvidencePlan, ExplainError};
 use crate::discovery::family::FamilyScoreSettings;
 use crate::graph::Dag;
+use crate::runner::Backend;
 
 /// The evidence of every edge of `dag` on `data` (N × D, standardised, as the engine scores it):
 /// [`EdgeEvidencePlan::new`]'s jobs run as one batch on `backend`, then

@@ -7,7 +7,7 @@ mod explain;
 pub mod output;
 pub mod session;
 
-pub use crate::clock::now_seconds;
+pub use crate::base::clock::now_seconds;
 pub use exact_search::{fit_families, run_exact};
 pub use explain::explain_edges;
 pub use session::{

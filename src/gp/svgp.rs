@@ -13,7 +13,7 @@ use super::linalg::{
     solve_lower_vec, solve_upper_transposed_vec, transpose_times, CholeskyError, Factor,
     JitterPolicy,
 };
-use crate::backend::{join, split_map};
+use crate::runner::{join, split_map};
 use nalgebra::{DMatrix, DMatrixView, DVector};
 use std::f64::consts::PI;
 
@@ -140,7 +140,7 @@ pub fn kl_standard_normal(mu: f64, var: f64) -> f64 {
 ///   then through the kernel to θ, Z and the latent column of u_t, and by reparameterisation
 ///   ∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ).
 pub fn bound_and_gradient(input: &SvgpInput) -> Result<SvgpOutput, CholeskyError> {
-    crate::heartbeat::beat();
+    crate::base::heartbeat::beat();
     evaluate(input, KernelPath::SharedObserved)
 }
 

@@ -5,13 +5,13 @@
 use std::borrow::Cow;
 
 use nalgebra::{DMatrix, DVector};
-use occam::backend::Job;
 use occam::data::Dataset;
 use occam::discovery::cgp::start::VariableStart;
 use occam::discovery::cgp::CheckedSettings;
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
 use occam::gp::linalg::JitterPolicy;
 use occam::gp::svgp::{LatentBatch, SvgpInput};
+use occam::runner::Job;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;

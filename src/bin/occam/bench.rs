@@ -404,7 +404,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
                 // One file per set and cache key, so runs with other rows or fit settings keep
                 // their own scores.
                 let key = serde_json::to_string(session.score_cache_key()).unwrap_or_default();
-                let hash = occam::checksum::Fnv1a::of(key.as_bytes());
+                let hash = occam::base::checksum::Fnv1a::of(key.as_bytes());
                 dir.join(format!("{}_{hash:016x}.json", set.name.replace('/', "_")))
             });
         if let Some(path) = &cache_path {

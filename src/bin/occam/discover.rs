@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use occam::backend::gpu_executor::{GpuBackend, PSI2_MIN_WORK};
-use occam::backend::{CpuBackend, Pool};
+use occam::base::names;
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
 use occam::discovery::cgp::{BoundKind, Method, Preset};
 use occam::discovery::knowledge::Knowledge;
 use occam::engine::output::{determined_note, output_files, stop_note, GRAPH_FILES};
 use occam::engine::{now_seconds, RunResult, Session, SessionError, Snapshot, Status};
-use occam::names;
+use occam::runner::gpu_executor::{GpuBackend, PSI2_MIN_WORK};
+use occam::runner::{CpuBackend, Pool};
 
 use crate::overrides::Overrides;
 use crate::{

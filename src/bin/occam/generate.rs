@@ -3,7 +3,7 @@
 
 use crate::{ensure_dir, write_file_atomic, CliError};
 use clap::{Args, ValueEnum};
-use occam::data::generate::{generate_with_progress, GeneratorSettings, GraphKind, Mechanism};
+use occam::generate::{generate_with_progress, GeneratorSettings, GraphKind, Mechanism};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -170,7 +170,7 @@ pub fn write_file(path: &Path, contents: &str) -> Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
-    occam::backend::heap::reuse_freed_memory();
+    occam::base::heap::reuse_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),

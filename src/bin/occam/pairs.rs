@@ -13,7 +13,7 @@
 use crate::{read_file_limited, signals, terminal_safe, CliError};
 use clap::{Args, ValueEnum};
 use nalgebra::DMatrix;
-use occam::backend::{available_threads, Job, Outcome as JobOutcome, Pool};
+use occam::base::heartbeat::{self, StopFlag};
 use occam::data::{dequantise, parse_csv, standardise, CsvOptions, MAX_CSV_BYTES};
 use occam::discovery::bivariate::{
     subsample_rows, Direction, DirectionEvidence, PairTest, UncollapsedFit,
@@ -21,7 +21,7 @@ use occam::discovery::bivariate::{
 use occam::discovery::cgp::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS, MAX_THREADS};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::gp::variable::{LatentKind, VariableSettings};
-use occam::heartbeat::{self, StopFlag};
+use occam::runner::{available_threads, Job, Outcome as JobOutcome, Pool};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::borrow::Cow;

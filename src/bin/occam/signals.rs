@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use occam::heartbeat::StopFlag;
+use occam::base::heartbeat::StopFlag;
 
 /// The first stop signal received (0: none).
 static RECEIVED: AtomicI32 = AtomicI32::new(0);

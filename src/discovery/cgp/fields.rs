@@ -6,7 +6,7 @@
 //! that none is missing.
 //!
 //! The search method is not a field: it is the [`Method`](super::Method) enum's names
-//! (`crate::names`), which the page's method selector and `--method` both read. The settings no
+//! (`crate::base::names`), which the page's method selector and `--method` both read. The settings no
 //! form shows (the bound, convergence windows, pruning, row scaling, …) are set together from a
 //! JSON object (`--settings FILE.json`); [`NOT_FIELDS`] lists them, and a test fails when a new
 //! setting is neither a field nor listed there.

@@ -4,11 +4,11 @@
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+use crate::base::names;
 use crate::data::MIN_ROWS;
 use crate::discovery::exact::ExactSettings;
 use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge, KnowledgeError};
 use crate::graph::Dag;
-use crate::names;
 
 pub use super::variable::BoundKind;
 pub use crate::gp::collapsed::LatentStart;

@@ -76,8 +76,8 @@ pub fn collapsed_bound(
     params: &CollapsedParams,
     jitter: f64,
 ) -> Result<f64, CollapsedError> {
-    crate::heartbeat::beat();
-    if crate::heartbeat::interrupted() {
+    crate::base::heartbeat::beat();
+    if crate::base::heartbeat::interrupted() {
         return Err(CollapsedError::Interrupted);
     }
     Ok(Forward::new(x, y, params, jitter, 1.0, None)?.value)
@@ -121,12 +121,12 @@ pub fn collapsed_bound_with_grad_on(
     // Every fit and training step passes through here: a beat tells a watching driver that a
     // long unit of work is still alive; a stop request ends the fit here, not hundreds of
     // evaluations later.
-    crate::heartbeat::beat();
-    if crate::heartbeat::interrupted() {
+    crate::base::heartbeat::beat();
+    if crate::base::heartbeat::interrupted() {
         return Err(CollapsedError::Interrupted);
     }
     let fwd = Forward::new(x, y, params, jitter, row_copies, device)?;
-    if crate::heartbeat::interrupted() {
+    if crate::base::heartbeat::interrupted() {
         return Err(CollapsedError::Interrupted);
     }
     let grad = fwd.gradient(x, y, params, device)?;

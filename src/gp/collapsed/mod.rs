@@ -54,7 +54,7 @@ pub enum CollapsedError {
     /// A parameter outside its domain (σ² ≤ 0, s_n ≤ 0, negative jitter).
     #[error("invalid parameter: {0}")]
     InvalidParameter(String),
-    /// A stop was requested while the bound was wanted ([`crate::heartbeat::interrupted`]).
+    /// A stop was requested while the bound was wanted ([`crate::base::heartbeat::interrupted`]).
     #[error("stopped on request")]
     Interrupted,
     /// The device computing Ψ2's sums failed (the GPU backend then computes on the CPU).

@@ -1,0 +1,51 @@
+//! The names of the engine's choices (search methods, presets, graph kinds, mechanisms, …) as the
+//! command line, JSON and the page spell them. Each enum declares its names once, by strum's
+//! derives: `IntoStaticStr` gives a value's name, `VariantArray` the list of values. These helpers
+//! read a name back and list the choices for a message, so no enum writes its own match arms.
+
+use strum::VariantArray;
+
+/// An enum whose values have names: implemented by every enum deriving strum's `VariantArray` and
+/// `IntoStaticStr`.
+pub trait Named: Copy + PartialEq + VariantArray + Into<&'static str> + 'static {}
+
+impl<T: Copy + PartialEq + VariantArray + Into<&'static str> + 'static> Named for T {}
+
+/// The name of `value`.
+pub fn name<T: Named>(value: T) -> &'static str {
+    value.into()
+}
+
+/// The value called `given`, ignoring case and surrounding spaces.
+pub fn parse<T: Named>(given: &str) -> Option<T> {
+    let wanted = given.trim();
+    T::VARIANTS
+        .iter()
+        .copied()
+        .find(|&v| name(v).eq_ignore_ascii_case(wanted))
+}
+
+/// Every name, quoted, as a message lists them: `'a', 'b' or 'c'`.
+pub fn choices<T: Named>() -> String {
+    let quoted: Vec<String> = T::VARIANTS
+        .iter()
+        .map(|&v| format!("'{}'", name(v)))
+        .collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => String::new(),
+    }
+}
+
+/// Every name, comma-separated: `a, b, c`.
+pub fn list<T: Named>() -> String {
+    let all: Vec<&str> = T::VARIANTS.iter().map(|&v| name(v)).collect();
+    all.join(", ")
+}
+
+/// The value called `given`, or a message naming `what` was asked for and every choice, e.g.
+/// "unknown method 'x': choose 'cgp', 'exact' or 'hybrid'".
+pub fn parse_or_explain<T: Named>(what: &str, given: &str) -> Result<T, String> {
+    parse(given).ok_or_else(|| format!("unknown {what} '{given}': choose {}", choices::<T>()))
+}
