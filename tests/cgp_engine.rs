@@ -4,12 +4,13 @@
 
 use occam::data::Dataset;
 use occam::discovery::cgp::component::Component;
-use occam::discovery::cgp::{
-    CollapsedSettings, Evaluation, EvaluationError, Phase, PhaseEnd, PhaseLength, Preset, Problem,
-    Restart, RowWeight, SearchSettings, SubsetScaling, UncollapsedSettings, Variable,
-};
+use occam::discovery::cgp::{Evaluation, EvaluationError, RowWeight, SubsetScaling, Variable};
+use occam::discovery::continuous::{Phase, PhaseEnd, Problem, Restart};
 use occam::discovery::jobs::Outcome;
 use occam::discovery::knowledge::Knowledge;
+use occam::discovery::settings::{
+    CollapsedSettings, PhaseLength, Preset, SearchSettings, UncollapsedSettings,
+};
 use occam::engine::{Session, Status, CHECKPOINT_FORMAT};
 use occam::gp::adam::AdamSettings;
 use occam::gp::collapsed::{CollapsedError, FitSettings, GpInitialisation};
@@ -454,7 +455,7 @@ fn true_among(edges: &[(usize, usize)], truth: &occam::graph::Dag) -> usize {
 /// test can fail).
 #[test]
 fn a_twenty_node_run_keeps_most_true_edges_the_warm_up_found() {
-    use occam::discovery::cgp::DagRule;
+    use occam::discovery::settings::DagRule;
     use occam::generate::{generate, GeneratorSettings, GraphKind, Mechanism};
     let generated = generate(&GeneratorSettings {
         graph: GraphKind::Er,
@@ -591,8 +592,8 @@ fn pruning_by_evidence_drops_an_irrelevant_parent_and_keeps_the_cause() {
 /// restart has the highest of them, and the snapshot says what is being done meanwhile.
 #[test]
 fn restarts_are_compared_by_the_evidence_of_their_graphs() {
-    use occam::discovery::cgp::RestartSelection;
     use occam::discovery::family::{families, family_evidence};
+    use occam::discovery::settings::RestartSelection;
     let dataset = chain(60, 4);
     let settings = SearchSettings {
         restarts: 3,
@@ -750,7 +751,7 @@ fn a_run_whose_acyclic_phase_hits_its_cap_says_so() {
 /// search (whose graph-evidence rescoring also fans out) and for the hybrid search.
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
-    use occam::discovery::cgp::Method;
+    use occam::discovery::settings::Method;
     let data = chain(60, 4);
     for method in [Method::Cgp, Method::Hybrid] {
         let results: Vec<_> = [1, 4]
@@ -788,7 +789,7 @@ fn results_do_not_depend_on_the_thread_count() {
 
 /// A session on `data` (3 variables) with the tiny settings, `method`, and an exact search of
 /// one candidate parent each, seed 9.
-fn tiny_session(data: &Dataset, method: occam::discovery::cgp::Method) -> Session {
+fn tiny_session(data: &Dataset, method: occam::discovery::settings::Method) -> Session {
     let mut settings = SearchSettings { method, ..tiny() };
     settings.exact.max_parents = 1;
     settings.exact.candidates = 1;
@@ -819,7 +820,7 @@ fn run_whole(mut session: Session) -> (occam::engine::RunResult, usize) {
 /// thread count; a checkpoint for other data or of another format is refused.
 #[test]
 fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
-    use occam::discovery::cgp::Method;
+    use occam::discovery::settings::Method;
     use occam::engine::CheckpointError;
     let data = chain(60, 4);
     for method in [Method::Cgp, Method::Hybrid] {
@@ -922,8 +923,8 @@ fn a_checkpointed_and_resumed_run_ends_as_the_uninterrupted_one() {
 /// at the stop is dropped).
 #[test]
 fn a_run_stopped_inside_a_unit_resumes_from_its_checkpoint_to_the_uninterrupted_result() {
-    use occam::discovery::cgp::Method;
     use occam::discovery::jobs::Job;
+    use occam::discovery::settings::Method;
     let data = chain(60, 4);
     for method in [Method::Cgp, Method::Hybrid] {
         let fresh = || tiny_session(&data, method);

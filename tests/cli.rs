@@ -984,7 +984,7 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
     let s = &json["settings"];
     assert_eq!(json["preset"], "thorough");
     // A bound's own settings: given in its object or by key, the rest kept from the preset.
-    let thorough = occam::discovery::cgp::Preset::Thorough.settings();
+    let thorough = occam::discovery::settings::Preset::Thorough.settings();
     assert_eq!(s["collapsed"]["prune_margin"], 2.5);
     assert_eq!(s["collapsed"]["latent_start"], "shared");
     assert_eq!(

@@ -5,10 +5,10 @@
 use crate::common;
 
 use occam::data::Dataset;
-use occam::discovery::cgp::{Method, Preset, SearchSettings};
 use occam::discovery::exact::{ExactSettings, GraphPrior};
 use occam::discovery::family::FamilyScoreSettings;
 use occam::discovery::knowledge::Knowledge;
+use occam::discovery::settings::{Method, Preset, SearchSettings};
 use occam::engine::{Session, Status};
 
 /// a → b → c with non-linear mechanisms, 120 rows.

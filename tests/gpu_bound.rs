@@ -11,7 +11,7 @@ use common::SvgpProblem;
 use std::sync::Arc;
 
 use nalgebra::DMatrix;
-use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings};
+use occam::discovery::settings::{Preset, SearchSettings, UncollapsedSettings};
 use occam::gp::kernel::KernelGrad;
 use occam::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
 use occam::runner::gpu::{Accumulation, Gpu};

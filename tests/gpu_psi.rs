@@ -20,7 +20,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
-use occam::discovery::cgp::{Evaluation, Preset, SearchSettings, Variable};
+use occam::discovery::cgp::{Evaluation, Variable};
+use occam::discovery::settings::{Preset, SearchSettings};
 use occam::gp::collapsed::{psi_statistics, LatentPosterior};
 use occam::gp::kernel::Kernel;
 use occam::runner::cost_model::{Side, PROBE_JOBS_PER_SIDE};

@@ -1011,7 +1011,8 @@ fn evaluation(outcome: occam::runner::Outcome) -> occam::discovery::cgp::Evaluat
 /// lags reads the current one from the device.
 #[test]
 fn the_engine_commits_only_the_steps_it_applies() {
-    use occam::discovery::cgp::{Preset, SearchSettings, UncollapsedSettings, Variable};
+    use occam::discovery::cgp::Variable;
+    use occam::discovery::settings::{Preset, SearchSettings, UncollapsedSettings};
     use occam::runner::gpu_executor::GpuBackend;
     use occam::runner::{Backend, CpuBackend};
     use std::sync::Arc;

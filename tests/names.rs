@@ -2,7 +2,7 @@
 //! live in the layers above `base::names`, so this is checked from outside).
 
 use occam::base::names::{choices, name, parse, parse_or_explain, Named};
-use occam::discovery::cgp::{Method, Preset};
+use occam::discovery::settings::{Method, Preset};
 use occam::generate::{GraphKind, Mechanism};
 use serde::Serialize;
 

@@ -23,7 +23,7 @@ mod run_panel;
 mod settings_panel;
 mod worker_client;
 
-use crate::discovery::cgp::{Method, Preset};
+use crate::discovery::settings::{Method, Preset};
 use crate::engine::{RunResult, Snapshot};
 use crate::graph::Digraph;
 use crate::page_model::page::{PageEffect, PageModel};

@@ -5,7 +5,7 @@ use super::download::{download_graph_png, download_text, graph_svg_text};
 use super::exact_view::ExactResults;
 use super::explain_view::{EdgeExplanation, EquivalenceClass};
 use super::{edge_weight, result_graph, AppState, Explanation, Truth};
-use crate::discovery::cgp::Method;
+use crate::discovery::settings::Method;
 use crate::engine::output::{determined_note, output_files};
 use crate::engine::{RunResult, Status};
 use crate::graph::{to_dagitty, to_tetrad, EdgeKind};

@@ -7,7 +7,7 @@ use super::dag_view::{drawing, DagView};
 use super::knowledge_panel::current_knowledge;
 use super::settings_panel::current_settings;
 use super::{AppState, DataState, RunState};
-use crate::discovery::cgp::Method;
+use crate::discovery::settings::Method;
 use crate::engine::{RunResult, Snapshot, Status};
 use crate::page_model::chart_scale::HeatmapScale;
 use crate::page_model::{

@@ -3,14 +3,14 @@
 //! silently fixed).
 
 use super::AppState;
-use crate::discovery::cgp::{Method, Preset};
+use crate::discovery::settings::{Method, Preset};
 use crate::page_model::{parse_settings, set_field, values_for_preset, FIELDS};
 use leptos::prelude::*;
 
 /// The settings as the run would use them, or why they cannot be used.
 pub fn current_settings(
     state: AppState,
-) -> Result<(crate::discovery::cgp::SearchSettings, u64), String> {
+) -> Result<(crate::discovery::settings::SearchSettings, u64), String> {
     let (mut settings, seed) = state
         .settings_values
         .with(|values| parse_settings(state.preset.get(), values))?;

@@ -26,15 +26,17 @@ use std::sync::Arc;
 use crate::base::heartbeat::{self, StopFlag};
 use crate::data::determined::{nearly_determined, Determined};
 use crate::data::Dataset;
-use crate::discovery::cgp::{
-    CheckedSettings, DagRule, Evaluation, EvaluationError, FaultEvent, IterationUndo, Method,
-    Phase, PhaseEnd, Preset, Problem, Restart, RestartOutcome, RestartSelection, SearchSettings,
-    SettingsError, Terms,
+use crate::discovery::cgp::{Evaluation, EvaluationError};
+use crate::discovery::continuous::{
+    FaultEvent, IterationUndo, Phase, PhaseEnd, Problem, Restart, RestartOutcome, Terms,
 };
 use crate::discovery::exact::{ExactError, ExactRun, ExactSettings, GraphPosterior, ScoreCache};
 use crate::discovery::family::{families, FamilyCache, FamilyKey, FamilyScoreSettings, FitWork};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
+use crate::discovery::settings::{
+    CheckedSettings, DagRule, Method, Preset, RestartSelection, SearchSettings, SettingsError,
+};
 use crate::gp::resolution::resolution_noise_floor;
 use crate::gp::NOISE_VARIANCE_FLOOR;
 use crate::runner::cost_model::DeviceChoice;

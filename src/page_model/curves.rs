@@ -1,7 +1,7 @@
 //! The objective curves' history, gathered from snapshots: one series per restart (the page draws
 //! the restart the snapshot shows) and where each phase began.
 
-use crate::discovery::cgp::{Phase, Terms};
+use crate::discovery::continuous::{Phase, Terms};
 use crate::engine::Snapshot;
 
 /// One sample of the objective curves.

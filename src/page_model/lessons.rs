@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::discovery::cgp::{Method, Preset};
+use crate::discovery::settings::{Method, Preset};
 use crate::generate::{Mechanism, SimulationSpec};
 
 /// Most steps a lesson may have (a lesson is short: one idea, a few steps).

@@ -55,8 +55,8 @@ pub fn read_record(text: &str) -> Result<RunResult, String> {
 mod tests {
     use super::*;
     use crate::data::Dataset;
-    use crate::discovery::cgp::Preset;
     use crate::discovery::knowledge::Knowledge;
+    use crate::discovery::settings::Preset;
     use crate::engine::Session;
 
     fn record() -> RunResult {

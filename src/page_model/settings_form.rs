@@ -4,7 +4,9 @@
 
 use std::sync::LazyLock;
 
-use crate::discovery::cgp::{setting_field, Preset, SearchSettings, SettingField, SETTING_FIELDS};
+use crate::discovery::settings::{
+    setting_field, Preset, SearchSettings, SettingField, SETTING_FIELDS,
+};
 use crate::worker::protocol::MAX_COMPUTE_WORKERS;
 
 /// One field of the form.
@@ -20,7 +22,7 @@ pub struct FieldSpec {
 }
 
 /// The form's fields, in display order: the search settings of
-/// [`SETTING_FIELDS`](crate::discovery::cgp::SETTING_FIELDS) (their one declaration), with the
+/// [`SETTING_FIELDS`](crate::discovery::settings::SETTING_FIELDS) (their one declaration), with the
 /// seed and the number of compute workers, which only the page sets this way, after the first.
 pub static FIELDS: LazyLock<Vec<FieldSpec>> = LazyLock::new(|| {
     let from = |f: &SettingField| FieldSpec {

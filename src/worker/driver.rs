@@ -24,13 +24,14 @@ use nalgebra::DMatrix;
 use std::sync::Arc;
 
 use crate::data::{CsvOptions, Dataset};
-use crate::discovery::cgp::{BoundKind, Method};
+use crate::discovery::cgp::BoundKind;
 use crate::discovery::explain::{
     fitted_conditional, ConditionalCurve, CurveSettings, DirectionComparison, EdgeEvidence,
     EdgeEvidencePlan,
 };
 use crate::discovery::family::FamilyScoreSettings;
 use crate::discovery::jobs::{Job, Outcome};
+use crate::discovery::settings::Method;
 use crate::engine::{now_seconds, Session, SessionError};
 use crate::graph::Dag;
 use crate::runner::cost_model::{DeviceChoice, PlacementProbe, Side};

@@ -6,9 +6,9 @@
 //! types are plain Rust so they are tested natively.
 
 use crate::data::{parse_csv_with_progress, CsvOptions, DataError, DatasetSummary, Parsed};
-use crate::discovery::cgp::{Preset, SearchSettings};
 use crate::discovery::explain::{ConditionalCurve, DirectionComparison, EdgeEvidence};
 use crate::discovery::knowledge::Knowledge;
+use crate::discovery::settings::{Preset, SearchSettings};
 use crate::engine::{RunResult, Snapshot};
 use crate::generate::{simulate, SimulationSpec};
 use serde::{Deserialize, Serialize};

@@ -6,8 +6,8 @@ use std::borrow::Cow;
 
 use nalgebra::{DMatrix, DVector};
 use occam::data::Dataset;
-use occam::discovery::cgp::start::VariableStart;
-use occam::discovery::cgp::CheckedSettings;
+use occam::discovery::jobs::start::VariableStart;
+use occam::discovery::settings::CheckedSettings;
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
 use occam::gp::linalg::JitterPolicy;
 use occam::gp::svgp::{LatentBatch, SvgpInput};

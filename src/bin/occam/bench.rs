@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use occam::data::{parse_csv, CsvOptions, Dataset, MAX_CSV_BYTES};
-use occam::discovery::cgp::Preset;
 use occam::discovery::exact::ScoreCache;
 use occam::discovery::knowledge::Knowledge;
+use occam::discovery::settings::Preset;
 use occam::engine::output::result_graph;
 use occam::engine::{Session, SessionError};
 use occam::graph::{compare, read_adjacency, read_edge_list, Digraph};
@@ -498,7 +498,7 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
 
 /// The method and its limits as flags (nothing for the default continuous search, so the sections
 /// it wrote before keep their keys).
-fn method_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
+fn method_text(settings: &occam::discovery::settings::SearchSettings) -> String {
     use occam::discovery::family::{ColdFits, FamilyFitScheme};
     if !settings.method.runs_exact() {
         return String::new();
@@ -549,7 +549,7 @@ fn rows_text(rows: usize) -> String {
 }
 
 /// M as the settings give it: "20", or "20+1/input" where it grows with the number of inputs.
-fn inducing_text(settings: &occam::discovery::cgp::SearchSettings) -> String {
+fn inducing_text(settings: &occam::discovery::settings::SearchSettings) -> String {
     if settings.inducing_per_input == 0 {
         settings.inducing_points.to_string()
     } else {

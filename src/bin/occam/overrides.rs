@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
-use occam::discovery::cgp::{
+use occam::discovery::settings::{
     setting_keys, Method, SearchSettings, SettingField, BOUND_SECTIONS, SETTING_FIELDS,
 };
 
@@ -246,7 +246,7 @@ mod tests {
             "",
         ])
         .unwrap();
-        let mut settings = occam::discovery::cgp::Preset::Interactive.settings();
+        let mut settings = occam::discovery::settings::Preset::Interactive.settings();
         cli.overrides.apply(&mut settings).unwrap();
         assert_eq!(
             (

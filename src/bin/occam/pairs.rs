@@ -18,8 +18,10 @@ use occam::data::{dequantise, parse_csv, standardise, CsvOptions, MAX_CSV_BYTES}
 use occam::discovery::bivariate::{
     subsample_rows, Direction, DirectionEvidence, PairTest, UncollapsedFit,
 };
-use occam::discovery::cgp::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS, MAX_THREADS};
 use occam::discovery::family::FamilyScoreSettings;
+use occam::discovery::settings::{
+    MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS, MAX_THREADS,
+};
 use occam::gp::variable::{LatentKind, VariableSettings};
 use occam::runner::{available_threads, Job, Outcome as JobOutcome, Pool};
 use rand::SeedableRng;

@@ -14,7 +14,6 @@ use nalgebra::{DMatrix, DVector};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use super::settings::{RowWeight, SubsetScaling};
 use crate::gp::adam::{Adam, AdamSettings};
 use crate::gp::collapsed::fit::CollapsedLayout;
 use crate::gp::collapsed::{
@@ -23,6 +22,34 @@ use crate::gp::collapsed::{
 };
 use crate::gp::kernel::Kernel;
 use crate::gp::lbfgs::{minimize, LbfgsSettings};
+
+/// How the collapsed bound of the rows used stands for all N rows when only a subset is fitted
+/// (r = N / rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubsetScaling {
+    /// r·F: the whole bound, complexity term included, multiplied by r (minibatch-style).
+    #[default]
+    ScaleBound,
+    /// The bound of r copies of every row (`collapsed_bound_with_grad_weighted`): the data-fit
+    /// terms grow r-fold, the complexity term only like log r.
+    CountRows,
+}
+
+/// What the bound of a row subset is multiplied or counted by: `factor` = r = N / rows.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RowWeight {
+    pub factor: f64,
+    pub scaling: SubsetScaling,
+}
+
+impl RowWeight {
+    /// Every row counted once (the rows used are the whole data set).
+    pub const ONE: RowWeight = RowWeight {
+        factor: 1.0,
+        scaling: SubsetScaling::ScaleBound,
+    };
+}
 
 /// The Gamma(1, 10) prior's rate: log p(θ) = log 10 − 10 θ per graph hyperparameter (§5.2).
 pub const PRIOR_RATE: f64 = 10.0;

@@ -11,32 +11,17 @@
 //! (BENCHMARKS.md records what it measures). A full-batch iteration counts as a quarter epoch for
 //! γ's schedule (γ += ρ every `collapsed.gamma_interval` = 4 iterations, as N = 1000, b = 256 gives).
 //!
-//! - [`settings`]: schedule, sizes, thresholds and the presets;
-//! - [`fields`]: the settings a user sets by hand, declared once for the page and the CLI;
-//! - [`component`]: one variable's model and optimiser state;
-//! - [`variable`]: the interface over both bounds;
-//! - [`restart`]: one restart's state machine.
+//! This module holds the model's parts, which know nothing of the run around them:
+//! - [`component`]: one variable's collapsed model and optimiser state;
+//! - [`variable`]: the interface over both bounds.
+//!
+//! The run's settings are [`crate::discovery::settings`]'s, the units of work the runner computes
+//! [`crate::discovery::jobs`]'s and one restart's state machine [`crate::discovery::continuous`]'s.
 
 pub mod component;
-pub mod fields;
-pub mod restart;
-pub mod settings;
-pub mod start;
 pub mod variable;
 
-pub use fields::{
-    setting_field, setting_keys, SettingField, BOUND_SECTIONS, NOT_FIELDS, SETTING_FIELDS,
-};
-pub use restart::{
-    FaultEvent, IterationUndo, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome,
-    Terms,
-};
-pub use settings::{
-    CheckedSettings, CollapsedSettings, DagRule, Method, PhaseLength, Preset, RestartSelection,
-    RowWeight, SearchSettings, SettingsError, SubsetScaling, UncollapsedSettings, MAX_BATCH_SIZE,
-    MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_POWER_ITERATIONS, MAX_RESTARTS, MAX_SAMPLES,
-    MAX_THREADS,
-};
+pub use component::{RowWeight, SubsetScaling};
 pub use variable::{
     held_evaluation, BoundKind, Evaluation, EvaluationError, HeldBegun, HeldStep, SearchVariable,
     Variable,

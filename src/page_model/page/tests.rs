@@ -1,6 +1,6 @@
 use super::*;
-use crate::discovery::cgp::Preset;
 use crate::discovery::knowledge::Knowledge;
+use crate::discovery::settings::Preset;
 use crate::worker::driver::Driver;
 
 /// A page wired to the native worker logic: every effect is carried out as the shell would,
@@ -147,7 +147,7 @@ impl Wired {
 }
 
 /// A run of a few seconds: one restart, small models, short phases.
-fn short_settings() -> crate::discovery::cgp::SearchSettings {
+fn short_settings() -> crate::discovery::settings::SearchSettings {
     let mut settings = Preset::Interactive.settings();
     settings.restarts = 1;
     settings.inducing_points = 6;

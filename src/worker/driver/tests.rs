@@ -1,6 +1,6 @@
 use super::*;
-use crate::discovery::cgp::{Method, Preset};
 use crate::discovery::knowledge::Knowledge;
+use crate::discovery::settings::{Method, Preset};
 use crate::engine::{RunResult, Status};
 use crate::runner::cost_model::PROBE_JOBS_PER_SIDE;
 

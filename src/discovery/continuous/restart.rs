@@ -20,12 +20,14 @@ use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
-use super::component::{LatentRecord, PRIOR_RATE};
-use super::settings::{CheckedSettings, DagRule};
-use super::start::VariableStart;
-use super::variable::{BoundKind, Checkpoint, Evaluation, EvaluationError, Variable};
+use crate::discovery::cgp::component::{LatentRecord, PRIOR_RATE};
+use crate::discovery::cgp::variable::{
+    BoundKind, Checkpoint, Evaluation, EvaluationError, Variable,
+};
+use crate::discovery::jobs::VariableStart;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
+use crate::discovery::settings::{CheckedSettings, DagRule};
 use crate::discovery::spectral::{two_cycle_penalty, PowerIteration};
 use crate::gp::linalg::JitterPolicy;
 use crate::graph::Digraph;
@@ -893,7 +895,11 @@ impl Restart {
             .collect()
     }
 
-    fn converged(&self, length: &super::settings::PhaseLength, rows: f64) -> Option<PhaseEnd> {
+    fn converged(
+        &self,
+        length: &crate::discovery::settings::PhaseLength,
+        rows: f64,
+    ) -> Option<PhaseEnd> {
         let k = self.phase_iterations;
         if k >= length.max {
             return Some(PhaseEnd::Cap);

@@ -8,9 +8,10 @@ use nalgebra::DMatrix;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use super::component::Component;
-use super::settings::{CheckedSettings, RowWeight};
-use super::variable::{BoundKind, UncollapsedComponent, Variable};
+use crate::discovery::cgp::component::Component;
+use crate::discovery::cgp::variable::{BoundKind, UncollapsedComponent, Variable};
+use crate::discovery::cgp::RowWeight;
+use crate::discovery::settings::CheckedSettings;
 use crate::gp::adam::AdamSettings;
 use crate::gp::collapsed::{precision_scale, FitSettings, GpInitialisation, MIN_START_SE_VARIANCE};
 use crate::gp::lbfgs::LbfgsSettings;

@@ -7,6 +7,8 @@
 //! A job borrows what it reads where it can ([`Cow`]), so running it on this machine copies
 //! nothing; a job sent elsewhere is serialised whole.
 
+pub mod start;
+
 use std::borrow::Cow;
 
 use nalgebra::DMatrix;
@@ -15,12 +17,12 @@ use serde::{Deserialize, Serialize};
 
 use super::bivariate::{pair_evidence, DirectionEvidence, PairTest};
 use super::cgp::component::Component;
-use super::cgp::start::VariableStart;
 use super::cgp::{Evaluation, EvaluationError, Variable};
 use super::family::{
     family_fit_awaiting, family_score_on, FamilyScore, FamilyScoreSettings, WarmStart,
 };
 use crate::gp::collapsed::{AwaitedPsi2, CollapsedError, Psi2Device};
+pub use start::VariableStart;
 
 /// A [`Job::Refine`]'s work, with Ψ2's sums on `device` when one is given: `component` (without
 /// parent `without`, when one is named) refitted by L-BFGS on `data`, and the objective reached.
@@ -326,8 +328,8 @@ fn check_family(data: &DMatrix<f64>, child: usize, parents: &[usize]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::cgp::{CheckedSettings, Preset};
     use crate::discovery::family::{family_score, ColdFits, FamilyFitScheme};
+    use crate::discovery::settings::{CheckedSettings, Preset};
     use rand::SeedableRng;
 
     /// A nonlinear chain a → b → c, standardised enough for the fits.

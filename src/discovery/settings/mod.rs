@@ -4,14 +4,23 @@
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+pub mod fields;
+
 use crate::base::names;
 use crate::data::MIN_ROWS;
 use crate::discovery::exact::ExactSettings;
 use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge, KnowledgeError};
 use crate::graph::Dag;
 
-pub use super::variable::BoundKind;
+pub use crate::discovery::cgp::{BoundKind, RowWeight, SubsetScaling};
+pub use crate::discovery::limits::{
+    MAX_BATCH_SIZE, MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_POWER_ITERATIONS, MAX_RESTARTS,
+    MAX_SAMPLES, MAX_THREADS,
+};
 pub use crate::gp::collapsed::LatentStart;
+pub use fields::{
+    setting_field, setting_keys, SettingField, BOUND_SECTIONS, NOT_FIELDS, SETTING_FIELDS,
+};
 
 /// How long a phase runs: at least `min` and at most `max` iterations; in between it ends when the
 /// objective stops improving: the mean over the last `window` iterations exceeds the mean over
@@ -279,34 +288,6 @@ pub enum RestartSelection {
     GraphEvidence,
 }
 
-/// How the collapsed bound of the rows used stands for all N rows when only a subset is fitted
-/// (r = N / rows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SubsetScaling {
-    /// r·F: the whole bound, complexity term included, multiplied by r (minibatch-style).
-    #[default]
-    ScaleBound,
-    /// The bound of r copies of every row (`collapsed_bound_with_grad_weighted`): the data-fit
-    /// terms grow r-fold, the complexity term only like log r.
-    CountRows,
-}
-
-/// What the bound of a row subset is multiplied or counted by: `factor` = r = N / rows.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RowWeight {
-    pub factor: f64,
-    pub scaling: SubsetScaling,
-}
-
-impl RowWeight {
-    /// Every row counted once (the rows used are the whole data set).
-    pub const ONE: RowWeight = RowWeight {
-        factor: 1.0,
-        scaling: SubsetScaling::ScaleBound,
-    };
-}
-
 /// How the weighted graph at the end of the acyclic phase becomes a DAG.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -505,22 +486,6 @@ impl Preset {
         }
     }
 }
-
-/// The most restarts a run may ask for (each holds a full model of every variable).
-pub const MAX_RESTARTS: usize = 1000;
-/// The most inducing points per variable: M² doubles per variable and restart, and M is capped by
-/// the rows used anyway.
-pub const MAX_INDUCING_POINTS: usize = 10_000;
-/// The largest minibatch (the uncollapsed bound).
-pub const MAX_BATCH_SIZE: usize = 1_000_000;
-/// The most Monte Carlo samples per step (the uncollapsed bound).
-pub const MAX_SAMPLES: usize = 10_000;
-/// The most power iterations per step.
-pub const MAX_POWER_ITERATIONS: usize = 10_000;
-/// The longest any phase may be asked to run (the paper's longest is 50 000).
-pub const MAX_PHASE_ITERATIONS: usize = 100_000_000;
-/// The most worker threads.
-pub const MAX_THREADS: usize = 4096;
 
 /// Why search settings cannot be used: one variant per rule, each naming the setting it is
 /// about ([`SettingsError::setting`], the key of the settings' JSON and of
@@ -795,7 +760,7 @@ mod tests {
     /// Each broken rule is its own error, naming a key of the settings' JSON.
     #[test]
     fn every_refusal_names_its_setting() {
-        let keys = super::super::fields::setting_keys(
+        let keys = super::fields::setting_keys(
             &serde_json::to_value(Preset::Interactive.settings()).unwrap(),
         );
         let cases: [Breaks; 9] = [

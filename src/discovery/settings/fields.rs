@@ -379,8 +379,8 @@ pub const NOT_FIELDS: &[(&str, &str)] = &[
 ];
 
 /// The objects of the settings' JSON form that hold one bound's own settings
-/// ([`CollapsedSettings`](super::settings::CollapsedSettings),
-/// [`UncollapsedSettings`](super::settings::UncollapsedSettings)). Their keys are unique across
+/// ([`CollapsedSettings`](super::CollapsedSettings),
+/// [`UncollapsedSettings`](super::UncollapsedSettings)). Their keys are unique across
 /// the whole form, so a key names one setting wherever it sits.
 pub const BOUND_SECTIONS: [&str; 2] = ["collapsed", "uncollapsed"];
 
@@ -411,7 +411,7 @@ pub fn setting_field(key: &str) -> Option<&'static SettingField> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::cgp::Preset;
+    use crate::discovery::settings::Preset;
 
     /// Every key of the settings' JSON form is a field or is listed as set elsewhere (a new
     /// setting must be given a place), and no field is listed twice.
