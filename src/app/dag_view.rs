@@ -5,10 +5,23 @@
 //! (serialised from this element) look the same outside the page. Names are text nodes, never
 //! markup.
 
-use super::results_panel::truth_report;
-use super::{edge_weight, AppState};
+use super::svg::{node_box, route_path};
+use super::AppState;
 use crate::graph::EdgeKind;
-use crate::page_model::graph_layout::{layered_layout, LayoutOptions, NodeBox};
+use crate::page_model::drawing::{
+    drawing as page_drawing, truth_report as page_truth_report, Drawing,
+};
+use crate::page_model::graph_layout::{layered_layout, LayoutOptions};
+use crate::page_model::TruthReport;
+
+/// The comparison of the result on screen with the truth, when both exist. Tracked.
+pub fn truth_report(state: AppState) -> Option<Result<TruthReport, String>> {
+    let truth = state.page.truth.get()?;
+    state.page.result.with(|r| {
+        r.as_ref()
+            .and_then(|result| page_truth_report(&truth, result))
+    })
+}
 use leptos::prelude::*;
 
 /// Colour and dash pattern of each edge kind (none = no truth known).
@@ -44,61 +57,17 @@ fn stroke_width(w: f64, scale: f64) -> f64 {
     1.2 + 3.8 * t
 }
 
-/// What the view draws.
-#[derive(Clone, PartialEq)]
-pub struct Drawing {
-    names: Vec<String>,
-    /// (from, to, weight, kind)
-    edges: Vec<(usize, usize, f64, Option<EdgeKind>)>,
-    /// Whether these are a result's edges (which can be explained), not a running search's.
-    of_result: bool,
-}
-
 /// The graph on screen: the result's (edges classed against the truth when one is known), else
 /// the running restart's, over the variables shown. Tracked.
 pub fn drawing(state: AppState) -> Option<Drawing> {
     let names = state.names()?;
-    let d = names.len();
-
-    let result = state.page.result.get();
-    let of_result = result.is_some();
-    let edges = if let Some(result) = result {
-        match truth_report(state) {
-            Some(Ok(report)) => report
-                .classes
-                .iter()
-                .map(|c| {
-                    (
-                        c.from,
-                        c.to,
-                        edge_weight(&result.adjacency, c.from, c.to),
-                        Some(c.kind),
-                    )
-                })
-                .collect(),
-            _ => result
-                .edges
-                .iter()
-                .map(|&(i, j)| (i, j, edge_weight(&result.adjacency, i, j), None))
-                .collect(),
-        }
-    } else if let Some(s) = state.page.snapshot.get() {
-        s.edges
-            .iter()
-            .map(|&(i, j)| (i, j, edge_weight(&s.adjacency, i, j), None))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let edges = edges
-        .into_iter()
-        .filter(|&(i, j, _, _)| i < d && j < d)
-        .collect();
-    Some(Drawing {
-        names,
-        edges,
-        of_result,
-    })
+    let report = truth_report(state).and_then(Result::ok);
+    let snapshot = state.page.snapshot.get();
+    Some(
+        state.page.result.with(|result| {
+            page_drawing(names, result.as_ref(), report.as_ref(), snapshot.as_ref())
+        }),
+    )
 }
 
 /// The graph `drawing` as SVG (a note in its place while there is none).
@@ -215,26 +184,5 @@ pub fn DagView(
             </svg>
         }
         .into_any()
-    }
-}
-
-/// An edge route's points as an SVG path (`M x y L x y …`).
-pub(super) fn route_path(points: &[(f64, f64)]) -> String {
-    points
-        .iter()
-        .enumerate()
-        .map(|(k, (x, y))| format!("{} {x:.1} {y:.1}", if k == 0 { "M" } else { "L" }))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A laid-out variable: its box and its name (the caller wraps it in its own group).
-pub(super) fn node_box(node: &NodeBox, name: &str) -> impl IntoView {
-    view! {
-        <rect x=format!("{:.1}", node.x - node.width / 2.0) y=format!("{:.1}", node.y - node.height / 2.0)
-            width=format!("{:.1}", node.width) height=format!("{:.1}", node.height)
-            rx="6" fill="#ffffff" stroke="#1d2430" stroke-width="1.2" />
-        <text x=format!("{:.1}", node.x) y=format!("{:.1}", node.y + 4.5) text-anchor="middle"
-            font-family="sans-serif" font-size="13" fill="#1d2430">{name.to_string()}</text>
     }
 }

@@ -7,7 +7,7 @@
 //!   alone could not orient drawn undirected and listed.
 
 use super::charts::draw_conditional;
-use super::dag_view::{node_box, route_path};
+use super::svg::{node_box, route_path};
 use super::{result_graph, AppState, Explanation};
 use crate::discovery::explain::{ConditionalCurve, DirectionComparison, EdgeEvidence, Reversal};
 use crate::engine::RunResult;

@@ -21,11 +21,11 @@ mod lesson_panel;
 mod results_panel;
 mod run_panel;
 mod settings_panel;
+mod svg;
 mod worker_client;
 
 use crate::discovery::settings::{Method, Preset};
 use crate::engine::{RunResult, Snapshot};
-use crate::graph::Digraph;
 use crate::page_model::page::{PageEffect, PageModel};
 use crate::page_model::{preset_values, EdgeRule, History};
 use crate::worker::protocol::{ComputeBackend, FromWorker, ToWorker};
@@ -62,6 +62,7 @@ fn install_panic_hook() {
     }));
 }
 
+pub use crate::page_model::drawing::result_graph;
 pub use crate::page_model::page::{
     edge_weight, BackendState, DataState, Explanation, RunState, SimulationState, Truth,
 };
@@ -410,11 +411,6 @@ impl AppState {
         self.page.result.track();
         self.read(PageModel::status_code)
     }
-}
-
-/// The chosen graph of a result.
-pub fn result_graph(result: &RunResult) -> Option<Digraph> {
-    Digraph::from_edges(result.names.len(), &result.edges).ok()
 }
 
 fn spawn_worker(state: AppState) {

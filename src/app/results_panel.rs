@@ -1,6 +1,7 @@
 //! Results: the chosen graph's summary, every restart's evidence, the comparison with an optional
 //! ground truth (SHD in both conventions, SID, precision, recall, F1), and the exports.
 
+use super::dag_view::truth_report;
 use super::download::{download_graph_png, download_text, graph_svg_text};
 use super::exact_view::ExactResults;
 use super::explain_view::{EdgeExplanation, EquivalenceClass};
@@ -9,24 +10,10 @@ use crate::discovery::settings::Method;
 use crate::engine::output::{determined_note, output_files};
 use crate::engine::{RunResult, Status};
 use crate::graph::{to_dagitty, to_tetrad, EdgeKind};
-use crate::page_model::{compare_to_truth, format_number, parse_truth, TruthReport};
+use crate::page_model::format_number;
 use crate::runner::gpu::SteadyState;
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
-
-/// The comparison of the result on screen with the truth, when both exist.
-pub fn truth_report(state: AppState) -> Option<Result<TruthReport, String>> {
-    let truth = state.page.truth.get()?;
-    state.page.result.with(|r| {
-        let result = r.as_ref()?;
-        let pred = result_graph(result)?;
-        Some(
-            parse_truth(&truth.text, &result.names)
-                .map_err(|e| format!("{}: {e}", truth.file_name))
-                .and_then(|t| compare_to_truth(&t, &pred)),
-        )
-    })
-}
 
 fn export_name(state: AppState, suffix: &str) -> String {
     let stem = state

@@ -1,9 +1,8 @@
-//! Data in: reading and validating CSV files, the [`Dataset`] every other layer consumes, and
-//! synthetic data generators with known ground truth.
+//! Data in: reading and validating CSV files and the [`Dataset`] every other layer consumes
+//! (synthetic data with known ground truth is [`crate::generate`]'s).
 //!
 //! Owns: the CSV dialect Occam accepts and every way a file can be refused ([`DataError`]), the
-//! problems that are repaired rather than refused ([`DataWarning`]), standardisation, and the seeded
-//! generators of [`generate`].
+//! problems that are repaired rather than refused ([`DataWarning`]), and standardisation.
 
 mod csv_input;
 mod dataset;

@@ -13,7 +13,7 @@ use super::linalg::{
     solve_lower_vec, solve_upper_transposed_vec, transpose_times, CholeskyError, Factor,
     JitterPolicy,
 };
-use crate::runner::{join, split_map};
+use crate::base::pool::{join, split_map};
 use nalgebra::{DMatrix, DMatrixView, DVector};
 use std::f64::consts::PI;
 

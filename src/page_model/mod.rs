@@ -6,6 +6,7 @@
 
 pub mod chart_scale;
 mod curves;
+pub mod drawing;
 mod format;
 pub mod graph_editor;
 pub mod graph_layout;

@@ -8,8 +8,8 @@ use nalgebra::{DMatrix, DVector};
 use super::dense::{col, scaled_sq_dist};
 use super::shapes::backward_values;
 use super::{Kernel, KernelGrad};
+use crate::base::pool::split_map;
 use crate::gp::lane_math::{lane_sum, vectorised};
-use crate::runner::split_map;
 
 impl Kernel {
     /// Adjoint of [`Kernel::cross`]: for L with dL/dK(a, b) = `dk` (n×m), returns

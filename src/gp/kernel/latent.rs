@@ -25,7 +25,7 @@ use std::mem::MaybeUninit;
 
 use nalgebra::DMatrix;
 
-use crate::runner::split_map;
+use crate::base::pool::split_map;
 
 use super::dense::{add_scaled_outer, col};
 use super::shapes::{cell, Rq, Se, Shape, M12, M32};
@@ -755,7 +755,7 @@ mod tests {
         let kern = kernel(4, vec![1.0; 4]);
         let (z, x, w, k_bar) = problem(4);
         let run = |threads: usize| {
-            crate::runner::Pool::new(threads).unwrap().run(|| {
+            crate::base::pool::Pool::new(threads).unwrap().run(|| {
                 let k = kern.cross_latent(&z, &x, 1, &w);
                 let (g, dz, dw) = kern.cross_latent_backward(&z, &x, 1, &w, &k_bar);
                 (k, g, dz, dw)

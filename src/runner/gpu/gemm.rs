@@ -255,7 +255,7 @@ impl Product {
         dims: &wgpu::Buffer,
         [a, b, out]: [&wgpu::Buffer; 3],
         reduction: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
-    ) -> Vec<super::predictions::Step<'p>> {
+    ) -> Vec<super::submission::Step<'p>> {
         let product = pipelines.for_product(self);
         match reduction.filter(|_| self.reduced()) {
             None => vec![(

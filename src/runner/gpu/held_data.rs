@@ -4,7 +4,7 @@
 
 use nalgebra::DMatrix;
 
-use super::predictions::Step;
+use super::submission::Step;
 use super::{Gpu, GpuError};
 
 /// Invocations per workgroup of `gather.wgsl`.

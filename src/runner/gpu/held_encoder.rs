@@ -8,27 +8,21 @@
 
 use crate::gp::encoder::Encoder;
 
-use super::predictions::Step;
+use super::submission::Step;
 use super::{Gpu, GpuError};
 
 /// Invocations per workgroup of `encoder.wgsl`'s passes.
 const GROUP: u32 = 64;
 
 /// Uniform blocks kept per scratch slot: room for 85 layers.
-const DISPATCHES: usize = 256;
-
-// The dims' keys are `scratch * DISPATCHES + dispatch`: they must fit a 32-bit usize (wasm32)
-// for every scratch slot the resident ranges hand out.
-const _: () = assert!(super::resident::RESIDENT_END
-    .checked_mul(DISPATCHES)
-    .is_some());
+pub(super) const DISPATCHES: usize = 256;
 
 /// The compiled entry points of `encoder.wgsl`, in [`EncoderPass`]'s order.
 pub(super) fn pipelines(device: &wgpu::Device) -> Vec<wgpu::ComputePipeline> {
     let source = [
         super::DOUBLE_FLOAT,
-        super::resident::FIVE_BUFFERS,
-        super::resident::POSITIVE,
+        super::FIVE_BUFFERS,
+        super::POSITIVE,
         include_str!("encoder.wgsl"),
     ]
     .concat();

@@ -51,6 +51,12 @@ use std::sync::{Arc, Mutex};
 
 use futures_channel::oneshot;
 
+/// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
+const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
+
+/// softplus and its derivative (`positive.wgsl`), for the shaders that step constrained values.
+const POSITIVE: &str = include_str!("positive.wgsl");
+
 /// Why a GPU step could not run. Every variant carries what a user needs to act on it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GpuError {

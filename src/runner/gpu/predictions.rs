@@ -35,7 +35,7 @@ use super::kernel::{
     alpha_at, backward_chunk, backward_width, decode_rows, host_parameters, kernel_dims,
     kind_bytes, parameter_words, rows_bytes, KernelStrides,
 };
-use super::submission::{Readback, Submitted};
+use super::submission::{Readback, Step, Submitted};
 use super::{f32_bytes, uniform_words, Gpu, GpuError};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::linalg::CholeskyError;
@@ -114,13 +114,6 @@ impl ReadbackLayout {
         self.parts().iter().sum()
     }
 }
-
-/// One dispatch: the pipeline, its buffers at bindings 0, 1, … and its workgroups.
-pub(super) type Step<'a> = (
-    &'a wgpu::ComputePipeline,
-    Vec<wgpu::Buffer>,
-    (u32, u32, u32),
-);
 
 /// What the host keeps of an encoded request to finish it after the read-back.
 struct Pending {

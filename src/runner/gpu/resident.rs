@@ -71,9 +71,11 @@ use super::cholesky::{
 };
 use super::held_encoder::{encoder_shapes, EncoderBuffers};
 use super::kernel::{alpha_at, backward_chunk, backward_width, kind_bytes, parameter_words};
-use super::predictions::{InducingOperands, PointInputs, PredictionPlan, ReadbackLayout, Step};
+use super::predictions::{InducingOperands, PointInputs, PredictionPlan, ReadbackLayout};
+use super::submission::Step;
 use super::submission::{Readback, Submitted};
 use super::{Gpu, GpuError};
+use super::{FIVE_BUFFERS, POSITIVE};
 use crate::gp::adam::HeldAdamStep;
 use crate::gp::encoder::Encoder;
 use crate::gp::kernel::Kernel;
@@ -99,13 +101,13 @@ const RESIDENT_GROUP: usize = 4 << 20;
 /// shape in a submission ([`Gpu::plan_held`]).
 const RESIDENT_HELD: usize = 5 << 20;
 /// One past the last resident slot any range reaches (each holds up to 2²⁰ slots).
-pub(super) const RESIDENT_END: usize = 6 << 20;
+const RESIDENT_END: usize = 6 << 20;
 
-/// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
-pub(super) const FIVE_BUFFERS: &str = include_str!("five_buffers.wgsl");
-
-/// softplus and its derivative (`positive.wgsl`), for the shaders that step constrained values.
-pub(super) const POSITIVE: &str = include_str!("positive.wgsl");
+// The held passes' dims keys are `scratch * DISPATCHES + dispatch`: they must fit a 32-bit usize
+// (wasm32) for every scratch slot the resident ranges hand out.
+const _: () = assert!(RESIDENT_END
+    .checked_mul(super::held_encoder::DISPATCHES)
+    .is_some());
 
 /// Invocations per workgroup of `inducing.wgsl`'s element-wise passes and of
 /// `held_gradients.wgsl`'s.

@@ -130,3 +130,10 @@ impl<P: Readback> Submitted<P> {
             .collect())
     }
 }
+
+/// One dispatch: the pipeline, its buffers at bindings 0, 1, … and its workgroups.
+pub(super) type Step<'a> = (
+    &'a wgpu::ComputePipeline,
+    Vec<wgpu::Buffer>,
+    (u32, u32, u32),
+);

@@ -140,3 +140,96 @@ fn a_warm_start_with_the_new_parent_switched_off_is_the_subset_model() {
     let sub_params = sub.initial_params(&settings, &mut rng);
     assert!(full.warm_start(&sub_params, 3).is_none());
 }
+
+/// The awaited bound against the blocking one of a fitted model (here, beside the model, so
+/// `awaited` needs nothing of the fit).
+mod awaited {
+    use crate::gp::collapsed::awaited::*;
+    use crate::gp::collapsed::bound::collapsed_bound_with_grad_on;
+    use crate::gp::collapsed::psi::Psi2Factors;
+    use crate::gp::collapsed::{CollapsedModel, FitSettings};
+    use crate::gp::ready::ready;
+    use nalgebra::{DMatrix, DVector};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+    use std::cell::Cell;
+
+    /// Answers with the sums written out from their definition (`Psi2Device`'s), row by row,
+    /// counting the questions.
+    struct DefinitionAnswers {
+        asked: Cell<usize>,
+    }
+
+    /// p(n, i, j) = pref_n exp(B_ni + B_nj − h_n Δ²_ij) and Δ²_ij.
+    fn p(f: &Psi2Factors, n: usize, i: usize, j: usize) -> (f64, f64) {
+        let d2 = (f.zw[i] - f.zw[j]).powi(2);
+        let value = f.pref[n] * (f.b[(n, i)] + f.b[(n, j)] - f.h[n] * d2).exp();
+        (value, d2)
+    }
+
+    impl AwaitedPsi2 for DefinitionAnswers {
+        fn sums(&self, wanted: Psi2Wanted) -> Psi2Answer<'_> {
+            self.asked.set(self.asked.get() + 1);
+            Box::pin(async move {
+                Ok(match &wanted {
+                    Psi2Wanted::Pairs(f) => {
+                        let (n, m) = f.b.shape();
+                        let mut sums = (DMatrix::zeros(m, m), DMatrix::zeros(m, m));
+                        for r in 0..n {
+                            for i in 0..m {
+                                for j in 0..m {
+                                    let (v, _) = p(f, r, i, j);
+                                    sums.0[(i, j)] += v;
+                                    sums.1[(i, j)] += f.h[r] * v;
+                                }
+                            }
+                        }
+                        sums
+                    }
+                    Psi2Wanted::Rows(f, w) => {
+                        let (n, m) = f.b.shape();
+                        let mut sums = (DMatrix::zeros(n, m), DMatrix::zeros(n, m));
+                        for r in 0..n {
+                            for i in 0..m {
+                                for j in 0..m {
+                                    let (v, d2) = p(f, r, i, j);
+                                    sums.0[(r, i)] += w[(i, j)] * v;
+                                    sums.1[(r, i)] += w[(i, j)] * v * d2;
+                                }
+                            }
+                        }
+                        sums
+                    }
+                })
+            })
+        }
+    }
+
+    #[test]
+    fn an_awaited_device_gives_the_blocking_bound_after_two_questions() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let n = 40;
+        let x = DMatrix::from_fn(n, 2, |r, c| ((r * (c + 3)) as f64 * 0.37).sin());
+        let y = DVector::from_fn(n, |r, _| x[(r, 0)] * x[(r, 1)] + 0.1 * (r as f64).cos());
+        let model = CollapsedModel::new(x.clone(), y.clone()).unwrap();
+        let settings = FitSettings {
+            inducing_points: 8,
+            ..FitSettings::default()
+        };
+        let params = model.initial_params(&settings, &mut rng);
+        let (f, g) = collapsed_bound_with_grad_on(&x, &y, &params, 1e-6, 1.0, None).unwrap();
+        let device = DefinitionAnswers {
+            asked: Cell::new(0),
+        };
+        let (fa, ga) = ready(bound_with_grad_awaited(&x, &y, &params, 1e-6, &device)).unwrap();
+        assert_eq!(device.asked.get(), 2, "pair sums, then row sums");
+        assert!((f - fa).abs() <= 1e-9 * f.abs(), "{f} vs {fa}");
+        let (a, b) = (g.z.as_slice(), ga.z.as_slice());
+        let scale = a.iter().fold(1e-12f64, |m, v| m.max(v.abs()));
+        let worst = a
+            .iter()
+            .zip(b)
+            .fold(0.0f64, |m, (p, q)| m.max((p - q).abs()));
+        assert!(worst <= 1e-9 * scale, "∂F/∂Z differs by {worst:e}");
+    }
+}
