@@ -35,7 +35,6 @@ const NOT_YET_SPLIT: &[(&str, usize)] = &[
     ("gp/collapsed/fit.rs", 1116),
     ("gp/collapsed/psi.rs", 1010),
     ("runner/gpu/resident.rs", 2416),
-    ("worker/driver.rs", 1154),
 ];
 
 type ModPath = Vec<String>;

@@ -8,6 +8,7 @@ mod csv_input;
 mod dataset;
 mod dequantise;
 pub mod determined;
+pub mod subsample;
 
 pub use csv_input::{
     parse_csv, parse_csv_with_progress, CsvOptions, DataError, DataWarning, Parsed, MAX_CSV_BYTES,

@@ -9,10 +9,11 @@
 //! graph evidence use too.
 
 use super::family::{family_score, FamilyScore, FamilyScoreSettings};
+pub use crate::data::subsample::subsample_rows;
 use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
 use nalgebra::DMatrix;
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -292,21 +293,11 @@ pub fn pair_evidence(
     }
 }
 
-/// Picks `max_rows` of `n` rows without replacement (all rows, in order, when n ≤ max_rows); the
-/// same indices are used for both variables so pairs stay paired.
-pub fn subsample_rows(n: usize, max_rows: usize, rng: &mut impl Rng) -> Vec<usize> {
-    if n <= max_rows {
-        return (0..n).collect();
-    }
-    let mut rows = rand::seq::index::sample(rng, n, max_rows).into_vec();
-    rows.sort_unstable();
-    rows
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::data::standardise;
+    use rand::Rng;
     use rand_distr::StandardNormal;
 
     #[test]
@@ -373,17 +364,6 @@ mod tests {
         assert_eq!(c.conditional_x_given_y.bound, Some(-6.3));
         assert_eq!(c.conditional_y_given_x.restarts_failed, 1);
         assert_eq!(c.difference(), Some(-14.0 + 14.3));
-    }
-
-    #[test]
-    fn subsampling_keeps_pairs_and_is_seeded() {
-        let mut a = ChaCha8Rng::seed_from_u64(1);
-        let mut b = ChaCha8Rng::seed_from_u64(1);
-        let rows = subsample_rows(100, 10, &mut a);
-        assert_eq!(rows, subsample_rows(100, 10, &mut b));
-        assert_eq!(rows.len(), 10);
-        assert!(rows.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(subsample_rows(5, 10, &mut a), vec![0, 1, 2, 3, 4]);
     }
 
     /// A clearly non-linear, heteroscedastic pair: y = x³-ish with noise growing in |x|, x uniform.

@@ -38,6 +38,7 @@ use std::sync::Arc;
 
 use crate::base::heartbeat::{self, StopFlag};
 use crate::data::determined::{nearly_determined, Determined};
+use crate::data::subsample::{subsample_rows, take_rows};
 use crate::data::Dataset;
 use crate::discovery::cgp::{Evaluation, EvaluationError};
 use crate::discovery::continuous::{
@@ -292,9 +293,7 @@ impl Session {
         let full = dataset.standardised().to_matrix();
         let data = if used < rows {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let mut picked = rand::seq::index::sample(&mut rng, rows, used).into_vec();
-            picked.sort_unstable();
-            DMatrix::from_fn(used, d, |r, c| full[(picked[r], c)])
+            take_rows(&full, &subsample_rows(rows, used, &mut rng))
         } else {
             full
         };
