@@ -1,0 +1,138 @@
+//! The flat unconstrained vector the optimisers see and how it maps to the model's parameters.
+
+use super::*;
+
+/// The flat unconstrained vector the optimisers see, declared as a [`ParamStore`]:
+/// `kernel.*` (every kernel hyperparameter, positive, in `Kernel::params_to_vec` order),
+/// `noise` (φ² above its floor), `z` (Z column-major), `latent.mean` (μ) and `latent.variance`
+/// (s above [`LATENT_VARIANCE_FLOOR`]).
+pub(crate) struct CollapsedLayout {
+    kernel: Kernel,
+    store: ParamStore,
+    m: usize,
+    dim: usize,
+    n: usize,
+}
+
+/// The store of a kernel and a noise variance above `noise_floor`: the first blocks of every
+/// collapsed model's vector, and the whole of a GP-regression start's.
+pub(super) fn kernel_and_noise_store(kernel: &Kernel, noise_floor: f64) -> ParamStore {
+    let mut store = ParamStore::new();
+    kernel.declare_params(&mut store, "kernel.");
+    store.add("noise", 1, Transform::Positive { floor: noise_floor });
+    store
+}
+
+impl CollapsedLayout {
+    /// Checks that `p` is a latent SE + linear model of this data with values inside the
+    /// transforms' ranges.
+    pub(super) fn new(model: &CollapsedModel, p: &CollapsedParams) -> Result<Self, FitError> {
+        let bad = |msg: String| Err(FitError::InvalidInitial(msg));
+        let (n, dim) = (model.rows(), model.parents.ncols() + 1);
+        let k = &p.kernel;
+        let se_ok =
+            matches!(k.stationary.as_slice(), [s] if s.kind == StationaryKind::SquaredExponential);
+        if !se_ok || k.linear.is_none() || k.dim() != dim || k.mask.iter().any(|&e| e != 1.0) {
+            return bad(format!(
+                "the kernel must be SE + linear on {dim} unmasked inputs (parents, then w)"
+            ));
+        }
+        if k.params_to_vec()
+            .iter()
+            .any(|&v| !(v > 0.0 && v.is_finite()))
+        {
+            return bad("every kernel variance and precision must be positive and finite".into());
+        }
+        let floor = model.noise_floor;
+        if !(p.noise_variance > floor && p.noise_variance.is_finite()) {
+            return bad(format!("the noise variance must exceed its floor {floor}"));
+        }
+        if p.z.ncols() != dim || p.z.nrows() == 0 || p.z.iter().any(|v| !v.is_finite()) {
+            return bad(format!("Z must be M × {dim} (M ≥ 1) and finite"));
+        }
+        let Some(q) = &p.latent else {
+            return bad("the model needs q(w)".into());
+        };
+        if q.mean.len() != n || q.variance.len() != n {
+            return bad(format!("q(w) must have {n} means and variances"));
+        }
+        if q.mean.iter().any(|v| !v.is_finite())
+            || q.variance
+                .iter()
+                .any(|&s| !(s > LATENT_VARIANCE_FLOOR && s.is_finite()))
+        {
+            return bad(format!(
+                "q(w) means must be finite and variances above {LATENT_VARIANCE_FLOOR}"
+            ));
+        }
+        Ok(Self::for_shape(k, floor, p.z.nrows(), n))
+    }
+
+    /// The layout of a latent SE + linear model with `kernel`'s shape (its values are not used),
+    /// φ² ≥ `noise_floor`, M inducing points and N rows. No checks: the caller vouches for them.
+    pub(crate) fn for_shape(kernel: &Kernel, noise_floor: f64, m: usize, n: usize) -> Self {
+        let dim = kernel.dim();
+        let mut store = kernel_and_noise_store(kernel, noise_floor);
+        store.add("z", m * dim, Transform::Identity);
+        store.add("latent.mean", n, Transform::Identity);
+        store.add(
+            "latent.variance",
+            n,
+            Transform::Positive {
+                floor: LATENT_VARIANCE_FLOOR,
+            },
+        );
+        Self {
+            kernel: kernel.clone(),
+            store,
+            m,
+            dim,
+            n,
+        }
+    }
+
+    /// The model's parameter store.
+    pub(crate) fn store(&self) -> &ParamStore {
+        &self.store
+    }
+
+    pub(crate) fn pack(&self, p: &CollapsedParams) -> Vec<f64> {
+        let q = p.latent.as_ref().expect("checked by CollapsedLayout::new");
+        let mut values = p.kernel.params_to_vec();
+        values.push(p.noise_variance);
+        values.extend_from_slice(p.z.as_slice());
+        values.extend(q.mean.iter());
+        values.extend(q.variance.iter());
+        self.store.pack(&values)
+    }
+
+    pub(crate) fn unpack(&self, raw: &[f64]) -> CollapsedParams {
+        let values = self.store.unpack(raw);
+        let at = |name: &str| &values[self.store.range(name)];
+        let mut kernel = self.kernel.clone();
+        kernel.set_params_from_slice(&values[self.store.span("kernel.")]);
+        CollapsedParams {
+            kernel,
+            noise_variance: at("noise")[0],
+            z: DMatrix::from_column_slice(self.m, self.dim, at("z")),
+            latent: Some(LatentPosterior {
+                mean: DVector::from_column_slice(at("latent.mean")),
+                variance: DVector::from_column_slice(at("latent.variance")),
+            }),
+        }
+    }
+
+    /// ∂F/∂raw: the constrained gradient through the store's chain rule.
+    pub(crate) fn raw_gradient(&self, raw: &[f64], g: &CollapsedGrad) -> Vec<f64> {
+        debug_assert_eq!(
+            (g.latent_mean.len(), self.n),
+            (self.n, g.latent_variance.len())
+        );
+        let mut values = g.kernel.to_vec();
+        values.push(g.noise_variance);
+        values.extend_from_slice(g.z.as_slice());
+        values.extend(g.latent_mean.iter());
+        values.extend(g.latent_variance.iter());
+        self.store.chain(raw, &values)
+    }
+}
