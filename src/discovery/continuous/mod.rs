@@ -2,9 +2,8 @@
 //! warm-up → acyclic → threshold → cool-down, which hands the runner its units of work
 //! ([`crate::discovery::jobs`]) and folds their outcomes back in.
 
+pub mod record;
 pub mod restart;
 
-pub use restart::{
-    FaultEvent, IterationUndo, Phase, PhaseEnd, PhaseRecord, Problem, Restart, RestartOutcome,
-    Terms,
-};
+pub use record::{FaultEvent, Phase, PhaseEnd, PhaseRecord, RestartOutcome, Terms};
+pub use restart::{IterationUndo, Problem, Restart};
