@@ -26,11 +26,6 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// No file under `src/` may be longer.
 const MAX_LINES: usize = 1000;
 
-/// Files still over [`MAX_LINES`] whose split along their seams is not done yet (issue 36), each
-/// with the length it may not grow past. The list only shrinks: a file listed here that is
-/// within [`MAX_LINES`] again fails the check until it is struck off.
-const NOT_YET_SPLIT: &[(&str, usize)] = &[("runner/gpu/resident.rs", 2416)];
-
 type ModPath = Vec<String>;
 
 struct SourceFile {
@@ -640,37 +635,18 @@ fn no_source_file_is_over_a_thousand_lines() {
     let mut all = Vec::new();
     rust_files(&src, &mut all);
     assert!(!all.is_empty());
-    let mut wrong = Vec::new();
-    for path in &all {
-        let lines = std::fs::read_to_string(path).unwrap().lines().count();
-        let name = path
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        match NOT_YET_SPLIT.iter().find(|(listed, _)| *listed == name) {
-            Some(&(_, most)) if lines > most => wrong.push(format!(
-                "{name} has {lines} lines, more than the {most} it had when listed"
-            )),
-            Some(_) if lines <= MAX_LINES => wrong.push(format!(
-                "{name} has {lines} lines now: strike it off NOT_YET_SPLIT"
-            )),
-            Some(_) => {}
-            None if lines > MAX_LINES => wrong.push(format!("{name} has {lines} lines")),
-            None => {}
-        }
-    }
-    for (listed, _) in NOT_YET_SPLIT {
-        if !src.join(listed).exists() {
-            wrong.push(format!(
-                "{listed} is listed in NOT_YET_SPLIT but no longer exists"
-            ));
-        }
-    }
+    let long: Vec<String> = all
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path).unwrap().lines().count();
+            let name = path.strip_prefix(&src).unwrap().display();
+            (lines > MAX_LINES).then(|| format!("{name} has {lines} lines"))
+        })
+        .collect();
     assert!(
-        wrong.is_empty(),
+        long.is_empty(),
         "files over {MAX_LINES} lines:\n{}",
-        wrong.join("\n")
+        long.join("\n")
     );
 }
 

@@ -1,3 +1,4 @@
+use super::slots::sync_due;
 use super::*;
 
 /// The paper's encoder state at D = 3 with its kernel's 20 hyperparameters and φ²
