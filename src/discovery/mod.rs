@@ -1,6 +1,6 @@
 //! Causal discovery on top of the GP-CDE model, its parts bottom to top:
-//! - [`limits`], [`knowledge`] (prior knowledge and the acyclic thresholding) and [`spectral`]
-//!   (the acyclicity penalty): what the searches share and that knows no model;
+//! - [`limits`], [`knowledge`] (prior knowledge), [`thresholding`] (the weighted graph cut to a
+//!   DAG) and [`spectral`] (the acyclicity penalty): what the searches share and that knows no model;
 //! - [`family`]: the evidence of one family F(i | S), the local score of the DGP-CDE, the building
 //!   block of the searches; [`bivariate`]: the two-variable direction test built of it;
 //! - [`exact`]: the exact search over DAGs by family scores;
@@ -26,3 +26,4 @@ pub mod knowledge;
 pub mod limits;
 pub mod settings;
 pub mod spectral;
+pub mod thresholding;

@@ -9,7 +9,8 @@ pub mod fields;
 use crate::base::names;
 use crate::data::MIN_ROWS;
 use crate::discovery::exact::ExactSettings;
-use crate::discovery::knowledge::{greedy_dag, threshold_to_dag, Knowledge, KnowledgeError};
+use crate::discovery::knowledge::{Knowledge, KnowledgeError};
+use crate::discovery::thresholding::{greedy_dag, threshold_to_dag};
 use crate::graph::Dag;
 
 pub use crate::discovery::cgp::{BoundKind, RowWeight, SubsetScaling};
