@@ -433,14 +433,35 @@ impl Crate {
         current
     }
 
-    /// (importing module, imported module, the path as written) for every path in the code.
+    /// The deepest module that `path` names as written, before any re-export is followed.
+    fn written_module(&self, path: &[String]) -> ModPath {
+        let mut current: ModPath = Vec::new();
+        for segment in path {
+            let mut next = current.clone();
+            next.push(segment.clone());
+            if !self.modules.contains(&next) {
+                break;
+            }
+            current = next;
+        }
+        current
+    }
+
+    /// (importing module, imported module, the path as written) for every path in the code: one
+    /// entry for the module that defines the item and, when the path reaches it through another
+    /// module's re-export, one for that module too (a rename there breaks the importer as well).
     fn imports(&self) -> Vec<(ModPath, ModPath, String)> {
         let mut out = Vec::new();
         for file in &self.files {
             for (_, path) in paths_in(file, &self.modules) {
+                let through = self.written_module(&path);
                 let target = self.resolve(&path, 0);
-                if target != file.module {
-                    out.push((file.module.clone(), target, path.join("::")));
+                for module in [target.clone(), through] {
+                    // A module's own items, and its ancestors' (mod.rs files re-exporting their
+                    // parts), are not imports across parts.
+                    if module != file.module && !file.module.starts_with(&module) {
+                        out.push((file.module.clone(), module, path.join("::")));
+                    }
                 }
             }
         }

@@ -221,7 +221,7 @@ impl FamilyScoreSettings {
     /// Every count must be at least 1 (L-BFGS iterations may be 0: Adam only) and within the
     /// limits of [`SearchSettings`](crate::discovery::settings::SearchSettings) (named when exceeded).
     pub fn validate(self) -> Result<Self, String> {
-        use crate::discovery::settings::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS};
+        use crate::discovery::limits::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS};
         if self.inducing == 0 || self.restarts == 0 {
             return Err(format!(
                 "family fits need at least 1 inducing point and 1 restart (got M = {}, {} restarts)",
