@@ -361,7 +361,9 @@ impl EdgeEvidencePlan {
         settings: FamilyScoreSettings,
         seed: u64,
     ) -> Result<Self, ExplainError> {
-        let settings = settings.validate().map_err(ExplainError::Request)?;
+        let settings = settings
+            .validate()
+            .map_err(|e| ExplainError::Request(e.to_string()))?;
         let parents: Vec<Vec<usize>> = (0..dag.n()).map(|i| dag.parents(i)).collect();
         let mut families: Vec<FamilyKey> = Vec::new();
         let mut add = |key: FamilyKey| {
@@ -634,7 +636,9 @@ pub fn fitted_conditional(
     curve: &CurveSettings,
 ) -> Result<ConditionalCurve, ExplainError> {
     curve.validate()?;
-    let settings = settings.validate().map_err(ExplainError::Request)?;
+    let settings = settings
+        .validate()
+        .map_err(|e| ExplainError::Request(e.to_string()))?;
     let (n, d) = (data.nrows(), data.ncols());
     let mut parents = parents.to_vec();
     parents.sort_unstable();

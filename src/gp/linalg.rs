@@ -99,24 +99,29 @@ impl JitterPolicy {
     }
 
     /// Why the policy cannot be used, if it cannot: jitter must start positive and finite and grow.
-    pub fn check(self) -> Result<(), String> {
+    pub fn check(self) -> Result<(), JitterError> {
         if !(self.initial > 0.0 && self.initial.is_finite()) {
-            return Err(format!(
-                "the initial jitter must be positive and finite, got {}",
-                self.initial
-            ));
+            return Err(JitterError::Initial(self.initial));
         }
         if !(self.factor > 1.0 && self.factor.is_finite()) {
-            return Err(format!(
-                "the jitter must grow by a finite factor above 1, got {}",
-                self.factor
-            ));
+            return Err(JitterError::Factor(self.factor));
         }
         if self.max_attempts == 0 {
-            return Err("at least one jitter attempt is needed".into());
+            return Err(JitterError::NoAttempts);
         }
         Ok(())
     }
+}
+
+/// Why a jitter ladder cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum JitterError {
+    #[error("the initial jitter must be positive and finite, got {0}")]
+    Initial(f64),
+    #[error("the jitter must grow by a finite factor above 1, got {0}")]
+    Factor(f64),
+    #[error("at least one jitter attempt is needed")]
+    NoAttempts,
 }
 
 /// A lower-triangular factor L with L Lᵀ = A + jitter·I.
@@ -412,10 +417,12 @@ mod tests {
         assert!(JitterPolicy::exactly(1e-6)
             .check()
             .unwrap_err()
+            .to_string()
             .contains("factor"));
         assert!(JitterPolicy::up_to(0.0, 10.0, 1.0)
             .check()
             .unwrap_err()
+            .to_string()
             .contains("positive"));
     }
 

@@ -14,7 +14,7 @@ use super::orders::order_edge_probabilities;
 use super::posterior::{enumerate_posterior, GraphPosterior, GraphPrior};
 use super::scores::ScoreCache;
 use super::{admissible_families, FamilyError};
-use crate::discovery::family::{FamilyKey, FamilyScore, FamilyScoreSettings};
+use crate::discovery::family::{FamilyKey, FamilyScore, FamilyScoreSettings, FamilySettingsError};
 use crate::discovery::knowledge::Knowledge;
 use crate::graph::MAX_ENUMERATION_NODES;
 
@@ -103,32 +103,39 @@ impl Default for ExactSettings {
     }
 }
 
+/// Why exact-search settings cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExactSettingsError {
+    #[error("the maximum number of parents must be at least 1")]
+    NoParents,
+    #[error("candidate parents per variable must be between 1 and {MAX_CANDIDATES}, got {0}")]
+    Candidates(usize),
+    #[error("the edge probability of the prior must lie strictly between 0 and 1, got {0}")]
+    EdgeProbability(f64),
+    #[error("the pruning margin must be a finite number of nats ≥ 0, got {0}")]
+    PruneMargin(f64),
+    #[error(transparent)]
+    Family(#[from] FamilySettingsError),
+}
+
 impl ExactSettings {
     /// Checks the ranges: K ≥ 1, 1 ≤ P ≤ [`MAX_CANDIDATES`] (K may exceed P: a hybrid run's
     /// extra candidates can), valid family settings and, for the edge-count prior, 0 < q < 1.
-    pub fn validate(self) -> Result<Self, String> {
+    pub fn validate(self) -> Result<Self, ExactSettingsError> {
         if self.max_parents == 0 {
-            return Err("the maximum number of parents must be at least 1".into());
+            return Err(ExactSettingsError::NoParents);
         }
         if self.candidates == 0 || self.candidates > MAX_CANDIDATES {
-            return Err(format!(
-                "candidate parents per variable must be between 1 and {MAX_CANDIDATES}, got {}",
-                self.candidates
-            ));
+            return Err(ExactSettingsError::Candidates(self.candidates));
         }
         if let GraphPrior::EdgeCount { edge_probability } = self.prior {
             if !(edge_probability > 0.0 && edge_probability < 1.0) {
-                return Err(format!(
-                    "the edge probability of the prior must lie strictly between 0 and 1, got \
-                     {edge_probability}"
-                ));
+                return Err(ExactSettingsError::EdgeProbability(edge_probability));
             }
         }
         if let Some(delta) = self.prune_below {
             if !(delta >= 0.0 && delta.is_finite()) {
-                return Err(format!(
-                    "the pruning margin must be a finite number of nats ≥ 0, got {delta}"
-                ));
+                return Err(ExactSettingsError::PruneMargin(delta));
             }
         }
         self.family.validate()?;
@@ -568,7 +575,9 @@ impl ExactRun {
         knowledge: &Knowledge,
         settings: &ExactSettings,
     ) -> Result<ExactSettings, ExactError> {
-        let settings = settings.validate().map_err(ExactError::Settings)?;
+        let settings = settings
+            .validate()
+            .map_err(|e| ExactError::Settings(e.to_string()))?;
         if d > MAX_DP_VARIABLES {
             return Err(DpError::TooManyVariables {
                 d,

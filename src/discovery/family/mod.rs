@@ -18,8 +18,9 @@ pub use record::{
 };
 pub use settings::{
     family_fit_settings, family_seed, ColdFits, FamilyFitScheme, FamilyKey, FamilyScoreSettings,
-    WarmStart, DEFAULT_FAMILY_FIT_SCHEME, FAMILY_ADAM_STEPS, FAMILY_LBFGS_ITERATIONS,
-    FAMILY_RESTARTS, FAMILY_STALL_GAIN, FAMILY_STALL_WINDOW, WARM_WITH_COLD_FITS_UP_TO,
+    FamilySettingsError, WarmStart, DEFAULT_FAMILY_FIT_SCHEME, FAMILY_ADAM_STEPS,
+    FAMILY_LBFGS_ITERATIONS, FAMILY_RESTARTS, FAMILY_STALL_GAIN, FAMILY_STALL_WINDOW,
+    WARM_WITH_COLD_FITS_UP_TO,
 };
 
 use std::collections::BTreeMap;

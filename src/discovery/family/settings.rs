@@ -220,13 +220,13 @@ impl FamilyScoreSettings {
 
     /// Every count must be at least 1 (L-BFGS iterations may be 0: Adam only) and within the
     /// limits of [`SearchSettings`](crate::discovery::settings::SearchSettings) (named when exceeded).
-    pub fn validate(self) -> Result<Self, String> {
+    pub fn validate(self) -> Result<Self, FamilySettingsError> {
         use crate::discovery::limits::{MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS};
         if self.inducing == 0 || self.restarts == 0 {
-            return Err(format!(
-                "family fits need at least 1 inducing point and 1 restart (got M = {}, {} restarts)",
-                self.inducing, self.restarts
-            ));
+            return Err(FamilySettingsError::Empty {
+                inducing: self.inducing,
+                restarts: self.restarts,
+            });
         }
         for (name, value, limit) in [
             (
@@ -247,20 +247,40 @@ impl FamilyScoreSettings {
             ),
         ] {
             if value > limit {
-                return Err(format!("{name} must be at most {limit}, got {value}"));
+                return Err(FamilySettingsError::TooLarge { name, value, limit });
             }
         }
         if let Some(rule) = self.convergence {
             if rule.window == 0 || !(rule.gain >= 0.0 && rule.gain.is_finite()) {
-                return Err(format!(
-                    "the family fits' convergence rule needs a window of at least 1 iteration and \
-                     a finite gain ≥ 0 nats (got {} iterations, {} nats)",
-                    rule.window, rule.gain
-                ));
+                return Err(FamilySettingsError::Convergence {
+                    window: rule.window,
+                    gain: rule.gain,
+                });
             }
         }
         Ok(self)
     }
+}
+
+/// Why family-fit settings cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FamilySettingsError {
+    #[error(
+        "family fits need at least 1 inducing point and 1 restart (got M = {inducing}, \
+         {restarts} restarts)"
+    )]
+    Empty { inducing: usize, restarts: usize },
+    #[error("{name} must be at most {limit}, got {value}")]
+    TooLarge {
+        name: &'static str,
+        value: usize,
+        limit: usize,
+    },
+    #[error(
+        "the family fits' convergence rule needs a window of at least 1 iteration and a finite \
+         gain ≥ 0 nats (got {window} iterations, {gain} nats)"
+    )]
+    Convergence { window: usize, gain: f64 },
 }
 
 /// The fit settings of restart `restart` of a family fit: the standard start (GP-regression

@@ -8,7 +8,7 @@ pub mod fields;
 
 use crate::base::names;
 use crate::data::MIN_ROWS;
-use crate::discovery::exact::ExactSettings;
+use crate::discovery::exact::{ExactSettings, ExactSettingsError};
 use crate::discovery::knowledge::{Knowledge, KnowledgeError};
 use crate::discovery::thresholding::{greedy_dag, threshold_to_dag};
 use crate::graph::Dag;
@@ -528,8 +528,13 @@ pub enum SettingsError {
     #[error("final thresholds must be ≥ 0")]
     NegativeThreshold(&'static str),
     /// The exact search's settings (`exact`: limits, family fits, graph prior).
+    #[error(transparent)]
+    Exact(#[from] ExactSettingsError),
+    /// The exact search cannot run with these settings on this data and knowledge (e.g. a
+    /// variable's required parents exceed the parent limit). Text, because the message names the
+    /// data's variables, which only the session knows.
     #[error("{0}")]
-    Exact(String),
+    ExactOnData(String),
 }
 
 /// How a message names the phase of `key`.
@@ -554,7 +559,7 @@ impl SettingsError {
                 phase
             }
             SettingsError::PruneMargin(_) => "prune_margin",
-            SettingsError::Exact(_) => "exact",
+            SettingsError::Exact(_) | SettingsError::ExactOnData(_) => "exact",
         }
     }
 }

@@ -309,7 +309,7 @@ impl Session {
                     ExactError::Family(f) => f.named(dataset.names(), &knowledge),
                     other => other.to_string(),
                 };
-                SessionError::Settings(SettingsError::Exact(text))
+                SessionError::Settings(SettingsError::ExactOnData(text))
             })?;
         }
         let restarts = if settings.method.runs_cgp() {

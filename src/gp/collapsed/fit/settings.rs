@@ -2,6 +2,7 @@
 //! input's hyperparameters, and the fit's errors.
 
 use super::*;
+use crate::gp::linalg::JitterError;
 
 /// Φ⁻¹(p) for p in (0, 1): statrs's −√2 · erfc⁻¹(2p). Against Python's `NormalDist.inv_cdf`
 /// (AS241) on 1006 points it is within 1.4e-15; the Acklam approximation it replaced was within
@@ -157,6 +158,8 @@ pub enum FitError {
     InvalidData(String),
     #[error("invalid fit settings: {0}")]
     InvalidSettings(String),
+    #[error("invalid fit settings: {0}")]
+    Jitter(#[from] JitterError),
     #[error("invalid initial parameters: {0}")]
     InvalidInitial(String),
     /// Every attempt failed (factorisation or non-finite bound), up to the largest jitter.
@@ -182,7 +185,7 @@ pub(super) fn check_settings(s: &FitSettings) -> Result<(), FitError> {
     if s.inducing_points == 0 {
         return bad("at least one inducing point is needed".into());
     }
-    s.jitter.check().map_err(FitError::InvalidSettings)?;
+    s.jitter.check()?;
     let (lo, hi) = s.initial_precision;
     if !(lo > 0.0 && hi > lo && hi.is_finite()) {
         return bad(format!(
