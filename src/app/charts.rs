@@ -20,7 +20,7 @@
 //! estimated from the character count instead.
 //!
 //! The pure helpers (colour scale, tick choice, downsampling, label truncation, sizes and layout)
-//! live in `ui::chart_scale`, which uses no web-sys types so that its tests run natively.
+//! live in `page_model::chart_scale`, which uses no web-sys types so that its tests run natively.
 
 use crate::page_model::chart_scale as scale;
 

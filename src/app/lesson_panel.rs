@@ -1,4 +1,4 @@
-//! The guided lessons (`ui::lessons`, files under `lessons/`): the list of lessons
+//! The guided lessons (`page_model::lessons`, files under `lessons/`): the list of lessons
 //! (`lesson-list`) and the open lesson's current step (`lesson-step`) with its text, the button
 //! that carries out its action, its task, how its check stands on the page, Back and Next. When the
 //! result on screen has an exact posterior (five variables or fewer), the step shows it grouped by

@@ -2,7 +2,7 @@
 //!
 //! Owns the user interface. It never parses data or trains anything itself: files go to the Web
 //! Worker ([`worker_client`]) and the page renders the replies. The state and every change to it
-//! live in the native, tested `ui::page::PageModel`; [`AppState`] holds it, mirrors its fields in
+//! live in the native, tested `page_model::page::PageModel`; [`AppState`] holds it, mirrors its fields in
 //! signals for the components, and carries out what its transitions ask (requests, file reads).
 //! Panels get the shell as a prop; display components get only the signals they draw. A panic
 //! anywhere in the page is turned into a visible error message instead of a blank page; a worker

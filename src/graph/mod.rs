@@ -8,7 +8,7 @@
 //! Files, one job each: `digraph` (storage), `enumerate` (all DAGs on ≤ 5 nodes), `cpdag` (Markov
 //! equivalence), `dsep` (d-separation), `sid` (structural intervention distance), `metrics` (SHD,
 //! precision/recall/F1, edge classes), `export` (writers) and `import` (readers). The drawing
-//! geometry belongs to the page (`ui::graph_layout`).
+//! geometry belongs to the page (`page_model::graph_layout`).
 
 mod cpdag;
 mod digraph;

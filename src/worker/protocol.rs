@@ -53,7 +53,7 @@ pub enum ToWorker {
     /// reset would, so the run's switch to the CPU can be exercised. Sent only from the
     /// `#test-hooks` page.
     LoseGpu,
-    /// Simulate data from a drawn graph (`data::generate::simulate`); answered by
+    /// Simulate data from a drawn graph (`generate::simulate`); answered by
     /// [`FromWorker::Simulated`] (the page then loads it as a dropped file) or
     /// [`FromWorker::SimulationFailed`].
     Simulate {

@@ -1,6 +1,6 @@
 //! Every search setting a user sets by hand, declared once: its key, label, one-sentence help,
 //! whether the page keeps it among the advanced fields, and how it is written as text and read
-//! back into [`SearchSettings`]. The page's settings form (`ui::settings_form::FIELDS`) and the
+//! back into [`SearchSettings`]. The page's settings form (`page_model::settings_form::FIELDS`) and the
 //! command line's flags (`--key-with-dashes`, `occam discover` and `occam bench`) are both built
 //! from [`SETTING_FIELDS`], so a setting added here appears in both; tests on each side check
 //! that none is missing.
