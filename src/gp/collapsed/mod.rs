@@ -24,8 +24,8 @@ pub use bound::{
     collapsed_bound_with_grad_weighted, sgpr_bound, CollapsedGrad, CollapsedParams, DEFAULT_JITTER,
 };
 pub use fit::{
-    precision_scale, CollapsedFit, CollapsedModel, FitError, FitSettings, FitStart,
-    GpInitialisation, LatentStart, StageStats, MIN_START_SE_VARIANCE,
+    precision_scale, CollapsedFit, CollapsedModel, FitError, FitSettings, FitSettingsError,
+    FitStart, GpInitialisation, LatentStart, StageStats, MIN_START_SE_VARIANCE,
 };
 pub use noise::{linear_regression_evidence, root_noise_value, LinearEvidence};
 pub use predict::{CollapsedPredictor, LatentFunctionPrediction};

@@ -38,9 +38,9 @@ use layout::kernel_and_noise_store;
 pub(crate) use layout::CollapsedLayout;
 use settings::{check_settings, inverse_normal_cdf};
 pub use settings::{
-    precision_scale, FitError, FitSettings, GpInitialisation, LatentStart, MIN_START_SE_VARIANCE,
-    OFF_LATENT_LINEAR, OFF_LATENT_PRECISION, SHARED_LATENT_FRACTION, WARM_NEW_LINEAR,
-    WARM_NEW_PRECISION,
+    precision_scale, FitError, FitSettings, FitSettingsError, GpInitialisation, LatentStart,
+    MIN_START_SE_VARIANCE, OFF_LATENT_LINEAR, OFF_LATENT_PRECISION, SHARED_LATENT_FRACTION,
+    WARM_NEW_LINEAR, WARM_NEW_PRECISION,
 };
 
 use std::cell::RefCell;

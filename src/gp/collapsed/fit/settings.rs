@@ -157,9 +157,7 @@ pub enum FitError {
     #[error("invalid data for a collapsed model: {0}")]
     InvalidData(String),
     #[error("invalid fit settings: {0}")]
-    InvalidSettings(String),
-    #[error("invalid fit settings: {0}")]
-    Jitter(#[from] JitterError),
+    InvalidSettings(#[from] FitSettingsError),
     #[error("invalid initial parameters: {0}")]
     InvalidInitial(String),
     /// Every attempt failed (factorisation or non-finite bound), up to the largest jitter.
@@ -180,23 +178,32 @@ pub enum FitError {
     Interrupted,
 }
 
-pub(super) fn check_settings(s: &FitSettings) -> Result<(), FitError> {
-    let bad = |msg: String| Err(FitError::InvalidSettings(msg));
+/// Why fit settings cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FitSettingsError {
+    #[error("at least one inducing point is needed")]
+    NoInducingPoints,
+    #[error(transparent)]
+    Jitter(#[from] JitterError),
+    #[error("the initial precision range must satisfy 0 < lo < hi, got ({lo}, {hi})")]
+    PrecisionRange { lo: f64, hi: f64 },
+    #[error("the Adam learning rate must be positive, got {0}")]
+    LearningRate(f64),
+}
+
+/// Checks `s` before a fit: M ≥ 1, a usable jitter ladder, 0 < lo < hi < ∞ for the initial
+/// precisions and a positive, finite Adam learning rate.
+pub(super) fn check_settings(s: &FitSettings) -> Result<(), FitSettingsError> {
     if s.inducing_points == 0 {
-        return bad("at least one inducing point is needed".into());
+        return Err(FitSettingsError::NoInducingPoints);
     }
     s.jitter.check()?;
     let (lo, hi) = s.initial_precision;
     if !(lo > 0.0 && hi > lo && hi.is_finite()) {
-        return bad(format!(
-            "the initial precision range must satisfy 0 < lo < hi, got ({lo}, {hi})"
-        ));
+        return Err(FitSettingsError::PrecisionRange { lo, hi });
     }
     if !(s.adam_learning_rate > 0.0 && s.adam_learning_rate.is_finite()) {
-        return bad(format!(
-            "the Adam learning rate must be positive, got {}",
-            s.adam_learning_rate
-        ));
+        return Err(FitSettingsError::LearningRate(s.adam_learning_rate));
     }
     Ok(())
 }
