@@ -62,10 +62,11 @@ fn install_panic_hook() {
     }));
 }
 
-pub use crate::page_model::drawing::result_graph;
+pub use crate::page_model::drawing::{edge_weight, result_graph};
 pub use crate::page_model::page::{
-    edge_weight, BackendState, DataState, Explanation, RunState, SimulationState, Truth,
+    BackendState, DataState, Explanation, RunState, SimulationState,
 };
+pub use crate::page_model::Truth;
 
 /// Declares the [`PageModel`] fields the components read, each mirrored in a read-only signal of
 /// [`PageViews`] that [`AppState::update`] sets after a transition when (and only when) the

@@ -1,7 +1,7 @@
 //! What the graph view draws, computed from the page's state without the DOM: the result's edges
 //! classed against a ground truth when one is known, else the running restart's.
 
-use super::page::{edge_weight, Truth};
+use super::truth::Truth;
 use super::{compare_to_truth, parse_truth, TruthReport};
 use crate::engine::{RunResult, Snapshot};
 use crate::graph::{Digraph, EdgeKind};
@@ -70,4 +70,13 @@ pub fn drawing(
             .collect(),
         of_result: result.is_some(),
     }
+}
+
+/// The weight of the edge i → j in a cause × effect matrix (0 where the matrix has no entry).
+pub fn edge_weight(adjacency: &[Vec<f64>], i: usize, j: usize) -> f64 {
+    adjacency
+        .get(i)
+        .and_then(|row| row.get(j))
+        .copied()
+        .unwrap_or(0.0)
 }

@@ -28,4 +28,4 @@ pub use record::{read_record, MAX_RECORD_VARIABLES};
 pub use settings_form::{
     parse_settings, preset_values, set_field, values_for_preset, FieldSpec, FIELDS,
 };
-pub use truth::{compare_to_truth, parse_truth, TruthReport};
+pub use truth::{compare_to_truth, parse_truth, Truth, TruthReport};

@@ -10,6 +10,8 @@
 use crate::data::DatasetSummary;
 use crate::engine::{RunResult, Snapshot, Status};
 use crate::generate::SimulationSpec;
+use crate::page_model::drawing::edge_weight;
+use crate::page_model::truth::Truth;
 use crate::page_model::History;
 use crate::worker::protocol::{
     ComputeBackend, ErrorReport, FromWorker, ProblemReport, RunRequest, ToWorker,
@@ -126,14 +128,6 @@ pub enum SimulationState {
     Running,
     /// The worker could not simulate the drawing, and why.
     Failed(String),
-}
-
-/// A ground truth the user uploaded (or an example brought along).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Truth {
-    pub file_name: String,
-    /// The raw text, kept so it can be re-read against other column names.
-    pub text: String,
 }
 
 /// What the shell must do after a transition, in order.
@@ -791,15 +785,6 @@ impl PageModel {
             self.explanation = explanation;
         }
     }
-}
-
-/// The weight of the edge i → j in a cause × effect matrix (0 where the matrix has no entry).
-pub fn edge_weight(adjacency: &[Vec<f64>], i: usize, j: usize) -> f64 {
-    adjacency
-        .get(i)
-        .and_then(|row| row.get(j))
-        .copied()
-        .unwrap_or(0.0)
 }
 
 #[cfg(test)]

@@ -6,6 +6,14 @@ use crate::graph::{
     EdgeClass,
 };
 
+/// A ground truth the user uploaded (or an example brought along).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Truth {
+    pub file_name: String,
+    /// The raw text, kept so it can be re-read against other column names.
+    pub text: String,
+}
+
 /// The comparison of a predicted graph with a ground truth.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TruthReport {

@@ -548,3 +548,61 @@ fn the_watchdog_and_a_rejected_file() {
         ("idle", Some("unreadable"))
     );
 }
+
+/// What the graph view draws (`page_model::drawing`): a result's edges plain, then classed against
+/// a truth (a reversed edge and a missing one), only the variables shown, nothing before a result
+/// or snapshot, and a truth that does not read named by its file.
+#[test]
+fn the_drawing_classes_a_results_edges_against_the_truth() {
+    use crate::graph::EdgeKind;
+    use crate::page_model::drawing::{drawing, truth_report};
+    let result = result_of(&chain_csv(60));
+    let names = result.names.clone();
+    let kinds = |d: &crate::page_model::drawing::Drawing| -> Vec<(usize, usize, Option<EdgeKind>)> {
+        d.edges.iter().map(|&(i, j, _, k)| (i, j, k)).collect()
+    };
+
+    let plain = drawing(names.clone(), Some(&result), None, None);
+    assert!(plain.of_result);
+    assert_eq!(kinds(&plain), vec![(0, 1, None)]);
+    assert!(plain.edges[0].2 >= 0.0);
+
+    let truth = Truth {
+        file_name: "truth.csv".into(),
+        text: "From,To\nb,a\nb,c\n".into(),
+    };
+    let report = truth_report(&truth, &result).unwrap().unwrap();
+    let classed = kinds(&drawing(names.clone(), Some(&result), Some(&report), None));
+    assert_eq!(
+        classed
+            .iter()
+            .filter(|(_, _, k)| *k == Some(EdgeKind::Reversed))
+            .count(),
+        1,
+        "{classed:?}"
+    );
+    assert!(
+        classed.contains(&(1, 2, Some(EdgeKind::Missing))),
+        "{classed:?}"
+    );
+    assert!(classed.iter().all(|(_, _, k)| k.is_some()));
+
+    // Only the variables shown: the missing edge b → c leaves with c.
+    let two = kinds(&drawing(
+        names[..2].to_vec(),
+        Some(&result),
+        Some(&report),
+        None,
+    ));
+    assert!(two.iter().all(|&(i, j, _)| i < 2 && j < 2), "{two:?}");
+
+    let nothing = drawing(names.clone(), None, None, None);
+    assert!(!nothing.of_result && nothing.edges.is_empty());
+
+    let unreadable = Truth {
+        file_name: "odd.csv".into(),
+        text: "From,To\nx,y\n".into(),
+    };
+    let err = truth_report(&unreadable, &result).unwrap().unwrap_err();
+    assert!(err.starts_with("odd.csv: "), "{err}");
+}
