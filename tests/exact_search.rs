@@ -180,7 +180,7 @@ fn stepping_one_family_at_a_time_gives_the_same_answer_as_the_batch_run() {
             0,
             warm.as_ref(),
         );
-        run.cache_mut().insert(family, score);
+        run.cache_mut().insert(family, score.map_err(Into::into));
         run.advance().unwrap();
         steps += 1;
     }

@@ -8,9 +8,10 @@
 //! implementation of "the evidence of a family" that the exact search and the continuous search's
 //! graph evidence use too.
 
+use super::error::DiscoveryError;
 use super::family::{family_score, FamilyScore, FamilyScoreSettings};
 pub use crate::data::subsample::subsample_rows;
-use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
+use crate::gp::variable::{GpCdeVariable, LatentKind, StepError, VariableSettings};
 use nalgebra::DMatrix;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -130,7 +131,7 @@ pub fn fit_uncollapsed(
     slot: usize,
     fit: &UncollapsedFit,
     rng: &mut ChaCha8Rng,
-) -> Result<f64, String> {
+) -> Result<f64, StepError> {
     let n = data.nrows();
     let mask = vec![1.0; data.ncols()];
     let mut variable = GpCdeVariable::new(data, slot, &mask, &fit.variable, rng);
@@ -145,15 +146,13 @@ pub fn fit_uncollapsed(
         }
         let rows = &order[cursor..cursor + batch];
         cursor += batch;
-        let report = variable.step(data, rows, rng).map_err(|e| e.to_string())?;
+        let report = variable.step(data, rows, rng)?;
         history.push(report.terms.elbo / n as f64);
         if converged(&history, fit.window, fit.tolerance) {
             break;
         }
     }
-    variable
-        .full_bound(data, fit.eval_samples, 1000, rng)
-        .map_err(|e| e.to_string())
+    variable.full_bound(data, fit.eval_samples, 1000, rng)
 }
 
 /// True when the mean of the last `window` values exceeds the mean of the window before it by less
@@ -169,10 +168,10 @@ fn converged(history: &[f64], window: usize, tolerance: f64) -> bool {
 
 /// Best bound over `restarts` fits of one component; restart r is seeded with `seed + r` so every
 /// component's restarts are reproducible on their own.
-pub fn best_of(
+pub fn best_of<E>(
     restarts: usize,
     seed: u64,
-    mut fit_once: impl FnMut(&mut ChaCha8Rng) -> Result<f64, String>,
+    mut fit_once: impl FnMut(&mut ChaCha8Rng) -> Result<f64, E>,
 ) -> ComponentFit {
     let mut best: Option<f64> = None;
     let mut failed = 0;
@@ -197,7 +196,7 @@ pub fn direction_evidence(
     y: &[f64],
     restarts: usize,
     seed: u64,
-    fit_component: impl Fn(&DMatrix<f64>, usize, &mut ChaCha8Rng) -> Result<f64, String>,
+    fit_component: impl Fn(&DMatrix<f64>, usize, &mut ChaCha8Rng) -> Result<f64, StepError>,
 ) -> DirectionEvidence {
     let n = x.len();
     let column = |v: &[f64]| DMatrix::from_column_slice(n, 1, v);
@@ -270,13 +269,12 @@ pub fn pair_evidence(
     y: &[f64],
     test: &PairTest,
     seed: u64,
-) -> Result<DirectionEvidence, String> {
+) -> Result<DirectionEvidence, DiscoveryError> {
     if x.len() != y.len() || x.len() < 2 {
-        return Err(format!(
-            "a pair needs two columns of the same length, at least 2 (got {} and {})",
-            x.len(),
-            y.len()
-        ));
+        return Err(DiscoveryError::PairShape {
+            x: x.len(),
+            y: y.len(),
+        });
     }
     let collapsed = test
         .collapsed
@@ -289,7 +287,7 @@ pub fn pair_evidence(
     match (collapsed, uncollapsed) {
         (Some(c), Some(u)) => Ok(c.best_with(&u)),
         (Some(e), None) | (None, Some(e)) => Ok(e),
-        (None, None) => Err("the pair test names no bound to score with".into()),
+        (None, None) => Err(DiscoveryError::PairTestEmpty),
     }
 }
 
@@ -316,7 +314,7 @@ mod tests {
             calls += 1;
             match calls {
                 1 => Ok(-5.0),
-                2 => Err("no".into()),
+                2 => Err(()),
                 3 => Ok(f64::NAN),
                 _ => Ok(-2.0),
             }

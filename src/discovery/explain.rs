@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::family::{family_fit, FamilyKey, FamilyScore, FamilyScoreSettings};
 use super::jobs::{Job, Outcome};
+use crate::discovery::error::DiscoveryError;
 use crate::gp::collapsed::CollapsedPredictor;
 use crate::graph::Dag;
 
@@ -51,7 +52,7 @@ pub enum ExplainError {
     Family {
         child: usize,
         parents: Vec<usize>,
-        reason: String,
+        reason: DiscoveryError,
     },
     /// The fitted model could not predict (a factorisation failed).
     #[error("the fitted model could not predict: {0}")]
@@ -658,17 +659,17 @@ pub fn fitted_conditional(
             "a curve needs at least 2 rows, got {n}"
         )));
     }
-    let family_error = |reason: String| ExplainError::Family {
+    let family_error = |reason: DiscoveryError| ExplainError::Family {
         child,
         parents: parents.clone(),
         reason,
     };
-    let fitted = family_fit(data, child, &parents, &settings, seed, None).map_err(family_error)?;
+    let fitted = family_fit(data, child, &parents, &settings, seed, None)
+        .map_err(|e| family_error(e.into()))?;
     let Some(best) = fitted.best else {
-        return Err(family_error(format!(
-            "all {} fits failed",
-            fitted.score.fits_failed
-        )));
+        return Err(family_error(DiscoveryError::AllFitsFailed {
+            fits: fitted.score.fits_failed,
+        }));
     };
     let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
     let y = DVector::from_fn(n, |r, _| data[(r, child)]);

@@ -18,6 +18,7 @@
 pub mod bivariate;
 pub mod cgp;
 pub mod continuous;
+pub mod error;
 pub mod exact;
 pub mod explain;
 pub mod family;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
+use crate::discovery::error::DiscoveryError;
 use crate::discovery::exact::{
     CacheKey, ExactError, ExactOutcome, ExactRun, ExactSettings, ExactStage as Stage, ScoreCache,
 };
@@ -219,10 +220,10 @@ impl ExactSearch {
                     if count >= MAX_LOSSES {
                         self.run.cache_mut().insert(
                             key,
-                            Err(format!(
-                                "the fit's outcome was lost {count} times (last came back as {})",
-                                other.kind()
-                            )),
+                            Err(DiscoveryError::OutcomeLost {
+                                times: count,
+                                got: other.kind().into(),
+                            }),
                         );
                     }
                 }
@@ -487,7 +488,11 @@ mod tests {
         let first = search.next_batch(1);
         assert_eq!(first.len(), 1);
         let key = first[0].clone();
-        let lost = || vec![Outcome::Value(Err("the backend gave no outcome".into()))];
+        let lost = || {
+            vec![Outcome::Value(Err(DiscoveryError::NotRun(
+                crate::discovery::error::NotRun::NoOutcome,
+            )))]
+        };
         for _ in 1..MAX_LOSSES {
             search.apply(vec![key.clone()], lost(), 0.1, 1);
             assert!(search.cache().get(&key).is_none(), "a loss is not a score");
@@ -495,7 +500,7 @@ mod tests {
             assert_eq!(search.progress().families_fitted, 0);
         }
         search.apply(vec![key.clone()], lost(), 0.1, 1);
-        assert!(matches!(search.cache().get(&key), Some(Err(e)) if e.contains("lost")));
+        assert!(matches!(search.cache().get(&key), Some(Err(e)) if e.to_string().contains("lost")));
         assert_ne!(search.next_batch(1), vec![key.clone()]);
         // A score is kept as it comes.
         let next = search.next_batch(1);

@@ -114,12 +114,12 @@ impl JitterPolicy {
 }
 
 /// Why a jitter ladder cannot be used.
-#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error, Serialize, Deserialize)]
 pub enum JitterError {
     #[error("the initial jitter must be positive and finite, got {0}")]
-    Initial(f64),
+    Initial(#[serde(with = "crate::base::float_text")] f64),
     #[error("the jitter must grow by a finite factor above 1, got {0}")]
-    Factor(f64),
+    Factor(#[serde(with = "crate::base::float_text")] f64),
     #[error("at least one jitter attempt is needed")]
     NoAttempts,
 }

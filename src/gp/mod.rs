@@ -14,6 +14,7 @@ pub const NOISE_VARIANCE_FLOOR: f64 = 1e-6;
 
 pub mod adam;
 pub mod collapsed;
+pub mod device;
 pub mod encoder;
 pub mod kernel;
 pub(crate) mod lane_math;

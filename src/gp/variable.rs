@@ -6,6 +6,7 @@
 //! moments, the backend evaluates the bound, [`GpCdeVariable::apply`] updates the parameters.
 
 use super::adam::{Adam, AdamSettings, HeldAdamStep};
+use super::device::DeviceError;
 use super::encoder::{Encoder, EncoderTape, FreeLatents};
 use super::kernel::Kernel;
 use super::kernel::KernelGrad;
@@ -213,15 +214,15 @@ pub struct StepReport {
 }
 
 /// Why a step was not applied.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum StepError {
     #[error("the bound could not be evaluated: {0}")]
     Cholesky(#[from] super::linalg::CholeskyError),
     #[error("the bound or its gradient is not finite (bound {0})")]
-    NonFinite(f64),
+    NonFinite(#[serde(with = "crate::base::float_text")] f64),
     /// The device computing the bound's heavy half (the GPU) failed.
     #[error("the device computing the bound failed: {0}")]
-    Device(String),
+    Device(DeviceError),
 }
 
 impl Prepared {
@@ -746,10 +747,10 @@ impl GpCdeVariable {
             stepped.second.len(),
         ] != [count; 3]
         {
-            return Err(StepError::Device(format!(
-                "the device stepped {} hyperparameters, the variable has {count}",
-                stepped.values.len()
-            )));
+            return Err(StepError::Device(DeviceError::StepCount {
+                stepped: stepped.values.len(),
+                held: count,
+            }));
         }
         // The state evaluated first (it holds the hyperparameters before the step), then the
         // step.

@@ -305,7 +305,9 @@ fn evaluate_one(args: &PairsArgs, k: usize, truth: &PairTruth) -> Outcome {
                     seed,
                 };
                 match job.run(&DMatrix::zeros(0, 0)) {
-                    JobOutcome::Pair { evidence, seconds } => (x.len(), total, evidence, seconds),
+                    JobOutcome::Pair { evidence, seconds } => {
+                        (x.len(), total, evidence.map_err(|e| e.to_string()), seconds)
+                    }
                     other => (
                         x.len(),
                         total,

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use occam::discovery::error::DiscoveryError;
 use occam::discovery::exact::{CacheKey, ScoreCache};
 use occam::discovery::family::{FamilyKey, FamilyScore};
 use serde::{Deserialize, Serialize};
@@ -39,7 +40,7 @@ struct JournalHead {
 #[derive(Serialize, Deserialize)]
 struct JournalLine {
     family: FamilyKey,
-    score: Result<FamilyScore, String>,
+    score: Result<FamilyScore, DiscoveryError>,
 }
 
 /// What was read: the scores for this key (cache file and journal together, or None when there
@@ -95,7 +96,7 @@ fn read_text(path: &Path) -> Result<String, CliError> {
 }
 
 /// A family with its score, as a journal line holds them.
-type Scored = (FamilyKey, Result<FamilyScore, String>);
+type Scored = (FamilyKey, Result<FamilyScore, DiscoveryError>);
 
 /// The scores of a journal's text for `key`, and a note when some were not used.
 fn parse_journal(text: &str, key: &CacheKey) -> (Vec<Scored>, Option<String>) {

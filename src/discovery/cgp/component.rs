@@ -20,6 +20,7 @@ use crate::gp::collapsed::{
     collapsed_bound_with_grad_on, CollapsedError, CollapsedModel, CollapsedParams, FitError,
     FitSettings, Psi2Device,
 };
+use crate::gp::device::DeviceError;
 use crate::gp::kernel::Kernel;
 use crate::gp::lbfgs::{minimize, LbfgsSettings};
 
@@ -339,7 +340,7 @@ impl Component {
         device: Option<&dyn Psi2Device>,
     ) -> Result<f64, CollapsedError> {
         let (x, y) = self.columns(data)?;
-        let device_failure = std::cell::RefCell::new(None::<String>);
+        let device_failure = std::cell::RefCell::new(None::<DeviceError>);
         let negated = |raw: &[f64]| -> Result<(f64, Vec<f64>), std::convert::Infallible> {
             let mut probe = self.clone();
             probe.raw.copy_from_slice(raw);

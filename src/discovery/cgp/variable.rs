@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::component::{Component, LatentRecord, PRIOR_RATE};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
+use crate::gp::device::DeviceError;
 use crate::gp::linalg::CholeskyError;
 use crate::gp::svgp::{bound_and_gradient, HeldOutput, SvgpInput, SvgpOutput};
 use crate::gp::variable::{GpCdeVariable, HeldWeights, Prepared, ResidentState, StepError};
@@ -196,10 +197,10 @@ pub enum EvaluationError {
     Cholesky(#[from] CholeskyError),
     /// The (estimated) bound or its gradient is not finite.
     #[error("the bound or its gradient is not finite (bound {0})")]
-    NonFinite(f64),
+    NonFinite(#[serde(with = "crate::base::float_text")] f64),
     /// The device computing the bound's heavy half (the GPU) failed or could not be asked.
     #[error("the device computing the bound failed: {0}")]
-    Device(String),
+    Device(DeviceError),
     /// An evaluation of one bound handed to a variable of the other, or a job of another kind
     /// where an evaluation was expected: a driver's mistake, reported rather than panicked on.
     #[error("{0}")]

@@ -26,6 +26,7 @@ use crate::discovery::cgp::component::PRIOR_RATE;
 use crate::discovery::cgp::variable::{
     BoundKind, Checkpoint, Evaluation, EvaluationError, Variable,
 };
+use crate::discovery::error::DiscoveryError;
 use crate::discovery::jobs::VariableStart;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
@@ -502,7 +503,7 @@ impl Restart {
         problem: &Problem,
         state: PruneState,
     ) {
-        let values: Result<Vec<f64>, String> =
+        let values: Result<Vec<f64>, DiscoveryError> =
             outcomes.into_iter().map(Outcome::into_value).collect();
         let values = match values {
             Ok(v) if v.len() == self.components.len() => v,

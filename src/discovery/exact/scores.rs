@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::discovery::error::DiscoveryError;
 use crate::discovery::family::{FamilyKey, FamilyScore, FamilyScoreSettings, FitWork};
 
 /// The version of the family-score code a cache was written by. Raise it whenever a change to
@@ -73,7 +74,7 @@ pub enum CacheRefusal {
 pub struct ScoreCache {
     pub key: CacheKey,
     /// (child, sorted parents) → score; failures are kept too so they are not retried blindly.
-    entries: BTreeMap<String, (FamilyKey, Result<FamilyScore, String>)>,
+    entries: BTreeMap<String, (FamilyKey, Result<FamilyScore, DiscoveryError>)>,
 }
 
 fn entry_name(key: &FamilyKey) -> String {
@@ -90,11 +91,11 @@ impl ScoreCache {
     }
 
     /// The stored score of a family, if any.
-    pub fn get(&self, family: &FamilyKey) -> Option<&Result<FamilyScore, String>> {
+    pub fn get(&self, family: &FamilyKey) -> Option<&Result<FamilyScore, DiscoveryError>> {
         self.entries.get(&entry_name(family)).map(|(_, v)| v)
     }
 
-    pub fn insert(&mut self, family: FamilyKey, value: Result<FamilyScore, String>) {
+    pub fn insert(&mut self, family: FamilyKey, value: Result<FamilyScore, DiscoveryError>) {
         self.entries.insert(entry_name(&family), (family, value));
     }
 
@@ -103,7 +104,9 @@ impl ScoreCache {
     }
 
     /// Every family held with its score, in a fixed order.
-    pub fn entries(&self) -> impl Iterator<Item = (&FamilyKey, &Result<FamilyScore, String>)> {
+    pub fn entries(
+        &self,
+    ) -> impl Iterator<Item = (&FamilyKey, &Result<FamilyScore, DiscoveryError>)> {
         self.entries.values().map(|(k, v)| (k, v))
     }
 

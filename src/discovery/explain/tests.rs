@@ -1,4 +1,5 @@
 use super::*;
+use crate::gp::collapsed::FitError;
 
 #[test]
 fn gauss_hermite_integrates_normal_moments() {
@@ -229,7 +230,7 @@ fn assembly_applies_the_formulas_to_the_family_values() {
         Err(ExplainError::Outcomes(_))
     ));
     let mut failed = outcomes.clone();
-    failed[0] = Outcome::Family(Err("no rows".into()));
+    failed[0] = Outcome::Family(Err(FitError::InvalidData("no rows".into()).into()));
     assert!(matches!(
         plan.assemble(&failed),
         Err(ExplainError::Family { .. })

@@ -23,36 +23,38 @@ pub fn families(d: usize, edges: &[(usize, usize)]) -> Vec<FamilyKey> {
 pub struct FamilyCache {
     /// Written as a list of (family, value) pairs: JSON map keys must be strings.
     #[serde(with = "family_pairs")]
-    pub(super) values: BTreeMap<FamilyKey, Result<f64, String>>,
+    pub(super) values: BTreeMap<FamilyKey, Result<f64, DiscoveryError>>,
 }
 
 /// A map keyed by families, (de)serialised as a list of pairs.
 mod family_pairs {
-    use super::FamilyKey;
+    use super::{DiscoveryError, FamilyKey};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use std::collections::BTreeMap;
 
-    type Map = BTreeMap<FamilyKey, Result<f64, String>>;
+    type Map = BTreeMap<FamilyKey, Result<f64, DiscoveryError>>;
 
     pub fn serialize<S: Serializer>(map: &Map, s: S) -> Result<S::Ok, S::Error> {
         map.iter().collect::<Vec<_>>().serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Map, D::Error> {
-        Ok(Vec::<(FamilyKey, Result<f64, String>)>::deserialize(d)?
-            .into_iter()
-            .collect())
+        Ok(
+            Vec::<(FamilyKey, Result<f64, DiscoveryError>)>::deserialize(d)?
+                .into_iter()
+                .collect(),
+        )
     }
 }
 
 impl FamilyCache {
     /// The stored value of a family, if computed.
-    pub fn get(&self, key: &FamilyKey) -> Option<&Result<f64, String>> {
+    pub fn get(&self, key: &FamilyKey) -> Option<&Result<f64, DiscoveryError>> {
         self.values.get(key)
     }
 
     /// Stores a family's value.
-    pub fn insert(&mut self, key: FamilyKey, value: Result<f64, String>) {
+    pub fn insert(&mut self, key: FamilyKey, value: Result<f64, DiscoveryError>) {
         self.values.insert(key, value);
     }
 
@@ -72,7 +74,7 @@ impl FamilyCache {
         &self,
         d: usize,
         edges: &[(usize, usize)],
-    ) -> Option<Result<f64, String>> {
+    ) -> Option<Result<f64, DiscoveryError>> {
         let mut total = 0.0;
         for key in families(d, edges) {
             match self.values.get(&key)? {

@@ -28,9 +28,10 @@ use std::collections::BTreeMap;
 use nalgebra::{DMatrix, DVector};
 use serde::{Deserialize, Serialize};
 
+use crate::discovery::error::DiscoveryError;
 use crate::gp::collapsed::{
-    AwaitedPsi2, CollapsedFit, CollapsedModel, CollapsedParams, FitSettings, GpInitialisation,
-    LatentStart, Psi2Device, StageStats, MIN_START_SE_VARIANCE,
+    AwaitedPsi2, CollapsedFit, CollapsedModel, CollapsedParams, FitError, FitSettings,
+    GpInitialisation, LatentStart, Psi2Device, StageStats, MIN_START_SE_VARIANCE,
 };
 use crate::gp::lbfgs::{LbfgsSettings, StallRule, StopReason};
 use crate::gp::ready::ready;
@@ -88,7 +89,7 @@ pub fn family_score(
     settings: &FamilyScoreSettings,
     seed: u64,
     warm: Option<&WarmStart>,
-) -> Result<FamilyScore, String> {
+) -> Result<FamilyScore, FitError> {
     family_fit(data, child, parents, settings, seed, warm).map(|f| f.score)
 }
 
@@ -101,7 +102,7 @@ pub fn family_score_on(
     seed: u64,
     warm: Option<&WarmStart>,
     device: Option<&dyn Psi2Device>,
-) -> Result<FamilyScore, String> {
+) -> Result<FamilyScore, FitError> {
     family_fit_on(data, child, parents, settings, seed, warm, device).map(|f| f.score)
 }
 
@@ -116,7 +117,7 @@ pub fn family_fit(
     settings: &FamilyScoreSettings,
     seed: u64,
     warm: Option<&WarmStart>,
-) -> Result<FamilyFit, String> {
+) -> Result<FamilyFit, FitError> {
     family_fit_on(data, child, parents, settings, seed, warm, None)
 }
 
@@ -130,7 +131,7 @@ pub fn family_fit_on(
     seed: u64,
     warm: Option<&WarmStart>,
     device: Option<&dyn Psi2Device>,
-) -> Result<FamilyFit, String> {
+) -> Result<FamilyFit, FitError> {
     let family = Family {
         data,
         child,
@@ -153,7 +154,7 @@ pub async fn family_fit_awaiting(
     seed: u64,
     warm: Option<&WarmStart>,
     device: &dyn AwaitedPsi2,
-) -> Result<FamilyFit, String> {
+) -> Result<FamilyFit, FitError> {
     let family = Family {
         data,
         child,
@@ -182,7 +183,7 @@ async fn family_fit_with(
     family: Family<'_>,
     device: Option<&dyn Psi2Device>,
     awaited: Option<&dyn AwaitedPsi2>,
-) -> Result<FamilyFit, String> {
+) -> Result<FamilyFit, FitError> {
     let Family {
         data,
         child,
@@ -195,7 +196,7 @@ async fn family_fit_with(
     let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
     let y = DVector::from_fn(n, |r, _| data[(r, child)]);
     let floor = resolution_noise_floor(y.as_slice(), NOISE_VARIANCE_FLOOR);
-    let model = CollapsedModel::with_noise_floor(x, y, floor).map_err(|e| e.to_string())?;
+    let model = CollapsedModel::with_noise_floor(x, y, floor)?;
     let computed_on = if device.is_some() || awaited.is_some() {
         ComputedOn::Gpu
     } else {
@@ -225,9 +226,9 @@ async fn family_fit_with(
         (FamilyFitScheme::Warm { cold }, Some(_)) => cold.restarts().to_vec(),
         _ => (0..settings.restarts.max(1)).collect(),
     };
-    let usable = |f: &Result<CollapsedFit, String>| matches!(f, Ok(f) if f.bound.is_finite());
+    let usable = |f: &Result<CollapsedFit, FitError>| matches!(f, Ok(f) if f.bound.is_finite());
     let mut records = Vec::new();
-    let mut outcomes: Vec<Result<CollapsedFit, String>> = Vec::with_capacity(cold.len() + 1);
+    let mut outcomes: Vec<Result<CollapsedFit, FitError>> = Vec::with_capacity(cold.len() + 1);
     for &restart in &cold {
         let fitted = cold_fit(
             &model,
@@ -242,8 +243,7 @@ async fn family_fit_with(
     if let Some(params) = warm_params {
         let fitted = model
             .fit_from_awaiting(params, &family_fit_settings(settings, 0), awaited)
-            .await
-            .map_err(|e| e.to_string());
+            .await;
         records.push(FitRecord::of(FitRole::Warm, None, &fitted));
         outcomes.push(fitted);
         // A warm fit that failed with no cold fit beside it would leave the family at its
@@ -299,15 +299,12 @@ async fn cold_fit(
     restart: usize,
     awaited: Option<&dyn AwaitedPsi2>,
     records: &mut Vec<FitRecord>,
-) -> Result<CollapsedFit, String> {
+) -> Result<CollapsedFit, FitError> {
     let mut rng = ChaCha8Rng::seed_from_u64(family_seed.wrapping_add(restart as u64));
     let fit_settings = family_fit_settings(settings, restart);
     match settings.scheme {
         FamilyFitScheme::Independent | FamilyFitScheme::Warm { .. } => {
-            let fitted = model
-                .fit_awaiting(&fit_settings, &mut rng, awaited)
-                .await
-                .map_err(|e| e.to_string());
+            let fitted = model.fit_awaiting(&fit_settings, &mut rng, awaited).await;
             records.push(FitRecord::of(
                 FitRole::Full,
                 Some(fit_settings.latent_start),
@@ -332,15 +329,14 @@ async fn raced_fit(
     rng: &mut ChaCha8Rng,
     awaited: Option<&dyn AwaitedPsi2>,
     records: &mut Vec<FitRecord>,
-) -> Result<CollapsedFit, String> {
+) -> Result<CollapsedFit, FitError> {
     let start = model.start(settings, rng);
     let off = (model.parents() > 0 && start.gp_initialised && probe > 0)
         .then(|| model.with_latent_off(&start.params));
     let Some(off) = off else {
         let mut fitted = model
             .fit_from_awaiting(start.params, settings, awaited)
-            .await
-            .map_err(|e| e.to_string());
+            .await;
         if let Ok(f) = fitted.as_mut() {
             f.start = start.stats;
             f.gp_initialised = start.gp_initialised;
@@ -364,10 +360,7 @@ async fn raced_fit(
         (LatentStart::Residual, start.params),
         (LatentStart::Off, off),
     ] {
-        let mut fitted = model
-            .fit_from_awaiting(params, &probing, awaited)
-            .await
-            .map_err(|e| e.to_string());
+        let mut fitted = model.fit_from_awaiting(params, &probing, awaited).await;
         if let Ok(f) = fitted.as_mut() {
             f.gp_initialised = true;
             if latent == LatentStart::Residual {
@@ -399,8 +392,7 @@ async fn raced_fit(
     };
     let continued = model
         .fit_from_awaiting(leader.params.clone(), &rest, awaited)
-        .await
-        .map_err(|e| e.to_string());
+        .await;
     records.push(FitRecord::of(FitRole::Continued, Some(latent), &continued));
     // A continuation that fails or ends lower leaves the probe's fit standing.
     Ok(match continued {
@@ -416,7 +408,7 @@ pub fn family_evidence(
     parents: &[usize],
     inducing: usize,
     seed: u64,
-) -> Result<f64, String> {
+) -> Result<f64, FitError> {
     family_score(
         data,
         child,

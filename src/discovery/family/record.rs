@@ -28,7 +28,7 @@ pub struct FitRecord {
     /// Which start this fit used (None for a warm start, which continues its subset's fit).
     pub latent_start: Option<LatentStart>,
     /// The bound reached, or why the fit failed.
-    pub bound: Result<f64, String>,
+    pub bound: Result<f64, FitError>,
     /// The GP-regression start's L-BFGS run (a conditional's), when it ran.
     pub start: Option<StageStats>,
     /// Adam steps taken (Adam stops as soon as F beats the noise model).
@@ -48,7 +48,7 @@ impl FitRecord {
     pub(super) fn of(
         role: FitRole,
         latent_start: Option<LatentStart>,
-        fit: &Result<CollapsedFit, String>,
+        fit: &Result<CollapsedFit, FitError>,
     ) -> Self {
         match fit {
             Ok(f) => {

@@ -138,7 +138,7 @@ fn graph_evidence_prefers_the_true_parent_and_is_reproducible() {
         for key in families(3, edges) {
             if cache.get(&key).is_none() {
                 let v = family_evidence(&data, key.0, &key.1, 10, 9);
-                cache.insert(key, v);
+                cache.insert(key, v.map_err(DiscoveryError::from));
             }
         }
     }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::bivariate::{pair_evidence, DirectionEvidence, PairTest};
 use super::cgp::component::Component;
 use super::cgp::{Evaluation, EvaluationError, Variable};
+use super::error::DiscoveryError;
 use super::family::{
     family_fit_awaiting, family_score_on, FamilyScore, FamilyScoreSettings, WarmStart,
 };
@@ -100,19 +101,19 @@ pub enum Outcome {
     Evaluation(Result<Evaluation, EvaluationError>),
     /// The started variable and the random stream after it (a restart draws on from there).
     Started {
-        variable: Result<Variable, String>,
+        variable: Result<Variable, DiscoveryError>,
         rng: Box<ChaCha8Rng>,
     },
     /// The refitted variable and its objective (the variable as given when the fit failed).
     Refined {
         component: Box<Component>,
-        objective: Result<f64, String>,
+        objective: Result<f64, DiscoveryError>,
     },
-    Value(Result<f64, String>),
-    Family(Result<FamilyScore, String>),
+    Value(Result<f64, DiscoveryError>),
+    Family(Result<FamilyScore, DiscoveryError>),
     /// A pair's evidence, with the seconds its fits took (for the record, never for a decision).
     Pair {
-        evidence: Result<DirectionEvidence, String>,
+        evidence: Result<DirectionEvidence, DiscoveryError>,
         seconds: f64,
     },
 }
@@ -148,7 +149,7 @@ impl Job<'_> {
                     refine(data, component, *without, *jitter, *iterations, device);
                 Outcome::Refined {
                     component: Box::new(fitted),
-                    objective: objective.map_err(|e| e.to_string()),
+                    objective: objective.map_err(DiscoveryError::from),
                 }
             }
             Job::FinalBound {
@@ -158,7 +159,7 @@ impl Job<'_> {
             } => Outcome::Value(
                 variable
                     .final_bound(data, *evaluated, *seed)
-                    .map_err(|e| e.to_string()),
+                    .map_err(DiscoveryError::from),
             ),
             Job::Family {
                 child,
@@ -176,6 +177,7 @@ impl Job<'_> {
                     warm.as_deref(),
                     device,
                 )
+                .map_err(DiscoveryError::from)
             })),
             Job::Pair { x, y, test, seed } => {
                 let started = crate::base::clock::now_seconds();
@@ -217,7 +219,8 @@ impl Job<'_> {
                 device,
             )
             .await
-            .map(|fit| fit.score),
+            .map(|fit| fit.score)
+            .map_err(DiscoveryError::from),
             Err(e) => Err(e),
         };
         Some(Outcome::Family(score))
@@ -290,12 +293,15 @@ impl Job<'_> {
 
 impl Outcome {
     /// The value of a [`Outcome::Value`] or an evaluation's bound; an error for any other kind.
-    pub fn into_value(self) -> Result<f64, String> {
+    pub fn into_value(self) -> Result<f64, DiscoveryError> {
         match self {
             Outcome::Value(v) => v,
-            Outcome::Evaluation(e) => e.map(|e| e.value()).map_err(|e| e.to_string()),
+            Outcome::Evaluation(e) => e.map(|e| e.value()).map_err(DiscoveryError::from),
             Outcome::Family(f) => f.map(|f| f.value),
-            other => Err(format!("expected a value, got {}", other.kind())),
+            other => Err(DiscoveryError::OutcomeKind {
+                expected: "a value".into(),
+                got: other.kind().into(),
+            }),
         }
     }
 
@@ -313,15 +319,20 @@ impl Outcome {
 }
 
 /// Whether family `child | parents` names distinct columns of `data`.
-fn check_family(data: &DMatrix<f64>, child: usize, parents: &[usize]) -> Result<(), String> {
+fn check_family(
+    data: &DMatrix<f64>,
+    child: usize,
+    parents: &[usize],
+) -> Result<(), DiscoveryError> {
     let valid = child < data.ncols() && parents.iter().all(|&j| j < data.ncols() && j != child);
     if valid {
         Ok(())
     } else {
-        Err(format!(
-            "family {child} | {parents:?} does not fit data with {} columns",
-            data.ncols()
-        ))
+        Err(DiscoveryError::FamilyOutsideData {
+            child,
+            parents: parents.to_vec(),
+            columns: data.ncols(),
+        })
     }
 }
 
@@ -483,6 +494,7 @@ mod tests {
             .run(&data)
             .into_value()
             .unwrap_err()
+            .to_string()
             .contains("3 columns"));
         let pair = Job::Pair {
             x: Cow::Owned(vec![0.0, 1.0, 2.0]),
@@ -497,11 +509,11 @@ mod tests {
         let Outcome::Pair { evidence, .. } = pair.run(&data) else {
             panic!("a pair outcome")
         };
-        assert!(evidence.unwrap_err().contains("same length"));
+        assert!(evidence.unwrap_err().to_string().contains("same length"));
         let Outcome::Started { variable, .. } = start_job(1, vec![1], 30, 0).run(&data) else {
             panic!("a started outcome")
         };
-        assert!(variable.unwrap_err().contains("does not fit"));
+        assert!(variable.unwrap_err().to_string().contains("does not fit"));
         // A variable fitted to other rows refuses to be evaluated on these.
         let other = self::data(20);
         let fitted = start_job(1, vec![0], 20, 0).run(&other);
@@ -518,6 +530,10 @@ mod tests {
             seed: 0,
         }
         .run(&data);
-        assert!(evaluated.into_value().unwrap_err().contains("20 rows"));
+        assert!(evaluated
+            .into_value()
+            .unwrap_err()
+            .to_string()
+            .contains("20 rows"));
     }
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::discovery::cgp::component::Component;
 use crate::discovery::cgp::variable::{BoundKind, UncollapsedComponent, Variable};
 use crate::discovery::cgp::RowWeight;
+use crate::discovery::error::DiscoveryError;
 use crate::discovery::settings::CheckedSettings;
 use crate::gp::adam::AdamSettings;
 use crate::gp::collapsed::{precision_scale, FitSettings, GpInitialisation, MIN_START_SE_VARIANCE};
@@ -34,13 +35,19 @@ pub struct VariableStart {
 impl VariableStart {
     /// Builds variable `child` on `data` (the rows used, N × D, standardised), drawing its random
     /// choices from `rng`.
-    pub fn build(&self, data: &DMatrix<f64>, rng: &mut impl Rng) -> Result<Variable, String> {
+    pub fn build(
+        &self,
+        data: &DMatrix<f64>,
+        rng: &mut impl Rng,
+    ) -> Result<Variable, DiscoveryError> {
         let d = data.ncols();
         let (i, parents, s) = (self.child, &self.parents, &self.settings);
         if i >= d || parents.iter().any(|&j| j >= d || j == i) {
-            return Err(format!(
-                "variable {i} with parents {parents:?} does not fit data with {d} columns"
-            ));
+            return Err(DiscoveryError::VariableOutsideData {
+                child: i,
+                parents: parents.clone(),
+                columns: d,
+            });
         }
         // The kernel's inputs: the candidate parents and w.
         let start_scale = if s.collapsed.scale_start_precisions {
@@ -72,7 +79,7 @@ impl VariableStart {
             BoundKind::Collapsed => {
                 Component::new(data, i, parents, &init, self.noise_floor, rows, adam, rng)
                     .map(|c| Variable::Collapsed(Box::new(c)))
-                    .map_err(|e| e.to_string())
+                    .map_err(DiscoveryError::from)
             }
             BoundKind::Uncollapsed => {
                 let mask: Vec<f64> = (0..d)

@@ -2,6 +2,7 @@
 //! finished, abandoned at a stop.
 
 use super::*;
+use crate::discovery::error::{DiscoveryError, NotRun};
 
 impl Session {
     /// Works for about `budget_seconds` (at least one unit of work, unless a stop was requested),
@@ -252,9 +253,9 @@ impl Session {
         };
         outcomes.truncate(expected);
         while outcomes.len() < expected {
-            outcomes.push(Outcome::Value(Err(
-                "the backend gave no outcome for this job".into(),
-            )));
+            outcomes.push(Outcome::Value(Err(DiscoveryError::NotRun(
+                NotRun::NoOutcome,
+            ))));
         }
         let seconds = now_seconds() - started;
         self.elapsed += seconds;

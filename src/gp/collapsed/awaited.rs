@@ -19,6 +19,7 @@ use nalgebra::{DMatrix, DVector};
 use super::bound::{collapsed_bound_with_grad_on, CollapsedGrad, CollapsedParams};
 use super::psi::{Psi2Device, Psi2Factors};
 use super::CollapsedError;
+use crate::gp::device::DeviceError;
 
 /// A request's two result matrices: (Σ p, Σ h p), M × M, or (Σ W p, Σ W p Δ²), N × M.
 pub type Psi2Sums = (DMatrix<f64>, DMatrix<f64>);
@@ -32,7 +33,7 @@ pub enum Psi2Wanted {
 }
 
 /// The future of an awaited device's answer.
-pub type Psi2Answer<'a> = Pin<Box<dyn Future<Output = Result<Psi2Sums, String>> + 'a>>;
+pub type Psi2Answer<'a> = Pin<Box<dyn Future<Output = Result<Psi2Sums, DeviceError>> + 'a>>;
 
 /// A device whose Ψ2 sums are awaited: the answer comes when the device (and whatever batches
 /// requests for it) gets to it. The sums are those [`Psi2Device`] defines.
@@ -42,9 +43,6 @@ pub trait AwaitedPsi2 {
 
 /// The most runs an evaluation against a replay may need (pair sums, row sums, then done).
 pub const PSI2_PASSES: usize = 3;
-
-/// The error a replay gives for sums it does not hold yet.
-const PSI2_PENDING: &str = "Ψ2 sums not computed yet";
 
 /// A [`Psi2Device`] that answers from sums fetched for an earlier run of the same evaluation,
 /// and records what it was asked for and does not hold yet.
@@ -56,9 +54,9 @@ pub struct Psi2Replay {
 }
 
 impl Psi2Replay {
-    fn want(&self, wanted: Psi2Wanted) -> Result<Psi2Sums, String> {
+    fn want(&self, wanted: Psi2Wanted) -> Result<Psi2Sums, DeviceError> {
         *self.wanted.lock().unwrap_or_else(PoisonError::into_inner) = Some(wanted);
-        Err(PSI2_PENDING.into())
+        Err(DeviceError::Pending)
     }
 
     /// What the last run asked for and did not get (None: it ran to its end).
@@ -79,14 +77,14 @@ impl Psi2Replay {
 }
 
 impl Psi2Device for Psi2Replay {
-    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, DeviceError> {
         match &self.pairs {
             Some(sums) => Ok(sums.clone()),
             None => self.want(Psi2Wanted::Pairs(factors.clone())),
         }
     }
 
-    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
+    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, DeviceError> {
         match &self.rows {
             Some(sums) => Ok(sums.clone()),
             None => self.want(Psi2Wanted::Rows(factors.clone(), w.clone())),
@@ -116,7 +114,7 @@ pub async fn bound_with_grad_awaited(
             .map_err(CollapsedError::Device)?;
         replay.hold(&wanted, sums);
     }
-    Err(CollapsedError::Device(format!(
-        "an evaluation still asked for Ψ2 sums after {PSI2_PASSES} runs"
+    Err(CollapsedError::Device(DeviceError::TooManyPasses(
+        PSI2_PASSES,
     )))
 }

@@ -31,6 +31,7 @@ pub use noise::{linear_regression_evidence, root_noise_value, LinearEvidence};
 pub use predict::{CollapsedPredictor, LatentFunctionPrediction};
 pub use psi::{psi_statistics, LatentPosterior, Psi2Device, Psi2Factors, PsiGrad, PsiStatistics};
 
+use crate::gp::device::DeviceError;
 use crate::gp::linalg::CholeskyError;
 
 /// Why the collapsed bound could not be evaluated.
@@ -44,7 +45,10 @@ pub enum CollapsedError {
     InnerCovariance(CholeskyError),
     /// The bound came out NaN or infinite.
     #[error("the collapsed bound is not finite ({value})")]
-    NonFinite { value: f64 },
+    NonFinite {
+        #[serde(with = "crate::base::float_text")]
+        value: f64,
+    },
     /// Inconsistent sizes of data, inducing inputs, kernel or q(w).
     #[error("inconsistent shapes: {0}")]
     Shape(String),
@@ -59,5 +63,5 @@ pub enum CollapsedError {
     Interrupted,
     /// The device computing Ψ2's sums failed (the GPU backend then computes on the CPU).
     #[error("the device computing Ψ2 failed: {0}")]
-    Device(String),
+    Device(DeviceError),
 }

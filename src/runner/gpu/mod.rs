@@ -49,6 +49,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use crate::gp::device::DeviceError;
 use futures_channel::oneshot;
 
 /// The bindings `inducing.wgsl`'s and `held_gradients.wgsl`'s passes share.
@@ -81,6 +82,14 @@ pub enum GpuError {
     /// error it cannot continue from; nothing more runs on it.
     #[error("the GPU device was lost: {0}")]
     Lost(String),
+}
+
+/// The model layer sees a device's failure as its message ([`DeviceError::Failed`]): it cannot
+/// name this layer's type.
+impl From<&GpuError> for DeviceError {
+    fn from(e: &GpuError) -> Self {
+        DeviceError::Failed(e.to_string())
+    }
 }
 
 /// A GPU device ready for Occam's kernels.

@@ -15,6 +15,8 @@ use super::{uniform_words, Gpu};
 use crate::gp::collapsed::Psi2Device;
 use crate::gp::collapsed::Psi2Wanted;
 pub use crate::gp::collapsed::{Psi2Factors, Psi2Sums};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gp::device::DeviceError;
 
 /// The compiled entry points of `psi.wgsl`: [pair sums, row sums].
 pub(super) fn pipelines(device: &wgpu::Device) -> [wgpu::ComputePipeline; 2] {
@@ -162,12 +164,16 @@ pub struct Psi2OnGpu<'a>(pub &'a Gpu);
 
 #[cfg(not(target_arch = "wasm32"))]
 impl Psi2Device for Psi2OnGpu<'_> {
-    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
-        self.0.psi2_pair_sums(factors).map_err(|e| e.to_string())
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, DeviceError> {
+        self.0
+            .psi2_pair_sums(factors)
+            .map_err(|e| DeviceError::from(&e))
     }
 
-    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
-        self.0.psi2_row_sums(factors, w).map_err(|e| e.to_string())
+    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, DeviceError> {
+        self.0
+            .psi2_row_sums(factors, w)
+            .map_err(|e| DeviceError::from(&e))
     }
 }
 

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use nalgebra::DMatrix;
 
 use crate::gp::collapsed::{Psi2Device, Psi2Wanted};
+use crate::gp::device::DeviceError;
 use crate::runner::gpu::{Gpu, GpuError, Psi2Factors, Psi2Request, Psi2Sums};
 
 /// The longest a request waits for the other running fits' requests before it is submitted
@@ -46,7 +47,7 @@ struct Gather {
     /// Requests not yet submitted, with their tickets.
     waiting: Vec<(u64, Psi2Wanted)>,
     /// Answers not yet collected, by ticket.
-    answers: HashMap<u64, Result<Psi2Sums, String>>,
+    answers: HashMap<u64, Result<Psi2Sums, DeviceError>>,
     /// Whether a thread is submitting a batch now.
     submitting: bool,
     next_ticket: u64,
@@ -72,7 +73,7 @@ pub struct CoalescedPsi2<'g> {
 }
 
 /// What a request gets once the device was given up for these fits.
-pub const ABANDONED: &str = "the GPU was given up for these fits (slower than the CPU)";
+pub const ABANDONED: DeviceError = DeviceError::Abandoned;
 
 /// A running fit's registration; leaving (on drop) lets the others' requests go without it.
 pub struct Running<'c, 'g> {
@@ -186,7 +187,7 @@ impl<'g> CoalescedPsi2<'g> {
     }
 
     /// Submits `wanted` with the other running fits' requests and waits for its sums.
-    fn ask(&self, wanted: Psi2Wanted) -> Result<Psi2Sums, String> {
+    fn ask(&self, wanted: Psi2Wanted) -> Result<Psi2Sums, DeviceError> {
         let asked = Instant::now();
         let thread = std::thread::current().id();
         let patience = *self.patience.lock().unwrap_or_else(PoisonError::into_inner);
@@ -212,7 +213,7 @@ impl<'g> CoalescedPsi2<'g> {
                 if let Some(clock) = gather.running.get_mut(&thread) {
                     clock.refused = true;
                 }
-                return Err(ABANDONED.into());
+                return Err(ABANDONED);
             }
             let mine_waits = gather.waiting.iter().any(|(t, _)| *t == ticket);
             let complete = gather.waiting.len() >= gather.running.len().max(1);
@@ -232,9 +233,7 @@ impl<'g> CoalescedPsi2<'g> {
                     Ok(answers) => (answers, None),
                     Err(panic) => (Vec::new(), Some(panic)),
                 };
-                answers.resize_with(batch.len(), || {
-                    Err("the GPU's submission ended without an answer".into())
-                });
+                answers.resize_with(batch.len(), || Err(DeviceError::NoAnswer));
                 for ((t, _), answer) in batch.iter().zip(answers) {
                     gather.answers.insert(*t, answer);
                 }
@@ -262,12 +261,12 @@ impl<'g> CoalescedPsi2<'g> {
     }
 
     /// One submission for `batch`: each request's sums, or the device's error for each.
-    fn submit(&self, batch: &[(u64, Psi2Wanted)]) -> Vec<Result<Psi2Sums, String>> {
+    fn submit(&self, batch: &[(u64, Psi2Wanted)]) -> Vec<Result<Psi2Sums, DeviceError>> {
         let requests: Vec<Psi2Request<'_>> = batch.iter().map(|(_, w)| w.into()).collect();
         match self.gpu.psi2_batch(&requests) {
             Ok(sums) => sums.into_iter().map(Ok).collect(),
             Err(error) => {
-                let why = error.to_string();
+                let why = DeviceError::from(&error);
                 self.failure
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -279,11 +278,11 @@ impl<'g> CoalescedPsi2<'g> {
 }
 
 impl Psi2Device for CoalescedPsi2<'_> {
-    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, String> {
+    fn pair_sums(&self, factors: &Psi2Factors) -> Result<Psi2Sums, DeviceError> {
         self.ask(Psi2Wanted::Pairs(factors.clone()))
     }
 
-    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, String> {
+    fn row_sums(&self, factors: &Psi2Factors, w: &DMatrix<f64>) -> Result<Psi2Sums, DeviceError> {
         self.ask(Psi2Wanted::Rows(factors.clone(), w.clone()))
     }
 }

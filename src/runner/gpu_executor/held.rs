@@ -21,6 +21,7 @@ use nalgebra::DMatrix;
 
 use crate::discovery::cgp::{held_evaluation, EvaluationError, HeldStep, Variable};
 use crate::discovery::jobs::{Job, Outcome};
+use crate::gp::device::DeviceError;
 use crate::gp::svgp::{finish_held, HeldPredictions, FLOAT32_RELATIVE_JITTER};
 use crate::gp::variable::{GpCdeVariable, HeldWeights, Prepared};
 use crate::runner::gpu::{
@@ -112,9 +113,7 @@ pub(super) async fn held_evaluations(
         let outcome = match (b, slot) {
             (Some(b), Some(Ok(slot))) => match results.next() {
                 Some(result) => finish(gpu, b, slot, result),
-                None => Err(EvaluationError::Device(
-                    "the GPU returned fewer results than requests".into(),
-                )),
+                None => Err(EvaluationError::Device(DeviceError::Unanswered)),
             },
             (Some(_), Some(Err(e))) => Err(e),
             _ => Err(EvaluationError::Mismatch(

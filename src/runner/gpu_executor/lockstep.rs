@@ -22,14 +22,16 @@ use nalgebra::DMatrix;
 
 use super::{family_units, Placement};
 use crate::base::clock::now_seconds;
+use crate::discovery::error::{DiscoveryError, NotRun};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::collapsed::{AwaitedPsi2, Psi2Answer, Psi2Sums, Psi2Wanted};
+use crate::gp::device::DeviceError;
 use crate::runner::cost_model::{PlacementProbe, Side, PROBE_PATIENCE};
 use crate::runner::gpu::{Gpu, GpuError, Psi2Request};
 use crate::runner::Pool;
 
 /// Where an answer is left for the fit that asked.
-type AnswerCell = Rc<RefCell<Option<Result<Psi2Sums, String>>>>;
+type AnswerCell = Rc<RefCell<Option<Result<Psi2Sums, DeviceError>>>>;
 
 /// The requests of a round, gathered from the fits as they ask, answered all at once.
 #[derive(Default)]
@@ -127,7 +129,9 @@ pub async fn families_in_lockstep(
             Box::pin(async move {
                 job.run_family_awaiting(data, device)
                     .await
-                    .unwrap_or_else(|| Outcome::Value(Err("not a family job".into())))
+                    .unwrap_or(Outcome::Value(Err(DiscoveryError::NotRun(
+                        NotRun::NotAFamily,
+                    ))))
             }) as Fit<'_, Outcome>
         })
         .collect();
@@ -220,7 +224,7 @@ pub(super) async fn families_awaited(
         .iter()
         .map(|k| {
             done.remove(k)
-                .unwrap_or_else(|| Outcome::Value(Err("a family was not run".into())))
+                .unwrap_or(Outcome::Value(Err(DiscoveryError::NotRun(NotRun::Family))))
         })
         .collect())
 }

@@ -38,6 +38,7 @@ use super::cost_model::{PlacementProbe, Side};
 use super::gpu::{Gpu, GpuError};
 use super::Pool;
 use crate::discovery::cgp::Variable;
+use crate::discovery::error::{DiscoveryError, NotRun};
 use crate::discovery::jobs::{Job, Outcome};
 
 /// What the collapsed search's probe is about (its report's `work`).
@@ -455,5 +456,5 @@ async fn collapsed_passes(
 
 /// The outcome of a job nothing ran (which the engine treats as a failed job).
 fn not_run() -> Outcome {
-    Outcome::Value(Err("a job was not run".into()))
+    Outcome::Value(Err(DiscoveryError::NotRun(NotRun::Job)))
 }

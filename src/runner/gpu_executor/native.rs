@@ -23,7 +23,9 @@ use super::{
     COLLAPSED_ITERATIONS,
 };
 use crate::base::clock::now_seconds;
+use crate::discovery::error::{DiscoveryError, NotRun};
 use crate::gp::collapsed::Psi2Device;
+use crate::gp::device::DeviceError;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
 use crate::gp::variable::StepError;
 use crate::runner::cost_model::{
@@ -163,9 +165,9 @@ pub(super) fn final_bound_on_device(
         seed,
     } = job
     else {
-        return Ok(Outcome::Value(Err(
-            "only final bounds are computed here".into()
-        )));
+        return Ok(Outcome::Value(Err(DiscoveryError::NotRun(
+            NotRun::NotAFinalBound,
+        ))));
     };
     // The bound needs the current q(v) and Z: read them from the device when the variable's copy
     // lags.
@@ -181,17 +183,17 @@ pub(super) fn final_bound_on_device(
     {
         Ok(mut outputs) => match outputs.pop() {
             Some(output) => output.map_err(StepError::from),
-            None => Err(StepError::Device("the GPU returned no result".into())),
+            None => Err(StepError::Device(DeviceError::Unanswered)),
         },
         Err(e) => {
-            let why = e.to_string();
+            let why = DeviceError::from(&e);
             failure = Some(e);
             Err(StepError::Device(why))
         }
     });
     match failure {
         Some(e) => Err(e),
-        None => Ok(Outcome::Value(value.map_err(|e| e.to_string()))),
+        None => Ok(Outcome::Value(value.map_err(DiscoveryError::from))),
     }
 }
 
@@ -303,7 +305,7 @@ pub(super) fn families_on_device(
         .map(|k| {
             by_job
                 .remove(k)
-                .unwrap_or_else(|| Outcome::Value(Err("a family was not run".into())))
+                .unwrap_or(Outcome::Value(Err(DiscoveryError::NotRun(NotRun::Family))))
         })
         .collect();
     match device.failure() {

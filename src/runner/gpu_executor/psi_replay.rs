@@ -17,6 +17,7 @@ use crate::discovery::cgp::{Evaluation, EvaluationError};
 use crate::discovery::jobs::{Job, Outcome};
 pub use crate::gp::collapsed::PSI2_PASSES;
 use crate::gp::collapsed::{Psi2Replay, Psi2Sums, Psi2Wanted};
+use crate::gp::device::DeviceError;
 use crate::runner::gpu::Psi2Request;
 
 /// N·M² (rows × inducing points²) below which a collapsed evaluation's Ψ2 sums never go to the
@@ -99,11 +100,9 @@ impl<'a, 'j> CollapsedBatch<'a, 'j> {
         self.outcomes
             .into_iter()
             .map(|o| {
-                o.unwrap_or_else(|| {
-                    Outcome::Evaluation(Err(EvaluationError::Device(format!(
-                        "an evaluation still asked for Ψ2 sums after {PSI2_PASSES} passes"
-                    ))))
-                })
+                o.unwrap_or(Outcome::Evaluation(Err(EvaluationError::Device(
+                    DeviceError::TooManyPasses(PSI2_PASSES),
+                ))))
             })
             .collect()
     }

@@ -1,8 +1,9 @@
 use super::*;
+use crate::discovery::error::DiscoveryError;
 use crate::discovery::exact::CacheKey;
 use crate::discovery::family::FamilyScore;
 
-fn score(value: f64) -> Result<FamilyScore, String> {
+fn score(value: f64) -> Result<FamilyScore, DiscoveryError> {
     Ok(FamilyScore {
         value,
         best_bound: Some(value),
@@ -40,10 +41,13 @@ fn a_family_is_raised_to_its_best_subset_and_extra_candidates_join() {
     );
     // A failed family with no scored subset is left out; with a scored subset, the subset's
     // value stands (it is the same model with the parent switched off).
-    cache.insert((1, vec![]), Err("no".into()));
+    cache.insert((1, vec![]), Err(DiscoveryError::AllFitsFailed { fits: 1 }));
     let plan = FamilyPlan::new(vec![vec![], vec![], vec![0, 1]], 2, &k).unwrap();
     assert!(plan.table(&cache, &plan.admitted(&cache, None))[1].is_empty());
-    cache.insert((2, vec![0, 1]), Err("no".into()));
+    cache.insert(
+        (2, vec![0, 1]),
+        Err(DiscoveryError::AllFitsFailed { fits: 1 }),
+    );
     assert_eq!(
         plan.table(&cache, &plan.admitted(&cache, None))[2],
         vec![(0b000, -10.0), (0b001, -4.0), (0b010, -8.0), (0b011, -4.0)],

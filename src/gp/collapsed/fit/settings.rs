@@ -152,7 +152,7 @@ impl FitSettings {
 }
 
 /// Why a fit returned no model.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 pub enum FitError {
     #[error("invalid data for a collapsed model: {0}")]
     InvalidData(String),
@@ -165,6 +165,7 @@ pub enum FitError {
         "the fit failed at every jitter up to {jitter:.1e} ({attempts} attempts); last: {source}"
     )]
     JitterExhausted {
+        #[serde(with = "crate::base::float_text")]
         jitter: f64,
         attempts: usize,
         source: CollapsedError,
@@ -179,16 +180,21 @@ pub enum FitError {
 }
 
 /// Why fit settings cannot be used.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 pub enum FitSettingsError {
     #[error("at least one inducing point is needed")]
     NoInducingPoints,
     #[error(transparent)]
     Jitter(#[from] JitterError),
     #[error("the initial precision range must satisfy 0 < lo < hi, got ({lo}, {hi})")]
-    PrecisionRange { lo: f64, hi: f64 },
+    PrecisionRange {
+        #[serde(with = "crate::base::float_text")]
+        lo: f64,
+        #[serde(with = "crate::base::float_text")]
+        hi: f64,
+    },
     #[error("the Adam learning rate must be positive, got {0}")]
-    LearningRate(f64),
+    LearningRate(#[serde(with = "crate::base::float_text")] f64),
 }
 
 /// Checks `s` before a fit: M ≥ 1, a usable jitter ladder, 0 < lo < hi < ∞ for the initial

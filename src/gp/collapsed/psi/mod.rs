@@ -32,6 +32,7 @@ use terms::*;
 use nalgebra::{DMatrix, DVector};
 
 use super::CollapsedError;
+use crate::gp::device::DeviceError;
 use crate::gp::kernel::{Kernel, KernelGrad, StationaryKind};
 use crate::gp::lane_math::{exp_with, lane_total, vectorised, LANES};
 use crate::gp::linalg::transpose_times;
@@ -133,14 +134,15 @@ pub(super) fn plain_backward(
 /// p(n, i, j) = pref_n exp(B_ni + B_nj − h_n Δ²_ij), Δ²_ij = (z_iw − z_jw)²:
 pub trait Psi2Device: Sync {
     /// (Σ_n p(n, ·, ·), Σ_n h_n p(n, ·, ·)), both M × M and symmetric.
-    fn pair_sums(&self, factors: &Psi2Factors) -> Result<(DMatrix<f64>, DMatrix<f64>), String>;
+    fn pair_sums(&self, factors: &Psi2Factors)
+        -> Result<(DMatrix<f64>, DMatrix<f64>), DeviceError>;
 
     /// (Σ_j W_ij p(n, i, j), Σ_j W_ij p(n, i, j) Δ²_ij), both N × M, for a symmetric W.
     fn row_sums(
         &self,
         factors: &Psi2Factors,
         w: &DMatrix<f64>,
-    ) -> Result<(DMatrix<f64>, DMatrix<f64>), String>;
+    ) -> Result<(DMatrix<f64>, DMatrix<f64>), DeviceError>;
 }
 
 /// The SE + linear kernel on [x_O, w] unpacked into effective (masked) values.
@@ -540,9 +542,9 @@ impl<'a> SeLinear<'a> {
                 self.psi2_se_backward(factors, terms.as_deref(), w, &mut le_bar)
             }
             Se2Forward::Device { factors, h_sums } => {
-                let device = self.device.ok_or_else(|| {
-                    CollapsedError::Device("the forward pass's device is not given".into())
-                })?;
+                let device = self
+                    .device
+                    .ok_or(CollapsedError::Device(DeviceError::Missing))?;
                 self.psi2_se_backward_on(device, factors, h_sums, w, &mut le_bar)?
             }
         };
