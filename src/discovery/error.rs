@@ -78,3 +78,61 @@ pub enum NotRun {
     #[error("the backend gave no outcome for this job")]
     NoOutcome,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gp::collapsed::CollapsedError;
+    use crate::gp::device::DeviceError;
+
+    /// Each kind of reason goes through JSON (a checkpoint, a score cache) and MessagePack (the
+    /// worker boundary) and reads back equal, a NaN inside included; a plain string, as score
+    /// caches written before typed reasons hold, reads as [`DiscoveryError::Recorded`] with the
+    /// same text.
+    #[test]
+    fn reasons_read_back_equal_and_old_strings_still_read() {
+        let reasons = [
+            DiscoveryError::Fit(FitError::JitterExhausted {
+                jitter: 1e-2,
+                attempts: 5,
+                source: CollapsedError::NonFinite { value: f64::NAN },
+            }),
+            DiscoveryError::Collapsed(CollapsedError::Device(DeviceError::Abandoned)),
+            DiscoveryError::FamilyOutsideData {
+                child: 3,
+                parents: vec![0, 7],
+                columns: 4,
+            },
+            DiscoveryError::NotRun(NotRun::Family),
+            DiscoveryError::Recorded("an old reason".into()),
+        ];
+        for reason in reasons {
+            let text = reason.to_string();
+            let json: DiscoveryError =
+                serde_json::from_str(&serde_json::to_string(&reason).unwrap()).unwrap();
+            let packed: DiscoveryError =
+                rmp_serde::from_slice(&rmp_serde::to_vec(&reason).unwrap()).unwrap();
+            // NaN ≠ NaN, so the texts are compared (they print every field).
+            assert_eq!(json.to_string(), text);
+            assert_eq!(packed.to_string(), text);
+            assert_eq!(
+                std::mem::discriminant(&json),
+                std::mem::discriminant(&reason)
+            );
+        }
+        let old: Result<f64, DiscoveryError> =
+            serde_json::from_str(r#"{"Err":"the fit failed at every jitter"}"#).unwrap();
+        assert_eq!(
+            old,
+            Err(DiscoveryError::Recorded(
+                "the fit failed at every jitter".into()
+            ))
+        );
+        assert!(
+            DiscoveryError::Fit(FitError::Interrupted)
+                .to_string()
+                .contains("stopped on request"),
+            "a wrapped reason prints as its own"
+        );
+    }
+}
