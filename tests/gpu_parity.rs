@@ -4,7 +4,9 @@
 //! wgpu's reason, unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
 use nalgebra::DMatrix;
-use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
+use occam::gp::kernel::{
+    unit_dvalue_dalpha, unit_value_and_dr2, Kernel, StationaryKind, StationaryPart,
+};
 use occam::runner::gpu::{Accumulation, Gpu, GpuError, Op, Spacing};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -502,4 +504,61 @@ fn the_kernel_adjoint_equals_the_cpu_reference() {
             }
         }
     }
+}
+
+/// kernel_shapes.wgsl's (κ, ∂κ/∂r², ∂κ/∂a) against `gp::kernel::scalar` for every kind, from
+/// coincident points (r² = 0, where both give exactly (1, 0, 0)) through r² small enough for the
+/// Matérn-1/2 guard (1e-37 < 1e-36) up to far points. The CPU is evaluated at the float32-rounded
+/// inputs, so the difference is the shader's arithmetic alone: a relative 10⁻⁵ (exp of an
+/// argument up to ~40, whose relative error grows with it, and WGSL's looser exp/log) plus an
+/// absolute 10⁻⁶ (the RQ's ∂κ/∂a is a difference of two nearly equal terms at small r²).
+#[test]
+fn the_shapes_equal_the_cpus() {
+    let Some(gpu) = gpu() else { return };
+    let r2s = [
+        0.0, 1e-37, 1e-30, 1e-12, 1e-6, 1e-3, 0.1, 0.5, 1.0, 2.0, 7.5, 30.0, 1e2, 1e3,
+    ];
+    let alphas = [0.5, 1.0, 2.5, 10.0];
+    let f32_rounded = |x: f64| f64::from(x as f32);
+    let mut probes = Vec::new();
+    for kind in StationaryKind::ALL {
+        for alpha in alphas {
+            for r2 in r2s {
+                probes.push((kind, f32_rounded(r2), f32_rounded(alpha)));
+            }
+        }
+    }
+    let got = gpu
+        .probe_shapes(&probes)
+        .expect("the GPU evaluates the shapes");
+    assert_eq!(got.len(), probes.len());
+    let (relative, absolute) = (1e-5, 1e-6);
+    let mut worst = 0.0f64;
+    for (&(kind, r2, alpha), got) in probes.iter().zip(&got) {
+        let (value, slope) = unit_value_and_dr2(kind, r2, alpha);
+        let dalpha = match kind {
+            StationaryKind::RationalQuadratic => unit_dvalue_dalpha(r2, alpha),
+            _ => 0.0,
+        };
+        for (what, want, got) in [
+            ("κ", value, got[0]),
+            ("∂κ/∂r²", slope, got[1]),
+            ("∂κ/∂a", dalpha, got[2]),
+        ] {
+            let bound = relative * want.abs() + absolute;
+            worst = worst.max((got - want).abs() / bound);
+            assert!(
+                (got - want).abs() <= bound,
+                "{kind:?} at r² = {r2:e}, a = {alpha}: {what} is {got:e} on the GPU, {want:e} on the CPU"
+            );
+        }
+        if r2 == 0.0 {
+            assert_eq!(
+                *got,
+                [1.0, 0.0, 0.0],
+                "{kind:?}: the coincident-point branch"
+            );
+        }
+    }
+    eprintln!("largest difference: {worst:.3} of the bound");
 }
