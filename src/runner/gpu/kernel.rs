@@ -1,5 +1,6 @@
-//! The kernel matrix K(A, B) on the GPU (`kernel.wgsl`, one invocation per entry), against the
-//! CPU reference [`Kernel::cross`]: K_pq = Σ_j θ̃^lin_j a_pj b_qj + Σ_c s^c κ_c(r_c²(a_p, b_q)).
+//! The kernel matrix K(A, B) on the GPU (`kernel_cross.wgsl`, one invocation per entry; the
+//! shapes κ_c in `kernel_shapes.wgsl`), against the CPU reference [`Kernel::cross`]:
+//! K_pq = Σ_j θ̃^lin_j a_pj b_qj + Σ_c s^c κ_c(r_c²(a_p, b_q)).
 
 #[cfg(not(target_arch = "wasm32"))]
 use super::GpuError;
