@@ -142,23 +142,19 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
             [cpu_serial, cpu_pool, on_gpu, resident, with_encoder, encoder_host],
             (read_back, uploaded),
         ) = time_evaluations(gpu, quick, size, size.3);
-        println!(
-            "{{\"bench\": \"whole\", \"size\": {:?}, \"variables\": {}, \"cpu_1_thread_ms\": {:.3}, \
-             \"cpu_all_threads_ms\": {:.3}, \"threads\": {}, \"gpu_ms\": {:.3}, \
-             \"gpu_resident_ms\": {:.3}, \"resident_bytes_read_back_per_variable\": {}, \
-             \"resident_bytes_uploaded_per_variable\": {}, \"gpu_resident_with_encoder_ms\": {:.3}, \
-             \"encoder_cpu_1_thread_ms\": {:.3}}}",
+        let (sizes, variables, threads) = (
             [size.0, size.1, size.2, size.3],
             size.3,
-            cpu_serial * 1e3,
-            cpu_pool * 1e3,
             available_threads(),
-            on_gpu * 1e3,
-            resident * 1e3,
-            read_back,
-            uploaded,
-            with_encoder * 1e3,
-            encoder_host * 1e3
+        );
+        println!(
+            "{{\"bench\": \"whole\", \"size\": {sizes:?}, \"variables\": {variables}, \
+             \"cpu_1_thread_ms\": {cpu_serial:.3}, \"cpu_all_threads_ms\": {cpu_pool:.3}, \
+             \"threads\": {threads}, \"gpu_ms\": {on_gpu:.3}, \"gpu_resident_ms\": {resident:.3}, \
+             \"resident_bytes_read_back_per_variable\": {read_back}, \
+             \"resident_bytes_uploaded_per_variable\": {uploaded}, \
+             \"gpu_resident_with_encoder_ms\": {with_encoder:.3}, \
+             \"encoder_cpu_1_thread_ms\": {encoder_host:.3}}}"
         );
     }
     let (m, t) = if quick { (40, 640) } else { (400, 12_800) };
@@ -387,23 +383,16 @@ fn whole_evaluations(gpu: &Gpu, quick: bool) {
             [cpu_serial, cpu_pool, on_gpu, resident, with_encoder, encoder_host],
             (read_back, uploaded),
         ) = time_evaluations(gpu, quick, size, V);
+        let size = format!("{size:?}");
         println!(
-            "{:>18} {:>12.2} {:>14.2} {:>12.2} {:>14.2} {:>16} {:>16} {:>18.2} {:>16.2}",
-            format!("{size:?}"),
-            cpu_serial * 1e3,
-            cpu_pool * 1e3,
-            on_gpu * 1e3,
-            resident * 1e3,
-            read_back,
-            uploaded,
-            with_encoder * 1e3,
-            encoder_host * 1e3
+            "{size:>18} {cpu_serial:>12.2} {cpu_pool:>14.2} {on_gpu:>12.2} {resident:>14.2} \
+             {read_back:>16} {uploaded:>16} {with_encoder:>18.2} {encoder_host:>16.2}"
         );
     }
 }
 
-/// Median seconds of one batch of `variables` whole evaluations at `size` = (M, b, S, D): on
-/// one CPU thread, on a pool of all cores, through the host-half GPU path (the M × M algebra in
+/// Median milliseconds of one batch of `variables` whole evaluations at `size` = (M, b, S, D):
+/// on one CPU thread, on a pool of all cores, through the host-half GPU path (the M × M algebra in
 /// f64 on the host), and resident (`Gpu::resident_evaluations`: q(v) and the M × M algebra on
 /// the device, the natural step included, each batch committing the last one's step, as the
 /// engine's iterations do), the same with the paper's encoder run on the device, and that
@@ -456,17 +445,15 @@ fn time_evaluations(
             std::hint::black_box(e.backward(&tape, &mu, &var));
         }
     });
-    (
-        [
-            cpu_serial,
-            cpu_pool,
-            on_gpu,
-            resident,
-            with_encoder,
-            encoder_host,
-        ],
-        traffic,
-    )
+    let seconds = [
+        cpu_serial,
+        cpu_pool,
+        on_gpu,
+        resident,
+        with_encoder,
+        encoder_host,
+    ];
+    (seconds.map(|s| s * 1e3), traffic)
 }
 
 /// φ² of the benches' resident problems.

@@ -5,13 +5,14 @@
 //! and fail without an adapter unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
 use crate::common;
+use crate::gpu_device::{self, EDGE_SHAPES};
 
 use common::SvgpProblem;
 
 use std::sync::Arc;
 
 use nalgebra::DMatrix;
-use occam::discovery::settings::{Preset, SearchSettings, UncollapsedSettings};
+use occam::discovery::settings::{Preset, SearchSettings};
 use occam::gp::kernel::KernelGrad;
 use occam::gp::svgp::{bound_and_gradient, SvgpInput, SvgpOutput};
 use occam::runner::gpu::{Accumulation, Gpu};
@@ -22,18 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 
 fn gpu() -> Option<Gpu> {
-    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU bound tests skipped");
-        return None;
-    }
-    match Gpu::open() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
-    }
-}
-
-fn problem(d: usize, m: usize, b: usize, samples: usize, seed: u64) -> SvgpProblem {
-    common::cgp_problem(d, m, b, samples, seed)
+    crate::gpu_device::open("GPU bound tests")
 }
 
 /// Every gradient of an output as one list of named blocks.
@@ -109,20 +99,9 @@ fn compare(label: &str, got: &SvgpOutput, want: &SvgpOutput, m: usize, d: usize)
 #[test]
 fn the_bound_and_every_gradient_equal_the_cpus() {
     let Some(gpu) = gpu() else { return };
-    // (D, M, b, S): one point, tile edges, several chunks of the adjoint (T > 256), the bound's
-    // shape at a small M.
-    let cases = [
-        (1, 1, 1, 1),
-        (2, 16, 8, 2),
-        (3, 7, 30, 10),
-        (5, 40, 64, 10),
-        (4, 50, 128, 5),
-    ];
-    let problems: Vec<SvgpProblem> = cases
-        .iter()
-        .enumerate()
-        .map(|(k, &(d, m, b, s))| problem(d, m, b, s, 100 + k as u64))
-        .collect();
+    // (D, M, b, S): the edge shapes and the bound's shape at a small M.
+    let cases = [&EDGE_SHAPES[..], &[(4, 50, 128, 5)]].concat();
+    let problems = gpu_device::problems(&cases, 100);
     let inputs: Vec<SvgpInput> = problems.iter().map(SvgpProblem::input).collect();
     // All problems in one submission (different shapes in one batch), the CPU's jitter.
     let outputs = gpu
@@ -180,16 +159,7 @@ fn the_symmetric_product_equals_nalgebras() {
 
 /// A few uncollapsed variables of a small chain, as the engine builds them.
 fn evaluation_jobs(data: &DMatrix<f64>) -> Vec<Job<'static>> {
-    let settings = SearchSettings {
-        inducing_points: 24,
-        uncollapsed: UncollapsedSettings {
-            batch_size: 40,
-            samples: 6,
-        },
-        ..Preset::Paper.settings()
-    }
-    .check()
-    .unwrap();
+    let settings = crate::gpu_device::uncollapsed_settings(24, 40, 6);
     common::evaluation_jobs(data, &settings, 7, |child| 40 + child as u64)
 }
 

@@ -16,14 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn gpu() -> Option<Gpu> {
-    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU Cholesky tests skipped");
-        return None;
-    }
-    match Gpu::open() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
-    }
+    crate::gpu_device::open("GPU Cholesky tests")
 }
 
 /// A symmetric matrix Q diag(λ) Qᵀ with Q a random orthogonal matrix.

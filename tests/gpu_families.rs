@@ -18,14 +18,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn gpu() -> Option<Gpu> {
-    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU family tests skipped");
-        return None;
-    }
-    match Gpu::open() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
-    }
+    crate::gpu_device::open("GPU family tests")
 }
 
 fn factors(n: usize, m: usize, seed: u64) -> Psi2Factors {
@@ -377,21 +370,23 @@ fn discover_exact_with_the_gpu_reports_where_the_family_fits_computed() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/examples/fork.csv");
     let run = |backend: &str| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_occam"))
-            .args(["discover", data.to_str().unwrap(), "--out"])
-            .arg(dir.path().join(backend))
-            .args(["--method", "exact", "--max-rows", "150", "--threads", "2"])
-            .args(["--backend", backend, "--quiet", "--seed", "1"])
-            .output()
-            .expect("occam runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let (out, text) = crate::gpu_device::discover_fork(
+            &dir.path().join(backend),
+            &[
+                "--method",
+                "exact",
+                "--max-rows",
+                "150",
+                "--threads",
+                "2",
+                "--backend",
+                backend,
+                "--quiet",
+                "--seed",
+                "1",
+            ],
         );
-        let text = std::fs::read_to_string(dir.path().join(backend).join("result.json")).unwrap();
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();
         (out, json)
     };

@@ -4,24 +4,15 @@
 //! wgpu's reason, unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them on purpose.
 
 use nalgebra::DMatrix;
-use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
+use occam::gp::kernel::{
+    unit_dvalue_dalpha, unit_value_and_dr2, Kernel, StationaryKind, StationaryPart,
+};
 use occam::runner::gpu::{Accumulation, Gpu, GpuError, Op, Spacing};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// The device, or `None` when the tests are skipped on purpose.
 fn gpu() -> Option<Gpu> {
-    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU parity tests skipped");
-        return None;
-    }
-    match Gpu::open() {
-        Ok(gpu) => {
-            eprintln!("GPU parity tests on {}", gpu.adapter());
-            Some(gpu)
-        }
-        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
-    }
+    crate::gpu_device::open("GPU parity tests")
 }
 
 fn random_kernel(d: usize, parts: &[StationaryKind], rng: &mut ChaCha8Rng) -> Kernel {
@@ -149,6 +140,36 @@ fn empty_point_sets_give_empty_matrices_and_oversized_ones_a_clear_error() {
 
 /// |C_gpu − C|_ij ≤ 2 (k + 2) u (|op(A)| |op(B)|)_ij with u = 2⁻²⁴: the classical bound for a
 /// float32 dot product of length k (γ_k) plus the rounding of both inputs to float32, doubled.
+/// op(X): X itself or its transpose.
+fn op(x: &DMatrix<f64>, o: Op) -> DMatrix<f64> {
+    match o {
+        Op::AsIs => x.clone(),
+        Op::Transposed => x.transpose(),
+    }
+}
+
+/// `batch` random pairs (A, B), entries in [−1, 1), stored so that op_a(A) is m × k and
+/// op_b(B) is k × n; all of the A drawn first, then all of the B.
+fn operands(
+    (m, k, n): (usize, usize, usize),
+    batch: usize,
+    (op_a, op_b): (Op, Op),
+    rng: &mut ChaCha8Rng,
+) -> (Vec<DMatrix<f64>>, Vec<DMatrix<f64>>) {
+    let stored = |op: Op, rows: usize, cols: usize| match op {
+        Op::AsIs => (rows, cols),
+        Op::Transposed => (cols, rows),
+    };
+    let mut draw = |(rows, cols): (usize, usize)| -> Vec<DMatrix<f64>> {
+        (0..batch)
+            .map(|_| DMatrix::from_fn(rows, cols, |_, _| rng.random_range(-1.0..1.0)))
+            .collect()
+    };
+    let a = draw(stored(op_a, m, k));
+    let b = draw(stored(op_b, k, n));
+    (a, b)
+}
+
 #[test]
 fn batched_products_equal_nalgebras() {
     let Some(gpu) = gpu() else { return };
@@ -181,18 +202,7 @@ fn batched_products_equal_nalgebras() {
         (50, 300, 50, 1, Op::Transposed, Op::Transposed),
     ];
     for (m, k, n, batch, op_a, op_b) in cases {
-        let stored = |op: Op, rows: usize, cols: usize| match op {
-            Op::AsIs => (rows, cols),
-            Op::Transposed => (cols, rows),
-        };
-        let (ar, ac) = stored(op_a, m, k);
-        let (br, bc) = stored(op_b, k, n);
-        let a: Vec<DMatrix<f64>> = (0..batch)
-            .map(|_| DMatrix::from_fn(ar, ac, |_, _| rng.random_range(-1.0..1.0)))
-            .collect();
-        let b: Vec<DMatrix<f64>> = (0..batch)
-            .map(|_| DMatrix::from_fn(br, bc, |_, _| rng.random_range(-1.0..1.0)))
-            .collect();
+        let (a, b) = operands((m, k, n), batch, (op_a, op_b), &mut rng);
         let got = gpu
             .gemm(&a, op_a, &b, op_b, Accumulation::Single)
             .expect("the GPU multiplies");
@@ -202,10 +212,6 @@ fn batched_products_equal_nalgebras() {
             got, again,
             "the same words every time (splits added in a fixed order)"
         );
-        let op = |x: &DMatrix<f64>, o: Op| match o {
-            Op::AsIs => x.clone(),
-            Op::Transposed => x.transpose(),
-        };
         for z in 0..batch {
             let (oa, ob) = (op(&a[z], op_a), op(&b[z], op_b));
             let want = &oa * &ob;
@@ -237,10 +243,6 @@ fn spaced_batches_read_and_write_only_their_own_places() {
     let Some(gpu) = gpu() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(20);
     let u = f64::from(f32::EPSILON) / 2.0;
-    let op = |x: &DMatrix<f64>, o: Op| match o {
-        Op::AsIs => x.clone(),
-        Op::Transposed => x.transpose(),
-    };
     // (m, k, n, batch, op_a, op_b, accumulation, gaps)
     let cases = [
         (
@@ -324,18 +326,7 @@ fn spaced_batches_read_and_write_only_their_own_places() {
         std::iter::once((case, false)).chain(interleaves.then_some((case, true)))
     });
     for ((m, k, n, batch, op_a, op_b, accumulation, gaps), interleaved) in runs {
-        let stored = |o: Op, rows: usize, cols: usize| match o {
-            Op::AsIs => (rows, cols),
-            Op::Transposed => (cols, rows),
-        };
-        let (ar, ac) = stored(op_a, m, k);
-        let (br, bc) = stored(op_b, k, n);
-        let a: Vec<DMatrix<f64>> = (0..batch)
-            .map(|_| DMatrix::from_fn(ar, ac, |_, _| rng.random_range(-1.0..1.0)))
-            .collect();
-        let b: Vec<DMatrix<f64>> = (0..batch)
-            .map(|_| DMatrix::from_fn(br, bc, |_, _| rng.random_range(-1.0..1.0)))
-            .collect();
+        let (a, b) = operands((m, k, n), batch, (op_a, op_b), &mut rng);
         let (got, in_gaps) = gpu
             .gemm_spaced(
                 &a,
@@ -378,10 +369,6 @@ fn compensated_products_split_along_the_inner_dimension_equal_nalgebras() {
     let Some(gpu) = gpu() else { return };
     let mut rng = ChaCha8Rng::seed_from_u64(19);
     let u = f64::from(f32::EPSILON) / 2.0;
-    let op = |x: &DMatrix<f64>, o: Op| match o {
-        Op::AsIs => x.clone(),
-        Op::Transposed => x.transpose(),
-    };
     // Every operand order stages its tiles differently (each coalesced for its layout).
     for (m, k, n, batch, op_a, op_b) in [
         (130, 2000, 2, 2, Op::AsIs, Op::AsIs),
@@ -502,4 +489,61 @@ fn the_kernel_adjoint_equals_the_cpu_reference() {
             }
         }
     }
+}
+
+/// kernel_shapes.wgsl's (κ, ∂κ/∂r², ∂κ/∂a) against `gp::kernel::scalar` for every kind, from
+/// coincident points (r² = 0, where both give exactly (1, 0, 0)) through r² small enough for the
+/// Matérn-1/2 guard (1e-37 < 1e-36) up to far points. The CPU is evaluated at the float32-rounded
+/// inputs, so the difference is the shader's arithmetic alone: a relative 10⁻⁵ (exp of an
+/// argument up to ~40, whose relative error grows with it, and WGSL's looser exp/log) plus an
+/// absolute 10⁻⁶ (the RQ's ∂κ/∂a is a difference of two nearly equal terms at small r²).
+#[test]
+fn the_shapes_equal_the_cpus() {
+    let Some(gpu) = gpu() else { return };
+    let r2s = [
+        0.0, 1e-37, 1e-30, 1e-12, 1e-6, 1e-3, 0.1, 0.5, 1.0, 2.0, 7.5, 30.0, 1e2, 1e3,
+    ];
+    let alphas = [0.5, 1.0, 2.5, 10.0];
+    let f32_rounded = |x: f64| f64::from(x as f32);
+    let mut probes = Vec::new();
+    for kind in StationaryKind::ALL {
+        for alpha in alphas {
+            for r2 in r2s {
+                probes.push((kind, f32_rounded(r2), f32_rounded(alpha)));
+            }
+        }
+    }
+    let got = gpu
+        .probe_shapes(&probes)
+        .expect("the GPU evaluates the shapes");
+    assert_eq!(got.len(), probes.len());
+    let (relative, absolute) = (1e-5, 1e-6);
+    let mut worst = 0.0f64;
+    for (&(kind, r2, alpha), got) in probes.iter().zip(&got) {
+        let (value, slope) = unit_value_and_dr2(kind, r2, alpha);
+        let dalpha = match kind {
+            StationaryKind::RationalQuadratic => unit_dvalue_dalpha(r2, alpha),
+            _ => 0.0,
+        };
+        for (what, want, got) in [
+            ("κ", value, got[0]),
+            ("∂κ/∂r²", slope, got[1]),
+            ("∂κ/∂a", dalpha, got[2]),
+        ] {
+            let bound = relative * want.abs() + absolute;
+            worst = worst.max((got - want).abs() / bound);
+            assert!(
+                (got - want).abs() <= bound,
+                "{kind:?} at r² = {r2:e}, a = {alpha}: {what} is {got:e} on the GPU, {want:e} on the CPU"
+            );
+        }
+        if r2 == 0.0 {
+            assert_eq!(
+                *got,
+                [1.0, 0.0, 0.0],
+                "{kind:?}: the coincident-point branch"
+            );
+        }
+    }
+    eprintln!("largest difference: {worst:.3} of the bound");
 }

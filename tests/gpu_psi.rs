@@ -32,14 +32,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn gpu() -> Option<Gpu> {
-    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-        eprintln!("OCCAM_SKIP_GPU_TESTS=1: GPU Ψ tests skipped");
-        return None;
-    }
-    match Gpu::open() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
-    }
+    crate::gpu_device::open("GPU Ψ tests")
 }
 
 const TOLERANCE: f64 = 1e-11;
@@ -383,11 +376,9 @@ fn discover_with_the_gpu_says_what_of_a_collapsed_run_it_computes() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("www/examples/fork.csv");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_occam"))
-        .args(["discover", data.to_str().unwrap(), "--out"])
-        .arg(dir.path().join("run"))
-        .args([
+    let (out, result) = crate::gpu_device::discover_fork(
+        &dir.path().join("run"),
+        &[
             "--method",
             "cgp",
             "--backend",
@@ -395,20 +386,13 @@ fn discover_with_the_gpu_says_what_of_a_collapsed_run_it_computes() {
             "--quiet",
             "--seed",
             "1",
-        ])
-        .output()
-        .expect("occam runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("bound is collapsed; its first iterations are timed"),
         "{stderr}"
     );
-    let result = std::fs::read_to_string(dir.path().join("run/result.json")).unwrap();
     assert!(result.contains("\"backend\": \"GPU (f32, "), "{result}");
     // The probe timed both sides and placed the rest; stdout and result.json say where and why.
     let json: serde_json::Value = serde_json::from_str(&result).unwrap();

@@ -8,6 +8,7 @@
 //! command; without an adapter they fail unless `OCCAM_SKIP_GPU_TESTS=1` says to skip them.
 
 use crate::common;
+use crate::gpu_device::{self, EDGE_SHAPES};
 
 use common::SvgpProblem;
 use nalgebra::DMatrix;
@@ -109,14 +110,7 @@ fn zeros(p: &SvgpProblem) -> Vec<f64> {
 }
 
 fn gpu() -> Option<Gpu> {
-    if std::env::var("OCCAM_SKIP_GPU_TESTS").is_ok_and(|v| v == "1") {
-        eprintln!("OCCAM_SKIP_GPU_TESTS=1: resident GPU tests skipped");
-        return None;
-    }
-    match Gpu::open() {
-        Ok(gpu) => Some(gpu),
-        Err(e) => panic!("{e} (set OCCAM_SKIP_GPU_TESTS=1 to skip these tests on purpose)"),
-    }
+    crate::gpu_device::open("resident GPU tests")
 }
 
 /// q(v) = N(m, S) of a problem in its natural parameters (P = S⁻¹, η₁ = P m), in f64.
@@ -265,26 +259,22 @@ fn tolerance(m: usize, d: usize) -> f64 {
 #[test]
 fn the_resident_evaluation_and_natural_step_equal_the_cpus() {
     let Some(gpu) = gpu() else { return };
-    // (D, M, b, S): one point, tile edges, several chunks of the adjoint, a larger M, and an M
+    // (D, M, b, S): the edge shapes, a larger M, and an M
     // large enough that the float32 products split their inner dimension (M = 264: the M × M
     // products' 25 blocks and L⁻¹K's 5 each run as 2 splits added by `split_sum_single`).
     // The last two repeat shapes (other data), so that the factorisations batched by shape
     // (one dispatch per M) hold more than one request, placed apart in the submission.
     let cases = [
-        (1, 1, 1, 1),
-        (2, 16, 8, 2),
-        (3, 7, 30, 10),
-        (5, 40, 64, 10),
-        (4, 70, 128, 5),
-        (2, 264, 16, 2),
-        (3, 7, 30, 10),
-        (5, 40, 64, 10),
-    ];
-    let problems: Vec<SvgpProblem> = cases
-        .iter()
-        .enumerate()
-        .map(|(k, &(d, m, b, s))| common::cgp_problem(d, m, b, s, 200 + k as u64))
-        .collect();
+        &EDGE_SHAPES[..],
+        &[
+            (4, 70, 128, 5),
+            (2, 264, 16, 2),
+            (3, 7, 30, 10),
+            (5, 40, 64, 10),
+        ],
+    ]
+    .concat();
+    let problems = gpu_device::problems(&cases, 200);
     let posteriors: Vec<InducingPosterior> = problems.iter().map(posterior).collect();
     let gamma = GAMMA;
     // Z's moments: m = 0, so that the stepped m = (1 − β₁)g gives the device's gradient back to
@@ -1012,22 +1002,12 @@ fn evaluation(outcome: occam::runner::Outcome) -> occam::discovery::cgp::Evaluat
 #[test]
 fn the_engine_commits_only_the_steps_it_applies() {
     use occam::discovery::cgp::Variable;
-    use occam::discovery::settings::{Preset, SearchSettings, UncollapsedSettings};
     use occam::runner::gpu_executor::GpuBackend;
     use occam::runner::{Backend, CpuBackend};
     use std::sync::Arc;
     let Some(gpu) = gpu() else { return };
     let data = chain(120);
-    let settings = SearchSettings {
-        inducing_points: 12,
-        uncollapsed: UncollapsedSettings {
-            batch_size: 40,
-            samples: 4,
-        },
-        ..Preset::Paper.settings()
-    }
-    .check()
-    .unwrap();
+    let settings = crate::gpu_device::uncollapsed_settings(12, 40, 4);
     let start: Vec<Variable> =
         common::evaluation_jobs(&data, &settings, 11, |child| 60 + child as u64)
             .into_iter()

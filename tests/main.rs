@@ -24,6 +24,7 @@ mod gp_lbfgs;
 mod gp_svgp;
 mod gpu_bound;
 mod gpu_cholesky;
+mod gpu_device;
 mod gpu_families;
 mod gpu_parity;
 mod gpu_psi;

@@ -53,7 +53,9 @@ struct Dims {
 // once, each binding holding the slots one after another) starts in each binding.
 var<private> base: vec4<u32>;
 
+// Every entry point's first call: all bindings in its layout (`touch`), then the slot's places.
 fn enter(slot: u32) {
+    touch();
     base = dims.strides * slot;
 }
 
@@ -70,7 +72,6 @@ fn layer_input_forward(n: u32, i: u32) -> f32 {
 
 @compute @workgroup_size(64)
 fn forward(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let e = id.x;
     if (e >= dims.rows * dims.fan_out) {
@@ -90,7 +91,6 @@ fn forward(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn latent_moments(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let n = id.x;
     if (n >= dims.rows) {
@@ -104,7 +104,6 @@ fn latent_moments(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn head_adjoint(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let n = id.x;
     if (n >= dims.rows) {
@@ -129,7 +128,6 @@ fn layer_input_tape(n: u32, i: u32) -> f32 {
 
 @compute @workgroup_size(64)
 fn weight_grads(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let e = id.x;
     let weights = dims.fan_in * dims.fan_out;
@@ -154,7 +152,6 @@ fn weight_grads(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn back_delta(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let e = id.x;
     if (e >= dims.rows * dims.fan_in) {

@@ -1,8 +1,9 @@
 // The one bind-group layout of the small passes around the resident evaluation (inducing.wgsl,
 // held_gradients.wgsl; prepended to each after double_float.wgsl): a uniform `dims` (each
 // shader's own `Dims`, with a `one` field holding 1.0), three read-only sources and one
-// destination. Every entry point calls `touch()`, so that all five bindings are in its layout
-// whichever it reads, and an unused source is bound to a spare buffer.
+// destination. Every entry point calls `touch()` (first thing in its shader's `enter`), so that
+// all five bindings are in its layout whichever it reads, and an unused source is bound to a
+// spare buffer.
 
 @group(0) @binding(0) var<uniform> dims: Dims;
 @group(0) @binding(1) var<storage, read> src_a: array<f32>;

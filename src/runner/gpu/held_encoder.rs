@@ -247,20 +247,23 @@ impl Gpu {
             ))
         };
         let last = layers.len() - 1;
-        let input_of = |k: usize| if k == 0 { 0 } else { layers[k - 1].output_at };
+        // What layer k's passes, forward and backward, all know of it: its shape, weights and input.
+        let layer_dims = |k: usize| PassDims {
+            rows,
+            fan_in: layers[k].fan_in,
+            fan_out: layers[k].fan_out,
+            weights: buffers.weights_at + layers[k].params_at,
+            input: if k == 0 { 0 } else { layers[k - 1].output_at },
+            first: k == 0,
+            ..PassDims::default()
+        };
         let mut forward = Vec::with_capacity(layers.len() + 1);
         for (k, layer) in layers.iter().enumerate() {
             let dims = PassDims {
-                rows,
-                fan_in: layer.fan_in,
-                fan_out: layer.fan_out,
-                weights: buffers.weights_at + layer.params_at,
-                input: input_of(k),
                 output: layer.output_at,
                 relu: k < last,
-                first: k == 0,
                 strides: [buffers.held_stride, buffers.x_stride, 0, tape_len],
-                ..PassDims::default()
+                ..layer_dims(k)
             };
             forward.push(step(
                 EncoderPass::Forward,
@@ -304,12 +307,6 @@ impl Gpu {
         for k in (0..layers.len()).rev() {
             let layer = layers[k];
             let dims = PassDims {
-                rows,
-                fan_in: layer.fan_in,
-                fan_out: layer.fan_out,
-                weights: buffers.weights_at + layer.params_at,
-                input: input_of(k),
-                first: k == 0,
                 delta_in: delta_at(k),
                 delta_out: if k > 0 { delta_at(k - 1) } else { 0 },
                 grads: buffers.gradient_at + layer.params_at,
@@ -319,7 +316,7 @@ impl Gpu {
                     delta_len,
                     buffers.gradients_stride,
                 ],
-                ..PassDims::default()
+                ..layer_dims(k)
             };
             backward.push(step(
                 EncoderPass::WeightGrads,

@@ -99,7 +99,9 @@ struct Dims {
 var<private> at_slot: u32;
 var<private> base: vec4<u32>;
 
+// Every entry point's first call: all bindings in its layout (`touch`), then the slot's places.
 fn enter(slot: u32) {
+    touch();
     _ = derived[0];
     _ = steps[0];
     at_slot = slot;
@@ -171,7 +173,6 @@ fn derive_parameters(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_index) first: u32,
 ) {
-    touch();
     enter(group.y);
     let d = dims.d;
     if (dims.linear == 0u) {
@@ -217,7 +218,6 @@ fn derive_parameters(
 
 @compute @workgroup_size(64)
 fn input_gradients(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let e = id.x;
     let mw = dims.m * dims.width;
@@ -255,7 +255,6 @@ fn kernel_sums(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_index) k: u32,
 ) {
-    touch();
     enter(group.y);
     let w = group.x;
     let mw = dims.m * dims.width;
@@ -310,7 +309,6 @@ fn kernel_sums(
 
 @compute @workgroup_size(64)
 fn adam_held(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let e = id.x;
     let n = held_count() + dims.params;
@@ -340,7 +338,6 @@ fn parameter_gradients(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_index) first: u32,
 ) {
-    touch();
     enter(group.y);
     let d = dims.d;
     let phi = noise_variance();

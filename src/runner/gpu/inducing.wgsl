@@ -46,7 +46,9 @@ struct Dims {
 var<private> slot: u32;
 var<private> base: vec4<u32>;
 
+// Every entry point's first call: all bindings in its layout (`touch`), then the slot's places.
 fn enter(s: u32) {
+    touch();
     _ = noise[0];
     slot = s;
     base = dims.strides * s;
@@ -85,7 +87,6 @@ fn planes(buffer_b: bool, k: u32, plane: u32) -> vec2<f32> {
 
 @compute @workgroup_size(64)
 fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     let k = id.x;
@@ -103,7 +104,6 @@ fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn narrow_matrix(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     let k = id.x;
@@ -121,7 +121,6 @@ fn narrow_matrix(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn mean_alpha(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     let i = id.x;
@@ -142,7 +141,6 @@ fn mean_alpha(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn mirror_p(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     let k = id.x;
@@ -159,7 +157,6 @@ fn mirror_p(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn l_bar(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     let k = id.x;
@@ -180,7 +177,6 @@ fn l_bar(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn phi(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     let k = id.x;
@@ -198,7 +194,6 @@ fn phi(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn symmetrise_into(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     let k = id.x;
@@ -212,7 +207,6 @@ fn symmetrise_into(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn natural_inputs(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     let k = id.x;
@@ -237,7 +231,6 @@ fn natural_inputs(@builtin(global_invocation_id) id: vec3<u32>) {
 // One invocation per slot (the dispatch's y).
 @compute @workgroup_size(1)
 fn kl_terms(@builtin(global_invocation_id) id: vec3<u32>) {
-    touch();
     enter(id.y);
     let m = dims.m;
     // The state: [L_P | X_P | status (4) | P | S | m | η₁], `offset` = where L_P starts.

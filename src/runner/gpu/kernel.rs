@@ -1,5 +1,6 @@
-//! The kernel matrix K(A, B) on the GPU (`kernel.wgsl`, one invocation per entry), against the
-//! CPU reference [`Kernel::cross`]: K_pq = Σ_j θ̃^lin_j a_pj b_qj + Σ_c s^c κ_c(r_c²(a_p, b_q)).
+//! The kernel matrix K(A, B) on the GPU (`kernel_cross.wgsl`, one invocation per entry; the
+//! shapes κ_c in `kernel_shapes.wgsl`), against the CPU reference [`Kernel::cross`]:
+//! K_pq = Σ_j θ̃^lin_j a_pj b_qj + Σ_c s^c κ_c(r_c²(a_p, b_q)).
 
 #[cfg(not(target_arch = "wasm32"))]
 use super::GpuError;
@@ -11,8 +12,13 @@ use nalgebra::DMatrix;
 #[cfg(not(target_arch = "wasm32"))]
 const WORKGROUP_SIDE: u32 = 8;
 
-/// The shared declarations every kernel shader starts with.
-const COMMON: &str = include_str!("kernel_common.wgsl");
+/// The shapes κ_c(r²) with their derivatives (`kernel_shapes.wgsl`, after the `log_one_plus` it
+/// calls) and the shared declarations every kernel shader starts with.
+const COMMON: [&str; 3] = [
+    super::POSITIVE,
+    include_str!("kernel_shapes.wgsl"),
+    include_str!("kernel_common.wgsl"),
+];
 
 /// The compiled entry points: the forward pass and the adjoint's two passes.
 pub(super) struct KernelPipelines {
@@ -23,8 +29,8 @@ pub(super) struct KernelPipelines {
 
 impl KernelPipelines {
     pub(super) fn new(device: &wgpu::Device) -> Self {
-        let cross = [COMMON, include_str!("kernel_cross.wgsl")].concat();
-        let backward = [COMMON, include_str!("kernel_backward.wgsl")].concat();
+        let cross = COMMON.concat() + include_str!("kernel_cross.wgsl");
+        let backward = COMMON.concat() + include_str!("kernel_backward.wgsl");
         KernelPipelines {
             cross: super::compute_pipeline(device, "kernel_cross.wgsl", &cross, "cross"),
             backward_rows: super::compute_pipeline(
@@ -78,6 +84,52 @@ pub(super) fn rows_bytes(points: &DMatrix<f64>) -> Vec<u8> {
 }
 
 impl Gpu {
+    /// The shapes of `kernel_shapes.wgsl` at each `(kind, r², a)`: `(κ, ∂κ/∂r², ∂κ/∂a)` in
+    /// float32, returned as f64, for holding them equal to the CPU's `gp::kernel::scalar` (the
+    /// test `gpu_parity::the_shapes_equal_the_cpus`). Inputs are rounded to float32 first.
+    /// Compiles its own small shader on every call: a test's tool, not a hot path.
+    #[doc(hidden)]
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn probe_shapes(
+        &self,
+        probes: &[(StationaryKind, f64, f64)],
+    ) -> Result<Vec<[f64; 3]>, GpuError> {
+        if probes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let source = [
+            super::POSITIVE,
+            include_str!("kernel_shapes.wgsl"),
+            include_str!("shape_probe.wgsl"),
+        ]
+        .concat();
+        let pipeline = super::compute_pipeline(
+            self.device.setup(),
+            "shape_probe.wgsl",
+            &source,
+            "probe_shapes",
+        );
+        let words = probes
+            .iter()
+            .flat_map(|&(kind, r2, alpha)| [f64::from(kind_code(kind)), r2, alpha]);
+        let input = self.upload(
+            "shape probes",
+            &f32_bytes(words),
+            wgpu::BufferUsages::STORAGE,
+        );
+        let groups = ((probes.len() as u32).div_ceil(BACKWARD_GROUP), 1, 1);
+        let values = self.run_and_read(
+            "shape probes",
+            &[(&pipeline, groups)],
+            &[input],
+            (probes.len() * 3 * 4) as u64,
+        )?;
+        Ok(values
+            .chunks_exact(3)
+            .map(|v| [f64::from(v[0]), f64::from(v[1]), f64::from(v[2])])
+            .collect())
+    }
+
     /// K(A, B) (`a` n × D, `b` m × D) computed in float32 on the GPU, returned as f64: the same
     /// matrix as [`Kernel::cross`], to within float32 rounding.
     ///

@@ -50,10 +50,7 @@ fn backward_rows(@builtin(global_invocation_id) id: vec3<u32>) {
         for (var c = 0u; c < dims.parts; c++) {
             let base = c * stride;
             let r2 = sq_dist(base, ap, bq);
-            var v = vec3<f32>(1.0, 0.0, 0.0);
-            if (r2 > 0.0) {
-                v = shape_slopes(kinds[c], r2, alpha);
-            }
+            let v = shape(kinds[c], r2, alpha);
             let s = part(base);
             let part_at = row + d + c * stride;
             out[part_at] += g_in * v.x;
@@ -101,13 +98,12 @@ fn backward_cols(@builtin(global_invocation_id) id: vec3<u32>) {
         for (var c = 0u; c < dims.parts; c++) {
             let base = c * stride;
             let r2 = sq_dist(base, ap, bq);
-            if (r2 > 0.0) {
-                let g = g_in * part(base) * shape_slopes(kinds[c], r2, alpha).y;
-                for (var j = 0u; j < d; j++) {
-                    let t = part(base + 1u + j);
-                    if (t != 0.0) {
-                        out[at + j] -= 2.0 * t * t * g * (a[ap + j] - b[bq + j]);
-                    }
+            // κ′ = 0 at r² ≤ 0 (kernel_shapes.wgsl), so coincident points add nothing.
+            let g = g_in * part(base) * shape(kinds[c], r2, alpha).y;
+            for (var j = 0u; j < d; j++) {
+                let t = part(base + 1u + j);
+                if (t != 0.0) {
+                    out[at + j] -= 2.0 * t * t * g * (a[ap + j] - b[bq + j]);
                 }
             }
         }

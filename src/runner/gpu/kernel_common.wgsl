@@ -1,9 +1,10 @@
 // What the kernel's forward pass (kernel_cross.wgsl) and its adjoint (kernel_backward.wgsl) share:
-// the problem's sizes, the points and parameters, and the shapes with their derivatives.
+// the problem's sizes, the points and parameters (the shapes κ_c with their derivatives are
+// kernel_shapes.wgsl's, which comes before this file).
 // K(A, B) for Occam's kernel (MODEL.md §2.2), float32:
 //   K[p, q] = Σ_j θ̃^lin_j a_pj b_qj + Σ_c s^c κ_c(r_c²),  r_c² = Σ_j (θ̃^c_j a_pj − θ̃^c_j b_qj)²,
 // with the masks already applied on the host (θ̃ = E ∘ θ) and dimensions with θ̃ = 0 skipped, so a
-// masked input never enters. κ = 1 at r² ≤ 0 (the coincident-point branch of MODEL.md §2.2).
+// masked input never enters.
 // The host's f64 reference is `Kernel::cross`.
 
 // Every pass runs over a batch of slots (the dispatch's last dimension used): slot k's A, B,
@@ -51,32 +52,6 @@ fn part(i: u32) -> f32 {
 // The rational quadratic's a.
 fn shape_alpha() -> f32 {
     return params[params_at + dims.d + dims.parts * (dims.d + 1u)];
-}
-
-// (κ, κ′ = ∂κ/∂r², ∂κ/∂a) at r² > 0.
-fn shape_slopes(kind: u32, r2: f32, alpha: f32) -> vec3<f32> {
-    switch kind {
-        case 0u: {
-            let e = exp(-0.5 * r2);
-            return vec3<f32>(e, -0.5 * e, 0.0);
-        }
-        case 1u: {
-            let r = sqrt(r2);
-            let e = exp(-r);
-            return vec3<f32>(e, -0.5 * e / r, 0.0);
-        }
-        case 2u: {
-            let sr = sqrt(3.0 * r2);
-            let e = exp(-sr);
-            return vec3<f32>((1.0 + sr) * e, -1.5 * e, 0.0);
-        }
-        default: {
-            let x = r2 / (2.0 * alpha);
-            let l = log(1.0 + x);
-            let kappa = exp(-alpha * l);
-            return vec3<f32>(kappa, -0.5 * kappa / (1.0 + x), kappa * (x / (1.0 + x) - l));
-        }
-    }
 }
 
 // r_c² between a_p and b_q (their first words in `a` and `b`) for the part at `base`.

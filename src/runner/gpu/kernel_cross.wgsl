@@ -27,11 +27,7 @@ fn cross(@builtin(global_invocation_id) id: vec3<u32>) {
     for (var c = 0u; c < dims.parts; c++) {
         let base = c * stride;
         let r2 = sq_dist(base, ap, bq);
-        var kappa = 1.0;
-        if (r2 > 0.0) {
-            kappa = shape_slopes(kinds[c], r2, alpha).x;
-        }
-        value += part(base) * kappa;
+        value += part(base) * shape(kinds[c], r2, alpha).x;
     }
     k[slot * dims.stride_k + p + q * dims.n] = value;
 }

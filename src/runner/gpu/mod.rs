@@ -8,7 +8,8 @@
 //!
 //! Owns: acquiring a device ([`Gpu::open`]), the typed [`GpuError`], the kernels — the kernel
 //! matrix K(A, B) and its adjoint ([`Gpu::cross`], [`Gpu::cross_backward`]; WGSL in
-//! `kernel_common.wgsl`, `kernel_cross.wgsl`, `kernel_backward.wgsl`), batched tiled products in
+//! `kernel_shapes.wgsl` (the shapes κ_c, the twin of `gp::kernel::scalar`), `kernel_common.wgsl`,
+//! `kernel_cross.wgsl`, `kernel_backward.wgsl`), batched tiled products in
 //! float32 or compensated ([`Gpu::gemm`], [`Gpu::syrk`], `gemm.wgsl`), the uncollapsed bound's
 //! predictions ([`Gpu::svgp_predictions`], [`Gpu::bounds_and_gradients`], `predictions.wgsl`),
 //! the same evaluation with q(v), Z, q(w)'s encoder (with their Adam moments) and the M × M

@@ -5,8 +5,8 @@
 // to w_sn = μ_n + √Σ_n ε_sn (as `svgp::evaluation_points` orders them). Writes u (T × D,
 // row-major, T = S·b), k_tt = k(u_p, u_p) (T) and the targets' column of gy (y_T at T + p). The
 // host sends b·(D + 3) + T values instead of T·(D + 3).
-// k(u, u) = Σ_j θ̃^lin_j u_j² + Σ_c s^c: every stationary shape is 1 at r = 0 (kernel_common.wgsl
-// has the parameters' layout; the host's f64 reference is `Kernel::diag`).
+// k(u, u) = Σ_j θ̃^lin_j u_j² + Σ_c s^c: every stationary shape is 1 at r = 0 (kernel_shapes.wgsl;
+// kernel_common.wgsl has the parameters' layout; the host's f64 reference is `Kernel::diag`).
 // One pass over a batch of slots (the dispatch's y): slot k's buffers sit k strides (in words)
 // into each binding, its latent column in `slots`.
 

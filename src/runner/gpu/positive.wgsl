@@ -1,8 +1,8 @@
 // The positive transform of gp/params.rs (value = softplus(raw) + floor) and its derivative,
 // shared by the shaders that step constrained parameters (encoder.wgsl's Σ, held_gradients.wgsl's
-// kernel hyperparameters and φ²).
+// kernel hyperparameters and φ²), and log(1 + x) for the kernel shapes (kernel_shapes.wgsl).
 
-// log(1 + x) for 0 ≤ x ≤ 1: below 0.05 by its series to x⁶ (truncation below 2·10⁻⁹ relative),
+// log(1 + x) for x ≥ 0: below 0.05 by its series to x⁶ (truncation below 2·10⁻⁹ relative),
 // because 1 + x rounds there and WebGPU's log is only held to an absolute error near 1.
 fn log_one_plus(x: f32) -> f32 {
     if (x < 0.05) {
