@@ -31,9 +31,31 @@ const SHORT_UNCOLLAPSED = {
   seed: 0,
 };
 
-async function startShortRun(page, example) {
+/** Chooses the built-in example `example` and waits until its data are summarised. */
+async function loadExample(page, example) {
   await page.getByTestId('example-select').selectOption(example);
   await expect(page.getByTestId('data-summary')).toContainText(`${example}.csv`);
+}
+
+/** The page reported no error and asked nothing of any other origin. */
+function expectQuiet(seen, baseURL) {
+  expect(seen.errors).toEqual([]);
+  expect(foreignRequests(seen, baseURL)).toEqual([]);
+}
+
+/** Starts the exact search (the method `auto` picks for two variables) on the loaded example. */
+async function startExactRun(page) {
+  // The examples open with the method that teaches them best; a CSV opens with `auto`.
+  await page.getByTestId('method-select').selectOption('auto');
+  // 100 of the 349 rows: the family fits on a software rasteriser are slow. Natively (`occam
+  // discover --method exact --exact-few-rows 100`) seeds 0, 1 and 2 orient the pair on the CPU,
+  // and seed 0 on lavapipe.
+  await setFields(page, { seed: 0, exact_few_rows: 100 });
+  await page.getByTestId('run-button').click();
+}
+
+async function startShortRun(page, example) {
+  await loadExample(page, example);
   await page.getByTestId('preset-select').selectOption('paper');
   await setFields(page, SHORT_UNCOLLAPSED);
   await page.getByTestId('run-button').click();
@@ -85,8 +107,7 @@ test('a run with the uncollapsed bound computes on WebGPU when an adapter is off
     await expect(traffic).toHaveCount(0);
   }
   await shot(page, 'webgpu-2-done', info);
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('a run whose GPU device is destroyed midway goes on on the CPU, shows the switch, and finishes', async ({ page, baseURL }, info) => {
@@ -109,8 +130,7 @@ test('a run whose GPU device is destroyed midway goes on on the CPU, shows the s
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(page.getByTestId('result-summary')).toContainText('WebGPU failed and was left');
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toBeVisible();
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at every size) and orients the pair as the truth does', async ({ page, baseURL }, info) => {
@@ -123,8 +143,7 @@ test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at
   // test below); the hook puts every collapsed Ψ2 on the device, so the small example exercises
   // the collapsed GPU path.
   await page.getByTestId('psi2-gpu-always').click();
-  await page.getByTestId('example-select').selectOption('altitude_temperature');
-  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
+  await loadExample(page, 'altitude_temperature');
   await page.getByTestId('preset-select').selectOption('interactive');
   // 100 rows, not the preset's 200: half the rows for Ψ2 on a software rasteriser (this test
   // 1.4 → 1.2 minutes on the development VM). Natively (`occam discover --method cgp --max-rows
@@ -150,8 +169,7 @@ test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at
     await expect(page.getByTestId('status')).toHaveText('done', { timeout: 120_000 });
     await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
   }
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('a collapsed run (the interactive preset) times its first iterations on WebGPU and on the CPU, computes the rest on the faster, and says so', async ({ page, baseURL }, info) => {
@@ -160,8 +178,7 @@ test('a collapsed run (the interactive preset) times its first iterations on Web
   const seen = watch(page);
   await open(page);
   const badge = page.getByTestId('backend-badge');
-  await page.getByTestId('example-select').selectOption('altitude_temperature');
-  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
+  await loadExample(page, 'altitude_temperature');
   await page.getByTestId('method-select').selectOption('cgp');
   await page.getByTestId('preset-select').selectOption('interactive');
   // The same size as the forced test above (seed 0 orients the pair at 100 rows).
@@ -187,8 +204,7 @@ test('a collapsed run (the interactive preset) times its first iterations on Web
     await expect(badge).toHaveAttribute('data-backend', 'cpu');
   }
   await shot(page, 'webgpu-6-collapsed-measured', info);
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('the default run (the exact search) times its family fits on WebGPU and on the CPU, fits the rest on the faster, and says so', async ({ page, baseURL }, info) => {
@@ -197,15 +213,8 @@ test('the default run (the exact search) times its family fits on WebGPU and on 
   const seen = watch(page);
   await open(page);
   const badge = page.getByTestId('backend-badge');
-  await page.getByTestId('example-select').selectOption('altitude_temperature');
-  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
-  // The examples open with the method that teaches them best; a CSV opens with `auto`.
-  await page.getByTestId('method-select').selectOption('auto');
-  // 100 of the 349 rows: the family fits on a software rasteriser are slow. Natively (`occam
-  // discover --method exact --exact-few-rows 100`) seeds 0, 1 and 2 orient the pair on the CPU,
-  // and seed 0 on lavapipe.
-  await setFields(page, { seed: 0, exact_few_rows: 100 });
-  await page.getByTestId('run-button').click();
+  await loadExample(page, 'altitude_temperature');
+  await startExactRun(page);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(page.getByTestId('result-method')).toHaveText('exact');
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
@@ -227,8 +236,7 @@ test('the default run (the exact search) times its family fits on WebGPU and on 
     await expect(badge).toHaveAttribute('data-backend', 'cpu');
   }
   await shot(page, 'webgpu-5-exact-measured', info);
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('family fits placed on WebGPU (test hook) run there in lockstep, the badge says WebGPU, and the graph is the CPU\'s', async ({ page, baseURL }, info) => {
@@ -238,15 +246,8 @@ test('family fits placed on WebGPU (test hook) run there in lockstep, the badge 
   await open(page, '#test-hooks');
   const badge = page.getByTestId('backend-badge');
   await page.getByTestId('families-gpu-always').click();
-  await page.getByTestId('example-select').selectOption('altitude_temperature');
-  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
-  // The examples open with the method that teaches them best; a CSV opens with `auto`.
-  await page.getByTestId('method-select').selectOption('auto');
-  // 100 of the 349 rows: the family fits on a software rasteriser are slow. Natively (`occam
-  // discover --method exact --exact-few-rows 100`) seeds 0, 1 and 2 orient the pair on the CPU,
-  // and seed 0 on lavapipe.
-  await setFields(page, { seed: 0, exact_few_rows: 100 });
-  await page.getByTestId('run-button').click();
+  await loadExample(page, 'altitude_temperature');
+  await startExactRun(page);
   await expect(badge).toHaveAttribute('data-backend', 'webgpu');
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 280_000 });
   await expect(page.getByTestId('result-method')).toHaveText('exact');
@@ -258,6 +259,5 @@ test('family fits placed on WebGPU (test hook) run there in lockstep, the badge 
   await expect(page.getByTestId('result-summary')).toContainText('on WebGPU (f32, ');
   await expect(badge).toHaveAttribute('data-switched', 'no');
   await shot(page, 'webgpu-6-exact-on-gpu', info);
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
