@@ -54,6 +54,25 @@ async function startExactRun(page) {
   await page.getByTestId('run-button').click();
 }
 
+/** What a measured run's probe chose, as the page shows it: with an adapter, `work` timed on both
+ * sides (`checkJobs(choice)` checks how many) and the badge naming the side chosen, with
+ * `cpuTitle` in its title when that is the CPU; without one, no choice shown and the CPU. */
+async function expectMeasuredChoice(page, gpu, { work, checkJobs, cpuTitle }) {
+  const choice = page.getByTestId('device-choice');
+  const badge = page.getByTestId('backend-badge');
+  if (!gpu) {
+    await expect(choice).toHaveCount(0);
+    await expect(badge).toHaveAttribute('data-backend', 'cpu');
+    return;
+  }
+  await expect(choice).toHaveAttribute('data-work', work);
+  const chosen = await choice.getAttribute('data-chosen');
+  expect(['GPU', 'CPU']).toContain(chosen);
+  await checkJobs(choice);
+  await expect(badge).toHaveAttribute('data-backend', chosen === 'GPU' ? 'webgpu' : 'cpu');
+  if (chosen === 'CPU') await expect(badge).toHaveAttribute('title', cpuTitle);
+}
+
 async function startShortRun(page, example) {
   await loadExample(page, example);
   await page.getByTestId('preset-select').selectOption('paper');
@@ -188,21 +207,16 @@ test('a collapsed run (the interactive preset) times its first iterations on Web
   if (gpu) await expect(badge).toHaveAttribute('title', /timed with their Ψ2 sums on WebGPU and on the CPU|faster here/);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 220_000 });
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
-  const choice = page.getByTestId('device-choice');
-  if (gpu) {
-    // Three iterations on each side, the first of each untimed, then the faster for the rest.
-    await expect(choice).toHaveAttribute('data-work', 'collapsed search iterations');
-    const chosen = await choice.getAttribute('data-chosen');
-    expect(['GPU', 'CPU']).toContain(chosen);
-    expect(await choice.getAttribute('data-device-jobs')).toBe('2');
-    expect(await choice.getAttribute('data-cpu-jobs')).toBe('2');
-    await expect(choice).toContainText('measured on 2 GPU and 2 CPU jobs');
-    await expect(badge).toHaveAttribute('data-backend', chosen === 'GPU' ? 'webgpu' : 'cpu');
-    if (chosen === 'CPU') await expect(badge).toHaveAttribute('title', /collapsed search computes on the CPU, which is faster here/);
-  } else {
-    await expect(choice).toHaveCount(0);
-    await expect(badge).toHaveAttribute('data-backend', 'cpu');
-  }
+  // Three iterations on each side, the first of each untimed, then the faster for the rest.
+  await expectMeasuredChoice(page, gpu, {
+    work: 'collapsed search iterations',
+    checkJobs: async (choice) => {
+      expect(await choice.getAttribute('data-device-jobs')).toBe('2');
+      expect(await choice.getAttribute('data-cpu-jobs')).toBe('2');
+      await expect(choice).toContainText('measured on 2 GPU and 2 CPU jobs');
+    },
+    cpuTitle: /collapsed search computes on the CPU, which is faster here/,
+  });
   await shot(page, 'webgpu-6-collapsed-measured', info);
   expectQuiet(seen, baseURL);
 });
@@ -212,29 +226,23 @@ test('the default run (the exact search) times its family fits on WebGPU and on 
   const gpu = info.project.metadata.adapter === 'available';
   const seen = watch(page);
   await open(page);
-  const badge = page.getByTestId('backend-badge');
   await loadExample(page, 'altitude_temperature');
   await startExactRun(page);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(page.getByTestId('result-method')).toHaveText('exact');
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
-  const choice = page.getByTestId('device-choice');
-  if (gpu) {
-    // Two families timed on each side (the four families of two variables: while the probe
-    // measures, every family unit is timed), the rest placed on the faster: on SwiftShader, a
-    // CPU rasteriser, that is the CPU, and the badge says why.
-    await expect(choice).toHaveAttribute('data-work', 'family fits');
-    const chosen = await choice.getAttribute('data-chosen');
-    expect(['GPU', 'CPU']).toContain(chosen);
-    const jobs = Number(await choice.getAttribute('data-device-jobs')) + Number(await choice.getAttribute('data-cpu-jobs'));
-    expect(jobs).toBe(4);
-    await expect(choice).toContainText(/measured on|given up/);
-    await expect(badge).toHaveAttribute('data-backend', chosen === 'GPU' ? 'webgpu' : 'cpu');
-    if (chosen === 'CPU') await expect(badge).toHaveAttribute('title', /family fits compute on the CPU, which is faster here/);
-  } else {
-    await expect(choice).toHaveCount(0);
-    await expect(badge).toHaveAttribute('data-backend', 'cpu');
-  }
+  // Two families timed on each side (the four families of two variables: while the probe
+  // measures, every family unit is timed), the rest placed on the faster: on SwiftShader, a
+  // CPU rasteriser, that is the CPU, and the badge says why.
+  await expectMeasuredChoice(page, gpu, {
+    work: 'family fits',
+    checkJobs: async (choice) => {
+      const jobs = Number(await choice.getAttribute('data-device-jobs')) + Number(await choice.getAttribute('data-cpu-jobs'));
+      expect(jobs).toBe(4);
+      await expect(choice).toContainText(/measured on|given up/);
+    },
+    cpuTitle: /family fits compute on the CPU, which is faster here/,
+  });
   await shot(page, 'webgpu-5-exact-measured', info);
   expectQuiet(seen, baseURL);
 });
