@@ -2,57 +2,22 @@
 //! required, and a tier per variable. A contradiction is explained (naming the variables) and
 //! blocks the run.
 
-use super::{AppState, DataState};
-use crate::discovery::knowledge::Knowledge;
-use crate::page_model::{grid_from_names, knowledge_from_grid, EdgeRule};
+use super::settings_store::SettingsStore;
+use super::DataState;
 use leptos::prelude::*;
-
-/// The knowledge as the run would use it, or why it cannot be used.
-pub fn current_knowledge(state: AppState) -> Option<Result<Knowledge, String>> {
-    let names = state.page.data.with(DataState::names)?;
-    let rules = state.rules.get();
-    let tiers = state.tiers.get();
-    Some(knowledge_from_grid(&names, &rules, &tiers))
-}
-
-/// Sets the grid to forbid and require the named edges (every other cell free) and the named
-/// variables' tiers (the others none): a lesson's knowledge step. Says which name is not a
-/// variable of the loaded data, changing nothing then.
-pub fn set_knowledge(
-    state: AppState,
-    forbid: &[(String, String)],
-    require: &[(String, String)],
-    tiers: &[(String, u32)],
-) -> Result<(), String> {
-    let names = state
-        .page
-        .data
-        .with_untracked(DataState::names)
-        .ok_or("load the data first")?;
-    let rules = grid_from_names(&names, forbid, require)?;
-    let mut tier_texts = vec![String::new(); names.len()];
-    for (name, tier) in tiers {
-        let i = names
-            .iter()
-            .position(|n| n == name)
-            .ok_or_else(|| format!("{name} is not one of the variables {}", names.join(", ")))?;
-        tier_texts[i] = tier.to_string();
-    }
-    state.rules.set(rules);
-    state.tiers.set(tier_texts);
-    Ok(())
-}
 
 /// Column headers of up to this many characters are written flat; longer ones upwards.
 const FLAT_HEADER_CHARS: usize = 3;
 
 #[component]
 pub fn KnowledgePanel(
-    /// The page's shell: its state and the commands that change it.
-    state: AppState,
+    /// The data loaded: the grid has a row and a column per variable.
+    #[prop(into)]
+    data: Signal<DataState>,
 ) -> impl IntoView {
+    let store = SettingsStore::expect();
     let body = move || {
-        let Some(names) = state.page.data.with(DataState::names) else {
+        let Some(names) = data.with(DataState::names) else {
             return view! { <p class="hint">"Load data to state what you already know about its causes."</p> }
                 .into_any();
         };
@@ -74,14 +39,14 @@ pub fn KnowledgePanel(
                             return view! { <td class="diagonal"></td> }.into_any();
                         }
                         let rule = move || {
-                            state
+                            store
                                 .rules
                                 .with(|r| r.get(i * d + j).copied().unwrap_or_default())
                         };
                         let title = format!("{} → {}", names[i], names[j]);
                         let label = title.clone();
                         let on_click = move |_| {
-                            state.rules.update(|r| {
+                            store.rules.update(|r| {
                                 if let Some(cell) = r.get_mut(i * d + j) {
                                     *cell = cell.next();
                                 }
@@ -113,10 +78,10 @@ pub fn KnowledgePanel(
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let value = move || state.tiers.with(|t| t.get(i).cloned().unwrap_or_default());
+                let value = move || store.tiers.with(|t| t.get(i).cloned().unwrap_or_default());
                 let on_input = move |ev: web_sys::Event| {
                     let text = event_target_value(&ev);
-                    state.tiers.update(|t| {
+                    store.tiers.update(|t| {
                         if let Some(slot) = t.get_mut(i) {
                             *slot = text;
                         }
@@ -130,10 +95,7 @@ pub fn KnowledgePanel(
                 }
             })
             .collect_view();
-        let reset = move |_| {
-            state.rules.set(vec![EdgeRule::Free; d * d]);
-            state.tiers.set(vec![String::new(); d]);
-        };
+        let reset = move |_| store.clear_knowledge(d);
         view! {
             <p class="hint">"Click a cell to forbid (✕) or require (→) the edge row → column; click again to move on. Tiers: a variable in a later tier can never cause one in an earlier tier (leave empty for no tier)."</p>
             // The grid scrolls inside this box (both ways, headers sticky) rather than widening
@@ -150,7 +112,11 @@ pub fn KnowledgePanel(
         }
         .into_any()
     };
-    let problem = move || current_knowledge(state).and_then(Result::err);
+    let problem = move || {
+        store
+            .knowledge(data.with(DataState::names))
+            .and_then(Result::err)
+    };
     view! {
         <section class="panel" aria-labelledby="knowledge-heading">
             <h2 id="knowledge-heading">"3. Prior knowledge (optional)"</h2>

@@ -6,9 +6,8 @@
 //! a new file.
 
 use super::examples::{fetch_text, EXAMPLES};
-use super::knowledge_panel::set_knowledge;
 use super::run_panel::{blocker, start_run};
-use super::settings_panel::use_settings;
+use super::settings_store::SettingsStore;
 use super::{AppState, DataState, Explanation};
 use crate::page_model::format_probability;
 use crate::page_model::lessons::{
@@ -65,8 +64,14 @@ fn page_facts(state: AppState) -> PageFacts {
     }
 }
 
-/// Carries out a step's action on the page, or says why it cannot be done now.
-fn carry_out(state: AppState, action: &StepAction, facts: &PageFacts) -> Result<(), String> {
+/// Carries out a step's action on the page (settings and knowledge steps on `store`), or says
+/// why it cannot be done now.
+fn carry_out(
+    state: AppState,
+    store: SettingsStore,
+    action: &StepAction,
+    facts: &PageFacts,
+) -> Result<(), String> {
     match action {
         StepAction::LoadExample { example } => {
             let stem = EXAMPLES
@@ -84,17 +89,24 @@ fn carry_out(state: AppState, action: &StepAction, facts: &PageFacts) -> Result<
             preset,
             method,
             fields,
-        } => use_settings(state, *preset, *method, fields)?,
+        } => store.use_settings(*preset, *method, fields)?,
         StepAction::Knowledge {
             forbid,
             require,
             tiers,
-        } => set_knowledge(state, forbid, require, tiers)?,
+        } => {
+            let names = state
+                .page
+                .data
+                .with_untracked(DataState::names)
+                .ok_or("load the data first")?;
+            store.set_knowledge(&names, forbid, require, tiers)?
+        }
         StepAction::Run => {
-            if let Some(why) = blocker(state) {
+            if let Some(why) = blocker(state, store) {
                 return Err(format!("the run cannot start: {why}"));
             }
-            start_run(state);
+            start_run(state, store);
         }
         StepAction::ShowCpdag => {
             if facts.result.is_none() {
@@ -123,6 +135,7 @@ pub fn LessonPanel(
     /// The page's shell: its state and the commands that change it.
     state: AppState,
 ) -> impl IntoView {
+    let store = SettingsStore::expect();
     let catalogue = RwSignal::new(Catalogue::Loading);
     let open = RwSignal::new(None::<usize>);
     let progress = RwSignal::new(LessonProgress::default());
@@ -197,7 +210,7 @@ pub fn LessonPanel(
             let done = p.action_done;
             let on_click = move |_| {
                 let before = facts.get_untracked();
-                match carry_out(state, &action, &before) {
+                match carry_out(state, store, &action, &before) {
                     Ok(()) => {
                         action_error.set(None);
                         progress.update(|p| p.action_carried_out(before.runs_started));

@@ -4,7 +4,9 @@
 //! Worker ([`worker_client`]) and the page renders the replies. The state and every change to it
 //! live in the native, tested `page_model::page::PageModel`; [`AppState`] holds it, mirrors its fields in
 //! signals for the components, and carries out what its transitions ask (requests, file reads).
-//! Panels get the shell as a prop; display components get only the signals they draw. A panic
+//! Panels get the shell as a prop; the settings form and the prior-knowledge grid are one
+//! [`settings_store::SettingsStore`] in Leptos context, read by the panels that use them; display
+//! components get only the signals they draw. A panic
 //! anywhere in the page is turned into a visible error message instead of a blank page; a worker
 //! that dies is reported and can be restarted with the data re-sent.
 
@@ -21,16 +23,17 @@ mod lesson_panel;
 mod results_panel;
 mod run_panel;
 mod settings_panel;
+mod settings_store;
 mod svg;
 mod worker_client;
 
-use crate::discovery::settings::{Method, Preset};
 use crate::engine::{RunResult, Snapshot};
 use crate::page_model::page::{PageEffect, PageModel};
-use crate::page_model::{preset_values, EdgeRule, History};
+use crate::page_model::History;
 use crate::worker::protocol::{ComputeBackend, FromWorker, ToWorker};
 use js_sys::ArrayBuffer;
 use leptos::prelude::*;
+use settings_store::SettingsStore;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::Blob;
@@ -68,38 +71,39 @@ pub use crate::page_model::page::{
 };
 pub use crate::page_model::Truth;
 
-/// Declares the [`PageModel`] fields the components read, each mirrored in a read-only signal of
-/// [`PageViews`] that [`AppState::update`] sets after a transition when (and only when) the
-/// field changed, so a component redraws for its own field only.
+/// Declares the [`PageModel`] fields the components read, each as `view = path.to.field: Type`
+/// (a field of a sub-model), mirrored in a read-only signal `view` of [`PageViews`] that
+/// [`AppState::update`] sets after a transition when (and only when) the field changed, so a
+/// component redraws for its own field only.
 macro_rules! page_views {
-    ($($(#[$doc:meta])* $field:ident: $ty:ty,)*) => {
+    ($($(#[$doc:meta])* $view:ident = $($path:ident).+ : $ty:ty,)*) => {
         /// The model's fields as signals, for the components (read-only: every change goes
         /// through a [`PageModel`] transition).
         #[derive(Clone, Copy)]
         pub struct PageViews {
-            $($(#[$doc])* pub $field: ReadSignal<$ty>,)*
+            $($(#[$doc])* pub $view: ReadSignal<$ty>,)*
         }
 
         /// The writing halves of [`PageViews`].
         #[derive(Clone, Copy)]
         struct PageWriters {
-            $($field: WriteSignal<$ty>,)*
+            $($view: WriteSignal<$ty>,)*
         }
 
         impl PageViews {
             fn new(model: &PageModel) -> (Self, PageWriters) {
-                $(let $field = signal(model.$field.clone());)*
+                $(let $view = signal(model.$($path).+.clone());)*
                 (
-                    Self { $($field: $field.0,)* },
-                    PageWriters { $($field: $field.1,)* },
+                    Self { $($view: $view.0,)* },
+                    PageWriters { $($view: $view.1,)* },
                 )
             }
 
             /// Sets each signal whose field differs from `model`'s.
             fn publish(&self, writers: &PageWriters, model: &PageModel) {
                 $(
-                    if self.$field.with_untracked(|shown| shown != &model.$field) {
-                        writers.$field.set(model.$field.clone());
+                    if self.$view.with_untracked(|shown| shown != &model.$($path).+) {
+                        writers.$view.set(model.$($path).+.clone());
                     }
                 )*
             }
@@ -108,48 +112,46 @@ macro_rules! page_views {
 }
 
 page_views! {
-    backend: BackendState,
+    backend = worker.backend: BackendState,
     /// Compute workers of the current or last run (1: the worker computes alone).
-    compute_workers: Option<usize>,
-    data: DataState,
-    run: RunState,
+    compute_workers = run.compute_workers: Option<usize>,
+    data = load.data: DataState,
+    run = run.state: RunState,
     /// Runs started on this page so far (a lesson's check waits for a run after its change).
-    runs_started: u64,
-    snapshot: Option<Snapshot>,
+    runs_started = run.runs_started: u64,
+    snapshot = run.snapshot: Option<Snapshot>,
     /// Snapshots received during the current run (the end-to-end test reads the rate).
-    snapshots_seen: u64,
+    snapshots_seen = run.snapshots_seen: u64,
     /// A pause was asked for and the worker has not confirmed it yet.
-    pause_pending: bool,
-    history: History,
-    result: Option<RunResult>,
+    pause_pending = run.pause_pending: bool,
+    history = run.history: History,
+    result = run.result: Option<RunResult>,
     /// Set when the result shown was loaded from a saved run record (its file name).
-    record_file: Option<String>,
-    truth: Option<Truth>,
+    record_file = run.record_file: Option<String>,
+    truth = load.truth: Option<Truth>,
     /// The one error the banner shows.
-    error: Option<String>,
+    error = error: Option<String>,
     /// Whether the worker died and must be restarted.
-    worker_dead: bool,
+    worker_dead = worker.dead: bool,
     /// The current run saved whole: shown as the `resume-run` button while one is kept.
-    saved_run: Option<String>,
-    simulation: SimulationState,
-    explanation: Explanation,
+    saved_run = run.saved_run: Option<String>,
+    simulation = load.simulation: SimulationState,
+    explanation = explain.explanation: Explanation,
 }
 
 /// The page's shell, handed to each panel as a prop (`Copy`): the model of its state ([`PageModel`],
-/// native and tested) with its fields mirrored as signals ([`PageViews`], `state.page`), the
-/// user's inputs (settings, prior knowledge, view toggles), and the worker and the current file.
+/// native and tested) with its fields mirrored as signals ([`PageViews`], `state.page`), the view
+/// toggles, and the worker and the current file. The settings and prior knowledge are the
+/// [`SettingsStore`]'s, read by the panels from context.
 #[derive(Clone, Copy)]
 pub struct AppState {
     /// The model's fields, for the components to read.
     pub page: PageViews,
     writers: PageWriters,
     model: StoredValue<PageModel>,
-    pub preset: RwSignal<Preset>,
-    /// The search the next run uses (`method-select`; auto until the user picks another).
-    pub method: RwSignal<Method>,
-    pub settings_values: RwSignal<Vec<String>>,
-    pub rules: RwSignal<Vec<EdgeRule>>,
-    pub tiers: RwSignal<Vec<String>>,
+    /// The store whose knowledge grid a [`PageEffect::ResetKnowledge`] clears (the panels read
+    /// it from context; worker replies arrive outside any component).
+    settings: SettingsStore,
     /// Whether the result's Markov equivalence class is drawn beside it (`cpdag-toggle`).
     pub cpdag_shown: RwSignal<bool>,
     worker: StoredValue<Option<WorkerClient>, LocalStorage>,
@@ -158,19 +160,14 @@ pub struct AppState {
 }
 
 impl AppState {
-    fn new() -> Self {
+    fn new(settings: SettingsStore) -> Self {
         let model = PageModel::new(js_sys::Date::now());
         let (page, writers) = PageViews::new(&model);
         Self {
             page,
             writers,
             model: StoredValue::new(model),
-            preset: RwSignal::new(Preset::Interactive),
-            // The method that wins (issue 33): exact for few variables, hybrid above.
-            method: RwSignal::new(Method::Auto),
-            settings_values: RwSignal::new(preset_values(Preset::Interactive, 0)),
-            rules: RwSignal::new(Vec::new()),
-            tiers: RwSignal::new(Vec::new()),
+            settings,
             cpdag_shown: RwSignal::new(false),
             worker: StoredValue::new_local(None),
             source: StoredValue::new_local(None),
@@ -214,10 +211,7 @@ impl AppState {
                         }),
                     }
                 }
-                PageEffect::ResetKnowledge { columns } => {
-                    self.rules.set(vec![EdgeRule::Free; columns * columns]);
-                    self.tiers.set(vec![String::new(); columns]);
-                }
+                PageEffect::ResetKnowledge { columns } => self.settings.clear_knowledge(columns),
                 // Dropping the client terminates the worker and detaches its handlers.
                 PageEffect::EndWorker => self.worker.set_value(None),
             }
@@ -324,7 +318,7 @@ impl AppState {
 
     /// Sets (or clears) the ground truth the result is compared with.
     pub fn set_truth(self, truth: Option<Truth>) {
-        self.update(|m| m.truth = truth);
+        self.update(|m| m.load.truth = truth);
     }
 
     /// Reads `blob` and hands its bytes to the worker as the data set `file_name`.
@@ -338,7 +332,7 @@ impl AppState {
     /// Reads `blob` and sends it to the worker as load `load_id`, unless a newer file was chosen
     /// meanwhile.
     fn read_and_send(self, load_id: u64, blob: Blob) {
-        let file_name = self.read(|m| match &m.data {
+        let file_name = self.read(|m| match &m.load.data {
             DataState::Reading { file_name, .. } => file_name.clone(),
             _ => String::new(),
         });
@@ -477,7 +471,7 @@ fn test_hooks_enabled() -> bool {
 
 #[component]
 fn App() -> impl IntoView {
-    let state = AppState::new();
+    let state = AppState::new(SettingsStore::provide());
     spawn_worker(state);
     start_watchdog(state);
     guard_window_drops();
@@ -496,8 +490,8 @@ fn App() -> impl IntoView {
                 <lesson_panel::LessonPanel state=state />
                 <data_panel::DataPanel state=state />
                 <graph_editor::GraphEditorPanel state=state />
-                <settings_panel::SettingsPanel state=state />
-                <knowledge_panel::KnowledgePanel state=state />
+                <settings_panel::SettingsPanel />
+                <knowledge_panel::KnowledgePanel data=state.page.data />
             </div>
             <div class="column outputs">
                 <run_panel::RunPanel state=state />
@@ -513,7 +507,7 @@ fn App() -> impl IntoView {
                     // Pretend a run started so the watchdog expects answers.
                     state.update(|m| {
                         m.mark_alive(js_sys::Date::now());
-                        m.run = RunState::Starting;
+                        m.run.state = RunState::Starting;
                     });
                     state.send(&ToWorker::Hang);
                 }>

@@ -4,8 +4,7 @@
 
 use super::charts::{draw_curves, draw_heatmap, heatmap_cell_at};
 use super::dag_view::{drawing, DagView};
-use super::knowledge_panel::current_knowledge;
-use super::settings_panel::current_settings;
+use super::settings_store::SettingsStore;
 use super::{AppState, DataState, RunState};
 use crate::discovery::settings::Method;
 use crate::engine::{RunResult, Snapshot, Status};
@@ -16,8 +15,9 @@ use crate::page_model::{
 use crate::worker::protocol::RunRequest;
 use leptos::prelude::*;
 
-/// Why the Run button is disabled, or `None` when a run can start.
-pub(super) fn blocker(state: AppState) -> Option<String> {
+/// Why the Run button is disabled, or `None` when a run can start with the settings and knowledge
+/// of `store`.
+pub(super) fn blocker(state: AppState, store: SettingsStore) -> Option<String> {
     if state.page.worker_dead.get() {
         return Some("the worker must be restarted first".into());
     }
@@ -27,25 +27,26 @@ pub(super) fn blocker(state: AppState) -> Option<String> {
     if !matches!(state.page.data.get(), DataState::Loaded { .. }) {
         return Some("load data first".into());
     }
-    if let Err(e) = current_settings(state) {
+    if let Err(e) = store.settings() {
         return Some(format!("fix the settings: {e}"));
     }
-    if let Some(Err(e)) = current_knowledge(state) {
+    if let Some(Err(e)) = store.knowledge(state.page.data.with(DataState::names)) {
         return Some(format!("fix the prior knowledge: {e}"));
     }
     None
 }
 
-pub(super) fn start_run(state: AppState) {
-    let (Ok((settings, seed)), Some(Ok(knowledge))) =
-        (current_settings(state), current_knowledge(state))
+/// Starts a run with the settings and knowledge of `store`, if they can be used.
+pub(super) fn start_run(state: AppState, store: SettingsStore) {
+    let names = state.page.data.with(DataState::names);
+    let (Ok((settings, seed)), Some(Ok(knowledge))) = (store.settings(), store.knowledge(names))
     else {
         return;
     };
     state.start_run(RunRequest {
         // Given by the model.
         run_id: 0,
-        preset: state.preset.get_untracked(),
+        preset: store.preset.get_untracked(),
         settings,
         seed,
         knowledge,
@@ -57,6 +58,7 @@ pub fn RunPanel(
     /// The page's shell: its state and the commands that change it.
     state: AppState,
 ) -> impl IntoView {
+    let store = SettingsStore::expect();
     let active = move || state.page.run.get().active();
     let on_pause = move |_| state.toggle_pause();
     let pause_label = move || {
@@ -79,9 +81,9 @@ pub fn RunPanel(
         <section class="panel run" aria-labelledby="run-heading">
             <h2 id="run-heading">"4. Discover"</h2>
             <div class="controls">
-                <button class="primary" data-testid="run-button" on:click=move |_| start_run(state)
-                    prop:disabled=move || blocker(state).is_some()
-                    title=move || blocker(state).unwrap_or_else(|| "Start a run with these settings".into())>
+                <button class="primary" data-testid="run-button" on:click=move |_| start_run(state, store)
+                    prop:disabled=move || blocker(state, store).is_some()
+                    title=move || blocker(state, store).unwrap_or_else(|| "Start a run with these settings".into())>
                     "Run"
                 </button>
                 <button data-testid="pause-button" on:click=on_pause title=pause_title
@@ -95,7 +97,7 @@ pub fn RunPanel(
                                         <strong data-testid="status" aria-live="polite" data-snapshots=move || state.page.snapshots_seen.get() data-saved=move || state.page.saved_run.with(Option::is_some).to_string()>{move || state.status_code()}</strong>
                 </span>
             </div>
-                        {move || blocker(state).filter(|_| !active()).map(|b| view! {
+                        {move || blocker(state, store).filter(|_| !active()).map(|b| view! {
                 <p class="hint">"Run is unavailable: " {b} " "
                     {move || state.page.worker_dead.get().then(|| view! {
                         <button on:click=move |_| state.restart_worker()>"Restart the worker"</button>
@@ -122,7 +124,7 @@ pub fn RunPanel(
                 <figure class="wide" data-testid="objective-figure"
                     class:hidden=move || {
                         let d = state.names().map_or(0, |n| n.len());
-                        state.method.get().resolve(d).0 == Method::Exact
+                        store.method.get().resolve(d).0 == Method::Exact
                     }>
                     <figcaption>"Objective: evidence bound, h(A) and γ"</figcaption>
                     <LossChart snapshot=state.page.snapshot history=state.page.history />

@@ -2,69 +2,26 @@
 //! each change; an unusable one is explained next to the form and blocks the run (nothing is
 //! silently fixed).
 
-use super::AppState;
+use super::settings_store::SettingsStore;
 use crate::discovery::settings::{Method, Preset};
-use crate::page_model::{parse_settings, set_field, values_for_preset, FIELDS};
+use crate::page_model::FIELDS;
 use leptos::prelude::*;
 
-/// The settings as the run would use them, or why they cannot be used.
-pub fn current_settings(
-    state: AppState,
-) -> Result<(crate::discovery::settings::SearchSettings, u64), String> {
-    let (mut settings, seed) = state
-        .settings_values
-        .with(|values| parse_settings(state.preset.get(), values))?;
-    settings.method = state.method.get();
-    settings.validate().map_err(|e| e.to_string())?;
-    Ok((settings, seed))
-}
-
-/// Chooses a preset (its values, the seed typed kept), a method, and then sets fields by key (a
-/// lesson's settings step). An unknown field is refused before anything changes.
-pub fn use_settings(
-    state: AppState,
-    preset: Option<Preset>,
-    method: Option<Method>,
-    fields: &[(String, String)],
-) -> Result<(), String> {
-    let mut values = state.settings_values.get_untracked();
-    if let Some(preset) = preset {
-        values = values_for_preset(preset, &values);
-    }
-    for (key, text) in fields {
-        set_field(&mut values, key, text)?;
-    }
-    if let Some(preset) = preset {
-        state.preset.set(preset);
-    }
-    if let Some(method) = method {
-        state.method.set(method);
-    }
-    state.settings_values.set(values);
-    Ok(())
-}
-
 #[component]
-pub fn SettingsPanel(
-    /// The page's shell: its state and the commands that change it.
-    state: AppState,
-) -> impl IntoView {
+pub fn SettingsPanel() -> impl IntoView {
+    let store = SettingsStore::expect();
     let on_preset = move |ev: web_sys::Event| {
         if let Ok(preset) = Preset::parse(&event_target_value(&ev)) {
             // Keep the seed the user chose; everything else follows the preset.
-            let _ = use_settings(state, Some(preset), None, &[]);
+            let _ = store.use_settings(Some(preset), None, &[]);
         }
     };
     let field_view = move |k: usize| {
         let spec = FIELDS[k];
-        let value = move || {
-            state
-                .settings_values
-                .with(|v| v.get(k).cloned().unwrap_or_default())
-        };
+        let value = move || store.values.with(|v| v.get(k).cloned().unwrap_or_default());
         let on_input = move |ev: web_sys::Event| {
             let text = event_target_value(&ev);
-            state.settings_values.update(|v| {
+            store.values.update(|v| {
                 if let Some(slot) = v.get_mut(k) {
                     *slot = text;
                 }
@@ -81,11 +38,11 @@ pub fn SettingsPanel(
     };
     let on_method = move |ev: web_sys::Event| {
         if let Ok(m) = Method::parse(&event_target_value(&ev)) {
-            state.method.set(m);
+            store.method.set(m);
         }
     };
     let method_note = move || {
-        let text = match state.method.get() {
+        let text = match store.method.get() {
             Method::Cgp => "The continuous search: every variable a GP-CDE of all the others, an acyclicity penalty that rises until the weighted graph is a DAG, several restarts compared by evidence.",
             Method::Exact => "Exact Bayesian model selection: each variable's evidence is computed once for every candidate parent set (a family), and the best of all DAGs built from those families is found exactly. With 5 variables or fewer every DAG is listed with its posterior probability.",
             Method::Hybrid => "The continuous search first; the parents it finds join each variable's candidates, then the exact search picks the best DAG over the families.",
@@ -102,8 +59,8 @@ pub fn SettingsPanel(
         .filter(|&k| exact_keys.contains(&FIELDS[k].key))
         .collect();
     let advanced: Vec<usize> = (0..FIELDS.len()).filter(|&k| FIELDS[k].advanced).collect();
-    let problem = move || current_settings(state).err();
-    let preset_note = move || match state.preset.get() {
+    let problem = move || store.settings().err();
+    let preset_note = move || match store.preset.get() {
         Preset::Paper => Some(view! {
             <p class="note" data-testid="preset-note">"The paper preset runs the full GP-CDE schedule (25,000 + up to 50,000 + 25,000 iterations with M = 400): hours per data set in a browser. Use it to reproduce the paper, not to explore."</p>
         }),
@@ -119,7 +76,7 @@ pub fn SettingsPanel(
             <div class="field">
                 <label for="setting-preset">"Preset"</label>
                 <select id="setting-preset" data-testid="preset-select" on:change=on_preset
-                    prop:value=move || state.preset.get().name()>
+                    prop:value=move || store.preset.get().name()>
                     {options(Preset::ALL.iter().map(|&p| (p.name(), preset_label(p))))}
                 </select>
             </div>
@@ -127,13 +84,13 @@ pub fn SettingsPanel(
             <div class="field">
                 <label for="setting-method">"Method"</label>
                 <select id="setting-method" data-testid="method-select" on:change=on_method
-                    prop:value=move || state.method.get().name()>
+                    prop:value=move || store.method.get().name()>
                     {options(Method::ALL.iter().map(|&m| (m.name(), method_label(m))))}
                 </select>
             </div>
             {method_note}
             <div class="fields">{basic.into_iter().map(field_view).collect_view()}</div>
-            <div class="fields" data-testid="exact-fields" class:hidden=move || state.method.get() == Method::Cgp>
+            <div class="fields" data-testid="exact-fields" class:hidden=move || store.method.get() == Method::Cgp>
                 {exact_fields.into_iter().map(field_view).collect_view()}
             </div>
             <details class="advanced">

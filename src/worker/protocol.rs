@@ -64,31 +64,28 @@ pub enum ToWorker {
     /// families concerned (`discovery::explain`). Answered by [`FromWorker::EdgeExplained`] or
     /// [`FromWorker::ExplainFailed`].
     ExplainEdge {
-        request_id: u64,
-        edges: Vec<(usize, usize)>,
+        #[serde(flatten)]
+        about: ExplainAbout,
         edge: (usize, usize),
-        seed: u64,
     },
     /// Fit variable `child`'s conditional given its parents in the graph `edges` on the loaded
     /// data, and compute its predictive along parent `shown_parent` (`discovery::explain::
     /// fitted_conditional`). Answered by [`FromWorker::ConditionalFitted`] or
     /// [`FromWorker::ExplainFailed`].
     FitConditional {
-        request_id: u64,
-        edges: Vec<(usize, usize)>,
+        #[serde(flatten)]
+        about: ExplainAbout,
         child: usize,
         shown_parent: usize,
-        seed: u64,
     },
     /// Edge `edge` = j → i of the graph `edges` and its reversal side by side: the edge's
     /// evidence and both directions' fitted conditionals (i given pa(i) along j; j given
     /// pa(j) ∪ {i} along i). Answered by [`FromWorker::DirectionsCompared`] or
     /// [`FromWorker::ExplainFailed`].
     CompareDirections {
-        request_id: u64,
-        edges: Vec<(usize, usize)>,
+        #[serde(flatten)]
+        about: ExplainAbout,
         edge: (usize, usize),
-        seed: u64,
     },
     /// Test hook: every later collapsed continuous run computes its Ψ2 sums on the WebGPU device
     /// (`gpu` true, at every size) or on the CPU, unmeasured, instead of where the probe
@@ -103,6 +100,19 @@ pub enum ToWorker {
     FamilyFitsOn {
         gpu: bool,
     },
+}
+
+/// What every explanation request carries besides its question: its id and the result it asks
+/// about. Flattened into the request, so on the wire its fields stand beside the question's
+/// (`{"type": "explain_edge", "request_id": …, "edges": …, "seed": …, "edge": …}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExplainAbout {
+    /// Echoed in the answer, so the page shows only the latest asked for.
+    pub request_id: u64,
+    /// The result's graph, as (cause, effect) pairs.
+    pub edges: Vec<(usize, usize)>,
+    /// The result's seed: the rows an explanation fits on and its fits start from it.
+    pub seed: u64,
 }
 
 /// Everything a run needs besides the data (which the worker already holds).
@@ -428,6 +438,48 @@ mod tests {
                 switched: false
             }
         );
+    }
+
+    /// The explanation requests keep their wire form with their shared fields in one
+    /// [`ExplainAbout`]: the flat JSON objects written before it read back, and each request is
+    /// written as that same object.
+    #[test]
+    fn explanation_requests_keep_their_flat_wire_form() {
+        let about = ExplainAbout {
+            request_id: 4,
+            edges: vec![(0, 1), (1, 2)],
+            seed: u64::MAX,
+        };
+        let cases = [
+            (
+                r#"{"type":"explain_edge","request_id":4,"edges":[[0,1],[1,2]],"edge":[1,2],"seed":18446744073709551615}"#,
+                ToWorker::ExplainEdge {
+                    about: about.clone(),
+                    edge: (1, 2),
+                },
+            ),
+            (
+                r#"{"type":"fit_conditional","request_id":4,"edges":[[0,1],[1,2]],"child":2,"shown_parent":1,"seed":18446744073709551615}"#,
+                ToWorker::FitConditional {
+                    about: about.clone(),
+                    child: 2,
+                    shown_parent: 1,
+                },
+            ),
+            (
+                r#"{"type":"compare_directions","request_id":4,"edges":[[0,1],[1,2]],"edge":[1,2],"seed":18446744073709551615}"#,
+                ToWorker::CompareDirections {
+                    about: about.clone(),
+                    edge: (1, 2),
+                },
+            ),
+        ];
+        for (json, request) in cases {
+            assert_eq!(decode::<ToWorker>(json).unwrap(), request);
+            let written: serde_json::Value = serde_json::from_str(&encode(&request)).unwrap();
+            let flat: serde_json::Value = serde_json::from_str(json).unwrap();
+            assert_eq!(written, flat);
+        }
     }
 
     /// A drawn graph's simulation comes back as CSV that parses to its observed variables, named

@@ -31,9 +31,50 @@ const SHORT_UNCOLLAPSED = {
   seed: 0,
 };
 
-async function startShortRun(page, example) {
+/** Chooses the built-in example `example` and waits until its data are summarised. */
+async function loadExample(page, example) {
   await page.getByTestId('example-select').selectOption(example);
   await expect(page.getByTestId('data-summary')).toContainText(`${example}.csv`);
+}
+
+/** The page reported no error and asked nothing of any other origin. */
+function expectQuiet(seen, baseURL) {
+  expect(seen.errors).toEqual([]);
+  expect(foreignRequests(seen, baseURL)).toEqual([]);
+}
+
+/** Starts the exact search (the method `auto` picks for two variables) on the loaded example. */
+async function startExactRun(page) {
+  // The examples open with the method that teaches them best; a CSV opens with `auto`.
+  await page.getByTestId('method-select').selectOption('auto');
+  // 100 of the 349 rows: the family fits on a software rasteriser are slow. Natively (`occam
+  // discover --method exact --exact-few-rows 100`) seeds 0, 1 and 2 orient the pair on the CPU,
+  // and seed 0 on lavapipe.
+  await setFields(page, { seed: 0, exact_few_rows: 100 });
+  await page.getByTestId('run-button').click();
+}
+
+/** What a measured run's probe chose, as the page shows it: with an adapter, `work` timed on both
+ * sides (`checkJobs(choice)` checks how many) and the badge naming the side chosen, with
+ * `cpuTitle` in its title when that is the CPU; without one, no choice shown and the CPU. */
+async function expectMeasuredChoice(page, gpu, { work, checkJobs, cpuTitle }) {
+  const choice = page.getByTestId('device-choice');
+  const badge = page.getByTestId('backend-badge');
+  if (!gpu) {
+    await expect(choice).toHaveCount(0);
+    await expect(badge).toHaveAttribute('data-backend', 'cpu');
+    return;
+  }
+  await expect(choice).toHaveAttribute('data-work', work);
+  const chosen = await choice.getAttribute('data-chosen');
+  expect(['GPU', 'CPU']).toContain(chosen);
+  await checkJobs(choice);
+  await expect(badge).toHaveAttribute('data-backend', chosen === 'GPU' ? 'webgpu' : 'cpu');
+  if (chosen === 'CPU') await expect(badge).toHaveAttribute('title', cpuTitle);
+}
+
+async function startShortRun(page, example) {
+  await loadExample(page, example);
   await page.getByTestId('preset-select').selectOption('paper');
   await setFields(page, SHORT_UNCOLLAPSED);
   await page.getByTestId('run-button').click();
@@ -85,8 +126,7 @@ test('a run with the uncollapsed bound computes on WebGPU when an adapter is off
     await expect(traffic).toHaveCount(0);
   }
   await shot(page, 'webgpu-2-done', info);
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('a run whose GPU device is destroyed midway goes on on the CPU, shows the switch, and finishes', async ({ page, baseURL }, info) => {
@@ -109,8 +149,7 @@ test('a run whose GPU device is destroyed midway goes on on the CPU, shows the s
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(page.getByTestId('result-summary')).toContainText('WebGPU failed and was left');
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toBeVisible();
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at every size) and orients the pair as the truth does', async ({ page, baseURL }, info) => {
@@ -123,8 +162,7 @@ test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at
   // test below); the hook puts every collapsed Ψ2 on the device, so the small example exercises
   // the collapsed GPU path.
   await page.getByTestId('psi2-gpu-always').click();
-  await page.getByTestId('example-select').selectOption('altitude_temperature');
-  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
+  await loadExample(page, 'altitude_temperature');
   await page.getByTestId('preset-select').selectOption('interactive');
   // 100 rows, not the preset's 200: half the rows for Ψ2 on a software rasteriser (this test
   // 1.4 → 1.2 minutes on the development VM). Natively (`occam discover --method cgp --max-rows
@@ -150,8 +188,7 @@ test('a run with the collapsed bound sends its Ψ2 sums to WebGPU (test hook: at
     await expect(page.getByTestId('status')).toHaveText('done', { timeout: 120_000 });
     await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
   }
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('a collapsed run (the interactive preset) times its first iterations on WebGPU and on the CPU, computes the rest on the faster, and says so', async ({ page, baseURL }, info) => {
@@ -160,8 +197,7 @@ test('a collapsed run (the interactive preset) times its first iterations on Web
   const seen = watch(page);
   await open(page);
   const badge = page.getByTestId('backend-badge');
-  await page.getByTestId('example-select').selectOption('altitude_temperature');
-  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
+  await loadExample(page, 'altitude_temperature');
   await page.getByTestId('method-select').selectOption('cgp');
   await page.getByTestId('preset-select').selectOption('interactive');
   // The same size as the forced test above (seed 0 orients the pair at 100 rows).
@@ -171,24 +207,18 @@ test('a collapsed run (the interactive preset) times its first iterations on Web
   if (gpu) await expect(badge).toHaveAttribute('title', /timed with their Ψ2 sums on WebGPU and on the CPU|faster here/);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 220_000 });
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
-  const choice = page.getByTestId('device-choice');
-  if (gpu) {
-    // Three iterations on each side, the first of each untimed, then the faster for the rest.
-    await expect(choice).toHaveAttribute('data-work', 'collapsed search iterations');
-    const chosen = await choice.getAttribute('data-chosen');
-    expect(['GPU', 'CPU']).toContain(chosen);
-    expect(await choice.getAttribute('data-device-jobs')).toBe('2');
-    expect(await choice.getAttribute('data-cpu-jobs')).toBe('2');
-    await expect(choice).toContainText('measured on 2 GPU and 2 CPU jobs');
-    await expect(badge).toHaveAttribute('data-backend', chosen === 'GPU' ? 'webgpu' : 'cpu');
-    if (chosen === 'CPU') await expect(badge).toHaveAttribute('title', /collapsed search computes on the CPU, which is faster here/);
-  } else {
-    await expect(choice).toHaveCount(0);
-    await expect(badge).toHaveAttribute('data-backend', 'cpu');
-  }
+  // Three iterations on each side, the first of each untimed, then the faster for the rest.
+  await expectMeasuredChoice(page, gpu, {
+    work: 'collapsed search iterations',
+    checkJobs: async (choice) => {
+      expect(await choice.getAttribute('data-device-jobs')).toBe('2');
+      expect(await choice.getAttribute('data-cpu-jobs')).toBe('2');
+      await expect(choice).toContainText('measured on 2 GPU and 2 CPU jobs');
+    },
+    cpuTitle: /collapsed search computes on the CPU, which is faster here/,
+  });
   await shot(page, 'webgpu-6-collapsed-measured', info);
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('the default run (the exact search) times its family fits on WebGPU and on the CPU, fits the rest on the faster, and says so', async ({ page, baseURL }, info) => {
@@ -196,39 +226,25 @@ test('the default run (the exact search) times its family fits on WebGPU and on 
   const gpu = info.project.metadata.adapter === 'available';
   const seen = watch(page);
   await open(page);
-  const badge = page.getByTestId('backend-badge');
-  await page.getByTestId('example-select').selectOption('altitude_temperature');
-  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
-  // The examples open with the method that teaches them best; a CSV opens with `auto`.
-  await page.getByTestId('method-select').selectOption('auto');
-  // 100 of the 349 rows: the family fits on a software rasteriser are slow. Natively (`occam
-  // discover --method exact --exact-few-rows 100`) seeds 0, 1 and 2 orient the pair on the CPU,
-  // and seed 0 on lavapipe.
-  await setFields(page, { seed: 0, exact_few_rows: 100 });
-  await page.getByTestId('run-button').click();
+  await loadExample(page, 'altitude_temperature');
+  await startExactRun(page);
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 200_000 });
   await expect(page.getByTestId('result-method')).toHaveText('exact');
   await expect(page.getByTestId('metrics').locator('[data-metric="shd"]')).toHaveText('0');
-  const choice = page.getByTestId('device-choice');
-  if (gpu) {
-    // Two families timed on each side (the four families of two variables: while the probe
-    // measures, every family unit is timed), the rest placed on the faster: on SwiftShader, a
-    // CPU rasteriser, that is the CPU, and the badge says why.
-    await expect(choice).toHaveAttribute('data-work', 'family fits');
-    const chosen = await choice.getAttribute('data-chosen');
-    expect(['GPU', 'CPU']).toContain(chosen);
-    const jobs = Number(await choice.getAttribute('data-device-jobs')) + Number(await choice.getAttribute('data-cpu-jobs'));
-    expect(jobs).toBe(4);
-    await expect(choice).toContainText(/measured on|given up/);
-    await expect(badge).toHaveAttribute('data-backend', chosen === 'GPU' ? 'webgpu' : 'cpu');
-    if (chosen === 'CPU') await expect(badge).toHaveAttribute('title', /family fits compute on the CPU, which is faster here/);
-  } else {
-    await expect(choice).toHaveCount(0);
-    await expect(badge).toHaveAttribute('data-backend', 'cpu');
-  }
+  // Two families timed on each side (the four families of two variables: while the probe
+  // measures, every family unit is timed), the rest placed on the faster: on SwiftShader, a
+  // CPU rasteriser, that is the CPU, and the badge says why.
+  await expectMeasuredChoice(page, gpu, {
+    work: 'family fits',
+    checkJobs: async (choice) => {
+      const jobs = Number(await choice.getAttribute('data-device-jobs')) + Number(await choice.getAttribute('data-cpu-jobs'));
+      expect(jobs).toBe(4);
+      await expect(choice).toContainText(/measured on|given up/);
+    },
+    cpuTitle: /family fits compute on the CPU, which is faster here/,
+  });
   await shot(page, 'webgpu-5-exact-measured', info);
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });
 
 test('family fits placed on WebGPU (test hook) run there in lockstep, the badge says WebGPU, and the graph is the CPU\'s', async ({ page, baseURL }, info) => {
@@ -238,15 +254,8 @@ test('family fits placed on WebGPU (test hook) run there in lockstep, the badge 
   await open(page, '#test-hooks');
   const badge = page.getByTestId('backend-badge');
   await page.getByTestId('families-gpu-always').click();
-  await page.getByTestId('example-select').selectOption('altitude_temperature');
-  await expect(page.getByTestId('data-summary')).toContainText('altitude_temperature.csv');
-  // The examples open with the method that teaches them best; a CSV opens with `auto`.
-  await page.getByTestId('method-select').selectOption('auto');
-  // 100 of the 349 rows: the family fits on a software rasteriser are slow. Natively (`occam
-  // discover --method exact --exact-few-rows 100`) seeds 0, 1 and 2 orient the pair on the CPU,
-  // and seed 0 on lavapipe.
-  await setFields(page, { seed: 0, exact_few_rows: 100 });
-  await page.getByTestId('run-button').click();
+  await loadExample(page, 'altitude_temperature');
+  await startExactRun(page);
   await expect(badge).toHaveAttribute('data-backend', 'webgpu');
   await expect(page.getByTestId('status')).toHaveText('done', { timeout: 280_000 });
   await expect(page.getByTestId('result-method')).toHaveText('exact');
@@ -258,6 +267,5 @@ test('family fits placed on WebGPU (test hook) run there in lockstep, the badge 
   await expect(page.getByTestId('result-summary')).toContainText('on WebGPU (f32, ');
   await expect(badge).toHaveAttribute('data-switched', 'no');
   await shot(page, 'webgpu-6-exact-on-gpu', info);
-  expect(seen.errors).toEqual([]);
-  expect(foreignRequests(seen, baseURL)).toEqual([]);
+  expectQuiet(seen, baseURL);
 });

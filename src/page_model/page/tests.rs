@@ -1,7 +1,9 @@
 use super::*;
 use crate::discovery::knowledge::Knowledge;
 use crate::discovery::settings::Preset;
+use crate::page_model::truth::Truth;
 use crate::worker::driver::Driver;
+use crate::worker::protocol::ExplainAbout;
 
 /// A page wired to the native worker logic: every effect is carried out as the shell would,
 /// every reply handed back, and a run stepped to its end on request.
@@ -113,6 +115,7 @@ impl Wired {
 
     fn file_name(&self) -> String {
         self.page
+            .load
             .source
             .as_ref()
             .map(|(n, _)| n.clone())
@@ -133,7 +136,7 @@ impl Wired {
     }
 
     fn start(&mut self) {
-        let columns = self.page.data.names().map_or(0, |n| n.len());
+        let columns = self.page.load.data.names().map_or(0, |n| n.len());
         let request = RunRequest {
             run_id: 0,
             preset: Preset::Interactive,
@@ -181,7 +184,7 @@ fn result_of(csv: &str) -> RunResult {
     w.drop_file("chain.csv", csv);
     w.start();
     w.run_steps(10_000);
-    let mut result = w.page.result.expect("a finished run");
+    let mut result = w.page.run.result.expect("a finished run");
     result.edges = vec![(0, 1)];
     result
 }
@@ -203,7 +206,7 @@ fn chain_csv(rows: usize) -> String {
 #[test]
 fn a_run_goes_from_ready_to_done_through_pause() {
     let mut w = Wired::new();
-    assert!(matches!(w.page.backend, BackendState::Known { .. }));
+    assert!(matches!(w.page.worker.backend, BackendState::Known { .. }));
     assert_eq!(w.page.status_code(), "idle");
     w.drop_file("chain.csv", &chain_csv(60));
     assert_eq!(w.page.status_code(), "ready");
@@ -212,14 +215,14 @@ fn a_run_goes_from_ready_to_done_through_pause() {
     w.start();
     assert_eq!(w.page.status_code(), "running");
     assert_eq!(w.page.busy_with(), Some("a run is in progress"));
-    assert_eq!(w.page.runs_started, 1);
+    assert_eq!(w.page.run.runs_started, 1);
     w.run_steps(2);
-    assert!(w.page.snapshots_seen >= 1 && w.page.snapshot.is_some());
+    assert!(w.page.run.snapshots_seen >= 1 && w.page.run.snapshot.is_some());
     let pause = w.page.toggle_pause().unwrap();
-    assert!(w.page.pause_pending);
+    assert!(w.page.run.pause_pending);
     w.send(pause);
     assert_eq!(
-        (w.page.status_code(), w.page.pause_pending),
+        (w.page.status_code(), w.page.run.pause_pending),
         ("paused", false)
     );
     let resume = w.page.toggle_pause().unwrap();
@@ -227,10 +230,10 @@ fn a_run_goes_from_ready_to_done_through_pause() {
     assert_eq!(w.page.status_code(), "running");
     w.run_steps(10_000);
     assert_eq!(w.page.status_code(), "done");
-    let result = w.page.result.clone().expect("a result");
+    let result = w.page.run.result.clone().expect("a result");
     assert_eq!(result.names, ["a", "b", "c"]);
     assert_eq!(w.page.names(), Some(result.names.clone()));
-    assert!(!w.page.history.points(0).is_empty());
+    assert!(!w.page.run.history.points(0).is_empty());
     assert_eq!(w.page.toggle_pause(), None, "nothing to pause");
 }
 
@@ -266,11 +269,11 @@ fn replies_about_older_files_and_runs_are_ignored() {
             total_bytes: 2,
         },
     ] {
-        w.page.on_reply(stale, before.last_message_ms);
+        w.page.on_reply(stale, before.worker.last_message_ms);
         assert_eq!(w.page, before);
     }
     // The same snapshot for the current run is taken.
-    let run_id = w.page.run_seq;
+    let run_id = w.page.run.seq;
     w.reply(FromWorker::Progress {
         run_id,
         snapshot,
@@ -288,20 +291,20 @@ fn a_dead_worker_is_reported_and_a_saved_run_goes_on() {
     w.start();
     w.run_steps(1);
     assert_eq!(w.page.status_code(), "running");
-    let run_id = w.page.run_seq;
+    let run_id = w.page.run.seq;
     w.reply(FromWorker::Saved {
         run_id,
         session: saved_run(&chain_csv(40)),
     });
-    let shown = w.page.snapshot.clone();
-    w.page.result = Some(result_of(&chain_csv(40)));
+    let shown = w.page.run.snapshot.clone();
+    w.page.run.result = Some(result_of(&chain_csv(40)));
     assert!(w.page.ask_about_edge((0, 1), false).is_some());
     w.reply(FromWorker::Crashed {
         message: "the Web Worker stopped".into(),
     });
-    assert!(w.page.worker_dead);
+    assert!(w.page.worker.dead);
     assert_eq!(w.ended, 1, "a worker that reports its death is ended");
-    assert_eq!(w.page.backend, BackendState::Unavailable);
+    assert_eq!(w.page.worker.backend, BackendState::Unavailable);
     assert_eq!(w.page.status_code(), "ready");
     assert!(w
         .page
@@ -309,8 +312,11 @@ fn a_dead_worker_is_reported_and_a_saved_run_goes_on() {
         .as_deref()
         .unwrap()
         .contains("restart the worker"));
-    assert_eq!(w.page.snapshot, shown, "the last snapshot stays");
-    assert!(matches!(w.page.explanation, Explanation::Failed { .. }));
+    assert_eq!(w.page.run.snapshot, shown, "the last snapshot stays");
+    assert!(matches!(
+        w.page.explain.explanation,
+        Explanation::Failed { .. }
+    ));
     // Going on: a fresh worker, the data again, then the saved run.
     assert!(w.page.continue_saved_run(w.now));
     w.driver = Driver::new();
@@ -321,15 +327,15 @@ fn a_dead_worker_is_reported_and_a_saved_run_goes_on() {
         [ToWorker::Ping, ToWorker::Continue { .. }]
     ));
     assert_eq!(w.resets, vec![3], "the same columns keep their grid");
-    assert!(!w.page.worker_dead && w.page.error.is_none());
+    assert!(!w.page.worker.dead && w.page.error.is_none());
     assert_eq!(
-        w.page.explanation,
+        w.page.explain.explanation,
         Explanation::None,
         "it can be asked again"
     );
     w.run_steps(10_000);
     assert_eq!(w.page.status_code(), "done");
-    assert_eq!(w.page.saved_run, None, "an ended run is not continued");
+    assert_eq!(w.page.run.saved_run, None, "an ended run is not continued");
 }
 
 /// A stop the worker does not answer in time ends it: the last checkpoint is the stopped
@@ -355,7 +361,7 @@ fn an_unanswered_stop_shows_the_last_checkpoint() {
     assert!(w.page.stop_unanswered(run_id));
     w.page.end_unanswered_stop(w.now);
     assert_eq!(w.page.status_code(), "stopped");
-    assert_eq!(w.page.result.as_ref(), Some(&*result));
+    assert_eq!(w.page.run.result.as_ref(), Some(&*result));
     assert!(w
         .page
         .error
@@ -370,7 +376,7 @@ fn an_unanswered_stop_shows_the_last_checkpoint() {
         result,
     });
     assert_eq!(
-        w.page.result, stopped.result,
+        w.page.run.result, stopped.run.result,
         "the old worker's result is stale"
     );
 }
@@ -392,10 +398,10 @@ fn simulated_data_load_with_their_truth() {
     let request = w.page.simulate(spec.clone());
     assert_eq!(w.page.busy_with(), Some("data are being simulated"));
     w.send(request);
-    assert_eq!(w.page.simulation, SimulationState::Idle);
+    assert_eq!(w.page.load.simulation, SimulationState::Idle);
     assert_eq!(w.page.status_code(), "ready");
-    assert_eq!(w.page.data.names(), Some(vec!["x".into(), "y".into()]));
-    let truth = w.page.truth.clone().expect("the drawn graph as truth");
+    assert_eq!(w.page.load.data.names(), Some(vec!["x".into(), "y".into()]));
+    let truth = w.page.load.truth.clone().expect("the drawn graph as truth");
     let names = vec!["x".to_string(), "y".to_string()];
     let drawn = crate::page_model::parse_truth(&truth.text, &names).unwrap();
     assert_eq!(drawn.edges(), vec![(0, 1)], "{}", truth.text);
@@ -404,7 +410,7 @@ fn simulated_data_load_with_their_truth() {
     w.reply(FromWorker::Crashed {
         message: "gone".into(),
     });
-    assert!(matches!(w.page.simulation, SimulationState::Failed(_)));
+    assert!(matches!(w.page.load.simulation, SimulationState::Failed(_)));
     assert_eq!(w.page.busy_with(), None);
 }
 
@@ -417,24 +423,29 @@ fn only_the_latest_explanation_is_shown() {
     w.drop_file("chain.csv", &chain_csv(40));
     w.start();
     w.run_steps(10_000);
-    let mut result = w.page.result.clone().unwrap();
+    let mut result = w.page.run.result.clone().unwrap();
     result.edges = vec![(0, 2), (1, 2)];
     result.adjacency = vec![vec![0.0, 0.0, 0.2], vec![0.0, 0.0, 0.9], vec![0.0; 3]];
-    w.page.result = Some(result);
+    w.page.run.result = Some(result);
     let Some(ToWorker::ExplainEdge {
-        request_id: first, ..
+        about: ExplainAbout {
+            request_id: first, ..
+        },
+        ..
     }) = w.page.ask_about_edge((0, 2), false)
     else {
         panic!("an edge explanation")
     };
     assert_eq!(
-        w.page.explanation,
+        w.page.explain.explanation,
         Explanation::Working {
             subject: "a → c".into()
         }
     );
     let Some(ToWorker::FitConditional {
-        request_id: second,
+        about: ExplainAbout {
+            request_id: second, ..
+        },
         shown_parent,
         ..
     }) = w.page.ask_about_variable(2)
@@ -448,7 +459,7 @@ fn only_the_latest_explanation_is_shown() {
         message: "old".into(),
     });
     assert_eq!(
-        w.page.explanation,
+        w.page.explain.explanation,
         Explanation::Working {
             subject: "c".into()
         }
@@ -458,7 +469,7 @@ fn only_the_latest_explanation_is_shown() {
         message: "no".into(),
     });
     assert_eq!(
-        w.page.explanation,
+        w.page.explain.explanation,
         Explanation::Failed {
             subject: "c".into(),
             message: "no".into()
@@ -476,12 +487,15 @@ fn a_clicked_pair_is_explained_as_an_edge_or_as_one_added() {
     w.drop_file("chain.csv", &chain_csv(40));
     w.start();
     w.run_steps(10_000);
-    let mut result = w.page.result.clone().unwrap();
+    let mut result = w.page.run.result.clone().unwrap();
     // a → b → c.
     result.edges = vec![(0, 1), (1, 2)];
-    w.page.result = Some(result);
+    w.page.run.result = Some(result);
     let edge_of = |m: Option<ToWorker>| match m {
-        Some(ToWorker::ExplainEdge { edges, edge, .. }) => (edges, edge),
+        Some(ToWorker::ExplainEdge {
+            about: ExplainAbout { edges, .. },
+            edge,
+        }) => (edges, edge),
         other => panic!("an edge explanation, not {other:?}"),
     };
     // Either direction of a drawn edge asks about the edge as drawn.
@@ -498,7 +512,7 @@ fn a_clicked_pair_is_explained_as_an_edge_or_as_one_added() {
     assert_eq!(edge, (0, 2));
     assert_eq!(edges, vec![(0, 1), (1, 2), (0, 2)]);
     assert_eq!(
-        w.page.explanation,
+        w.page.explain.explanation,
         Explanation::Working {
             subject: "a → c, which the graph leaves out (scored as if added)".into()
         }
@@ -524,7 +538,7 @@ fn the_watchdog_and_a_rejected_file() {
     );
     w.drop_file("bad.csv", "a,b\n1,x\n");
     assert_eq!(w.page.status_code(), "idle");
-    assert!(matches!(w.page.data, DataState::Rejected { .. }));
+    assert!(matches!(w.page.load.data, DataState::Rejected { .. }));
     assert!(w
         .page
         .error

@@ -2,6 +2,7 @@
 //! two directions of a pair compared, each fitted on at most [`EXPLAIN_MAX_ROWS`] rows.
 
 use super::*;
+use crate::worker::protocol::ExplainAbout;
 
 impl Driver {
     /// What an explanation fits on: the loaded data (standardised, at most [`EXPLAIN_MAX_ROWS`]
@@ -22,84 +23,86 @@ impl Driver {
         Ok((data, dag))
     }
 
-    /// The evidence of `edge` in the graph `edges` on the loaded data (standardised, at most
-    /// [`EXPLAIN_MAX_ROWS`] rows, a subset drawn from `seed`): the families its removal and
-    /// reversal change, fitted as the exact search fits them (`discovery::explain`). Runs here,
-    /// one family after another; the page asks only while no run is in progress.
-    pub fn explain_edge(
+    /// The answer to the request `about`: `fit` on its inputs ([`Driver::explanation_inputs`]),
+    /// given to `reply` with the request's id, or `ExplainFailed` with the reason.
+    fn answer<T>(
         &self,
-        request_id: u64,
-        edges: &[(usize, usize)],
-        edge: (usize, usize),
-        seed: u64,
+        about: &ExplainAbout,
+        fit: impl FnOnce(&DMatrix<f64>, &Dag) -> Result<T, String>,
+        reply: impl FnOnce(u64, T) -> FromWorker,
     ) -> FromWorker {
-        let explained = self
-            .explanation_inputs(edges, seed)
-            .and_then(|(data, dag)| edge_evidence(&data, &dag, edge, seed));
-        explanation_reply(request_id, explained, |evidence| {
-            FromWorker::EdgeExplained {
-                request_id,
-                evidence: Box::new(evidence),
-            }
+        let answered = self
+            .explanation_inputs(&about.edges, about.seed)
+            .and_then(|(data, dag)| fit(&data, &dag));
+        explanation_reply(about.request_id, answered, |value| {
+            reply(about.request_id, value)
         })
     }
 
-    /// Variable `child`'s fitted conditional given its parents in the graph `edges`, along parent
-    /// `shown_parent`, on the loaded data (as [`Driver::explain_edge`] reads them).
+    /// The evidence of `edge` in the graph `about.edges` on the loaded data (standardised, at
+    /// most [`EXPLAIN_MAX_ROWS`] rows, a subset drawn from `about.seed`): the families its
+    /// removal and reversal change, fitted as the exact search fits them (`discovery::explain`).
+    /// Runs here, one family after another; the page asks only while no run is in progress.
+    pub fn explain_edge(&self, about: &ExplainAbout, edge: (usize, usize)) -> FromWorker {
+        self.answer(
+            about,
+            |data, dag| edge_evidence(data, dag, edge, about.seed),
+            |request_id, evidence| FromWorker::EdgeExplained {
+                request_id,
+                evidence: Box::new(evidence),
+            },
+        )
+    }
+
+    /// Variable `child`'s fitted conditional given its parents in the graph `about.edges`,
+    /// along parent `shown_parent`, on the loaded data (as [`Driver::explain_edge`] reads them).
     pub fn fit_conditional(
         &self,
-        request_id: u64,
-        edges: &[(usize, usize)],
+        about: &ExplainAbout,
         child: usize,
         shown_parent: usize,
-        seed: u64,
     ) -> FromWorker {
-        let fitted = self
-            .explanation_inputs(edges, seed)
-            .and_then(|(data, dag)| {
+        self.answer(
+            about,
+            |data, dag| {
                 if child >= dag.n() {
                     return Err(format!("there is no variable {child}"));
                 }
-                conditional(&data, child, &dag.parents(child), shown_parent, seed)
-            });
-        explanation_reply(request_id, fitted, |curve| FromWorker::ConditionalFitted {
-            request_id,
-            curve: Box::new(curve),
-        })
+                conditional(data, child, &dag.parents(child), shown_parent, about.seed)
+            },
+            |request_id, curve| FromWorker::ConditionalFitted {
+                request_id,
+                curve: Box::new(curve),
+            },
+        )
     }
 
-    /// Edge `edge` = j → i of the graph `edges` and its reversal side by side: the edge's evidence
-    /// ([`Driver::explain_edge`]), i's fitted conditional given pa(i) along j, and j's given
-    /// pa(j) ∪ {i} along i (the family the reversal would give j). Their scores are the evidence's
-    /// F(i | pa(i)) and F(j | pa(j) ∪ {i}).
-    pub fn compare_directions(
-        &self,
-        request_id: u64,
-        edges: &[(usize, usize)],
-        edge: (usize, usize),
-        seed: u64,
-    ) -> FromWorker {
-        let compared = self
-            .explanation_inputs(edges, seed)
-            .and_then(|(data, dag)| {
-                let evidence = edge_evidence(&data, &dag, edge, seed)?;
+    /// Edge `edge` = j → i of the graph `about.edges` and its reversal side by side: the
+    /// edge's evidence ([`Driver::explain_edge`]), i's fitted conditional given pa(i) along j,
+    /// and j's given pa(j) ∪ {i} along i (the family the reversal would give j). Their scores
+    /// are the evidence's F(i | pa(i)) and F(j | pa(j) ∪ {i}).
+    pub fn compare_directions(&self, about: &ExplainAbout, edge: (usize, usize)) -> FromWorker {
+        let seed = about.seed;
+        self.answer(
+            about,
+            |data, dag| {
+                let evidence = edge_evidence(data, dag, edge, seed)?;
                 let (cause, effect) = edge;
-                let forward = conditional(&data, effect, &dag.parents(effect), cause, seed)?;
+                let forward = conditional(data, effect, &dag.parents(effect), cause, seed)?;
                 let mut reversed_parents = dag.parents(cause);
                 reversed_parents.push(effect);
-                let backward = conditional(&data, cause, &reversed_parents, effect, seed)?;
+                let backward = conditional(data, cause, &reversed_parents, effect, seed)?;
                 Ok(DirectionComparison {
                     evidence,
                     forward,
                     backward,
                 })
-            });
-        explanation_reply(request_id, compared, |comparison| {
-            FromWorker::DirectionsCompared {
+            },
+            |request_id, comparison| FromWorker::DirectionsCompared {
                 request_id,
                 comparison: Box::new(comparison),
-            }
-        })
+            },
+        )
     }
 }
 

@@ -3,6 +3,7 @@ use crate::discovery::knowledge::Knowledge;
 use crate::discovery::settings::{Method, Preset};
 use crate::engine::{RunResult, Status};
 use crate::runner::cost_model::PROBE_JOBS_PER_SIDE;
+use crate::worker::protocol::ExplainAbout;
 
 /// A 3-variable chain a → b → c with nonlinear mechanisms, as CSV text.
 fn chain_csv(rows: usize) -> String {
@@ -784,12 +785,21 @@ fn a_gpu_run_is_dispatched_on_one_worker_and_goes_on_on_the_cpu_when_the_gpu_is_
     ));
 }
 
+/// An explanation request `request_id` about the graph `edges` with `seed`.
+fn about(request_id: u64, edges: &[(usize, usize)], seed: u64) -> ExplainAbout {
+    ExplainAbout {
+        request_id,
+        edges: edges.to_vec(),
+        seed,
+    }
+}
+
 /// An edge of the loaded chain is explained by its evidence on the loaded data; a request
 /// that cannot be answered says why.
 #[test]
 fn an_edge_is_explained_by_its_evidence() {
     let driver = loaded();
-    match driver.explain_edge(4, &[(0, 1), (1, 2)], (1, 2), 0) {
+    match driver.explain_edge(&about(4, &[(0, 1), (1, 2)], 0), (1, 2)) {
         FromWorker::EdgeExplained {
             request_id,
             evidence,
@@ -808,17 +818,20 @@ fn an_edge_is_explained_by_its_evidence() {
         }
         other => panic!("{other:?}"),
     };
-    refused(driver.explain_edge(5, &[(0, 1)], (1, 2), 0), "not an edge");
     refused(
-        driver.explain_edge(6, &[(0, 1), (1, 0)], (0, 1), 0),
+        driver.explain_edge(&about(5, &[(0, 1)], 0), (1, 2)),
+        "not an edge",
+    );
+    refused(
+        driver.explain_edge(&about(6, &[(0, 1), (1, 0)], 0), (0, 1)),
         "cannot be explained",
     );
     refused(
-        Driver::new().explain_edge(7, &[(0, 1)], (0, 1), 0),
+        Driver::new().explain_edge(&about(7, &[(0, 1)], 0), (0, 1)),
         "load data first",
     );
     // A variable's fitted conditional: c = b² along b, a parabola.
-    match driver.fit_conditional(8, &[(0, 1), (1, 2)], 2, 1, 0) {
+    match driver.fit_conditional(&about(8, &[(0, 1), (1, 2)], 0), 2, 1) {
         FromWorker::ConditionalFitted { request_id, curve } => {
             assert_eq!((request_id, curve.child, curve.shown_parent), (8, 2, 1));
             let g = curve.grid.len();
@@ -829,7 +842,7 @@ fn an_edge_is_explained_by_its_evidence() {
         other => panic!("{other:?}"),
     }
     // b → c and its reversal side by side: each curve is the family the evidence scored.
-    match driver.compare_directions(11, &[(0, 1), (1, 2)], (1, 2), 0) {
+    match driver.compare_directions(&about(11, &[(0, 1), (1, 2)], 0), (1, 2)) {
         FromWorker::DirectionsCompared {
             request_id,
             comparison,
@@ -855,16 +868,16 @@ fn an_edge_is_explained_by_its_evidence() {
         other => panic!("{other:?}"),
     }
     refused(
-        driver.compare_directions(12, &[(0, 1)], (1, 2), 0),
+        driver.compare_directions(&about(12, &[(0, 1)], 0), (1, 2)),
         "not an edge",
     );
     // c has no parent in this graph, so b is not one to draw it along.
     refused(
-        driver.fit_conditional(9, &[(0, 1)], 2, 1, 0),
+        driver.fit_conditional(&about(9, &[(0, 1)], 0), 2, 1),
         "1 is not one of the parents []",
     );
     refused(
-        driver.fit_conditional(10, &[(0, 1)], 7, 0, 0),
+        driver.fit_conditional(&about(10, &[(0, 1)], 0), 7, 0),
         "there is no variable 7",
     );
 }

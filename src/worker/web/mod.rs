@@ -277,39 +277,16 @@ fn handle_message(event: MessageEvent) {
         }
         ToWorker::Start(request) => react(DRIVER.with(|d| d.borrow_mut().start(*request))),
         ToWorker::Simulate { spec } => post(&FromWorker::from_simulation(&spec)),
-        ToWorker::ExplainEdge {
-            request_id,
-            edges,
-            edge,
-            seed,
-        } => {
-            let reply = DRIVER.with(|d| d.borrow().explain_edge(request_id, &edges, edge, seed));
-            post(&reply);
+        ToWorker::ExplainEdge { about, edge } => {
+            post(&DRIVER.with(|d| d.borrow().explain_edge(&about, edge)))
         }
         ToWorker::FitConditional {
-            request_id,
-            edges,
+            about,
             child,
             shown_parent,
-            seed,
-        } => {
-            let reply = DRIVER.with(|d| {
-                d.borrow()
-                    .fit_conditional(request_id, &edges, child, shown_parent, seed)
-            });
-            post(&reply);
-        }
-        ToWorker::CompareDirections {
-            request_id,
-            edges,
-            edge,
-            seed,
-        } => {
-            let reply = DRIVER.with(|d| {
-                d.borrow()
-                    .compare_directions(request_id, &edges, edge, seed)
-            });
-            post(&reply);
+        } => post(&DRIVER.with(|d| d.borrow().fit_conditional(&about, child, shown_parent))),
+        ToWorker::CompareDirections { about, edge } => {
+            post(&DRIVER.with(|d| d.borrow().compare_directions(&about, edge)))
         }
         ToWorker::Pause => react(DRIVER.with(|d| d.borrow_mut().pause())),
         ToWorker::Resume => react(DRIVER.with(|d| d.borrow_mut().resume())),
