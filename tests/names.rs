@@ -31,7 +31,9 @@ fn every_choice_has_one_spelling() {
 #[test]
 fn an_unknown_name_lists_every_choice() {
     assert_eq!(
-        parse_or_explain::<Method>("method", "greedy").unwrap_err(),
+        parse_or_explain::<Method>("method", "greedy")
+            .unwrap_err()
+            .to_string(),
         "unknown method 'greedy': choose 'cgp', 'exact', 'hybrid' or 'auto'"
     );
     assert_eq!(choices::<GraphKind>(), "'er' or 'sf'");

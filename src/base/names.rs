@@ -44,8 +44,22 @@ pub fn list<T: Named>() -> String {
     all.join(", ")
 }
 
-/// The value called `given`, or a message naming `what` was asked for and every choice, e.g.
+/// A name that is none of its kind's values: what was asked for, what was given and every choice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} '{given}': choose {choices}")]
+pub struct UnknownName {
+    pub what: &'static str,
+    pub given: String,
+    /// Every choice, quoted and joined ([`choices`]).
+    pub choices: String,
+}
+
+/// The value called `given`, or why not, naming `what` was asked for and every choice, e.g.
 /// "unknown method 'x': choose 'cgp', 'exact' or 'hybrid'".
-pub fn parse_or_explain<T: Named>(what: &str, given: &str) -> Result<T, String> {
-    parse(given).ok_or_else(|| format!("unknown {what} '{given}': choose {}", choices::<T>()))
+pub fn parse_or_explain<T: Named>(what: &'static str, given: &str) -> Result<T, UnknownName> {
+    parse(given).ok_or_else(|| UnknownName {
+        what,
+        given: given.to_string(),
+        choices: choices::<T>(),
+    })
 }

@@ -366,7 +366,7 @@ fn check_outputs(args: &BenchArgs) -> Result<(), CliError> {
 }
 
 pub fn run(args: &BenchArgs) -> Result<(), CliError> {
-    let preset = Preset::parse(&args.preset).map_err(CliError)?;
+    let preset = Preset::parse(&args.preset).map_err(|e| CliError(e.to_string()))?;
     let sets: Vec<BenchSet> = discover_sets(&args.data)
         .into_iter()
         .filter(|s| glob_match(&args.sets, &s.name))

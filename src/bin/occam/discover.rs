@@ -136,8 +136,8 @@ fn choose_backend(
 
 pub fn run(args: &DiscoverArgs) -> Result<(), CliError> {
     let backend = BackendChoice::parse(args.backend.as_deref())?;
-    let preset =
-        Preset::parse(args.preset.as_deref().unwrap_or("interactive")).map_err(CliError)?;
+    let preset = Preset::parse(args.preset.as_deref().unwrap_or("interactive"))
+        .map_err(|e| CliError(e.to_string()))?;
     let options = CsvOptions {
         drop_rows_with_missing: args.drop_missing,
         max_bytes: MAX_CSV_BYTES,

@@ -50,7 +50,7 @@ impl Overrides {
             settings.cap_iterations(cap);
         }
         if let Some(m) = &self.method {
-            settings.method = Method::parse(m).map_err(CliError)?;
+            settings.method = Method::parse(m).map_err(|e| CliError(e.to_string()))?;
         }
         Ok(())
     }

@@ -15,7 +15,9 @@ pub mod search;
 
 pub use dp::{best_dag, DpError, ExactDag, Mask, MAX_CANDIDATES, MAX_DP_VARIABLES};
 pub use orders::order_edge_probabilities;
-pub use posterior::{enumerate_posterior, ClassPosterior, GraphPosterior, GraphPrior, ScoredGraph};
+pub use posterior::{
+    enumerate_posterior, ClassPosterior, GraphPosterior, GraphPrior, GraphPriorError, ScoredGraph,
+};
 pub use scores::{CacheKey, ScoreCache, FAMILY_SCORE_VERSION};
 pub use search::{
     ExactError, ExactOutcome, ExactRun, ExactSettings, ExactSettingsError, ExactStage, FamilyPlan,

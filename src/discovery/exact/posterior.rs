@@ -43,6 +43,11 @@ pub const AUTO_Q: f64 = 0.2;
 /// gets 17 (BENCHMARKS.md, issue 33).
 pub const AUTO_SMALL_EXACT_Q: f64 = 0.05;
 
+/// A graph prior's text that is none of `uniform`, `auto` or a probability in (0, 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is neither \"uniform\", \"auto\" nor an edge probability strictly between 0 and 1")]
+pub struct GraphPriorError(pub String);
+
 impl GraphPrior {
     /// The prior with [`GraphPrior::Auto`] made concrete: q = [`AUTO_SMALL_EXACT_Q`] when
     /// `small_exact` (an exact search over at most 5 variables), else [`AUTO_Q`]. Other priors
@@ -103,7 +108,7 @@ impl GraphPrior {
 
     /// Parses `uniform`, `auto` or an edge probability q with 0 < q < 1 (the CLI's
     /// `--edge-prior`, the page's field).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, GraphPriorError> {
         let text = text.trim();
         if text.eq_ignore_ascii_case("uniform") {
             return Ok(Self::Uniform);
@@ -115,9 +120,7 @@ impl GraphPrior {
             Ok(q) if q > 0.0 && q < 1.0 => Ok(Self::EdgeCount {
                 edge_probability: q,
             }),
-            _ => Err(format!(
-                "'{text}' is neither \"uniform\", \"auto\" nor an edge probability strictly between 0 and 1"
-            )),
+            _ => Err(GraphPriorError(text.to_string())),
         }
     }
 

@@ -12,7 +12,7 @@
 //! setting is neither a field nor listed there.
 
 use super::SearchSettings;
-use crate::discovery::exact::GraphPrior;
+use crate::discovery::exact::{GraphPrior, GraphPriorError};
 
 /// One hand-set search setting.
 #[derive(Debug, Clone, Copy)]
@@ -30,7 +30,7 @@ pub struct SettingField {
     pub get: fn(&SearchSettings) -> String,
     /// Reads `text` into the setting, or says why it cannot (without naming the field: the caller
     /// names it as its user sees it, by label or by flag).
-    pub set: fn(&mut SearchSettings, &str) -> Result<(), String>,
+    pub set: fn(&mut SearchSettings, &str) -> Result<(), FieldTextError>,
 }
 
 impl SettingField {
@@ -40,18 +40,37 @@ impl SettingField {
     }
 }
 
+/// Why a field's text cannot be read (without naming the field: the caller names it as its user
+/// sees it, by label or by flag).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FieldTextError {
+    #[error("'{0}' is not a whole number ≥ 0")]
+    NotWhole(String),
+    #[error("'{0}' is not a finite number")]
+    NotFinite(String),
+    /// The few-rows field also takes "all" and "same".
+    #[error("'{0}' is not a whole number ≥ 0 (or \"all\", or \"same\")")]
+    NotRowCount(String),
+    #[error("expected \"off\" or a number of nats, got '{0}'")]
+    NotMargin(String),
+    #[error("expected a number of nats ≥ 0, got {0}")]
+    NegativeMargin(f64),
+    #[error(transparent)]
+    Prior(#[from] GraphPriorError),
+}
+
 /// `text` as a whole number ≥ 0.
-pub fn whole(text: &str) -> Result<usize, String> {
+pub fn whole(text: &str) -> Result<usize, FieldTextError> {
     text.trim()
         .parse::<usize>()
-        .map_err(|_| format!("'{}' is not a whole number ≥ 0", text.trim()))
+        .map_err(|_| FieldTextError::NotWhole(text.trim().to_string()))
 }
 
 /// `text` as a finite number.
-pub fn real(text: &str) -> Result<f64, String> {
+pub fn real(text: &str) -> Result<f64, FieldTextError> {
     match text.trim().parse::<f64>() {
         Ok(x) if x.is_finite() => Ok(x),
-        _ => Err(format!("'{}' is not a finite number", text.trim())),
+        _ => Err(FieldTextError::NotFinite(text.trim().to_string())),
     }
 }
 
@@ -290,7 +309,7 @@ pub const SETTING_FIELDS: &[SettingField] = &[
             } else if text.eq_ignore_ascii_case("all") {
                 Some(usize::MAX)
             } else {
-                Some(whole(text).map_err(|e| format!("{e} (or \"all\", or \"same\")"))?)
+                Some(whole(text).map_err(|_| FieldTextError::NotRowCount(text.to_string()))?)
             };
             Ok(())
         },
@@ -309,9 +328,9 @@ pub const SETTING_FIELDS: &[SettingField] = &[
             } else {
                 let delta: f64 = text
                     .parse()
-                    .map_err(|_| format!("expected \"off\" or a number of nats, got '{text}'"))?;
+                    .map_err(|_| FieldTextError::NotMargin(text.to_string()))?;
                 if !(delta >= 0.0 && delta.is_finite()) {
-                    return Err(format!("expected a number of nats ≥ 0, got {delta}"));
+                    return Err(FieldTextError::NegativeMargin(delta));
                 }
                 Some(delta)
             };
@@ -457,7 +476,7 @@ mod tests {
         let mut s = Preset::Interactive.settings();
         let field = setting_field("warmup_min").unwrap();
         assert_eq!(
-            (field.set)(&mut s, "ten").unwrap_err(),
+            (field.set)(&mut s, "ten").unwrap_err().to_string(),
             "'ten' is not a whole number ≥ 0"
         );
         (setting_field("max_rows").unwrap().set)(&mut s, "ALL").unwrap();

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod fields;
 
-use crate::base::names;
+use crate::base::names::{self, UnknownName};
 use crate::data::MIN_ROWS;
 use crate::discovery::exact::{ExactSettings, ExactSettingsError};
 use crate::discovery::knowledge::{Knowledge, KnowledgeError};
@@ -232,7 +232,7 @@ impl Method {
     pub const ALL: &'static [Method] = <Self as strum::VariantArray>::VARIANTS;
 
     /// Parses `cgp`, `exact` or `hybrid`.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, UnknownName> {
         names::parse_or_explain("method", name)
     }
 
@@ -347,7 +347,7 @@ impl Preset {
     pub const ALL: &'static [Preset] = <Self as strum::VariantArray>::VARIANTS;
 
     /// Parses `interactive`, `thorough` or `paper`.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, UnknownName> {
         names::parse_or_explain("preset", name)
     }
 

@@ -590,7 +590,7 @@ impl Gpu {
                         .slice(..bytes as u64)
                         .map_async(wgpu::MapMode::Read, move |result| {
                             // If the reader has gone there is nobody to tell.
-                            let _ = sender.send(result.map_err(|e| e.to_string()));
+                            let _ = sender.send(result);
                         });
                 } else {
                     let _ = sender.send(Ok(()));
@@ -612,7 +612,7 @@ impl Gpu {
         for ((buffer, bytes), wait) in mapping.buffers.into_iter().zip(mapping.waits) {
             wait.await
                 .map_err(|_| lost("the mapping was cancelled".into()))?
-                .map_err(lost)?;
+                .map_err(|e| lost(e.to_string()))?;
             if bytes == 0 {
                 out.push(Vec::new());
                 continue;
@@ -680,7 +680,7 @@ impl ScopeVerdicts {
 /// Buffers asked to be mapped for reading, with the signal of each mapping.
 struct Mapping<'a> {
     buffers: Vec<(&'a wgpu::Buffer, usize)>,
-    waits: Vec<oneshot::Receiver<Result<(), String>>>,
+    waits: Vec<oneshot::Receiver<Result<(), wgpu::BufferAsyncError>>>,
 }
 
 /// The longest wait for one submission's results before the device counts as hung: far beyond

@@ -33,7 +33,7 @@ fn mapped<P: Readback>(pending: &[P]) -> Vec<(&wgpu::Buffer, usize)> {
 pub(super) struct Submitted<P> {
     pending: Vec<P>,
     /// The signal of each read-back buffer's mapping, in [`mapped`]'s order.
-    waits: Vec<oneshot::Receiver<Result<(), String>>>,
+    waits: Vec<oneshot::Receiver<Result<(), wgpu::BufferAsyncError>>>,
     /// The verdicts of the submission's error scopes.
     scopes: ScopeVerdicts,
     #[cfg(not(target_arch = "wasm32"))]
