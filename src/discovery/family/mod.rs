@@ -229,17 +229,13 @@ async fn family_fit_with(
     let usable = |f: &Result<CollapsedFit, FitError>| matches!(f, Ok(f) if f.bound.is_finite());
     let mut records = Vec::new();
     let mut outcomes: Vec<Result<CollapsedFit, FitError>> = Vec::with_capacity(cold.len() + 1);
-    for &restart in &cold {
-        let fitted = cold_fit(
-            &model,
-            settings,
-            family_seed,
-            restart,
-            awaited,
-            &mut records,
-        );
-        outcomes.push(fitted.await);
-    }
+    let fits = ColdFitter {
+        model: &model,
+        settings,
+        family_seed,
+        awaited,
+    };
+    fits.run(cold, &mut records, &mut outcomes).await;
     if let Some(params) = warm_params {
         let fitted = model
             .fit_from_awaiting(params, &family_fit_settings(settings, 0), awaited)
@@ -249,17 +245,8 @@ async fn family_fit_with(
         // A warm fit that failed with no cold fit beside it would leave the family at its
         // floor: the cold fits run after all.
         if !outcomes.iter().any(usable) {
-            for restart in 0..settings.restarts.max(1) {
-                let fitted = cold_fit(
-                    &model,
-                    settings,
-                    family_seed,
-                    restart,
-                    awaited,
-                    &mut records,
-                );
-                outcomes.push(fitted.await);
-            }
+            let all = 0..settings.restarts.max(1);
+            fits.run(all, &mut records, &mut outcomes).await;
         }
     }
     let failed = outcomes.iter().filter(|f| !usable(f)).count();
@@ -287,6 +274,37 @@ async fn family_fit_with(
         },
         best,
     })
+}
+
+/// What a family's cold fits share: its model, settings, seed and device.
+struct ColdFitter<'a, 'm> {
+    model: &'a CollapsedModel<'m>,
+    settings: &'a FamilyScoreSettings,
+    family_seed: u64,
+    awaited: Option<&'a dyn AwaitedPsi2>,
+}
+
+impl ColdFitter<'_, '_> {
+    /// Cold fits `restarts`, one after another ([`cold_fit`]), their outcomes appended to
+    /// `outcomes` and their records to `records`.
+    async fn run(
+        &self,
+        restarts: impl IntoIterator<Item = usize>,
+        records: &mut Vec<FitRecord>,
+        outcomes: &mut Vec<Result<CollapsedFit, FitError>>,
+    ) {
+        for restart in restarts {
+            let fitted = cold_fit(
+                self.model,
+                self.settings,
+                self.family_seed,
+                restart,
+                self.awaited,
+                records,
+            );
+            outcomes.push(fitted.await);
+        }
+    }
 }
 
 /// Cold fit `restart` of a family (its own GP-regression start drawn from the family's seed +
