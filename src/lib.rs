@@ -10,21 +10,24 @@
 //! job runner        runner: Backend, the CPU executor, gpu (device, WGSL), gpu_executor, cost_model
 //! discovery         discovery: family scores, bivariate, exact, cgp, settings, jobs, continuous
 //! model             generate ─► gp, data ─► graph
-//! base              base: clock, heartbeat, pool, heap, checksum, names
+//! base              base: clock, heartbeat, pool, heap, checksum, names, float_text
 //! ```
 //!
 //! - [`base`]: a clock that works in the browser too, stop requests and liveness beats from
-//!   inside long units of work, the one thread pool, scratch memory, the FNV-1a checksum, and how
-//!   the engine's choices are spelled.
+//!   inside long units of work, the one thread pool, scratch memory, the FNV-1a checksum, how
+//!   the engine's choices are spelled, and how JSON carries a non-finite number.
 //! - [`graph`]: directed graphs and DAGs in the one orientation convention `A[i][j] = 1 ⇔ i → j`,
 //!   DAG enumeration, CPDAGs, metrics (SHD, SID, precision/recall/F1), imports and exports.
 //! - [`data`]: CSV parsing and validation, [`data::Dataset`], standardisation.
-//! - [`gp`]: the GP-CDE model: kernels, bounds, gradients, optimisers.
+//! - [`gp`]: the GP-CDE model: kernels, bounds, gradients, optimisers; its errors are typed
+//!   (`FitError`, `CollapsedError`, `StepError`, and `gp::device::DeviceError` for a device that
+//!   gave no answer).
 //! - [`generate`]: synthetic data sets (random DAGs, mechanisms, GP draws).
 //! - [`discovery`]: causal decisions from model evidence: family scores, the two-variable direction
 //!   test, the exact search, the CGP-CDE continuous search (restarts as step-wise state machines),
 //!   the run's settings, prior knowledge, the spectral acyclicity penalty, and every piece of
-//!   numeric work as a serialisable job.
+//!   numeric work as a serialisable job; one error, `discovery::error::DiscoveryError`, carried in
+//!   a job's outcome across the worker boundary and kept in score caches and checkpoints.
 //! - [`runner`]: where the jobs run: one trait, a CPU executor on the pool and a GPU executor;
 //!   [`runner::gpu`] holds the device and its WGSL kernels (it knows the model layer, not jobs),
 //!   [`runner::gpu_executor`] runs a batch of jobs on it by one plan, natively (`GpuBackend`) and
