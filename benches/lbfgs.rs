@@ -23,7 +23,7 @@ use nalgebra::{DMatrix, DVector};
 use occam::gp::collapsed::{collapsed_bound_with_grad, CollapsedParams, LatentPosterior};
 use occam::gp::kernel::Kernel;
 use occam::gp::lbfgs::{minimize, LbfgsSettings};
-use occam::gp::params::{ParamStore, Transform};
+use occam::gp::params::{ParamBlock, ParamStore, Transform};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -33,6 +33,8 @@ struct Fit {
     y: DVector<f64>,
     template: CollapsedParams,
     store: ParamStore,
+    /// The handles of the kernel, φ², and q(w)'s means and variances in `store`.
+    blocks: [ParamBlock; 4],
 }
 
 impl Fit {
@@ -58,10 +60,12 @@ impl Fit {
             }),
         };
         let mut store = ParamStore::new();
-        template.kernel.declare_params(&mut store, "kernel.");
-        store.add("noise", 1, Transform::Positive { floor: 1e-6 });
-        store.add("latent.mean", rows, Transform::Identity);
-        store.add("latent.variance", rows, Transform::Positive { floor: 1e-6 });
+        let blocks = [
+            template.kernel.declare_params(&mut store, "kernel.").all,
+            store.add("noise", 1, Transform::Positive { floor: 1e-6 }),
+            store.add("latent.mean", rows, Transform::Identity),
+            store.add("latent.variance", rows, Transform::Positive { floor: 1e-6 }),
+        ];
         let mut values = template.kernel.params_to_vec();
         values.push(template.noise_variance);
         let q = template.latent.as_ref().expect("built above");
@@ -74,6 +78,7 @@ impl Fit {
                 y,
                 template,
                 store,
+                blocks,
             },
             raw0,
         )
@@ -82,13 +87,13 @@ impl Fit {
     /// (−F, −∂F/∂raw), or `None` where the bound cannot be evaluated.
     fn negated(&self, raw: &[f64]) -> Option<(f64, Vec<f64>)> {
         let values = self.store.unpack(raw);
+        let [kernel, noise, mean, variance] = self.blocks;
         let mut p = self.template.clone();
-        p.kernel
-            .set_params_from_slice(&values[self.store.span("kernel.")]);
-        p.noise_variance = values[self.store.range("noise")][0];
+        p.kernel.set_params_from_slice(&values[kernel.range()]);
+        p.noise_variance = values[noise.first()];
         p.latent = Some(LatentPosterior {
-            mean: DVector::from_column_slice(&values[self.store.range("latent.mean")]),
-            variance: DVector::from_column_slice(&values[self.store.range("latent.variance")]),
+            mean: DVector::from_column_slice(&values[mean.range()]),
+            variance: DVector::from_column_slice(&values[variance.range()]),
         });
         let (f, g) = collapsed_bound_with_grad(&self.x, &self.y, &p, 1e-6).ok()?;
         let mut minus: Vec<f64> = g.kernel.to_vec().iter().map(|v| -v).collect();

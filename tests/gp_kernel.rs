@@ -328,29 +328,25 @@ fn flat_parameter_order_round_trips() {
 fn declared_blocks_match_the_flat_order() {
     let k = hand_kernel();
     let mut store = ParamStore::new();
-    k.declare_params(&mut store, "k.");
+    let blocks = k.declare_params(&mut store, "k.");
     let flat = k.params_to_vec();
     assert_eq!(store.len(), flat.len());
+    assert_eq!(blocks.all.range(), 0..flat.len());
     assert_eq!(
-        &flat[store.range("k.linear")],
+        &flat[blocks.linear.unwrap().range()],
         &k.linear.clone().unwrap()[..]
     );
-    for part in &k.stationary {
-        let kind: &str = part.kind.into();
-        assert_eq!(
-            flat[store.range(&format!("k.{kind}.variance"))],
-            [part.variance]
-        );
-        assert_eq!(
-            &flat[store.range(&format!("k.{kind}.precision"))],
-            &part.precision[..]
-        );
-        assert_eq!(
-            store.block(&format!("k.{kind}.alpha")).is_some(),
-            part.alpha.is_some()
-        );
+    assert_eq!(blocks.parts.len(), k.stationary.len());
+    for (part, handles) in k.stationary.iter().zip(&blocks.parts) {
+        assert_eq!(flat[handles.variance.range()], [part.variance]);
+        assert_eq!(&flat[handles.precision.range()], &part.precision[..]);
+        assert_eq!(handles.alpha.is_some(), part.alpha.is_some());
     }
-    assert_eq!(flat[store.range("k.rational_quadratic.alpha")], [2.0]);
+    let last = blocks.parts.last().unwrap();
+    assert_eq!(flat[last.alpha.unwrap().range()], [2.0]);
+    // The names stay for messages: each block is named after its part's kind.
+    let names: Vec<&str> = store.blocks().iter().map(|b| b.name.as_str()).collect();
+    assert!(names.contains(&"k.rational_quadratic.alpha"), "{names:?}");
     for j in 0..k.dim() {
         let on: Vec<f64> = store.input_indices(j).iter().map(|&i| flat[i]).collect();
         let mut want = vec![k.linear.as_ref().unwrap()[j]];

@@ -12,6 +12,11 @@
 //! (∂f/∂raw_k = ∂f/∂value_k · dvalue_k/draw_k) and the entries that belong to model input j (a
 //! block declared per input holds one entry per input, e.g. an ARD precision), so adding a
 //! parameter is one more block and nothing else counts offsets.
+//!
+//! Declaring a block gives back a typed [`ParamBlock`] handle, which the model keeps in its own
+//! layout struct: a block is reached through the handle, never looked up by its name, so a
+//! misspelt or missing block is a compile error instead of a panic at run time. The names are
+//! kept for messages only.
 
 use std::ops::Range;
 
@@ -57,6 +62,37 @@ impl Transform {
     }
 }
 
+/// A typed handle to declared parameters: the run of flat entries one block (or several blocks
+/// declared one after another, such as a kernel's) occupies. [`ParamStore::add`] and
+/// [`ParamStore::add_per_input`] hand these out; a handle is only meaningful for the store that
+/// made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamBlock {
+    offset: usize,
+    len: usize,
+}
+
+impl ParamBlock {
+    /// The handle's indices in the flat vector.
+    pub fn range(self) -> Range<usize> {
+        self.offset..self.offset + self.len
+    }
+
+    /// How many flat entries the handle covers.
+    pub fn len(self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.len == 0
+    }
+
+    /// The flat index of the handle's first entry (the entry of a one-entry block such as φ²).
+    pub fn first(self) -> usize {
+        self.offset
+    }
+}
+
 /// A contiguous run of a model's flat parameter vector with one transform.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Block {
@@ -87,21 +123,36 @@ impl ParamStore {
         Self::default()
     }
 
-    /// Appends a block of `len` entries called `name`.
-    pub fn add(&mut self, name: impl Into<String>, len: usize, transform: Transform) {
-        self.push(name.into(), len, transform, false);
+    /// Appends a block of `len` entries called `name` and returns its handle.
+    pub fn add(&mut self, name: impl Into<String>, len: usize, transform: Transform) -> ParamBlock {
+        self.push(name.into(), len, transform, false)
     }
 
     /// Appends a block with one entry per model input (`inputs` of them): entry j is input j's.
-    pub fn add_per_input(&mut self, name: impl Into<String>, inputs: usize, transform: Transform) {
-        self.push(name.into(), inputs, transform, true);
+    pub fn add_per_input(
+        &mut self,
+        name: impl Into<String>,
+        inputs: usize,
+        transform: Transform,
+    ) -> ParamBlock {
+        self.push(name.into(), inputs, transform, true)
     }
 
-    fn push(&mut self, name: String, len: usize, transform: Transform, per_input: bool) {
+    fn push(
+        &mut self,
+        name: String,
+        len: usize,
+        transform: Transform,
+        per_input: bool,
+    ) -> ParamBlock {
         debug_assert!(
-            self.block(&name).is_none(),
+            self.blocks.iter().all(|b| b.name != name),
             "parameter block {name} declared twice"
         );
+        let handle = ParamBlock {
+            offset: self.len,
+            len,
+        };
         self.blocks.push(Block {
             name,
             offset: self.len,
@@ -110,6 +161,17 @@ impl ParamStore {
             per_input,
         });
         self.len += len;
+        handle
+    }
+
+    /// The handle of every entry declared since the store had `start` entries: a model part that
+    /// declares several blocks in a row (a kernel) gives this back as its one handle.
+    pub fn declared_since(&self, start: usize) -> ParamBlock {
+        assert!(start <= self.len, "the store never had {start} entries");
+        ParamBlock {
+            offset: start,
+            len: self.len - start,
+        }
     }
 
     /// The number of flat entries.
@@ -123,42 +185,6 @@ impl ParamStore {
 
     pub fn blocks(&self) -> &[Block] {
         &self.blocks
-    }
-
-    /// The block called `name`.
-    pub fn block(&self, name: &str) -> Option<&Block> {
-        self.blocks.iter().find(|b| b.name == name)
-    }
-
-    /// The indices of the block called `name`.
-    ///
-    /// Panics if there is none: block names are the model's own declarations, not user input.
-    pub fn range(&self, name: &str) -> Range<usize> {
-        self.block(name)
-            .unwrap_or_else(|| panic!("no parameter block {name}"))
-            .range()
-    }
-
-    /// The indices of every block whose name starts with `prefix` (declared one after another,
-    /// as a kernel's blocks are), or an empty range when there is none.
-    pub fn span(&self, prefix: &str) -> Range<usize> {
-        let mut matching = self.blocks.iter().filter(|b| b.name.starts_with(prefix));
-        let Some(first) = matching.next() else {
-            return 0..0;
-        };
-        let end = matching
-            .next_back()
-            .map_or(first.range().end, |b| b.range().end);
-        debug_assert_eq!(
-            self.blocks
-                .iter()
-                .filter(|b| b.name.starts_with(prefix))
-                .map(|b| b.len)
-                .sum::<usize>(),
-            end - first.offset,
-            "the blocks named {prefix}… are not contiguous"
-        );
-        first.offset..end
     }
 
     /// Each entry's block transform, in flat order.
@@ -186,21 +212,14 @@ impl ParamStore {
             .collect()
     }
 
-    /// The values of the block called `name`.
-    pub fn unpack_block(&self, name: &str, raw: &[f64]) -> Vec<f64> {
-        let block = self
-            .block(name)
-            .unwrap_or_else(|| panic!("no parameter block {name}"));
-        raw[block.range()]
-            .iter()
-            .map(|&r| block.transform.value(r))
-            .collect()
-    }
-
-    /// The values of the blocks whose names start with `prefix` ([`Self::span`]).
-    pub fn unpack_block_span(&self, prefix: &str, raw: &[f64]) -> Vec<f64> {
-        self.span(prefix)
-            .map(|k| self.transform_at(k).value(raw[k]))
+    /// value_k = T_k(raw_k) for the entries of `block`, given their raw numbers `block_raw`
+    /// (`block.len()` of them, in flat order).
+    pub fn unpack_block(&self, block: ParamBlock, block_raw: &[f64]) -> Vec<f64> {
+        assert_eq!(block_raw.len(), block.len(), "the block's raw length");
+        block
+            .range()
+            .zip(block_raw)
+            .map(|(k, &r)| self.transform_at(k).value(r))
             .collect()
     }
 
@@ -238,33 +257,36 @@ impl ParamStore {
 mod tests {
     use super::*;
 
-    fn store() -> ParamStore {
+    /// A store like a kernel's and a model's, with the handles of its precision, noise and Z.
+    fn store() -> (ParamStore, [ParamBlock; 3]) {
         let mut s = ParamStore::new();
         s.add_per_input("linear", 3, Transform::POSITIVE);
         s.add("variance", 1, Transform::POSITIVE);
-        s.add_per_input("precision", 3, Transform::POSITIVE);
-        s.add("noise", 1, Transform::Positive { floor: 1e-6 });
-        s.add("z", 4, Transform::Identity);
-        s
+        let precision = s.add_per_input("precision", 3, Transform::POSITIVE);
+        let noise = s.add("noise", 1, Transform::Positive { floor: 1e-6 });
+        let z = s.add("z", 4, Transform::Identity);
+        (s, [precision, noise, z])
     }
 
     #[test]
     fn blocks_are_laid_out_in_declaration_order() {
-        let s = store();
+        let (s, [precision, noise, z]) = store();
         assert_eq!(s.len(), 12);
-        assert_eq!(s.range("precision"), 4..7);
-        assert_eq!(s.range("z"), 8..12);
+        assert_eq!(precision.range(), 4..7);
+        assert_eq!(z.range(), 8..12);
         assert_eq!(s.input_indices(1), vec![1, 5]);
         assert_eq!(s.input_indices(3), Vec::<usize>::new());
-        assert_eq!(s.span("noise"), 7..8);
-        assert_eq!(s.span("absent"), 0..0);
+        assert_eq!(noise.range(), 7..8);
+        assert_eq!(noise.first(), 7);
+        assert_eq!(s.declared_since(4).range(), 4..12);
+        assert_eq!(s.declared_since(12).range(), 12..12);
         assert_eq!(s.transform_at(7), Transform::Positive { floor: 1e-6 });
         assert_eq!(s.transform_at(11), Transform::Identity);
     }
 
     #[test]
     fn pack_and_unpack_invert_each_other_above_the_floors() {
-        let s = store();
+        let (s, [_, noise, _]) = store();
         let values = [
             0.3, 2.0, 1e-3, 1.5, 0.01, 0.7, 40.0, 2e-6, -1.0, 0.0, 3.5, -7.25,
         ];
@@ -277,14 +299,14 @@ mod tests {
                 "{v} → {back}"
             );
         }
-        assert_eq!(s.unpack_block("noise", &raw).len(), 1);
-        assert!((s.unpack_block("noise", &raw)[0] - 2e-6).abs() < 1e-15);
+        assert_eq!(s.unpack_block(noise, &raw[noise.range()]).len(), 1);
+        assert!((s.unpack_block(noise, &raw[noise.range()])[0] - 2e-6).abs() < 1e-15);
     }
 
     /// The chain rule against central differences of f(raw) = Σ_k c_k · value_k(raw)².
     #[test]
     fn the_chain_rule_matches_finite_differences() {
-        let s = store();
+        let (s, _) = store();
         let raw: Vec<f64> = (0..s.len()).map(|k| 0.37 * k as f64 - 2.0).collect();
         let c: Vec<f64> = (0..s.len()).map(|k| 1.0 + 0.1 * k as f64).collect();
         let f =

@@ -12,7 +12,7 @@ use super::kernel::Kernel;
 use super::kernel::KernelGrad;
 use super::linalg::JitterPolicy;
 use super::natgrad::{step_size, InducingPosterior};
-use super::params::{ParamStore, Transform};
+use super::params::{ParamBlock, ParamStore, Transform};
 use super::resolution::resolution_noise_floor;
 use super::svgp::{bound_and_gradient, HeldOutput, LatentBatch, SvgpInput, SvgpOutput, SvgpTerms};
 use super::transform::{softplus, softplus_inverse};
@@ -66,6 +66,27 @@ impl Default for VariableSettings {
 enum Latent {
     Encoder(Encoder),
     Free(FreeLatents),
+}
+
+/// The variable's parameter store with the handle of each block ([`GpCdeVariable::layout`]).
+struct VariableLayout {
+    store: ParamStore,
+    /// Every kernel hyperparameter; first, so its indices are the kernel's own.
+    kernel: ParamBlock,
+    z: ParamBlock,
+    /// φ².
+    noise: ParamBlock,
+    latent: LatentBlocks,
+}
+
+/// q(w)'s blocks: the encoder's weights, or each row's free mean and variance.
+#[derive(Clone, Copy)]
+enum LatentBlocks {
+    Encoder(ParamBlock),
+    Free {
+        mean: ParamBlock,
+        variance: ParamBlock,
+    },
 }
 
 /// Where q(v)'s latest natural steps are when a device holds it (issue 34: the GPU keeps q(v) and
@@ -306,7 +327,7 @@ impl GpCdeVariable {
             holding: None,
             parameter_edits: 0,
         };
-        variable.adam = Adam::new(variable.store().len(), settings.adam);
+        variable.adam = Adam::new(variable.layout().store.len(), settings.adam);
         variable
     }
 
@@ -315,31 +336,40 @@ impl GpCdeVariable {
     /// (identity), `noise` (φ² above its floor), then q(w): `encoder` (the network's weights,
     /// identity) or `latent.mean` (identity) and `latent.variance` (above
     /// [`LATENT_VARIANCE_FLOOR`](super::encoder::LATENT_VARIANCE_FLOOR)).
-    fn store(&self) -> ParamStore {
+    fn layout(&self) -> VariableLayout {
         let mut store = ParamStore::new();
-        self.kernel.declare_params(&mut store, "kernel.");
-        store.add("z", self.z.len(), Transform::Identity);
-        store.add(
+        let kernel = self.kernel.declare_params(&mut store, "kernel.").all;
+        debug_assert_eq!(kernel.first(), 0, "kernel indices are flat indices");
+        let z = store.add("z", self.z.len(), Transform::Identity);
+        let noise = store.add(
             "noise",
             1,
             Transform::Positive {
                 floor: self.noise_floor,
             },
         );
-        match &self.latent {
-            Latent::Encoder(e) => store.add("encoder", e.param_count(), Transform::Identity),
-            Latent::Free(f) => {
-                store.add("latent.mean", f.mu.len(), Transform::Identity);
-                store.add(
+        let latent = match &self.latent {
+            Latent::Encoder(e) => {
+                LatentBlocks::Encoder(store.add("encoder", e.param_count(), Transform::Identity))
+            }
+            Latent::Free(f) => LatentBlocks::Free {
+                mean: store.add("latent.mean", f.mu.len(), Transform::Identity),
+                variance: store.add(
                     "latent.variance",
                     f.raw_var.len(),
                     Transform::Positive {
                         floor: super::encoder::LATENT_VARIANCE_FLOOR,
                     },
-                );
-            }
+                ),
+            },
+        };
+        VariableLayout {
+            store,
+            kernel,
+            z,
+            noise,
+            latent,
         }
-        store
     }
 
     /// The kernel with its current (constrained) values.
@@ -355,7 +385,7 @@ impl GpCdeVariable {
     /// Flat kernel indices of the hyperparameters that switch input `j` on: θ^lin_j and θ^c_j of
     /// every stationary part (the kernel's per-input blocks).
     pub fn input_indices(&self, j: usize) -> Vec<usize> {
-        self.store().input_indices(j)
+        self.layout().store.input_indices(j)
     }
 
     /// Sets the kernel's unconstrained entries `indices` to `raw[k]` (same flat order) and clears
@@ -364,7 +394,8 @@ impl GpCdeVariable {
         for &k in indices {
             self.kernel_raw[k] = raw[k];
         }
-        let values = self.store().unpack_block_span("kernel.", &self.kernel_raw);
+        let layout = self.layout();
+        let values = layout.store.unpack_block(layout.kernel, &self.kernel_raw);
         self.kernel.set_params_from_slice(&values);
         // The kernel entries come first in Adam's flat vector.
         self.adam.reset(indices.iter().copied());
@@ -425,11 +456,13 @@ impl GpCdeVariable {
 
     /// The q(v), Z, q(w)'s encoder and their Adam moments kept here, for a device to hold.
     pub fn resident_view(&self) -> ResidentView<'_> {
-        let store = self.store();
-        let (z_first, z_second) = self.adam.moments(store.range("z"));
-        let (encoder, (encoder_first, encoder_second)) = match &self.latent {
-            Latent::Encoder(e) => (Some(e), self.adam.moments(store.range("encoder"))),
-            Latent::Free(_) => (None, (&[][..], &[][..])),
+        let layout = self.layout();
+        let (z_first, z_second) = self.adam.moments(layout.z.range());
+        let (encoder, (encoder_first, encoder_second)) = match (&self.latent, &layout.latent) {
+            (Latent::Encoder(e), LatentBlocks::Encoder(block)) => {
+                (Some(e), self.adam.moments(block.range()))
+            }
+            _ => (None, (&[][..], &[][..])),
         };
         ResidentView {
             posterior: &self.q,
@@ -446,9 +479,9 @@ impl GpCdeVariable {
     /// The raw numbers a device steps beside Z: the kernel's hyperparameters
     /// ([`Kernel::params_to_vec`]'s order), then φ², with Adam's moments of them.
     pub fn held_parameters(&self) -> HeldWeights {
-        let store = self.store();
-        let (kernel_first, kernel_second) = self.adam.moments(store.span("kernel."));
-        let (noise_first, noise_second) = self.adam.moments(store.range("noise"));
+        let layout = self.layout();
+        let (kernel_first, kernel_second) = self.adam.moments(layout.kernel.range());
+        let (noise_first, noise_second) = self.adam.moments(layout.noise.range());
         HeldWeights {
             values: self
                 .kernel_raw
@@ -469,15 +502,15 @@ impl GpCdeVariable {
         if [held.values.len(), held.first.len(), held.second.len()] != [k + 1; 3] {
             return false;
         }
-        let store = self.store();
+        let layout = self.layout();
         self.kernel_raw.copy_from_slice(&held.values[..k]);
         self.noise_raw = held.values[k];
-        let values = store.unpack_block_span("kernel.", &self.kernel_raw);
+        let values = layout.store.unpack_block(layout.kernel, &self.kernel_raw);
         self.kernel.set_params_from_slice(&values);
         self.adam
-            .set_moments(store.span("kernel."), &held.first[..k], &held.second[..k]);
+            .set_moments(layout.kernel.range(), &held.first[..k], &held.second[..k]);
         self.adam
-            .set_moments(store.range("noise"), &held.first[k..], &held.second[k..]);
+            .set_moments(layout.noise.range(), &held.first[k..], &held.second[k..]);
         true
     }
 
@@ -525,17 +558,21 @@ impl GpCdeVariable {
         {
             return;
         }
-        let store = self.store();
+        let layout = self.layout();
         self.adam.set_moments(
-            store.range("z"),
+            layout.z.range(),
             state.z_first.as_slice(),
             state.z_second.as_slice(),
         );
-        if let (Latent::Encoder(e), true) = (&mut self.latent, !state.encoder.values.is_empty()) {
+        if let (Latent::Encoder(e), LatentBlocks::Encoder(block), true) = (
+            &mut self.latent,
+            layout.latent,
+            !state.encoder.values.is_empty(),
+        ) {
             let held = state.encoder;
             e.set_params_from_slice(&held.values);
             self.adam
-                .set_moments(store.range("encoder"), &held.first, &held.second);
+                .set_moments(block.range(), &held.first, &held.second);
         }
         // A state saved before the device held the hyperparameters has none: the copy here is
         // then the current one.
@@ -561,35 +598,41 @@ impl GpCdeVariable {
     }
 
     /// The raw numbers in the store's order.
-    fn flat_params(&self, store: &ParamStore) -> Vec<f64> {
-        let mut p = vec![0.0; store.len()];
-        p[store.span("kernel.")].copy_from_slice(&self.kernel_raw);
-        p[store.range("z")].copy_from_slice(self.z.as_slice());
-        p[store.range("noise")][0] = self.noise_raw;
-        match &self.latent {
-            Latent::Encoder(e) => p[store.range("encoder")].copy_from_slice(&e.params_to_vec()),
-            Latent::Free(f) => {
-                p[store.range("latent.mean")].copy_from_slice(&f.mu);
-                p[store.range("latent.variance")].copy_from_slice(&f.raw_var);
+    fn flat_params(&self, layout: &VariableLayout) -> Vec<f64> {
+        let mut p = vec![0.0; layout.store.len()];
+        p[layout.kernel.range()].copy_from_slice(&self.kernel_raw);
+        p[layout.z.range()].copy_from_slice(self.z.as_slice());
+        p[layout.noise.first()] = self.noise_raw;
+        match (&self.latent, layout.latent) {
+            (Latent::Encoder(e), LatentBlocks::Encoder(block)) => {
+                p[block.range()].copy_from_slice(&e.params_to_vec())
             }
+            (Latent::Free(f), LatentBlocks::Free { mean, variance }) => {
+                p[mean.range()].copy_from_slice(&f.mu);
+                p[variance.range()].copy_from_slice(&f.raw_var);
+            }
+            _ => unreachable!("the layout is declared from this q(w)"),
         }
         p
     }
 
     /// Sets the raw numbers from `p` (the store's order) and the kernel's values from them.
-    fn set_flat_params(&mut self, store: &ParamStore, p: &[f64]) {
-        self.kernel_raw.copy_from_slice(&p[store.span("kernel.")]);
-        let values = store.unpack_block_span("kernel.", p);
+    fn set_flat_params(&mut self, layout: &VariableLayout, p: &[f64]) {
+        let kernel_raw = &p[layout.kernel.range()];
+        self.kernel_raw.copy_from_slice(kernel_raw);
+        let values = layout.store.unpack_block(layout.kernel, kernel_raw);
         self.kernel.set_params_from_slice(&values);
-        self.z.as_mut_slice().copy_from_slice(&p[store.range("z")]);
-        self.noise_raw = p[store.range("noise")][0];
-        match &mut self.latent {
-            Latent::Encoder(e) => e.set_params_from_slice(&p[store.range("encoder")]),
-            Latent::Free(f) => {
-                f.mu.copy_from_slice(&p[store.range("latent.mean")]);
-                f.raw_var
-                    .copy_from_slice(&p[store.range("latent.variance")]);
+        self.z.as_mut_slice().copy_from_slice(&p[layout.z.range()]);
+        self.noise_raw = p[layout.noise.first()];
+        match (&mut self.latent, layout.latent) {
+            (Latent::Encoder(e), LatentBlocks::Encoder(block)) => {
+                e.set_params_from_slice(&p[block.range()])
             }
+            (Latent::Free(f), LatentBlocks::Free { mean, variance }) => {
+                f.mu.copy_from_slice(&p[mean.range()]);
+                f.raw_var.copy_from_slice(&p[variance.range()]);
+            }
+            _ => unreachable!("the layout is declared from this q(w)"),
         }
     }
 
@@ -785,9 +828,9 @@ impl GpCdeVariable {
         // Loss = −bound: the negated gradient with respect to each block's values, then the
         // store's chain rule to raw numbers (the encoder's backward pass gives raw weights'
         // gradients already: an identity block).
-        let store = self.store();
-        let mut minus = vec![0.0; store.len()];
-        for ((out, &gk), k) in minus[store.span("kernel.")]
+        let layout = self.layout();
+        let mut minus = vec![0.0; layout.store.len()];
+        for ((out, &gk), k) in minus[layout.kernel.range()]
             .iter_mut()
             .zip(&kernel_grad)
             .zip(0..)
@@ -795,48 +838,50 @@ impl GpCdeVariable {
             *out = -(gk + kernel_extra.map_or(0.0, |e| e[k]));
         }
         if let ZGradient::Here(z) = gradient.z {
-            for (out, v) in minus[store.range("z")].iter_mut().zip(z.iter()) {
+            for (out, v) in minus[layout.z.range()].iter_mut().zip(z.iter()) {
                 *out = -v;
             }
         }
-        minus[store.range("noise")][0] = -gradient.noise;
-        match &self.latent {
+        minus[layout.noise.first()] = -gradient.noise;
+        match (&self.latent, layout.latent) {
             // The device that ran the encoder steps it beside Z.
-            Latent::Encoder(_) if prepared.latent_on_device => {}
-            Latent::Encoder(e) => {
+            (Latent::Encoder(_), _) if prepared.latent_on_device => {}
+            (Latent::Encoder(e), LatentBlocks::Encoder(block)) => {
                 let tape = prepared
                     .tape
                     .as_ref()
                     .expect("an encoder step keeps its tape");
                 let d = e.backward(tape, &(-gradient.latent_mu), &(-gradient.latent_var));
-                minus[store.range("encoder")].copy_from_slice(&d);
+                minus[block.range()].copy_from_slice(&d);
             }
-            Latent::Free(_) => {
-                let (mean, variance) = (store.range("latent.mean"), store.range("latent.variance"));
+            (Latent::Free(_), LatentBlocks::Free { mean, variance }) => {
                 for (k, &row) in prepared.rows.iter().enumerate() {
-                    minus[mean.start + row] -= gradient.latent_mu[k];
-                    minus[variance.start + row] -= gradient.latent_var[k];
+                    minus[mean.first() + row] -= gradient.latent_mu[k];
+                    minus[variance.first() + row] -= gradient.latent_var[k];
                 }
             }
+            _ => unreachable!("the layout is declared from this q(w)"),
         }
-        let mut params = self.flat_params(&store);
-        let grad = store.chain(&params, &minus);
+        let mut params = self.flat_params(&layout);
+        let grad = layout.store.chain(&params, &minus);
         match gradient.z {
             ZGradient::Here(_) => self.adam.step(&mut params, &grad),
             ZGradient::Held { .. } => {
                 // The device steps Z, the hyperparameters and φ² (and the encoder when it ran it).
                 let mut held = vec![
-                    store.range("z"),
-                    store.span("kernel."),
-                    store.range("noise"),
+                    layout.z.range(),
+                    layout.kernel.range(),
+                    layout.noise.range(),
                 ];
-                if prepared.latent_on_device {
-                    held.push(store.range("encoder"));
+                if let (true, LatentBlocks::Encoder(block)) =
+                    (prepared.latent_on_device, layout.latent)
+                {
+                    held.push(block.range());
                 }
                 self.adam.step_except(&mut params, &grad, &held);
             }
         }
-        self.set_flat_params(&store, &params);
+        self.set_flat_params(&layout, &params);
     }
 
     /// One complete step on the CPU (prepare, evaluate, apply).

@@ -32,7 +32,7 @@ pub use scalar::{
 
 use serde::{Deserialize, Serialize};
 
-use super::params::{ParamStore, Transform};
+use super::params::{ParamBlock, ParamStore, Transform};
 
 /// One stationary summand s · κ(r²) with its own ARD precisions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +91,29 @@ pub struct StationaryPartGrad {
     /// dL/da of a rational-quadratic part (`Some` exactly where the part has a).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpha: Option<f64>,
+}
+
+/// The handles of a kernel's hyperparameters in a model's [`ParamStore`]
+/// ([`Kernel::declare_params`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelBlocks {
+    /// Every hyperparameter, in the order of [`Kernel::params_to_vec`].
+    pub all: ParamBlock,
+    /// θ^lin, when the kernel has a linear part.
+    pub linear: Option<ParamBlock>,
+    /// Each stationary part's blocks, in the kernel's order.
+    pub parts: Vec<StationaryBlocks>,
+}
+
+/// The handles of one stationary part's hyperparameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StationaryBlocks {
+    /// s^c.
+    pub variance: ParamBlock,
+    /// θ^c, one entry per input.
+    pub precision: ParamBlock,
+    /// a, for a rational-quadratic part.
+    pub alpha: Option<ParamBlock>,
 }
 
 impl Kernel {
@@ -220,18 +243,36 @@ impl Kernel {
     /// `<kind>.variance`, `<kind>.precision` (e.g. `squared_exponential.precision`) and
     /// `rational_quadratic.alpha`, in the order of [`Kernel::params_to_vec`]; all positive with
     /// no floor; `linear` and every precision block per input (entry j switches input j on).
-    pub fn declare_params(&self, store: &mut ParamStore, prefix: &str) {
+    /// Returns the blocks' handles.
+    pub fn declare_params(&self, store: &mut ParamStore, prefix: &str) -> KernelBlocks {
         let d = self.dim();
-        if self.linear.is_some() {
-            store.add_per_input(format!("{prefix}linear"), d, Transform::POSITIVE);
-        }
-        for part in &self.stationary {
-            let kind: &str = part.kind.into();
-            store.add(format!("{prefix}{kind}.variance"), 1, Transform::POSITIVE);
-            store.add_per_input(format!("{prefix}{kind}.precision"), d, Transform::POSITIVE);
-            if part.alpha.is_some() {
-                store.add(format!("{prefix}{kind}.alpha"), 1, Transform::POSITIVE);
-            }
+        let start = store.len();
+        let linear = self
+            .linear
+            .is_some()
+            .then(|| store.add_per_input(format!("{prefix}linear"), d, Transform::POSITIVE));
+        let parts = self
+            .stationary
+            .iter()
+            .map(|part| {
+                let kind: &str = part.kind.into();
+                StationaryBlocks {
+                    variance: store.add(format!("{prefix}{kind}.variance"), 1, Transform::POSITIVE),
+                    precision: store.add_per_input(
+                        format!("{prefix}{kind}.precision"),
+                        d,
+                        Transform::POSITIVE,
+                    ),
+                    alpha: part.alpha.is_some().then(|| {
+                        store.add(format!("{prefix}{kind}.alpha"), 1, Transform::POSITIVE)
+                    }),
+                }
+            })
+            .collect();
+        KernelBlocks {
+            all: store.declared_since(start),
+            linear,
+            parts,
         }
     }
 

@@ -8,19 +8,43 @@ use super::*;
 /// (s above [`LATENT_VARIANCE_FLOOR`]).
 pub(crate) struct CollapsedLayout {
     kernel: Kernel,
-    store: ParamStore,
+    head: KernelAndNoise,
+    z: ParamBlock,
+    latent_mean: ParamBlock,
+    latent_variance: ParamBlock,
     m: usize,
     dim: usize,
     n: usize,
 }
 
-/// The store of a kernel and a noise variance above `noise_floor`: the first blocks of every
-/// collapsed model's vector, and the whole of a GP-regression start's.
-pub(super) fn kernel_and_noise_store(kernel: &Kernel, noise_floor: f64) -> ParamStore {
-    let mut store = ParamStore::new();
-    kernel.declare_params(&mut store, "kernel.");
-    store.add("noise", 1, Transform::Positive { floor: noise_floor });
-    store
+/// The store of a kernel and a noise variance above its floor, with their handles: the first
+/// blocks of every collapsed model's vector, and the whole of a GP-regression start's.
+pub(super) struct KernelAndNoise {
+    pub(super) store: ParamStore,
+    /// Every kernel hyperparameter (`kernel.*`).
+    pub(super) kernel: ParamBlock,
+    /// φ².
+    pub(super) noise: ParamBlock,
+}
+
+impl KernelAndNoise {
+    pub(super) fn declare(kernel: &Kernel, noise_floor: f64) -> Self {
+        let mut store = ParamStore::new();
+        let kernel = kernel.declare_params(&mut store, "kernel.").all;
+        let noise = store.add("noise", 1, Transform::Positive { floor: noise_floor });
+        Self {
+            store,
+            kernel,
+            noise,
+        }
+    }
+
+    /// The kernel (shaped as `template`) and φ² read from the constrained values `values`.
+    pub(super) fn read(&self, template: &Kernel, values: &[f64]) -> (Kernel, f64) {
+        let mut kernel = template.clone();
+        kernel.set_params_from_slice(&values[self.kernel.range()]);
+        (kernel, values[self.noise.first()])
+    }
 }
 
 impl CollapsedLayout {
@@ -72,10 +96,10 @@ impl CollapsedLayout {
     /// φ² ≥ `noise_floor`, M inducing points and N rows. No checks: the caller vouches for them.
     pub(crate) fn for_shape(kernel: &Kernel, noise_floor: f64, m: usize, n: usize) -> Self {
         let dim = kernel.dim();
-        let mut store = kernel_and_noise_store(kernel, noise_floor);
-        store.add("z", m * dim, Transform::Identity);
-        store.add("latent.mean", n, Transform::Identity);
-        store.add(
+        let mut head = KernelAndNoise::declare(kernel, noise_floor);
+        let z = head.store.add("z", m * dim, Transform::Identity);
+        let latent_mean = head.store.add("latent.mean", n, Transform::Identity);
+        let latent_variance = head.store.add(
             "latent.variance",
             n,
             Transform::Positive {
@@ -84,7 +108,10 @@ impl CollapsedLayout {
         );
         Self {
             kernel: kernel.clone(),
-            store,
+            head,
+            z,
+            latent_mean,
+            latent_variance,
             m,
             dim,
             n,
@@ -93,7 +120,7 @@ impl CollapsedLayout {
 
     /// The model's parameter store.
     pub(crate) fn store(&self) -> &ParamStore {
-        &self.store
+        &self.head.store
     }
 
     pub(crate) fn pack(&self, p: &CollapsedParams) -> Vec<f64> {
@@ -103,21 +130,20 @@ impl CollapsedLayout {
         values.extend_from_slice(p.z.as_slice());
         values.extend(q.mean.iter());
         values.extend(q.variance.iter());
-        self.store.pack(&values)
+        self.store().pack(&values)
     }
 
     pub(crate) fn unpack(&self, raw: &[f64]) -> CollapsedParams {
-        let values = self.store.unpack(raw);
-        let at = |name: &str| &values[self.store.range(name)];
-        let mut kernel = self.kernel.clone();
-        kernel.set_params_from_slice(&values[self.store.span("kernel.")]);
+        let values = self.store().unpack(raw);
+        let at = |block: ParamBlock| &values[block.range()];
+        let (kernel, noise_variance) = self.head.read(&self.kernel, &values);
         CollapsedParams {
             kernel,
-            noise_variance: at("noise")[0],
-            z: DMatrix::from_column_slice(self.m, self.dim, at("z")),
+            noise_variance,
+            z: DMatrix::from_column_slice(self.m, self.dim, at(self.z)),
             latent: Some(LatentPosterior {
-                mean: DVector::from_column_slice(at("latent.mean")),
-                variance: DVector::from_column_slice(at("latent.variance")),
+                mean: DVector::from_column_slice(at(self.latent_mean)),
+                variance: DVector::from_column_slice(at(self.latent_variance)),
             }),
         }
     }
@@ -133,6 +159,6 @@ impl CollapsedLayout {
         values.extend_from_slice(g.z.as_slice());
         values.extend(g.latent_mean.iter());
         values.extend(g.latent_variance.iter());
-        self.store.chain(raw, &values)
+        self.store().chain(raw, &values)
     }
 }

@@ -34,8 +34,8 @@
 mod layout;
 mod settings;
 
-use layout::kernel_and_noise_store;
 pub(crate) use layout::CollapsedLayout;
+use layout::KernelAndNoise;
 use settings::{check_settings, inverse_normal_cdf};
 pub use settings::{
     precision_scale, FitError, FitSettings, FitSettingsError, GpInitialisation, LatentStart,
@@ -63,7 +63,7 @@ use crate::gp::encoder::{FreeLatents, LATENT_VARIANCE_FLOOR};
 use crate::gp::kernel::{Kernel, StationaryKind};
 use crate::gp::lbfgs::{minimize, minimize_awaiting, LbfgsError, LbfgsSettings, StopReason};
 use crate::gp::linalg::JitterPolicy;
-use crate::gp::params::{ParamStore, Transform};
+use crate::gp::params::{ParamBlock, ParamStore, Transform};
 use crate::gp::ready::ready;
 use crate::gp::NOISE_VARIANCE_FLOOR;
 
@@ -538,14 +538,13 @@ impl CollapsedModel<'_> {
             z: params.z.columns(0, p).into_owned(),
             latent: None,
         };
-        let store = kernel_and_noise_store(&start.kernel, self.noise_floor);
+        let declared = KernelAndNoise::declare(&start.kernel, self.noise_floor);
+        let store = &declared.store;
         let unpack = |raw: &[f64]| -> CollapsedParams {
-            let values = store.unpack(raw);
-            let mut kernel = start.kernel.clone();
-            kernel.set_params_from_slice(&values[store.span("kernel.")]);
+            let (kernel, noise_variance) = declared.read(&start.kernel, &store.unpack(raw));
             CollapsedParams {
                 kernel,
-                noise_variance: values[store.range("noise")][0],
+                noise_variance,
                 ..start.clone()
             }
         };
