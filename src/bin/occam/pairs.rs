@@ -31,15 +31,6 @@ use std::path::{Path, PathBuf};
 
 use std::time::Instant;
 
-// The defaults, chosen by accuracy per second on the Tübingen pairs (BENCHMARKS.md, issue 10):
-// a typical pair is decided in seconds.
-const DEFAULT_RESTARTS: usize = 3;
-const DEFAULT_MAX_ROWS: usize = 400;
-const DEFAULT_INDUCING: usize = 40;
-const DEFAULT_ADAM_STEPS: usize = 300;
-const DEFAULT_LBFGS_ITERATIONS: usize = 300;
-const DEFAULT_TIE_NATS: f64 = 0.5;
-
 /// clap (`ValueEnum`) and the summary (`IntoStaticStr`) spell its values alike: lowercase.
 #[derive(Debug, Clone, Copy, ValueEnum, strum::IntoStaticStr)]
 #[strum(serialize_all = "lowercase")]
@@ -64,16 +55,18 @@ pub enum RepeatsArg {
     Keep,
 }
 
+/// The defaults of restarts, rows, M, the fits' steps and the tie were chosen by accuracy per
+/// second on the Tübingen pairs (BENCHMARKS.md, issue 10): a typical pair is decided in seconds.
 #[derive(Debug, Args)]
 #[command(after_help = crate::signals::STOP_HELP)]
 pub struct PairsArgs {
     /// Folder with pairNNNN.csv files and truth.csv.
     pub dir: PathBuf,
     /// Restarts per model component; the best bound of each component is kept.
-    #[arg(long, default_value_t = DEFAULT_RESTARTS)]
+    #[arg(long, default_value_t = 3)]
     pub restarts: usize,
     /// Use at most this many rows of a pair (a seeded random subset, the same for x and y).
-    #[arg(long, default_value_t = DEFAULT_MAX_ROWS)]
+    #[arg(long, default_value_t = 400)]
     pub max_rows: usize,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
@@ -82,14 +75,14 @@ pub struct PairsArgs {
     #[arg(long, value_enum, default_value_t = BoundArg::Collapsed)]
     pub bound: BoundArg,
     /// Inducing points M of each model (capped at the rows used).
-    #[arg(long, default_value_t = DEFAULT_INDUCING)]
+    #[arg(long, default_value_t = 40)]
     pub inducing: usize,
     /// Collapsed bound: most Adam steps before L-BFGS (Adam stops early once the bound beats the
     /// noise model).
-    #[arg(long, default_value_t = DEFAULT_ADAM_STEPS)]
+    #[arg(long, default_value_t = 300)]
     pub adam_steps: usize,
     /// Collapsed bound: most L-BFGS iterations.
-    #[arg(long, default_value_t = DEFAULT_LBFGS_ITERATIONS)]
+    #[arg(long, default_value_t = 300)]
     pub lbfgs_iterations: usize,
     /// Uncollapsed bound: most optimisation steps (natural gradients on q(u), Adam on the rest;
     /// fewer when the bound plateaus).
@@ -99,7 +92,7 @@ pub struct PairsArgs {
     #[arg(long, value_enum, default_value_t = RepeatsArg::Dequantise)]
     pub repeats: RepeatsArg,
     /// An evidence gap of at most this many nats is a tie ("cannot decide"), counted apart.
-    #[arg(long, default_value_t = DEFAULT_TIE_NATS)]
+    #[arg(long, default_value_t = 0.5)]
     pub tie_nats: f64,
     /// Pairs run in parallel (default: one per core).
     #[arg(long)]
