@@ -1,7 +1,7 @@
 //! The `occam` binary end to end: exit codes, messages, files written, JSON printed.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 fn occam(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_occam"))
@@ -20,16 +20,54 @@ fn write(dir: &Path, name: &str, contents: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// Waits `ms` milliseconds, then sends `signal` (e.g. "-INT") to `child` with the shell's
-/// built-in kill (no dependence on procps being installed).
+/// The stderr of the run `o`, once its exit code is checked to be `code` (a failure shows the
+/// stderr).
+#[track_caller]
+fn stderr_with_exit(o: &Output, code: i32) -> String {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "{err}");
+    err
+}
+
+/// The JSON file at `path`, parsed.
+fn read_json(path: impl AsRef<Path>) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The run record `result.json` that `occam discover` wrote into the folder `out`.
+fn result_json(out: impl AsRef<Path>) -> serde_json::Value {
+    read_json(out.as_ref().join("result.json"))
+}
+
+/// The JSON a run printed on its stdout.
+fn stdout_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// `occam` with `args`, started in the background: its stdout to `stdout`, its stderr piped.
+fn spawn_occam(args: &[&str], stdout: Stdio) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_occam"))
+        .args(args)
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits `ms` milliseconds, sends `signal` (e.g. "-INT") to `child` with the shell's built-in
+/// kill (no dependence on procps being installed), then waits for its end: its output, and the
+/// seconds from the signal to its exit.
 #[cfg(unix)]
-fn signal_after(child: &std::process::Child, signal: &str, ms: u64) {
+fn stop_after(child: Child, signal: &str, ms: u64) -> (Output, f64) {
     std::thread::sleep(std::time::Duration::from_millis(ms));
     let kill = Command::new("sh")
         .args(["-c", &format!("kill {signal} {}", child.id())])
         .status()
         .unwrap();
     assert!(kill.success(), "kill {signal} failed");
+    let signalled = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    (o, signalled.elapsed().as_secs_f64())
 }
 
 fn good_csv() -> String {
@@ -59,7 +97,7 @@ fn check_summarises_a_good_file() {
     assert!(stdout.contains("problems:  none"), "{stdout}");
 
     let out = occam(&["check", "--json", &path]);
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = stdout_json(&out);
     assert_eq!(json["rows"], 25);
     assert_eq!(json["columns"], 3);
     assert_eq!(json["names"][2], "age");
@@ -108,7 +146,6 @@ fn check_refuses_bad_files_with_a_message_and_no_panic() {
 /// escape sequences in names: no panic, and names reach the terminal escaped.
 #[test]
 fn check_survives_a_closed_pipe_long_names_and_escape_sequences() {
-    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     // Many columns, so the summary is far larger than a pipe's buffer.
     let cols = 3000;
@@ -130,12 +167,7 @@ fn check_survives_a_closed_pipe_long_names_and_escape_sequences() {
         csv.push(row.join(","));
     }
     let wide = write(dir.path(), "wide.csv", &(csv.join("\n") + "\n"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_occam"))
-        .args(["check", &wide])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_occam(&["check", &wide], Stdio::piped());
     drop(child.stdout.take()); // the reader goes away before the output is written
     let out = child.wait_with_output().unwrap();
     let err = text(&out.stderr);
@@ -168,7 +200,7 @@ fn check_can_drop_rows_with_missing_values() {
     let path = write(dir.path(), "missing.csv", &contents);
     let out = occam(&["check", "--drop-missing", "--json", &path]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = stdout_json(&out);
     assert_eq!(json["rows"], 24);
     let problem = json["problems"][0]["message"].as_str().unwrap();
     assert!(
@@ -181,24 +213,7 @@ fn check_can_drop_rows_with_missing_values() {
 fn generate_writes_the_shared_data_layout_deterministically() {
     let dir = tempfile::tempdir().unwrap();
     let run = |out: &Path| {
-        let out = out.to_str().unwrap();
-        let o = occam(&[
-            "generate",
-            "--graph",
-            "er",
-            "--nodes",
-            "6",
-            "--edges-per-node",
-            "1",
-            "--samples",
-            "200",
-            "--mechanism",
-            "mlp",
-            "--seed",
-            "7",
-            "--out",
-            out,
-        ]);
+        let o = generate("er", "6", "1", "200", "mlp", out, &["--seed", "7"]);
         assert!(o.status.success(), "{}", text(&o.stderr));
     };
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
@@ -229,28 +244,10 @@ fn generate_writes_the_shared_data_layout_deterministically() {
 fn generate_rejects_invalid_settings() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
-    // `occam generate` on a small linear ER graph, with `graph` and `nodes` as given.
-    let generate = |graph: &str, nodes: &str| {
-        occam(&[
-            "generate",
-            "--graph",
-            graph,
-            "--nodes",
-            nodes,
-            "--edges-per-node",
-            "1",
-            "--samples",
-            "10",
-            "--mechanism",
-            "linear",
-            "--out",
-            out,
-        ])
-    };
-    let o = generate("sf", "0");
+    let o = generate("sf", "0", "1", "10", "linear", out, &[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("nodes"), "{}", text(&o.stderr));
-    let o = generate("tree", "3");
+    let o = generate("tree", "3", "1", "10", "linear", out, &[]);
     assert_eq!(
         o.status.code(),
         Some(2),
@@ -266,7 +263,7 @@ fn score_prints_exactly_the_documented_keys() {
     let pred = write(dir.path(), "pred.csv", "0,0,0\n1,0,1\n0,0,0\n");
     let out = occam(&["score", "--truth", &truth, "--pred", &pred]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = stdout_json(&out);
     let keys = sorted_keys(&json);
     assert_eq!(
         keys,
@@ -283,7 +280,7 @@ fn score_prints_exactly_the_documented_keys() {
     assert_eq!(json["sid"], 3);
 
     let out = occam(&["score", "--truth", &truth, "--pred", &truth]);
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = stdout_json(&out);
     assert_eq!(
         (json["shd"].as_u64(), json["sid"].as_u64()),
         (Some(0), Some(0))
@@ -303,7 +300,7 @@ fn score_reports_size_mismatch_and_cycles() {
     let cyclic = write(dir.path(), "cyclic.csv", "0,1,0\n0,0,1\n1,0,0\n");
     let out = occam(&["score", "--truth", &truth, "--pred", &cyclic]);
     assert!(out.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = stdout_json(&out);
     assert!(json["sid"].is_null());
     assert_eq!(json["shd"], 1);
 
@@ -344,7 +341,7 @@ fn score_matches_labelled_graphs_by_name() {
     );
     let out = occam(&["score", "--truth", &truth, "--pred", &shuffled]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = stdout_json(&out);
     assert_eq!(json["shd"], 0, "{json}");
     assert_eq!(json["f1"], 1.0);
     assert!(!text(&out.stderr).contains("by position"));
@@ -365,7 +362,7 @@ fn score_matches_labelled_graphs_by_name() {
     let plain = write(dir.path(), "plain.csv", "0,0,0\n0,0,1\n1,0,0\n");
     let out = occam(&["score", "--truth", &plain, "--pred", &shuffled]);
     assert!(out.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = stdout_json(&out);
     assert_eq!(
         json["shd"], 0,
         "the plain rows are read in the labelled file's order c, a, b"
@@ -426,8 +423,7 @@ fn pairs_refuses_escapes_bad_weights_and_counts_missing_pairs() {
     }
     // pair0002 is in the truth but not in the folder.
     let o = pairs(&format!("{header}pair0001,x->y,1\npair0002,y->x,1\n"), &[]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(
         err.contains("1 of 2 pairs") && err.contains("pair0002"),
         "{err}"
@@ -449,19 +445,13 @@ fn pairs_refuses_escapes_bad_weights_and_counts_missing_pairs() {
 #[cfg(target_os = "linux")]
 fn endless_files_are_refused_by_the_size_limit() {
     let o = occam(&["check", "/dev/zero"]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(err.contains("not read to its end"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     let data = write(dir.path(), "chain.csv", &chain_csv());
     let out = dir.path().join("out");
-    let o = discover(
-        &data,
-        out.to_str().unwrap(),
-        &["--tiers", "/dev/zero", "--quiet"],
-    );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let o = discover(&data, &out, &["--tiers", "/dev/zero", "--quiet"]);
+    let err = stderr_with_exit(&o, 1);
     assert!(
         err.contains("/dev/zero") && err.contains("not read to its end"),
         "{err}"
@@ -572,12 +562,44 @@ const TINY_RUN: [&str; 7] = [
 /// `occam discover DATA --out OUT` with `extra`; with the continuous search unless `extra` names a
 /// method or resumes (most of these tests are about its restarts, phases and checkpoints; the
 /// default, auto, has its own test).
-fn discover(data: &str, out: &str, extra: &[&str]) -> Output {
+fn discover(data: &str, out: impl AsRef<Path>, extra: &[&str]) -> Output {
+    let out = out.as_ref().to_str().unwrap();
     let mut args = vec!["discover", data, "--out", out];
     args.extend_from_slice(extra);
     if !extra.iter().any(|a| *a == "--method" || *a == "--resume") {
         args.extend_from_slice(&["--method", "cgp"]);
     }
+    occam(&args)
+}
+
+/// `occam generate --graph GRAPH --nodes NODES --edges-per-node EDGES_PER_NODE --samples SAMPLES
+/// --mechanism MECHANISM --out OUT` with `extra` after.
+fn generate(
+    graph: &str,
+    nodes: &str,
+    edges_per_node: &str,
+    samples: &str,
+    mechanism: &str,
+    out: impl AsRef<Path>,
+    extra: &[&str],
+) -> Output {
+    let out = out.as_ref().to_str().unwrap();
+    let mut args = vec![
+        "generate",
+        "--graph",
+        graph,
+        "--nodes",
+        nodes,
+        "--edges-per-node",
+        edges_per_node,
+        "--samples",
+        samples,
+        "--mechanism",
+        mechanism,
+        "--out",
+        out,
+    ];
+    args.extend_from_slice(extra);
     occam(&args)
 }
 
@@ -630,7 +652,7 @@ fn chain_csv() -> String {
 fn small_discover(data: &str, out: &Path) -> Output {
     discover(
         data,
-        out.to_str().unwrap(),
+        out,
         &[
             "--seed",
             "3",
@@ -680,7 +702,7 @@ fn data_at_extreme_scales_gives_the_same_graph() {
         let path = write(dir.path(), "scaled.csv", &csv_text);
         let o = occam(&["check", "--json", &path]);
         assert!(o.status.success(), "×{factor}: {}", text(&o.stderr));
-        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let json = stdout_json(&o);
         for c in json["column_summaries"].as_array().unwrap() {
             let sd = c["sd"].as_f64().unwrap();
             assert!(sd.is_finite() && sd > 0.0, "×{factor}: {c}");
@@ -711,7 +733,7 @@ fn discover_prints_names_escaped() {
     let out = dir.path().join("out");
     let o = discover(
         &data,
-        out.to_str().unwrap(),
+        &out,
         &[
             "--restarts",
             "1",
@@ -747,7 +769,7 @@ fn discover_refuses_impossible_sizes_naming_the_limit() {
         ),
         ("--threads", "100000", "threads must be at most 4096"),
     ] {
-        let o = discover(&data, out.to_str().unwrap(), &[flag, value]);
+        let o = discover(&data, &out, &[flag, value]);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{flag}: {err}");
         assert!(
@@ -761,14 +783,10 @@ fn discover_refuses_impossible_sizes_naming_the_limit() {
 /// background: its fixed phases take minutes, so a signal sent seconds in comes long before the
 /// end.
 #[cfg(unix)]
-fn spawn_long_discover(data: &str, out: &Path) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_occam"))
-        .args(["discover", data, "--out", out.to_str().unwrap()])
-        .args(["--preset", "paper", "--inducing", "10", "--quiet"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
+fn spawn_long_discover(data: &str, out: &Path) -> Child {
+    let mut args = vec!["discover", data, "--out", out.to_str().unwrap()];
+    args.extend(["--preset", "paper", "--inducing", "10", "--quiet"]);
+    spawn_occam(&args, Stdio::null())
 }
 
 /// Issue 12 and issue 35, item 1: SIGTERM, SIGINT (Ctrl-C) and SIGHUP stop a run, which writes
@@ -783,15 +801,11 @@ fn discover_writes_the_best_result_so_far_marked_as_stopped_and_exits_128_plus_t
     let truth = write(dir.path(), "truth.csv", "0,1,0\n0,0,1\n0,0,0\n");
     for (signal, code) in [("-TERM", 143), ("-INT", 130), ("-HUP", 129)] {
         let out = dir.path().join(format!("out{signal}"));
-        let child = spawn_long_discover(&data, &out);
-        signal_after(&child, signal, 2000);
-        let o = child.wait_with_output().unwrap();
+        let (o, _) = stop_after(spawn_long_discover(&data, &out), signal, 2000);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(code), "{signal}: {err}");
         assert!(err.contains("stopped by SIG"), "{signal}: {err}");
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap())
-                .unwrap();
+        let json = result_json(&out);
         assert_eq!(json["status"], "stopped", "{signal}: {json}");
         let stopped = &json["stopped"];
         assert_eq!(stopped["has_graph"], true, "{signal}: {json}");
@@ -813,8 +827,7 @@ fn discover_writes_the_best_result_so_far_marked_as_stopped_and_exits_128_plus_t
         }
         let pred = out.join("adjacency.csv");
         let o = occam(&["score", "--truth", &truth, "--pred", pred.to_str().unwrap()]);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{err}");
+        let err = stderr_with_exit(&o, 1);
         assert!(
             err.contains("stopped before its end") && err.contains("--allow-stopped"),
             "{err}"
@@ -843,8 +856,7 @@ fn discover_checks_its_folder_first_and_replaces_results_whole() {
     {
         // /proc exists but takes no new files, even for root.
         let o = discover(&data, "/proc", &["--quiet"]);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{err}");
+        let err = stderr_with_exit(&o, 1);
         assert!(
             err.contains("cannot write into /proc") && err.contains("nothing was run"),
             "{err}"
@@ -861,7 +873,7 @@ fn discover_checks_its_folder_first_and_replaces_results_whole() {
             "1",
         ];
         args.extend_from_slice(&TINY_RUN);
-        let o = discover(&data, out.to_str().unwrap(), &args);
+        let o = discover(&data, &out, &args);
         assert!(o.status.success(), "{method}: {}", text(&o.stderr));
     };
     run("exact");
@@ -900,8 +912,7 @@ fn discover_writes_the_graph_files_and_the_run_record() {
     );
     let dot = std::fs::read_to_string(out.join("graph.dot")).unwrap();
     assert!(dot.trim_start().starts_with("digraph"), "{dot}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let json = result_json(&out);
     for key in [
         "names",
         "edges",
@@ -935,24 +946,20 @@ fn discover_refuses_bad_input_and_contradictory_knowledge() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let bad = write(dir.path(), "bad.csv", "a,b\n1,2\n3,x\n");
-    let o = discover(&bad, out.to_str().unwrap(), &[]);
+    let o = discover(&bad, &out, &[]);
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
     assert!(err.contains("line 3") && err.contains("'b'"), "{err}");
 
     let data = write(dir.path(), "chain.csv", &chain_csv());
-    let o = discover(
-        &data,
-        out.to_str().unwrap(),
-        &["--require", "x->y", "--require", "y->x"],
-    );
+    let o = discover(&data, &out, &["--require", "x->y", "--require", "y->x"]);
     assert_eq!(o.status.code(), Some(1));
     let err = text(&o.stderr);
     assert!(err.contains("cycle"), "{err}");
-    let o = discover(&data, out.to_str().unwrap(), &["--forbid", "x->w"]);
+    let o = discover(&data, &out, &["--forbid", "x->w"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o.stderr).contains("w"), "{}", text(&o.stderr));
-    let o = discover(&data, out.to_str().unwrap(), &["--preset", "fast"]);
+    let o = discover(&data, &out, &["--preset", "fast"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         text(&o.stderr).contains("unknown preset"),
@@ -977,10 +984,9 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
     );
     let mut args = vec!["--preset", "thorough", "--settings", &file];
     args.extend_from_slice(&TINY_RUN);
-    let o = discover(&data, out.to_str().unwrap(), &args);
+    let o = discover(&data, &out, &args);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let json = result_json(&out);
     let s = &json["settings"];
     assert_eq!(json["preset"], "thorough");
     // A bound's own settings: given in its object or by key, the rest kept from the preset.
@@ -1023,7 +1029,7 @@ fn discover_takes_settings_from_a_json_file_and_the_thorough_preset() {
         ("{", "not valid JSON"),
     ] {
         let file = write(dir.path(), "s.json", contents);
-        let o = discover(&data, out.to_str().unwrap(), &["--settings", &file]);
+        let o = discover(&data, &out, &["--settings", &file]);
         assert_eq!(o.status.code(), Some(1), "{contents}");
         let err = text(&o.stderr);
         assert!(err.contains(expected), "{contents}: {err}");
@@ -1049,11 +1055,10 @@ fn discover_exact_writes_edge_probabilities_and_a_cache_the_next_run_reuses() {
             "family": {"inducing": 8, "restarts": 1, "adam_steps": 40, "lbfgs_iterations": 40}}}"#,
     );
     let out = dir.path().join("out");
-    let out_s = out.to_str().unwrap();
     let run = || {
         discover(
             &data,
-            out_s,
+            &out,
             &[
                 "--method",
                 "exact",
@@ -1071,8 +1076,7 @@ fn discover_exact_writes_edge_probabilities_and_a_cache_the_next_run_reuses() {
         "{}",
         text(&first.stderr)
     );
-    let result: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let result = result_json(&out);
     assert_eq!(result["method"], "exact");
     assert_eq!(result["families_fitted"], 12);
     assert_eq!(result["cache_hits"], 0);
@@ -1086,13 +1090,12 @@ fn discover_exact_writes_edge_probabilities_and_a_cache_the_next_run_reuses() {
     // The same data, seed and fit settings: every family comes from the cache.
     let second = run();
     assert!(second.status.success(), "{}", text(&second.stderr));
-    let again: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let again = result_json(&out);
     assert_eq!(again["families_fitted"], 0);
     assert_eq!(again["cache_hits"], 12);
     assert_eq!(again["edges"], result["edges"]);
     // A bad prior is refused by name.
-    let bad = discover(&data, out_s, &["--method", "exact", "--edge-prior", "1.5"]);
+    let bad = discover(&data, &out, &["--method", "exact", "--edge-prior", "1.5"]);
     assert!(!bad.status.success());
     assert!(
         text(&bad.stderr).contains("--edge-prior"),
@@ -1121,27 +1124,17 @@ fn discover_answers_ctrl_c_inside_a_long_fit() {
     // An older run's graph, which must not stand beside a result that has none.
     std::fs::create_dir_all(&out).unwrap();
     write(&out, "adjacency.csv", ",a,b,c\na,0,1,0\nb,0,0,1\nc,0,0,0\n");
-    let child = Command::new(env!("CARGO_BIN_EXE_occam"))
-        .args(["discover", &data, "--out", out.to_str().unwrap()])
-        .args(["--method", "cgp"])
-        .args(["--inducing", "1000", "--max-rows", "1000", "--threads", "1"])
-        .args(["--quiet"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    signal_after(&child, "-INT", 3000);
-    let signalled = std::time::Instant::now();
-    let o = child.wait_with_output().unwrap();
-    let answered = signalled.elapsed().as_secs_f64();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(130), "{err}");
+    let mut args = vec!["discover", &data, "--out", out.to_str().unwrap()];
+    args.extend(["--method", "cgp"]);
+    args.extend(["--inducing", "1000", "--max-rows", "1000"]);
+    args.extend(["--threads", "1", "--quiet"]);
+    let (o, answered) = stop_after(spawn_occam(&args, Stdio::null()), "-INT", 3000);
+    let err = stderr_with_exit(&o, 130);
     assert!(
         answered < 20.0,
         "the run took {answered:.1} s to answer Ctrl-C"
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let json = result_json(&out);
     assert_eq!(json["status"], "stopped", "{json}");
     let failures = json["failures"].as_array().unwrap();
     assert!(
@@ -1189,28 +1182,17 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
     ];
     let out = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let first = out("first");
-    let child = Command::new(env!("CARGO_BIN_EXE_occam"))
-        .args(["discover", &data, "--out", &first, "--quiet"])
-        .args(settings)
-        .args(["--checkpoint", checkpoint.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut args = vec!["discover", &data, "--out", &first, "--quiet"];
+    args.extend(settings);
+    args.extend(["--checkpoint", checkpoint.to_str().unwrap()]);
     // Before the first periodic checkpoint (5 s), well before the run's end: the checkpoint is
     // written at the stop (issue 35, item 2).
-    signal_after(&child, "-INT", 3500);
-    let o = child.wait_with_output().unwrap();
+    let (o, _) = stop_after(spawn_occam(&args, Stdio::null()), "-INT", 3500);
     assert_eq!(o.status.code(), Some(130), "{}", text(&o.stderr));
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&checkpoint).unwrap()).unwrap();
+    let saved = read_json(&checkpoint);
     let elapsed = saved["session"]["elapsed"].as_f64().unwrap();
     assert!(elapsed > 1.0, "the checkpoint holds {elapsed} s of work");
-    let read = |dir: &str| -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(Path::new(dir).join("result.json")).unwrap())
-            .unwrap()
-    };
-    assert_eq!(read(&first)["status"], "stopped");
+    assert_eq!(result_json(&first)["status"], "stopped");
 
     let resumed = out("resumed");
     let o = discover(
@@ -1230,7 +1212,7 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
     args.extend(settings);
     let o = occam(&args);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let (a, b) = (read(&resumed), read(&whole));
+    let (a, b) = (result_json(&resumed), result_json(&whole));
     assert_eq!(a["status"], "done");
     for key in ["edges", "adjacency", "chosen_restart", "restarts"] {
         assert_eq!(a[key], b[key], "{key} differs after resuming");
@@ -1241,8 +1223,7 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
         &resumed,
         &["--restarts", "3", "--resume", checkpoint.to_str().unwrap()],
     );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(err.contains("drop --restarts"), "{err}");
     let other = write(
         dir.path(),
@@ -1254,8 +1235,7 @@ fn discover_resumes_a_checkpointed_run_to_the_uninterrupted_result() {
         &resumed,
         &["--resume", checkpoint.to_str().unwrap()],
     );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(err.contains("made for other data"), "{err}");
 }
 
@@ -1264,7 +1244,7 @@ fn discover_names_the_backends_it_accepts() {
     let dir = tempfile::tempdir().unwrap();
     let data = write(dir.path(), "good.csv", &good_csv());
     let out = dir.path().join("out");
-    let o = discover(&data, out.to_str().unwrap(), &["--backend", "tpu"]);
+    let o = discover(&data, &out, &["--backend", "tpu"]);
     assert!(!o.status.success());
     let err = text(&o.stderr);
     assert!(
@@ -1299,8 +1279,7 @@ fn discover_runs_the_auto_method_by_default() {
         "2",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let json = result_json(&out);
     assert_eq!(json["method"], "exact", "{json}");
     assert!(
         json["method_reason"].as_str().unwrap().contains("auto"),
@@ -1317,7 +1296,7 @@ fn discover_runs_the_auto_method_by_default() {
     let out = dir.path().join("cgp");
     let o = discover(
         &data,
-        out.to_str().unwrap(),
+        &out,
         &[
             "--method",
             "cgp",
@@ -1330,8 +1309,7 @@ fn discover_runs_the_auto_method_by_default() {
         ],
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let json = result_json(&out);
     assert_eq!(json["method"], "cgp");
 }
 
@@ -1359,8 +1337,8 @@ fn an_exact_run_killed_with_sigkill_keeps_every_family_it_fitted() {
     ];
     let mut child = Command::new(env!("CARGO_BIN_EXE_occam"))
         .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     // Kill as soon as a few families are on disk (the run fits 3 + 6 screening families and
@@ -1387,8 +1365,7 @@ fn an_exact_run_killed_with_sigkill_keeps_every_family_it_fitted() {
         err.contains(&format!("({kept} families already in")),
         "{err}"
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("result.json")).unwrap()).unwrap();
+    let json = result_json(&out);
     assert!(
         json["cache_hits"].as_u64().unwrap() >= kept as u64,
         "{json}"
@@ -1397,9 +1374,7 @@ fn an_exact_run_killed_with_sigkill_keeps_every_family_it_fitted() {
         !journal.exists(),
         "the journal is folded into the cache at the end"
     );
-    let cache: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("score_cache.json")).unwrap())
-            .unwrap();
+    let cache = read_json(out.join("score_cache.json"));
     assert!(cache["entries"].as_object().unwrap().len() > kept);
     // A cache cut short is called that, not "made for other data".
     let whole = std::fs::read_to_string(out.join("score_cache.json")).unwrap();
@@ -1421,22 +1396,16 @@ fn discover_refuses_outputs_that_are_folders_or_would_overwrite_its_input() {
     let out = dir.path().join("out");
     std::fs::create_dir_all(out.join("score_cache.json")).unwrap();
     let data = write(dir.path(), "chain.csv", &chain_csv());
-    let o = discover(
-        &data,
-        out.to_str().unwrap(),
-        &["--method", "exact", "--quiet"],
-    );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let o = discover(&data, &out, &["--method", "exact", "--quiet"]);
+    let err = stderr_with_exit(&o, 1);
     assert!(
         err.contains("score_cache.json is a directory") && err.contains("nothing was run"),
         "{err}"
     );
     std::fs::remove_dir(out.join("score_cache.json")).unwrap();
     let inside = write(&out, "result.json", &chain_csv());
-    let o = discover(&inside, out.to_str().unwrap(), &["--quiet"]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let o = discover(&inside, &out, &["--quiet"]);
+    let err = stderr_with_exit(&o, 1);
     assert!(
         err.contains("the data file") && err.contains("would be overwritten"),
         "{err}"
@@ -1481,8 +1450,7 @@ fn bench_checks_its_paths_first_and_names_seconds_from_the_cache() {
         ])
     };
     let o = bench(dir.path(), &cache);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(
         err.contains("is a directory") && err.contains("nothing was run"),
         "{err}"
@@ -1490,8 +1458,7 @@ fn bench_checks_its_paths_first_and_names_seconds_from_the_cache() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, "").unwrap();
     let o = bench(&report, &file);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(err.contains("is a file, not a folder"), "{err}");
     let o = bench(&report, &cache);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -1527,19 +1494,12 @@ fn pairs_stopped_part_way_prints_the_decisions_made_and_their_summary() {
         truth.push_str(&format!("pair{p:04},x->y,1,200,0\n"));
     }
     write(dir.path(), "truth.csv", &truth);
-    let child = Command::new(env!("CARGO_BIN_EXE_occam"))
-        .args(["pairs", dir.path().to_str().unwrap()])
-        .args(["--restarts", "1", "--inducing", "10", "--threads", "1"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut args = vec!["pairs", dir.path().to_str().unwrap()];
+    args.extend(["--restarts", "1", "--inducing", "10", "--threads", "1"]);
+    let child = spawn_occam(&args, Stdio::piped());
     // A debug build decides one of these pairs in well under a second: some are decided by now,
     // far from all 16.
-    signal_after(&child, "-INT", 2500);
-    let signalled = std::time::Instant::now();
-    let o = child.wait_with_output().unwrap();
-    let answered = signalled.elapsed().as_secs_f64();
+    let (o, answered) = stop_after(child, "-INT", 2500);
     let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(130), "{stderr}");
     assert!(answered < 10.0, "the stop took {answered:.1} s");
@@ -1570,7 +1530,7 @@ fn unclear_cases_say_what_and_where_by_name() {
     // --max-parents below the required parents names the variable and its parents.
     let o = discover(
         &data,
-        out.to_str().unwrap(),
+        &out,
         &[
             "--method",
             "exact",
@@ -1583,8 +1543,7 @@ fn unclear_cases_say_what_and_where_by_name() {
             "--quiet",
         ],
     );
-    let err = err_of(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(
         err.contains("z has 2 required parents (x, y)") && !err.contains("variable 2"),
         "{err}"
@@ -1593,7 +1552,7 @@ fn unclear_cases_say_what_and_where_by_name() {
     let tiers = write(dir.path(), "tiers.txt", "\n");
     let mut args = vec!["--tiers", tiers.as_str()];
     args.extend_from_slice(&TINY_RUN);
-    let o = discover(&data, out.to_str().unwrap(), &args);
+    let o = discover(&data, &out, &args);
     assert!(o.status.success(), "{}", err_of(&o));
     assert!(err_of(&o).contains("tiers file") && err_of(&o).contains("is empty"));
     // score: a plain truth of another size than the labelled prediction names both files; a
@@ -1601,8 +1560,7 @@ fn unclear_cases_say_what_and_where_by_name() {
     let pred = out.join("adjacency.csv");
     let small = write(dir.path(), "small.csv", "0,1\n0,0\n");
     let o = occam(&["score", "--truth", &small, "--pred", pred.to_str().unwrap()]);
-    let err = err_of(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(
         err.contains("small.csv has 2 variables but")
             && err.contains("adjacency.csv names 3 (x, y, z)")
@@ -1659,21 +1617,7 @@ fn unclear_cases_say_what_and_where_by_name() {
         err_of(&o)
     );
     // generate: more edges per node than the graph can hold.
-    let o = occam(&[
-        "generate",
-        "--graph",
-        "er",
-        "--nodes",
-        "3",
-        "--edges-per-node",
-        "5",
-        "--samples",
-        "20",
-        "--mechanism",
-        "linear",
-        "--out",
-        dir.path().join("gen").to_str().unwrap(),
-    ]);
+    let o = generate("er", "3", "5", "20", "linear", dir.path().join("gen"), &[]);
     assert!(o.status.success(), "{}", err_of(&o));
     assert!(
         err_of(&o).contains("more edges than a DAG on 3 nodes holds"),
@@ -1681,21 +1625,7 @@ fn unclear_cases_say_what_and_where_by_name() {
         err_of(&o)
     );
     // generate with a GP mechanism counts its columns off.
-    let o = occam(&[
-        "generate",
-        "--graph",
-        "er",
-        "--nodes",
-        "3",
-        "--edges-per-node",
-        "1",
-        "--samples",
-        "50",
-        "--mechanism",
-        "gp",
-        "--out",
-        dir.path().join("gen-gp").to_str().unwrap(),
-    ]);
+    let o = generate("er", "3", "1", "50", "gp", dir.path().join("gen-gp"), &[]);
     assert!(o.status.success(), "{}", err_of(&o));
     assert!(
         err_of(&o).contains("columns drawn: 3 / 3"),
@@ -1713,7 +1643,7 @@ fn an_edited_checkpoint_is_refused() {
     let checkpoint = dir.path().join("run.ckpt");
     let mut args = vec!["--checkpoint", checkpoint.to_str().unwrap()];
     args.extend_from_slice(&TINY_RUN);
-    let o = discover(&data, out.to_str().unwrap(), &args);
+    let o = discover(&data, &out, &args);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let saved = std::fs::read_to_string(&checkpoint).unwrap();
     let edited = saved.replacen("\"seed\":0", "\"seed\":1", 1);
@@ -1721,11 +1651,10 @@ fn an_edited_checkpoint_is_refused() {
     std::fs::write(&checkpoint, edited).unwrap();
     let o = discover(
         &data,
-        out.to_str().unwrap(),
+        &out,
         &["--resume", checkpoint.to_str().unwrap(), "--quiet"],
     );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = stderr_with_exit(&o, 1);
     assert!(err.contains("changed after it was written"), "{err}");
 }
 
@@ -1760,12 +1689,11 @@ fn a_nearly_determined_column_is_reported_and_its_edges_named() {
         "3",
     ];
     args.extend_from_slice(&TINY_RUN);
-    let o = discover(&data, dest.to_str().unwrap(), &args);
+    let o = discover(&data, &dest, &args);
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("almost a function of column 'X1'"), "{err}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dest.join("result.json")).unwrap()).unwrap();
+    let json = result_json(&dest);
     assert_eq!(json["determined"][0]["column"], "F", "{json}");
     assert_eq!(json["determined"][0]["by"], "X1", "{json}");
     // Exactly the edges touching F (index 3) but not X1 (index 0).
@@ -1808,19 +1736,15 @@ fn a_result_that_cannot_be_written_at_the_end_goes_to_a_fallback_folder() {
     let child = spawn_long_discover(&data, &out);
     std::thread::sleep(std::time::Duration::from_millis(1000));
     std::fs::remove_dir_all(&out).unwrap();
-    signal_after(&child, "-INT", 500);
-    let o = child.wait_with_output().unwrap();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(130), "{err}");
+    let (o, _) = stop_after(child, "-INT", 500);
+    let err = stderr_with_exit(&o, 130);
     let at = err
         .lines()
         .find_map(|l| l.split_once("the result was written to "))
         .map(|(_, rest)| rest.trim_end_matches(" instead").to_string())
         .unwrap_or_else(|| panic!("no fallback named: {err}"));
     let fallback = Path::new(&at);
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fallback.join("result.json")).unwrap())
-            .unwrap();
+    let json = result_json(fallback);
     assert_eq!(json["status"], "stopped");
     assert!(fallback.starts_with(std::env::temp_dir()), "{at}");
     std::fs::remove_dir_all(fallback).unwrap();
