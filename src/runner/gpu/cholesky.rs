@@ -31,8 +31,7 @@ pub(super) struct CholeskyPipelines {
     panel: wgpu::ComputePipeline,
     trailing: wgpu::ComputePipeline,
     ladder: wgpu::ComputePipeline,
-    invert_factor: wgpu::ComputePipeline,
-    invert_step: wgpu::ComputePipeline,
+    invert: wgpu::ComputePipeline,
     covariance: wgpu::ComputePipeline,
     step_mean: wgpu::ComputePipeline,
 }
@@ -49,8 +48,7 @@ impl CholeskyPipelines {
             panel: compile("factor_panel"),
             trailing: compile("factor_trailing"),
             ladder: compile("factor_ladder"),
-            invert_factor: compile("invert_factor"),
-            invert_step: compile("invert_step"),
+            invert: compile("invert"),
             covariance: compile("covariance"),
             step_mean: compile("step_mean"),
         }
@@ -118,17 +116,13 @@ pub(super) fn factor_passes(
         }
     }
     passes.push((&pipelines.ladder, each));
-    let blocks = (m.div_ceil(INVERSE_COLUMNS), slots, 1);
-    match job {
-        FactorJob::Factor => passes.push((&pipelines.invert_factor, blocks)),
-        FactorJob::NaturalStep => {
-            let tiles = m.div_ceil(TILE);
-            passes.extend([
-                (&pipelines.invert_step, blocks),
-                (&pipelines.covariance, (tiles, tiles, slots)),
-                (&pipelines.step_mean, (m.div_ceil(THREADS), slots, 1)),
-            ]);
-        }
+    passes.push((&pipelines.invert, (m.div_ceil(INVERSE_COLUMNS), slots, 1)));
+    if job == FactorJob::NaturalStep {
+        let tiles = m.div_ceil(TILE);
+        passes.extend([
+            (&pipelines.covariance, (tiles, tiles, slots)),
+            (&pipelines.step_mean, (m.div_ceil(THREADS), slots, 1)),
+        ]);
     }
     passes
 }

@@ -15,8 +15,8 @@
 //                     outer product (a workgroup per 16 × 16 tile);
 // `factor_ladder`:    where that first rung failed, the ladder's later rungs, unblocked (a
 //                     workgroup per matrix: a rare path, kept simple);
-// `invert_factor`,    X = L⁻¹ (lower triangular), a workgroup per block of COLUMNS columns of
-// `invert_step`:      each matrix (the columns of an inverse are independent);
+// `invert`:           X = L⁻¹ (lower triangular), a workgroup per block of COLUMNS columns of
+//                     each matrix (the columns of an inverse are independent);
 // `covariance`:       S = Xᵀ X, a workgroup per 16 × 16 tile of its lower triangle;
 // `step_mean`:        m = S η₁, an invocation per row.
 //
@@ -124,6 +124,41 @@ fn touch() {
     _ = ladder[0];
 }
 
+// The builtins every entry point takes: its workgroup's place in the dispatch and the
+// invocation's index in the workgroup.
+struct Invocation {
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+}
+
+// L's entry (i, j) from the source's value v there: v + ε on the diagonal, v below it, 0 above.
+fn lower_jittered(v: vec2<f32>, i: u32, j: u32, jitter: vec2<f32>) -> vec2<f32> {
+    if (j > i) {
+        return vec2<f32>(0.0, 0.0);
+    }
+    if (i == j) {
+        return df_add(v, jitter);
+    }
+    return v;
+}
+
+// Entry k = group.x · THREADS + t of a matrix of the batch, at row i and column j (row-major);
+// `inside` is false past its M² entries.
+struct Entry {
+    k: u32,
+    i: u32,
+    j: u32,
+    inside: bool,
+}
+
+// The entry invocation `id` takes in an entry-wise pass (after `touch`).
+fn entry(id: Invocation) -> Entry {
+    touch();
+    let m = dims.m;
+    let k = id.group.x * THREADS + id.t;
+    return Entry(k, k / m, k % m, k < m * m);
+}
+
 // Whether the factorisation whose status is at out[base + 2M²] failed (every attempt so far).
 fn factor_failed(base: u32) -> bool {
     return out[base + 2u * dims.m * dims.m + 1u].y != 0.0;
@@ -140,6 +175,23 @@ fn read_status(t: u32, base: u32, next: bool) -> bool {
         block = select(max(counted, 1u) - 1u, counted, next);
     }
     return workgroupUniformLoad(&failed) != 0u;
+}
+
+// For the panel and trailing passes: the columns [k0, k1) of the block `factor_diagonal` just
+// factorised in the matrix at `base`, n = k1 − k0, and whether the matrix has failed (then the
+// pass does nothing). Uniform across the workgroup.
+struct Factorised {
+    failed: bool,
+    k0: u32,
+    k1: u32,
+    n: u32,
+}
+
+fn factorised_block(t: u32, base: u32) -> Factorised {
+    let failed = read_status(t, base, false);
+    let k0 = workgroupUniformLoad(&block) * BLOCK;
+    let k1 = min(k0 + BLOCK, dims.m);
+    return Factorised(failed, k0, k1, k1 - k0);
 }
 
 // The ladder's rungs from `first` on, unblocked: L ← lower(source) + ε I (the source in `a` when
@@ -165,20 +217,13 @@ fn factor_rungs(
         // Every invocation has read the last attempt's `failed` before it is cleared.
         workgroupBarrier();
         for (var k = t; k < m * m; k += THREADS) {
-            let i = k / m;
-            let j = k % m;
-            var v = vec2<f32>(0.0, 0.0);
-            if (j <= i) {
-                if (from_a) {
-                    v = a[source + k];
-                } else {
-                    v = out[source + k];
-                }
-                if (i == j) {
-                    v = df_add(v, jitter);
-                }
+            var v: vec2<f32>;
+            if (from_a) {
+                v = a[source + k];
+            } else {
+                v = out[source + k];
             }
-            out[base + k] = v;
+            out[base + k] = lower_jittered(v, k / m, k % m, jitter);
         }
         if (t == 0u) {
             failed = 0u;
@@ -241,15 +286,12 @@ fn factor_rungs(
 // max(ε₀, floor · mean diag(A)), as the CPU's `kzz_half`: the floor depends on A, which the device
 // computed (resident.rs), so it is applied here, the diagonal summed in order by one invocation.
 @compute @workgroup_size(256)
-fn factor_begin(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
+fn factor_begin(id: Invocation) {
     touch();
-    if (t != 0u) {
+    if (id.t != 0u) {
         return;
     }
-    let slot = group.x;
+    let slot = id.group.x;
     let m = dims.m;
     var jitter = ladder[slot].xy;
     if (dims.job == 0u && dims.floor > 0.0) {
@@ -272,71 +314,45 @@ fn factor_begin(
 // L ← lower(A) + ε₀ I (zeros above the diagonal): invocation group.x · THREADS + t takes entry k
 // of matrix group.y.
 @compute @workgroup_size(256)
-fn copy_matrix(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    touch();
-    let m = dims.m;
-    let k = group.x * THREADS + t;
-    if (k >= m * m) {
+fn copy_matrix(id: Invocation) {
+    let e = entry(id);
+    if (!e.inside) {
         return;
     }
-    let base = group.y * factor_stride(m);
-    let i = k / m;
-    let j = k % m;
-    var v = vec2<f32>(0.0, 0.0);
-    if (j <= i) {
-        v = a[group.y * m * m + k];
-        if (i == j) {
-            v = df_add(v, out[base + 2u * m * m]);
-        }
-    }
-    out[base + k] = v;
+    let m = dims.m;
+    let base = id.group.y * factor_stride(m);
+    out[base + e.k] = lower_jittered(a[id.group.y * m * m + e.k], e.i, e.j, out[base + 2u * m * m]);
 }
 
 // q(v)'s step, entry k of matrix group.y (k = group.x · THREADS + t):
 // P ← (1 − γ) sym(P) + γ (I + sym(Λ)), sym(X) = (X + Xᵀ)/2, and L ← lower(P) + ε₀ I; for k < M,
 // η₁ ← (1 − γ) η₁ + γ r.
 @compute @workgroup_size(256)
-fn natural_assemble(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    touch();
-    let m = dims.m;
-    let k = group.x * THREADS + t;
-    if (k >= m * m) {
+fn natural_assemble(id: Invocation) {
+    let e = entry(id);
+    if (!e.inside) {
         return;
     }
-    let input = group.y * (2u * m * m + 2u * m);
-    let base = group.y * step_stride(m);
+    let m = dims.m;
+    let input = id.group.y * (2u * m * m + 2u * m);
+    let base = id.group.y * step_stride(m);
     let p_new = assembled(base);
     let eta = p_new + 2u * m * m + m;
     let gamma = dims.gamma;
     let keep = df_add(vec2<f32>(1.0, 0.0), -gamma);
-    let i = k / m;
-    let j = k % m;
-    let p_old = df_mul(df_add(a[input + k], a[input + j * m + i]), vec2<f32>(0.5, 0.0));
+    let p_old = df_mul(df_add(a[input + e.k], a[input + e.j * m + e.i]), vec2<f32>(0.5, 0.0));
     let lam = input + m * m;
-    var goal = df_mul(df_add(a[lam + k], a[lam + j * m + i]), vec2<f32>(0.5, 0.0));
-    if (i == j) {
+    var goal = df_mul(df_add(a[lam + e.k], a[lam + e.j * m + e.i]), vec2<f32>(0.5, 0.0));
+    if (e.i == e.j) {
         goal = df_add(goal, vec2<f32>(1.0, 0.0));
     }
     let p = df_add(df_mul(keep, p_old), df_mul(gamma, goal));
-    out[p_new + k] = p;
-    var v = vec2<f32>(0.0, 0.0);
-    if (j <= i) {
-        v = p;
-        if (i == j) {
-            v = df_add(v, out[base + 2u * m * m]);
-        }
-    }
-    out[base + k] = v;
-    if (k < m) {
-        let e = a[input + 2u * m * m + k];
-        let r = a[input + 2u * m * m + m + k];
-        out[eta + k] = df_add(df_mul(keep, e), df_mul(gamma, r));
+    out[p_new + e.k] = p;
+    out[base + e.k] = lower_jittered(p, e.i, e.j, out[base + 2u * m * m]);
+    if (e.k < m) {
+        let eta_old = a[input + 2u * m * m + e.k];
+        let r = a[input + 2u * m * m + m + e.k];
+        out[eta + e.k] = df_add(df_mul(keep, eta_old), df_mul(gamma, r));
     }
 }
 
@@ -356,22 +372,19 @@ fn load_diagonal(t: u32, base: u32, k0: u32, n: u32) {
 // `factor_rungs` does the whole matrix), and counted in the status; a pivot that is not > 0
 // fails the matrix (its index and value in the status).
 @compute @workgroup_size(256)
-fn factor_diagonal(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
+fn factor_diagonal(id: Invocation) {
     touch();
     let m = dims.m;
-    let base = group.x * stride();
-    if (read_status(t, base, true)) {
+    let base = id.group.x * stride();
+    if (read_status(id.t, base, true)) {
         return;
     }
     let counted = workgroupUniformLoad(&block);
     let k0 = counted * BLOCK;
     let n = min(BLOCK, m - k0);
-    load_diagonal(t, base, k0, n);
+    load_diagonal(id.t, base, k0, n);
     for (var j = 0u; j < n; j++) {
-        if (t == 0u) {
+        if (id.t == 0u) {
             let d = diagonal[j * BLOCK + j];
             if (d.x > 0.0) {
                 let s = df_sqrt(d);
@@ -387,12 +400,12 @@ fn factor_diagonal(
             break;
         }
         let p = pivot;
-        for (var i = j + 1u + t; i < n; i += THREADS) {
+        for (var i = j + 1u + id.t; i < n; i += THREADS) {
             diagonal[i * BLOCK + j] = df_div(diagonal[i * BLOCK + j], p);
         }
         workgroupBarrier();
         let r = n - j - 1u;
-        for (var k = t; k < r * r; k += THREADS) {
+        for (var k = id.t; k < r * r; k += THREADS) {
             let i = j + 1u + k / r;
             let c = j + 1u + k % r;
             if (c <= i) {
@@ -404,21 +417,21 @@ fn factor_diagonal(
     }
     let status = base + 2u * m * m;
     if (workgroupUniformLoad(&failed) != 0u) {
-        if (t == 0u) {
+        if (id.t == 0u) {
             out[status + 1u] = vec2<f32>(0.0, 1.0);
             out[status + 2u] = vec2<f32>(f32(failed_at), 0.0);
             out[status + 3u] = pivot;
         }
         return;
     }
-    for (var k = t; k < n * n; k += THREADS) {
+    for (var k = id.t; k < n * n; k += THREADS) {
         let i = k / n;
         let j = k % n;
         if (j <= i) {
             out[base + (k0 + i) * m + k0 + j] = diagonal[i * BLOCK + j];
         }
     }
-    if (t == 0u) {
+    if (id.t == 0u) {
         out[status + 2u] = vec2<f32>(0.0, f32(counted + 1u));
     }
 }
@@ -428,27 +441,22 @@ fn factor_diagonal(
 // L[i, j] = (A[i, j] − Σ_{k0 ≤ l < j} L[i, l] L[j, l]) / L[j, j] for the block's columns j in
 // order, against the diagonal block read into workgroup memory.
 @compute @workgroup_size(256)
-fn factor_panel(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
+fn factor_panel(id: Invocation) {
     touch();
     let m = dims.m;
-    let base = group.y * stride();
-    if (read_status(t, base, false)) {
+    let base = id.group.y * stride();
+    let b = factorised_block(id.t, base);
+    if (b.failed) {
         return;
     }
-    let k0 = workgroupUniformLoad(&block) * BLOCK;
-    let k1 = min(k0 + BLOCK, m);
-    let n = k1 - k0;
-    load_diagonal(t, base, k0, n);
-    let i = k1 + group.x * THREADS + t;
+    load_diagonal(id.t, base, b.k0, b.n);
+    let i = b.k1 + id.group.x * THREADS + id.t;
     if (i >= m) {
         return;
     }
-    let row = base + i * m + k0;
+    let row = base + i * m + b.k0;
     var values: array<vec2<f32>, BLOCK>;
-    for (var j = 0u; j < n; j++) {
+    for (var j = 0u; j < b.n; j++) {
         var v = out[row + j];
         for (var l = 0u; l < j; l++) {
             v = df_add(v, -df_mul(values[l], diagonal[j * BLOCK + l]));
@@ -463,44 +471,43 @@ fn factor_panel(
 // the block's end) when it touches the lower triangle, an invocation per entry (i, c ≤ i):
 // L[i, c] −= L[i, l] L[c, l] for the block's columns l in order.
 @compute @workgroup_size(256)
-fn factor_trailing(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
+fn factor_trailing(id: Invocation) {
     touch();
-    if (group.x > group.y) {
+    if (id.group.x > id.group.y) {
         return;
     }
     let m = dims.m;
-    let base = group.z * stride();
-    if (read_status(t, base, false)) {
+    let base = id.group.z * stride();
+    let b = factorised_block(id.t, base);
+    if (b.failed) {
         return;
     }
-    let k0 = workgroupUniformLoad(&block) * BLOCK;
-    let k1 = min(k0 + BLOCK, m);
-    let n = k1 - k0;
-    let r0 = k1 + group.y * TILE;
-    let c0 = k1 + group.x * TILE;
-    for (var k = t; k < TILE * n; k += THREADS) {
+    let n = b.n;
+    let r0 = b.k1 + id.group.y * TILE;
+    let c0 = b.k1 + id.group.x * TILE;
+    for (var k = id.t; k < TILE * n; k += THREADS) {
         let r = k / n;
         let l = k % n;
         if (r0 + r < m) {
-            left[r * PADDED + l] = out[base + (r0 + r) * m + k0 + l];
+            left[r * PADDED + l] = out[base + (r0 + r) * m + b.k0 + l];
         }
         if (c0 + r < m) {
-            right[r * PADDED + l] = out[base + (c0 + r) * m + k0 + l];
+            right[r * PADDED + l] = out[base + (c0 + r) * m + b.k0 + l];
         }
     }
     workgroupBarrier();
-    let i = r0 + t / TILE;
-    let c = c0 + t % TILE;
+    // This invocation's entry: row `tr`, column `tc` of the tile.
+    let tr = id.t / TILE;
+    let tc = id.t % TILE;
+    let i = r0 + tr;
+    let c = c0 + tc;
     if (i >= m || c > i) {
         return;
     }
     let at = base + i * m + c;
     var v = out[at];
     for (var l = 0u; l < n; l++) {
-        v = df_add(v, -df_mul(left[(t / TILE) * PADDED + l], right[(t % TILE) * PADDED + l]));
+        v = df_add(v, -df_mul(left[tr * PADDED + l], right[tc * PADDED + l]));
     }
     out[at] = v;
 }
@@ -508,27 +515,24 @@ fn factor_trailing(
 // Matrix group.x after its blocked attempt: if that failed and the ladder has more rungs, they are
 // tried here, unblocked, from the source again; the status's block count is cleared either way.
 @compute @workgroup_size(256)
-fn factor_ladder(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
+fn factor_ladder(id: Invocation) {
     touch();
-    let slot = group.x;
+    let slot = id.group.x;
     let m = dims.m;
     let base = slot * stride();
     let status = base + 2u * m * m;
     let attempts = max(u32(ladder[slot].w), 1u);
-    if (!read_status(t, base, true) || attempts < 2u) {
-        if (t == 0u) {
+    if (!read_status(id.t, base, true) || attempts < 2u) {
+        if (id.t == 0u) {
             out[status + 2u] = vec2<f32>(out[status + 2u].x, 0.0);
         }
         return;
     }
     let start = df_mul(out[status], vec2<f32>(ladder[slot].z, 0.0));
     if (dims.job == 0u) {
-        _ = factor_rungs(t, slot, slot * m * m, true, base, start, 1u);
+        _ = factor_rungs(id.t, slot, slot * m * m, true, base, start, 1u);
     } else {
-        _ = factor_rungs(t, slot, assembled(base), false, base, start, 1u);
+        _ = factor_rungs(id.t, slot, assembled(base), false, base, start, 1u);
     }
 }
 
@@ -582,37 +586,23 @@ fn invert_block(t: u32, block_index: u32, base: u32) {
     invert_columns(t, base, block_index * COLUMNS);
 }
 
+// For either job: its slot's stride places the factor.
 @compute @workgroup_size(256)
-fn invert_factor(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
+fn invert(id: Invocation) {
     touch();
-    invert_block(t, group.x, group.y * factor_stride(dims.m));
-}
-
-@compute @workgroup_size(256)
-fn invert_step(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    touch();
-    invert_block(t, group.x, group.y * step_stride(dims.m));
+    invert_block(id.t, id.group.x, id.group.y * stride());
 }
 
 // S = Xᵀ X: S[i, j] = Σ_{k ≥ max(i, j)} X[k, i] X[k, j], both triangles written; workgroup
 // (group.x, group.y) takes the TILE × TILE tile of columns group.x and rows group.y of matrix
 // group.z when it touches the lower triangle, an invocation per entry (i, j ≤ i).
 @compute @workgroup_size(256)
-fn covariance(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
+fn covariance(id: Invocation) {
     touch();
     let m = dims.m;
-    let base = group.z * step_stride(m);
-    let i = group.y * TILE + t / TILE;
-    let j = group.x * TILE + t % TILE;
+    let base = id.group.z * step_stride(m);
+    let i = id.group.y * TILE + id.t / TILE;
+    let j = id.group.x * TILE + id.t % TILE;
     if (i >= m || j > i || factor_failed(base)) {
         return;
     }
@@ -628,14 +618,11 @@ fn covariance(
 
 // m = S η₁: invocation group.x · THREADS + t takes row i of matrix group.y.
 @compute @workgroup_size(256)
-fn step_mean(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
+fn step_mean(id: Invocation) {
     touch();
     let m = dims.m;
-    let base = group.y * step_stride(m);
-    let i = group.x * THREADS + t;
+    let base = id.group.y * step_stride(m);
+    let i = id.group.x * THREADS + id.t;
     if (i >= m || factor_failed(base)) {
         return;
     }
