@@ -25,8 +25,7 @@ use crate::gp::svgp::NatGradStats;
 /// The compiled entry points of `cholesky.wgsl`.
 pub(super) struct CholeskyPipelines {
     begin: wgpu::ComputePipeline,
-    copy_matrix: wgpu::ComputePipeline,
-    natural_assemble: wgpu::ComputePipeline,
+    fill: wgpu::ComputePipeline,
     diagonal: wgpu::ComputePipeline,
     panel: wgpu::ComputePipeline,
     trailing: wgpu::ComputePipeline,
@@ -42,8 +41,7 @@ impl CholeskyPipelines {
         let compile = |entry| super::compute_pipeline(device, "cholesky.wgsl", &source, entry);
         CholeskyPipelines {
             begin: compile("factor_begin"),
-            copy_matrix: compile("copy_matrix"),
-            natural_assemble: compile("natural_assemble"),
+            fill: compile("fill"),
             diagonal: compile("factor_diagonal"),
             panel: compile("factor_panel"),
             trailing: compile("factor_trailing"),
@@ -101,11 +99,7 @@ pub(super) fn factor_passes(
     let (m, slots) = (m as u32, slots as u32);
     let each = (slots, 1, 1);
     let entries = ((m * m).div_ceil(THREADS), slots, 1);
-    let fill = match job {
-        FactorJob::Factor => &pipelines.copy_matrix,
-        FactorJob::NaturalStep => &pipelines.natural_assemble,
-    };
-    let mut passes = vec![(&pipelines.begin, each), (fill, entries)];
+    let mut passes = vec![(&pipelines.begin, each), (&pipelines.fill, entries)];
     for block in 0..m.div_ceil(FACTOR_BLOCK) {
         passes.push((&pipelines.diagonal, each));
         let rest = m - ((block + 1) * FACTOR_BLOCK).min(m);

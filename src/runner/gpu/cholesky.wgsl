@@ -6,9 +6,10 @@
 //
 // `factor_begin`:     the first rung ε₀ of the ladder (for K_ZZ, max(ε₀, floor · mean diag A)) and
 //                     the status cleared, a workgroup per matrix;
-// `copy_matrix`,      L ← lower(A) + ε₀ I; or, for q(v)'s step (MODEL.md §3.5, the CPU's
-// `natural_assemble`: `InducingPosterior::natural_step`), P ← (1 − γ) P + γ (I + Λ) (symmetrised),
-//                     η₁ ← (1 − γ) η₁ + γ r and L ← lower(P); an invocation per entry;
+// `fill`:             L ← lower(A) + ε₀ I (`copy_entry`); or, for q(v)'s step (MODEL.md §3.5, the
+//                     CPU's `InducingPosterior::natural_step`; `natural_entry`),
+//                     P ← (1 − γ) P + γ (I + Λ) (symmetrised), η₁ ← (1 − γ) η₁ + γ r and
+//                     L ← lower(P); an invocation per entry;
 // `factor_diagonal`,  for each block of BLOCK columns in turn: the diagonal block factorised
 // `factor_panel`,     (a workgroup per matrix), the rows below it solved against it (an
 // `factor_trailing`:  invocation per row), the trailing lower triangle updated by the block's
@@ -124,13 +125,6 @@ fn touch() {
     _ = ladder[0];
 }
 
-// The builtins every entry point takes: its workgroup's place in the dispatch and the
-// invocation's index in the workgroup.
-struct Invocation {
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-}
-
 // L's entry (i, j) from the source's value v there: v + ε on the diagonal, v below it, 0 above.
 fn lower_jittered(v: vec2<f32>, i: u32, j: u32, jitter: vec2<f32>) -> vec2<f32> {
     if (j > i) {
@@ -142,21 +136,11 @@ fn lower_jittered(v: vec2<f32>, i: u32, j: u32, jitter: vec2<f32>) -> vec2<f32> 
     return v;
 }
 
-// Entry k = group.x · THREADS + t of a matrix of the batch, at row i and column j (row-major);
-// `inside` is false past its M² entries.
+// Entry k of an M × M matrix of the batch, at row i and column j (row-major).
 struct Entry {
     k: u32,
     i: u32,
     j: u32,
-    inside: bool,
-}
-
-// The entry invocation `id` takes in an entry-wise pass (after `touch`).
-fn entry(id: Invocation) -> Entry {
-    touch();
-    let m = dims.m;
-    let k = id.group.x * THREADS + id.t;
-    return Entry(k, k / m, k % m, k < m * m);
 }
 
 // Whether the factorisation whose status is at out[base + 2M²] failed (every attempt so far).
@@ -286,12 +270,15 @@ fn factor_rungs(
 // max(ε₀, floor · mean diag(A)), as the CPU's `kzz_half`: the floor depends on A, which the device
 // computed (resident.rs), so it is applied here, the diagonal summed in order by one invocation.
 @compute @workgroup_size(256)
-fn factor_begin(id: Invocation) {
+fn factor_begin(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
     touch();
-    if (id.t != 0u) {
+    if (t != 0u) {
         return;
     }
-    let slot = id.group.x;
+    let slot = group.x;
     let m = dims.m;
     var jitter = ladder[slot].xy;
     if (dims.job == 0u && dims.floor > 0.0) {
@@ -311,31 +298,41 @@ fn factor_begin(id: Invocation) {
     out[status + 3u] = vec2<f32>(0.0, 0.0);
 }
 
-// L ← lower(A) + ε₀ I (zeros above the diagonal): invocation group.x · THREADS + t takes entry k
-// of matrix group.y.
+// Invocation group.x · THREADS + t takes entry k of matrix group.y: the job's first pass after
+// `factor_begin`.
 @compute @workgroup_size(256)
-fn copy_matrix(id: Invocation) {
-    let e = entry(id);
-    if (!e.inside) {
+fn fill(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    touch();
+    let m = dims.m;
+    let k = group.x * THREADS + t;
+    if (k >= m * m) {
         return;
     }
-    let m = dims.m;
-    let base = id.group.y * factor_stride(m);
-    out[base + e.k] = lower_jittered(a[id.group.y * m * m + e.k], e.i, e.j, out[base + 2u * m * m]);
+    let e = Entry(k, k / m, k % m);
+    if (dims.job == 0u) {
+        copy_entry(group.y, e);
+    } else {
+        natural_entry(group.y, e);
+    }
 }
 
-// q(v)'s step, entry k of matrix group.y (k = group.x · THREADS + t):
+// L ← lower(A) + ε₀ I (zeros above the diagonal) at entry `e` of matrix `slot`.
+fn copy_entry(slot: u32, e: Entry) {
+    let m = dims.m;
+    let base = slot * factor_stride(m);
+    out[base + e.k] = lower_jittered(a[slot * m * m + e.k], e.i, e.j, out[base + 2u * m * m]);
+}
+
+// q(v)'s step at entry `e` (entry k) of matrix `slot`:
 // P ← (1 − γ) sym(P) + γ (I + sym(Λ)), sym(X) = (X + Xᵀ)/2, and L ← lower(P) + ε₀ I; for k < M,
 // η₁ ← (1 − γ) η₁ + γ r.
-@compute @workgroup_size(256)
-fn natural_assemble(id: Invocation) {
-    let e = entry(id);
-    if (!e.inside) {
-        return;
-    }
+fn natural_entry(slot: u32, e: Entry) {
     let m = dims.m;
-    let input = id.group.y * (2u * m * m + 2u * m);
-    let base = id.group.y * step_stride(m);
+    let input = slot * (2u * m * m + 2u * m);
+    let base = slot * step_stride(m);
     let p_new = assembled(base);
     let eta = p_new + 2u * m * m + m;
     let gamma = dims.gamma;
@@ -372,19 +369,22 @@ fn load_diagonal(t: u32, base: u32, k0: u32, n: u32) {
 // `factor_rungs` does the whole matrix), and counted in the status; a pivot that is not > 0
 // fails the matrix (its index and value in the status).
 @compute @workgroup_size(256)
-fn factor_diagonal(id: Invocation) {
+fn factor_diagonal(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
     touch();
     let m = dims.m;
-    let base = id.group.x * stride();
-    if (read_status(id.t, base, true)) {
+    let base = group.x * stride();
+    if (read_status(t, base, true)) {
         return;
     }
     let counted = workgroupUniformLoad(&block);
     let k0 = counted * BLOCK;
     let n = min(BLOCK, m - k0);
-    load_diagonal(id.t, base, k0, n);
+    load_diagonal(t, base, k0, n);
     for (var j = 0u; j < n; j++) {
-        if (id.t == 0u) {
+        if (t == 0u) {
             let d = diagonal[j * BLOCK + j];
             if (d.x > 0.0) {
                 let s = df_sqrt(d);
@@ -400,12 +400,12 @@ fn factor_diagonal(id: Invocation) {
             break;
         }
         let p = pivot;
-        for (var i = j + 1u + id.t; i < n; i += THREADS) {
+        for (var i = j + 1u + t; i < n; i += THREADS) {
             diagonal[i * BLOCK + j] = df_div(diagonal[i * BLOCK + j], p);
         }
         workgroupBarrier();
         let r = n - j - 1u;
-        for (var k = id.t; k < r * r; k += THREADS) {
+        for (var k = t; k < r * r; k += THREADS) {
             let i = j + 1u + k / r;
             let c = j + 1u + k % r;
             if (c <= i) {
@@ -417,21 +417,21 @@ fn factor_diagonal(id: Invocation) {
     }
     let status = base + 2u * m * m;
     if (workgroupUniformLoad(&failed) != 0u) {
-        if (id.t == 0u) {
+        if (t == 0u) {
             out[status + 1u] = vec2<f32>(0.0, 1.0);
             out[status + 2u] = vec2<f32>(f32(failed_at), 0.0);
             out[status + 3u] = pivot;
         }
         return;
     }
-    for (var k = id.t; k < n * n; k += THREADS) {
+    for (var k = t; k < n * n; k += THREADS) {
         let i = k / n;
         let j = k % n;
         if (j <= i) {
             out[base + (k0 + i) * m + k0 + j] = diagonal[i * BLOCK + j];
         }
     }
-    if (id.t == 0u) {
+    if (t == 0u) {
         out[status + 2u] = vec2<f32>(0.0, f32(counted + 1u));
     }
 }
@@ -441,16 +441,19 @@ fn factor_diagonal(id: Invocation) {
 // L[i, j] = (A[i, j] − Σ_{k0 ≤ l < j} L[i, l] L[j, l]) / L[j, j] for the block's columns j in
 // order, against the diagonal block read into workgroup memory.
 @compute @workgroup_size(256)
-fn factor_panel(id: Invocation) {
+fn factor_panel(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
     touch();
     let m = dims.m;
-    let base = id.group.y * stride();
-    let b = factorised_block(id.t, base);
+    let base = group.y * stride();
+    let b = factorised_block(t, base);
     if (b.failed) {
         return;
     }
-    load_diagonal(id.t, base, b.k0, b.n);
-    let i = b.k1 + id.group.x * THREADS + id.t;
+    load_diagonal(t, base, b.k0, b.n);
+    let i = b.k1 + group.x * THREADS + t;
     if (i >= m) {
         return;
     }
@@ -471,21 +474,24 @@ fn factor_panel(id: Invocation) {
 // the block's end) when it touches the lower triangle, an invocation per entry (i, c ≤ i):
 // L[i, c] −= L[i, l] L[c, l] for the block's columns l in order.
 @compute @workgroup_size(256)
-fn factor_trailing(id: Invocation) {
+fn factor_trailing(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
     touch();
-    if (id.group.x > id.group.y) {
+    if (group.x > group.y) {
         return;
     }
     let m = dims.m;
-    let base = id.group.z * stride();
-    let b = factorised_block(id.t, base);
+    let base = group.z * stride();
+    let b = factorised_block(t, base);
     if (b.failed) {
         return;
     }
     let n = b.n;
-    let r0 = b.k1 + id.group.y * TILE;
-    let c0 = b.k1 + id.group.x * TILE;
-    for (var k = id.t; k < TILE * n; k += THREADS) {
+    let r0 = b.k1 + group.y * TILE;
+    let c0 = b.k1 + group.x * TILE;
+    for (var k = t; k < TILE * n; k += THREADS) {
         let r = k / n;
         let l = k % n;
         if (r0 + r < m) {
@@ -497,8 +503,8 @@ fn factor_trailing(id: Invocation) {
     }
     workgroupBarrier();
     // This invocation's entry: row `tr`, column `tc` of the tile.
-    let tr = id.t / TILE;
-    let tc = id.t % TILE;
+    let tr = t / TILE;
+    let tc = t % TILE;
     let i = r0 + tr;
     let c = c0 + tc;
     if (i >= m || c > i) {
@@ -515,24 +521,27 @@ fn factor_trailing(id: Invocation) {
 // Matrix group.x after its blocked attempt: if that failed and the ladder has more rungs, they are
 // tried here, unblocked, from the source again; the status's block count is cleared either way.
 @compute @workgroup_size(256)
-fn factor_ladder(id: Invocation) {
+fn factor_ladder(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
     touch();
-    let slot = id.group.x;
+    let slot = group.x;
     let m = dims.m;
     let base = slot * stride();
     let status = base + 2u * m * m;
     let attempts = max(u32(ladder[slot].w), 1u);
-    if (!read_status(id.t, base, true) || attempts < 2u) {
-        if (id.t == 0u) {
+    if (!read_status(t, base, true) || attempts < 2u) {
+        if (t == 0u) {
             out[status + 2u] = vec2<f32>(out[status + 2u].x, 0.0);
         }
         return;
     }
     let start = df_mul(out[status], vec2<f32>(ladder[slot].z, 0.0));
     if (dims.job == 0u) {
-        _ = factor_rungs(id.t, slot, slot * m * m, true, base, start, 1u);
+        _ = factor_rungs(t, slot, slot * m * m, true, base, start, 1u);
     } else {
-        _ = factor_rungs(id.t, slot, assembled(base), false, base, start, 1u);
+        _ = factor_rungs(t, slot, assembled(base), false, base, start, 1u);
     }
 }
 
@@ -588,21 +597,27 @@ fn invert_block(t: u32, block_index: u32, base: u32) {
 
 // For either job: its slot's stride places the factor.
 @compute @workgroup_size(256)
-fn invert(id: Invocation) {
+fn invert(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
     touch();
-    invert_block(id.t, id.group.x, id.group.y * stride());
+    invert_block(t, group.x, group.y * stride());
 }
 
 // S = Xᵀ X: S[i, j] = Σ_{k ≥ max(i, j)} X[k, i] X[k, j], both triangles written; workgroup
 // (group.x, group.y) takes the TILE × TILE tile of columns group.x and rows group.y of matrix
 // group.z when it touches the lower triangle, an invocation per entry (i, j ≤ i).
 @compute @workgroup_size(256)
-fn covariance(id: Invocation) {
+fn covariance(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
     touch();
     let m = dims.m;
-    let base = id.group.z * step_stride(m);
-    let i = id.group.y * TILE + id.t / TILE;
-    let j = id.group.x * TILE + id.t % TILE;
+    let base = group.z * step_stride(m);
+    let i = group.y * TILE + t / TILE;
+    let j = group.x * TILE + t % TILE;
     if (i >= m || j > i || factor_failed(base)) {
         return;
     }
@@ -618,11 +633,14 @@ fn covariance(id: Invocation) {
 
 // m = S η₁: invocation group.x · THREADS + t takes row i of matrix group.y.
 @compute @workgroup_size(256)
-fn step_mean(id: Invocation) {
+fn step_mean(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
     touch();
     let m = dims.m;
-    let base = id.group.y * step_stride(m);
-    let i = id.group.x * THREADS + id.t;
+    let base = group.y * step_stride(m);
+    let i = group.x * THREADS + t;
     if (i >= m || factor_failed(base)) {
         return;
     }

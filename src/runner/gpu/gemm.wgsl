@@ -30,16 +30,21 @@ struct Dims {
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
 
+// Where entry (r, c) of op(X), a `rows` × `cols` matrix, lies in X as stored column-major:
+// X is `cols` × `rows` when `trans` (op(X) = Xᵀ), else `rows` × `cols`.
+fn stored(r: u32, c: u32, rows: u32, cols: u32, trans: u32) -> u32 {
+    if (trans == 1u) {
+        return c + r * cols;
+    }
+    return r + c * rows;
+}
+
 // op(A)[i, l] of batch z (0 outside the matrix).
 fn op_a(z: u32, i: u32, l: u32) -> f32 {
     if (i >= dims.m || l >= dims.k) {
         return 0.0;
     }
-    let base = z * dims.stride_a;
-    if (dims.trans_a == 1u) {
-        return a[base + l + i * dims.k];
-    }
-    return a[base + i + l * dims.m];
+    return a[z * dims.stride_a + stored(i, l, dims.m, dims.k, dims.trans_a)];
 }
 
 // op(B)[l, j] of batch z (0 outside the matrix).
@@ -47,11 +52,7 @@ fn op_b(z: u32, l: u32, j: u32) -> f32 {
     if (l >= dims.k || j >= dims.n) {
         return 0.0;
     }
-    let base = z * dims.stride_b;
-    if (dims.trans_b == 1u) {
-        return b[base + j + l * dims.n];
-    }
-    return b[base + l + j * dims.k];
+    return b[z * dims.stride_b + stored(l, j, dims.k, dims.n, dims.trans_b)];
 }
 
 // The (row or column of the block, inner index) that element e of a staged `edge` × `depth` slice
@@ -85,9 +86,11 @@ fn staged(e: u32, edge: u32, depth: u32, along_edge: bool) -> vec2<u32> {
 const BLOCK: u32 = 64u;
 const DEPTH: u32 = 16u;
 
-// The builtins of every entry point (all 16 × 16 invocations).
-struct Invocation {
-    @builtin(workgroup_id) group: vec3<u32>,
+// An invocation's place in its 16 × 16 workgroup (every entry point's). The workgroup's id is a
+// parameter of its own: WGSL's uniformity analysis takes a structure with a per-invocation member
+// as non-uniform, and the early return on the workgroup's block must stay uniform (barriers
+// follow).
+struct Local {
     @builtin(local_invocation_id) local: vec3<u32>,
     // local.y · 16 + local.x: the order in which the invocations stage values.
     @builtin(local_invocation_index) id: u32,
@@ -146,10 +149,10 @@ var<workgroup> tile_a: array<array<vec4<f32>, 17>, 16>;  // [inner][rows 4q..4q+
 var<workgroup> tile_b: array<array<vec4<f32>, 17>, 16>;  // [inner][columns 4q..4q+3], padded
 
 @compute @workgroup_size(16, 16)
-fn gemm(inv: Invocation) {
+fn gemm(@builtin(workgroup_id) group: vec3<u32>, inv: Local) {
     // Split-K as `gemm_compensated`'s: split s sums its share of the DEPTH steps into plane s
     // (`split_sum_single` adds the planes in split order).
-    let wg = block_of(inv.group, BLOCK, max(dims.splits, 1u));
+    let wg = block_of(group, BLOCK, max(dims.splits, 1u));
     if (wg.above) {
         return;
     }
@@ -212,8 +215,8 @@ var<workgroup> wide_a: array<array<vec4<f32>, 33>, 8>;  // [inner][rows 4q..4q+3
 var<workgroup> wide_b: array<array<vec4<f32>, 33>, 8>;  // [inner][columns 4q..4q+3], padded
 
 @compute @workgroup_size(16, 16)
-fn gemm_wide(inv: Invocation) {
-    let wg = block_of(inv.group, WIDE, 1u);
+fn gemm_wide(@builtin(workgroup_id) group: vec3<u32>, inv: Local) {
+    let wg = block_of(group, WIDE, 1u);
     if (wg.above) {
         return;
     }
@@ -309,8 +312,8 @@ fn split(x: f32) -> vec2<f32> {
 }
 
 @compute @workgroup_size(16, 16)
-fn gemm_compensated(inv: Invocation) {
-    let wg = block_of(inv.group, BLOCK, max(dims.splits, 1u));
+fn gemm_compensated(@builtin(workgroup_id) group: vec3<u32>, inv: Local) {
+    let wg = block_of(group, BLOCK, max(dims.splits, 1u));
     if (wg.above) {
         return;
     }

@@ -64,7 +64,7 @@ struct Cell {
 }
 
 // An element-wise pass's first call (it calls `enter`): its entry k = iM + j.
-fn row_major(id: vec3<u32>) -> Cell {
+fn by_rows(id: vec3<u32>) -> Cell {
     enter(id.y);
     let m = dims.m;
     let k = id.x;
@@ -72,8 +72,8 @@ fn row_major(id: vec3<u32>) -> Cell {
 }
 
 // The same for a column-major matrix: k = i + jM.
-fn column_major(id: vec3<u32>) -> Cell {
-    let c = row_major(id);
+fn by_columns(id: vec3<u32>) -> Cell {
+    let c = by_rows(id);
     return Cell(c.k, c.j, c.i, c.inside);
 }
 
@@ -110,7 +110,7 @@ fn planes(buffer_b: bool, k: u32, plane: u32) -> vec2<f32> {
 
 @compute @workgroup_size(64)
 fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = row_major(id);
+    let c = by_rows(id);
     if (!c.inside) {
         return;
     }
@@ -124,7 +124,7 @@ fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn narrow_matrix(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = row_major(id);
+    let c = by_rows(id);
     if (!c.inside) {
         return;
     }
@@ -158,7 +158,7 @@ fn mean_alpha(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn mirror_p(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = column_major(id);
+    let c = by_columns(id);
     if (!c.inside) {
         return;
     }
@@ -171,7 +171,7 @@ fn mirror_p(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn l_bar(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = column_major(id);
+    let c = by_columns(id);
     if (!c.inside) {
         return;
     }
@@ -188,7 +188,7 @@ fn l_bar(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn phi(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = column_major(id);
+    let c = by_columns(id);
     if (!c.inside) {
         return;
     }
@@ -201,7 +201,7 @@ fn phi(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn symmetrise_into(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = column_major(id);
+    let c = by_columns(id);
     if (!c.inside) {
         return;
     }
@@ -211,7 +211,7 @@ fn symmetrise_into(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn natural_inputs(@builtin(global_invocation_id) id: vec3<u32>) {
-    let c = row_major(id);
+    let c = by_rows(id);
     let m = dims.m;
     let p = dims.offset;
     if (c.inside) {
