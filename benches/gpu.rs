@@ -173,8 +173,7 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
         flops / syrk / 1e9
     );
     let (m, slots) = if quick { (40, 3) } else { (400, 10) };
-    let [cpu, on_gpu] = time_factorisations(gpu, quick, m, slots, &mut rng);
-    let [step_cpu, step_gpu] = time_natural_steps(gpu, quick, m, slots, &mut rng);
+    let [cpu, on_gpu, step_cpu, step_gpu] = time_cholesky_jobs(gpu, quick, m, slots, &mut rng);
     println!(
         "{{\"bench\": \"cholesky\", \"m\": {m}, \"matrices\": {slots}, \"cpu_1_thread_ms\": {:.3}, \
          \"gpu_double_float_ms\": {:.3}, \"natural_step_cpu_1_thread_ms\": {:.3}, \
@@ -203,8 +202,7 @@ fn factorisations_only(gpu: &Gpu, quick: bool, sizes: &str) {
         std::process::exit(2);
     };
     let mut rng = ChaCha8Rng::seed_from_u64(9);
-    let [cpu, on_gpu] = time_factorisations(gpu, quick, m, slots, &mut rng);
-    let [step_cpu, step_gpu] = time_natural_steps(gpu, quick, m, slots, &mut rng);
+    let [cpu, on_gpu, step_cpu, step_gpu] = time_cholesky_jobs(gpu, quick, m, slots, &mut rng);
     println!(
         "{slots} factorisations with inverses at M = {m}: CPU f64 1 thread {:.1} ms, GPU \
          double-float {:.1} ms; {slots} natural steps: CPU {:.1} ms, GPU {:.1} ms",
@@ -215,16 +213,21 @@ fn factorisations_only(gpu: &Gpu, quick: bool, sizes: &str) {
     );
 }
 
-/// Median seconds of factorising and inverting `slots` positive definite M × M matrices (one
-/// iteration's K_ZZ of every variable): on one CPU thread in f64 (`cholesky_jittered` and the
-/// triangular inverse), and in one double-float batch on the GPU (upload and read-back included).
-fn time_factorisations(
+/// Median seconds of `cholesky.wgsl`'s two jobs on `slots` M × M problems, each on one CPU
+/// thread in f64 and in one double-float batch on the GPU (upload and read-back included):
+/// - factorising and inverting positive definite matrices (one iteration's K_ZZ of every
+///   variable; `cholesky_jittered` and the triangular inverse on the CPU);
+/// - natural-gradient steps of q(v) (one iteration's for every variable;
+///   `InducingPosterior::natural_step` on the CPU).
+///
+/// Returns [factorisations on the CPU, on the GPU, natural steps on the CPU, on the GPU].
+fn time_cholesky_jobs(
     gpu: &Gpu,
     quick: bool,
     m: usize,
     slots: usize,
     rng: &mut ChaCha8Rng,
-) -> [f64; 2] {
+) -> [f64; 4] {
     let policy = JitterPolicy::up_to(1e-6, 10.0, 1e-1);
     let matrices: Vec<DMatrix<f64>> = (0..slots)
         .map(|_| {
@@ -249,19 +252,6 @@ fn time_factorisations(
                 .expect("the factorisations on the GPU"),
         );
     });
-    [cpu, on_gpu]
-}
-
-/// Median seconds of `slots` natural-gradient steps of q(v) at M inducing points (one iteration's
-/// for every variable): `InducingPosterior::natural_step` on one CPU thread in f64, and one
-/// double-float batch on the GPU (upload and read-back included).
-fn time_natural_steps(
-    gpu: &Gpu,
-    quick: bool,
-    m: usize,
-    slots: usize,
-    rng: &mut ChaCha8Rng,
-) -> [f64; 2] {
     let posteriors = vec![InducingPosterior::prior(m); slots];
     let stats: Vec<NatGradStats> = (0..slots)
         .map(|_| {
@@ -272,7 +262,7 @@ fn time_natural_steps(
             }
         })
         .collect();
-    let cpu = median(quick, || {
+    let step_cpu = median(quick, || {
         for (q, st) in posteriors.iter().zip(&stats) {
             let mut q = q.clone();
             q.natural_step(st, 0.1).expect("P is positive definite");
@@ -281,13 +271,13 @@ fn time_natural_steps(
     });
     let refs: Vec<&InducingPosterior> = posteriors.iter().collect();
     let stat_refs: Vec<&NatGradStats> = stats.iter().collect();
-    let on_gpu = median(quick, || {
+    let step_gpu = median(quick, || {
         std::hint::black_box(
             gpu.natural_steps(&refs, &stat_refs, 0.1)
                 .expect("the natural steps on the GPU"),
         );
     });
-    [cpu, on_gpu]
+    [cpu, on_gpu, step_cpu, step_gpu]
 }
 
 /// Median seconds on the GPU of the float32 product Q·K and of the compensated SYRK K·Kᵀ.

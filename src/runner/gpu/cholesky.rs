@@ -25,14 +25,12 @@ use crate::gp::svgp::NatGradStats;
 /// The compiled entry points of `cholesky.wgsl`.
 pub(super) struct CholeskyPipelines {
     begin: wgpu::ComputePipeline,
-    copy_matrix: wgpu::ComputePipeline,
-    natural_assemble: wgpu::ComputePipeline,
+    fill: wgpu::ComputePipeline,
     diagonal: wgpu::ComputePipeline,
     panel: wgpu::ComputePipeline,
     trailing: wgpu::ComputePipeline,
     ladder: wgpu::ComputePipeline,
-    invert_factor: wgpu::ComputePipeline,
-    invert_step: wgpu::ComputePipeline,
+    invert: wgpu::ComputePipeline,
     covariance: wgpu::ComputePipeline,
     step_mean: wgpu::ComputePipeline,
 }
@@ -43,14 +41,12 @@ impl CholeskyPipelines {
         let compile = |entry| super::compute_pipeline(device, "cholesky.wgsl", &source, entry);
         CholeskyPipelines {
             begin: compile("factor_begin"),
-            copy_matrix: compile("copy_matrix"),
-            natural_assemble: compile("natural_assemble"),
+            fill: compile("fill"),
             diagonal: compile("factor_diagonal"),
             panel: compile("factor_panel"),
             trailing: compile("factor_trailing"),
             ladder: compile("factor_ladder"),
-            invert_factor: compile("invert_factor"),
-            invert_step: compile("invert_step"),
+            invert: compile("invert"),
             covariance: compile("covariance"),
             step_mean: compile("step_mean"),
         }
@@ -103,11 +99,7 @@ pub(super) fn factor_passes(
     let (m, slots) = (m as u32, slots as u32);
     let each = (slots, 1, 1);
     let entries = ((m * m).div_ceil(THREADS), slots, 1);
-    let fill = match job {
-        FactorJob::Factor => &pipelines.copy_matrix,
-        FactorJob::NaturalStep => &pipelines.natural_assemble,
-    };
-    let mut passes = vec![(&pipelines.begin, each), (fill, entries)];
+    let mut passes = vec![(&pipelines.begin, each), (&pipelines.fill, entries)];
     for block in 0..m.div_ceil(FACTOR_BLOCK) {
         passes.push((&pipelines.diagonal, each));
         let rest = m - ((block + 1) * FACTOR_BLOCK).min(m);
@@ -118,17 +110,13 @@ pub(super) fn factor_passes(
         }
     }
     passes.push((&pipelines.ladder, each));
-    let blocks = (m.div_ceil(INVERSE_COLUMNS), slots, 1);
-    match job {
-        FactorJob::Factor => passes.push((&pipelines.invert_factor, blocks)),
-        FactorJob::NaturalStep => {
-            let tiles = m.div_ceil(TILE);
-            passes.extend([
-                (&pipelines.invert_step, blocks),
-                (&pipelines.covariance, (tiles, tiles, slots)),
-                (&pipelines.step_mean, (m.div_ceil(THREADS), slots, 1)),
-            ]);
-        }
+    passes.push((&pipelines.invert, (m.div_ceil(INVERSE_COLUMNS), slots, 1)));
+    if job == FactorJob::NaturalStep {
+        let tiles = m.div_ceil(TILE);
+        passes.extend([
+            (&pipelines.covariance, (tiles, tiles, slots)),
+            (&pipelines.step_mean, (m.div_ceil(THREADS), slots, 1)),
+        ]);
     }
     passes
 }

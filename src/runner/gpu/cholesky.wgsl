@@ -6,17 +6,18 @@
 //
 // `factor_begin`:     the first rung ε₀ of the ladder (for K_ZZ, max(ε₀, floor · mean diag A)) and
 //                     the status cleared, a workgroup per matrix;
-// `copy_matrix`,      L ← lower(A) + ε₀ I; or, for q(v)'s step (MODEL.md §3.5, the CPU's
-// `natural_assemble`: `InducingPosterior::natural_step`), P ← (1 − γ) P + γ (I + Λ) (symmetrised),
-//                     η₁ ← (1 − γ) η₁ + γ r and L ← lower(P); an invocation per entry;
+// `fill`:             L ← lower(A) + ε₀ I (`copy_entry`); or, for q(v)'s step (MODEL.md §3.5, the
+//                     CPU's `InducingPosterior::natural_step`; `natural_entry`),
+//                     P ← (1 − γ) P + γ (I + Λ) (symmetrised), η₁ ← (1 − γ) η₁ + γ r and
+//                     L ← lower(P); an invocation per entry;
 // `factor_diagonal`,  for each block of BLOCK columns in turn: the diagonal block factorised
 // `factor_panel`,     (a workgroup per matrix), the rows below it solved against it (an
 // `factor_trailing`:  invocation per row), the trailing lower triangle updated by the block's
 //                     outer product (a workgroup per 16 × 16 tile);
 // `factor_ladder`:    where that first rung failed, the ladder's later rungs, unblocked (a
 //                     workgroup per matrix: a rare path, kept simple);
-// `invert_factor`,    X = L⁻¹ (lower triangular), a workgroup per block of COLUMNS columns of
-// `invert_step`:      each matrix (the columns of an inverse are independent);
+// `invert`:           X = L⁻¹ (lower triangular), a workgroup per block of COLUMNS columns of
+//                     each matrix (the columns of an inverse are independent);
 // `covariance`:       S = Xᵀ X, a workgroup per 16 × 16 tile of its lower triangle;
 // `step_mean`:        m = S η₁, an invocation per row.
 //
@@ -124,6 +125,24 @@ fn touch() {
     _ = ladder[0];
 }
 
+// L's entry (i, j) from the source's value v there: v + ε on the diagonal, v below it, 0 above.
+fn lower_jittered(v: vec2<f32>, i: u32, j: u32, jitter: vec2<f32>) -> vec2<f32> {
+    if (j > i) {
+        return vec2<f32>(0.0, 0.0);
+    }
+    if (i == j) {
+        return df_add(v, jitter);
+    }
+    return v;
+}
+
+// Entry k of an M × M matrix of the batch, at row i and column j (row-major).
+struct Entry {
+    k: u32,
+    i: u32,
+    j: u32,
+}
+
 // Whether the factorisation whose status is at out[base + 2M²] failed (every attempt so far).
 fn factor_failed(base: u32) -> bool {
     return out[base + 2u * dims.m * dims.m + 1u].y != 0.0;
@@ -140,6 +159,23 @@ fn read_status(t: u32, base: u32, next: bool) -> bool {
         block = select(max(counted, 1u) - 1u, counted, next);
     }
     return workgroupUniformLoad(&failed) != 0u;
+}
+
+// For the panel and trailing passes: the columns [k0, k1) of the block `factor_diagonal` just
+// factorised in the matrix at `base`, n = k1 − k0, and whether the matrix has failed (then the
+// pass does nothing). Uniform across the workgroup.
+struct Factorised {
+    failed: bool,
+    k0: u32,
+    k1: u32,
+    n: u32,
+}
+
+fn factorised_block(t: u32, base: u32) -> Factorised {
+    let failed = read_status(t, base, false);
+    let k0 = workgroupUniformLoad(&block) * BLOCK;
+    let k1 = min(k0 + BLOCK, dims.m);
+    return Factorised(failed, k0, k1, k1 - k0);
 }
 
 // The ladder's rungs from `first` on, unblocked: L ← lower(source) + ε I (the source in `a` when
@@ -165,20 +201,13 @@ fn factor_rungs(
         // Every invocation has read the last attempt's `failed` before it is cleared.
         workgroupBarrier();
         for (var k = t; k < m * m; k += THREADS) {
-            let i = k / m;
-            let j = k % m;
-            var v = vec2<f32>(0.0, 0.0);
-            if (j <= i) {
-                if (from_a) {
-                    v = a[source + k];
-                } else {
-                    v = out[source + k];
-                }
-                if (i == j) {
-                    v = df_add(v, jitter);
-                }
+            var v: vec2<f32>;
+            if (from_a) {
+                v = a[source + k];
+            } else {
+                v = out[source + k];
             }
-            out[base + k] = v;
+            out[base + k] = lower_jittered(v, k / m, k % m, jitter);
         }
         if (t == 0u) {
             failed = 0u;
@@ -269,10 +298,10 @@ fn factor_begin(
     out[status + 3u] = vec2<f32>(0.0, 0.0);
 }
 
-// L ← lower(A) + ε₀ I (zeros above the diagonal): invocation group.x · THREADS + t takes entry k
-// of matrix group.y.
+// Invocation group.x · THREADS + t takes entry k of matrix group.y: the job's first pass after
+// `factor_begin`.
 @compute @workgroup_size(256)
-fn copy_matrix(
+fn fill(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
 ) {
@@ -282,61 +311,45 @@ fn copy_matrix(
     if (k >= m * m) {
         return;
     }
-    let base = group.y * factor_stride(m);
-    let i = k / m;
-    let j = k % m;
-    var v = vec2<f32>(0.0, 0.0);
-    if (j <= i) {
-        v = a[group.y * m * m + k];
-        if (i == j) {
-            v = df_add(v, out[base + 2u * m * m]);
-        }
+    let e = Entry(k, k / m, k % m);
+    if (dims.job == 0u) {
+        copy_entry(group.y, e);
+    } else {
+        natural_entry(group.y, e);
     }
-    out[base + k] = v;
 }
 
-// q(v)'s step, entry k of matrix group.y (k = group.x · THREADS + t):
+// L ← lower(A) + ε₀ I (zeros above the diagonal) at entry `e` of matrix `slot`.
+fn copy_entry(slot: u32, e: Entry) {
+    let m = dims.m;
+    let base = slot * factor_stride(m);
+    out[base + e.k] = lower_jittered(a[slot * m * m + e.k], e.i, e.j, out[base + 2u * m * m]);
+}
+
+// q(v)'s step at entry `e` (entry k) of matrix `slot`:
 // P ← (1 − γ) sym(P) + γ (I + sym(Λ)), sym(X) = (X + Xᵀ)/2, and L ← lower(P) + ε₀ I; for k < M,
 // η₁ ← (1 − γ) η₁ + γ r.
-@compute @workgroup_size(256)
-fn natural_assemble(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    touch();
+fn natural_entry(slot: u32, e: Entry) {
     let m = dims.m;
-    let k = group.x * THREADS + t;
-    if (k >= m * m) {
-        return;
-    }
-    let input = group.y * (2u * m * m + 2u * m);
-    let base = group.y * step_stride(m);
+    let input = slot * (2u * m * m + 2u * m);
+    let base = slot * step_stride(m);
     let p_new = assembled(base);
     let eta = p_new + 2u * m * m + m;
     let gamma = dims.gamma;
     let keep = df_add(vec2<f32>(1.0, 0.0), -gamma);
-    let i = k / m;
-    let j = k % m;
-    let p_old = df_mul(df_add(a[input + k], a[input + j * m + i]), vec2<f32>(0.5, 0.0));
+    let p_old = df_mul(df_add(a[input + e.k], a[input + e.j * m + e.i]), vec2<f32>(0.5, 0.0));
     let lam = input + m * m;
-    var goal = df_mul(df_add(a[lam + k], a[lam + j * m + i]), vec2<f32>(0.5, 0.0));
-    if (i == j) {
+    var goal = df_mul(df_add(a[lam + e.k], a[lam + e.j * m + e.i]), vec2<f32>(0.5, 0.0));
+    if (e.i == e.j) {
         goal = df_add(goal, vec2<f32>(1.0, 0.0));
     }
     let p = df_add(df_mul(keep, p_old), df_mul(gamma, goal));
-    out[p_new + k] = p;
-    var v = vec2<f32>(0.0, 0.0);
-    if (j <= i) {
-        v = p;
-        if (i == j) {
-            v = df_add(v, out[base + 2u * m * m]);
-        }
-    }
-    out[base + k] = v;
-    if (k < m) {
-        let e = a[input + 2u * m * m + k];
-        let r = a[input + 2u * m * m + m + k];
-        out[eta + k] = df_add(df_mul(keep, e), df_mul(gamma, r));
+    out[p_new + e.k] = p;
+    out[base + e.k] = lower_jittered(p, e.i, e.j, out[base + 2u * m * m]);
+    if (e.k < m) {
+        let eta_old = a[input + 2u * m * m + e.k];
+        let r = a[input + 2u * m * m + m + e.k];
+        out[eta + e.k] = df_add(df_mul(keep, eta_old), df_mul(gamma, r));
     }
 }
 
@@ -435,20 +448,18 @@ fn factor_panel(
     touch();
     let m = dims.m;
     let base = group.y * stride();
-    if (read_status(t, base, false)) {
+    let b = factorised_block(t, base);
+    if (b.failed) {
         return;
     }
-    let k0 = workgroupUniformLoad(&block) * BLOCK;
-    let k1 = min(k0 + BLOCK, m);
-    let n = k1 - k0;
-    load_diagonal(t, base, k0, n);
-    let i = k1 + group.x * THREADS + t;
+    load_diagonal(t, base, b.k0, b.n);
+    let i = b.k1 + group.x * THREADS + t;
     if (i >= m) {
         return;
     }
-    let row = base + i * m + k0;
+    let row = base + i * m + b.k0;
     var values: array<vec2<f32>, BLOCK>;
-    for (var j = 0u; j < n; j++) {
+    for (var j = 0u; j < b.n; j++) {
         var v = out[row + j];
         for (var l = 0u; l < j; l++) {
             v = df_add(v, -df_mul(values[l], diagonal[j * BLOCK + l]));
@@ -473,34 +484,36 @@ fn factor_trailing(
     }
     let m = dims.m;
     let base = group.z * stride();
-    if (read_status(t, base, false)) {
+    let b = factorised_block(t, base);
+    if (b.failed) {
         return;
     }
-    let k0 = workgroupUniformLoad(&block) * BLOCK;
-    let k1 = min(k0 + BLOCK, m);
-    let n = k1 - k0;
-    let r0 = k1 + group.y * TILE;
-    let c0 = k1 + group.x * TILE;
+    let n = b.n;
+    let r0 = b.k1 + group.y * TILE;
+    let c0 = b.k1 + group.x * TILE;
     for (var k = t; k < TILE * n; k += THREADS) {
         let r = k / n;
         let l = k % n;
         if (r0 + r < m) {
-            left[r * PADDED + l] = out[base + (r0 + r) * m + k0 + l];
+            left[r * PADDED + l] = out[base + (r0 + r) * m + b.k0 + l];
         }
         if (c0 + r < m) {
-            right[r * PADDED + l] = out[base + (c0 + r) * m + k0 + l];
+            right[r * PADDED + l] = out[base + (c0 + r) * m + b.k0 + l];
         }
     }
     workgroupBarrier();
-    let i = r0 + t / TILE;
-    let c = c0 + t % TILE;
+    // This invocation's entry: row `tr`, column `tc` of the tile.
+    let tr = t / TILE;
+    let tc = t % TILE;
+    let i = r0 + tr;
+    let c = c0 + tc;
     if (i >= m || c > i) {
         return;
     }
     let at = base + i * m + c;
     var v = out[at];
     for (var l = 0u; l < n; l++) {
-        v = df_add(v, -df_mul(left[(t / TILE) * PADDED + l], right[(t % TILE) * PADDED + l]));
+        v = df_add(v, -df_mul(left[tr * PADDED + l], right[tc * PADDED + l]));
     }
     out[at] = v;
 }
@@ -582,22 +595,14 @@ fn invert_block(t: u32, block_index: u32, base: u32) {
     invert_columns(t, base, block_index * COLUMNS);
 }
 
+// For either job: its slot's stride places the factor.
 @compute @workgroup_size(256)
-fn invert_factor(
+fn invert(
     @builtin(workgroup_id) group: vec3<u32>,
     @builtin(local_invocation_index) t: u32,
 ) {
     touch();
-    invert_block(t, group.x, group.y * factor_stride(dims.m));
-}
-
-@compute @workgroup_size(256)
-fn invert_step(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    touch();
-    invert_block(t, group.x, group.y * step_stride(dims.m));
+    invert_block(t, group.x, group.y * stride());
 }
 
 // S = Xᵀ X: S[i, j] = Σ_{k ≥ max(i, j)} X[k, i] X[k, j], both triangles written; workgroup

@@ -30,16 +30,21 @@ struct Dims {
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 
 
+// Where entry (r, c) of op(X), a `rows` × `cols` matrix, lies in X as stored column-major:
+// X is `cols` × `rows` when `trans` (op(X) = Xᵀ), else `rows` × `cols`.
+fn stored(r: u32, c: u32, rows: u32, cols: u32, trans: u32) -> u32 {
+    if (trans == 1u) {
+        return c + r * cols;
+    }
+    return r + c * rows;
+}
+
 // op(A)[i, l] of batch z (0 outside the matrix).
 fn op_a(z: u32, i: u32, l: u32) -> f32 {
     if (i >= dims.m || l >= dims.k) {
         return 0.0;
     }
-    let base = z * dims.stride_a;
-    if (dims.trans_a == 1u) {
-        return a[base + l + i * dims.k];
-    }
-    return a[base + i + l * dims.m];
+    return a[z * dims.stride_a + stored(i, l, dims.m, dims.k, dims.trans_a)];
 }
 
 // op(B)[l, j] of batch z (0 outside the matrix).
@@ -47,11 +52,7 @@ fn op_b(z: u32, l: u32, j: u32) -> f32 {
     if (l >= dims.k || j >= dims.n) {
         return 0.0;
     }
-    let base = z * dims.stride_b;
-    if (dims.trans_b == 1u) {
-        return b[base + j + l * dims.n];
-    }
-    return b[base + l + j * dims.k];
+    return b[z * dims.stride_b + stored(l, j, dims.k, dims.n, dims.trans_b)];
 }
 
 // The (row or column of the block, inner index) that element e of a staged `edge` × `depth` slice
@@ -85,49 +86,95 @@ fn staged(e: u32, edge: u32, depth: u32, along_edge: bool) -> vec2<u32> {
 const BLOCK: u32 = 64u;
 const DEPTH: u32 = 16u;
 
+// An invocation's place in its 16 × 16 workgroup (every entry point's). The workgroup's id is a
+// parameter of its own: WGSL's uniformity analysis takes a structure with a per-invocation member
+// as non-uniform, and the early return on the workgroup's block must stay uniform (barriers
+// follow).
+struct Local {
+    @builtin(local_invocation_id) local: vec3<u32>,
+    // local.y · 16 + local.x: the order in which the invocations stage values.
+    @builtin(local_invocation_index) id: u32,
+}
+
+// What a workgroup computes: product z's `size` × `size` block of C from row row0 and column
+// col0, over split `part` of the inner dimension's `splits` (the dispatch's z is
+// z · splits + part). `above`: the block lies wholly above the diagonal of a symmetric product,
+// so it is its mirror's transpose and the host fills it (the whole workgroup leaves together,
+// before any barrier). Uniform across the workgroup.
+struct Block {
+    z: u32,
+    part: u32,
+    splits: u32,
+    row0: u32,
+    col0: u32,
+    above: bool,
+}
+
+fn block_of(group: vec3<u32>, size: u32, splits: u32) -> Block {
+    return Block(
+        group.z / splits,
+        group.z % splits,
+        splits,
+        group.x * size,
+        group.y * size,
+        dims.lower == 1u && group.x < group.y,
+    );
+}
+
+// Element e of the `edge` × `depth` slices of op(A) and op(B) that block `wg` stages at inner
+// indices from l0: where each goes in its tile ((row, inner) of op(A) and (column, inner) of
+// op(B), in `staged`'s coalesced orders) and its value (0 from an inner index ≥ `end`).
+struct Staged {
+    a: vec2<u32>,
+    b: vec2<u32>,
+    va: f32,
+    vb: f32,
+}
+
+fn stage(wg: Block, e: u32, edge: u32, depth: u32, l0: u32, end: u32) -> Staged {
+    let ia = staged(e, edge, depth, dims.trans_a == 0u);
+    let ib = staged(e, edge, depth, dims.trans_b == 1u);
+    var va = 0.0;
+    var vb = 0.0;
+    if (l0 + ia.y < end) {
+        va = op_a(wg.z, wg.row0 + ia.x, l0 + ia.y);
+    }
+    if (l0 + ib.y < end) {
+        vb = op_b(wg.z, l0 + ib.y, wg.col0 + ib.x);
+    }
+    return Staged(ia, ib, va, vb);
+}
+
 var<workgroup> tile_a: array<array<vec4<f32>, 17>, 16>;  // [inner][rows 4q..4q+3], padded
 var<workgroup> tile_b: array<array<vec4<f32>, 17>, 16>;  // [inner][columns 4q..4q+3], padded
 
 @compute @workgroup_size(16, 16)
-fn gemm(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_id) local: vec3<u32>,
-) {
-    // Split-K as `gemm_compensated`'s: z = z_batch · splits + split, split s summing its share of
-    // the DEPTH steps into plane s (`split_sum_single` adds the planes in split order).
-    let splits = max(dims.splits, 1u);
-    let z = group.z / splits;
-    let part = group.z % splits;
-    // A block wholly above the diagonal of a symmetric product is its mirror's transpose: the
-    // host fills it (the whole workgroup leaves together, before any barrier).
-    if (dims.lower == 1u && group.x < group.y) {
+fn gemm(@builtin(workgroup_id) group: vec3<u32>, inv: Local) {
+    // Split-K as `gemm_compensated`'s: split s sums its share of the DEPTH steps into plane s
+    // (`split_sum_single` adds the planes in split order).
+    let wg = block_of(group, BLOCK, max(dims.splits, 1u));
+    if (wg.above) {
         return;
     }
-    let row0 = group.x * BLOCK;
-    let col0 = group.y * BLOCK;
-    let id = local.y * 16u + local.x;
     var acc: array<vec4<f32>, 4>;  // acc[c][r]: row 4·local.x + r, column 4·local.y + c
     for (var cj = 0u; cj < 4u; cj++) {
         acc[cj] = vec4<f32>(0.0);
     }
     let steps = (dims.k + DEPTH - 1u) / DEPTH;
-    let per_split = (steps + splits - 1u) / splits;
-    let first = part * per_split;
+    let per_split = (steps + wg.splits - 1u) / wg.splits;
+    let first = wg.part * per_split;
     let last = min(steps, first + per_split);
     for (var s = first; s < last; s++) {
         let l0 = s * DEPTH;
         for (var q = 0u; q < 4u; q++) {
-            let e = id + 256u * q;
-            // (row, inner) of op(A) and (column, inner) of op(B) this invocation stages.
-            let sa = staged(e, BLOCK, DEPTH, dims.trans_a == 0u);
-            let sb = staged(e, BLOCK, DEPTH, dims.trans_b == 1u);
-            tile_a[sa.y][sa.x / 4u][sa.x % 4u] = op_a(z, row0 + sa.x, l0 + sa.y);
-            tile_b[sb.y][sb.x / 4u][sb.x % 4u] = op_b(z, l0 + sb.y, col0 + sb.x);
+            let st = stage(wg, inv.id + 256u * q, BLOCK, DEPTH, l0, dims.k);
+            tile_a[st.a.y][st.a.x / 4u][st.a.x % 4u] = st.va;
+            tile_b[st.b.y][st.b.x / 4u][st.b.x % 4u] = st.vb;
         }
         workgroupBarrier();
         for (var l = 0u; l < DEPTH; l++) {
-            let av = tile_a[l][local.x];
-            let bv = tile_b[l][local.y];
+            let av = tile_a[l][inv.local.x];
+            let bv = tile_b[l][inv.local.y];
             acc[0] += av * bv.x;
             acc[1] += av * bv.y;
             acc[2] += av * bv.z;
@@ -136,14 +183,14 @@ fn gemm(
         workgroupBarrier();
     }
     // Unsplit, C itself at its stride; split, this split's packed plane.
-    var place = z * dims.stride_c;
-    if (splits > 1u) {
-        place = part * dims.batch * dims.m * dims.n + z * dims.m * dims.n;
+    var place = wg.z * dims.stride_c;
+    if (wg.splits > 1u) {
+        place = wg.part * dims.batch * dims.m * dims.n + wg.z * dims.m * dims.n;
     }
     for (var cj = 0u; cj < 4u; cj++) {
-        let j = col0 + 4u * local.y + cj;
+        let j = wg.col0 + 4u * inv.local.y + cj;
         for (var ri = 0u; ri < 4u; ri++) {
-            let i = row0 + 4u * local.x + ri;
+            let i = wg.row0 + 4u * inv.local.x + ri;
             if (i < dims.m && j < dims.n) {
                 c[place + i + j * dims.m] = acc[cj][ri];
             }
@@ -168,17 +215,11 @@ var<workgroup> wide_a: array<array<vec4<f32>, 33>, 8>;  // [inner][rows 4q..4q+3
 var<workgroup> wide_b: array<array<vec4<f32>, 33>, 8>;  // [inner][columns 4q..4q+3], padded
 
 @compute @workgroup_size(16, 16)
-fn gemm_wide(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_id) local: vec3<u32>,
-) {
-    let z = group.z;
-    if (dims.lower == 1u && group.x < group.y) {
+fn gemm_wide(@builtin(workgroup_id) group: vec3<u32>, inv: Local) {
+    let wg = block_of(group, WIDE, 1u);
+    if (wg.above) {
         return;
     }
-    let row0 = group.x * WIDE;
-    let col0 = group.y * WIDE;
-    let id = local.y * 16u + local.x;
     // acc[2h + g][c]: row 64g + 4·local.x + r (component r), column 64h + 4·local.y + c.
     var acc: array<array<vec4<f32>, 4>, 4>;
     for (var p = 0u; p < 4u; p++) {
@@ -190,18 +231,16 @@ fn gemm_wide(
     for (var s = 0u; s < steps; s++) {
         let l0 = s * DEPTH_W;
         for (var q = 0u; q < 4u; q++) {
-            let e = id + 256u * q;
-            let sa = staged(e, WIDE, DEPTH_W, dims.trans_a == 0u);
-            let sb = staged(e, WIDE, DEPTH_W, dims.trans_b == 1u);
-            wide_a[sa.y][sa.x / 4u][sa.x % 4u] = op_a(z, row0 + sa.x, l0 + sa.y);
-            wide_b[sb.y][sb.x / 4u][sb.x % 4u] = op_b(z, l0 + sb.y, col0 + sb.x);
+            let st = stage(wg, inv.id + 256u * q, WIDE, DEPTH_W, l0, dims.k);
+            wide_a[st.a.y][st.a.x / 4u][st.a.x % 4u] = st.va;
+            wide_b[st.b.y][st.b.x / 4u][st.b.x % 4u] = st.vb;
         }
         workgroupBarrier();
         for (var l = 0u; l < DEPTH_W; l++) {
-            let a0 = wide_a[l][local.x];
-            let a1 = wide_a[l][16u + local.x];
-            let b0 = wide_b[l][local.y];
-            let b1 = wide_b[l][16u + local.y];
+            let a0 = wide_a[l][inv.local.x];
+            let a1 = wide_a[l][16u + inv.local.x];
+            let b0 = wide_b[l][inv.local.y];
+            let b1 = wide_b[l][16u + inv.local.y];
             acc[0][0] += a0 * b0.x;
             acc[0][1] += a0 * b0.y;
             acc[0][2] += a0 * b0.z;
@@ -225,11 +264,11 @@ fn gemm_wide(
         let g = p % 2u;
         let h = p / 2u;
         for (var cj = 0u; cj < 4u; cj++) {
-            let j = col0 + 64u * h + 4u * local.y + cj;
+            let j = wg.col0 + 64u * h + 4u * inv.local.y + cj;
             for (var ri = 0u; ri < 4u; ri++) {
-                let i = row0 + 64u * g + 4u * local.x + ri;
+                let i = wg.row0 + 64u * g + 4u * inv.local.x + ri;
                 if (i < dims.m && j < dims.n) {
-                    c[z * dims.stride_c + i + j * dims.m] = acc[p][cj][ri];
+                    c[wg.z * dims.stride_c + i + j * dims.m] = acc[p][cj][ri];
                 }
             }
         }
@@ -273,23 +312,15 @@ fn split(x: f32) -> vec2<f32> {
 }
 
 @compute @workgroup_size(16, 16)
-fn gemm_compensated(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_id) local: vec3<u32>,
-) {
-    let splits = max(dims.splits, 1u);
-    let z = group.z / splits;
-    let part = group.z % splits;
-    if (dims.lower == 1u && group.x < group.y) {
+fn gemm_compensated(@builtin(workgroup_id) group: vec3<u32>, inv: Local) {
+    let wg = block_of(group, BLOCK, max(dims.splits, 1u));
+    if (wg.above) {
         return;
     }
-    let row0 = group.x * BLOCK;
-    let col0 = group.y * BLOCK;
-    let id = local.y * 16u + local.x;
     // This split's inner indices, a whole number of DEPTH_C steps each.
     let steps_all = (dims.k + DEPTH_C - 1u) / DEPTH_C;
-    let span = ((steps_all + splits - 1u) / splits) * DEPTH_C;
-    let begin = part * span;
+    let span = ((steps_all + wg.splits - 1u) / wg.splits) * DEPTH_C;
+    let begin = wg.part * span;
     let end = min(dims.k, begin + span);
     // [c][r]: row 4·local.x + r, column 4·local.y + c.
     var sum: array<vec4<f32>, 4>;    // the head products' running sums
@@ -302,20 +333,11 @@ fn gemm_compensated(
     }
     for (var l0 = begin; l0 < end; l0 += DEPTH_C) {
         for (var q = 0u; q < 2u; q++) {
-            let e = id + 256u * q;
-            // (row, inner) of op(A) and (column, inner) of op(B), in `gemm`'s coalesced orders.
-            let ia = staged(e, BLOCK, DEPTH_C, dims.trans_a == 0u);
-            let ib = staged(e, BLOCK, DEPTH_C, dims.trans_b == 1u);
-            var va = 0.0;
-            var vb = 0.0;
-            if (l0 + ia.y < end) {
-                va = op_a(z, row0 + ia.x, l0 + ia.y);
-            }
-            if (l0 + ib.y < end) {
-                vb = op_b(z, l0 + ib.y, col0 + ib.x);
-            }
-            let sa = split(va);
-            let sb = split(vb);
+            let st = stage(wg, inv.id + 256u * q, BLOCK, DEPTH_C, l0, end);
+            let ia = st.a;
+            let ib = st.b;
+            let sa = split(st.va);
+            let sb = split(st.vb);
             heads_a[ia.y][ia.x / 4u][ia.x % 4u] = sa.x;
             tails_a[ia.y][ia.x / 4u][ia.x % 4u] = sa.y;
             heads_b[ib.y][ib.x / 4u][ib.x % 4u] = sb.x;
@@ -323,10 +345,10 @@ fn gemm_compensated(
         }
         workgroupBarrier();
         for (var l = 0u; l < DEPTH_C; l++) {
-            let ah = heads_a[l][local.x];
-            let at = tails_a[l][local.x];
-            let bh = heads_b[l][local.y];
-            let bt = tails_b[l][local.y];
+            let ah = heads_a[l][inv.local.x];
+            let at = tails_a[l][inv.local.x];
+            let bh = heads_b[l][inv.local.y];
+            let bt = tails_b[l][inv.local.y];
             for (var cj = 0u; cj < 4u; cj++) {
                 let p = ah * bh[cj];
                 let s0 = sum[cj];
@@ -348,13 +370,13 @@ fn gemm_compensated(
     }
     let plane = dims.batch * dims.m * dims.n;
     for (var cj = 0u; cj < 4u; cj++) {
-        let j = col0 + 4u * local.y + cj;
+        let j = wg.col0 + 4u * inv.local.y + cj;
         for (var ri = 0u; ri < 4u; ri++) {
-            let i = row0 + 4u * local.x + ri;
+            let i = wg.row0 + 4u * inv.local.x + ri;
             if (i < dims.m && j < dims.n) {
-                let at = z * dims.m * dims.n + i + j * dims.m;
-                c[part * plane + at] = sum[cj][ri];
-                c[(splits + part) * plane + at] = err[cj][ri] + small[cj][ri];
+                let at = wg.z * dims.m * dims.n + i + j * dims.m;
+                c[wg.part * plane + at] = sum[cj][ri];
+                c[(wg.splits + wg.part) * plane + at] = err[cj][ri] + small[cj][ri];
             }
         }
     }

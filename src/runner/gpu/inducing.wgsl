@@ -54,6 +54,29 @@ fn enter(s: u32) {
     base = dims.strides * s;
 }
 
+// Entry k = id.x of slot id.y's M × M matrix, at row i and column j; `inside` is false past its
+// M² entries.
+struct Cell {
+    k: u32,
+    i: u32,
+    j: u32,
+    inside: bool,
+}
+
+// An element-wise pass's first call (it calls `enter`): its entry k = iM + j.
+fn by_rows(id: vec3<u32>) -> Cell {
+    enter(id.y);
+    let m = dims.m;
+    let k = id.x;
+    return Cell(k, k / m, k % m, k < m * m);
+}
+
+// The same for a column-major matrix: k = i + jM.
+fn by_columns(id: vec3<u32>) -> Cell {
+    let c = by_rows(id);
+    return Cell(c.k, c.j, c.i, c.inside);
+}
+
 fn g_var() -> f32 {
     let at = slot * dims.noise_stride + dims.noise_at;
     return noise[at] + noise[at + 1u];
@@ -87,36 +110,30 @@ fn planes(buffer_b: bool, k: u32, plane: u32) -> vec2<f32> {
 
 @compute @workgroup_size(64)
 fn widen_gram(@builtin(global_invocation_id) id: vec3<u32>) {
-    enter(id.y);
-    let m = dims.m;
-    let k = id.x;
-    if (k >= m * m) {
+    let c = by_rows(id);
+    if (!c.inside) {
         return;
     }
-    let i = k / m;
-    let j = k % m;
+    let m = dims.m;
     var v = vec2<f32>(0.0, 0.0);
-    if (j <= i) {
-        v = vec2<f32>(src_a[base.x + m * dims.t + i + j * m], 0.0);
+    if (c.j <= c.i) {
+        v = vec2<f32>(src_a[base.x + m * dims.t + c.i + c.j * m], 0.0);
     }
-    put_df(k, v);
+    put_df(c.k, v);
 }
 
 @compute @workgroup_size(64)
 fn narrow_matrix(@builtin(global_invocation_id) id: vec3<u32>) {
-    enter(id.y);
-    let m = dims.m;
-    let k = id.x;
-    if (k >= m * m) {
+    let c = by_rows(id);
+    if (!c.inside) {
         return;
     }
-    let i = k / m;
-    let j = k % m;
-    var v = df_a(dims.offset + k);
-    if ((dims.flags & 1u) != 0u && i == j) {
+    let m = dims.m;
+    var v = df_a(dims.offset + c.k);
+    if ((dims.flags & 1u) != 0u && c.i == c.j) {
         v = df_add(v, vec2<f32>(-1.0, 0.0));
     }
-    dst[base.w + i + j * m] = v.x + v.y;
+    dst[base.w + c.i + c.j * m] = v.x + v.y;
 }
 
 @compute @workgroup_size(64)
@@ -141,90 +158,74 @@ fn mean_alpha(@builtin(global_invocation_id) id: vec3<u32>) {
 
 @compute @workgroup_size(64)
 fn mirror_p(@builtin(global_invocation_id) id: vec3<u32>) {
-    enter(id.y);
-    let m = dims.m;
-    let k = id.x;
-    if (k >= m * m) {
+    let c = by_columns(id);
+    if (!c.inside) {
         return;
     }
-    let i = k % m;
-    let j = k / m;
+    let m = dims.m;
     // Column-major; the SYRK wrote the blocks on or below the diagonal.
-    let low = select(j + i * m, k, i >= j);
+    let low = select(c.j + c.i * m, c.k, c.i >= c.j);
     let v = planes(false, low, m * m);
-    dst[base.w + k] = v.x + v.y;
+    dst[base.w + c.k] = v.x + v.y;
 }
 
 @compute @workgroup_size(64)
 fn l_bar(@builtin(global_invocation_id) id: vec3<u32>) {
-    enter(id.y);
+    let c = by_columns(id);
+    if (!c.inside) {
+        return;
+    }
     let m = dims.m;
-    let k = id.x;
-    if (k >= m * m) {
+    if (c.j > c.i) {
+        dst[base.w + c.k] = 0.0;
         return;
     }
-    let i = k % m;
-    let j = k / m;
-    if (j > i) {
-        dst[base.w + k] = 0.0;
-        return;
-    }
-    let alpha = src_a[base.x + m + i];
+    let alpha = src_a[base.x + m + c.i];
     // Ã g: the first column of the compensated [Ã g, Ã y] (M × 2, planes of 2M).
-    let g = planes(true, j, 2u * m);
-    dst[base.w + k] = -alpha * (g.x + g.y) - 2.0 * g_var() * src_c[base.z + k];
+    let g = planes(true, c.j, 2u * m);
+    dst[base.w + c.k] = -alpha * (g.x + g.y) - 2.0 * g_var() * src_c[base.z + c.k];
 }
 
 @compute @workgroup_size(64)
 fn phi(@builtin(global_invocation_id) id: vec3<u32>) {
-    enter(id.y);
-    let m = dims.m;
-    let k = id.x;
-    if (k >= m * m) {
+    let c = by_columns(id);
+    if (!c.inside) {
         return;
     }
-    let i = k % m;
-    let j = k / m;
-    if (j > i) {
-        dst[base.w + k] = 0.0;
-    } else if (j == i) {
-        dst[base.w + k] = 0.5 * dst[base.w + k];
+    if (c.j > c.i) {
+        dst[base.w + c.k] = 0.0;
+    } else if (c.j == c.i) {
+        dst[base.w + c.k] = 0.5 * dst[base.w + c.k];
     }
 }
 
 @compute @workgroup_size(64)
 fn symmetrise_into(@builtin(global_invocation_id) id: vec3<u32>) {
-    enter(id.y);
-    let m = dims.m;
-    let k = id.x;
-    if (k >= m * m) {
+    let c = by_columns(id);
+    if (!c.inside) {
         return;
     }
-    let i = k % m;
-    let j = k / m;
-    dst[base.w + m * dims.t + k] = 0.5 * (src_a[base.x + k] + src_a[base.x + j + i * m]);
+    let m = dims.m;
+    dst[base.w + m * dims.t + c.k] = 0.5 * (src_a[base.x + c.k] + src_a[base.x + c.j + c.i * m]);
 }
 
 @compute @workgroup_size(64)
 fn natural_inputs(@builtin(global_invocation_id) id: vec3<u32>) {
-    enter(id.y);
+    let c = by_rows(id);
     let m = dims.m;
-    let k = id.x;
     let p = dims.offset;
-    if (k < m * m) {
-        let i = k / m;
-        let j = k % m;
-        put_df(k, df_a(p + k));
+    if (c.inside) {
+        put_df(c.k, df_a(p + c.k));
         // Λ = (c/φ²) Ã Ãᵀ, from the SYRK's lower blocks (column-major planes of M² in src_b).
-        let low = select(i + j * m, j + i * m, j > i);
-        put_df(m * m + k, df_mul(scale(), planes(true, low, m * m)));
+        let low = select(c.i + c.j * m, c.j + c.i * m, c.j > c.i);
+        put_df(m * m + c.k, df_mul(scale(), planes(true, low, m * m)));
     }
-    if (k < m) {
+    if (c.k < m) {
         // η₁ after q(v)'s matrices P, S and mean in the state; r from Ã y (second column of the
         // compensated [Ã g, Ã y] in src_c, planes of 2M).
-        put_df(2u * m * m + k, df_a(p + 2u * m * m + m + k));
-        let ky = two_sum(src_c[base.z + m + k], src_c[base.z + 3u * m + k]);
-        put_df(2u * m * m + m + k, df_mul(scale(), ky));
+        put_df(2u * m * m + c.k, df_a(p + 2u * m * m + m + c.k));
+        let ky = two_sum(src_c[base.z + m + c.k], src_c[base.z + 3u * m + c.k]);
+        put_df(2u * m * m + m + c.k, df_mul(scale(), ky));
     }
 }
 

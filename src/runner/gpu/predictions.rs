@@ -28,6 +28,8 @@
 //! never the M × T matrices. The device buffers ([`Gpu::resident`]) and bind groups
 //! ([`Gpu::bind_kept`]) are made once and kept between calls.
 
+mod inputs;
+
 use nalgebra::{DMatrix, DVector};
 
 use super::gemm::{self, Accumulation, Op, Product};
@@ -42,6 +44,7 @@ use crate::gp::linalg::CholeskyError;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::svgp::{bound_and_gradient, InducingStep, SvgpInput, SvgpOutput};
 use crate::gp::svgp::{PredictionRequest, Predictions, Products};
+pub(super) use inputs::PointInputs;
 
 /// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
 const COLUMN_GROUP: u32 = 64;
@@ -265,7 +268,10 @@ impl Gpu {
             s_minus_i: matrix("s - i", s_minus_i),
             q_mean: self.resident_with("q mean", slot, &f32_bytes(mean), storage()),
         };
-        let inputs = [PointInputs::of(request)];
+        let r = request;
+        let inputs = [PointInputs::uploaded(
+            r.kernel, r.z, r.x, r.y, r.latent, r.noise, r.c,
+        )];
         let plan = self.plan_predictions(slot, &inputs, &[[0; 2]], &operands, false)?;
         let steps: Vec<&Step> = plan.steps().collect();
         self.record_steps(encoder, "svgp predictions", slot, &steps);
@@ -814,52 +820,6 @@ fn latent_bytes(latent: &crate::gp::svgp::LatentBatch) -> Vec<u8> {
         .zip(latent.var.iter())
         .flat_map(|(&mu, &var)| [mu, var.sqrt()]);
     f32_bytes(latent.eps.iter().copied().chain(rows))
-}
-
-/// The inputs of one request's predictions that do not depend on where L⁻¹ and q(v) come from.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct PointInputs<'a> {
-    pub kernel: &'a crate::gp::kernel::Kernel,
-    pub z: &'a DMatrix<f64>,
-    pub x: &'a DMatrix<f64>,
-    pub y: &'a DVector<f64>,
-    /// q(w)'s (μ_n, Σ_n) and the noise ε_sn of the draws w_sn = μ_n + √Σ_n ε_sn.
-    pub latent: &'a crate::gp::svgp::LatentBatch,
-    /// Write Z (its shape is `z`'s) from `z`; else the caller copies it into
-    /// [`PredictionPlan::z`] (a device that holds Z).
-    pub upload_z: bool,
-    /// Upload only the noise ε of the latent input: the caller's passes write q(w)'s moments
-    /// into [`PredictionPlan::latent`] before the evaluation points (a device that runs the
-    /// encoder).
-    pub latent_on_device: bool,
-    /// Upload neither x nor y: the caller's passes write them into [`PredictionPlan::x`] and
-    /// [`PredictionPlan::y`] before the evaluation points (a device that holds the data).
-    pub rows_on_device: bool,
-    /// Upload neither the kernel's parameters nor anything formed from φ²: the caller's pass
-    /// derives them from the hyperparameters the device holds into [`PredictionPlan::params`]
-    /// before the evaluation points (a device that steps the hyperparameters); `kernel` then
-    /// gives the shapes only.
-    pub parameters_on_device: bool,
-    pub noise: f64,
-    pub c: f64,
-}
-
-impl<'a> PointInputs<'a> {
-    fn of(request: &PredictionRequest<'a>) -> Self {
-        PointInputs {
-            kernel: request.kernel,
-            z: request.z,
-            x: request.x,
-            y: request.y,
-            latent: request.latent,
-            upload_z: true,
-            latent_on_device: false,
-            rows_on_device: false,
-            parameters_on_device: false,
-            noise: request.noise,
-            c: request.c,
-        }
-    }
 }
 
 /// The device buffers the predictions read the M × M quantities from: L⁻¹ and S − I (M × M,

@@ -213,19 +213,14 @@ impl Gpu {
             let inputs: Vec<PointInputs> = members
                 .iter()
                 .map(|&k| {
-                    let request = &requests[k];
+                    let r = &requests[k];
+                    // Z and the hyperparameters are the slot's, held on the device.
                     PointInputs {
-                        kernel: request.kernel,
-                        z: request.z,
-                        x: request.x,
-                        y: request.y,
-                        latent: request.latent,
                         upload_z: false,
-                        latent_on_device: request.encoder.is_some(),
-                        rows_on_device: request.rows.is_some(),
+                        latent_on_device: r.encoder.is_some(),
+                        rows_on_device: r.rows.is_some(),
                         parameters_on_device: true,
-                        noise: request.noise,
-                        c: request.c,
+                        ..PointInputs::uploaded(r.kernel, r.z, r.x, r.y, r.latent, r.noise, r.c)
                     }
                 })
                 .collect();

@@ -29,7 +29,7 @@
 //!    prior's and the penalty's from the request, `ParameterStep::extra`), and the Adam step of
 //!    Z, the encoder, the hyperparameters and φ² into the slot's next state;
 //! 7. q(v)'s natural step P ← (1 − γ)P + γ(I + Λ), η₁ ← (1 − γ)η₁ + γr with Λ = (c/φ²)P_w and
-//!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_assemble` and its
+//!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_entry` and its
 //!    blocked factorisation), and the KL terms of the current state.
 //!
 //! The two factorisations (steps 2 and 7) of all the submission's requests of one M (and one

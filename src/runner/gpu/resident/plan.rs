@@ -60,12 +60,15 @@ impl Gpu {
                 wgpu::BufferUsages::UNIFORM,
             )
         };
+        // A held pass over `buffers` with its dims block (`role`, the buffers' `strides`).
         let pass = |pass: HeldPass,
-                    dims: wgpu::Buffer,
+                    role: &'static str,
+                    strides: [usize; 4],
                     buffers: [&wgpu::Buffer; 5],
                     groups: (u32, u32, u32)|
          -> Result<Step<'g>, GpuError> {
             self.check_groups("the held passes", groups)?;
+            let dims = dims(role, strides);
             Ok((
                 &self.pipelines.held_gradients[pass as usize],
                 std::iter::once(&dims)
@@ -91,7 +94,8 @@ impl Gpu {
         let sums_groups = ((z.width + 2 + d) as u32, slots, 1);
         let derive = vec![pass(
             HeldPass::DeriveParameters,
-            dims("held dims: derive", [3 * z.held, table_w, 0, z.derived]),
+            "held dims: derive",
+            [3 * z.held, table_w, 0, z.derived],
             [&current, &table, &spare, derived, &spare],
             one,
         )?];
@@ -125,10 +129,8 @@ impl Gpu {
         };
         let finishing: Vec<Step> = std::iter::once(pass(
             HeldPass::InputGradients,
-            dims(
-                "held dims: inputs",
-                [z.finished, z.points, z.latent, z.gradients],
-            ),
+            "held dims: inputs",
+            [z.finished, z.points, z.latent, z.gradients],
             [finished, cols, latent, &gradients, derived],
             inputs_groups,
         )?)
@@ -136,25 +138,22 @@ impl Gpu {
         .chain([
             pass(
                 HeldPass::KernelSums,
-                dims(
-                    "held dims: sums",
-                    [z.finished, z.latent, z.points, z.gradients],
-                ),
+                "held dims: sums",
+                [z.finished, z.latent, z.points, z.gradients],
                 [finished, latent, points, &gradients, derived],
                 sums_groups,
             )?,
             pass(
                 HeldPass::ParameterGradients,
-                dims(
-                    "held dims: parameters",
-                    [3 * z.held, table_w, extra_w, z.gradients],
-                ),
+                "held dims: parameters",
+                [3 * z.held, table_w, extra_w, z.gradients],
                 [&current, &table, &extra, &gradients, derived],
                 one,
             )?,
             pass(
                 HeldPass::AdamHeld,
-                dims("held dims: adam", [3 * z.held, z.gradients, 0, 3 * z.held]),
+                "held dims: adam",
+                [3 * z.held, z.gradients, 0, 3 * z.held],
                 [&current, &gradients, &spare, &next, derived],
                 held_groups,
             )?,
