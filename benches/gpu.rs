@@ -38,7 +38,7 @@ use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{
     bound_and_gradient, LatentBatch, NatGradStats, SvgpInput, FLOAT32_RELATIVE_JITTER,
 };
-use occam::runner::gpu::{Accumulation, Gpu, Op, Psi2OnGpu, ResidentRequest, StateChange};
+use occam::runner::gpu::{Accumulation, Batched, Gpu, Op, Psi2OnGpu, ResidentRequest, StateChange};
 use occam::runner::{available_threads, Pool};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -285,8 +285,16 @@ fn time_products(gpu: &Gpu, quick: bool, q: &DMatrix<f64>, k: &DMatrix<f64>) -> 
     let (qs, ks) = (vec![q.clone()], vec![k.clone()]);
     let gemm = median(quick, || {
         std::hint::black_box(
-            gpu.gemm(&qs, Op::AsIs, &ks, Op::AsIs, Accumulation::Single)
-                .expect("QK on the GPU"),
+            gpu.gemm(
+                Batched {
+                    a: &qs,
+                    op_a: Op::AsIs,
+                    b: &ks,
+                    op_b: Op::AsIs,
+                },
+                Accumulation::Single,
+            )
+            .expect("QK on the GPU"),
         );
     });
     let syrk = median(quick, || {

@@ -7,7 +7,7 @@ use nalgebra::DMatrix;
 use occam::gp::kernel::{
     unit_dvalue_dalpha, unit_value_and_dr2, Kernel, StationaryKind, StationaryPart,
 };
-use occam::runner::gpu::{Accumulation, Gpu, GpuError, Op, Spacing};
+use occam::runner::gpu::{Accumulation, Batched, Gpu, GpuError, Op, Spacing};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -204,10 +204,28 @@ fn batched_products_equal_nalgebras() {
     for (m, k, n, batch, op_a, op_b) in cases {
         let (a, b) = operands((m, k, n), batch, (op_a, op_b), &mut rng);
         let got = gpu
-            .gemm(&a, op_a, &b, op_b, Accumulation::Single)
+            .gemm(
+                Batched {
+                    a: &a,
+                    op_a,
+                    b: &b,
+                    op_b,
+                },
+                Accumulation::Single,
+            )
             .expect("the GPU multiplies");
         assert_eq!(got.len(), batch);
-        let again = gpu.gemm(&a, op_a, &b, op_b, Accumulation::Single).unwrap();
+        let again = gpu
+            .gemm(
+                Batched {
+                    a: &a,
+                    op_a,
+                    b: &b,
+                    op_b,
+                },
+                Accumulation::Single,
+            )
+            .unwrap();
         assert_eq!(
             got, again,
             "the same words every time (splits added in a fixed order)"
@@ -226,7 +244,15 @@ fn batched_products_equal_nalgebras() {
         }
     }
     assert!(gpu
-        .gemm(&[], Op::AsIs, &[], Op::AsIs, Accumulation::Single)
+        .gemm(
+            Batched {
+                a: &[],
+                op_a: Op::AsIs,
+                b: &[],
+                op_b: Op::AsIs
+            },
+            Accumulation::Single
+        )
         .unwrap()
         .is_empty());
 }
@@ -329,15 +355,27 @@ fn spaced_batches_read_and_write_only_their_own_places() {
         let (a, b) = operands((m, k, n), batch, (op_a, op_b), &mut rng);
         let (got, in_gaps) = gpu
             .gemm_spaced(
-                &a,
-                op_a,
-                &b,
-                op_b,
+                Batched {
+                    a: &a,
+                    op_a,
+                    b: &b,
+                    op_b,
+                },
                 accumulation,
                 Spacing { gaps, interleaved },
             )
             .expect("the GPU multiplies");
-        let packed = gpu.gemm(&a, op_a, &b, op_b, accumulation).unwrap();
+        let packed = gpu
+            .gemm(
+                Batched {
+                    a: &a,
+                    op_a,
+                    b: &b,
+                    op_b,
+                },
+                accumulation,
+            )
+            .unwrap();
         assert_eq!(
             in_gaps, 0.0,
             "({m}×{k})·({k}×{n}), interleaved {interleaved}: C's gaps written"
@@ -396,10 +434,26 @@ fn compensated_products_split_along_the_inner_dimension_equal_nalgebras() {
             })
             .collect();
         let got = gpu
-            .gemm(&a, op_a, &b, op_b, Accumulation::Compensated)
+            .gemm(
+                Batched {
+                    a: &a,
+                    op_a,
+                    b: &b,
+                    op_b,
+                },
+                Accumulation::Compensated,
+            )
             .expect("the GPU multiplies");
         let again = gpu
-            .gemm(&a, op_a, &b, op_b, Accumulation::Compensated)
+            .gemm(
+                Batched {
+                    a: &a,
+                    op_a,
+                    b: &b,
+                    op_b,
+                },
+                Accumulation::Compensated,
+            )
             .unwrap();
         assert_eq!(got, again, "the splits are added in a fixed order");
         for z in 0..batch {

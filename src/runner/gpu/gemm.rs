@@ -68,6 +68,16 @@ pub struct Spacing {
     pub interleaved: bool,
 }
 
+/// A batch of products op_a(A_z) · op_b(B_z), z = 0, 1, …: one B per A, every A of one shape,
+/// every B of another.
+#[derive(Debug, Clone, Copy)]
+pub struct Batched<'a> {
+    pub a: &'a [DMatrix<f64>],
+    pub op_a: Op,
+    pub b: &'a [DMatrix<f64>],
+    pub op_b: Op,
+}
+
 /// Whether a factor enters as stored or transposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -371,20 +381,16 @@ impl Gpu {
         Ok(c)
     }
 
-    /// C_z = op_a(A_z) op_b(B_z) for every z on the GPU, returned as f64. All A_z share one shape,
-    /// as do all B_z.
+    /// C_z = op_a(A_z) op_b(B_z) for every z of `products` on the GPU, returned as f64.
     ///
     /// Panics if the batches differ in length or shape, or if the inner dimensions differ.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn gemm(
         &self,
-        a: &[DMatrix<f64>],
-        op_a: Op,
-        b: &[DMatrix<f64>],
-        op_b: Op,
+        products: Batched<'_>,
         accumulation: Accumulation,
     ) -> Result<Vec<DMatrix<f64>>, GpuError> {
-        self.gemm_spaced(a, op_a, b, op_b, accumulation, Spacing::default())
+        self.gemm_spaced(products, accumulation, Spacing::default())
             .map(|(c, _)| c)
     }
 
@@ -398,13 +404,11 @@ impl Gpu {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn gemm_spaced(
         &self,
-        a: &[DMatrix<f64>],
-        op_a: Op,
-        b: &[DMatrix<f64>],
-        op_b: Op,
+        products: Batched<'_>,
         accumulation: Accumulation,
         spacing: Spacing,
     ) -> Result<(Vec<DMatrix<f64>>, f64), GpuError> {
+        let Batched { a, op_a, b, op_b } = products;
         let Spacing { gaps, interleaved } = spacing;
         assert_eq!(a.len(), b.len(), "one B per A");
         let Some((a0, b0)) = a.first().zip(b.first()) else {

@@ -36,7 +36,7 @@ mod submission;
 #[cfg(not(target_arch = "wasm32"))]
 pub use cholesky::DeviceFactor;
 pub use counters::{DeviceTraffic, GpuReport, SteadyState};
-pub use gemm::{Accumulation, Op, Spacing};
+pub use gemm::{Accumulation, Batched, Op, Spacing};
 pub use predictions::SubmittedPredictions;
 #[cfg(not(target_arch = "wasm32"))]
 pub use psi::Psi2OnGpu;

@@ -20,7 +20,7 @@ use std::task::{Context, Poll, Waker};
 
 use nalgebra::DMatrix;
 
-use super::{family_units, Placement};
+use super::{family_units, Batch, Placement};
 use crate::base::clock::now_seconds;
 use crate::discovery::error::{DiscoveryError, NotRun};
 use crate::discovery::jobs::{Job, Outcome};
@@ -28,7 +28,6 @@ use crate::gp::collapsed::{AwaitedPsi2, Psi2Answer, Psi2Sums, Psi2Wanted};
 use crate::gp::device::DeviceError;
 use crate::runner::cost_model::{PlacementProbe, Side, PROBE_PATIENCE};
 use crate::runner::gpu::{Gpu, GpuError, Psi2Request};
-use crate::runner::Pool;
 
 /// Where an answer is left for the fit that asked.
 type AnswerCell = Rc<RefCell<Option<Result<Psi2Sums, DeviceError>>>>;
@@ -148,8 +147,8 @@ pub(super) struct FamilyPlan<'p> {
     pub host_width: usize,
 }
 
-/// The family fits of `jobs` named by `plan`, in its order, each side timed for the probe:
-/// those placed on the host run on `host`, first (so that while probing the device's patience
+/// The family fits of the batch's jobs named by `plan`, in its order, each side timed for the
+/// probe: those placed on the host run on the batch's host pool, first (so that while probing the device's patience
 /// is known before it starts), then those placed on the device in lockstep on `gpu`. The probe
 /// compares throughputs: the host's per-job seconds divided by `host_width`, the device's
 /// round-by-round batch apportioned over its fits by their work. While probing, a device batch
@@ -157,13 +156,16 @@ pub(super) struct FamilyPlan<'p> {
 /// given up for family fits, and its fits are computed on the host. `Err` when
 /// the device failed.
 pub(super) async fn families_awaited(
-    gpu: &Gpu,
-    host: &Pool,
-    data: &DMatrix<f64>,
-    jobs: &[Job<'_>],
+    batch: Batch<'_, '_>,
     plan: FamilyPlan<'_>,
-    awaiting: &dyn Fn(),
 ) -> Result<Vec<Outcome>, GpuError> {
+    let Batch {
+        gpu,
+        host,
+        data,
+        jobs,
+        awaiting,
+    } = batch;
     let FamilyPlan {
         indices,
         places,

@@ -239,7 +239,14 @@ pub async fn run_batch(
         }
     }
     let mut done: Vec<Option<Outcome>> = vec![None; jobs.len()];
-    let steps = device_and_host(gpu, host, data, jobs, &places, usage, awaiting, &mut done);
+    let batch = Batch {
+        gpu,
+        host,
+        data,
+        jobs,
+        awaiting,
+    };
+    let steps = device_and_host(batch, &places, usage, &mut done);
     match steps.await {
         Ok(()) => Ok(done
             .into_iter()
@@ -249,20 +256,33 @@ pub async fn run_batch(
     }
 }
 
+/// What every step of one batch works with: the two executors, the data, the batch's jobs, and
+/// the call made before each await of the device.
+#[derive(Clone, Copy)]
+pub(super) struct Batch<'a, 'j> {
+    pub(super) gpu: &'a Gpu,
+    pub(super) host: &'a Pool,
+    pub(super) data: &'a DMatrix<f64>,
+    pub(super) jobs: &'a [Job<'j>],
+    pub(super) awaiting: &'a dyn Fn(),
+}
+
 /// The plan's steps, each outcome written into `done` as it is finished: the predictions
 /// submitted first, so the device works while the host runs its jobs, then the collapsed passes,
 /// the blocking refits and final bounds, and last the evaluations' second halves.
-#[allow(clippy::too_many_arguments)] // the plan's inputs, each used by a step
 async fn device_and_host(
-    gpu: &Gpu,
-    host: &Pool,
-    data: &DMatrix<f64>,
-    jobs: &[Job<'_>],
+    batch: Batch<'_, '_>,
     places: &[Placement],
     usage: DeviceUse<'_>,
-    awaiting: &dyn Fn(),
     done: &mut [Option<Outcome>],
 ) -> Result<(), GpuError> {
+    let Batch {
+        gpu,
+        host,
+        data,
+        jobs,
+        awaiting,
+    } = batch;
     let at = |place: Placement| -> Vec<usize> {
         (0..jobs.len()).filter(|&k| places[k] == place).collect()
     };
@@ -343,7 +363,7 @@ async fn device_and_host(
                     probe,
                     host_width: usage.host_width,
                 };
-                lockstep::families_awaited(gpu, host, data, jobs, plan, awaiting).await?
+                lockstep::families_awaited(batch, plan).await?
             }
         };
         for (&k, outcome) in families.iter().zip(outcomes) {
