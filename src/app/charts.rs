@@ -57,14 +57,49 @@ const DIAGONAL: RGBColor = RGBColor(0xc4, 0xc9, 0xd1);
 /// Heatmap cells whose weight is missing or NaN.
 const MISSING: RGBColor = RGBColor(0xfd, 0xec, 0xec);
 
-// Curve layout, in CSS pixels.
-const PHASE_BAND_PX: f64 = 18.0;
-const TITLE_BAND_PX: f64 = 18.0;
-const Y_LABELS_PX: f64 = 64.0;
-const RIGHT_PAD_PX: f64 = 24.0;
-const X_LABELS_PX: f64 = 38.0;
-const BOTTOM_PAD_PX: f64 = 4.0;
-const MIN_PLOT_PX: f64 = 24.0;
+/// The loss curves' layout in CSS pixels: a band for the phase labels on top, then three panels,
+/// each a title band over its plot, with the y labels left of the plots and the x labels under
+/// the last one.
+struct CurveLayout {
+    phase_band: f64,
+    title_band: f64,
+    y_labels: f64,
+    right_pad: f64,
+    x_labels: f64,
+    bottom_pad: f64,
+    /// Below this plot height the canvas says it is too small instead of drawing.
+    min_plot: f64,
+}
+
+const CURVES: CurveLayout = CurveLayout {
+    phase_band: 18.0,
+    title_band: 18.0,
+    y_labels: 64.0,
+    right_pad: 24.0,
+    x_labels: 38.0,
+    bottom_pad: 4.0,
+    min_plot: 24.0,
+};
+
+impl CurveLayout {
+    /// Each panel's plot height on a canvas `css_h` tall, or `None` when it (or the canvas's width
+    /// `css_w`) leaves no room to draw: (h − phase band − 3 title bands − x labels − pad) / 3.
+    fn plot_height(&self, css_w: f64, css_h: f64) -> Option<f64> {
+        let plot_h =
+            (css_h - self.phase_band - 3.0 * self.title_band - self.x_labels - self.bottom_pad)
+                / 3.0;
+        (plot_h >= self.min_plot && css_w >= self.y_labels + self.right_pad + 60.0)
+            .then_some(plot_h)
+    }
+
+    /// The middle of the three plots, where a note stands while there is nothing to draw.
+    fn plots_centre(&self, css_w: f64, plot_h: f64) -> (f64, f64) {
+        (
+            self.y_labels + (css_w - self.y_labels - self.right_pad) / 2.0,
+            self.phase_band + 2.0 * self.title_band + 1.5 * plot_h,
+        )
+    }
+}
 
 type Area = DrawingArea<CanvasBackend, Shift>;
 
@@ -494,11 +529,9 @@ pub fn draw_curves(
     phase_starts: &[(usize, String)],
 ) -> Result<(), String> {
     let (root, surface) = open(canvas)?;
-    let plot_h =
-        (surface.css_h - PHASE_BAND_PX - 3.0 * TITLE_BAND_PX - X_LABELS_PX - BOTTOM_PAD_PX) / 3.0;
-    if plot_h < MIN_PLOT_PX || surface.css_w < Y_LABELS_PX + RIGHT_PAD_PX + 60.0 {
+    let Some(plot_h) = CURVES.plot_height(surface.css_w, surface.css_h) else {
         return note(&root, &surface, "canvas too small");
-    }
+    };
     let points = scale::downsample(points, scale::MAX_CURVE_POINTS);
     let iteration = |p: &CurvePoint| i64::try_from(p.iteration).unwrap_or(i64::MAX);
     let (x_lo, x_hi) = match (
@@ -546,8 +579,8 @@ pub fn draw_curves(
         points.iter().map(|p| (iteration(p), p.gamma)).collect(),
     );
 
-    let band = surface.px(PHASE_BAND_PX);
-    let panel_h = surface.px(TITLE_BAND_PX + plot_h);
+    let band = surface.px(CURVES.phase_band);
+    let panel_h = surface.px(CURVES.title_band + plot_h);
     let (_, rest) = root.split_vertically(band);
     let (area_bound, rest) = rest.split_vertically(panel_h);
     let (area_h, area_gamma) = rest.split_vertically(panel_h);
@@ -566,8 +599,7 @@ pub fn draw_curves(
         let style = surface
             .text(13.0, &MUTED)
             .pos(Pos::new(HPos::Center, VPos::Center));
-        let x = Y_LABELS_PX + (surface.css_w - Y_LABELS_PX - RIGHT_PAD_PX) / 2.0;
-        let y = PHASE_BAND_PX + 2.0 * TITLE_BAND_PX + 1.5 * plot_h;
+        let (x, y) = CURVES.plots_centre(surface.css_w, plot_h);
         root.draw_text(
             "waiting for the first iteration",
             &style,
@@ -591,11 +623,15 @@ fn draw_panel<'p>(
     let (y_lo, y_hi) = panel.y_range;
     let mut builder = ChartBuilder::on(area);
     builder
-        .margin_top(surface.px(TITLE_BAND_PX))
-        .margin_right(surface.px(RIGHT_PAD_PX))
-        .margin_bottom(if last { surface.px(BOTTOM_PAD_PX) } else { 0 })
-        .y_label_area_size(surface.px(Y_LABELS_PX))
-        .x_label_area_size(if last { surface.px(X_LABELS_PX) } else { 0 });
+        .margin_top(surface.px(CURVES.title_band))
+        .margin_right(surface.px(CURVES.right_pad))
+        .margin_bottom(if last {
+            surface.px(CURVES.bottom_pad)
+        } else {
+            0
+        })
+        .y_label_area_size(surface.px(CURVES.y_labels))
+        .x_label_area_size(if last { surface.px(CURVES.x_labels) } else { 0 });
     let mut chart = builder
         .build_cartesian_2d(
             x_lo..x_hi,
@@ -669,7 +705,10 @@ fn draw_panel<'p>(
     area.draw_text(
         panel.title,
         &title,
-        (surface.px(Y_LABELS_PX), surface.px(TITLE_BAND_PX / 2.0)),
+        (
+            surface.px(CURVES.y_labels),
+            surface.px(CURVES.title_band / 2.0),
+        ),
     )
     .map_err(draw_err)?;
     Ok(phase_x)
@@ -684,7 +723,7 @@ fn draw_phase_labels(
     phase_x: &[(i32, &str)],
 ) -> Result<(), String> {
     const PHASE_FONT_PX: f64 = 11.0;
-    let y = surface.px(PHASE_BAND_PX / 2.0);
+    let y = surface.px(CURVES.phase_band / 2.0);
     let offset = surface.px(3.0);
     let gap = surface.px(6.0);
     // Right to left; phases on the same pixel in reverse order of starting (the input order).
