@@ -203,29 +203,17 @@ fn batched_products_equal_nalgebras() {
     ];
     for (m, k, n, batch, op_a, op_b) in cases {
         let (a, b) = operands((m, k, n), batch, (op_a, op_b), &mut rng);
+        let products = Batched {
+            a: &a,
+            op_a,
+            b: &b,
+            op_b,
+        };
         let got = gpu
-            .gemm(
-                Batched {
-                    a: &a,
-                    op_a,
-                    b: &b,
-                    op_b,
-                },
-                Accumulation::Single,
-            )
+            .gemm(products, Accumulation::Single)
             .expect("the GPU multiplies");
         assert_eq!(got.len(), batch);
-        let again = gpu
-            .gemm(
-                Batched {
-                    a: &a,
-                    op_a,
-                    b: &b,
-                    op_b,
-                },
-                Accumulation::Single,
-            )
-            .unwrap();
+        let again = gpu.gemm(products, Accumulation::Single).unwrap();
         assert_eq!(
             got, again,
             "the same words every time (splits added in a fixed order)"
@@ -353,29 +341,16 @@ fn spaced_batches_read_and_write_only_their_own_places() {
     });
     for ((m, k, n, batch, op_a, op_b, accumulation, gaps), interleaved) in runs {
         let (a, b) = operands((m, k, n), batch, (op_a, op_b), &mut rng);
+        let products = Batched {
+            a: &a,
+            op_a,
+            b: &b,
+            op_b,
+        };
         let (got, in_gaps) = gpu
-            .gemm_spaced(
-                Batched {
-                    a: &a,
-                    op_a,
-                    b: &b,
-                    op_b,
-                },
-                accumulation,
-                Spacing { gaps, interleaved },
-            )
+            .gemm_spaced(products, accumulation, Spacing { gaps, interleaved })
             .expect("the GPU multiplies");
-        let packed = gpu
-            .gemm(
-                Batched {
-                    a: &a,
-                    op_a,
-                    b: &b,
-                    op_b,
-                },
-                accumulation,
-            )
-            .unwrap();
+        let packed = gpu.gemm(products, accumulation).unwrap();
         assert_eq!(
             in_gaps, 0.0,
             "({m}×{k})·({k}×{n}), interleaved {interleaved}: C's gaps written"
@@ -433,28 +408,16 @@ fn compensated_products_split_along_the_inner_dimension_equal_nalgebras() {
                 )
             })
             .collect();
+        let products = Batched {
+            a: &a,
+            op_a,
+            b: &b,
+            op_b,
+        };
         let got = gpu
-            .gemm(
-                Batched {
-                    a: &a,
-                    op_a,
-                    b: &b,
-                    op_b,
-                },
-                Accumulation::Compensated,
-            )
+            .gemm(products, Accumulation::Compensated)
             .expect("the GPU multiplies");
-        let again = gpu
-            .gemm(
-                Batched {
-                    a: &a,
-                    op_a,
-                    b: &b,
-                    op_b,
-                },
-                Accumulation::Compensated,
-            )
-            .unwrap();
+        let again = gpu.gemm(products, Accumulation::Compensated).unwrap();
         assert_eq!(got, again, "the splits are added in a fixed order");
         for z in 0..batch {
             let (a32, b32) = (
