@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 use serde::{Deserialize, Serialize};
 
-use super::family::{family_fit, FamilyKey, FamilyScore, FamilyScoreSettings};
+use super::family::{family_fit, FamilyKey, FamilyRequest, FamilyScore, FamilyScoreSettings};
 use super::jobs::{Job, Outcome};
 use crate::discovery::error::DiscoveryError;
 use crate::gp::collapsed::CollapsedPredictor;
@@ -664,8 +664,15 @@ pub fn fitted_conditional(
         parents: parents.clone(),
         reason,
     };
-    let fitted = family_fit(data, child, &parents, &settings, seed, None)
-        .map_err(|e| family_error(e.into()))?;
+    let request = FamilyRequest {
+        data,
+        child,
+        parents: &parents,
+        settings: &settings,
+        seed,
+        warm: None,
+    };
+    let fitted = family_fit(request).map_err(|e| family_error(e.into()))?;
     let Some(best) = fitted.best else {
         return Err(family_error(DiscoveryError::AllFitsFailed {
             fits: fitted.score.fits_failed,

@@ -277,13 +277,7 @@ impl Knowledge {
             Some(text) => parse_tiers(text, names, &index)?,
             None => None,
         };
-        validate(
-            names.len(),
-            forbidden,
-            required,
-            tiers,
-            &Labels(Some(names)),
-        )
+        Self::from_indices_named(names, forbidden, required, tiers)
     }
 
     /// Builds knowledge from 0-based variable indices, with the same validation as

@@ -38,30 +38,7 @@ pub fn threshold_to_dag(
     active: &DMatrix<f64>,
     knowledge: &Knowledge,
 ) -> Result<Dag, KnowledgeError> {
-    let d = knowledge.d();
-    let candidates = threshold_candidates(weights, active, knowledge)?;
-
-    let graph_keeping = |k: usize| -> Result<Digraph, KnowledgeError> {
-        let mut g = Digraph::empty(d);
-        let kept = candidates[k..].iter().map(|&(_, i, j)| (i, j));
-        for (i, j) in knowledge.required().iter().copied().chain(kept) {
-            g.add_edge(i, j).map_err(internal)?;
-        }
-        Ok(g)
-    };
-    let acyclic = |g: &Digraph| g.topological_order().is_ok();
-
-    // Smallest k in 0..=m with graph_keeping(k) acyclic; k = m (required edges only) always is.
-    let (mut lo, mut hi) = (0usize, candidates.len());
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if acyclic(&graph_keeping(mid)?) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    Dag::try_from(graph_keeping(lo)?).map_err(internal)
+    AcyclicCut::new(weights, active, knowledge)?.prefix()
 }
 
 /// A graph operation that cannot fail on validated inputs, reported instead of panicking.
@@ -71,86 +48,126 @@ fn internal(e: crate::graph::GraphError) -> KnowledgeError {
     }
 }
 
-/// Greedy acyclic thresholding: the required edges first, then the candidate edges of
-/// [`threshold_to_dag`] from the heaviest down (ties by (i, j) ascending), each kept unless it
-/// closes a directed cycle with the edges kept so far.
-///
-/// Unlike the prefix cut of [`threshold_to_dag`], an edge is dropped only when a heavier path
-/// already runs the other way, so one strong 2-cycle cannot take every lighter edge with it
-/// (BENCHMARKS.md, issue 10: with the prefix cut SF4_d10_s0 kept 12 of the 19 true edges left by
-/// the acyclic phase, SF1_d10_s1 3 of 7). The result is a maximal acyclic subgraph:
-/// adding any dropped candidate back would close a cycle.
-///
-/// Same guarantees and failures as [`threshold_to_dag`].
-pub fn greedy_dag(
-    weights: &DMatrix<f64>,
-    active: &DMatrix<f64>,
-    knowledge: &Knowledge,
-) -> Result<Dag, KnowledgeError> {
-    let d = knowledge.d();
-    let candidates = threshold_candidates(weights, active, knowledge)?;
-    let mut g = Digraph::empty(d);
-    for &(i, j) in knowledge.required() {
-        g.add_edge(i, j).map_err(internal)?;
-    }
-    for &(_, i, j) in candidates.iter().rev() {
-        // i → j closes a cycle exactly when j already reaches i.
-        if !g.descendants(j)[i] {
-            g.add_edge(i, j).map_err(internal)?;
-        }
-    }
-    Dag::try_from(g).map_err(internal)
+/// What both thresholding rules cut to a DAG: the candidate edges of [`threshold_to_dag`],
+/// sorted ascending by weight (ties by (i, j)), and the knowledge whose required edges are
+/// always kept.
+pub struct AcyclicCut<'k> {
+    knowledge: &'k Knowledge,
+    /// (weight, i, j) of each candidate edge i → j.
+    candidates: Vec<(f64, usize, usize)>,
 }
 
-/// The candidate edges of the thresholding rules, sorted ascending by weight (ties by (i, j)),
-/// after checking the matrices.
-fn threshold_candidates(
-    weights: &DMatrix<f64>,
-    active: &DMatrix<f64>,
-    knowledge: &Knowledge,
-) -> Result<Vec<(f64, usize, usize)>, KnowledgeError> {
-    let d = knowledge.d();
-    for (what, m) in [("weight matrix", weights), ("active mask", active)] {
-        if m.nrows() != d || m.ncols() != d {
-            return Err(KnowledgeError::InvalidMatrix {
-                reason: format!(
-                    "the {what} is {}×{} but the knowledge covers {d} variables",
-                    m.nrows(),
-                    m.ncols()
-                ),
-            });
+impl<'k> AcyclicCut<'k> {
+    /// The candidates of `weights` among the `active` edges under `knowledge`, after checking the
+    /// matrices (the failures of [`threshold_to_dag`]).
+    pub fn new(
+        weights: &DMatrix<f64>,
+        active: &DMatrix<f64>,
+        knowledge: &'k Knowledge,
+    ) -> Result<Self, KnowledgeError> {
+        let d = knowledge.d();
+        for (what, m) in [("weight matrix", weights), ("active mask", active)] {
+            if m.nrows() != d || m.ncols() != d {
+                return Err(KnowledgeError::InvalidMatrix {
+                    reason: format!(
+                        "the {what} is {}×{} but the knowledge covers {d} variables",
+                        m.nrows(),
+                        m.ncols()
+                    ),
+                });
+            }
         }
+
+        let mut candidates: Vec<(f64, usize, usize)> = Vec::new();
+        for i in 0..d {
+            for j in 0..d {
+                if i == j {
+                    continue;
+                }
+                let w = weights[(i, j)];
+                if !w.is_finite() || w < 0.0 {
+                    return Err(KnowledgeError::InvalidMatrix {
+                        reason: format!(
+                            "weight ({i}, {j}) is {w}; weights must be finite and non-negative"
+                        ),
+                    });
+                }
+                let a = active[(i, j)];
+                if a != 0.0 && a != 1.0 {
+                    return Err(KnowledgeError::InvalidMatrix {
+                        reason: format!(
+                            "active mask entry ({i}, {j}) is {a}; only 0 and 1 are allowed"
+                        ),
+                    });
+                }
+                if a == 1.0 && w > 0.0 && knowledge.allowed(i, j) && !knowledge.is_required(i, j) {
+                    candidates.push((w, i, j));
+                }
+            }
+        }
+        candidates.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+        Ok(AcyclicCut {
+            knowledge,
+            candidates,
+        })
     }
 
-    let mut candidates: Vec<(f64, usize, usize)> = Vec::new();
-    for i in 0..d {
-        for j in 0..d {
-            if i == j {
-                continue;
+    /// The prefix cut of [`threshold_to_dag`]: the required edges and every candidate from the
+    /// (k+1)-th lightest up, for the smallest k that leaves the graph acyclic.
+    pub fn prefix(&self) -> Result<Dag, KnowledgeError> {
+        let graph_keeping = |k: usize| -> Result<Digraph, KnowledgeError> {
+            let mut g = self.required()?;
+            let kept = self.candidates[k..].iter().map(|&(_, i, j)| (i, j));
+            for (i, j) in kept {
+                g.add_edge(i, j).map_err(internal)?;
             }
-            let w = weights[(i, j)];
-            if !w.is_finite() || w < 0.0 {
-                return Err(KnowledgeError::InvalidMatrix {
-                    reason: format!(
-                        "weight ({i}, {j}) is {w}; weights must be finite and non-negative"
-                    ),
-                });
-            }
-            let a = active[(i, j)];
-            if a != 0.0 && a != 1.0 {
-                return Err(KnowledgeError::InvalidMatrix {
-                    reason: format!(
-                        "active mask entry ({i}, {j}) is {a}; only 0 and 1 are allowed"
-                    ),
-                });
-            }
-            if a == 1.0 && w > 0.0 && knowledge.allowed(i, j) && !knowledge.is_required(i, j) {
-                candidates.push((w, i, j));
+            Ok(g)
+        };
+        let acyclic = |g: &Digraph| g.topological_order().is_ok();
+
+        // Smallest k in 0..=m with graph_keeping(k) acyclic; k = m (required edges only) always is.
+        let (mut lo, mut hi) = (0usize, self.candidates.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if acyclic(&graph_keeping(mid)?) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
             }
         }
+        Dag::try_from(graph_keeping(lo)?).map_err(internal)
     }
-    candidates.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
-    Ok(candidates)
+
+    /// Greedy acyclic thresholding: the required edges first, then the candidate edges from the
+    /// heaviest down (ties by (i, j) ascending), each kept unless it closes a directed cycle with
+    /// the edges kept so far.
+    ///
+    /// Unlike the prefix cut of [`threshold_to_dag`], an edge is dropped only when a heavier path
+    /// already runs the other way, so one strong 2-cycle cannot take every lighter edge with it
+    /// (BENCHMARKS.md, issue 10: with the prefix cut SF4_d10_s0 kept 12 of the 19 true edges left
+    /// by the acyclic phase, SF1_d10_s1 3 of 7). The result is a maximal acyclic subgraph: adding
+    /// any dropped candidate back would close a cycle.
+    ///
+    /// Same guarantees as [`threshold_to_dag`].
+    pub fn greedy(&self) -> Result<Dag, KnowledgeError> {
+        let mut g = self.required()?;
+        for &(_, i, j) in self.candidates.iter().rev() {
+            // i → j closes a cycle exactly when j already reaches i.
+            if !g.descendants(j)[i] {
+                g.add_edge(i, j).map_err(internal)?;
+            }
+        }
+        Dag::try_from(g).map_err(internal)
+    }
+
+    /// The graph of the required edges alone (acyclic: the knowledge was validated).
+    fn required(&self) -> Result<Digraph, KnowledgeError> {
+        let mut g = Digraph::empty(self.knowledge.d());
+        for &(i, j) in self.knowledge.required() {
+            g.add_edge(i, j).map_err(internal)?;
+        }
+        Ok(g)
+    }
 }
 
 #[cfg(test)]

@@ -187,146 +187,91 @@ where
     let mut pairs: VecDeque<(Vec<f64>, Vec<f64>, f64)> = VecDeque::new();
     let mut iterations = 0usize;
     let mut trace = vec![f];
-    let report = |x: Vec<f64>, value, gradient, iterations, evaluations, stop, trace| LbfgsReport {
+    // Every way the search ends breaks out of the loop with its reason; the report is made once.
+    let stop = if inf_norm(&g) <= settings.gradient_tolerance {
+        StopReason::GradientTolerance
+    } else {
+        loop {
+            if iterations >= settings.max_iterations {
+                break StopReason::MaxIterations;
+            }
+            if evaluations >= settings.max_evaluations {
+                break StopReason::MaxEvaluations;
+            }
+            let mut d = two_loop_direction(&g, &pairs);
+            let mut slope = dot(&d, &g);
+            if slope >= 0.0 || !slope.is_finite() {
+                // Not a descent direction (only possible through round-off): start afresh.
+                pairs.clear();
+                d = g.iter().map(|v| -v).collect();
+                slope = -dot(&g, &g);
+            }
+            let alpha0 = if pairs.is_empty() {
+                (1.0 / norm2(&d)).min(1.0)
+            } else {
+                1.0
+            };
+            let budget = settings
+                .max_line_search_evaluations
+                .min(settings.max_evaluations - evaluations)
+                .max(1);
+            let step = SearchLine {
+                objective: &mut objective,
+                x: &x,
+                f0: f,
+                d: &d,
+                slope0: slope,
+                settings,
+                evaluations: &mut evaluations,
+            }
+            .search(alpha0, budget)
+            .await?;
+            let Some(trial) = step else {
+                if pairs.is_empty() {
+                    break StopReason::LineSearchFailed;
+                }
+                // SciPy does the same: forget the curvature pairs and try steepest descent once.
+                pairs.clear();
+                continue;
+            };
+            let g_new = trial.gradient.expect("an accepted trial is finite");
+            let s: Vec<f64> = d.iter().map(|v| trial.alpha * v).collect();
+            let y: Vec<f64> = g_new.iter().zip(&g).map(|(a, b)| a - b).collect();
+            let sy = dot(&s, &y);
+            let yy = dot(&y, &y);
+            if sy > f64::EPSILON * yy && sy.is_finite() {
+                if pairs.len() == settings.memory.max(1) {
+                    pairs.pop_front();
+                }
+                pairs.push_back((s.clone(), y, 1.0 / sy));
+            }
+            x.iter_mut().zip(&s).for_each(|(xi, si)| *xi += si);
+            let f_old = f;
+            f = trial.value;
+            g = g_new;
+            iterations += 1;
+            trace.push(f);
+            if inf_norm(&g) <= settings.gradient_tolerance {
+                break StopReason::GradientTolerance;
+            }
+            let scale = f_old.abs().max(f.abs()).max(1.0);
+            if f_old - f <= settings.relative_tolerance * scale {
+                break StopReason::RelativeReduction;
+            }
+            if settings.stall.is_some_and(|rule| rule.stalled(&trace)) {
+                break StopReason::Stalled;
+            }
+        }
+    };
+    Ok(LbfgsReport {
         x,
-        value,
-        gradient,
+        value: f,
+        gradient: g,
         iterations,
         evaluations,
         stop,
         trace,
-    };
-    if inf_norm(&g) <= settings.gradient_tolerance {
-        return Ok(report(
-            x,
-            f,
-            g,
-            0,
-            evaluations,
-            StopReason::GradientTolerance,
-            trace,
-        ));
-    }
-    loop {
-        if iterations >= settings.max_iterations {
-            return Ok(report(
-                x,
-                f,
-                g,
-                iterations,
-                evaluations,
-                StopReason::MaxIterations,
-                trace,
-            ));
-        }
-        if evaluations >= settings.max_evaluations {
-            return Ok(report(
-                x,
-                f,
-                g,
-                iterations,
-                evaluations,
-                StopReason::MaxEvaluations,
-                trace,
-            ));
-        }
-        let mut d = two_loop_direction(&g, &pairs);
-        let mut slope = dot(&d, &g);
-        if slope >= 0.0 || !slope.is_finite() {
-            // Not a descent direction (only possible through round-off): start afresh.
-            pairs.clear();
-            d = g.iter().map(|v| -v).collect();
-            slope = -dot(&g, &g);
-        }
-        let alpha0 = if pairs.is_empty() {
-            (1.0 / norm2(&d)).min(1.0)
-        } else {
-            1.0
-        };
-        let budget = settings
-            .max_line_search_evaluations
-            .min(settings.max_evaluations - evaluations)
-            .max(1);
-        let step = line_search(
-            &mut objective,
-            &x,
-            f,
-            &d,
-            slope,
-            alpha0,
-            settings,
-            budget,
-            &mut evaluations,
-        )
-        .await?;
-        let Some(trial) = step else {
-            if pairs.is_empty() {
-                return Ok(report(
-                    x,
-                    f,
-                    g,
-                    iterations,
-                    evaluations,
-                    StopReason::LineSearchFailed,
-                    trace,
-                ));
-            }
-            // SciPy does the same: forget the curvature pairs and try steepest descent once.
-            pairs.clear();
-            continue;
-        };
-        let g_new = trial.gradient.expect("an accepted trial is finite");
-        let s: Vec<f64> = d.iter().map(|v| trial.alpha * v).collect();
-        let y: Vec<f64> = g_new.iter().zip(&g).map(|(a, b)| a - b).collect();
-        let sy = dot(&s, &y);
-        let yy = dot(&y, &y);
-        if sy > f64::EPSILON * yy && sy.is_finite() {
-            if pairs.len() == settings.memory.max(1) {
-                pairs.pop_front();
-            }
-            pairs.push_back((s.clone(), y, 1.0 / sy));
-        }
-        x.iter_mut().zip(&s).for_each(|(xi, si)| *xi += si);
-        let f_old = f;
-        f = trial.value;
-        g = g_new;
-        iterations += 1;
-        trace.push(f);
-        if inf_norm(&g) <= settings.gradient_tolerance {
-            return Ok(report(
-                x,
-                f,
-                g,
-                iterations,
-                evaluations,
-                StopReason::GradientTolerance,
-                trace,
-            ));
-        }
-        let scale = f_old.abs().max(f.abs()).max(1.0);
-        if f_old - f <= settings.relative_tolerance * scale {
-            return Ok(report(
-                x,
-                f,
-                g,
-                iterations,
-                evaluations,
-                StopReason::RelativeReduction,
-                trace,
-            ));
-        }
-        if settings.stall.is_some_and(|rule| rule.stalled(&trace)) {
-            return Ok(report(
-                x,
-                f,
-                g,
-                iterations,
-                evaluations,
-                StopReason::Stalled,
-                trace,
-            ));
-        }
-    }
+    })
 }
 
 /// Calls the objective once, counting it and checking the gradient's length.
@@ -371,136 +316,138 @@ fn two_loop_direction(g: &[f64], pairs: &VecDeque<(Vec<f64>, Vec<f64>, f64)>) ->
     q
 }
 
-/// Strong-Wolfe line search along d from x (N&W Alg. 3.5): extrapolate (α ← 2α) until a trial
-/// brackets a point satisfying both conditions, then [`zoom`]. Non-finite trials cap the step
-/// (α_max ← α) and halve the distance to the last finite trial. Returns the accepted trial, or,
-/// when the budget runs out, the lowest trial that met the sufficient-decrease condition, or
-/// `None` if there was none.
-#[allow(clippy::too_many_arguments)]
-async fn line_search<E, F>(
-    objective: &mut F,
-    x: &[f64],
+/// One line search's fixed part: φ(α) = f(x + αd) from φ(0) = `f0` with slope φ'(0) =
+/// `slope0` < 0, the Wolfe constants of `settings`, and the objective with its evaluation count.
+struct SearchLine<'a, F> {
+    objective: &'a mut F,
+    x: &'a [f64],
     f0: f64,
-    d: &[f64],
+    d: &'a [f64],
     slope0: f64,
-    alpha0: f64,
-    settings: &LbfgsSettings,
-    budget: usize,
-    evaluations: &mut usize,
-) -> Result<Option<Trial>, LbfgsError<E>>
-where
-    F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
-{
-    let (c1, c2) = (settings.wolfe_c1, settings.wolfe_c2);
-    let mut used = 0usize;
-    let mut best: Option<Trial> = None;
-    let origin = Trial {
-        alpha: 0.0,
-        value: f0,
-        slope: slope0,
-        gradient: None,
-    };
-    let mut prev = origin.clone();
-    let mut alpha = alpha0;
-    let mut alpha_max = f64::INFINITY;
-    while used < budget {
-        used += 1;
-        let t = trial_at(objective, x, d, alpha, evaluations).await?;
-        if !t.finite() {
-            alpha_max = alpha;
-            alpha = prev.alpha + 0.5 * (alpha - prev.alpha);
-            continue;
-        }
-        // A bracket (lo, hi) to zoom into: past a point of sufficient decrease (lo = prev), or
-        // at a rising slope (lo = t); otherwise extrapolate.
-        let (lo, hi) = if t.value > f0 + c1 * t.alpha * slope0
-            || (prev.alpha > 0.0 && t.value >= prev.value)
-        {
-            (prev, t)
-        } else {
-            keep_best(&mut best, &t);
-            if t.slope.abs() <= -c2 * slope0 {
-                return Ok(Some(t));
-            }
-            if t.slope >= 0.0 {
-                (t, prev)
-            } else {
-                prev = t;
-                alpha = if alpha_max.is_finite() {
-                    (2.0 * prev.alpha).min(0.5 * (prev.alpha + alpha_max))
-                } else {
-                    2.0 * prev.alpha
-                };
-                continue;
-            }
-        };
-        return zoom(
-            objective,
-            x,
-            f0,
-            d,
-            slope0,
-            settings,
-            lo,
-            hi,
-            best,
-            budget - used,
-            evaluations,
-        )
-        .await;
-    }
-    Ok(best)
+    settings: &'a LbfgsSettings,
+    evaluations: &'a mut usize,
 }
 
-/// N&W Alg. 3.6: shrink the bracket [lo, hi] (lo satisfies sufficient decrease and has the lower
-/// value; the sign of φ'(lo)(hi − lo) is negative) until a trial meets the strong Wolfe
-/// conditions. The trial point is the minimiser of the cubic through (α, φ, φ') at both ends,
-/// replaced by the midpoint when it falls outside the central 80% of the bracket, is not finite,
-/// or `hi` has no finite value.
-#[allow(clippy::too_many_arguments)]
-async fn zoom<E, F>(
-    objective: &mut F,
-    x: &[f64],
-    f0: f64,
-    d: &[f64],
-    slope0: f64,
-    settings: &LbfgsSettings,
-    mut lo: Trial,
-    mut hi: Trial,
-    mut best: Option<Trial>,
-    budget: usize,
-    evaluations: &mut usize,
-) -> Result<Option<Trial>, LbfgsError<E>>
-where
-    F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
-{
-    let (c1, c2) = (settings.wolfe_c1, settings.wolfe_c2);
-    for _ in 0..budget {
-        let (a, b) = (lo.alpha.min(hi.alpha), lo.alpha.max(hi.alpha));
-        let width = b - a;
-        if width <= f64::EPSILON * b {
-            break;
-        }
-        let mid = 0.5 * (a + b);
-        let alpha = match cubic_minimizer(&lo, &hi) {
-            Some(c) if c >= a + 0.1 * width && c <= b - 0.1 * width => c,
-            _ => mid,
+impl<F> SearchLine<'_, F> {
+    /// Strong-Wolfe line search (N&W Alg. 3.5) from α = `alpha0`: extrapolate (α ← 2α) until a
+    /// trial brackets a point satisfying both conditions, then [`SearchLine::zoom`]. Non-finite
+    /// trials cap the step (α_max ← α) and halve the distance to the last finite trial. Returns
+    /// the accepted trial, or, when the `budget` of evaluations runs out, the lowest trial that
+    /// met the sufficient-decrease condition, or `None` if there was none.
+    async fn search<E>(
+        &mut self,
+        alpha0: f64,
+        budget: usize,
+    ) -> Result<Option<Trial>, LbfgsError<E>>
+    where
+        F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
+    {
+        let mut used = 0usize;
+        let mut best: Option<Trial> = None;
+        let origin = Trial {
+            alpha: 0.0,
+            value: self.f0,
+            slope: self.slope0,
+            gradient: None,
         };
-        let t = trial_at(objective, x, d, alpha, evaluations).await?;
-        if !t.finite() || t.value > f0 + c1 * t.alpha * slope0 || t.value >= lo.value {
-            hi = t;
-            continue;
+        let mut prev = origin.clone();
+        let mut alpha = alpha0;
+        let mut alpha_max = f64::INFINITY;
+        while used < budget {
+            used += 1;
+            let t = self.trial(alpha).await?;
+            if !t.finite() {
+                alpha_max = alpha;
+                alpha = prev.alpha + 0.5 * (alpha - prev.alpha);
+                continue;
+            }
+            // A bracket (lo, hi) to zoom into: past a point of sufficient decrease (lo = prev), or
+            // at a rising slope (lo = t); otherwise extrapolate.
+            let (lo, hi) = if self.lacks_decrease(&t) || (prev.alpha > 0.0 && t.value >= prev.value)
+            {
+                (prev, t)
+            } else {
+                keep_best(&mut best, &t);
+                if self.flat_enough(&t) {
+                    return Ok(Some(t));
+                }
+                if t.slope >= 0.0 {
+                    (t, prev)
+                } else {
+                    prev = t;
+                    alpha = if alpha_max.is_finite() {
+                        (2.0 * prev.alpha).min(0.5 * (prev.alpha + alpha_max))
+                    } else {
+                        2.0 * prev.alpha
+                    };
+                    continue;
+                }
+            };
+            return self.zoom(lo, hi, best, budget - used).await;
         }
-        keep_best(&mut best, &t);
-        if t.slope.abs() <= -c2 * slope0 {
-            return Ok(Some(t));
-        }
-        if t.slope * (hi.alpha - lo.alpha) >= 0.0 {
-            hi = lo;
-        }
-        lo = t;
+        Ok(best)
     }
-    Ok(best)
+
+    /// N&W Alg. 3.6: shrink the bracket [lo, hi] (lo satisfies sufficient decrease and has the
+    /// lower value; the sign of φ'(lo)(hi − lo) is negative) until a trial meets the strong Wolfe
+    /// conditions, within `budget` evaluations. The trial point is the minimiser of the cubic
+    /// through (α, φ, φ') at both ends, replaced by the midpoint when it falls outside the central
+    /// 80% of the bracket, is not finite, or `hi` has no finite value.
+    async fn zoom<E>(
+        &mut self,
+        mut lo: Trial,
+        mut hi: Trial,
+        mut best: Option<Trial>,
+        budget: usize,
+    ) -> Result<Option<Trial>, LbfgsError<E>>
+    where
+        F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
+    {
+        for _ in 0..budget {
+            let (a, b) = (lo.alpha.min(hi.alpha), lo.alpha.max(hi.alpha));
+            let width = b - a;
+            if width <= f64::EPSILON * b {
+                break;
+            }
+            let mid = 0.5 * (a + b);
+            let alpha = match cubic_minimizer(&lo, &hi) {
+                Some(c) if c >= a + 0.1 * width && c <= b - 0.1 * width => c,
+                _ => mid,
+            };
+            let t = self.trial(alpha).await?;
+            if !t.finite() || self.lacks_decrease(&t) || t.value >= lo.value {
+                hi = t;
+                continue;
+            }
+            keep_best(&mut best, &t);
+            if self.flat_enough(&t) {
+                return Ok(Some(t));
+            }
+            if t.slope * (hi.alpha - lo.alpha) >= 0.0 {
+                hi = lo;
+            }
+            lo = t;
+        }
+        Ok(best)
+    }
+
+    /// Whether `t` fails the sufficient-decrease (Armijo) condition: φ(α) > φ(0) + c₁ α φ'(0).
+    fn lacks_decrease(&self, t: &Trial) -> bool {
+        t.value > self.f0 + self.settings.wolfe_c1 * t.alpha * self.slope0
+    }
+
+    /// The strong curvature condition |φ'(α)| ≤ −c₂ φ'(0).
+    fn flat_enough(&self, t: &Trial) -> bool {
+        t.slope.abs() <= -self.settings.wolfe_c2 * self.slope0
+    }
+
+    /// The trial at α ([`trial_at`]).
+    async fn trial<E>(&mut self, alpha: f64) -> Result<Trial, LbfgsError<E>>
+    where
+        F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
+    {
+        trial_at(self.objective, self.x, self.d, alpha, self.evaluations).await
+    }
 }
 
 /// The minimiser of the cubic interpolating φ and φ' at two trials (N&W eq. 3.59):

@@ -98,16 +98,7 @@ fn settings() -> FamilyScoreSettings {
 
 /// A made-up family score of `value` nats.
 fn scored(value: f64) -> Outcome {
-    Outcome::Family(Ok(FamilyScore {
-        value,
-        best_bound: Some(value),
-        floor: value - 1.0,
-        fits_failed: 0,
-        fits: Vec::new(),
-        best_params: None,
-        switched_off: Vec::new(),
-        computed_on: None,
-    }))
+    Outcome::Family(Ok(FamilyScore::made_up(value, value - 1.0)))
 }
 
 /// On 0 → 1 → 2 plus 0 → 2, reversing 0 → 2 would close 2 → 0 → 1 → 2: it is not scored and

@@ -90,10 +90,10 @@ pub fn family_score(
     seed: u64,
     warm: Option<&WarmStart>,
 ) -> Result<FamilyScore, FitError> {
-    family_fit(data, child, parents, settings, seed, warm).map(|f| f.score)
+    family_score_on(data, child, parents, settings, seed, warm, None)
 }
 
-/// [`family_score`] with every fit's Ψ2 sums on `device` ([`family_fit_on`]).
+/// [`family_score`] with every fit's Ψ2 sums on `device` when one is given ([`family_fit_on`]).
 pub fn family_score_on(
     data: &DMatrix<f64>,
     child: usize,
@@ -103,95 +103,71 @@ pub fn family_score_on(
     warm: Option<&WarmStart>,
     device: Option<&dyn Psi2Device>,
 ) -> Result<FamilyScore, FitError> {
-    family_fit_on(data, child, parents, settings, seed, warm, device).map(|f| f.score)
+    let request = FamilyRequest {
+        data,
+        child,
+        parents,
+        settings,
+        seed,
+        warm,
+    };
+    family_fit_on(request, device).map(|f| f.score)
+}
+
+/// What a family's fits are asked for: F(`child` | `parents`) on the rows of `data` (N × D,
+/// standardised) by `settings`, from run seed `seed`, with `warm` the best subset's fit when the
+/// scheme takes warm starts (the arguments of [`family_score`]).
+#[derive(Clone, Copy)]
+pub struct FamilyRequest<'a> {
+    pub data: &'a DMatrix<f64>,
+    pub child: usize,
+    pub parents: &'a [usize],
+    pub settings: &'a FamilyScoreSettings,
+    pub seed: u64,
+    pub warm: Option<&'a WarmStart>,
 }
 
 /// [`family_score`] and the best fit itself (its parameters, for predictions from the model that
 /// was scored): the same fits from the same seeds, so `score` is [`family_score`]'s value bit for
 /// bit. The model's inputs are the columns `parents` in the order given (sorted, for a warm
 /// start: its subset's parents are sorted).
-pub fn family_fit(
-    data: &DMatrix<f64>,
-    child: usize,
-    parents: &[usize],
-    settings: &FamilyScoreSettings,
-    seed: u64,
-    warm: Option<&WarmStart>,
-) -> Result<FamilyFit, FitError> {
-    family_fit_on(data, child, parents, settings, seed, warm, None)
+pub fn family_fit(request: FamilyRequest<'_>) -> Result<FamilyFit, FitError> {
+    family_fit_on(request, None)
 }
 
 /// [`family_fit`] with every fit's Ψ2 sums on `device` when one is given (the same fits from the
 /// same seeds, to within the device's rounding).
 pub fn family_fit_on(
-    data: &DMatrix<f64>,
-    child: usize,
-    parents: &[usize],
-    settings: &FamilyScoreSettings,
-    seed: u64,
-    warm: Option<&WarmStart>,
+    request: FamilyRequest<'_>,
     device: Option<&dyn Psi2Device>,
 ) -> Result<FamilyFit, FitError> {
-    let family = Family {
-        data,
-        child,
-        parents,
-        settings,
-        seed,
-        warm,
-    };
-    ready(family_fit_with(family, device, None))
+    ready(family_fit_with(request, device, None))
 }
 
 /// [`family_fit`] with every fit's Ψ2 sums from `device`, which is awaited (a browser worker's
 /// WebGPU, shared with other families' fits): the same fits from the same seeds, to within the
 /// device's rounding.
 pub async fn family_fit_awaiting(
-    data: &DMatrix<f64>,
-    child: usize,
-    parents: &[usize],
-    settings: &FamilyScoreSettings,
-    seed: u64,
-    warm: Option<&WarmStart>,
+    request: FamilyRequest<'_>,
     device: &dyn AwaitedPsi2,
 ) -> Result<FamilyFit, FitError> {
-    let family = Family {
-        data,
-        child,
-        parents,
-        settings,
-        seed,
-        warm,
-    };
-    family_fit_with(family, None, Some(device)).await
-}
-
-/// What a family's fits are asked for.
-#[derive(Clone, Copy)]
-struct Family<'a> {
-    data: &'a DMatrix<f64>,
-    child: usize,
-    parents: &'a [usize],
-    settings: &'a FamilyScoreSettings,
-    seed: u64,
-    warm: Option<&'a WarmStart>,
+    family_fit_with(request, None, Some(device)).await
 }
 
 /// The fits of [`family_fit`], with Ψ2's sums on a blocking `device` or an `awaited` one when
 /// either is given.
 async fn family_fit_with(
-    family: Family<'_>,
+    request: FamilyRequest<'_>,
     device: Option<&dyn Psi2Device>,
     awaited: Option<&dyn AwaitedPsi2>,
 ) -> Result<FamilyFit, FitError> {
-    let Family {
+    let FamilyRequest {
         data,
         child,
         parents,
         settings,
-        seed,
-        warm,
-    } = family;
+        ..
+    } = request;
     let n = data.nrows();
     let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
     let y = DVector::from_fn(n, |r, _| data[(r, child)]);
@@ -206,10 +182,10 @@ async fn family_fit_with(
         Some(device) => model.on_device(device),
         None => model,
     };
-    let family_seed = family_seed(seed, child, parents);
+    let family_seed = family_seed(request.seed, child, parents);
     // The warm start, when the scheme takes one and `warm` is a subset with one parent fewer.
     let warm_params = match settings.scheme {
-        FamilyFitScheme::Warm { .. } if parents.len() >= 2 => warm.and_then(|w| {
+        FamilyFitScheme::Warm { .. } if parents.len() >= 2 => request.warm.and_then(|w| {
             let added: Vec<usize> = (0..parents.len())
                 .filter(|&k| !w.parents.contains(&parents[k]))
                 .collect();

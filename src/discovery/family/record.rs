@@ -266,3 +266,21 @@ pub struct FamilyScore {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub computed_on: Option<ComputedOn>,
 }
+
+#[cfg(test)]
+impl FamilyScore {
+    /// A made-up score of `value` nats, as if one fit reached it above `floor`: no fit records,
+    /// parameters or switched-off values (for tests of what reads scores).
+    pub(crate) fn made_up(value: f64, floor: f64) -> Self {
+        FamilyScore {
+            value,
+            best_bound: Some(value),
+            floor,
+            fits_failed: 0,
+            fits: Vec::new(),
+            best_params: None,
+            switched_off: Vec::new(),
+            computed_on: None,
+        }
+    }
+}

@@ -209,6 +209,15 @@ impl FamilyScoreSettings {
         }
     }
 
+    /// The warm scheme ([`FamilyFitScheme::Warm`]) with the `cold` fits beside each warm one,
+    /// otherwise [`FamilyScoreSettings::with_inducing`].
+    pub fn warm(inducing: usize, cold: ColdFits) -> Self {
+        Self {
+            scheme: FamilyFitScheme::Warm { cold },
+            ..Self::with_inducing(inducing)
+        }
+    }
+
     /// The raced scheme ([`FamilyFitScheme::Race`]) with `probe` iterations per latent start.
     pub fn raced(inducing: usize, probe: usize) -> Self {
         Self {

@@ -170,12 +170,9 @@ fn a_warm_family_fit_continues_its_best_subset() {
         .collect();
     let data = DMatrix::from_fn(n, 3, |r, k| [a[r], b[r], c[r]][k]);
     let settings = FamilyScoreSettings {
-        scheme: FamilyFitScheme::Warm {
-            cold: ColdFits::Off,
-        },
         adam_steps: 30,
         lbfgs_iterations: 40,
-        ..FamilyScoreSettings::with_inducing(6)
+        ..FamilyScoreSettings::warm(6, ColdFits::Off)
     };
     let mut scores = BTreeMap::new();
     for parents in [vec![0], vec![1]] {

@@ -20,7 +20,7 @@ use super::cgp::component::Component;
 use super::cgp::{Evaluation, EvaluationError, Variable};
 use super::error::DiscoveryError;
 use super::family::{
-    family_fit_awaiting, family_score_on, FamilyScore, FamilyScoreSettings, WarmStart,
+    family_fit_awaiting, family_fit_on, FamilyRequest, FamilyScore, FamilyScoreSettings, WarmStart,
 };
 use crate::gp::collapsed::{AwaitedPsi2, CollapsedError, Psi2Device};
 pub use start::VariableStart;
@@ -161,24 +161,14 @@ impl Job<'_> {
                     .final_bound(data, *evaluated, *seed)
                     .map_err(DiscoveryError::from),
             ),
-            Job::Family {
-                child,
-                parents,
-                settings,
-                seed,
-                warm,
-            } => Outcome::Family(check_family(data, *child, parents).and_then(|()| {
-                family_score_on(
-                    data,
-                    *child,
-                    parents,
-                    settings,
-                    *seed,
-                    warm.as_deref(),
-                    device,
-                )
-                .map_err(DiscoveryError::from)
-            })),
+            Job::Family { .. } => {
+                let request = self.family_request(data).expect("a family job");
+                Outcome::Family(request.and_then(|request| {
+                    family_fit_on(request, device)
+                        .map(|fit| fit.score)
+                        .map_err(DiscoveryError::from)
+                }))
+            }
             Job::Pair { x, y, test, seed } => {
                 let started = crate::base::clock::now_seconds();
                 let evidence = pair_evidence(x, y, test, *seed);
@@ -198,6 +188,22 @@ impl Job<'_> {
         data: &DMatrix<f64>,
         device: &dyn AwaitedPsi2,
     ) -> Option<Outcome> {
+        let score = match self.family_request(data)? {
+            Ok(request) => family_fit_awaiting(request, device)
+                .await
+                .map(|fit| fit.score)
+                .map_err(DiscoveryError::from),
+            Err(e) => Err(e),
+        };
+        Some(Outcome::Family(score))
+    }
+
+    /// What family job `self` asks of the fits on `data`, or why it cannot be run there (a
+    /// family that does not name distinct columns of `data`); `None` for another job.
+    fn family_request<'s>(
+        &'s self,
+        data: &'s DMatrix<f64>,
+    ) -> Option<Result<FamilyRequest<'s>, DiscoveryError>> {
         let Job::Family {
             child,
             parents,
@@ -208,22 +214,15 @@ impl Job<'_> {
         else {
             return None;
         };
-        let score = match check_family(data, *child, parents) {
-            Ok(()) => family_fit_awaiting(
-                data,
-                *child,
-                parents,
-                settings,
-                *seed,
-                warm.as_deref(),
-                device,
-            )
-            .await
-            .map(|fit| fit.score)
-            .map_err(DiscoveryError::from),
-            Err(e) => Err(e),
+        let request = FamilyRequest {
+            data,
+            child: *child,
+            parents,
+            settings,
+            seed: *seed,
+            warm: warm.as_deref(),
         };
-        Some(Outcome::Family(score))
+        Some(check_family(data, *child, parents).map(|()| request))
     }
 
     /// (N, M) of a family's fits on data of `rows` rows (every fit has a latent input, so each
@@ -339,7 +338,7 @@ fn check_family(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::family::{family_score, ColdFits, FamilyFitScheme};
+    use crate::discovery::family::{family_score, ColdFits};
     use crate::discovery::settings::{CheckedSettings, Preset};
     use rand::SeedableRng;
 
@@ -400,12 +399,9 @@ mod tests {
         };
         // A warm-started family carries its subset's fitted parameters.
         let warm_settings = FamilyScoreSettings {
-            scheme: FamilyFitScheme::Warm {
-                cold: ColdFits::Off,
-            },
             adam_steps: 20,
             lbfgs_iterations: 20,
-            ..FamilyScoreSettings::with_inducing(5)
+            ..FamilyScoreSettings::warm(5, ColdFits::Off)
         };
         let subset = family_score(&data, 2, &[1], &warm_settings, 2, None).unwrap();
         let warm = WarmStart {

@@ -10,7 +10,7 @@ use crate::base::names::{self, UnknownName};
 use crate::data::MIN_ROWS;
 use crate::discovery::exact::{ExactSettings, ExactSettingsError};
 use crate::discovery::knowledge::{Knowledge, KnowledgeError};
-use crate::discovery::thresholding::{greedy_dag, threshold_to_dag};
+use crate::discovery::thresholding::AcyclicCut;
 use crate::graph::Dag;
 
 pub use crate::discovery::cgp::{BoundKind, RowWeight, SubsetScaling};
@@ -302,16 +302,17 @@ pub enum DagRule {
 
 impl DagRule {
     /// The DAG this rule keeps from `weights` (cause × effect) among the `active` edges, with
-    /// the required edges always in ([`threshold_to_dag`] or [`greedy_dag`]).
+    /// the required edges always in ([`AcyclicCut::prefix`] or [`AcyclicCut::greedy`]).
     pub fn apply(
         self,
         weights: &DMatrix<f64>,
         active: &DMatrix<f64>,
         knowledge: &Knowledge,
     ) -> Result<Dag, KnowledgeError> {
+        let cut = AcyclicCut::new(weights, active, knowledge)?;
         match self {
-            DagRule::Prefix => threshold_to_dag(weights, active, knowledge),
-            DagRule::Greedy => greedy_dag(weights, active, knowledge),
+            DagRule::Prefix => cut.prefix(),
+            DagRule::Greedy => cut.greedy(),
         }
     }
 }

@@ -18,7 +18,7 @@ fn greedy_dag_keeps_light_edges_that_close_no_cycle() {
     let k = Knowledge::none(5);
     let prefix = threshold_to_dag(&w, &active, &k).unwrap();
     assert_eq!(prefix.edges(), vec![(0, 1)]);
-    let greedy = greedy_dag(&w, &active, &k).unwrap();
+    let greedy = AcyclicCut::new(&w, &active, &k).unwrap().greedy().unwrap();
     assert_eq!(greedy.edges(), vec![(0, 1), (2, 3), (3, 4)]);
 }
 
@@ -47,7 +47,7 @@ fn greedy_dag_is_a_maximal_dag_that_respects_knowledge() {
         let forbid = vec![format!("v{}->v{}", 0, rng.random_range(1..d))];
         let require = vec![format!("v{}->v{}", 2, rng.random_range(3..d))];
         let k = Knowledge::new(&names, &forbid, &require, None).unwrap();
-        let dag = greedy_dag(&w, &active, &k).unwrap();
+        let dag = AcyclicCut::new(&w, &active, &k).unwrap().greedy().unwrap();
         let g = dag.as_digraph();
         for &(i, j) in k.required() {
             assert!(g.has_edge(i, j));

@@ -120,8 +120,7 @@ impl Session {
             }
             crate::discovery::exact::ExactStage::Scored => "every family scored",
         };
-        Snapshot {
-            status,
+        let view = Shown {
             restart: 0,
             phase: if x.finished() {
                 Phase::Done
@@ -149,13 +148,35 @@ impl Session {
             terms: None,
             adjacency,
             edges,
+            exact: Some(progress),
+        };
+        self.snapshot_of(view, status, remaining_seconds)
+    }
+
+    /// The snapshot showing `shown`, with the session's own part: its `status`, every restart's
+    /// progress, its faults, its time so far, and the progress by `remaining_seconds`.
+    fn snapshot_of(
+        &self,
+        shown: Shown,
+        status: Status,
+        remaining_seconds: Option<f64>,
+    ) -> Snapshot {
+        Snapshot {
+            status,
+            restart: shown.restart,
+            phase: shown.phase,
+            phase_text: shown.phase_text,
+            iteration: shown.iteration,
+            terms: shown.terms,
+            adjacency: shown.adjacency,
+            edges: shown.edges,
             restarts: self.restart_progress(),
             faults: self.faults(),
             trace: Vec::new(),
             elapsed_seconds: self.elapsed,
             remaining_seconds,
             progress: self.fraction_done(status, remaining_seconds),
-            exact: Some(progress),
+            exact: shown.exact,
         }
     }
 
@@ -240,9 +261,7 @@ impl Session {
         } else {
             Some(0.0)
         };
-        let progress = self.fraction_done(status, remaining_seconds);
-        Snapshot {
-            status,
+        let view = Shown {
             restart: shown.index(),
             phase: shown.phase(),
             phase_text: if self.rescoring() {
@@ -257,13 +276,20 @@ impl Session {
             terms: shown.last_terms(),
             adjacency,
             edges,
-            restarts: self.restart_progress(),
-            faults: self.faults(),
-            trace: Vec::new(),
-            elapsed_seconds: self.elapsed,
-            remaining_seconds,
-            progress,
             exact: None,
-        }
+        };
+        self.snapshot_of(view, status, remaining_seconds)
     }
+}
+
+/// What a snapshot shows of the search it follows: the [`Snapshot`] fields of the same names.
+struct Shown {
+    restart: usize,
+    phase: Phase,
+    phase_text: String,
+    iteration: usize,
+    terms: Option<Terms>,
+    adjacency: Vec<Vec<f64>>,
+    edges: Vec<(usize, usize)>,
+    exact: Option<ExactProgress>,
 }

@@ -4,16 +4,7 @@ use crate::discovery::exact::CacheKey;
 use crate::discovery::family::FamilyScore;
 
 fn score(value: f64) -> Result<FamilyScore, DiscoveryError> {
-    Ok(FamilyScore {
-        value,
-        best_bound: Some(value),
-        floor: value - 10.0,
-        fits_failed: 0,
-        fits: Vec::new(),
-        best_params: None,
-        switched_off: Vec::new(),
-        computed_on: None,
-    })
+    Ok(FamilyScore::made_up(value, value - 10.0))
 }
 
 #[test]
