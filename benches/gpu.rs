@@ -459,14 +459,14 @@ const NOISE: f64 = 0.1;
 
 /// The raw numbers of `kernel`'s hyperparameters and of φ² = `noise` (floor 0) with zero
 /// moments, as a device holding them starts.
-fn held_parameters(kernel: &Kernel, noise: f64) -> occam::gp::variable::HeldWeights {
+fn held_parameters(kernel: &Kernel, noise: f64) -> occam::gp::gp_cde::HeldWeights {
     let values: Vec<f64> = kernel
         .params_to_vec()
         .into_iter()
         .chain([noise])
         .map(occam::gp::transform::softplus_inverse)
         .collect();
-    occam::gp::variable::HeldWeights {
+    occam::gp::gp_cde::HeldWeights {
         first: vec![0.0; values.len()],
         second: vec![0.0; values.len()],
         values,
@@ -508,7 +508,7 @@ fn time_resident(
         };
         let zeros = vec![0.0; p.z.len()];
         let weights = vec![0.0; encoder(k).map_or(0, Encoder::param_count)];
-        let view = occam::gp::variable::ResidentView {
+        let view = occam::gp::gp_cde::ResidentView {
             posterior: &q,
             z: &p.z,
             z_first: &zeros,

@@ -19,7 +19,9 @@
 //! - [`graph`]: directed graphs and DAGs in the one orientation convention `A[i][j] = 1 ⇔ i → j`,
 //!   DAG enumeration, CPDAGs, metrics (SHD, SID, precision/recall/F1), imports and exports.
 //! - [`data`]: CSV parsing and validation, [`data::Dataset`], standardisation.
-//! - [`gp`]: the GP-CDE model: kernels, bounds, gradients, optimisers; its errors are typed
+//! - [`gp`]: the GP-CDE model: kernels, bounds, gradients, optimisers, one variable's trainable
+//!   model (`gp::gp_cde::GpCdeModel`), parameter blocks reached through typed handles
+//!   (`gp::params::ParamBlock`); its errors are typed
 //!   (`FitError`, `CollapsedError`, `StepError`, and `gp::device::DeviceError` for a device that
 //!   gave no answer).
 //! - [`generate`]: synthetic data sets (random DAGs, mechanisms, GP draws).

@@ -4,7 +4,7 @@
 
 use occam::data::Dataset;
 use occam::discovery::cgp::component::Component;
-use occam::discovery::cgp::{Evaluation, EvaluationError, RowWeight, SubsetScaling, Variable};
+use occam::discovery::cgp::{Conditional, Evaluation, EvaluationError, RowWeight, SubsetScaling};
 use occam::discovery::continuous::{Phase, PhaseEnd, Problem, Restart};
 use occam::discovery::jobs::Outcome;
 use occam::discovery::knowledge::Knowledge;
@@ -262,8 +262,8 @@ fn a_numerical_fault_undoes_the_step_and_is_reported() {
         r.components()
             .iter()
             .map(|c| match c {
-                Variable::Collapsed(c) => c.raw().to_vec(),
-                Variable::Uncollapsed(_) => unreachable!("the tiny settings are collapsed"),
+                Conditional::Collapsed(c) => c.raw().to_vec(),
+                Conditional::Uncollapsed(_) => unreachable!("the tiny settings are collapsed"),
             })
             .collect()
     };

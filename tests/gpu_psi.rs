@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use nalgebra::{DMatrix, DVector};
-use occam::discovery::cgp::{Evaluation, Variable};
+use occam::discovery::cgp::{Conditional, Evaluation};
 use occam::discovery::settings::{Preset, SearchSettings};
 use occam::gp::collapsed::{psi_statistics, LatentPosterior};
 use occam::gp::kernel::Kernel;
@@ -172,7 +172,7 @@ fn collapsed_jobs(data: &DMatrix<f64>, m: usize) -> Vec<Job<'static>> {
         assert!(matches!(
             job,
             Job::Evaluate {
-                variable: Cow::Owned(Variable::Collapsed(_)),
+                variable: Cow::Owned(Conditional::Collapsed(_)),
                 ..
             }
         ));
@@ -330,7 +330,7 @@ fn refits_with_psi2_on_the_gpu_match_the_cpu_and_fall_back() {
             let Job::Evaluate { variable, .. } = job else {
                 unreachable!()
             };
-            let Variable::Collapsed(component) = variable.into_owned() else {
+            let Conditional::Collapsed(component) = variable.into_owned() else {
                 unreachable!()
             };
             Job::Refine {

@@ -13,11 +13,11 @@ use crate::gpu_device::{self, EDGE_SHAPES};
 use common::SvgpProblem;
 use nalgebra::DMatrix;
 use occam::gp::adam::HeldAdamStep;
+use occam::gp::gp_cde::{HeldWeights, ResidentView};
 use occam::gp::linalg::{cholesky_jittered, lower_inverse, JitterPolicy};
 use occam::gp::natgrad::InducingPosterior;
 use occam::gp::svgp::{bound_and_gradient, HeldLatent, SvgpInput, SvgpOutput};
 use occam::gp::transform::softplus_inverse;
-use occam::gp::variable::{HeldWeights, ResidentView};
 use occam::runner::gpu::{
     Gpu, ParameterStep, ResidentEvaluation, ResidentRequest, StateChange, StateShape,
 };
@@ -973,7 +973,7 @@ fn chain(n: usize) -> DMatrix<f64> {
 /// The engine's uncollapsed variables of `data`, evaluated with seed `seed` (as
 /// `Restart::evaluation_jobs` would send them).
 fn evaluations(
-    variables: &[occam::discovery::cgp::Variable],
+    variables: &[occam::discovery::cgp::Conditional],
     seed: u64,
 ) -> Vec<occam::runner::Job<'_>> {
     variables
@@ -1001,14 +1001,14 @@ fn evaluation(outcome: occam::runner::Outcome) -> occam::discovery::cgp::Evaluat
 /// lags reads the current one from the device.
 #[test]
 fn the_engine_commits_only_the_steps_it_applies() {
-    use occam::discovery::cgp::Variable;
+    use occam::discovery::cgp::Conditional;
     use occam::runner::gpu_executor::GpuBackend;
     use occam::runner::{Backend, CpuBackend};
     use std::sync::Arc;
     let Some(gpu) = gpu() else { return };
     let data = chain(120);
     let settings = crate::gpu_device::uncollapsed_settings(12, 40, 4);
-    let start: Vec<Variable> =
+    let start: Vec<Conditional> =
         common::evaluation_jobs(&data, &settings, 11, |child| 60 + child as u64)
             .into_iter()
             .map(|job| match job {
@@ -1021,7 +1021,7 @@ fn the_engine_commits_only_the_steps_it_applies() {
     gpu.set_sync(f64::INFINITY, usize::MAX);
     let backend = GpuBackend::new(Arc::new(gpu), CpuBackend::serial());
     let cpu = CpuBackend::serial();
-    let value = |b: &dyn Backend, vs: &[Variable], seed: u64| -> Vec<f64> {
+    let value = |b: &dyn Backend, vs: &[Conditional], seed: u64| -> Vec<f64> {
         b.run(&data, &evaluations(vs, seed))
             .into_iter()
             .map(|o| o.into_value().unwrap())
@@ -1029,8 +1029,8 @@ fn the_engine_commits_only_the_steps_it_applies() {
     };
     // The graph prior's gradient goes with the evaluation (as `Restart::begin_iteration` gives
     // it), so that the device can step the hyperparameters with it.
-    let step = |b: &dyn Backend, vs: &mut Vec<Variable>, seed: u64| {
-        let graph = |v: &Variable| vec![-10.0; v.parents().len()];
+    let step = |b: &dyn Backend, vs: &mut Vec<Conditional>, seed: u64| {
+        let graph = |v: &Conditional| vec![-10.0; v.parents().len()];
         for v in vs.iter_mut() {
             let d_theta = graph(v);
             v.prepare_step(&d_theta);
@@ -1093,7 +1093,7 @@ fn the_engine_commits_only_the_steps_it_applies() {
     );
 
     // A final bound reads the current q(v) from the device.
-    let finals = |vs: &[Variable]| -> Vec<occam::runner::Job<'static>> {
+    let finals = |vs: &[Conditional]| -> Vec<occam::runner::Job<'static>> {
         vs.iter()
             .map(|v| occam::runner::Job::FinalBound {
                 variable: std::borrow::Cow::Owned(v.clone()),

@@ -11,7 +11,7 @@
 use super::error::DiscoveryError;
 use super::family::{family_score, FamilyScore, FamilyScoreSettings};
 pub use crate::data::subsample::subsample_rows;
-use crate::gp::variable::{GpCdeVariable, LatentKind, StepError, VariableSettings};
+use crate::gp::gp_cde::{GpCdeModel, GpCdeSettings, LatentKind, StepError};
 use nalgebra::DMatrix;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 /// Settings of the uncollapsed fit of one component.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct UncollapsedFit {
-    pub variable: VariableSettings,
+    pub variable: GpCdeSettings,
     /// Minibatch size b (full batch when N ≤ b).
     pub batch: usize,
     /// Most optimisation steps.
@@ -37,11 +37,11 @@ pub struct UncollapsedFit {
 impl Default for UncollapsedFit {
     fn default() -> Self {
         Self {
-            variable: VariableSettings {
+            variable: GpCdeSettings {
                 inducing: 100,
                 samples: 10,
                 latent: LatentKind::Free,
-                ..VariableSettings::default()
+                ..GpCdeSettings::default()
             },
             batch: 500,
             max_steps: 3000,
@@ -134,7 +134,7 @@ pub fn fit_uncollapsed(
 ) -> Result<f64, StepError> {
     let n = data.nrows();
     let mask = vec![1.0; data.ncols()];
-    let mut variable = GpCdeVariable::new(data, slot, &mask, &fit.variable, rng);
+    let mut variable = GpCdeModel::new(data, slot, &mask, &fit.variable, rng);
     let batch = fit.batch.clamp(1, n);
     let mut order: Vec<usize> = (0..n).collect();
     let mut history: Vec<f64> = Vec::with_capacity(fit.max_steps);
@@ -379,11 +379,11 @@ mod tests {
             .collect();
         let (x, y) = (standardise(&x), standardise(&y));
         let fit = UncollapsedFit {
-            variable: VariableSettings {
+            variable: GpCdeSettings {
                 inducing: 20,
                 samples: 5,
                 latent: LatentKind::Free,
-                ..VariableSettings::default()
+                ..GpCdeSettings::default()
             },
             batch: 150,
             max_steps: 600,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::discovery::cgp::EvaluationError;
 use crate::gp::collapsed::{CollapsedError, FitError};
-use crate::gp::variable::StepError;
+use crate::gp::gp_cde::StepError;
 
 /// Why a job (a family's score, a variable's bound, a pair's evidence, a started variable) failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use nalgebra::{DMatrix, DVector};
 use occam::data::Dataset;
-use occam::discovery::jobs::start::VariableStart;
+use occam::discovery::jobs::start::ConditionalStart;
 use occam::discovery::settings::CheckedSettings;
 use occam::gp::kernel::{Kernel, StationaryKind, StationaryPart};
 use occam::gp::linalg::JitterPolicy;
@@ -142,7 +142,7 @@ pub fn evaluation_jobs(
 ) -> Vec<Job<'static>> {
     (0..data.ncols())
         .map(|child| {
-            let start = VariableStart {
+            let start = ConditionalStart {
                 child,
                 parents: (0..data.ncols()).filter(|&j| j != child).collect(),
                 noise_floor: 1e-4,

@@ -22,7 +22,7 @@ use occam::discovery::family::FamilyScoreSettings;
 use occam::discovery::settings::{
     MAX_INDUCING_POINTS, MAX_PHASE_ITERATIONS, MAX_RESTARTS, MAX_THREADS,
 };
-use occam::gp::variable::{LatentKind, VariableSettings};
+use occam::gp::gp_cde::{GpCdeSettings, LatentKind};
 use occam::runner::{available_threads, Job, Outcome as JobOutcome, Pool};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -233,11 +233,11 @@ fn pair_test(args: &PairsArgs) -> PairTest {
         ..FamilyScoreSettings::with_inducing(args.inducing)
     };
     let uncollapsed = UncollapsedFit {
-        variable: VariableSettings {
+        variable: GpCdeSettings {
             inducing: args.inducing,
             samples: 10,
             latent: LatentKind::Free,
-            ..VariableSettings::default()
+            ..GpCdeSettings::default()
         },
         max_steps: args.svgp_steps,
         ..UncollapsedFit::default()

@@ -13,16 +13,16 @@
 //!
 //! This module holds the model's parts, which know nothing of the run around them:
 //! - [`component`]: one variable's collapsed model and optimiser state;
-//! - [`variable`]: the interface over both bounds.
+//! - [`conditional`]: the interface over both bounds ([`Conditional`]).
 //!
 //! The run's settings are [`crate::discovery::settings`]'s, the units of work the runner computes
 //! [`crate::discovery::jobs`]'s and one restart's state machine [`crate::discovery::continuous`]'s.
 
 pub mod component;
-pub mod variable;
+pub mod conditional;
 
 pub use component::{RowWeight, SubsetScaling};
-pub use variable::{
-    held_evaluation, BoundKind, Evaluation, EvaluationError, HeldBegun, HeldStep, SearchVariable,
-    Variable,
+pub use conditional::{
+    held_evaluation, BoundKind, Conditional, ConditionalModel, Evaluation, EvaluationError,
+    HeldBegun, HeldStep,
 };

@@ -23,11 +23,11 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 use crate::discovery::cgp::component::PRIOR_RATE;
-use crate::discovery::cgp::variable::{
-    BoundKind, Checkpoint, Evaluation, EvaluationError, Variable,
+use crate::discovery::cgp::conditional::{
+    BoundKind, Checkpoint, Conditional, Evaluation, EvaluationError,
 };
 use crate::discovery::error::DiscoveryError;
-use crate::discovery::jobs::VariableStart;
+use crate::discovery::jobs::ConditionalStart;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::discovery::knowledge::Knowledge;
 use crate::discovery::settings::{CheckedSettings, DagRule};
@@ -38,7 +38,7 @@ use rand::Rng;
 
 /// ∂/∂θ_ij of log p(θ) − γ(h + h₂) for each candidate edge j → i of `c` (its parents in order):
 /// −10 − γ G[j][i], the penalty's share only when γ > 0.
-fn edge_gradient(c: &Variable, penalty: &Penalty, gamma: f64) -> Vec<f64> {
+fn edge_gradient(c: &Conditional, penalty: &Penalty, gamma: f64) -> Vec<f64> {
     c.parents()
         .iter()
         .map(|&j| {
@@ -123,7 +123,7 @@ pub struct Restart {
     index: usize,
     rng: ChaCha8Rng,
     phase: Phase,
-    components: Vec<Variable>,
+    components: Vec<Conditional>,
     /// Seeds of this iteration's minibatch and Monte Carlo draws, one per variable.
     seeds: Vec<u64>,
     power: PowerIteration,
@@ -238,7 +238,7 @@ impl Restart {
         matches!(self.phase, Phase::Done | Phase::Failed)
     }
     /// The variables, to be evaluated at [`Restart::jitter`] with [`Restart::seeds`].
-    pub fn components(&self) -> &[Variable] {
+    pub fn components(&self) -> &[Conditional] {
         &self.components
     }
 
@@ -334,7 +334,7 @@ impl Restart {
         match self.phase {
             Phase::Initialising => {
                 let i = self.components.len();
-                let start = VariableStart {
+                let start = ConditionalStart {
                     child: i,
                     parents: (0..problem.dim())
                         .filter(|&j| problem.knowledge.allowed(j, i))
@@ -406,7 +406,7 @@ impl Restart {
         });
         let k = state.variable;
         let refit = match (state.rescoring, self.components.get(k)) {
-            (false, Some(Variable::Collapsed(component))) => match state.objective {
+            (false, Some(Conditional::Collapsed(component))) => match state.objective {
                 None => Some((component, None)),
                 Some(_) => state.queue.last().map(|&j| (component, Some(j))),
             },
@@ -460,7 +460,7 @@ impl Restart {
                         .rev()
                         .collect();
                     state.objective = Some(value);
-                    self.components[k] = Variable::Collapsed(fitted);
+                    self.components[k] = Conditional::Collapsed(fitted);
                     state.queue.is_empty()
                 }
                 // A variable that cannot be refitted keeps its parents.
@@ -474,7 +474,7 @@ impl Restart {
                     if let Ok(without) = objective {
                         let without = without + absent_prior;
                         if without + problem.settings.collapsed.prune_margin >= with {
-                            self.components[k] = Variable::Collapsed(fitted);
+                            self.components[k] = Conditional::Collapsed(fitted);
                             state.objective = Some(without);
                             state.removed.push((j, k));
                         }
@@ -663,7 +663,7 @@ impl Restart {
                 }
                 Phase::CoolDown => {
                     if problem.settings.collapsed.prune_iterations > 0
-                        && matches!(self.components.first(), Some(Variable::Collapsed(_)))
+                        && matches!(self.components.first(), Some(Conditional::Collapsed(_)))
                     {
                         self.pruning = Some(PruneState::default());
                         self.enter(Phase::Pruning);

@@ -17,13 +17,13 @@ use serde::{Deserialize, Serialize};
 
 use super::bivariate::{pair_evidence, DirectionEvidence, PairTest};
 use super::cgp::component::Component;
-use super::cgp::{Evaluation, EvaluationError, Variable};
+use super::cgp::{Conditional, Evaluation, EvaluationError};
 use super::error::DiscoveryError;
 use super::family::{
     family_fit_awaiting, family_fit_on, FamilyRequest, FamilyScore, FamilyScoreSettings, WarmStart,
 };
 use crate::gp::collapsed::{AwaitedPsi2, CollapsedError, Psi2Device};
-pub use start::VariableStart;
+pub use start::ConditionalStart;
 
 /// A [`Job::Refine`]'s work, with Ψ2's sums on `device` when one is given: `component` (without
 /// parent `without`, when one is named) refitted by L-BFGS on `data`, and the objective reached.
@@ -49,13 +49,13 @@ pub enum Job<'a> {
     /// One variable's bound and its gradient at its current parameters: F_i(θ_i) and ∇F_i at
     /// jitter ε, the minibatch and Monte Carlo draws (uncollapsed bound) from `seed`.
     Evaluate {
-        variable: Cow<'a, Variable>,
+        variable: Cow<'a, Conditional>,
         jitter: f64,
         seed: u64,
     },
     /// A variable's start (its L-BFGS start fit for the collapsed bound), drawing from `rng`.
     Start {
-        start: Box<VariableStart>,
+        start: Box<ConditionalStart>,
         rng: Box<ChaCha8Rng>,
     },
     /// L-BFGS on a collapsed variable's objective F_i + log p(θ_i) from its current point, for
@@ -70,7 +70,7 @@ pub enum Job<'a> {
     /// The bound a restart is compared by: the collapsed bound as `evaluated`, or the
     /// uncollapsed bound on every row with 100 Monte Carlo samples per row drawn from `seed`.
     FinalBound {
-        variable: Cow<'a, Variable>,
+        variable: Cow<'a, Conditional>,
         evaluated: f64,
         seed: u64,
     },
@@ -101,7 +101,7 @@ pub enum Outcome {
     Evaluation(Result<Evaluation, EvaluationError>),
     /// The started variable and the random stream after it (a restart draws on from there).
     Started {
-        variable: Result<Variable, DiscoveryError>,
+        variable: Result<Conditional, DiscoveryError>,
         rng: Box<ChaCha8Rng>,
     },
     /// The refitted variable and its objective (the variable as given when the fit failed).
@@ -365,7 +365,7 @@ mod tests {
     /// Starting variable `child` given `parents` on `rows` rows, drawing from seed `seed`.
     fn start_job(child: usize, parents: Vec<usize>, rows: usize, seed: u64) -> Job<'static> {
         Job::Start {
-            start: Box::new(VariableStart {
+            start: Box::new(ConditionalStart {
                 child,
                 parents,
                 noise_floor: 1e-6,
@@ -394,7 +394,7 @@ mod tests {
         else {
             panic!("the start failed: {started:?}")
         };
-        let Variable::Collapsed(component) = &variable else {
+        let Conditional::Collapsed(component) = &variable else {
             panic!("the interactive preset is collapsed")
         };
         // A warm-started family carries its subset's fitted parameters.

@@ -1,5 +1,5 @@
-//! A variable's start as a self-contained piece of work: [`VariableStart`] names the column, its
-//! candidate parents and the search's settings, and [`VariableStart::build`] makes the variable
+//! A variable's start as a self-contained piece of work: [`ConditionalStart`] names the column, its
+//! candidate parents and the search's settings, and [`ConditionalStart::build`] makes the variable
 //! on the data (for the collapsed bound: the GP-regression start fitted by L-BFGS, MODEL.md §4.3;
 //! for the uncollapsed one: MODEL.md §2.4–2.6). It holds no data, so it can travel to another
 //! thread or worker.
@@ -9,18 +9,18 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::discovery::cgp::component::Component;
-use crate::discovery::cgp::variable::{BoundKind, UncollapsedComponent, Variable};
+use crate::discovery::cgp::conditional::{BoundKind, Conditional, UncollapsedComponent};
 use crate::discovery::cgp::RowWeight;
 use crate::discovery::error::DiscoveryError;
 use crate::discovery::settings::CheckedSettings;
 use crate::gp::adam::AdamSettings;
 use crate::gp::collapsed::{precision_scale, FitSettings, GpInitialisation, MIN_START_SE_VARIANCE};
+use crate::gp::gp_cde::{GpCdeModel, GpCdeSettings, LatentKind};
 use crate::gp::lbfgs::LbfgsSettings;
-use crate::gp::variable::{GpCdeVariable, LatentKind, VariableSettings};
 
 /// What starting variable i of a restart needs besides the data and the random stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VariableStart {
+pub struct ConditionalStart {
     /// The modelled column i.
     pub child: usize,
     /// Its candidate parents (every column the background knowledge allows).
@@ -32,14 +32,14 @@ pub struct VariableStart {
     pub settings: CheckedSettings,
 }
 
-impl VariableStart {
+impl ConditionalStart {
     /// Builds variable `child` on `data` (the rows used, N × D, standardised), drawing its random
     /// choices from `rng`.
     pub fn build(
         &self,
         data: &DMatrix<f64>,
         rng: &mut impl Rng,
-    ) -> Result<Variable, DiscoveryError> {
+    ) -> Result<Conditional, DiscoveryError> {
         let d = data.ncols();
         let (i, parents, s) = (self.child, &self.parents, &self.settings);
         if i >= d || parents.iter().any(|&j| j >= d || j == i) {
@@ -78,7 +78,7 @@ impl VariableStart {
         match s.bound {
             BoundKind::Collapsed => {
                 Component::new(data, i, parents, &init, self.noise_floor, rows, adam, rng)
-                    .map(|c| Variable::Collapsed(Box::new(c)))
+                    .map(|c| Conditional::Collapsed(Box::new(c)))
                     .map_err(DiscoveryError::from)
             }
             BoundKind::Uncollapsed => {
@@ -91,19 +91,17 @@ impl VariableStart {
                         }
                     })
                     .collect();
-                let settings = VariableSettings {
+                let settings = GpCdeSettings {
                     inducing: s.inducing_for(parents.len() + 1),
                     samples: s.uncollapsed.samples,
                     latent: LatentKind::Encoder,
                     adam,
-                    ..VariableSettings::default()
+                    ..GpCdeSettings::default()
                 };
-                let v = GpCdeVariable::new(data, i, &mask, &settings, rng);
-                Ok(Variable::Uncollapsed(Box::new(UncollapsedComponent::new(
-                    i,
-                    v,
-                    s.uncollapsed.batch_size,
-                ))))
+                let v = GpCdeModel::new(data, i, &mask, &settings, rng);
+                Ok(Conditional::Uncollapsed(Box::new(
+                    UncollapsedComponent::new(i, v, s.uncollapsed.batch_size),
+                )))
             }
         }
     }

@@ -147,7 +147,7 @@ pub struct UncollapsedSettings {
 }
 
 /// Search settings that passed every rule of [`SearchSettings::validate`]: the only form the
-/// engine takes (`Problem`, `VariableStart`, `Session`), so no run starts on numbers nobody
+/// engine takes (`Problem`, `ConditionalStart`, `Session`), so no run starts on numbers nobody
 /// checked. It reads like the settings it holds (`Deref`); it is made by
 /// [`SearchSettings::check`], or read from JSON and checked on the way in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

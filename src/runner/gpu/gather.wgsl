@@ -5,7 +5,7 @@
 //            slot's rows x (b × D, row-major) when `whole` is 1, else their column that is the
 //            slot's latent input (b: the targets y, the variable's own column). One pass over a
 //            batch of slots (the dispatch's y), slot k's indices and output k strides (in words)
-//            into their buffers. The host's reference is `GpCdeVariable::prepare`'s x and y.
+//            into their buffers. The host's reference is `GpCdeModel::prepare`'s x and y.
 
 struct Dims {
     rows: u32,           // b

@@ -19,11 +19,11 @@
 
 use nalgebra::DMatrix;
 
-use crate::discovery::cgp::{held_evaluation, EvaluationError, HeldStep, Variable};
+use crate::discovery::cgp::{held_evaluation, Conditional, EvaluationError, HeldStep};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::device::DeviceError;
+use crate::gp::gp_cde::{GpCdeModel, HeldWeights, Prepared};
 use crate::gp::svgp::{finish_held, HeldPredictions, FLOAT32_RELATIVE_JITTER};
-use crate::gp::variable::{GpCdeVariable, HeldWeights, Prepared};
 use crate::runner::gpu::{
     Gpu, GpuError, HeldSlot, ParameterStep, ResidentEvaluation, ResidentRequest,
 };
@@ -33,7 +33,7 @@ use crate::runner::Pool;
 /// device forms q(w)'s moments with the encoder, and w = μ + √Σ ε), the graph gradient of its
 /// step, and the host's hyperparameters (sent when the host changed them).
 struct Begun<'j> {
-    variable: &'j GpCdeVariable,
+    variable: &'j GpCdeModel,
     prepared: Prepared,
     extra: Vec<f64>,
     parameters: HeldWeights,
@@ -130,7 +130,7 @@ fn begin<'j>(data: &DMatrix<f64>, job: &&'j Job<'_>) -> Option<Begun<'j>> {
     let Job::Evaluate { variable, seed, .. } = job else {
         return None;
     };
-    let variable: &'j Variable = variable;
+    let variable: &'j Conditional = variable;
     let begun = variable.begin_held(data, *seed)?;
     begun.variable.input(&begun.prepared).latent?;
     Some(Begun {

@@ -37,7 +37,7 @@ pub use psi_replay::{CollapsedBatch, PSI2_MIN_WORK, PSI2_PASSES};
 use super::cost_model::{PlacementProbe, Side};
 use super::gpu::{Gpu, GpuError};
 use super::Pool;
-use crate::discovery::cgp::Variable;
+use crate::discovery::cgp::Conditional;
 use crate::discovery::error::{DiscoveryError, NotRun};
 use crate::discovery::jobs::{Job, Outcome};
 
@@ -128,8 +128,8 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
         .map_or(Some(Side::Device), PlacementProbe::placed);
     match job {
         Job::Evaluate { variable, .. } => match &**variable {
-            Variable::Uncollapsed(_) => Placement::HeldEvaluation,
-            Variable::Collapsed(c) => {
+            Conditional::Uncollapsed(_) => Placement::HeldEvaluation,
+            Conditional::Collapsed(c) => {
                 let (n, m) = c.psi2_shape();
                 if psi2_fits(n, m) && evaluation_side == Side::Device {
                     Placement::Psi2Evaluation
@@ -147,7 +147,7 @@ pub fn placement(job: &Job<'_>, rows: usize, gpu: &Gpu, usage: DeviceUse<'_>) ->
             }
         }
         Job::FinalBound { variable, .. }
-            if MAY_BLOCK && matches!(**variable, Variable::Uncollapsed(_)) =>
+            if MAY_BLOCK && matches!(**variable, Conditional::Uncollapsed(_)) =>
         {
             Placement::FinalBound
         }
@@ -396,8 +396,8 @@ fn collapsed_units(jobs: &[Job<'_>], indices: &[usize], gpu: &Gpu, usage: Device
         .iter()
         .filter_map(|&k| match &jobs[k] {
             Job::Evaluate { variable, .. } => match &**variable {
-                Variable::Collapsed(c) => Some(c.psi2_shape()),
-                Variable::Uncollapsed(_) => None,
+                Conditional::Collapsed(c) => Some(c.psi2_shape()),
+                Conditional::Uncollapsed(_) => None,
             },
             _ => None,
         })

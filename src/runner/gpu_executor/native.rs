@@ -26,8 +26,8 @@ use crate::base::clock::now_seconds;
 use crate::discovery::error::{DiscoveryError, NotRun};
 use crate::gp::collapsed::Psi2Device;
 use crate::gp::device::DeviceError;
+use crate::gp::gp_cde::StepError;
 use crate::gp::svgp::FLOAT32_RELATIVE_JITTER;
-use crate::gp::variable::StepError;
 use crate::runner::cost_model::{
     DeviceChoice, PlacementProbe, Side, PROBE_JOBS_PER_SIDE, PROBE_PATIENCE,
 };

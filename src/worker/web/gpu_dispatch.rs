@@ -23,7 +23,7 @@ use nalgebra::DMatrix;
 use wasm_bindgen::prelude::*;
 
 use super::compute_pool::{emit, PoolEvent};
-use crate::discovery::cgp::Variable;
+use crate::discovery::cgp::Conditional;
 use crate::discovery::jobs::{Job, Outcome};
 use crate::runner::cost_model::PlacementProbe;
 use crate::runner::gpu::{DeviceTraffic, Gpu};
@@ -95,7 +95,7 @@ impl Placements {
         dispatch.jobs.iter().any(|job| match job {
             Job::Family { .. } => probing(&self.families),
             Job::Evaluate { variable, .. } => {
-                matches!(**variable, Variable::Collapsed(_)) && probing(&self.collapsed)
+                matches!(**variable, Conditional::Collapsed(_)) && probing(&self.collapsed)
             }
             _ => false,
         })

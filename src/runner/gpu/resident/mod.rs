@@ -90,11 +90,11 @@ use super::{Gpu, GpuError};
 use super::{FIVE_BUFFERS, POSITIVE};
 use crate::gp::adam::HeldAdamStep;
 use crate::gp::encoder::Encoder;
+use crate::gp::gp_cde::{HeldWeights, ResidentState, ResidentView};
 use crate::gp::kernel::Kernel;
 use crate::gp::linalg::{cholesky_jittered, lower_inverse, CholeskyError, JitterPolicy};
 use crate::gp::natgrad::InducingPosterior;
 use crate::gp::svgp::{HeldLatent, LatentBatch};
-use crate::gp::variable::{HeldWeights, ResidentState, ResidentView};
 
 /// The first resident slot of the q(v) states: apart from the host-side path's slots, so that
 /// neither grows or rebinds the other's buffers.

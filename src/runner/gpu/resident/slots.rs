@@ -35,7 +35,7 @@ pub(super) fn sync_due(
 pub(super) const IDLE_BATCHES: u64 = 4096;
 
 /// Which resident slot holds each variable's q(v) and at which versions (natural-step counts):
-/// the device's side of [`crate::gp::variable::PosteriorHolding`].
+/// the device's side of [`crate::gp::gp_cde::PosteriorHolding`].
 #[derive(Debug, Default)]
 pub(in crate::runner::gpu) struct PosteriorSlots {
     by_key: std::collections::HashMap<u64, SlotRecord>,
@@ -66,7 +66,7 @@ pub(super) struct SlotRecord {
     pub(super) synced_version: usize,
     /// Evaluations since then.
     pub(super) unsynced: usize,
-    /// The host's [`crate::gp::variable::GpCdeVariable::parameter_edits`] when the device last
+    /// The host's [`crate::gp::gp_cde::GpCdeModel::parameter_edits`] when the device last
     /// took its hyperparameters.
     pub(super) parameter_edits: u64,
 }

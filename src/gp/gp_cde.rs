@@ -1,9 +1,9 @@
-//! One trainable GP-CDE variable: its parameters, their initialisation (MODEL.md §2.4–2.6) and one
+//! One variable's trainable GP-CDE model ([`GpCdeModel`]): its parameters, their initialisation (MODEL.md §2.4–2.6) and one
 //! optimisation step (natural gradient on q(v), then Adam on everything else, §3.5–3.6).
 //!
 //! A step is split in three so a [`Backend`](crate::runner::Backend) can evaluate many variables
-//! (and restarts) in one batch: [`GpCdeVariable::prepare`] draws the minibatch noise and q(w)
-//! moments, the backend evaluates the bound, [`GpCdeVariable::apply`] updates the parameters.
+//! (and restarts) in one batch: [`GpCdeModel::prepare`] draws the minibatch noise and q(w)
+//! moments, the backend evaluates the bound, [`GpCdeModel::apply`] updates the parameters.
 
 use super::adam::{Adam, AdamSettings, HeldAdamStep};
 use super::device::DeviceError;
@@ -34,7 +34,7 @@ pub enum LatentKind {
 
 /// Sizes and optimiser settings of a variable.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct VariableSettings {
+pub struct GpCdeSettings {
     /// Inducing points M (capped at the number of rows).
     pub inducing: usize,
     /// Monte Carlo samples S of w per row.
@@ -47,7 +47,7 @@ pub struct VariableSettings {
     pub jitter: JitterPolicy,
 }
 
-impl Default for VariableSettings {
+impl Default for GpCdeSettings {
     /// The paper's sizes (M = 400, S = 50, encoder 5 × 128, Adam lr 0.05).
     fn default() -> Self {
         Self {
@@ -68,7 +68,7 @@ enum Latent {
     Free(FreeLatents),
 }
 
-/// The variable's parameter store with the handle of each block ([`GpCdeVariable::layout`]).
+/// The variable's parameter store with the handle of each block ([`GpCdeModel::layout`]).
 struct VariableLayout {
     store: ParamStore,
     /// Every kernel hyperparameter; first, so its indices are the kernel's own.
@@ -102,8 +102,8 @@ pub struct PosteriorHolding {
 
 /// What a device holding a variable keeps of it between iterations (issue 34): q(v), Z and Adam's
 /// moments for Z (M × D each), and q(w)'s encoder with its moments when the variable has one,
-/// read back to refresh the variable's copy ([`GpCdeVariable::with_resident`],
-/// [`GpCdeVariable::apply_held`]).
+/// read back to refresh the variable's copy ([`GpCdeModel::with_resident`],
+/// [`GpCdeModel::apply_held`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResidentState {
     pub posterior: InducingPosterior,
@@ -148,7 +148,7 @@ pub struct ResidentView<'a> {
 
 /// A GP-CDE for column `slot` of a data matrix: x_slot = f(x with column `slot` replaced by w) + noise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GpCdeVariable {
+pub struct GpCdeModel {
     slot: usize,
     /// Kernel structure and mask; its parameter values are softplus(`kernel_raw`).
     kernel: Kernel,
@@ -164,16 +164,16 @@ pub struct GpCdeVariable {
     samples: usize,
     jitter: JitterPolicy,
     natural_steps: usize,
-    /// Set while a device holds q(v) ([`GpCdeVariable::apply_held`]); `q` is then the last copy
+    /// Set while a device holds q(v) ([`GpCdeModel::apply_held`]); `q` is then the last copy
     /// read from it.
     #[serde(default)]
     holding: Option<PosteriorHolding>,
-    /// [`GpCdeVariable::parameter_edits`].
+    /// [`GpCdeModel::parameter_edits`].
     #[serde(default)]
     parameter_edits: u64,
 }
 
-/// What [`GpCdeVariable::prepare`] drew for one step.
+/// What [`GpCdeModel::prepare`] drew for one step.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Prepared {
     rows: Vec<usize>,
@@ -253,13 +253,13 @@ impl Prepared {
     }
 
     /// Whether q(w)'s moments are left to a device that runs the encoder
-    /// ([`GpCdeVariable::prepare_held`]).
+    /// ([`GpCdeModel::prepare_held`]).
     pub fn latent_on_device(&self) -> bool {
         self.latent_on_device
     }
 }
 
-impl GpCdeVariable {
+impl GpCdeModel {
     /// Initialises the variable for column `slot` of `data` (N × D, standardised), MODEL.md §2.4–2.6:
     /// θ^c_j ~ U(0.01, 1) for every stationary kind, θ^lin_j = 0.25, s^c = 1, a ~ U(0.1, 10),
     /// φ² = 1/κ² with κ ~ U(50, 100); Z = M random data rows with the latent column ~ N(0, 1);
@@ -269,7 +269,7 @@ impl GpCdeVariable {
         data: &DMatrix<f64>,
         slot: usize,
         mask: &[f64],
-        settings: &VariableSettings,
+        settings: &GpCdeSettings,
         rng: &mut impl Rng,
     ) -> Self {
         let (n, d) = data.shape();
@@ -428,7 +428,7 @@ impl GpCdeVariable {
     }
 
     /// q(v) as kept here: current unless a device holds newer steps
-    /// ([`GpCdeVariable::posterior_is_current`]).
+    /// ([`GpCdeModel::posterior_is_current`]).
     pub fn posterior(&self) -> &InducingPosterior {
         &self.q
     }
@@ -495,7 +495,7 @@ impl GpCdeVariable {
     }
 
     /// Takes the raw hyperparameters and φ² with their moments from a device that stepped them
-    /// (`held`: [`GpCdeVariable::held_parameters`]'s layout). Nothing changes, and false comes
+    /// (`held`: [`GpCdeModel::held_parameters`]'s layout). Nothing changes, and false comes
     /// back, when their count is not this variable's.
     fn take_parameters(&mut self, held: &HeldWeights) -> bool {
         let k = self.kernel_raw.len();
@@ -670,9 +670,9 @@ impl GpCdeVariable {
     }
 
     /// What one step on minibatch `rows` needs when a device holding this variable runs its
-    /// encoder: as [`GpCdeVariable::prepare`] (the same draws from `rng`), but q(w)'s moments are
+    /// encoder: as [`GpCdeModel::prepare`] (the same draws from `rng`), but q(w)'s moments are
     /// left to the device (zeros here) and the encoder is not run on the host. For free per-row
-    /// latents it is [`GpCdeVariable::prepare`].
+    /// latents it is [`GpCdeModel::prepare`].
     pub fn prepare_held(
         &self,
         data: &DMatrix<f64>,
@@ -756,7 +756,7 @@ impl GpCdeVariable {
     /// and φ² (`stepped`, read back with the evaluation), and of the encoder when the device ran
     /// it (`prepared` says), a device holding them under `key` has taken (they wait there to be
     /// committed by the next evaluation): one Adam step on everything else, as
-    /// [`GpCdeVariable::apply`], with the same step count. `synced` is the state the device
+    /// [`GpCdeModel::apply`], with the same step count. `synced` is the state the device
     /// evaluated, when it was read back with this evaluation (it becomes the copy kept here).
     /// The graph prior's and the penalty's gradient went to the device with the request.
     pub fn apply_held(
@@ -910,7 +910,7 @@ impl GpCdeVariable {
         })
     }
 
-    /// [`GpCdeVariable::full_bound`] with each chunk's bound computed by `evaluate` (the CPU's
+    /// [`GpCdeModel::full_bound`] with each chunk's bound computed by `evaluate` (the CPU's
     /// [`bound_and_gradient`], or a device's path). The chunks and their draws are the same.
     pub fn full_bound_with(
         &self,

@@ -3,14 +3,14 @@ use crate::data::standardise;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-fn small_settings(latent: LatentKind) -> VariableSettings {
-    VariableSettings {
+fn small_settings(latent: LatentKind) -> GpCdeSettings {
+    GpCdeSettings {
         inducing: 15,
         samples: 3,
         latent,
         encoder_width: 16,
         encoder_depth: 2,
-        ..VariableSettings::default()
+        ..GpCdeSettings::default()
     }
 }
 
@@ -30,7 +30,7 @@ fn training_improves_the_bound_for_both_latent_kinds() {
     for latent in [LatentKind::Free, LatentKind::Encoder] {
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         let data = sine_data(60, &mut rng);
-        let mut v = GpCdeVariable::new(&data, 1, &[1.0, 1.0], &small_settings(latent), &mut rng);
+        let mut v = GpCdeModel::new(&data, 1, &[1.0, 1.0], &small_settings(latent), &mut rng);
         let start = v.full_bound(&data, 10, 25, &mut rng).unwrap();
         let rows: Vec<usize> = (0..60).collect();
         for _ in 0..150 {
@@ -46,7 +46,7 @@ fn training_improves_the_bound_for_both_latent_kinds() {
 fn a_non_finite_gradient_changes_nothing() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let data = sine_data(20, &mut rng);
-    let mut v = GpCdeVariable::new(
+    let mut v = GpCdeModel::new(
         &data,
         1,
         &[1.0, 1.0],
@@ -72,7 +72,7 @@ fn a_non_finite_gradient_changes_nothing() {
 fn a_device_held_encoder_is_left_to_the_device_and_taken_back_from_it() {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let data = sine_data(20, &mut rng);
-    let mut v = GpCdeVariable::new(
+    let mut v = GpCdeModel::new(
         &data,
         1,
         &[1.0, 1.0],
@@ -175,7 +175,7 @@ fn a_device_held_encoder_is_left_to_the_device_and_taken_back_from_it() {
 fn masked_inputs_stay_out_and_the_latent_slot_stays_in() {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
     let data = sine_data(20, &mut rng);
-    let mut v = GpCdeVariable::new(
+    let mut v = GpCdeModel::new(
         &data,
         1,
         &[0.0, 0.0],

@@ -1,7 +1,7 @@
-//! A variable of the continuous search, on either bound: the collapsed [`Component`] (SE + linear,
-//! full batch of the rows used, Adam) or the paper's uncollapsed GP-CDE ([`GpCdeVariable`]: the
-//! five-kind kernel, an encoder for q(w), minibatches of b rows, S Monte Carlo samples, natural
-//! gradients for q(u) and Adam for the rest, MODEL.md §3).
+//! One variable's conditional model in the continuous search ([`Conditional`]), on either bound:
+//! the collapsed [`Component`] (SE + linear, full batch of the rows used, Adam) or the paper's
+//! uncollapsed GP-CDE ([`GpCdeModel`]: the five-kind kernel, an encoder for q(w), minibatches of
+//! b rows, S Monte Carlo samples, natural gradients for q(u) and Adam for the rest, MODEL.md §3).
 //!
 //! Owns: the uniform interface the restart state machine uses (dependence, prior, one evaluation,
 //! one ascent step with the graph gradient added, the re-initialisation after thresholding,
@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use super::component::{Component, LatentRecord, PRIOR_RATE};
 use crate::gp::collapsed::{CollapsedError, Psi2Device};
 use crate::gp::device::DeviceError;
+use crate::gp::gp_cde::{GpCdeModel, HeldWeights, Prepared, ResidentState, StepError};
 use crate::gp::linalg::CholeskyError;
 use crate::gp::svgp::{bound_and_gradient, HeldOutput, SvgpInput, SvgpOutput};
-use crate::gp::variable::{GpCdeVariable, HeldWeights, Prepared, ResidentState, StepError};
 
 /// Which bound every variable uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,17 +34,17 @@ pub enum BoundKind {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UncollapsedComponent {
     child: usize,
-    variable: GpCdeVariable,
+    variable: GpCdeModel,
     initial_kernel_raw: Vec<f64>,
     batch: usize,
     /// The graph prior's and the penalty's gradient for the coming step, per kernel
-    /// hyperparameter ([`SearchVariable::prepare_step`]): a device that steps the
+    /// hyperparameter ([`ConditionalModel::prepare_step`]): a device that steps the
     /// hyperparameters takes it with the evaluation.
     #[serde(default)]
     step_extra: Vec<f64>,
 }
 
-/// One evaluation, ready to be applied by [`Variable::ascend`]; it serialises, so it can come back
+/// One evaluation, ready to be applied by [`Conditional::ascend`]; it serialises, so it can come back
 /// from another thread or worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Evaluation {
@@ -93,12 +93,13 @@ impl Evaluation {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Checkpoint {
     Collapsed(Vec<f64>, crate::gp::adam::Adam),
-    Uncollapsed(Box<GpCdeVariable>),
+    Uncollapsed(Box<GpCdeModel>),
 }
 
-/// A variable of the search on one of the two bounds.
+/// One variable's conditional model p(x_i | candidate parents, w) in the search, on one of the two
+/// bounds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Variable {
+pub enum Conditional {
     Collapsed(Box<Component>),
     Uncollapsed(Box<UncollapsedComponent>),
 }
@@ -139,7 +140,7 @@ fn uncollapsed_evaluation(
 
 impl UncollapsedComponent {
     /// ∂/∂θ per kernel hyperparameter from the graph gradient of each parent (`d_theta`, in
-    /// [`SearchVariable::parents`]' order): each parent's on every kind of its input.
+    /// [`ConditionalModel::parents`]' order): each parent's on every kind of its input.
     fn kernel_extra(&self, d_theta: &[f64]) -> Vec<f64> {
         let mut extra = vec![0.0; self.variable.kernel_raw().len()];
         for (k, j) in self.parents().into_iter().enumerate() {
@@ -173,7 +174,7 @@ impl UncollapsedComponent {
 
     /// Wraps a freshly initialised variable for column `child`, trained on minibatches of
     /// `batch` rows.
-    pub fn new(child: usize, variable: GpCdeVariable, batch: usize) -> Self {
+    pub fn new(child: usize, variable: GpCdeModel, batch: usize) -> Self {
         let initial_kernel_raw = variable.kernel_raw().to_vec();
         Self {
             child,
@@ -220,8 +221,8 @@ impl From<StepError> for EvaluationError {
 /// What the restart state machine asks of a search variable, whichever bound it is on: its
 /// graph hyperparameters and their prior, one evaluation, one ascent step with the graph
 /// gradient added, the re-initialisation after thresholding, checkpoints and the final score.
-/// [`Variable`] holds one of the two implementations and dereferences to it.
-pub trait SearchVariable {
+/// [`Conditional`] holds one of the two implementations and dereferences to it.
+pub trait ConditionalModel {
     /// The modelled column.
     fn child(&self) -> usize;
 
@@ -270,10 +271,10 @@ pub trait SearchVariable {
     ) -> Result<Evaluation, EvaluationError>;
 
     /// One ascent step from `evaluation`, with ∂/∂θ_ij = `d_theta[k]` added for the k-th parent
-    /// of [`SearchVariable::parents`] on every kind.
+    /// of [`ConditionalModel::parents`] on every kind.
     fn ascend(&mut self, evaluation: Evaluation, d_theta: &[f64]) -> Result<(), EvaluationError>;
 
-    /// Takes the graph gradient `d_theta` (as [`SearchVariable::ascend`]'s) of the step the next
+    /// Takes the graph gradient `d_theta` (as [`ConditionalModel::ascend`]'s) of the step the next
     /// evaluation leads to, before that evaluation: where a device steps the hyperparameters
     /// with the evaluation, it goes there with the request. Nothing by default.
     fn prepare_step(&mut self, _d_theta: &[f64]) {}
@@ -304,7 +305,7 @@ pub trait SearchVariable {
         evaluate: &mut dyn FnMut(&SvgpInput) -> Result<SvgpOutput, StepError>,
     ) -> Result<f64, EvaluationError>;
 
-    /// [`SearchVariable::final_bound_with`] on the CPU.
+    /// [`ConditionalModel::final_bound_with`] on the CPU.
     fn final_bound(
         &self,
         data: &DMatrix<f64>,
@@ -317,7 +318,7 @@ pub trait SearchVariable {
     }
 }
 
-impl SearchVariable for Component {
+impl ConditionalModel for Component {
     fn child(&self) -> usize {
         Component::child(self)
     }
@@ -393,7 +394,7 @@ impl SearchVariable for Component {
     }
 }
 
-impl SearchVariable for UncollapsedComponent {
+impl ConditionalModel for UncollapsedComponent {
     fn child(&self) -> usize {
         self.child
     }
@@ -536,41 +537,41 @@ fn collapsed_evaluation(
     Ok(Evaluation::Collapsed { value, gradient })
 }
 
-impl std::ops::Deref for Variable {
-    type Target = dyn SearchVariable;
+impl std::ops::Deref for Conditional {
+    type Target = dyn ConditionalModel;
 
     fn deref(&self) -> &Self::Target {
         match self {
-            Variable::Collapsed(c) => c.as_ref(),
-            Variable::Uncollapsed(u) => u.as_ref(),
+            Conditional::Collapsed(c) => c.as_ref(),
+            Conditional::Uncollapsed(u) => u.as_ref(),
         }
     }
 }
 
-impl std::ops::DerefMut for Variable {
+impl std::ops::DerefMut for Conditional {
     fn deref_mut(&mut self) -> &mut Self::Target {
         match self {
-            Variable::Collapsed(c) => c.as_mut(),
-            Variable::Uncollapsed(u) => u.as_mut(),
+            Conditional::Collapsed(c) => c.as_mut(),
+            Conditional::Uncollapsed(u) => u.as_mut(),
         }
     }
 }
 
 /// What a device holding an uncollapsed variable needs from the host for one evaluation
-/// ([`Variable::begin_held`]).
+/// ([`Conditional::begin_held`]).
 pub struct HeldBegun<'a> {
     pub prepared: Prepared,
-    pub variable: &'a GpCdeVariable,
+    pub variable: &'a GpCdeModel,
     /// The graph gradient of the step per kernel hyperparameter (∂/∂θ).
     pub extra: Vec<f64>,
 }
 
-impl Variable {
+impl Conditional {
     /// An uncollapsed variable's minibatch from `seed` and its model, for a device that holds
     /// q(v), Z and the encoder and computes the rest of the evaluation (the GPU backend): q(w)'s
     /// moments are left to the device. `None` for a collapsed variable.
     pub fn begin_held(&self, data: &DMatrix<f64>, seed: u64) -> Option<HeldBegun<'_>> {
-        let Variable::Uncollapsed(u) = self else {
+        let Conditional::Uncollapsed(u) = self else {
             return None;
         };
         // Before any prepare_step: no graph gradient yet (the prior's alone is never zero, so an
@@ -590,7 +591,7 @@ impl Variable {
     /// (key, natural steps) of an uncollapsed variable whose current q(v) only the device holding
     /// it has (its own copy lags); None otherwise.
     pub fn lagging_posterior(&self) -> Option<(u64, usize)> {
-        let Variable::Uncollapsed(u) = self else {
+        let Conditional::Uncollapsed(u) = self else {
             return None;
         };
         let v = &u.variable;
@@ -602,12 +603,12 @@ impl Variable {
 
     /// This variable with `state` (read from the device holding it) as its current q(v), Z and
     /// Z's Adam moments; a collapsed variable as it is.
-    pub fn with_resident(&self, state: ResidentState) -> Variable {
+    pub fn with_resident(&self, state: ResidentState) -> Conditional {
         match self {
-            Variable::Uncollapsed(u) => {
+            Conditional::Uncollapsed(u) => {
                 let mut u = u.clone();
                 u.variable = u.variable.with_resident(state);
-                Variable::Uncollapsed(u)
+                Conditional::Uncollapsed(u)
             }
             other => other.clone(),
         }
@@ -621,7 +622,7 @@ impl Variable {
         jitter: f64,
         device: Option<&dyn Psi2Device>,
     ) -> Option<Result<Evaluation, EvaluationError>> {
-        let Variable::Collapsed(c) = self else {
+        let Conditional::Collapsed(c) = self else {
             return None;
         };
         Some(collapsed_evaluation(c, data, jitter, device))
