@@ -8,7 +8,9 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use nalgebra::{DMatrix, DVector};
-use occam::discovery::family::{family_score, family_score_on, ComputedOn, FamilyScoreSettings};
+use occam::discovery::family::{
+    family_fit_on, family_score, ComputedOn, FamilyRequest, FamilyScoreSettings,
+};
 use occam::gp::collapsed::Psi2Device;
 use occam::runner::cost_model::{Side, PROBE_JOBS_PER_SIDE};
 use occam::runner::gpu::{Gpu, Psi2Factors};
@@ -157,9 +159,15 @@ fn concurrent_family_fits_share_their_submissions() {
                 let (shared, data) = (&shared, &data);
                 scope.spawn(move || {
                     let _running = shared.enter();
-                    family_score_on(data, *child, parents, &settings, 5, None, Some(shared))
-                        .unwrap()
-                        .value
+                    let request = FamilyRequest {
+                        data,
+                        child: *child,
+                        parents,
+                        settings: &settings,
+                        seed: 5,
+                        warm: None,
+                    };
+                    family_fit_on(request, Some(shared)).unwrap().score.value
                 })
             })
             .collect();

@@ -6,6 +6,7 @@ use super::download::{download_graph_png, download_text, graph_svg_text};
 use super::exact_view::ExactResults;
 use super::explain_view::{EdgeExplanation, EquivalenceClass};
 use super::{edge_weight, result_graph, AppState, Explanation, Truth};
+use crate::base::names::Choice;
 use crate::discovery::settings::Method;
 use crate::engine::output::{determined_note, output_files};
 use crate::engine::{RunResult, Status};

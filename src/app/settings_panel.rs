@@ -3,6 +3,7 @@
 //! silently fixed).
 
 use super::settings_store::SettingsStore;
+use crate::base::names::Choice;
 use crate::discovery::settings::{Method, Preset};
 use crate::page_model::FIELDS;
 use leptos::prelude::*;

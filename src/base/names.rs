@@ -63,3 +63,21 @@ pub fn parse_or_explain<T: Named>(what: &'static str, given: &str) -> Result<T, 
         choices: choices::<T>(),
     })
 }
+
+/// A choice of the run's settings (method, preset): [`Named`], with parsing that names what was
+/// asked for in its message, so each enum states only what it is called.
+pub trait Choice: Named {
+    /// What a value of this kind is called in messages, e.g. "method".
+    const WHAT: &'static str;
+
+    /// The value called `given`, or why not ([`parse_or_explain`]), e.g. "unknown method 'x':
+    /// choose 'cgp', 'exact', 'hybrid' or 'auto'".
+    fn parse(given: &str) -> Result<Self, UnknownName> {
+        parse_or_explain(Self::WHAT, given)
+    }
+
+    /// The value's name, as the command line, JSON and the page spell it.
+    fn name(self) -> &'static str {
+        name(self)
+    }
+}

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::names::Choice;
 use crate::discovery::settings::{Method, Preset};
 use crate::generate::{Mechanism, SimulationSpec};
 

@@ -4,6 +4,7 @@
 //! `<!-- bench:end KEY -->`, KEY naming the preset, the set glob, the rows used and M, so runs over
 //! different sets or sizes keep their own sections and the rest of the file is left alone.
 
+use occam::base::names::Choice;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -8,6 +8,7 @@
 //! saves the checkpoint, writes the best graph so far with a first line saying it was stopped (or
 //! no graph file when there is none yet) and exits with 128 + the signal's number.
 
+use occam::base::names::Choice;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,6 @@
 //! Command-line overrides of a preset's settings, shared by `discover` and `bench`.
 
+use occam::base::names::Choice;
 use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};

@@ -90,19 +90,6 @@ pub fn family_score(
     seed: u64,
     warm: Option<&WarmStart>,
 ) -> Result<FamilyScore, FitError> {
-    family_score_on(data, child, parents, settings, seed, warm, None)
-}
-
-/// [`family_score`] with every fit's Ψ2 sums on `device` when one is given ([`family_fit_on`]).
-pub fn family_score_on(
-    data: &DMatrix<f64>,
-    child: usize,
-    parents: &[usize],
-    settings: &FamilyScoreSettings,
-    seed: u64,
-    warm: Option<&WarmStart>,
-    device: Option<&dyn Psi2Device>,
-) -> Result<FamilyScore, FitError> {
     let request = FamilyRequest {
         data,
         child,
@@ -111,7 +98,7 @@ pub fn family_score_on(
         seed,
         warm,
     };
-    family_fit_on(request, device).map(|f| f.score)
+    family_fit_on(request, None).map(|f| f.score)
 }
 
 /// What a family's fits are asked for: F(`child` | `parents`) on the rows of `data` (N × D,

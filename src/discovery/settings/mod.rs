@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod fields;
 
-use crate::base::names::{self, UnknownName};
+use crate::base::names::Choice;
 use crate::data::MIN_ROWS;
 use crate::discovery::exact::{ExactSettings, ExactSettingsError};
 use crate::discovery::knowledge::{Knowledge, KnowledgeError};
@@ -228,17 +228,12 @@ pub enum Method {
 /// so 12 is a choice within that gap, not a measured crossover.
 pub const AUTO_EXACT_MAX_VARIABLES: usize = 12;
 
+impl Choice for Method {
+    const WHAT: &'static str = "method";
+}
+
 impl Method {
     pub const ALL: &'static [Method] = <Self as strum::VariantArray>::VARIANTS;
-
-    /// Parses `cgp`, `exact` or `hybrid`.
-    pub fn parse(name: &str) -> Result<Self, UnknownName> {
-        names::parse_or_explain("method", name)
-    }
-
-    pub fn name(self) -> &'static str {
-        names::name(self)
-    }
 
     /// The method a run over `d` variables uses, and why: `auto` becomes exact or hybrid by
     /// [`AUTO_EXACT_MAX_VARIABLES`]; any other method is itself (no reason given).
@@ -343,19 +338,13 @@ pub enum Preset {
     Paper,
 }
 
+impl Choice for Preset {
+    const WHAT: &'static str = "preset";
+}
+
 impl Preset {
     /// Every preset, fastest first.
     pub const ALL: &'static [Preset] = <Self as strum::VariantArray>::VARIANTS;
-
-    /// Parses `interactive`, `thorough` or `paper`.
-    pub fn parse(name: &str) -> Result<Self, UnknownName> {
-        names::parse_or_explain("preset", name)
-    }
-
-    /// The preset's name.
-    pub fn name(self) -> &'static str {
-        names::name(self)
-    }
 
     /// The preset's settings, checked (every preset passes its own rules: a test checks it).
     pub fn checked(self) -> CheckedSettings {
