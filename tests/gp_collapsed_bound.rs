@@ -8,7 +8,7 @@
 
 use nalgebra::{DMatrix, DVector};
 use occam::gp::collapsed::{
-    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_weighted, psi_statistics,
+    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_on, psi_statistics,
     sgpr_bound, CollapsedError, CollapsedParams, LatentPosterior,
 };
 use occam::gp::kernel::Kernel;
@@ -147,9 +147,9 @@ fn check_weighted_gradient(
     copies: f64,
     label: &str,
 ) -> f64 {
-    let (_, g) = collapsed_bound_with_grad_weighted(x, y, p, JITTER, copies).unwrap();
+    let (_, g) = collapsed_bound_with_grad_on(x, y, p, JITTER, copies, None).unwrap();
     let f = |q: &CollapsedParams| {
-        collapsed_bound_with_grad_weighted(x, y, q, JITTER, copies)
+        collapsed_bound_with_grad_on(x, y, q, JITTER, copies, None)
             .unwrap()
             .0
     };
@@ -235,7 +235,7 @@ fn row_copies_equal_the_bound_of_replicated_rows() {
             q.variance = DVector::from_fn(n * r, |i, _| q.variance[i % n]);
         }
         let (f_rep, g_rep) = collapsed_bound_with_grad(&xr, &yr, &pr, JITTER).unwrap();
-        let (f_w, g_w) = collapsed_bound_with_grad_weighted(&x, &y, &p, JITTER, r as f64).unwrap();
+        let (f_w, g_w) = collapsed_bound_with_grad_on(&x, &y, &p, JITTER, r as f64, None).unwrap();
         let close = |a: f64, b: f64, what: &str| {
             assert!(
                 (a - b).abs() <= 1e-8 * a.abs().max(b.abs()).max(1.0),

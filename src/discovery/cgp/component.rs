@@ -32,7 +32,7 @@ pub enum SubsetScaling {
     /// r·F: the whole bound, complexity term included, multiplied by r (minibatch-style).
     #[default]
     ScaleBound,
-    /// The bound of r copies of every row (`collapsed_bound_with_grad_weighted`): the data-fit
+    /// The bound of r copies of every row (`collapsed_bound_with_grad_on`): the data-fit
     /// terms grow r-fold, the complexity term only like log r.
     CountRows,
 }

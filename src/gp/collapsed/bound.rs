@@ -25,7 +25,7 @@
 //! Row copies. When the rows fitted are a subset standing for a larger data set, each row can be
 //! counted r times (r = N_total / N_rows): the bound of the data set made of r copies of every row,
 //! each copy with the same q(w_n), is F above with ψ0, Ψ2, Ψ1ᵀy, N, yᵀy and Σ KL multiplied by r
-//! ([`collapsed_bound_with_grad_weighted`]). This scales the data-fit terms by r but leaves the
+//! ([`collapsed_bound_with_grad_on`]). This scales the data-fit terms by r but leaves the
 //! complexity term −Σ log diag LB of the same order (it grows like log r, not like r), unlike
 //! r·F, which would charge the model's complexity r times over.
 
@@ -90,26 +90,16 @@ pub fn collapsed_bound_with_grad(
     params: &CollapsedParams,
     jitter: f64,
 ) -> Result<(f64, CollapsedGrad), CollapsedError> {
-    collapsed_bound_with_grad_weighted(x, y, params, jitter, 1.0)
+    collapsed_bound_with_grad_on(x, y, params, jitter, 1.0, None)
 }
 
 /// F and ∂F with every row counted `row_copies` = r times (module documentation, "Row copies"):
 /// ψ0 → rψ0, Ψ2 → rΨ2, Ψ1ᵀy → rΨ1ᵀy, N → rN, yᵀy → r yᵀy, Σ KL → r Σ KL. For a whole number r
 /// this is exactly the bound of the data with each row repeated r times (and q(w) repeated with
-/// it); the gradient with respect to q(w_n) is the sum over the n-th row's copies.
-pub fn collapsed_bound_with_grad_weighted(
-    x: &DMatrix<f64>,
-    y: &DVector<f64>,
-    params: &CollapsedParams,
-    jitter: f64,
-    row_copies: f64,
-) -> Result<(f64, CollapsedGrad), CollapsedError> {
-    collapsed_bound_with_grad_on(x, y, params, jitter, row_copies, None)
-}
-
-/// [`collapsed_bound_with_grad_weighted`] with Ψ2's O(N M²) sums (forward and reverse) on
-/// `device` when one is given (a latent input and the SE + linear kernel; otherwise there are
-/// none to move). The same value and gradient to within the device's rounding.
+/// it); the gradient with respect to q(w_n) is the sum over the n-th row's copies. Ψ2's O(N M²)
+/// sums (forward and reverse) run on `device` when one is given (a latent input and the SE +
+/// linear kernel; otherwise there are none to move): the same value and gradient to within the
+/// device's rounding.
 pub fn collapsed_bound_with_grad_on(
     x: &DMatrix<f64>,
     y: &DVector<f64>,

@@ -20,8 +20,8 @@ pub use awaited::{
     bound_with_grad_awaited, AwaitedPsi2, Psi2Answer, Psi2Replay, Psi2Sums, Psi2Wanted, PSI2_PASSES,
 };
 pub use bound::{
-    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_on,
-    collapsed_bound_with_grad_weighted, sgpr_bound, CollapsedGrad, CollapsedParams, DEFAULT_JITTER,
+    collapsed_bound, collapsed_bound_with_grad, collapsed_bound_with_grad_on, sgpr_bound,
+    CollapsedGrad, CollapsedParams, DEFAULT_JITTER,
 };
 pub use fit::{
     precision_scale, CollapsedFit, CollapsedModel, FitError, FitSettings, FitSettingsError,
