@@ -175,17 +175,19 @@ fn assembly_applies_the_formulas_to_the_family_values() {
     );
     assert_eq!(strongest_parent(&evidence, 2), Some(0));
     assert_eq!(strongest_parent(&evidence, 0), None);
-    let names = vec!["A".to_string(), "B".to_string(), "C".to_string()];
-    assert_eq!(
-        e0.removal_words(&names),
-        "the data favour keeping A → C: very strong evidence (Bayes factor ≈ e^30.0 ≈ 1.1 × 10^13)"
-    );
-    // Read as an edge added to a graph without it: removing gains nothing here, so the data
-    // favour adding it.
-    assert_eq!(
-        e0.addition_words(&names),
-        "the data favour adding A → C: very strong evidence (Bayes factor ≈ e^30.0 ≈ 1.1 × 10^13)"
-    );
+    let names = column_names(&["A", "B", "C"]);
+    assert_words(&[
+        (
+            e0.removal_words(&names),
+            "the data favour keeping A → C: very strong evidence (Bayes factor ≈ e^30.0 ≈ 1.1 × 10^13)",
+        ),
+        // Read as an edge added to a graph without it: removing gains nothing here, so the data
+        // favour adding it.
+        (
+            e0.addition_words(&names),
+            "the data favour adding A → C: very strong evidence (Bayes factor ≈ e^30.0 ≈ 1.1 × 10^13)",
+        ),
+    ]);
     let left_out = EdgeEvidence {
         removed: 3.0,
         ..e0.clone()
@@ -247,15 +249,29 @@ fn a_cycle_reads_as_a_reason_in_words() {
         },
     };
     assert_eq!(e.reversed_delta(), None);
-    let names = vec!["A".to_string(), "B".to_string()];
-    assert_eq!(
-        e.reversal_words(&names),
-        "X3 → A is not scored: it would close the cycle X3 → A → B → X3"
-    );
-    assert_eq!(
-        e.removal_words(&names),
-        "the data favour keeping A → X3: positive evidence (Bayes factor ≈ e^2.0 ≈ 7.4)"
-    );
+    let names = column_names(&["A", "B"]);
+    assert_words(&[
+        (
+            e.reversal_words(&names),
+            "X3 → A is not scored: it would close the cycle X3 → A → B → X3",
+        ),
+        (
+            e.removal_words(&names),
+            "the data favour keeping A → X3: positive evidence (Bayes factor ≈ e^2.0 ≈ 7.4)",
+        ),
+    ]);
+}
+
+/// The column names `names`, owned, as the data hold them.
+fn column_names(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+/// Each sentence said equals the one wanted.
+fn assert_words(cases: &[(String, &str)]) {
+    for (said, wanted) in cases {
+        assert_eq!(said, wanted);
+    }
 }
 
 /// The Gauss–Hermite mixture over w against brute-force Monte Carlo over w ~ N(0, 1) (200 000
