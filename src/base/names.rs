@@ -64,6 +64,40 @@ pub fn parse_or_explain<T: Named>(what: &'static str, given: &str) -> Result<T, 
     })
 }
 
+/// Declares an enum of named choices (search methods, presets, graph kinds, mechanisms): unit
+/// variants with the traits every such enum needs — compared and copied by value, read and
+/// written by serde, named by strum's `IntoStaticStr` and listed by its `VariantArray` (so the
+/// helpers above apply, [`Named`]) — and one spelling `case` given to both serde and strum, so
+/// that the command line, JSON and the page cannot spell a value two ways. Further derives and
+/// attributes are written on the enum as usual.
+macro_rules! named_choices {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident in $case:literal {
+            $($(#[$variant_meta:meta])* $variant:ident,)*
+        }
+    ) => {
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            ::serde::Serialize,
+            ::serde::Deserialize,
+            ::strum::IntoStaticStr,
+            ::strum::VariantArray,
+        )]
+        #[serde(rename_all = $case)]
+        #[strum(serialize_all = $case)]
+        $(#[$meta])*
+        $vis enum $name {
+            $($(#[$variant_meta])* $variant,)*
+        }
+    };
+}
+pub(crate) use named_choices;
+
 /// A choice of the run's settings (method, preset): [`Named`], with parsing that names what was
 /// asked for in its message, so each enum states only what it is called.
 pub trait Choice: Named {

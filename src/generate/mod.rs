@@ -22,7 +22,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::base::names;
+use crate::base::names::{self, named_choices};
 use crate::data::Dataset;
 use crate::data::{mean_sd, standardise};
 use crate::graph::Dag;
@@ -43,56 +43,33 @@ pub const MAX_CELLS: usize = 10_000_000;
 /// per node for `gpcde`; at N = 1000 a 3-node `gpcde` set takes 0.2 s.
 pub const MAX_EXACT_GP_SAMPLES: usize = 4000;
 
-/// The random graph model.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-    strum::Display,
-)]
-#[serde(rename_all = "lowercase")]
-#[strum(serialize_all = "lowercase")]
-pub enum GraphKind {
-    /// Erdős–Rényi over a random order: each forward pair is an edge with p = min(1, 2k/(D−1)).
-    Er,
-    /// Barabási–Albert scale-free: node t of a random order sends min(k, t) edges t → s to earlier
-    /// nodes, preferring those with many parents, so hubs have many parents.
-    Sf,
+named_choices! {
+    /// The random graph model.
+    #[derive(Hash, strum::Display)]
+    pub enum GraphKind in "lowercase" {
+        /// Erdős–Rényi over a random order: each forward pair is an edge with
+        /// p = min(1, 2k/(D−1)).
+        Er,
+        /// Barabási–Albert scale-free: node t of a random order sends min(k, t) edges t → s to
+        /// earlier nodes, preferring those with many parents, so hubs have many parents.
+        Sf,
+    }
 }
 
-/// How each node is computed from its parents (see [`NodeMechanism`] for the exact formulas).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-    strum::Display,
-)]
-#[serde(rename_all = "lowercase")]
-#[strum(serialize_all = "lowercase")]
-pub enum Mechanism {
-    /// X_i = MLP_i([X_pa(i), ε_i]), the paper's 20/50-variable recipe.
-    Mlp,
-    /// Linear Gaussian: X_i = Σ_p w_ip X_p + ε_i with w ~ ±U(0.5, 2).
-    Linear,
-    /// Additive-noise GP: X_i = f_i(X_pa(i)) + σ_i ε_i with an SE kernel.
-    Gp,
-    /// GP-CDE samples (linear + random stationary kernel over [X_pa(i), w_i]), the paper's
-    /// three-variable recipe applied to any graph.
-    GpCde,
+named_choices! {
+    /// How each node is computed from its parents (see [`NodeMechanism`] for the exact formulas).
+    #[derive(Hash, strum::Display)]
+    pub enum Mechanism in "lowercase" {
+        /// X_i = MLP_i([X_pa(i), ε_i]), the paper's 20/50-variable recipe.
+        Mlp,
+        /// Linear Gaussian: X_i = Σ_p w_ip X_p + ε_i with w ~ ±U(0.5, 2).
+        Linear,
+        /// Additive-noise GP: X_i = f_i(X_pa(i)) + σ_i ε_i with an SE kernel.
+        Gp,
+        /// GP-CDE samples (linear + random stationary kernel over [X_pa(i), w_i]), the paper's
+        /// three-variable recipe applied to any graph.
+        GpCde,
+    }
 }
 
 impl GraphKind {

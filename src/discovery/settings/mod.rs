@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod fields;
 
-use crate::base::names::Choice;
+use crate::base::names::{named_choices, Choice};
 use crate::data::MIN_ROWS;
 use crate::discovery::exact::{ExactSettings, ExactSettingsError};
 use crate::discovery::knowledge::{Knowledge, KnowledgeError};
@@ -191,34 +191,24 @@ impl CheckedSettings {
     }
 }
 
-/// Which search a run uses.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum Method {
-    /// The continuous search (CGP-CDE, MODEL.md §5): restarts, phases, thresholding.
-    #[default]
-    Cgp,
-    /// Exact Bayesian model selection over DAGs (DGP-CDE, MODEL.md §6): every admissible family
-    /// scored once, the best DAG by dynamic programming, the posterior over graphs.
-    Exact,
-    /// The continuous search first; the edges its chosen graph keeps join each variable's
-    /// candidate parents for the exact search.
-    Hybrid,
-    /// Chosen when the run starts, by the number of variables ([`Method::resolve`]): exact up to
-    /// [`AUTO_EXACT_MAX_VARIABLES`], hybrid above. The choice and its reason are in the result.
-    Auto,
+named_choices! {
+    /// Which search a run uses.
+    #[derive(Default)]
+    pub enum Method in "snake_case" {
+        /// The continuous search (CGP-CDE, MODEL.md §5): restarts, phases, thresholding.
+        #[default]
+        Cgp,
+        /// Exact Bayesian model selection over DAGs (DGP-CDE, MODEL.md §6): every admissible
+        /// family scored once, the best DAG by dynamic programming, the posterior over graphs.
+        Exact,
+        /// The continuous search first; the edges its chosen graph keeps join each variable's
+        /// candidate parents for the exact search.
+        Hybrid,
+        /// Chosen when the run starts, by the number of variables ([`Method::resolve`]): exact up
+        /// to [`AUTO_EXACT_MAX_VARIABLES`], hybrid above. The choice and its reason are in the
+        /// result.
+        Auto,
+    }
 }
 
 /// The most variables `auto` gives the exact search; above, it runs hybrid. The public sets
@@ -312,30 +302,19 @@ impl DagRule {
     }
 }
 
-/// A named preset.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
-#[serde(rename_all = "snake_case")]
-#[strum(serialize_all = "snake_case")]
-pub enum Preset {
-    /// Few rows and inducing points, phases that end on convergence (DESIGN.md §4).
-    Interactive,
-    /// The interactive model with more rows, inducing points that grow with D, more restarts,
-    /// longer phases, and restarts compared by the evidence of their graphs: minutes per data set
-    /// (BENCHMARKS.md).
-    Thorough,
-    /// The paper's bound, schedule lengths and sizes (MODEL.md §5.4–5.5): the uncollapsed
-    /// GP-CDE with an encoder, M = 400, b = 256, S = 50, 25k / ≤ 50k / 25k iterations.
-    Paper,
+named_choices! {
+    /// A named preset.
+    pub enum Preset in "snake_case" {
+        /// Few rows and inducing points, phases that end on convergence (DESIGN.md §4).
+        Interactive,
+        /// The interactive model with more rows, inducing points that grow with D, more
+        /// restarts, longer phases, and restarts compared by the evidence of their graphs: minutes
+        /// per data set (BENCHMARKS.md).
+        Thorough,
+        /// The paper's bound, schedule lengths and sizes (MODEL.md §5.4–5.5): the uncollapsed
+        /// GP-CDE with an encoder, M = 400, b = 256, S = 50, 25k / ≤ 50k / 25k iterations.
+        Paper,
+    }
 }
 
 impl Choice for Preset {
