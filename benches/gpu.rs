@@ -286,12 +286,7 @@ fn time_products(gpu: &Gpu, quick: bool, q: &DMatrix<f64>, k: &DMatrix<f64>) -> 
     let gemm = median(quick, || {
         std::hint::black_box(
             gpu.gemm(
-                Batched {
-                    a: &qs,
-                    op_a: Op::AsIs,
-                    b: &ks,
-                    op_b: Op::AsIs,
-                },
+                Batched::new(&qs, Op::AsIs, &ks, Op::AsIs),
                 Accumulation::Single,
             )
             .expect("QK on the GPU"),

@@ -203,12 +203,7 @@ fn batched_products_equal_nalgebras() {
     ];
     for (m, k, n, batch, op_a, op_b) in cases {
         let (a, b) = operands((m, k, n), batch, (op_a, op_b), &mut rng);
-        let products = Batched {
-            a: &a,
-            op_a,
-            b: &b,
-            op_b,
-        };
+        let products = Batched::new(&a, op_a, &b, op_b);
         let got = gpu
             .gemm(products, Accumulation::Single)
             .expect("the GPU multiplies");
@@ -233,12 +228,7 @@ fn batched_products_equal_nalgebras() {
     }
     assert!(gpu
         .gemm(
-            Batched {
-                a: &[],
-                op_a: Op::AsIs,
-                b: &[],
-                op_b: Op::AsIs
-            },
+            Batched::new(&[], Op::AsIs, &[], Op::AsIs),
             Accumulation::Single
         )
         .unwrap()
@@ -341,12 +331,7 @@ fn spaced_batches_read_and_write_only_their_own_places() {
     });
     for ((m, k, n, batch, op_a, op_b, accumulation, gaps), interleaved) in runs {
         let (a, b) = operands((m, k, n), batch, (op_a, op_b), &mut rng);
-        let products = Batched {
-            a: &a,
-            op_a,
-            b: &b,
-            op_b,
-        };
+        let products = Batched::new(&a, op_a, &b, op_b);
         let (got, in_gaps) = gpu
             .gemm_spaced(products, accumulation, Spacing { gaps, interleaved })
             .expect("the GPU multiplies");
@@ -408,12 +393,7 @@ fn compensated_products_split_along_the_inner_dimension_equal_nalgebras() {
                 )
             })
             .collect();
-        let products = Batched {
-            a: &a,
-            op_a,
-            b: &b,
-            op_b,
-        };
+        let products = Batched::new(&a, op_a, &b, op_b);
         let got = gpu
             .gemm(products, Accumulation::Compensated)
             .expect("the GPU multiplies");

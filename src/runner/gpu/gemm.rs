@@ -78,6 +78,13 @@ pub struct Batched<'a> {
     pub op_b: Op,
 }
 
+impl<'a> Batched<'a> {
+    /// The products op_a(A_z) · op_b(B_z) of the batches `a` and `b`.
+    pub fn new(a: &'a [DMatrix<f64>], op_a: Op, b: &'a [DMatrix<f64>], op_b: Op) -> Self {
+        Self { a, op_a, b, op_b }
+    }
+}
+
 /// Whether a factor enters as stored or transposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
