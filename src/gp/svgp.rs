@@ -215,16 +215,13 @@ struct Projection<'a> {
 /// α g_meanᵀ + 2 g_var Q K_Zt).
 #[derive(Debug, Clone, Copy)]
 pub struct PredictionRequest<'a> {
-    pub kernel: &'a Kernel,
-    pub z: &'a DMatrix<f64>,
-    pub x: &'a DMatrix<f64>,
-    pub y: &'a DVector<f64>,
+    /// The evaluation's kernel, Z, minibatch, m and φ² ([`SvgpInput`]).
+    pub input: SvgpInput<'a>,
+    /// `input`'s latent input (the device path needs one).
     pub latent: &'a LatentBatch,
     pub draws: &'a DMatrix<f64>,
     pub l_inv: &'a DMatrix<f64>,
-    pub q_mean: &'a DVector<f64>,
     pub s_minus_i: &'a DMatrix<f64>,
-    pub noise: f64,
     pub c: f64,
 }
 
@@ -311,16 +308,11 @@ impl InducingStep {
     pub fn request<'a>(&'a self, input: &SvgpInput<'a>) -> Option<PredictionRequest<'a>> {
         let (latent, draws) = (input.latent?, self.draws.as_ref()?);
         Some(PredictionRequest {
-            kernel: input.kernel,
-            z: input.z,
-            x: input.x,
-            y: input.y,
+            input: *input,
             latent,
             draws,
             l_inv: &self.l_inv,
-            q_mean: input.q_mean,
             s_minus_i: &self.s_minus_i,
-            noise: input.noise,
             c: scales(input).1,
         })
     }

@@ -42,8 +42,8 @@ use super::{f32_bytes, uniform_words, Gpu, GpuError};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::linalg::CholeskyError;
 #[cfg(not(target_arch = "wasm32"))]
-use crate::gp::svgp::{bound_and_gradient, InducingStep, SvgpInput, SvgpOutput};
-use crate::gp::svgp::{PredictionRequest, Predictions, Products};
+use crate::gp::svgp::{bound_and_gradient, InducingStep, SvgpOutput};
+use crate::gp::svgp::{PredictionRequest, Predictions, Products, SvgpInput};
 pub(super) use inputs::PointInputs;
 
 /// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
@@ -246,9 +246,8 @@ impl Gpu {
         request: &PredictionRequest,
     ) -> Result<Pending, GpuError> {
         let PredictionRequest {
-            z,
+            input: SvgpInput { z, q_mean, .. },
             l_inv,
-            q_mean,
             s_minus_i,
             ..
         } = *request;
@@ -270,7 +269,13 @@ impl Gpu {
         };
         let r = request;
         let inputs = [PointInputs::uploaded(
-            r.kernel, r.z, r.x, r.y, r.latent, r.noise, r.c,
+            r.input.kernel,
+            r.input.z,
+            r.input.x,
+            r.input.y,
+            r.latent,
+            r.input.noise,
+            r.c,
         )];
         let plan = self.plan_predictions(slot, &inputs, &[[0; 2]], &operands, false)?;
         let steps: Vec<&Step> = plan.steps().collect();
@@ -915,7 +920,7 @@ impl<'g> PredictionPlan<'g> {
 /// A request's [`Predictions`] from its read-back values, with k_tt's adjoint added on the host.
 fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Predictions {
     let ReadbackLayout { m, t, width, .. } = pending.layout;
-    let kernel = request.kernel;
+    let kernel = request.input.kernel;
     let slot = request.latent.slot;
     let (samples, b) = request.draws.shape();
     let [n_small, n_kkt, _] = pending.layout.parts();
@@ -939,7 +944,7 @@ fn decode(request: &PredictionRequest, pending: &Pending, values: &[f32]) -> Pre
     gemm::mirror_lower(&mut p);
     let (mut kernel_grad, z_grad) = decode_rows(kernel, &rows, m);
     // k_tt's adjoint: ∂L̂/∂k_tt = g_var for every point.
-    let g_var = -request.c / (2.0 * request.noise);
+    let g_var = -request.c / (2.0 * request.input.noise);
     let (g_diag, d_u_diag) = kernel.diag_backward(&pending.u, &DVector::from_element(t, g_var));
     kernel_grad.add_assign(&g_diag);
     let draws = DMatrix::from_fn(samples, b, |s, n| {
