@@ -7,6 +7,7 @@
 //! `svgp`'s KL(q(w)) gradient.
 
 use crate::gp::encoder::Encoder;
+use crate::runner::gpu::Write;
 
 use super::submission::Step;
 use super::{Gpu, GpuError};
@@ -233,7 +234,8 @@ impl Gpu {
                         bound: [&wgpu::Buffer; 4],
                         invocations: usize|
          -> Result<Step<'_>, GpuError> {
-            let dims = self.resident_constant(
+            let dims = self.resident_written(
+                Write::WhenChanged,
                 "encoder dims",
                 scratch * DISPATCHES + dispatch,
                 &dims.bytes(),

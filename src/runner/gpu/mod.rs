@@ -105,7 +105,7 @@ pub struct Gpu {
     /// Bind groups kept between calls, by (dispatch, step, job slot), with the pipeline and
     /// buffers they bind: a call that binds the same resident buffers creates nothing.
     bound: Mutex<HashMap<BindKey, BoundGroup>>,
-    /// What each constant resident buffer ([`Gpu::resident_constant`]) was last given, with the
+    /// What each constant resident buffer ([`Gpu::resident_written`] with [`Write::WhenChanged`]) was last given, with the
     /// buffer it went to: written again only when either changes.
     constants: Mutex<HashMap<(&'static str, usize), WrittenConstant>>,
     /// Which data the device holds for the resident evaluations' minibatches
@@ -116,6 +116,15 @@ pub struct Gpu {
     /// Why the device stopped, once it has: set by wgpu's device-lost callback and by errors no
     /// error scope caught (which would otherwise panic).
     failure: Arc<Mutex<Option<String>>>,
+}
+
+/// When [`Gpu::resident_written`] writes a buffer's contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// Every call: contents that change from call to call.
+    Always,
+    /// Only when they differ from the last ones written there (a pass's shape).
+    WhenChanged,
 }
 
 /// `usage` with the queue's writes allowed.
@@ -310,42 +319,37 @@ impl Gpu {
         }
     }
 
-    /// A resident buffer for `role` of `slot` holding `contents` (written through the queue).
-    fn resident_with(
+    /// A resident buffer for `role` of `slot` holding `contents`, written through the queue as
+    /// `write` says: every time, or, for contents that rarely change (a pass's shape), only when
+    /// they differ from the last ones written to that buffer, so that a steady run uploads
+    /// nothing for them.
+    fn resident_written(
         &self,
+        write: Write,
         role: &'static str,
         slot: usize,
         contents: &[u8],
         usage: wgpu::BufferUsages,
     ) -> wgpu::Buffer {
         let buffer = self.resident(role, slot, contents.len(), writable(usage));
-        if !contents.is_empty() {
-            self.device.write_buffer(&buffer, 0, contents);
+        if contents.is_empty() {
+            return buffer;
         }
-        buffer
-    }
-
-    /// [`Gpu::resident_with`] for contents that rarely change (a pass's shape): written only
-    /// when they differ from the last ones written to that buffer, so that a steady run
-    /// uploads nothing for them.
-    fn resident_constant(
-        &self,
-        role: &'static str,
-        slot: usize,
-        contents: &[u8],
-        usage: wgpu::BufferUsages,
-    ) -> wgpu::Buffer {
-        let buffer = self.resident(role, slot, contents.len(), writable(usage));
-        let mut constants = self
-            .constants
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let same = constants
-            .get(&(role, slot))
-            .is_some_and(|(b, c)| *b == buffer && c.as_slice() == contents);
-        if !same && !contents.is_empty() {
-            self.device.write_buffer(&buffer, 0, contents);
-            constants.insert((role, slot), (buffer.clone(), contents.to_vec()));
+        match write {
+            Write::Always => self.device.write_buffer(&buffer, 0, contents),
+            Write::WhenChanged => {
+                let mut constants = self
+                    .constants
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let same = constants
+                    .get(&(role, slot))
+                    .is_some_and(|(b, c)| *b == buffer && c.as_slice() == contents);
+                if !same {
+                    self.device.write_buffer(&buffer, 0, contents);
+                    constants.insert((role, slot), (buffer.clone(), contents.to_vec()));
+                }
+            }
         }
         buffer
     }

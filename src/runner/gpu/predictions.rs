@@ -30,6 +30,7 @@
 
 mod inputs;
 
+use crate::runner::gpu::Write;
 use nalgebra::{DMatrix, DVector};
 
 use super::gemm::{self, Accumulation, Op, Product};
@@ -258,14 +259,26 @@ impl Gpu {
             "m is M, L⁻¹ and S − I are M × M"
         );
         let matrix = |role, x: &DMatrix<f64>| {
-            self.resident_with(role, slot, &f32_bytes(x.iter().copied()), storage())
+            self.resident_written(
+                Write::Always,
+                role,
+                slot,
+                &f32_bytes(x.iter().copied()),
+                storage(),
+            )
         };
         // m in the 2M words a slot's mean has (`PlanStrides::operands`).
         let mean = q_mean.iter().copied().chain(std::iter::repeat_n(0.0, m));
         let operands = InducingOperands {
             l_inv: matrix("l_inv", l_inv),
             s_minus_i: matrix("s - i", s_minus_i),
-            q_mean: self.resident_with("q mean", slot, &f32_bytes(mean), storage()),
+            q_mean: self.resident_written(
+                Write::Always,
+                "q mean",
+                slot,
+                &f32_bytes(mean),
+                storage(),
+            ),
         };
         let r = request;
         let inputs = [PointInputs::uploaded(
@@ -576,8 +589,9 @@ impl Gpu {
             .flat_map(|(input, &[first, second])| [first, input.latent.slot as u32, second, 0])
             .flat_map(u32::to_le_bytes)
             .collect();
-        let slot_words = self.resident_with("slot words", slot, &slot_words, storage());
-        let kinds = self.resident_constant("kinds", slot, &kinds, storage());
+        let slot_words =
+            self.resident_written(Write::Always, "slot words", slot, &slot_words, storage());
+        let kinds = self.resident_written(Write::WhenChanged, "kinds", slot, &kinds, storage());
         let kdims = kernel_dims(
             kernel,
             (m, points),
@@ -592,7 +606,7 @@ impl Gpu {
                 cols: strides.points,
             },
         );
-        let kdims = self.resident_constant("kernel dims", slot, &kdims, uniform);
+        let kdims = self.resident_written(Write::WhenChanged, "kernel dims", slot, &kdims, uniform);
         let words_of =
             |values: &[usize]| -> Vec<u32> { values.iter().map(|&v| v as u32).collect() };
         let points_dims = words_of(&[
@@ -609,8 +623,13 @@ impl Gpu {
             2 * t,
             0,
         ]);
-        let points_dims =
-            self.resident_constant("points dims", slot, &uniform_words(&points_dims), uniform);
+        let points_dims = self.resident_written(
+            Write::WhenChanged,
+            "points dims",
+            slot,
+            &uniform_words(&points_dims),
+            uniform,
+        );
         // K, then K̄ in the same buffer; Ã; B = (S − I)Ã, then Ā in the same buffer.
         let k = buffer("k", strides.k);
         let a_w = buffer("whitened k", m * t);
@@ -633,18 +652,36 @@ impl Gpu {
             0,
             0,
         ]);
-        let column_dims =
-            self.resident_constant("column dims", slot, &uniform_words(&column_dims), uniform);
+        let column_dims = self.resident_written(
+            Write::WhenChanged,
+            "column dims",
+            slot,
+            &uniform_words(&column_dims),
+            uniform,
+        );
         let misfit = buffer("misfit", t);
-        let dims_of =
-            |role, product: &Product| self.resident_constant(role, slot, &product.dims, uniform);
+        let dims_of = |role, product: &Product| {
+            self.resident_written(Write::WhenChanged, role, slot, &product.dims, uniform)
+        };
         let left_dims = dims_of("m x m times m x t dims", &left);
         let second_dims = dims_of("m x m times whitened dims", &second);
         let back_dims = dims_of("m x m' times m x t dims", &back);
         let gy_dims = dims_of("gy dims", &small);
         let kkt_dims = dims_of("kkt dims", &kkt);
-        let gy_sum_dims = self.resident_constant("gy split sums", slot, &small.sum_dims(), uniform);
-        let kkt_sum_dims = self.resident_constant("kkt split sums", slot, &kkt.sum_dims(), uniform);
+        let gy_sum_dims = self.resident_written(
+            Write::WhenChanged,
+            "gy split sums",
+            slot,
+            &small.sum_dims(),
+            uniform,
+        );
+        let kkt_sum_dims = self.resident_written(
+            Write::WhenChanged,
+            "kkt split sums",
+            slot,
+            &kkt.sum_dims(),
+            uniform,
+        );
         // The compensated products' splits (head and tail planes of each), then their sums.
         let g_alpha_ky_parts = self.resident(
             "g_alpha ky partial sums",
@@ -659,7 +696,13 @@ impl Gpu {
             product.reduced().then(|| {
                 (
                     self.resident(role, slot, product.output_words() * 4, storage()),
-                    self.resident_constant(sums, slot, &product.sum_dims(), uniform),
+                    self.resident_written(
+                        Write::WhenChanged,
+                        sums,
+                        slot,
+                        &product.sum_dims(),
+                        uniform,
+                    ),
                 )
             })
         };
@@ -689,8 +732,13 @@ impl Gpu {
             0,
             0,
         ];
-        let finish_dims =
-            self.resident_constant("finish dims", slot, &uniform_words(&finish_dims), uniform);
+        let finish_dims = self.resident_written(
+            Write::WhenChanged,
+            "finish dims",
+            slot,
+            &uniform_words(&finish_dims),
+            uniform,
+        );
         let finished = buffer("finished", strides.finished);
 
         let pipelines = &self.pipelines;

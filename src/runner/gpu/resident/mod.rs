@@ -69,6 +69,7 @@ mod layout;
 mod plan;
 mod slots;
 
+use crate::runner::gpu::Write;
 use decode::*;
 pub use layout::StateShape;
 use layout::*;
@@ -611,8 +612,14 @@ impl Gpu {
             }),
         );
         let state_slot = RESIDENT_SLOTS + slot;
-        self.resident_with("q current", state_slot, &bytes, storage());
-        self.resident_with("held current", state_slot, &held_bytes, storage());
+        self.resident_written(Write::Always, "q current", state_slot, &bytes, storage());
+        self.resident_written(
+            Write::Always,
+            "held current",
+            state_slot,
+            &held_bytes,
+            storage(),
+        );
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! per group of requests of one M.
 
 use super::*;
+use crate::runner::gpu::Write;
 
 impl Gpu {
     /// The held passes of a batch (`members`, all of one [`SlotHeld::groups_with`] another) in
@@ -45,15 +46,26 @@ impl Gpu {
         let concat = |part: fn(&SlotHeld) -> &[u8]| -> Vec<u8> {
             members.iter().flat_map(|h| part(h).to_vec()).collect()
         };
-        let table =
-            self.resident_constant("held group table", slot, &concat(|h| &h.table), storage());
-        let extra =
-            self.resident_constant("held group extra", slot, &concat(|h| &h.extra), storage());
+        let table = self.resident_written(
+            Write::WhenChanged,
+            "held group table",
+            slot,
+            &concat(|h| &h.table),
+            storage(),
+        );
+        let extra = self.resident_written(
+            Write::WhenChanged,
+            "held group extra",
+            slot,
+            &concat(|h| &h.extra),
+            storage(),
+        );
         let (table_w, extra_w) = (first.table.len() / 4, first.extra.len() / 4);
         let dims = |role: &'static str, strides: [usize; 4]| {
             let mut words = first.dims.to_vec();
             words.extend(strides.map(|w| w as u32));
-            self.resident_constant(
+            self.resident_written(
+                Write::WhenChanged,
                 role,
                 slot,
                 &super::super::uniform_words(&words),
@@ -279,7 +291,8 @@ impl Gpu {
         let dims =
             |role: &'static str, t: usize, offset: usize, flags: u32, strides: [usize; 4]| {
                 let [a, b, c, d] = strides.map(|w| w as u32);
-                self.resident_constant(
+                self.resident_written(
+                    Write::WhenChanged,
                     role,
                     slot,
                     &super::super::uniform_words(&[
@@ -357,8 +370,15 @@ impl Gpu {
             self.check_groups("the M × M products", groups)?;
         }
         let uniform = wgpu::BufferUsages::UNIFORM;
-        let as_is_dims = self.resident_constant("m x m dims", slot, &as_is.dims, uniform);
-        let t_as_is_dims = self.resident_constant("m' x m dims", slot, &t_as_is.dims, uniform);
+        let as_is_dims =
+            self.resident_written(Write::WhenChanged, "m x m dims", slot, &as_is.dims, uniform);
+        let t_as_is_dims = self.resident_written(
+            Write::WhenChanged,
+            "m' x m dims",
+            slot,
+            &t_as_is.dims,
+            uniform,
+        );
         // At large M the products' 64 × 64 blocks are too few for a large GPU: split along the
         // inner dimension (one buffer of partial planes for all five, used in turn).
         let square_parts = as_is.reduced().then(|| {
@@ -369,7 +389,13 @@ impl Gpu {
                     as_is.output_words() * 4,
                     storage(),
                 ),
-                self.resident_constant("m x m split sums", slot, &as_is.sum_dims(), uniform),
+                self.resident_written(
+                    Write::WhenChanged,
+                    "m x m split sums",
+                    slot,
+                    &as_is.sum_dims(),
+                    uniform,
+                ),
             )
         });
         let gemm = |dims: &wgpu::Buffer, a: &wgpu::Buffer, b: &wgpu::Buffer, c: &wgpu::Buffer| {
