@@ -395,21 +395,12 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
         latent,
         ..
     } = *input;
-    let InducingStep {
-        factor,
-        l_inv,
-        alpha,
-        s_minus_i,
-        s_factor,
-        s_inv,
-        ..
-    } = step;
     let mm = z.nrows();
     let b = x.nrows();
     let samples = latent.map_or(1, |l| l.eps.nrows());
     let t_count = samples * b;
     let (scale, c) = scales(input);
-    let l = &factor.l;
+    let l = &step.factor.l;
     let expected_log_lik =
         c * (-0.5 * t_count as f64 * (2.0 * PI * noise).ln() - pred.misfit / (2.0 * noise));
     let kl_latent = latent.map_or(0.0, |lat| {
@@ -419,7 +410,7 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
                 .sum::<f64>()
     });
     let kl_inducing =
-        0.5 * (s_cov.trace() + m.dot(m) - mm as f64 - logdet_from_factor(&s_factor.l));
+        0.5 * (s_cov.trace() + m.dot(m) - mm as f64 - logdet_from_factor(&step.s_factor.l));
     let elbo = expected_log_lik - kl_latent - kl_inducing;
 
     // ∂/∂φ² of c Σ_t [−½ log(2πφ²) − misfit_t/(2φ²)].
@@ -431,7 +422,7 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
     let (l_inv_g_alpha, p_mat, l_inv_ky) = match pred.products {
         Products::Raw { g_alpha, kkt, ky } => (
             solve_lower_vec(l, &g_alpha),
-            &l_inv * &kkt * l_inv.transpose(),
+            &step.l_inv * &kkt * step.l_inv.transpose(),
             solve_lower_vec(l, &ky),
         ),
         Products::Whitened { g_alpha, p, ky } => (g_alpha, p, ky),
@@ -443,9 +434,9 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
         || {
             // Back to L (through α and Q = L⁻ᵀ(S − I)L⁻¹ with Ḡ_Q = g_var K_Zt K_Ztᵀ), then K_ZZ:
             // L̄ = tril(−α (L⁻¹ḡ_α)ᵀ − 2 Q Ḡ_Q L⁻ᵀ), and Q Ḡ_Q L⁻ᵀ = g_var L⁻ᵀ(S − I) P.
-            let l_bar = -(&alpha * l_inv_g_alpha.transpose())
-                - transpose_times(&l_inv, &(&s_minus_i * &p_mat)) * (2.0 * g_var);
-            let kzz_bar = cholesky_backward_with_inverse(l, &l_inv, &l_bar);
+            let l_bar = -(&step.alpha * l_inv_g_alpha.transpose())
+                - transpose_times(&step.l_inv, &(&step.s_minus_i * &p_mat)) * (2.0 * g_var);
+            let kzz_bar = cholesky_backward_with_inverse(l, &step.l_inv, &l_bar);
             // Through the kernel's Gram matrix.
             let (mut k_grad, mut d_z) = kernel.gram_backward(z, &kzz_bar);
             k_grad.add_assign(&pred.kernel);
@@ -455,7 +446,7 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
         },
         || {
             // Q = L⁻ᵀ S L⁻¹ + const ⇒ ∂/∂S = L⁻¹ Ḡ_Q L⁻ᵀ = g_var P; minus the KL.
-            let d_q_cov = &p_mat * g_var - (DMatrix::identity(mm, mm) - &s_inv) * 0.5;
+            let d_q_cov = &p_mat * g_var - (DMatrix::identity(mm, mm) - &step.s_inv) * 0.5;
             // The draws → q(w) by reparameterisation (∂w/∂μ = 1, ∂w/∂Σ = ε/(2√Σ)), plus the KL
             // of q(w).
             let (latent_mu, latent_var) = match (latent, &pred.draws) {
@@ -477,7 +468,7 @@ fn finish(input: &SvgpInput, step: InducingStep, pred: Predictions) -> SvgpOutpu
             kl_latent,
             kl_inducing,
             elbo,
-            jitter: factor.jitter,
+            jitter: step.factor.jitter,
         },
         grad: SvgpGrad {
             kernel: k_grad,
