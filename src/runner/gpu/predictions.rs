@@ -45,6 +45,7 @@ use crate::gp::linalg::CholeskyError;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::svgp::{bound_and_gradient, InducingStep, SvgpOutput};
 use crate::gp::svgp::{PredictionRequest, Predictions, Products, SvgpInput};
+use inputs::latent_bytes;
 pub(super) use inputs::PointInputs;
 
 /// Invocations per workgroup of the column pass (`@workgroup_size(64)`).
@@ -280,16 +281,7 @@ impl Gpu {
                 storage(),
             ),
         };
-        let r = request;
-        let inputs = [PointInputs::uploaded(
-            r.input.kernel,
-            r.input.z,
-            r.input.x,
-            r.input.y,
-            r.latent,
-            r.input.noise,
-            r.c,
-        )];
+        let inputs = [PointInputs::of_request(request)];
         let plan = self.plan_predictions(slot, &inputs, &[[0; 2]], &operands, false)?;
         let steps: Vec<&Step> = plan.steps().collect();
         self.record_steps(encoder, "svgp predictions", slot, &steps);
@@ -862,17 +854,6 @@ impl Gpu {
             slot_words,
         })
     }
-}
-
-/// The latent input as `points.wgsl` reads it: ε (S × b, column-major: draw s of row n at
-/// n·S + s), then (μ_n, √Σ_n) for each row n, as float32.
-fn latent_bytes(latent: &crate::gp::svgp::LatentBatch) -> Vec<u8> {
-    let rows = latent
-        .mu
-        .iter()
-        .zip(latent.var.iter())
-        .flat_map(|(&mu, &var)| [mu, var.sqrt()]);
-    f32_bytes(latent.eps.iter().copied().chain(rows))
 }
 
 /// The device buffers the predictions read the M × M quantities from: L⁻¹ and S − I (M × M,

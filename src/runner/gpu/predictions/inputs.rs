@@ -4,7 +4,8 @@
 use nalgebra::{DMatrix, DVector};
 
 use crate::gp::kernel::Kernel;
-use crate::gp::svgp::LatentBatch;
+use crate::gp::svgp::{LatentBatch, PredictionRequest};
+use crate::runner::gpu::f32_bytes;
 
 /// The inputs of one request's predictions that do not depend on where L⁻¹ and q(v) come from.
 #[derive(Debug, Clone, Copy)]
@@ -60,4 +61,29 @@ impl<'a> PointInputs<'a> {
             c,
         }
     }
+
+    /// [`PointInputs::uploaded`] for a request whose predictions the host sends whole.
+    pub(in crate::runner::gpu) fn of_request(r: &PredictionRequest<'a>) -> Self {
+        let input = r.input;
+        Self::uploaded(
+            input.kernel,
+            input.z,
+            input.x,
+            input.y,
+            r.latent,
+            input.noise,
+            r.c,
+        )
+    }
+}
+
+/// The latent input as `points.wgsl` reads it: ε (S × b, column-major: draw s of row n at
+/// n·S + s), then (μ_n, √Σ_n) for each row n, as float32.
+pub(super) fn latent_bytes(latent: &LatentBatch) -> Vec<u8> {
+    let rows = latent
+        .mu
+        .iter()
+        .zip(latent.var.iter())
+        .flat_map(|(&mu, &var)| [mu, var.sqrt()]);
+    f32_bytes(latent.eps.iter().copied().chain(rows))
 }
