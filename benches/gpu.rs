@@ -173,15 +173,15 @@ fn issue_sizes(gpu: &Gpu, quick: bool) {
         flops / syrk / 1e9
     );
     let (m, slots) = if quick { (40, 3) } else { (400, 10) };
-    let [cpu, on_gpu, step_cpu, step_gpu] = time_cholesky_jobs(gpu, quick, m, slots, &mut rng);
+    let t = time_cholesky_jobs(gpu, quick, m, slots, &mut rng);
     println!(
         "{{\"bench\": \"cholesky\", \"m\": {m}, \"matrices\": {slots}, \"cpu_1_thread_ms\": {:.3}, \
          \"gpu_double_float_ms\": {:.3}, \"natural_step_cpu_1_thread_ms\": {:.3}, \
          \"natural_step_gpu_ms\": {:.3}}}",
-        cpu * 1e3,
-        on_gpu * 1e3,
-        step_cpu * 1e3,
-        step_gpu * 1e3
+        t.factorise_cpu * 1e3,
+        t.factorise_gpu * 1e3,
+        t.natural_step_cpu * 1e3,
+        t.natural_step_gpu * 1e3
     );
     let (n, m, d) = if quick { (100, 10, 3) } else { (5000, 400, 20) };
     let [cpu, on_gpu] = time_collapsed(gpu, quick, (n, m, d), &mut rng);
@@ -202,14 +202,14 @@ fn factorisations_only(gpu: &Gpu, quick: bool, sizes: &str) {
         std::process::exit(2);
     };
     let mut rng = ChaCha8Rng::seed_from_u64(9);
-    let [cpu, on_gpu, step_cpu, step_gpu] = time_cholesky_jobs(gpu, quick, m, slots, &mut rng);
+    let t = time_cholesky_jobs(gpu, quick, m, slots, &mut rng);
     println!(
         "{slots} factorisations with inverses at M = {m}: CPU f64 1 thread {:.1} ms, GPU \
          double-float {:.1} ms; {slots} natural steps: CPU {:.1} ms, GPU {:.1} ms",
-        cpu * 1e3,
-        on_gpu * 1e3,
-        step_cpu * 1e3,
-        step_gpu * 1e3
+        t.factorise_cpu * 1e3,
+        t.factorise_gpu * 1e3,
+        t.natural_step_cpu * 1e3,
+        t.natural_step_gpu * 1e3
     );
 }
 
@@ -220,14 +220,13 @@ fn factorisations_only(gpu: &Gpu, quick: bool, sizes: &str) {
 /// - natural-gradient steps of q(v) (one iteration's for every variable;
 ///   `InducingPosterior::natural_step` on the CPU).
 ///
-/// Returns [factorisations on the CPU, on the GPU, natural steps on the CPU, on the GPU].
 fn time_cholesky_jobs(
     gpu: &Gpu,
     quick: bool,
     m: usize,
     slots: usize,
     rng: &mut ChaCha8Rng,
-) -> [f64; 4] {
+) -> CholeskyTimes {
     let policy = JitterPolicy::up_to(1e-6, 10.0, 1e-1);
     let matrices: Vec<DMatrix<f64>> = (0..slots)
         .map(|_| {
@@ -277,7 +276,20 @@ fn time_cholesky_jobs(
                 .expect("the natural steps on the GPU"),
         );
     });
-    [cpu, on_gpu, step_cpu, step_gpu]
+    CholeskyTimes {
+        factorise_cpu: cpu,
+        factorise_gpu: on_gpu,
+        natural_step_cpu: step_cpu,
+        natural_step_gpu: step_gpu,
+    }
+}
+
+/// Median seconds of [`time_cholesky_jobs`]' two jobs on each side.
+struct CholeskyTimes {
+    factorise_cpu: f64,
+    factorise_gpu: f64,
+    natural_step_cpu: f64,
+    natural_step_gpu: f64,
 }
 
 /// Median seconds on the GPU of the float32 product Q·K and of the compensated SYRK K·Kᵀ.

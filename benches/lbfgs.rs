@@ -33,8 +33,16 @@ struct Fit {
     y: DVector<f64>,
     template: CollapsedParams,
     store: ParamStore,
-    /// The handles of the kernel, φ², and q(w)'s means and variances in `store`.
-    blocks: [ParamBlock; 4],
+    blocks: Blocks,
+}
+
+/// The handles of the kernel, φ², and q(w)'s means and variances in a fit's store.
+#[derive(Clone, Copy)]
+struct Blocks {
+    kernel: ParamBlock,
+    noise: ParamBlock,
+    latent_mean: ParamBlock,
+    latent_variance: ParamBlock,
 }
 
 impl Fit {
@@ -60,12 +68,16 @@ impl Fit {
             }),
         };
         let mut store = ParamStore::new();
-        let blocks = [
-            template.kernel.declare_params(&mut store, "kernel.").all,
-            store.add("noise", 1, Transform::Positive { floor: 1e-6 }),
-            store.add("latent.mean", rows, Transform::Identity),
-            store.add("latent.variance", rows, Transform::Positive { floor: 1e-6 }),
-        ];
+        let blocks = Blocks {
+            kernel: template.kernel.declare_params(&mut store, "kernel.").all,
+            noise: store.add("noise", 1, Transform::Positive { floor: 1e-6 }),
+            latent_mean: store.add("latent.mean", rows, Transform::Identity),
+            latent_variance: store.add(
+                "latent.variance",
+                rows,
+                Transform::Positive { floor: 1e-6 },
+            ),
+        };
         let mut values = template.kernel.params_to_vec();
         values.push(template.noise_variance);
         let q = template.latent.as_ref().expect("built above");
@@ -87,13 +99,13 @@ impl Fit {
     /// (−F, −∂F/∂raw), or `None` where the bound cannot be evaluated.
     fn negated(&self, raw: &[f64]) -> Option<(f64, Vec<f64>)> {
         let values = self.store.unpack(raw);
-        let [kernel, noise, mean, variance] = self.blocks;
+        let b = self.blocks;
         let mut p = self.template.clone();
-        p.kernel.set_params_from_slice(&values[kernel.range()]);
-        p.noise_variance = values[noise.first()];
+        p.kernel.set_params_from_slice(&values[b.kernel.range()]);
+        p.noise_variance = values[b.noise.first()];
         p.latent = Some(LatentPosterior {
-            mean: DVector::from_column_slice(&values[mean.range()]),
-            variance: DVector::from_column_slice(&values[variance.range()]),
+            mean: DVector::from_column_slice(&values[b.latent_mean.range()]),
+            variance: DVector::from_column_slice(&values[b.latent_variance.range()]),
         });
         let (f, g) = collapsed_bound_with_grad(&self.x, &self.y, &p, 1e-6).ok()?;
         let mut minus: Vec<f64> = g.kernel.to_vec().iter().map(|v| -v).collect();

@@ -1,7 +1,8 @@
 //! The names of the engine's choices (search methods, presets, graph kinds, mechanisms, …) as the
-//! command line, JSON and the page spell them. Each enum declares its names once, by strum's
-//! derives: `IntoStaticStr` gives a value's name, `VariantArray` the list of values. These helpers
-//! read a name back and list the choices for a message, so no enum writes its own match arms.
+//! command line, JSON and the page spell them. Each enum is declared with [`named_choices!`], which
+//! gives serde and strum one spelling: strum's `IntoStaticStr` gives a value's name, `VariantArray`
+//! the list of values. These helpers read a name back and list the choices for a message, so no
+//! enum writes its own match arms; [`Choice`] adds `parse`/`name` to the run's settings.
 
 use strum::VariantArray;
 
@@ -55,7 +56,7 @@ pub struct UnknownName {
 }
 
 /// The value called `given`, or why not, naming `what` was asked for and every choice, e.g.
-/// "unknown method 'x': choose 'cgp', 'exact' or 'hybrid'".
+/// "unknown method 'x': choose 'cgp', 'exact', 'hybrid' or 'auto'".
 pub fn parse_or_explain<T: Named>(what: &'static str, given: &str) -> Result<T, UnknownName> {
     parse(given).ok_or_else(|| UnknownName {
         what,

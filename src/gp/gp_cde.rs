@@ -1,5 +1,6 @@
-//! One variable's trainable GP-CDE model ([`GpCdeModel`]): its parameters, their initialisation (MODEL.md §2.4–2.6) and one
-//! optimisation step (natural gradient on q(v), then Adam on everything else, §3.5–3.6).
+//! One variable's trainable GP-CDE model ([`GpCdeModel`]): its parameters, their initialisation
+//! (MODEL.md §2.4–2.6) and one optimisation step (natural gradient on q(v), then Adam on everything
+//! else, §3.5–3.6).
 //!
 //! A step is split in three so a [`Backend`](crate::runner::Backend) can evaluate many variables
 //! (and restarts) in one batch: [`GpCdeModel::prepare`] draws the minibatch noise and q(w)
@@ -69,7 +70,7 @@ enum Latent {
 }
 
 /// The variable's parameter store with the handle of each block ([`GpCdeModel::layout`]).
-struct VariableLayout {
+struct GpCdeLayout {
     store: ParamStore,
     /// Every kernel hyperparameter; first, so its indices are the kernel's own.
     kernel: ParamBlock,
@@ -336,7 +337,7 @@ impl GpCdeModel {
     /// (identity), `noise` (φ² above its floor), then q(w): `encoder` (the network's weights,
     /// identity) or `latent.mean` (identity) and `latent.variance` (above
     /// [`LATENT_VARIANCE_FLOOR`](super::encoder::LATENT_VARIANCE_FLOOR)).
-    fn layout(&self) -> VariableLayout {
+    fn layout(&self) -> GpCdeLayout {
         let mut store = ParamStore::new();
         let kernel = self.kernel.declare_params(&mut store, "kernel.").all;
         debug_assert_eq!(kernel.first(), 0, "kernel indices are flat indices");
@@ -363,7 +364,7 @@ impl GpCdeModel {
                 ),
             },
         };
-        VariableLayout {
+        GpCdeLayout {
             store,
             kernel,
             z,
@@ -598,7 +599,7 @@ impl GpCdeModel {
     }
 
     /// The raw numbers in the store's order.
-    fn flat_params(&self, layout: &VariableLayout) -> Vec<f64> {
+    fn flat_params(&self, layout: &GpCdeLayout) -> Vec<f64> {
         let mut p = vec![0.0; layout.store.len()];
         p[layout.kernel.range()].copy_from_slice(&self.kernel_raw);
         p[layout.z.range()].copy_from_slice(self.z.as_slice());
@@ -617,7 +618,7 @@ impl GpCdeModel {
     }
 
     /// Sets the raw numbers from `p` (the store's order) and the kernel's values from them.
-    fn set_flat_params(&mut self, layout: &VariableLayout, p: &[f64]) {
+    fn set_flat_params(&mut self, layout: &GpCdeLayout, p: &[f64]) {
         let kernel_raw = &p[layout.kernel.range()];
         self.kernel_raw.copy_from_slice(kernel_raw);
         let values = layout.store.unpack_block(layout.kernel, kernel_raw);

@@ -215,7 +215,7 @@ where
                 .max_line_search_evaluations
                 .min(settings.max_evaluations - evaluations)
                 .max(1);
-            let step = SearchLine {
+            let step = LineSearch {
                 objective: &mut objective,
                 x: &x,
                 f0: f,
@@ -318,7 +318,7 @@ fn two_loop_direction(g: &[f64], pairs: &VecDeque<(Vec<f64>, Vec<f64>, f64)>) ->
 
 /// One line search's fixed part: φ(α) = f(x + αd) from φ(0) = `f0` with slope φ'(0) =
 /// `slope0` < 0, the Wolfe constants of `settings`, and the objective with its evaluation count.
-struct SearchLine<'a, F> {
+struct LineSearch<'a, F> {
     objective: &'a mut F,
     x: &'a [f64],
     f0: f64,
@@ -328,9 +328,9 @@ struct SearchLine<'a, F> {
     evaluations: &'a mut usize,
 }
 
-impl<F> SearchLine<'_, F> {
+impl<F> LineSearch<'_, F> {
     /// Strong-Wolfe line search (N&W Alg. 3.5) from α = `alpha0`: extrapolate (α ← 2α) until a
-    /// trial brackets a point satisfying both conditions, then [`SearchLine::zoom`]. Non-finite
+    /// trial brackets a point satisfying both conditions, then [`LineSearch::zoom`]. Non-finite
     /// trials cap the step (α_max ← α) and halve the distance to the last finite trial. Returns
     /// the accepted trial, or, when the `budget` of evaluations runs out, the lowest trial that
     /// met the sufficient-decrease condition, or `None` if there was none.
@@ -368,7 +368,7 @@ impl<F> SearchLine<'_, F> {
                 (prev, t)
             } else {
                 keep_best(&mut best, &t);
-                if self.flat_enough(&t) {
+                if self.meets_curvature(&t) {
                     return Ok(Some(t));
                 }
                 if t.slope >= 0.0 {
@@ -420,7 +420,7 @@ impl<F> SearchLine<'_, F> {
                 continue;
             }
             keep_best(&mut best, &t);
-            if self.flat_enough(&t) {
+            if self.meets_curvature(&t) {
                 return Ok(Some(t));
             }
             if t.slope * (hi.alpha - lo.alpha) >= 0.0 {
@@ -437,16 +437,37 @@ impl<F> SearchLine<'_, F> {
     }
 
     /// The strong curvature condition |φ'(α)| ≤ −c₂ φ'(0).
-    fn flat_enough(&self, t: &Trial) -> bool {
+    fn meets_curvature(&self, t: &Trial) -> bool {
         t.slope.abs() <= -self.settings.wolfe_c2 * self.slope0
     }
 
-    /// The trial at α ([`trial_at`]).
+    /// Evaluates φ(α) = f(x + αd); a non-finite value or gradient gives a trial with φ = +∞.
     async fn trial<E>(&mut self, alpha: f64) -> Result<Trial, LbfgsError<E>>
     where
         F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
     {
-        trial_at(self.objective, self.x, self.d, alpha, self.evaluations).await
+        let xt: Vec<f64> = self
+            .x
+            .iter()
+            .zip(self.d)
+            .map(|(xi, di)| xi + alpha * di)
+            .collect();
+        let (value, gradient) = evaluate(self.objective, &xt, self.evaluations).await?;
+        if value.is_finite() && gradient.iter().all(|v| v.is_finite()) {
+            Ok(Trial {
+                alpha,
+                value,
+                slope: dot(&gradient, self.d),
+                gradient: Some(gradient),
+            })
+        } else {
+            Ok(Trial {
+                alpha,
+                value: f64::INFINITY,
+                slope: f64::NAN,
+                gradient: None,
+            })
+        }
     }
 }
 
@@ -468,36 +489,6 @@ fn cubic_minimizer(p: &Trial, q: &Trial) -> Option<f64> {
     let alpha =
         q.alpha - (q.alpha - p.alpha) * (q.slope + d2 - d1) / (q.slope - p.slope + 2.0 * d2);
     alpha.is_finite().then_some(alpha)
-}
-
-/// Evaluates φ(α) = f(x + αd); a non-finite value or gradient gives a trial with φ = +∞.
-async fn trial_at<E, F>(
-    objective: &mut F,
-    x: &[f64],
-    d: &[f64],
-    alpha: f64,
-    evaluations: &mut usize,
-) -> Result<Trial, LbfgsError<E>>
-where
-    F: AsyncFnMut(&[f64]) -> Result<(f64, Vec<f64>), E>,
-{
-    let xt: Vec<f64> = x.iter().zip(d).map(|(xi, di)| xi + alpha * di).collect();
-    let (value, gradient) = evaluate(objective, &xt, evaluations).await?;
-    if value.is_finite() && gradient.iter().all(|v| v.is_finite()) {
-        Ok(Trial {
-            alpha,
-            value,
-            slope: dot(&gradient, d),
-            gradient: Some(gradient),
-        })
-    } else {
-        Ok(Trial {
-            alpha,
-            value: f64::INFINITY,
-            slope: f64::NAN,
-            gradient: None,
-        })
-    }
 }
 
 /// Keeps the lowest finite trial that met the sufficient-decrease condition (the fallback when a

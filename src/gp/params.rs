@@ -66,7 +66,7 @@ impl Transform {
 /// declared one after another, such as a kernel's) occupies. [`ParamStore::add`] and
 /// [`ParamStore::add_per_input`] hand these out; a handle is only meaningful for the store that
 /// made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParamBlock {
     offset: usize,
     len: usize,
@@ -83,6 +83,7 @@ impl ParamBlock {
         self.len
     }
 
+    /// True for a block of no entries (a kernel or latent input with nothing to learn).
     pub fn is_empty(self) -> bool {
         self.len == 0
     }

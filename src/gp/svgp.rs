@@ -217,11 +217,15 @@ struct Projection<'a> {
 pub struct PredictionRequest<'a> {
     /// The evaluation's kernel, Z, minibatch, m and φ² ([`SvgpInput`]).
     pub input: SvgpInput<'a>,
-    /// `input`'s latent input (the device path needs one).
+    /// `input.latent` itself, unwrapped: the device path needs a latent input.
     pub latent: &'a LatentBatch,
+    /// The draws w_sn = μ_n + √Σ_n ε_sn (S × b).
     pub draws: &'a DMatrix<f64>,
+    /// L⁻¹, with K_ZZ + εI = LLᵀ.
     pub l_inv: &'a DMatrix<f64>,
+    /// S − I (q(v)'s covariance less the prior's).
     pub s_minus_i: &'a DMatrix<f64>,
+    /// c = N/(bS), the weight of each draw's term in the minibatch estimate.
     pub c: f64,
 }
 

@@ -44,8 +44,8 @@ pub struct UncollapsedComponent {
     step_extra: Vec<f64>,
 }
 
-/// One evaluation, ready to be applied by [`Conditional::ascend`]; it serialises, so it can come back
-/// from another thread or worker.
+/// One evaluation, ready to be applied by [`Conditional::ascend`]; it serialises, so it can come
+/// back from another thread or worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Evaluation {
     /// (N/rows)·F and its gradient in the flat unconstrained parameters.

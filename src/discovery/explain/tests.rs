@@ -268,9 +268,10 @@ fn column_names(names: &[&str]) -> Vec<String> {
 }
 
 /// Each sentence said equals the one wanted.
+#[track_caller]
 fn assert_words(cases: &[(String, &str)]) {
-    for (said, wanted) in cases {
-        assert_eq!(said, wanted);
+    for (case, (said, wanted)) in cases.iter().enumerate() {
+        assert_eq!(said, wanted, "sentence {case} of the list");
     }
 }
 

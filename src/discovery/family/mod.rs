@@ -106,11 +106,17 @@ pub fn family_score(
 /// scheme takes warm starts (the arguments of [`family_score`]).
 #[derive(Clone, Copy)]
 pub struct FamilyRequest<'a> {
+    /// The data, N × D, standardised.
     pub data: &'a DMatrix<f64>,
+    /// The column being explained.
     pub child: usize,
+    /// The columns explaining it, in the model's input order.
     pub parents: &'a [usize],
+    /// How the family is fitted (restarts, caps, warm-start scheme).
     pub settings: &'a FamilyScoreSettings,
+    /// The run's seed; each family derives its own from it.
     pub seed: u64,
+    /// The best fit of a subset with one parent fewer, when the scheme takes warm starts.
     pub warm: Option<&'a WarmStart>,
 }
 
@@ -153,7 +159,8 @@ async fn family_fit_with(
         child,
         parents,
         settings,
-        ..
+        seed,
+        warm,
     } = request;
     let n = data.nrows();
     let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
@@ -169,10 +176,10 @@ async fn family_fit_with(
         Some(device) => model.on_device(device),
         None => model,
     };
-    let family_seed = family_seed(request.seed, child, parents);
+    let family_seed = family_seed(seed, child, parents);
     // The warm start, when the scheme takes one and `warm` is a subset with one parent fewer.
     let warm_params = match settings.scheme {
-        FamilyFitScheme::Warm { .. } if parents.len() >= 2 => request.warm.and_then(|w| {
+        FamilyFitScheme::Warm { .. } if parents.len() >= 2 => warm.and_then(|w| {
             let added: Vec<usize> = (0..parents.len())
                 .filter(|&k| !w.parents.contains(&parents[k]))
                 .collect();

@@ -223,6 +223,7 @@ impl Choice for Method {
 }
 
 impl Method {
+    /// Every method, in the order listed to users.
     pub const ALL: &'static [Method] = <Self as strum::VariantArray>::VARIANTS;
 
     /// The method a run over `d` variables uses, and why: `auto` becomes exact or hybrid by

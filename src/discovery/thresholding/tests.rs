@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 /// The greedy rule keeps edges that lie on no cycle, where the prefix cut loses every edge
 /// lighter than a strong 2-cycle.
 #[test]
-fn greedy_dag_keeps_light_edges_that_close_no_cycle() {
+fn greedy_cut_keeps_light_edges_that_close_no_cycle() {
     // a ↔ b strongly (0.9 / 0.8), and a light chain c → d → e (0.1).
     let mut w = DMatrix::zeros(5, 5);
     w[(0, 1)] = 0.9;
@@ -25,7 +25,7 @@ fn greedy_dag_keeps_light_edges_that_close_no_cycle() {
 /// On random weights and knowledge: the greedy result is a DAG with every required edge, no
 /// forbidden or inactive one, and maximal (each candidate left out would close a cycle).
 #[test]
-fn greedy_dag_is_a_maximal_dag_that_respects_knowledge() {
+fn greedy_cut_is_a_maximal_dag_that_respects_knowledge() {
     let mut rng = ChaCha8Rng::seed_from_u64(21);
     let names: Vec<String> = (0..6).map(|i| format!("v{i}")).collect();
     for _ in 0..200 {

@@ -120,7 +120,7 @@ impl Session {
             }
             crate::discovery::exact::ExactStage::Scored => "every family scored",
         };
-        let view = Shown {
+        let view = SearchView {
             restart: 0,
             phase: if x.finished() {
                 Phase::Done
@@ -153,30 +153,30 @@ impl Session {
         self.snapshot_of(view, status, remaining_seconds)
     }
 
-    /// The snapshot showing `shown`, with the session's own part: its `status`, every restart's
+    /// The snapshot showing `view`, with the session's own part: its `status`, every restart's
     /// progress, its faults, its time so far, and the progress by `remaining_seconds`.
     fn snapshot_of(
         &self,
-        shown: Shown,
+        view: SearchView,
         status: Status,
         remaining_seconds: Option<f64>,
     ) -> Snapshot {
         Snapshot {
             status,
-            restart: shown.restart,
-            phase: shown.phase,
-            phase_text: shown.phase_text,
-            iteration: shown.iteration,
-            terms: shown.terms,
-            adjacency: shown.adjacency,
-            edges: shown.edges,
+            restart: view.restart,
+            phase: view.phase,
+            phase_text: view.phase_text,
+            iteration: view.iteration,
+            terms: view.terms,
+            adjacency: view.adjacency,
+            edges: view.edges,
             restarts: self.restart_progress(),
             faults: self.faults(),
             trace: Vec::new(),
             elapsed_seconds: self.elapsed,
             remaining_seconds,
             progress: self.fraction_done(status, remaining_seconds),
-            exact: shown.exact,
+            exact: view.exact,
         }
     }
 
@@ -261,7 +261,7 @@ impl Session {
         } else {
             Some(0.0)
         };
-        let view = Shown {
+        let view = SearchView {
             restart: shown.index(),
             phase: shown.phase(),
             phase_text: if self.rescoring() {
@@ -283,7 +283,7 @@ impl Session {
 }
 
 /// What a snapshot shows of the search it follows: the [`Snapshot`] fields of the same names.
-struct Shown {
+struct SearchView {
     restart: usize,
     phase: Phase,
     phase_text: String,

@@ -94,7 +94,9 @@ pub struct StationaryPartGrad {
 }
 
 /// The handles of a kernel's hyperparameters in a model's [`ParamStore`]
-/// ([`Kernel::declare_params`]).
+/// ([`Kernel::declare_params`]). The models read the kernel as one block (`all`); the per-part
+/// handles name each hyperparameter's own entries, for code that reads one of them (the tests
+/// hold each handle to its parameter).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelBlocks {
     /// Every hyperparameter, in the order of [`Kernel::params_to_vec`].

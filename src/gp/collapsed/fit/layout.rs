@@ -7,8 +7,9 @@ use super::*;
 /// `noise` (φ² above its floor), `z` (Z column-major), `latent.mean` (μ) and `latent.variance`
 /// (s above [`LATENT_VARIANCE_FLOOR`]).
 pub(crate) struct CollapsedLayout {
-    kernel: Kernel,
-    head: KernelAndNoise,
+    /// The kernel's shape (kinds, mask, dimension); its values come from the vector.
+    kernel_template: Kernel,
+    kernel_and_noise: KernelAndNoise,
     z: ParamBlock,
     latent_mean: ParamBlock,
     latent_variance: ParamBlock,
@@ -28,6 +29,7 @@ pub(super) struct KernelAndNoise {
 }
 
 impl KernelAndNoise {
+    /// A new store holding `kernel`'s hyperparameters (positive), then φ² ≥ `noise_floor`.
     pub(super) fn declare(kernel: &Kernel, noise_floor: f64) -> Self {
         let mut store = ParamStore::new();
         let kernel = kernel.declare_params(&mut store, "kernel.").all;
@@ -96,10 +98,14 @@ impl CollapsedLayout {
     /// φ² ≥ `noise_floor`, M inducing points and N rows. No checks: the caller vouches for them.
     pub(crate) fn for_shape(kernel: &Kernel, noise_floor: f64, m: usize, n: usize) -> Self {
         let dim = kernel.dim();
-        let mut head = KernelAndNoise::declare(kernel, noise_floor);
-        let z = head.store.add("z", m * dim, Transform::Identity);
-        let latent_mean = head.store.add("latent.mean", n, Transform::Identity);
-        let latent_variance = head.store.add(
+        let mut kernel_and_noise = KernelAndNoise::declare(kernel, noise_floor);
+        let z = kernel_and_noise
+            .store
+            .add("z", m * dim, Transform::Identity);
+        let latent_mean = kernel_and_noise
+            .store
+            .add("latent.mean", n, Transform::Identity);
+        let latent_variance = kernel_and_noise.store.add(
             "latent.variance",
             n,
             Transform::Positive {
@@ -107,8 +113,8 @@ impl CollapsedLayout {
             },
         );
         Self {
-            kernel: kernel.clone(),
-            head,
+            kernel_template: kernel.clone(),
+            kernel_and_noise,
             z,
             latent_mean,
             latent_variance,
@@ -120,7 +126,7 @@ impl CollapsedLayout {
 
     /// The model's parameter store.
     pub(crate) fn store(&self) -> &ParamStore {
-        &self.head.store
+        &self.kernel_and_noise.store
     }
 
     pub(crate) fn pack(&self, p: &CollapsedParams) -> Vec<f64> {
@@ -136,7 +142,7 @@ impl CollapsedLayout {
     pub(crate) fn unpack(&self, raw: &[f64]) -> CollapsedParams {
         let values = self.store().unpack(raw);
         let at = |block: ParamBlock| &values[block.range()];
-        let (kernel, noise_variance) = self.head.read(&self.kernel, &values);
+        let (kernel, noise_variance) = self.kernel_and_noise.read(&self.kernel_template, &values);
         CollapsedParams {
             kernel,
             noise_variance,
