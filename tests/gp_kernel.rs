@@ -6,7 +6,7 @@ use nalgebra::{Cholesky, DMatrix, DVector};
 use occam::gp::kernel::{
     unit_dvalue_dalpha, unit_dvalue_dr2, unit_value, Kernel, StationaryKind, StationaryPart,
 };
-use occam::gp::params::ParamStore;
+use occam::gp::params::{ParamBlock, ParamStore};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -344,9 +344,23 @@ fn declared_blocks_match_the_flat_order() {
     }
     let last = blocks.parts.last().unwrap();
     assert_eq!(flat[last.alpha.unwrap().range()], [2.0]);
-    // The names stay for messages: each block is named after its part's kind.
-    let names: Vec<&str> = store.blocks().iter().map(|b| b.name.as_str()).collect();
-    assert!(names.contains(&"k.rational_quadratic.alpha"), "{names:?}");
+    // The names stay for messages: the block at each handle is named after its part's kind.
+    let name_at = |handle: ParamBlock| -> &str {
+        let block = store.blocks().iter().find(|b| b.range() == handle.range());
+        &block
+            .unwrap_or_else(|| panic!("no block at {:?}", handle.range()))
+            .name
+    };
+    assert_eq!(name_at(blocks.linear.unwrap()), "k.linear");
+    for (part, handles) in k.stationary.iter().zip(&blocks.parts) {
+        let kind: &str = part.kind.into();
+        assert_eq!(name_at(handles.variance), format!("k.{kind}.variance"));
+        assert_eq!(name_at(handles.precision), format!("k.{kind}.precision"));
+        if let Some(alpha) = handles.alpha {
+            assert_eq!(name_at(alpha), format!("k.{kind}.alpha"));
+        }
+    }
+    assert_eq!(name_at(last.alpha.unwrap()), "k.rational_quadratic.alpha");
     for j in 0..k.dim() {
         let on: Vec<f64> = store.input_indices(j).iter().map(|&i| flat[i]).collect();
         let mut want = vec![k.linear.as_ref().unwrap()[j]];

@@ -2,7 +2,7 @@
 //! iteration's resident evaluations upload their minibatch's row indices (b words) instead of
 //! its rows and targets (b·(D + 1) words), and `gather.wgsl` forms x and y there.
 
-use crate::runner::gpu::Write;
+use super::Upload;
 use nalgebra::DMatrix;
 
 use super::submission::Step;
@@ -64,7 +64,7 @@ impl Gpu {
             let (n, d) = data.shape();
             let row_major = (0..n * d).map(|k| data[(k / d, k % d)]);
             self.resident_written(
-                Write::Always,
+                Upload::EveryCall,
                 "held data",
                 0,
                 &super::f32_bytes(row_major),
@@ -104,13 +104,18 @@ impl Gpu {
             .flat_map(|r| r.iter())
             .flat_map(|&r| (r as u32).to_le_bytes())
             .collect();
-        let indices =
-            self.resident_written(Write::Always, "row indices", scratch, &indices, storage());
+        let indices = self.resident_written(
+            Upload::EveryCall,
+            "row indices",
+            scratch,
+            &indices,
+            storage(),
+        );
         let slots = rows.len() as u32;
         let pass = |role: &'static str, whole: bool, out: &wgpu::Buffer, per_slot: usize| {
             let words = [b, d, usize::from(whole), b, per_slot, 0, 0, 0].map(|w| w as u32);
             let dims = self.resident_written(
-                Write::WhenChanged,
+                Upload::OnChange,
                 role,
                 scratch,
                 &super::uniform_words(&words),

@@ -6,8 +6,8 @@
 //! in one pass). The host's reference is `gp::encoder::Encoder::forward` and `backward` with
 //! `svgp`'s KL(q(w)) gradient.
 
+use super::Upload;
 use crate::gp::encoder::Encoder;
-use crate::runner::gpu::Write;
 
 use super::submission::Step;
 use super::{Gpu, GpuError};
@@ -235,7 +235,7 @@ impl Gpu {
                         invocations: usize|
          -> Result<Step<'_>, GpuError> {
             let dims = self.resident_written(
-                Write::WhenChanged,
+                Upload::OnChange,
                 "encoder dims",
                 scratch * DISPATCHES + dispatch,
                 &dims.bytes(),

@@ -168,23 +168,25 @@ fn noise_scale(phi: f32) -> vec2<f32> {
 
 const GROUP: u32 = 64u;
 
-// The builtins of the passes whose workgroup shares out one slot's work: the slot is the
-// workgroup's y, and each invocation strides over the work from its index in the workgroup.
-struct Shared {
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) index: u32,
-}
+// The passes below share out one slot's work in a workgroup: the slot is the workgroup's y, and
+// each invocation strides over the work from its index in the workgroup. The two builtins are
+// separate parameters: WGSL's uniformity analysis counts a struct holding the invocation's index
+// as varying across the workgroup, `workgroup_id` with it, and `kernel_sums` branches on
+// `workgroup_id` before its barriers.
 
 @compute @workgroup_size(64)
-fn derive_parameters(wg: Shared) {
-    enter(wg.group.y);
+fn derive_parameters(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) index: u32,
+) {
+    enter(group.y);
     let d = dims.d;
     if (dims.linear == 0u) {
-        for (var j = wg.index; j < d; j += GROUP) {
+        for (var j = index; j < d; j += GROUP) {
             dst[base.w + j] = 0.0;
         }
     }
-    for (var k = wg.index; k + 1u < dims.params; k += GROUP) {
+    for (var k = index; k + 1u < dims.params; k += GROUP) {
         let r = parameter_record(k);
         let value = softplus(raw_parameter(k));
         switch r.x {
@@ -202,7 +204,7 @@ fn derive_parameters(wg: Shared) {
             }
         }
     }
-    if (wg.index == 0u) {
+    if (index == 0u) {
         let scale = noise_scale(noise_variance());
         let g_var = -0.5 * scale;
         var linear_slot = 0.0;
@@ -255,25 +257,28 @@ fn input_gradients(@builtin(global_invocation_id) id: vec3<u32>) {
 var<workgroup> partial: array<vec2<f32>, 64>;
 
 @compute @workgroup_size(64)
-fn kernel_sums(wg: Shared) {
-    enter(wg.group.y);
-    let w = wg.group.x;
+fn kernel_sums(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) index: u32,
+) {
+    enter(group.y);
+    let w = group.x;
     let mw = dims.m * dims.width;
     var sum = vec2<f32>(0.0, 0.0);
     // `w` is the same for the whole workgroup, so every invocation reaches the barriers.
     let b = dims.t / max(dims.samples, 1u);
     if (w < dims.width) {
-        for (var i = wg.index; i < dims.m; i += GROUP) {
+        for (var i = index; i < dims.m; i += GROUP) {
             let at = i * dims.width + w;
             sum = df_add(sum, vec2<f32>(src_a[base.x + 2u + at], src_a[base.x + 2u + mw + at]));
         }
     } else if (w == dims.width) {
-        for (var e = wg.index; e < held_count(); e += GROUP) {
+        for (var e = index; e < held_count(); e += GROUP) {
             let g = dst[base.w + z_at() + e];
             sum = df_add(sum, two_prod(g, g));
         }
     } else if (w == dims.width + 1u) {
-        for (var n = wg.index; n < b; n += GROUP) {
+        for (var n = index; n < b; n += GROUP) {
             let mu = src_b[base.y + dims.t + 2u * n];
             let root = src_b[base.y + dims.t + 2u * n + 1u];
             let variance = root * root;
@@ -281,20 +286,20 @@ fn kernel_sums(wg: Shared) {
         }
     } else {
         let j = w - dims.width - 2u;
-        for (var p = wg.index; p < dims.t; p += GROUP) {
+        for (var p = index; p < dims.t; p += GROUP) {
             let u = src_c[base.z + p * dims.d + j];
             sum = df_add(sum, two_prod(u, u));
         }
     }
-    partial[wg.index] = sum;
+    partial[index] = sum;
     workgroupBarrier();
     for (var half = GROUP / 2u; half > 0u; half /= 2u) {
-        if (wg.index < half) {
-            partial[wg.index] = df_add(partial[wg.index], partial[wg.index + half]);
+        if (index < half) {
+            partial[index] = df_add(partial[index], partial[index + half]);
         }
         workgroupBarrier();
     }
-    if (wg.index == 0u) {
+    if (index == 0u) {
         var at = sums_at() + 2u * w;
         if (w == dims.width) {
             at = NORM_AT;
@@ -335,15 +340,18 @@ fn column_squares(j: u32) -> f32 {
 }
 
 @compute @workgroup_size(64)
-fn parameter_gradients(wg: Shared) {
-    enter(wg.group.y);
+fn parameter_gradients(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_index) index: u32,
+) {
+    enter(group.y);
     let d = dims.d;
     let phi = noise_variance();
     let scale = noise_scale(phi);
     let g_var = -0.5 * (scale.x + scale.y);
     let t = f32(dims.t);
     let alpha = alpha_at();
-    for (var k = wg.index; k < dims.params; k += GROUP) {
+    for (var k = index; k < dims.params; k += GROUP) {
         let raw = raw_parameter(k);
         var g = 0.0;
         if (k + 1u == dims.params) {

@@ -105,8 +105,8 @@ pub struct Gpu {
     /// Bind groups kept between calls, by (dispatch, step, job slot), with the pipeline and
     /// buffers they bind: a call that binds the same resident buffers creates nothing.
     bound: Mutex<HashMap<BindKey, BoundGroup>>,
-    /// What each constant resident buffer ([`Gpu::resident_written`] with [`Write::WhenChanged`]) was last given, with the
-    /// buffer it went to: written again only when either changes.
+    /// What each constant resident buffer ([`Gpu::resident_written`] with [`Upload::OnChange`])
+    /// was last given, with the buffer it went to: written again only when either changes.
     constants: Mutex<HashMap<(&'static str, usize), WrittenConstant>>,
     /// Which data the device holds for the resident evaluations' minibatches
     /// ([`Gpu::hold_data`]).
@@ -118,13 +118,13 @@ pub struct Gpu {
     failure: Arc<Mutex<Option<String>>>,
 }
 
-/// When [`Gpu::resident_written`] writes a buffer's contents.
+/// When [`Gpu::resident_written`] uploads a buffer's contents (named apart from `std::io::Write`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Write {
+enum Upload {
     /// Every call: contents that change from call to call.
-    Always,
+    EveryCall,
     /// Only when they differ from the last ones written there (a pass's shape).
-    WhenChanged,
+    OnChange,
 }
 
 /// `usage` with the queue's writes allowed.
@@ -320,12 +320,12 @@ impl Gpu {
     }
 
     /// A resident buffer for `role` of `slot` holding `contents`, written through the queue as
-    /// `write` says: every time, or, for contents that rarely change (a pass's shape), only when
+    /// `upload` says: every call, or, for contents that rarely change (a pass's shape), only when
     /// they differ from the last ones written to that buffer, so that a steady run uploads
     /// nothing for them.
     fn resident_written(
         &self,
-        write: Write,
+        upload: Upload,
         role: &'static str,
         slot: usize,
         contents: &[u8],
@@ -335,9 +335,9 @@ impl Gpu {
         if contents.is_empty() {
             return buffer;
         }
-        match write {
-            Write::Always => self.device.write_buffer(&buffer, 0, contents),
-            Write::WhenChanged => {
+        match upload {
+            Upload::EveryCall => self.device.write_buffer(&buffer, 0, contents),
+            Upload::OnChange => {
                 let mut constants = self
                     .constants
                     .lock()

@@ -30,7 +30,6 @@
 
 mod inputs;
 
-use crate::runner::gpu::Write;
 use nalgebra::{DMatrix, DVector};
 
 use super::gemm::{self, Accumulation, Op, Product};
@@ -39,7 +38,7 @@ use super::kernel::{
     kind_bytes, parameter_words, rows_bytes, KernelStrides,
 };
 use super::submission::{Readback, Step, Submitted};
-use super::{f32_bytes, uniform_words, Gpu, GpuError};
+use super::{f32_bytes, uniform_words, Gpu, GpuError, Upload};
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gp::linalg::CholeskyError;
 #[cfg(not(target_arch = "wasm32"))]
@@ -261,7 +260,7 @@ impl Gpu {
         );
         let matrix = |role, x: &DMatrix<f64>| {
             self.resident_written(
-                Write::Always,
+                Upload::EveryCall,
                 role,
                 slot,
                 &f32_bytes(x.iter().copied()),
@@ -274,7 +273,7 @@ impl Gpu {
             l_inv: matrix("l_inv", l_inv),
             s_minus_i: matrix("s - i", s_minus_i),
             q_mean: self.resident_written(
-                Write::Always,
+                Upload::EveryCall,
                 "q mean",
                 slot,
                 &f32_bytes(mean),
@@ -581,9 +580,14 @@ impl Gpu {
             .flat_map(|(input, &[first, second])| [first, input.latent.slot as u32, second, 0])
             .flat_map(u32::to_le_bytes)
             .collect();
-        let slot_words =
-            self.resident_written(Write::Always, "slot words", slot, &slot_words, storage());
-        let kinds = self.resident_written(Write::WhenChanged, "kinds", slot, &kinds, storage());
+        let slot_words = self.resident_written(
+            Upload::EveryCall,
+            "slot words",
+            slot,
+            &slot_words,
+            storage(),
+        );
+        let kinds = self.resident_written(Upload::OnChange, "kinds", slot, &kinds, storage());
         let kdims = kernel_dims(
             kernel,
             (m, points),
@@ -598,7 +602,7 @@ impl Gpu {
                 cols: strides.points,
             },
         );
-        let kdims = self.resident_written(Write::WhenChanged, "kernel dims", slot, &kdims, uniform);
+        let kdims = self.resident_written(Upload::OnChange, "kernel dims", slot, &kdims, uniform);
         let words_of =
             |values: &[usize]| -> Vec<u32> { values.iter().map(|&v| v as u32).collect() };
         let points_dims = words_of(&[
@@ -616,7 +620,7 @@ impl Gpu {
             0,
         ]);
         let points_dims = self.resident_written(
-            Write::WhenChanged,
+            Upload::OnChange,
             "points dims",
             slot,
             &uniform_words(&points_dims),
@@ -645,7 +649,7 @@ impl Gpu {
             0,
         ]);
         let column_dims = self.resident_written(
-            Write::WhenChanged,
+            Upload::OnChange,
             "column dims",
             slot,
             &uniform_words(&column_dims),
@@ -653,7 +657,7 @@ impl Gpu {
         );
         let misfit = buffer("misfit", t);
         let dims_of = |role, product: &Product| {
-            self.resident_written(Write::WhenChanged, role, slot, &product.dims, uniform)
+            self.resident_written(Upload::OnChange, role, slot, &product.dims, uniform)
         };
         let left_dims = dims_of("m x m times m x t dims", &left);
         let second_dims = dims_of("m x m times whitened dims", &second);
@@ -661,14 +665,14 @@ impl Gpu {
         let gy_dims = dims_of("gy dims", &small);
         let kkt_dims = dims_of("kkt dims", &kkt);
         let gy_sum_dims = self.resident_written(
-            Write::WhenChanged,
+            Upload::OnChange,
             "gy split sums",
             slot,
             &small.sum_dims(),
             uniform,
         );
         let kkt_sum_dims = self.resident_written(
-            Write::WhenChanged,
+            Upload::OnChange,
             "kkt split sums",
             slot,
             &kkt.sum_dims(),
@@ -689,7 +693,7 @@ impl Gpu {
                 (
                     self.resident(role, slot, product.output_words() * 4, storage()),
                     self.resident_written(
-                        Write::WhenChanged,
+                        Upload::OnChange,
                         sums,
                         slot,
                         &product.sum_dims(),
@@ -725,7 +729,7 @@ impl Gpu {
             0,
         ];
         let finish_dims = self.resident_written(
-            Write::WhenChanged,
+            Upload::OnChange,
             "finish dims",
             slot,
             &uniform_words(&finish_dims),

@@ -19,6 +19,7 @@
 
 use nalgebra::DMatrix;
 
+use super::Batch;
 use crate::discovery::cgp::{held_evaluation, Conditional, EvaluationError, HeldStep};
 use crate::discovery::jobs::{Job, Outcome};
 use crate::gp::device::DeviceError;
@@ -27,7 +28,6 @@ use crate::gp::svgp::{finish_held, HeldPredictions, FLOAT32_RELATIVE_JITTER};
 use crate::runner::gpu::{
     Gpu, GpuError, HeldSlot, ParameterStep, ResidentEvaluation, ResidentRequest,
 };
-use crate::runner::Pool;
 
 /// One evaluation's host half, before the device: its minibatch and the draws' noise ε (the
 /// device forms q(w)'s moments with the encoder, and w = μ + √Σ ε), the graph gradient of its
@@ -39,18 +39,22 @@ struct Begun<'j> {
     parameters: HeldWeights,
 }
 
-/// The held evaluations of `jobs` at `indices`, in that order, in one submission; `awaiting`
-/// is called before the device is awaited, and `meanwhile` runs on the host while it works.
+/// The held evaluations of the batch's jobs at `indices`, in that order, in one submission; the
+/// batch's `awaiting` is called before the device is awaited, and `meanwhile` runs on the host
+/// while it works.
 /// `Err` when the device failed (the caller computes them again on the CPU).
 pub(super) async fn held_evaluations(
-    gpu: &Gpu,
-    host: &Pool,
-    data: &DMatrix<f64>,
-    jobs: &[Job<'_>],
+    batch: Batch<'_, '_>,
     indices: &[usize],
     meanwhile: impl FnOnce(),
-    awaiting: &dyn Fn(),
 ) -> Result<Vec<Outcome>, GpuError> {
+    let Batch {
+        gpu,
+        host,
+        data,
+        jobs,
+        awaiting,
+    } = batch;
     gpu.begin_held_batch();
     // The minibatches are gathered from the data on the device (uploaded once).
     let data_held = gpu.hold_data(data)?;

@@ -148,8 +148,9 @@ pub(super) struct FamilyPlan<'p> {
 }
 
 /// The family fits of the batch's jobs named by `plan`, in its order, each side timed for the
-/// probe: those placed on the host run on the batch's host pool, first (so that while probing the device's patience
-/// is known before it starts), then those placed on the device in lockstep on `gpu`. The probe
+/// probe: those placed on the host run on the batch's host pool, first (so that while probing
+/// the device's patience is known before it starts), then those placed on the device in
+/// lockstep on the batch's GPU. The probe
 /// compares throughputs: the host's per-job seconds divided by `host_width`, the device's
 /// round-by-round batch apportioned over its fits by their work. While probing, a device batch
 /// that runs past [`PROBE_PATIENCE`] times the host's longest fit is given up, the device is
@@ -160,7 +161,11 @@ pub(super) async fn families_awaited(
     plan: FamilyPlan<'_>,
 ) -> Result<Vec<Outcome>, GpuError> {
     let Batch {
-        host, data, jobs, ..
+        gpu,
+        host,
+        data,
+        jobs,
+        awaiting,
     } = batch;
     let FamilyPlan {
         indices,
@@ -198,8 +203,7 @@ pub(super) async fn families_awaited(
         let started = now_seconds();
         let give_up = || patience.is_some_and(|limit| now_seconds() - started > limit);
         let device_jobs: Vec<&Job<'_>> = device_side.iter().map(|&k| &jobs[k]).collect();
-        let run =
-            families_in_lockstep(batch.gpu, data, &device_jobs, batch.awaiting, &give_up).await?;
+        let run = families_in_lockstep(gpu, data, &device_jobs, awaiting, &give_up).await?;
         let seconds = now_seconds() - started;
         if run.outputs.iter().any(Option::is_none) {
             // Given up: the device is left for family fits, its fits computed here.

@@ -276,12 +276,13 @@ async fn device_and_host(
     usage: DeviceUse<'_>,
     done: &mut [Option<Outcome>],
 ) -> Result<(), GpuError> {
+    // `awaiting` is used by the steps below, which take the whole batch.
     let Batch {
         gpu,
         host,
         data,
         jobs,
-        awaiting,
+        awaiting: _,
     } = batch;
     let at = |place: Placement| -> Vec<usize> {
         (0..jobs.len()).filter(|&k| places[k] == place).collect()
@@ -309,8 +310,7 @@ async fn device_and_host(
             probe.record(Side::Host, seconds, host_units);
         }
     } else {
-        let outcomes =
-            held::held_evaluations(gpu, host, data, jobs, &held, run_host, awaiting).await?;
+        let outcomes = held::held_evaluations(batch, &held, run_host).await?;
         for (&k, outcome) in held.iter().zip(outcomes) {
             done[k] = Some(outcome);
         }
@@ -321,7 +321,7 @@ async fn device_and_host(
     let collapsed = at(Placement::Psi2Evaluation);
     if !collapsed.is_empty() {
         let started = crate::base::clock::now_seconds();
-        let outcomes = collapsed_passes(gpu, host, data, jobs, &collapsed, awaiting).await?;
+        let outcomes = collapsed_passes(batch, &collapsed).await?;
         if let Some(probe) = probing {
             let seconds = crate::base::clock::now_seconds() - started;
             probe.record(
@@ -440,17 +440,20 @@ async fn with_current_posteriors(
     Ok(current)
 }
 
-/// The collapsed evaluations of `jobs` at `indices`, in that order: each pass runs the
+/// The collapsed evaluations of the batch's jobs at `indices`, in that order: each pass runs the
 /// evaluations still waiting on the host, then sends the Ψ2 sums they asked for to the device in
 /// one submission ([`CollapsedBatch`]).
 async fn collapsed_passes(
-    gpu: &Gpu,
-    host: &Pool,
-    data: &DMatrix<f64>,
-    jobs: &[Job<'_>],
+    batch: Batch<'_, '_>,
     indices: &[usize],
-    awaiting: &dyn Fn(),
 ) -> Result<Vec<Outcome>, GpuError> {
+    let Batch {
+        gpu,
+        host,
+        data,
+        jobs,
+        awaiting,
+    } = batch;
     let mut batch = CollapsedBatch::new(indices.iter().map(|&k| &jobs[k]).collect());
     for _pass in 0..PSI2_PASSES {
         let waiting = batch.waiting();

@@ -20,24 +20,29 @@ pub(in crate::runner::gpu) struct PointInputs<'a> {
     /// [`PredictionPlan::z`](super::PredictionPlan::z) (a device that holds Z).
     pub upload_z: bool,
     /// Upload only the noise ε of the latent input: the caller's passes write q(w)'s moments
-    /// into [`PredictionPlan::latent`](super::PredictionPlan::latent) before the evaluation points (a device that runs the
-    /// encoder).
+    /// into [`PredictionPlan::latent`](super::PredictionPlan::latent) before the evaluation
+    /// points (a device that runs the encoder).
     pub latent_on_device: bool,
-    /// Upload neither x nor y: the caller's passes write them into [`PredictionPlan::x`](super::PredictionPlan::x) and
-    /// [`PredictionPlan::y`](super::PredictionPlan::y) before the evaluation points (a device that holds the data).
+    /// Upload neither x nor y: the caller's passes write them into
+    /// [`PredictionPlan::x`](super::PredictionPlan::x) and
+    /// [`PredictionPlan::y`](super::PredictionPlan::y) before the evaluation points (a device
+    /// that holds the data).
     pub rows_on_device: bool,
     /// Upload neither the kernel's parameters nor anything formed from φ²: the caller's pass
-    /// derives them from the hyperparameters the device holds into [`PredictionPlan::params`](super::PredictionPlan::params)
-    /// before the evaluation points (a device that steps the hyperparameters); `kernel` then
-    /// gives the shapes only.
+    /// derives them from the hyperparameters the device holds into
+    /// [`PredictionPlan::params`](super::PredictionPlan::params) before the evaluation points (a
+    /// device that steps the hyperparameters); `kernel` then gives the shapes only.
     pub parameters_on_device: bool,
+    /// φ².
     pub noise: f64,
+    /// c = N/(bS), the weight of each draw's term ([`PredictionRequest::c`]).
     pub c: f64,
 }
 
 impl<'a> PointInputs<'a> {
     /// A request's inputs with everything uploaded from the host (Z, the rows, q(w)'s moments,
-    /// the kernel's parameters); a device that holds some of them sets their flags on this.
+    /// the kernel's parameters), `noise` = φ² and `c` = N/(bS); a device that holds some of them
+    /// sets their flags on this.
     pub(in crate::runner::gpu) fn uploaded(
         kernel: &'a Kernel,
         z: &'a DMatrix<f64>,

@@ -2,7 +2,7 @@
 //! requests prepared for them.
 
 use super::*;
-use crate::runner::gpu::Write;
+use crate::runner::gpu::Upload;
 
 impl Gpu {
     /// Records `jobs` (all of one kind: `what` is "kzz" for K_ZZ's factorisation, else the
@@ -89,20 +89,15 @@ impl Gpu {
                     (0.0, constant)
                 };
                 let dims = self.resident_written(
-                    Write::WhenChanged,
+                    Upload::OnChange,
                     label_dims,
                     slot,
                     &dims_bytes(m, n, job, gamma, floor),
                     wgpu::BufferUsages::UNIFORM,
                 );
                 let ladder: Vec<u8> = piece.iter().flat_map(|&k| jobs[k].ladder.clone()).collect();
-                let ladder = self.resident_written(
-                    Write::WhenChanged,
-                    label_ladder,
-                    slot,
-                    &ladder,
-                    storage(),
-                );
+                let ladder =
+                    self.resident_written(Upload::OnChange, label_ladder, slot, &ladder, storage());
                 for (i, &k) in piece.iter().enumerate().filter(|_| !input_in_place) {
                     let bytes = in_bytes as u64;
                     if bytes > 0 {

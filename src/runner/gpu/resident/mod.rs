@@ -29,8 +29,8 @@
 //!    prior's and the penalty's from the request, `ParameterStep::extra`), and the Adam step of
 //!    Z, the encoder, the hyperparameters and φ² into the slot's next state;
 //! 7. q(v)'s natural step P ← (1 − γ)P + γ(I + Λ), η₁ ← (1 − γ)η₁ + γr with Λ = (c/φ²)P_w and
-//!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `natural_entry` and its
-//!    blocked factorisation), and the KL terms of the current state.
+//!    r = (c/φ²)Ãy, into the slot's next state (`cholesky.wgsl`'s `fill` entry through its
+//!    `natural_entry`, and its blocked factorisation), and the KL terms of the current state.
 //!
 //! The two factorisations (steps 2 and 7) of all the submission's requests of one M (and one
 //! jitter floor, or one γ) run as one batch ([`Gpu::record_batched`]: the factorisation blocked
@@ -69,7 +69,6 @@ mod layout;
 mod plan;
 mod slots;
 
-use crate::runner::gpu::Write;
 use decode::*;
 pub use layout::StateShape;
 use layout::*;
@@ -87,7 +86,7 @@ use super::kernel::{alpha_at, backward_chunk, backward_width, kind_bytes, parame
 use super::predictions::{InducingOperands, PointInputs, PredictionPlan, ReadbackLayout};
 use super::submission::Step;
 use super::submission::{Readback, Submitted};
-use super::{Gpu, GpuError};
+use super::{Gpu, GpuError, Upload};
 use super::{FIVE_BUFFERS, POSITIVE};
 use crate::gp::adam::HeldAdamStep;
 use crate::gp::encoder::Encoder;
@@ -612,9 +611,15 @@ impl Gpu {
             }),
         );
         let state_slot = RESIDENT_SLOTS + slot;
-        self.resident_written(Write::Always, "q current", state_slot, &bytes, storage());
         self.resident_written(
-            Write::Always,
+            Upload::EveryCall,
+            "q current",
+            state_slot,
+            &bytes,
+            storage(),
+        );
+        self.resident_written(
+            Upload::EveryCall,
             "held current",
             state_slot,
             &held_bytes,

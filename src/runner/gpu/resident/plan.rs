@@ -2,7 +2,7 @@
 //! per group of requests of one M.
 
 use super::*;
-use crate::runner::gpu::Write;
+use crate::runner::gpu::Upload;
 
 impl Gpu {
     /// The held passes of a batch (`members`, all of one [`SlotHeld::groups_with`] another) in
@@ -47,14 +47,14 @@ impl Gpu {
             members.iter().flat_map(|h| part(h).to_vec()).collect()
         };
         let table = self.resident_written(
-            Write::WhenChanged,
+            Upload::OnChange,
             "held group table",
             slot,
             &concat(|h| &h.table),
             storage(),
         );
         let extra = self.resident_written(
-            Write::WhenChanged,
+            Upload::OnChange,
             "held group extra",
             slot,
             &concat(|h| &h.extra),
@@ -65,7 +65,7 @@ impl Gpu {
             let mut words = first.dims.to_vec();
             words.extend(strides.map(|w| w as u32));
             self.resident_written(
-                Write::WhenChanged,
+                Upload::OnChange,
                 role,
                 slot,
                 &super::super::uniform_words(&words),
@@ -292,7 +292,7 @@ impl Gpu {
             |role: &'static str, t: usize, offset: usize, flags: u32, strides: [usize; 4]| {
                 let [a, b, c, d] = strides.map(|w| w as u32);
                 self.resident_written(
-                    Write::WhenChanged,
+                    Upload::OnChange,
                     role,
                     slot,
                     &super::super::uniform_words(&[
@@ -371,9 +371,9 @@ impl Gpu {
         }
         let uniform = wgpu::BufferUsages::UNIFORM;
         let as_is_dims =
-            self.resident_written(Write::WhenChanged, "m x m dims", slot, &as_is.dims, uniform);
+            self.resident_written(Upload::OnChange, "m x m dims", slot, &as_is.dims, uniform);
         let t_as_is_dims = self.resident_written(
-            Write::WhenChanged,
+            Upload::OnChange,
             "m' x m dims",
             slot,
             &t_as_is.dims,
@@ -390,7 +390,7 @@ impl Gpu {
                     storage(),
                 ),
                 self.resident_written(
-                    Write::WhenChanged,
+                    Upload::OnChange,
                     "m x m split sums",
                     slot,
                     &as_is.sum_dims(),
