@@ -159,8 +159,7 @@ async fn family_fit_with(
         child,
         parents,
         settings,
-        seed,
-        warm,
+        ..
     } = request;
     let n = data.nrows();
     let x = DMatrix::from_fn(n, parents.len(), |r, k| data[(r, parents[k])]);
@@ -176,10 +175,10 @@ async fn family_fit_with(
         Some(device) => model.on_device(device),
         None => model,
     };
-    let family_seed = family_seed(seed, child, parents);
+    let family_seed = family_seed(request.seed, child, parents);
     // The warm start, when the scheme takes one and `warm` is a subset with one parent fewer.
     let warm_params = match settings.scheme {
-        FamilyFitScheme::Warm { .. } if parents.len() >= 2 => warm.and_then(|w| {
+        FamilyFitScheme::Warm { .. } if parents.len() >= 2 => request.warm.and_then(|w| {
             let added: Vec<usize> = (0..parents.len())
                 .filter(|&k| !w.parents.contains(&parents[k]))
                 .collect();

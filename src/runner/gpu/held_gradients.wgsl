@@ -169,24 +169,24 @@ fn noise_scale(phi: f32) -> vec2<f32> {
 const GROUP: u32 = 64u;
 
 // The passes below share out one slot's work in a workgroup: the slot is the workgroup's y, and
-// each invocation strides over the work from its index in the workgroup. The two builtins are
-// separate parameters: WGSL's uniformity analysis counts a struct holding the invocation's index
-// as varying across the workgroup, `workgroup_id` with it, and `kernel_sums` branches on
+// each invocation strides over the work from its index in the workgroup (its `Lane`).
+// `workgroup_id` stays a parameter of its own: WGSL's uniformity analysis counts a whole struct as
+// varying across the workgroup when one member does, and `kernel_sums` branches on
 // `workgroup_id` before its barriers.
+struct Lane {
+    @builtin(local_invocation_index) index: u32,
+}
 
 @compute @workgroup_size(64)
-fn derive_parameters(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) index: u32,
-) {
+fn derive_parameters(@builtin(workgroup_id) group: vec3<u32>, lane: Lane) {
     enter(group.y);
     let d = dims.d;
     if (dims.linear == 0u) {
-        for (var j = index; j < d; j += GROUP) {
+        for (var j = lane.index; j < d; j += GROUP) {
             dst[base.w + j] = 0.0;
         }
     }
-    for (var k = index; k + 1u < dims.params; k += GROUP) {
+    for (var k = lane.index; k + 1u < dims.params; k += GROUP) {
         let r = parameter_record(k);
         let value = softplus(raw_parameter(k));
         switch r.x {
@@ -204,7 +204,7 @@ fn derive_parameters(
             }
         }
     }
-    if (index == 0u) {
+    if (lane.index == 0u) {
         let scale = noise_scale(noise_variance());
         let g_var = -0.5 * scale;
         var linear_slot = 0.0;
@@ -257,10 +257,7 @@ fn input_gradients(@builtin(global_invocation_id) id: vec3<u32>) {
 var<workgroup> partial: array<vec2<f32>, 64>;
 
 @compute @workgroup_size(64)
-fn kernel_sums(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) index: u32,
-) {
+fn kernel_sums(@builtin(workgroup_id) group: vec3<u32>, lane: Lane) {
     enter(group.y);
     let w = group.x;
     let mw = dims.m * dims.width;
@@ -268,17 +265,17 @@ fn kernel_sums(
     // `w` is the same for the whole workgroup, so every invocation reaches the barriers.
     let b = dims.t / max(dims.samples, 1u);
     if (w < dims.width) {
-        for (var i = index; i < dims.m; i += GROUP) {
+        for (var i = lane.index; i < dims.m; i += GROUP) {
             let at = i * dims.width + w;
             sum = df_add(sum, vec2<f32>(src_a[base.x + 2u + at], src_a[base.x + 2u + mw + at]));
         }
     } else if (w == dims.width) {
-        for (var e = index; e < held_count(); e += GROUP) {
+        for (var e = lane.index; e < held_count(); e += GROUP) {
             let g = dst[base.w + z_at() + e];
             sum = df_add(sum, two_prod(g, g));
         }
     } else if (w == dims.width + 1u) {
-        for (var n = index; n < b; n += GROUP) {
+        for (var n = lane.index; n < b; n += GROUP) {
             let mu = src_b[base.y + dims.t + 2u * n];
             let root = src_b[base.y + dims.t + 2u * n + 1u];
             let variance = root * root;
@@ -286,20 +283,20 @@ fn kernel_sums(
         }
     } else {
         let j = w - dims.width - 2u;
-        for (var p = index; p < dims.t; p += GROUP) {
+        for (var p = lane.index; p < dims.t; p += GROUP) {
             let u = src_c[base.z + p * dims.d + j];
             sum = df_add(sum, two_prod(u, u));
         }
     }
-    partial[index] = sum;
+    partial[lane.index] = sum;
     workgroupBarrier();
     for (var half = GROUP / 2u; half > 0u; half /= 2u) {
-        if (index < half) {
-            partial[index] = df_add(partial[index], partial[index + half]);
+        if (lane.index < half) {
+            partial[lane.index] = df_add(partial[lane.index], partial[lane.index + half]);
         }
         workgroupBarrier();
     }
-    if (index == 0u) {
+    if (lane.index == 0u) {
         var at = sums_at() + 2u * w;
         if (w == dims.width) {
             at = NORM_AT;
@@ -340,10 +337,7 @@ fn column_squares(j: u32) -> f32 {
 }
 
 @compute @workgroup_size(64)
-fn parameter_gradients(
-    @builtin(workgroup_id) group: vec3<u32>,
-    @builtin(local_invocation_index) index: u32,
-) {
+fn parameter_gradients(@builtin(workgroup_id) group: vec3<u32>, lane: Lane) {
     enter(group.y);
     let d = dims.d;
     let phi = noise_variance();
@@ -351,7 +345,7 @@ fn parameter_gradients(
     let g_var = -0.5 * (scale.x + scale.y);
     let t = f32(dims.t);
     let alpha = alpha_at();
-    for (var k = index; k < dims.params; k += GROUP) {
+    for (var k = lane.index; k < dims.params; k += GROUP) {
         let raw = raw_parameter(k);
         var g = 0.0;
         if (k + 1u == dims.params) {

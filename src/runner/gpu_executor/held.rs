@@ -48,18 +48,11 @@ pub(super) async fn held_evaluations(
     indices: &[usize],
     meanwhile: impl FnOnce(),
 ) -> Result<Vec<Outcome>, GpuError> {
-    let Batch {
-        gpu,
-        host,
-        data,
-        jobs,
-        awaiting,
-    } = batch;
-    gpu.begin_held_batch();
+    batch.gpu.begin_held_batch();
     // The minibatches are gathered from the data on the device (uploaded once).
-    let data_held = gpu.hold_data(data)?;
-    let picked: Vec<&Job<'_>> = indices.iter().map(|&k| &jobs[k]).collect();
-    let begun: Vec<Option<Begun>> = host.map(&picked, |job| begin(data, job));
+    let data_held = batch.gpu.hold_data(batch.data)?;
+    let picked: Vec<&Job<'_>> = indices.iter().map(|&k| &batch.jobs[k]).collect();
+    let begun: Vec<Option<Begun>> = batch.host.map(&picked, |job| begin(batch.data, job));
     // Each variable's slot, in order (a key met twice in one batch, which no driver sends, is
     // given a slot of its own from the variable's copy).
     let mut seen = std::collections::HashSet::new();
@@ -74,7 +67,8 @@ pub(super) async fn held_evaluations(
                 .filter(|k| seen.insert(*k));
             let version = b.variable.natural_steps();
             let synced = b.variable.holding().map_or(version, |h| h.synced_steps);
-            let slot = gpu
+            let slot = batch
+                .gpu
                 .hold_state(
                     key,
                     version,
@@ -100,13 +94,13 @@ pub(super) async fn held_evaluations(
     let submitted = if requests.is_empty() {
         None
     } else {
-        Some(gpu.submit_resident(&requests)?)
+        Some(batch.gpu.submit_resident(&requests)?)
     };
     meanwhile();
     let mut results = match submitted {
         Some(submitted) => {
-            awaiting();
-            submitted.finish(gpu, &requests).await?
+            (batch.awaiting)();
+            submitted.finish(batch.gpu, &requests).await?
         }
         None => Vec::new(),
     }
@@ -116,7 +110,7 @@ pub(super) async fn held_evaluations(
     for (b, slot) in begun.into_iter().zip(slots) {
         let outcome = match (b, slot) {
             (Some(b), Some(Ok(slot))) => match results.next() {
-                Some(result) => finish(gpu, b, slot, result),
+                Some(result) => finish(batch.gpu, b, slot, result),
                 None => Err(EvaluationError::Device(DeviceError::Unanswered)),
             },
             (Some(_), Some(Err(e))) => Err(e),

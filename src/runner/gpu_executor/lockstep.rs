@@ -161,11 +161,7 @@ pub(super) async fn families_awaited(
     plan: FamilyPlan<'_>,
 ) -> Result<Vec<Outcome>, GpuError> {
     let Batch {
-        gpu,
-        host,
-        data,
-        jobs,
-        awaiting,
+        host, data, jobs, ..
     } = batch;
     let FamilyPlan {
         indices,
@@ -203,7 +199,8 @@ pub(super) async fn families_awaited(
         let started = now_seconds();
         let give_up = || patience.is_some_and(|limit| now_seconds() - started > limit);
         let device_jobs: Vec<&Job<'_>> = device_side.iter().map(|&k| &jobs[k]).collect();
-        let run = families_in_lockstep(gpu, data, &device_jobs, awaiting, &give_up).await?;
+        let run =
+            families_in_lockstep(batch.gpu, data, &device_jobs, batch.awaiting, &give_up).await?;
         let seconds = now_seconds() - started;
         if run.outputs.iter().any(Option::is_none) {
             // Given up: the device is left for family fits, its fits computed here.

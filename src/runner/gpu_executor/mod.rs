@@ -447,34 +447,29 @@ async fn collapsed_passes(
     batch: Batch<'_, '_>,
     indices: &[usize],
 ) -> Result<Vec<Outcome>, GpuError> {
-    let Batch {
-        gpu,
-        host,
-        data,
-        jobs,
-        awaiting,
-    } = batch;
-    let mut batch = CollapsedBatch::new(indices.iter().map(|&k| &jobs[k]).collect());
+    let mut evaluations = CollapsedBatch::new(indices.iter().map(|&k| &batch.jobs[k]).collect());
     for _pass in 0..PSI2_PASSES {
-        let waiting = batch.waiting();
+        let waiting = evaluations.waiting();
         if waiting.is_empty() {
             break;
         }
-        let results = host.map(&waiting, |&i| batch.evaluate(data, i));
+        let results = batch
+            .host
+            .map(&waiting, |&i| evaluations.evaluate(batch.data, i));
         for (i, result) in waiting.into_iter().zip(results) {
-            batch.settle(i, result);
+            evaluations.settle(i, result);
         }
-        let requests = batch.requests();
+        let requests = evaluations.requests();
         if requests.is_empty() {
             break;
         }
-        let submitted = gpu.submit_psi2(&requests)?;
+        let submitted = batch.gpu.submit_psi2(&requests)?;
         drop(requests);
-        awaiting();
-        let answers = submitted.finish(gpu).await?;
-        batch.answer(answers);
+        (batch.awaiting)();
+        let answers = submitted.finish(batch.gpu).await?;
+        evaluations.answer(answers);
     }
-    Ok(batch.outcomes())
+    Ok(evaluations.outcomes())
 }
 
 /// The outcome of a job nothing ran (which the engine treats as a failed job).
